@@ -1,0 +1,48 @@
+"""grader: the auto-grading harness and plugin system for chapter G14.
+
+Public API: the ``hookimpl`` marker for plugins, the data models, and the
+errors. See ``grader.hookspecs`` for every hook.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from grader.errors import ConfigError, GraderError, PluginError, SpecError, UsageError  # noqa: E402
+from grader.models import (  # noqa: E402
+    Call,
+    CallResult,
+    Check,
+    CheckResult,
+    Exercise,
+    ExerciseResult,
+    GradingReport,
+    Prepared,
+    RunOutcome,
+    Submission,
+    SubmissionResult,
+    Verdict,
+)
+from grader.plugins import hookimpl  # noqa: E402
+
+__all__ = [
+    "Call",
+    "CallResult",
+    "Check",
+    "CheckResult",
+    "ConfigError",
+    "Exercise",
+    "ExerciseResult",
+    "GraderError",
+    "GradingReport",
+    "PluginError",
+    "Prepared",
+    "RunOutcome",
+    "SpecError",
+    "Submission",
+    "SubmissionResult",
+    "UsageError",
+    "Verdict",
+    "__version__",
+    "hookimpl",
+]

@@ -1,0 +1,479 @@
+"""Built-in plugin: the check kinds used by the G14 specs.
+
+A check kind turns a spec's check into calls for the child process
+(``prepare``) and decides the check from what came back (``judge``). All of
+it runs in the grader's process; expected values never leave it.
+
+Kinds
+-----
+compare
+    Call the function on the spec's (seeded) arguments and compare with the
+    reference's result on the same arguments. Keys: ``select``, ``rtol``,
+    ``atol``.
+literal
+    Compare with a hand value written in the spec (``expect``), e.g. the
+    chapter's worked examples. ``grader validate`` also checks the literal
+    against the reference.
+raises
+    The call must raise ``ValueError``; ``reason`` says what is invalid.
+shape
+    Compare only the shapes of the result's parts (``expect``).
+row_sums
+    Every row of ``weights`` is nonnegative and sums to one.
+shift_invariance
+    Adding ``shift`` to every score leaves softmax unchanged.
+causal_noninterference
+    Changing the last key and value leaves earlier causal outputs and
+    weights unchanged.
+sum_to_zero
+    The entries of a softmax-backward result sum to zero.
+finite_difference
+    softmax_backward agrees with a central finite difference of the
+    reference softmax.
+"""
+
+from __future__ import annotations
+
+import inspect
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from grader.compare import Mismatch, as_array, compare, format_value, part_names, split_parts
+from grader.errors import SpecError
+from grader.models import Call, CallResult, Check, Exercise, Prepared, Verdict
+from grader.plugins import hookimpl
+
+DEFAULT_RTOL = 1e-6
+DEFAULT_ATOL = 1e-9
+
+GENERATORS = ("normal", "uniform", "mask", "simplex")
+
+
+@dataclass(frozen=True)
+class KindContext:
+    """What a check kind may use while preparing and judging a check.
+
+    Attributes
+    ----------
+    exercise : grader.models.Exercise
+        The exercise the check belongs to.
+    reference : dict of str to callable
+        The trusted reference functions.
+    """
+
+    exercise: Exercise
+    reference: dict[str, Callable[..., Any]]
+
+    def fail(self, check: Check, key: str, problem: str) -> SpecError:
+        """Return a `SpecError` naming the spec file, the check and ``key``."""
+        where = f"check '{check.id}'" + (f".{key}" if key else "")
+        return SpecError(self.exercise.path, where, problem)
+
+    def reference_function(self, check: Check, name: str | None = None) -> Callable[..., Any]:
+        """The reference function a check calls; SpecError when it lacks one."""
+        name = name or check.function
+        fn = self.reference.get(name)
+        if fn is None:
+            known = ", ".join(sorted(self.reference)) or "none"
+            raise self.fail(check, "function", f"the reference has no function '{name}' (it has: {known})")
+        return fn
+
+    def rng(self, check: Check) -> np.random.Generator:
+        """The check's own random generator, seeded from its seed and id."""
+        return np.random.default_rng([check.seed, zlib.crc32(check.id.encode())])
+
+    def arguments(self, check: Check, rng: np.random.Generator | None = None) -> tuple[Any, ...]:
+        """Resolve the spec's arguments into positional plain data.
+
+        Generators (``{normal: [3, 2], scale: 1e3}``, ``{uniform: [4]}``,
+        ``{mask: 6}``, ``{simplex: 5}``) are drawn from the check's seeded
+        generator in the order the arguments are written.
+
+        Raises
+        ------
+        grader.errors.SpecError
+            If an argument name is not a parameter of the reference function,
+            a required one is missing, or a generator is malformed.
+        """
+        rng = rng or self.rng(check)
+        values = {name: self.generate(check, name, raw, rng) for name, raw in check.args.items()}
+        signature = inspect.signature(self.reference_function(check))
+        try:
+            bound = signature.bind(**values)
+        except TypeError as exc:
+            raise self.fail(check, "args", f"do not fit {check.function}{signature}: {exc}") from None
+        return tuple(bound.args)
+
+    def generate(self, check: Check, name: str, raw: Any, rng: np.random.Generator) -> Any:
+        if not (isinstance(raw, dict) and len(raw.keys() & set(GENERATORS)) == 1):
+            return raw
+        gen = next(k for k in raw if k in GENERATORS)
+        size = raw[gen]
+        extra = {k: v for k, v in raw.items() if k != gen}
+        allowed_extra = {"normal": {"scale", "loc"}, "uniform": {"low", "high"}, "mask": set(), "simplex": set()}[gen]
+        if set(extra) - allowed_extra:
+            raise self.fail(check, f"args.{name}", f"generator '{gen}' takes only {sorted(allowed_extra)}")
+        if gen in ("mask", "simplex"):
+            if not isinstance(size, int) or size < 1:
+                raise self.fail(check, f"args.{name}", f"'{gen}' takes a positive length")
+        elif not (isinstance(size, list) and all(isinstance(s, int) and s >= 1 for s in size)):
+            raise self.fail(check, f"args.{name}", f"'{gen}' takes a shape: a list of positive integers")
+        if gen == "normal":
+            value = rng.normal(extra.get("loc", 0.0), 1.0, size) * extra.get("scale", 1.0)
+        elif gen == "uniform":
+            value = rng.uniform(extra.get("low", -1.0), extra.get("high", 1.0), size)
+        elif gen == "mask":
+            value = rng.random(size) < 0.5
+            value[rng.integers(size)] = True
+        else:
+            value = rng.dirichlet(np.ones(size))
+        return value.tolist()
+
+    def call_reference(self, check: Check, args: Sequence[Any], function: str | None = None) -> Any:
+        """Run the reference on ``args``; SpecError if it raises."""
+        fn = self.reference_function(check, function)
+        try:
+            return normalize(fn(*args))
+        except Exception as exc:
+            raise self.fail(
+                check, "args", f"the reference raised {type(exc).__name__} on these arguments: {exc}"
+            ) from None
+
+    def shown_call(self, check: Check, args: Sequence[Any], function: str | None = None) -> str:
+        """Render a call as the student would write it, values shortened."""
+        name = function or check.function
+        params = list(inspect.signature(self.reference_function(check, name)).parameters)
+        shown = ", ".join(f"{p}={format_value(a, 300)}" for p, a in zip(params, args))
+        return f"{name}({shown})"
+
+
+def normalize(value: Any) -> Any:
+    """Turn a reference result into ints, float arrays or tuples of them."""
+    if isinstance(value, tuple):
+        return tuple(normalize(v) for v in value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    return np.asarray(value, dtype=np.float64)
+
+
+def tolerances(check: Check) -> tuple[float, float]:
+    """The check's ``(rtol, atol)``."""
+    return float(check.params.get("rtol", DEFAULT_RTOL)), float(check.params.get("atol", DEFAULT_ATOL))
+
+
+def compare_parts(
+    check: Check, ctx: KindContext, expected: dict[str, Any], got: Any, function: str | None = None
+) -> Verdict:
+    """Compare the named parts in ``expected`` with the returned value ``got``."""
+    rtol, atol = tolerances(check)
+    try:
+        parts = split_parts(part_names(function or check.function, ctx.exercise.returns), got)
+        for name, value in expected.items():
+            compare(name, value, parts[name], rtol, atol)
+    except Mismatch as m:
+        return Verdict("failed", m.message, m.details)
+    return Verdict("passed", fraction=1.0)
+
+
+def named(check: Check, ctx: KindContext, value: Any, select: Sequence[str] | None = None) -> dict[str, Any]:
+    """Name the parts of a (reference) result and keep those in ``select``."""
+    names = part_names(check.function, ctx.exercise.returns)
+    parts = dict(zip(names, value)) if len(names) > 1 else {names[0]: value}
+    if select:
+        unknown = [s for s in select if s not in parts]
+        if unknown:
+            raise ctx.fail(check, "select", f"unknown part(s) {unknown}; the result has {list(names)}")
+        parts = {k: parts[k] for k in select}
+    return parts
+
+
+class Kind:
+    """Base of the built-in kinds: one call, judged by `check_value`."""
+
+    name = ""
+    params: dict[str, str] = {}
+    expects_raise = False
+
+    def prepare(self, check: Check, ctx: KindContext) -> Prepared:
+        args = ctx.arguments(check)
+        return Prepared(
+            calls=(Call(check.function, args, check.timeout),),
+            expected=self.expected(check, ctx, args),
+            shown_call=ctx.shown_call(check, args),
+        )
+
+    def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
+        return None
+
+    def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
+        return self.check_value(check, prepared.expected, results[0].value, ctx)
+
+    def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
+        raise NotImplementedError
+
+
+class CompareKind(Kind):
+    name = "compare"
+    params = {"select": "optional", "rtol": "optional", "atol": "optional"}
+
+    def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
+        return named(check, ctx, ctx.call_reference(check, args), check.params.get("select"))
+
+    def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
+        return compare_parts(check, ctx, expected, got)
+
+
+class LiteralKind(CompareKind):
+    name = "literal"
+    params = {"expect": "required", "rtol": "optional", "atol": "optional"}
+
+    def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
+        names = part_names(check.function, ctx.exercise.returns)
+        expect = check.params["expect"]
+        if len(names) == 1:
+            return {names[0]: normalize(expect)}
+        if not isinstance(expect, dict) or not expect or set(expect) - set(names):
+            raise ctx.fail(check, "expect", f"give a mapping with some of the parts {list(names)}")
+        return {k: normalize(v) for k, v in expect.items()}
+
+    def prepare(self, check: Check, ctx: KindContext) -> Prepared:
+        """Prepare, and refuse a hand value that the reference disagrees with."""
+        prepared = super().prepare(check, ctx)
+        parts = [_plain(v) for v in named(check, ctx, ctx.call_reference(check, prepared.calls[0].args)).values()]
+        verdict = compare_parts(check, ctx, prepared.expected, parts if len(parts) > 1 else parts[0])
+        if verdict.status != "passed":
+            raise ctx.fail(check, "expect", f"the reference disagrees with this hand value: {verdict.message}")
+        return prepared
+
+
+def _plain(value: Any) -> Any:
+    """A reference value as the JSON data a submission would return."""
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+class ShapeKind(Kind):
+    name = "shape"
+    params = {"expect": "required"}
+
+    def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
+        names = part_names(check.function, ctx.exercise.returns)
+        expect = check.params["expect"]
+        if not isinstance(expect, dict) or set(expect) - set(names):
+            raise ctx.fail(check, "expect", f"give a mapping from parts {list(names)} to shapes")
+        reference = named(check, ctx, ctx.call_reference(check, args), list(expect))
+        for part, shape in expect.items():
+            if tuple(shape) != np.shape(reference[part]):
+                raise ctx.fail(check, "expect", f"{part} shape {shape} disagrees with the reference's {list(np.shape(reference[part]))}")
+        return {k: tuple(v) for k, v in expect.items()}
+
+    def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
+        try:
+            parts = split_parts(part_names(check.function, ctx.exercise.returns), got)
+            for part, shape in expected.items():
+                arr = as_array(part, parts[part])
+                if arr.shape != shape:
+                    raise Mismatch(
+                        f"{part} has shape {arr.shape}, expected {shape}",
+                        (("expected shape", str(shape)), ("got shape", str(arr.shape))),
+                    )
+        except Mismatch as m:
+            return Verdict("failed", m.message, m.details)
+        return Verdict("passed", fraction=1.0)
+
+
+class RaisesKind(Kind):
+    name = "raises"
+    params = {"reason": "required"}
+    expects_raise = True
+
+    def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
+        try:
+            ctx.reference_function(check)(*args)
+        except ValueError:
+            return None
+        raise ctx.fail(check, "args", "the reference does not raise ValueError on these arguments")
+
+    def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
+        result = results[0]
+        reason = check.params["reason"]
+        if result.status == "raised" and result.value_error:
+            return Verdict("passed", fraction=1.0)
+        if result.status == "raised":
+            where = f" ({result.where})" if result.where else ""
+            return Verdict(
+                "failed",
+                f"raised {result.error_type} instead of ValueError for {reason}{where}",
+                (("got", f"{result.error_type}: {result.message}"),),
+            )
+        return Verdict(
+            "failed",
+            f"returned a value instead of raising ValueError for {reason}",
+            (("got", format_value(result.value)),),
+        )
+
+
+class RowSumsKind(Kind):
+    name = "row_sums"
+    params = {"atol": "optional"}
+
+    def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
+        atol = float(check.params.get("atol", 1e-9))
+        try:
+            weights = as_array("weights", split_parts(part_names(check.function, ctx.exercise.returns), got)["weights"])
+        except Mismatch as m:
+            return Verdict("failed", m.message, m.details)
+        if weights.ndim != 2:
+            return Verdict("failed", f"weights should be a matrix, got {weights.ndim} dimensions")
+        sums = weights.sum(axis=1)
+        if not np.all(np.isfinite(weights)) or weights.min() < -atol:
+            return Verdict("failed", "weights hold a negative or non-finite entry", (("weights", format_value(weights)),))
+        worst = int(np.argmax(np.abs(sums - 1.0)))
+        if abs(sums[worst] - 1.0) > atol:
+            return Verdict(
+                "failed",
+                f"row {worst} of weights sums to {sums[worst]:.12g}, not 1",
+                (("row sums", format_value(sums)),),
+            )
+        return Verdict("passed", fraction=1.0)
+
+
+class ShiftInvarianceKind(Kind):
+    name = "shift_invariance"
+    params = {"shift": "required", "rtol": "optional", "atol": "optional"}
+
+    def prepare(self, check: Check, ctx: KindContext) -> Prepared:
+        args = ctx.arguments(check)
+        shift = float(check.params["shift"])
+        shifted = ([x + shift for x in args[0]], *args[1:])
+        return Prepared(
+            calls=(Call(check.function, args, check.timeout), Call(check.function, shifted, check.timeout)),
+            shown_call=f"{ctx.shown_call(check, args)} and the same scores plus {shift:g}",
+        )
+
+    def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
+        rtol, atol = tolerances(check)
+        try:
+            compare("weights after the shift", as_array("weights", results[0].value), results[1].value, rtol, atol)
+        except Mismatch as m:
+            return Verdict("failed", "adding the same constant to every score changed the weights: " + m.message, m.details)
+        return Verdict("passed", fraction=1.0)
+
+
+class CausalNoninterferenceKind(Kind):
+    name = "causal_noninterference"
+    params = {"atol": "optional"}
+
+    def prepare(self, check: Check, ctx: KindContext) -> Prepared:
+        rng = ctx.rng(check)
+        args = ctx.arguments(check, rng)
+        q, k, v = (list(map(list, a)) for a in args[:3])
+        if len(q) < 2 or len(q) != len(k):
+            raise ctx.fail(check, "args", "needs Q and K with the same number (at least 2) of rows")
+        k[-1] = (np.asarray(k[-1]) + rng.normal(0.0, 3.0, len(k[-1]))).tolist()
+        v[-1] = (np.asarray(v[-1]) + rng.normal(0.0, 3.0, len(v[-1]))).tolist()
+        changed = (q, k, v, *args[3:])
+        return Prepared(
+            calls=(Call(check.function, args, check.timeout), Call(check.function, changed, check.timeout)),
+            shown_call=f"{ctx.shown_call(check, args)}, then again with the last key and value changed",
+        )
+
+    def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
+        atol = float(check.params.get("atol", 1e-12))
+        names = part_names(check.function, ctx.exercise.returns)
+        try:
+            before = split_parts(names, results[0].value)
+            after = split_parts(names, results[1].value)
+            for part in names:
+                a = as_array(part, before[part])
+                b = as_array(part, after[part])
+                if a.ndim != 2 or a.shape != b.shape:
+                    raise Mismatch(f"{part} should be a matrix of the same shape on both calls")
+                compare(f"{part} of earlier positions", a[:-1], b[:-1].tolist(), 0.0, atol)
+        except Mismatch as m:
+            return Verdict("failed", "changing a future key and value changed an earlier position: " + m.message, m.details)
+        return Verdict("passed", fraction=1.0)
+
+
+class SumToZeroKind(Kind):
+    name = "sum_to_zero"
+    params = {"atol": "optional"}
+
+    def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
+        atol = float(check.params.get("atol", 1e-12))
+        try:
+            grad = as_array("gradient", got)
+        except Mismatch as m:
+            return Verdict("failed", m.message, m.details)
+        total = float(np.sum(grad))
+        scale = 1.0 + float(np.sum(np.abs(grad))) if np.all(np.isfinite(grad)) else 1.0
+        if not np.isfinite(total) or abs(total) > atol * scale:
+            return Verdict(
+                "failed", f"the gradient's entries sum to {total:.6g}, not 0", (("gradient", format_value(grad)),)
+            )
+        return Verdict("passed", fraction=1.0)
+
+
+class FiniteDifferenceKind(Kind):
+    """softmax_backward(p, u) against d(u . softmax(s))/ds by central differences.
+
+    The spec gives ``scores`` and ``upstream`` (literals or generators)
+    instead of ``args``; ``p`` is the reference softmax of the scores and
+    ``u`` the upstream sensitivities.
+    """
+
+    name = "finite_difference"
+    params = {"scores": "required", "upstream": "required", "step": "optional", "rtol": "optional", "atol": "optional"}
+
+    def prepare(self, check: Check, ctx: KindContext) -> Prepared:
+        rng = ctx.rng(check)
+        scores = np.asarray(ctx.generate(check, "scores", check.params["scores"], rng), dtype=np.float64)
+        u = np.asarray(ctx.generate(check, "upstream", check.params["upstream"], rng), dtype=np.float64)
+        if check.args or scores.ndim != 1 or u.shape != scores.shape:
+            raise ctx.fail(check, "upstream", "give 'scores' and 'upstream' of one length, and no 'args'")
+        softmax = ctx.reference_function(check, "softmax")
+        p = np.asarray(softmax(scores.tolist()), dtype=np.float64)
+        h = float(check.params.get("step", 1e-6))
+        grad = np.empty_like(scores)
+        for k in range(scores.size):
+            up, down = scores.copy(), scores.copy()
+            up[k] += h
+            down[k] -= h
+            grad[k] = (np.dot(u, softmax(up.tolist())) - np.dot(u, softmax(down.tolist()))) / (2 * h)
+        args = (p.tolist(), u.tolist())
+        return Prepared(
+            calls=(Call(check.function, args, check.timeout),),
+            expected={"gradient": grad},
+            shown_call=ctx.shown_call(check, args),
+        )
+
+    def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
+        rtol = float(check.params.get("rtol", 1e-5))
+        atol = float(check.params.get("atol", 1e-7))
+        try:
+            compare("gradient", expected["gradient"], got, rtol, atol)
+        except Mismatch as m:
+            return Verdict("failed", "disagrees with a finite-difference gradient: " + m.message, m.details)
+        return Verdict("passed", fraction=1.0)
+
+
+BUILTIN_KINDS = (
+    CompareKind(),
+    LiteralKind(),
+    ShapeKind(),
+    RaisesKind(),
+    RowSumsKind(),
+    ShiftInvarianceKind(),
+    CausalNoninterferenceKind(),
+    SumToZeroKind(),
+    FiniteDifferenceKind(),
+)
+
+
+@hookimpl
+def grader_check_kinds() -> Sequence[Kind]:
+    """Contribute the built-in check kinds."""
+    return BUILTIN_KINDS

@@ -1,0 +1,322 @@
+"""Built-in plugin: run a submission's calls in a child process.
+
+The student's code never runs in the grader's process. Per submission, a
+child ``python -I -B -u grader/worker.py`` starts in a fresh temporary
+folder, with a scrubbed environment (BLAS threads pinned to 1), its own
+session (process group), stdin from /dev/null and rlimits on CPU time, core
+dumps and file size. It sends back length-prefixed JSON frames on a
+dedicated pipe; stdout and stderr are read against a deadline and capped.
+
+Each call has its own wall-clock timeout. A call that times out or kills
+its process costs only that call: the child is killed and a fresh one is
+started for the calls that remain. A whole submission also has a time
+budget (``--submission-timeout``) so that no submission can stall a batch.
+
+This runner is registered ``trylast``: a stricter sandbox plugin that
+implements ``grader_run_calls`` replaces it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from grader.models import Call, CallResult, RunOutcome, Submission
+from grader.plugins import hookimpl
+
+WORKER = str(Path(__file__).resolve().parent.parent / "worker.py")
+MAX_FRAME_BYTES = 64 << 20
+"""Largest result frame accepted from the child, in bytes (64 MiB)."""
+OUTPUT_CAP_BYTES = 16 << 10
+"""Bytes of stdout and of stderr kept per submission (16 KiB each)."""
+CHILD_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+}
+"""The child's whole environment (plus HOME and TMPDIR set to its folder)."""
+
+
+@hookimpl
+def grader_addoption(parser: Any) -> None:
+    group = parser.add_argument_group("running submissions")
+    group.add_argument(
+        "--import-timeout", type=float, default=10.0, metavar="SECONDS",
+        help="seconds a submission may take to start and import (default: 10)",
+    )
+    group.add_argument(
+        "--submission-timeout", type=float, default=120.0, metavar="SECONDS",
+        help="wall-clock budget of one submission, all calls included (default: 120)",
+    )
+
+
+class _Child:
+    """One worker process and the pipes the parent reads."""
+
+    def __init__(self, file: str, calls: Sequence[Call], workdir: str, cpu_seconds: float) -> None:
+        request = {
+            "file": str(Path(file).resolve()),
+            "cpu_seconds": cpu_seconds,
+            "calls": [{"function": c.function, "args": list(c.args)} for c in calls],
+        }
+        request_path = os.path.join(workdir, "request.json")
+        with open(request_path, "w", encoding="utf-8") as fh:
+            json.dump(request, fh, allow_nan=True)
+        read_fd, write_fd = os.pipe()
+        env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-B", "-u", WORKER, request_path, str(write_fd)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=env,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )
+        finally:
+            os.close(write_fd)
+        self.result_fd = read_fd
+        self.buffer = bytearray()
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(read_fd, selectors.EVENT_READ, "result")
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.selector.register(self.proc.stdout, selectors.EVENT_READ, "stdout")
+        self.selector.register(self.proc.stderr, selectors.EVENT_READ, "stderr")
+        self.result_open = True
+        self.closed = False
+
+    def read_frame(self, deadline: float, sink: dict[str, bytearray]) -> dict[str, Any] | str:
+        """Return the next frame, or ``"timeout"``, ``"eof"`` or ``"oversize"``."""
+        while True:
+            frame = self._pop_frame()
+            if frame is not None:
+                return frame
+            if not self.result_open:
+                return "eof"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            for key, _ in self.selector.select(remaining):
+                fileobj = key.fileobj
+                fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    self.selector.unregister(fileobj)
+                    if key.data == "result":
+                        self.result_open = False
+                    continue
+                if key.data == "result":
+                    self.buffer += chunk
+                    if len(self.buffer) > MAX_FRAME_BYTES + 4:
+                        return "oversize"
+                else:
+                    kept = sink[key.data]
+                    room = OUTPUT_CAP_BYTES + 1 - len(kept)
+                    if room > 0:
+                        kept += chunk[:room]
+
+    def _pop_frame(self) -> dict[str, Any] | None | str:
+        if len(self.buffer) < 4:
+            return None
+        size = int.from_bytes(self.buffer[:4], "big")
+        if size > MAX_FRAME_BYTES:
+            return "oversize"
+        if len(self.buffer) < 4 + size:
+            return None
+        data = bytes(self.buffer[4 : 4 + size])
+        del self.buffer[: 4 + size]
+        try:
+            frame = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return {"event": "garbled"}
+        return frame if isinstance(frame, dict) else {"event": "garbled"}
+
+    def exit_description(self) -> str:
+        """Say how the process ended, once it is gone."""
+        try:
+            code = self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return "the process stopped answering"
+        if code < 0:
+            sig = -code
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            if sig == signal.SIGXCPU or sig == signal.SIGKILL:
+                return f"the process was killed ({name}): it used up its CPU time or memory"
+            return f"the process was killed by signal {name}"
+        return f"the process exited with code {code} before answering"
+
+    def kill(self) -> None:
+        """Kill the whole process group and release the pipes (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pass
+        self.selector.close()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        try:
+            os.close(self.result_fd)
+        except OSError:
+            pass
+
+
+def _call_result(frame: dict[str, Any]) -> CallResult:
+    """Validate a call frame from the child and turn it into a `CallResult`."""
+    status = frame.get("status")
+
+    def text(key: str) -> str:
+        value = frame.get(key, "")
+        return value[:2000] if isinstance(value, str) else ""
+
+    seconds = frame.get("seconds", 0.0)
+    seconds = float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0.0
+    if status == "returned":
+        return CallResult("returned", value=frame.get("value"), seconds=seconds)
+    if status == "raised":
+        return CallResult(
+            "raised",
+            error_type=text("type")[:100] or "Exception",
+            value_error=frame.get("value_error") is True,
+            message=text("message"),
+            where=text("where"),
+            seconds=seconds,
+        )
+    if status in ("not_implemented", "bad_return"):
+        return CallResult(status, message=text("message"), seconds=seconds)
+    return CallResult("crashed", message="the worker sent a malformed answer")
+
+
+def run_calls(
+    file: str,
+    calls: Sequence[Call],
+    import_timeout: float = 10.0,
+    submission_timeout: float = 120.0,
+) -> RunOutcome:
+    """Run ``calls`` against the submission ``file`` in child processes.
+
+    Parameters
+    ----------
+    file : str
+        The submission's Python file.
+    calls : sequence of Call
+        The calls to make, each with its own timeout in seconds.
+    import_timeout : float
+        Seconds allowed for the child to start and import the file.
+    submission_timeout : float
+        Wall-clock seconds for the whole submission; calls not reached in
+        time are reported as ``timeout``.
+
+    Returns
+    -------
+    grader.models.RunOutcome
+        One result per call, in order. ``import_error`` is set when the file
+        could not be imported; every call is then ``skipped``.
+    """
+    results: list[CallResult | None] = [None] * len(calls)
+    sink = {"stdout": bytearray(), "stderr": bytearray()}
+    import_error = ""
+    budget_end = time.monotonic() + submission_timeout
+    start = 0
+    with tempfile.TemporaryDirectory(prefix="grader-job-") as workdir:
+        while start < len(calls):
+            if time.monotonic() >= budget_end:
+                for j in range(start, len(calls)):
+                    results[j] = CallResult("timeout", message=f"not run: the submission used up its {submission_timeout:g} s budget")
+                break
+            pending = calls[start:]
+            cpu = import_timeout + sum(c.timeout for c in pending) + 5.0
+            child = _Child(file, pending, workdir, cpu)
+            try:
+                frame = child.read_frame(min(time.monotonic() + import_timeout, budget_end), sink)
+                if not isinstance(frame, dict) or frame.get("event") != "import" or not frame.get("ok"):
+                    import_error = _import_problem(frame, child, import_timeout)
+                    for j in range(start, len(calls)):
+                        results[j] = CallResult("skipped", message=import_error)
+                    break
+                stop_at = len(calls)
+                for j in range(start, len(calls)):
+                    deadline = min(time.monotonic() + calls[j].timeout, budget_end)
+                    frame = child.read_frame(deadline, sink)
+                    if isinstance(frame, dict) and frame.get("event") == "call":
+                        results[j] = _call_result(frame)
+                        continue
+                    if frame == "timeout":
+                        over_budget = time.monotonic() >= budget_end
+                        message = (
+                            f"the submission used up its {submission_timeout:g} s budget"
+                            if over_budget
+                            else f"the call took longer than {calls[j].timeout:g} s"
+                        )
+                        results[j] = CallResult("timeout", message=message, seconds=calls[j].timeout)
+                    elif frame == "oversize":
+                        results[j] = CallResult("crashed", message=f"the result is larger than {MAX_FRAME_BYTES >> 20} MiB")
+                    else:
+                        results[j] = CallResult("crashed", message=child.exit_description())
+                    stop_at = j + 1
+                    break
+                start = stop_at
+            finally:
+                child.kill()
+    out = [r if r is not None else CallResult("skipped", message="not run") for r in results]
+    return RunOutcome(tuple(out), import_error, _decode(sink["stdout"]), _decode(sink["stderr"]))
+
+
+def _import_problem(frame: dict[str, Any] | str, child: _Child, import_timeout: float) -> str:
+    """One sentence saying why the submission could not be imported."""
+    if isinstance(frame, dict) and frame.get("event") == "import":
+        kind = str(frame.get("type", "Error"))[:100]
+        message = str(frame.get("message", ""))[:2000]
+        where = str(frame.get("where", ""))[:200]
+        location = f" ({where})" if where else ""
+        return f"importing the file failed with {kind}{location}: {message}"
+    if frame == "timeout":
+        return f"importing the file took longer than {import_timeout:g} s (does it run a loop at top level?)"
+    return f"importing the file failed: {child.exit_description()}"
+
+
+def _decode(data: bytearray) -> str:
+    text = bytes(data[:OUTPUT_CAP_BYTES]).decode("utf-8", errors="replace")
+    if len(data) > OUTPUT_CAP_BYTES:
+        text += f"\n[output cut at {OUTPUT_CAP_BYTES // 1024} KiB]"
+    return text
+
+
+@hookimpl(trylast=True)
+def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome:
+    """Run the calls with `run_calls`, a child process per submission."""
+    assert submission.file is not None
+    return run_calls(
+        submission.file,
+        calls,
+        import_timeout=float(config.option("import_timeout", 10.0)),
+        submission_timeout=float(config.option("submission_timeout", 120.0)),
+    )

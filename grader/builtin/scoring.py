@@ -1,0 +1,84 @@
+"""Built-in plugin: points, partial credit and what a student may see.
+
+Each check earns ``points * verdict.fraction``; an exercise's score is the
+sum over its checks. Whether a check's details are shown follows its
+visibility and the ``--after-due-date`` / ``--published`` options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from grader.models import Check, CheckResult, Exercise, ExerciseResult, Verdict
+from grader.plugins import hookimpl
+
+
+@hookimpl
+def grader_addoption(parser: Any) -> None:
+    group = parser.add_argument_group("visibility")
+    group.add_argument(
+        "--after-due-date", action="store_true",
+        help="show the details of 'after_due_date' checks in reports",
+    )
+    group.add_argument(
+        "--published", action="store_true",
+        help="show the details of 'after_published' checks in reports",
+    )
+
+
+def is_shown(visibility: str, after_due_date: bool = False, published: bool = False) -> bool:
+    """Whether a student may see a check's call, expected and got values.
+
+    Parameters
+    ----------
+    visibility : str
+        ``visible``, ``hidden``, ``after_due_date`` or ``after_published``.
+    after_due_date, published : bool
+        Whether the due date has passed / grades are published.
+    """
+    return (
+        visibility == "visible"
+        or (visibility == "after_due_date" and after_due_date)
+        or (visibility == "after_published" and published)
+    )
+
+
+def score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]], config: Any) -> ExerciseResult:
+    """Build an `ExerciseResult` from verdicts (see the module docstring).
+
+    Details (the call, expected and got values) are kept only for checks the
+    student may see.
+    """
+    checks = []
+    for check, verdict in verdicts:
+        shown = is_shown(check.visibility, config.option("after_due_date", False), config.option("published", False))
+        fraction = min(max(float(verdict.fraction), 0.0), 1.0)
+        checks.append(
+            CheckResult(
+                id=check.id,
+                description=check.description,
+                status=verdict.status,
+                score=round(check.points * fraction, 6),
+                max_score=check.points,
+                visibility=check.visibility,
+                message=verdict.message,
+                hint=check.hint,
+                shown=shown,
+                details=verdict.details if shown else (),
+            )
+        )
+    return ExerciseResult(
+        id=exercise.id,
+        title=exercise.title,
+        section=exercise.section,
+        score=round(sum(c.score for c in checks), 6),
+        max_score=round(sum(c.max_score for c in checks), 6),
+        checks=tuple(checks),
+    )
+
+
+@hookimpl(trylast=True)
+def grader_score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]], config: Any) -> ExerciseResult:
+    """Score with `score_exercise`."""
+    return score_exercise(exercise, verdicts, config)

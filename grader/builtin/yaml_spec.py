@@ -1,0 +1,231 @@
+"""Built-in plugin: load exercise specs from YAML files.
+
+Specs are parsed with a `yaml.SafeLoader` (no Python tags, no aliases, no
+duplicate keys) and validated with a JSON Schema; every error names the file
+and the key, e.g. ``exercises/g14/G14.02.yaml: checks[3] 'shift'.points: 'x'
+is not of type 'number'``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from grader.errors import SpecError
+from grader.models import VISIBILITIES, Check, Exercise
+from grader.plugins import hookimpl
+
+MAX_SPEC_BYTES = 1 << 20
+"""Largest spec file read, in bytes (1 MiB)."""
+
+CHECK_COMMON_KEYS = ("id", "kind", "function", "description", "points", "visibility", "hint", "timeout", "args", "seed")
+DEFAULTABLE = ("points", "visibility", "hint", "timeout")
+
+_CHECK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "kind", "function"],
+    "properties": {
+        "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+        "kind": {"type": "string", "minLength": 1},
+        "function": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+        "description": {"type": "string"},
+        "points": {"type": "number", "exclusiveMinimum": 0},
+        "visibility": {"enum": list(VISIBILITIES)},
+        "hint": {"type": "string", "minLength": 1},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
+        "args": {"type": "object"},
+        "seed": {"type": "integer", "minimum": 0},
+    },
+}
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["exercise", "title", "section", "seed", "checks"],
+    "properties": {
+        "exercise": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+        "title": {"type": "string", "minLength": 1},
+        "section": {"type": "string", "minLength": 1},
+        "seed": {"type": "integer", "minimum": 0},
+        "returns": {
+            "type": "object",
+            "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+        },
+        "defaults": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {k: _CHECK_SCHEMA["properties"][k] for k in DEFAULTABLE},
+        },
+        "checks": {"type": "array", "minItems": 1, "items": _CHECK_SCHEMA},
+    },
+}
+"""JSON Schema of an exercise spec (kind-specific check keys are checked
+against each kind's declared ``params`` after the schema passes)."""
+
+
+class _StrictSafeLoader(yaml.SafeLoader):
+    """SafeLoader that also refuses aliases (alias bombs) and duplicate keys."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(f"aliases (*name) are not allowed in specs (line {event.start_mark.line + 1})")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.YAMLError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(path: str) -> Any:
+    """Read a YAML file safely.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+
+    Returns
+    -------
+    object
+        Plain data (dicts, lists, str, int, float, bool, None).
+
+    Raises
+    ------
+    grader.errors.SpecError
+        If the file is unreadable, larger than `MAX_SPEC_BYTES`, not valid
+        YAML, or uses tags, aliases or duplicate keys.
+    """
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_SPEC_BYTES:
+            raise SpecError(path, "", f"the file is {size} bytes; specs are limited to {MAX_SPEC_BYTES} bytes")
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(path, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise SpecError(path, "", f"cannot read the file: {exc.strerror}") from None
+    try:
+        return yaml.load(text, Loader=_StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        problem = " ".join(str(exc).split())
+        raise SpecError(path, "", f"invalid YAML: {problem}") from None
+
+
+def _where(data: dict[str, Any], error_path: list[Any]) -> str:
+    """Render a jsonschema error path as ``checks[3] 'id'.points``."""
+    out = ""
+    for i, part in enumerate(error_path):
+        if isinstance(part, int):
+            out += f"[{part}]"
+            if i >= 1 and error_path[i - 1] == "checks":
+                try:
+                    cid = data["checks"][part].get("id")
+                except (AttributeError, IndexError, KeyError, TypeError):
+                    cid = None
+                if isinstance(cid, str):
+                    out += f" '{cid}'"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def exercise_from_data(path: str, data: Any, kinds: dict[str, Any]) -> Exercise:
+    """Validate spec data and build an `Exercise`.
+
+    Parameters
+    ----------
+    path : str
+        The spec file, for error messages.
+    data : object
+        What `parse_yaml` returned.
+    kinds : dict of str to check kind
+        Known check kinds by name; their ``params`` say which extra keys a
+        check of that kind accepts and requires.
+
+    Returns
+    -------
+    grader.models.Exercise
+
+    Raises
+    ------
+    grader.errors.SpecError
+        On the first problem found: a schema violation, a duplicate check id,
+        an unknown check kind, a missing or unknown kind-specific key.
+    """
+    if not isinstance(data, dict):
+        raise SpecError(path, "", "a spec must be a mapping with keys exercise, title, section, seed and checks")
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    if errors:
+        err = errors[0]
+        raise SpecError(path, _where(data, list(err.absolute_path)) or "top level", err.message)
+    defaults = data.get("defaults", {})
+    returns = {fn: tuple(names) for fn, names in data.get("returns", {}).items()}
+    checks: list[Check] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(data["checks"]):
+        where = f"checks[{index}] '{raw['id']}'"
+        if raw["id"] in seen:
+            raise SpecError(path, where, f"duplicate check id '{raw['id']}'; ids must be unique in an exercise")
+        seen.add(raw["id"])
+        kind = kinds.get(raw["kind"])
+        if kind is None:
+            known = ", ".join(sorted(kinds))
+            raise SpecError(path, f"{where}.kind", f"unknown check kind '{raw['kind']}' (known kinds: {known})")
+        merged = {**defaults, **raw}
+        for key in DEFAULTABLE:
+            if key not in merged:
+                raise SpecError(path, where, f"missing '{key}': give it in the check or in 'defaults'")
+        params = {k: v for k, v in raw.items() if k not in CHECK_COMMON_KEYS}
+        accepted = dict(getattr(kind, "params", {}))
+        for key in params:
+            if key not in accepted:
+                allowed = ", ".join(sorted(accepted)) or "none"
+                raise SpecError(path, f"{where}.{key}", f"unknown key for kind '{kind.name}' (its keys: {allowed})")
+        for key, need in accepted.items():
+            if need == "required" and key not in params:
+                raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}'")
+        checks.append(
+            Check(
+                id=raw["id"],
+                kind=raw["kind"],
+                function=raw["function"],
+                points=float(merged["points"]),
+                visibility=merged["visibility"],
+                hint=merged["hint"],
+                timeout=float(merged["timeout"]),
+                description=raw.get("description", ""),
+                args=dict(raw.get("args", {})),
+                params=params,
+                seed=int(raw.get("seed", data["seed"] * 1000 + index)),
+            )
+        )
+    return Exercise(
+        id=data["exercise"],
+        title=data["title"],
+        section=data["section"],
+        path=str(path),
+        checks=tuple(checks),
+        returns=returns,
+    )
+
+
+@hookimpl(trylast=True)
+def grader_load_exercise(path: str, config: Any) -> Exercise | None:
+    """Load ``*.yaml`` / ``*.yml`` spec files; leave other files to other plugins."""
+    if Path(path).suffix.lower() not in (".yaml", ".yml"):
+        return None
+    kinds = config.stash["check_kinds"]
+    return exercise_from_data(path, parse_yaml(path), kinds)

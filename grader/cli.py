@@ -1,0 +1,182 @@
+"""The ``grader`` command line: ``grade``, ``check`` and ``validate``.
+
+``main(argv)`` returns an exit code and never lets a `GraderError` escape as
+a traceback: it prints one line, ``grader: error: ...``, and returns the
+error's exit code.
+
+Exit codes
+----------
+0  everything ran (``grade``), or every check passed (``check``, ``validate``)
+1  ``check`` or ``validate``: at least one check did not pass
+2  usage error: wrong option, missing path, unwritable output folder
+3  configuration error: a malformed spec, a missing reference, a broken plugin
+4  internal error in the grader or a plugin (a traceback is printed)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from grader import __version__
+from grader.config import Config
+from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, GraderError, UsageError
+from grader.plugins import get_plugin_manager
+
+__all__ = ["console_main", "main"]
+
+DEFAULT_SPECS = "exercises/g14"
+DEFAULT_REFERENCE = "reference/attention.py"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one-line `UsageError` exceptions."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _plugin_args(argv: Sequence[str]) -> list[str]:
+    """The ``-p`` values, read before the full parser exists."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("-p", action="append", default=[])
+    known, _ = pre.parse_known_args(list(argv))
+    return known.p
+
+
+def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
+    """Build the parser; plugins add options through ``grader_addoption``."""
+    common = _Parser(add_help=False)
+    common.add_argument("--specs", default=DEFAULT_SPECS, metavar="DIR", help=f"exercise specs folder (default: {DEFAULT_SPECS})")
+    common.add_argument(
+        "--reference", default=DEFAULT_REFERENCE, metavar="FILE", help=f"reference implementation (default: {DEFAULT_REFERENCE})"
+    )
+    common.add_argument(
+        "-p", action="append", default=[], metavar="PLUGIN",
+        help="load a plugin module by name, or block one with -p no:NAME (repeatable)",
+    )
+    pm.hook.grader_addoption(parser=common)
+
+    parser = _Parser(prog="grader", description="Grade chapter G14 attention exercises.")
+    parser.add_argument("--version", action="version", version=f"grader {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    grade = sub.add_parser(
+        "grade", parents=[common], help="grade submissions and write reports",
+        description="Grade one attention.py, a student folder, or a folder of student folders.",
+    )
+    grade.add_argument("paths", nargs="+", metavar="PATH", help="attention.py, a student folder, or a folder of them")
+    grade.add_argument("--out", default="reports", metavar="DIR", help="folder for the HTML and JSON reports (default: reports)")
+    grade.add_argument("--json", metavar="FILE", help="write the JSON results here (default: DIR/results.json)")
+    check = sub.add_parser(
+        "check", parents=[common], help="run the visible checks on your own attention.py",
+        description="Run the visible checks on one attention.py and print a summary.",
+    )
+    check.add_argument("paths", nargs=1, metavar="FILE", help="your attention.py")
+    sub.add_parser(
+        "validate", parents=[common], help="check the specs against the reference",
+        description="Check every hand value against the reference, then grade the reference: it must score full marks.",
+    )
+    return parser
+
+
+def _prepare_out(config: Config) -> None:
+    out = config.out_dir
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder; choose another --out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot create the folder ({exc.strerror}); choose another --out") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: the folder is not writable; choose another --out")
+    json_path = config.option("json")
+    if json_path and Path(json_path).is_dir():
+        raise UsageError(f"--json {json_path}: is a folder; give a file name")
+
+
+def _run(config: Config) -> int:
+    from grader import session
+
+    if config.command == "validate":
+        return _validate(config)
+    if config.command == "check":
+        config.options.out = None
+        report = session.grade(config, config.options.paths, visible_only=True)
+    else:
+        _prepare_out(config)
+        report = session.grade(config, config.options.paths)
+    config.hook.grader_terminal_summary(report=report, config=config, write=_write)
+    if config.command == "check":
+        passed = all(c.status == "passed" for s in report.submissions for e in s.exercises for c in e.checks)
+        return EXIT_OK if passed and all(s.status == "graded" for s in report.submissions) else EXIT_CHECKS_FAILED
+    return EXIT_OK
+
+
+def _validate(config: Config) -> int:
+    """Hand values are checked while preparing; then grade the reference."""
+    from grader import session
+
+    config.options.out = None
+    config.options.paths = [config.option("reference")]
+    collected = session.collect(config)
+    literals = sum(1 for ex in collected.exercises for c in ex.checks if c.kind == "literal")
+    _write(f"specs: {len(collected.exercises)} exercises, {sum(len(e.checks) for e in collected.exercises)} checks; "
+           f"{literals} hand values agree with the reference")
+    report = session.grade(config, config.options.paths)
+    result = report.submissions[0]
+    bad = [(e.id, c) for e in result.exercises for c in e.checks if c.status != "passed"]
+    for ex_id, c in bad:
+        _write(f"FAIL {ex_id} {c.id}: {c.status}: {c.message}")
+    if result.error:
+        _write(f"FAIL the reference could not run: {result.error}")
+    ok = not bad and not result.error and result.score == result.max_score
+    _write(f"reference scores {result.score:g}/{result.max_score:g}: " + ("valid" if ok else "INVALID"))
+    return EXIT_OK if ok else EXIT_CHECKS_FAILED
+
+
+def _write(line: str) -> None:
+    print(line, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the grader with ``argv`` (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code (see the module docstring).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    config = None
+    try:
+        pm = get_plugin_manager(_plugin_args(argv))
+        options = build_parser(pm).parse_args(argv)
+        config = Config(command=options.command, options=options, pluginmanager=pm)
+        pm.hook.grader_configure(config=config)
+        return _run(config)
+    except GraderError as exc:
+        print(f"grader: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("grader: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        print("grader: internal error: this is a bug in the grader or a plugin; please report it with the traceback above",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        if config is not None:
+            config.hook.grader_unconfigure(config=config)
+
+
+def console_main() -> None:
+    """Entry point of the ``grader`` script."""
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""Tolerant comparison of a submission's returned data with expected values.
+
+Everything here runs in the grader's process on plain data that came back
+from the child process as JSON: nested lists of numbers. Nothing a student
+wrote is called.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Mismatch", "as_array", "compare", "format_value", "part_names", "split_parts"]
+
+
+class Mismatch(Exception):
+    """Raised by the helpers below when returned data has the wrong form.
+
+    Parameters
+    ----------
+    message : str
+        A sentence for the student, e.g. ``"weights has shape (3, 2), expected (3, 5)"``.
+    details : tuple of (str, str)
+        Evidence shown for visible checks only.
+    """
+
+    def __init__(self, message: str, details: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+def format_value(value: Any, limit: int = 600) -> str:
+    """Render data for a report, shortened to about ``limit`` characters."""
+    if isinstance(value, np.ndarray):
+        text = np.array2string(value, separator=", ", threshold=64, edgeitems=3, max_line_width=88, precision=8)
+    elif isinstance(value, float):
+        text = repr(value)
+    else:
+        try:
+            text = json.dumps(value)
+        except (TypeError, ValueError):
+            text = repr(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def as_array(name: str, data: Any) -> np.ndarray:
+    """Convert returned JSON data to a float64 array.
+
+    Parameters
+    ----------
+    name : str
+        What the data is (``"outputs"``), for messages.
+    data : object
+        Nested lists of numbers, or a number.
+
+    Returns
+    -------
+    ndarray of float64
+
+    Raises
+    ------
+    Mismatch
+        If the data is not numeric or is ragged.
+    """
+    if data is None:
+        raise Mismatch(f"{name} is None; return numbers")
+    if isinstance(data, str):
+        raise Mismatch(f"{name} is a string; return numbers")
+    try:
+        arr = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError):
+        if isinstance(data, list) and data and all(isinstance(r, list) for r in data):
+            widths = sorted({len(r) for r in data})
+            raise Mismatch(f"{name} is ragged: its rows have lengths {widths}") from None
+        raise Mismatch(f"{name} is not made of numbers") from None
+    return arr
+
+
+def part_names(function: str, returns: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """Names of the parts of ``function``'s result, or ``("result",)``."""
+    return returns.get(function, ("result",))
+
+
+def split_parts(names: Sequence[str], got: Any) -> dict[str, Any]:
+    """Split a returned value into its named parts.
+
+    Raises
+    ------
+    Mismatch
+        If a tuple result has the wrong number of parts.
+    """
+    if len(names) == 1:
+        return {names[0]: got}
+    if not isinstance(got, list) or len(got) != len(names):
+        what = f"a sequence of {len(got)} items" if isinstance(got, list) else type(got).__name__
+        raise Mismatch(f"expected a tuple ({', '.join(names)}), got {what}")
+    return dict(zip(names, got))
+
+
+def _index(name: str, flat: int, shape: tuple[int, ...]) -> str:
+    if not shape:
+        return name
+    return name + "".join(f"[{i}]" for i in np.unravel_index(flat, shape))
+
+
+def compare(name: str, expected: Any, got: Any, rtol: float, atol: float) -> None:
+    """Compare one returned part with its expected value.
+
+    Integers are compared exactly; floats with
+    ``abs(got - expected) <= atol + rtol * abs(expected)``, elementwise, and
+    a NaN or infinity where a finite number is expected always fails.
+
+    Parameters
+    ----------
+    name : str
+        The part's name, used in messages (``"weights"``).
+    expected : int, float or ndarray
+    got : object
+        Returned JSON data.
+    rtol, atol : float
+        Relative and absolute tolerance.
+
+    Raises
+    ------
+    Mismatch
+        With the largest error and where it is, when they differ.
+    """
+    if isinstance(expected, (int, np.integer)) and not isinstance(expected, bool):
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or got != expected:
+            raise Mismatch(
+                f"{name} is wrong",
+                (("expected", format_value(int(expected))), ("got", format_value(got))),
+            )
+        return
+    exp = np.asarray(expected, dtype=np.float64)
+    arr = as_array(name, got)
+    if arr.shape != exp.shape:
+        raise Mismatch(
+            f"{name} has shape {arr.shape}, expected {exp.shape}",
+            (("expected shape", str(exp.shape)), ("got shape", str(arr.shape)), ("got", format_value(arr))),
+        )
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(arr - exp)
+        bad = ~(err <= atol + rtol * np.abs(exp))
+    if not bad.any():
+        return
+    nonfinite = bad & ~np.isfinite(arr)
+    if nonfinite.any():
+        flat = int(np.flatnonzero(nonfinite)[0])
+        where = _index(name, flat, exp.shape)
+        value = float(arr.reshape(-1)[flat])
+        message = f"{where} is {value!r} where a finite number is expected"
+        largest = "not finite"
+    else:
+        flat = int(np.argmax(np.where(bad, err, -1.0)))
+        where = _index(name, flat, exp.shape)
+        largest = f"{float(err.reshape(-1)[flat]):.6g}"
+        message = f"{name} is off: largest error {largest} at {where}"
+    details = (
+        ("expected", format_value(exp if exp.shape else float(exp))),
+        ("got", format_value(arr if arr.shape else float(arr))),
+        ("largest error", largest),
+        ("where", where),
+        ("tolerance", f"rtol={rtol:g}, atol={atol:g}"),
+    )
+    raise Mismatch(message, details)
+
+
+def is_close_scalar(a: float, b: float, rtol: float, atol: float) -> bool:
+    """``math.isclose`` with numpy's tolerance rule (finite values only)."""
+    return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= atol + rtol * abs(b)

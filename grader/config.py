@@ -1,0 +1,49 @@
+"""The per-run configuration object handed to every hook."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+__all__ = ["Config"]
+
+
+@dataclass
+class Config:
+    """Options and shared state of one grader run.
+
+    Attributes
+    ----------
+    command : str
+        ``"grade"``, ``"check"`` or ``"validate"``.
+    options : argparse.Namespace
+        Parsed command-line options, including those added by plugins.
+    pluginmanager : pluggy.PluginManager
+        The run's own plugin manager (a fresh one per run).
+    stash : dict
+        Free space for plugins, keyed by plugin name.
+    """
+
+    command: str
+    options: argparse.Namespace
+    pluginmanager: pluggy.PluginManager
+    stash: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hook(self) -> Any:
+        """The plugin manager's hook relay (``config.hook.grader_...``)."""
+        return self.pluginmanager.hook
+
+    @property
+    def out_dir(self) -> Path | None:
+        """Folder for report files, or None when the command writes none."""
+        out = getattr(self.options, "out", None)
+        return Path(out) if out else None
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """Return option ``name``, or ``default`` when the command lacks it."""
+        return getattr(self.options, name, default)

@@ -1,0 +1,43 @@
+"""Writing report files without leaving half-written ones behind."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["safe_name", "write_atomic"]
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename.
+
+    Parameters
+    ----------
+    path : path-like
+        The destination; its folder must exist.
+
+    Raises
+    ------
+    OSError
+        If the folder is not writable; the destination is then unchanged.
+    """
+    dest = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def safe_name(text: str) -> str:
+    """A file-name-safe version of a student id (letters, digits, ``._-``)."""
+    cleaned = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in text).strip(".")
+    return cleaned or "submission"

@@ -1,0 +1,242 @@
+"""The grader's hook contract: every hook a plugin may implement.
+
+Each hook is a do-nothing function whose docstring says when it is called
+and how results combine. Built-in features implement these hooks exactly as
+a third-party plugin would (see ``grader.builtin``). Hooks are called with
+keyword arguments, so an implementation may accept fewer parameters than
+the spec lists.
+
+Phases, in order:
+
+1. Set-up: `grader_addoption`, `grader_configure`.
+2. Collection: `grader_load_exercise`, `grader_load_reference`,
+   `grader_check_kinds`, `grader_locate_submissions`.
+3. Grading, per submission: `grader_run_calls`, `grader_judge_check`,
+   `grader_score_exercise`, `grader_submission_graded`.
+4. Reporting: `grader_write_reports`, `grader_terminal_summary`,
+   `grader_unconfigure`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Mapping, Sequence
+
+    from grader.config import Config
+    from grader.models import (
+        Call,
+        CallResult,
+        Check,
+        Exercise,
+        ExerciseResult,
+        GradingReport,
+        Prepared,
+        RunOutcome,
+        Submission,
+        SubmissionResult,
+        Verdict,
+    )
+
+hookspec = pluggy.HookspecMarker("grader")
+
+# --- 1. set-up -------------------------------------------------------------
+
+
+@hookspec
+def grader_addoption(parser: argparse.ArgumentParser) -> None:
+    """Add command-line options for every subcommand.
+
+    Called once per run, after every plugin is registered and before the
+    command line is parsed. All implementations are called.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The parent parser shared by ``grade``, ``check`` and ``validate``;
+        call ``parser.add_argument``.
+    """
+
+
+@hookspec
+def grader_configure(config: Config) -> None:
+    """Prepare a plugin for this run, after the command line is parsed.
+
+    Called before any spec, reference or submission is read, so a plugin may
+    start helpers here that must never see a secret. All implementations
+    are called.
+
+    Parameters
+    ----------
+    config : grader.config.Config
+        Parsed options (``config.options``), the plugin manager and a
+        ``config.stash`` dict for plugin state.
+    """
+
+
+# --- 2. collection ---------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def grader_load_exercise(path: str, config: Config) -> Exercise | None:
+    """Load one file of the specs folder as an exercise.
+
+    Called for every file of the specs folder, in sorted order. The first
+    non-None result wins; return None for a file your plugin does not read
+    (the built-in YAML loader takes ``*.yaml`` and ``*.yml``).
+
+    Raises
+    ------
+    grader.errors.SpecError
+        If the file is yours but malformed; name the file and the key.
+    """
+
+
+@hookspec(firstresult=True)
+def grader_load_reference(path: str, config: Config) -> Mapping[str, Callable[..., Any]] | None:
+    """Load the reference implementation (trusted, run in the grader's process).
+
+    First non-None result wins.
+
+    Returns
+    -------
+    mapping of str to callable
+        The reference functions by name (``softmax``, ``attention``...).
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the reference cannot be loaded.
+    """
+
+
+@hookspec
+def grader_check_kinds() -> Sequence[Any]:
+    """Contribute check kinds.
+
+    All results are collected; each is a sequence of objects with a ``name``
+    (the ``kind:`` used in specs), a ``params`` dict naming the spec keys the
+    kind accepts (``{"expect": "required", "rtol": "optional"}``),
+    ``prepare(check, ctx) -> Prepared`` and
+    ``judge(check, prepared, results, ctx) -> Verdict``. See
+    ``grader.builtin.checks`` for the built-in kinds. Two kinds with one
+    name is an error.
+    """
+
+
+@hookspec(firstresult=True)
+def grader_locate_submissions(path: str, config: Config) -> Sequence[Submission] | None:
+    """Turn one command-line PATH into submissions.
+
+    First non-None result wins. The built-in locator takes an
+    ``attention.py``, a folder holding one, or a folder of student folders.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the path does not exist or holds nothing gradable.
+    """
+
+
+# --- 3. grading ------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Config) -> RunOutcome | None:
+    """Run a submission's calls away from the grader's process.
+
+    First non-None result wins; the built-in runner (a child process per
+    submission) is registered ``trylast`` so a stricter sandbox overrides
+    it. Only data may come back: the implementation must never unpickle,
+    ``eval`` or ``exec`` anything the submission controls.
+
+    Returns
+    -------
+    grader.models.RunOutcome
+        One `CallResult` per call, in order, plus captured output.
+    """
+
+
+@hookspec(firstresult=True)
+def grader_judge_check(
+    check: Check,
+    prepared: Prepared,
+    results: Sequence[CallResult],
+    kind: Any,
+    context: Any,
+    config: Config,
+) -> Verdict | None:
+    """Decide one check from its call results.
+
+    First non-None result wins; the built-in judge (``trylast``) handles
+    calls that did not return (timeout, crash, not implemented) and
+    otherwise asks ``kind.judge(check, prepared, results, context)``. A
+    plugin may amend verdicts with ``@hookimpl(wrapper=True)``, e.g. to
+    name a misconception.
+
+    Parameters
+    ----------
+    check : grader.models.Check
+    prepared : grader.models.Prepared
+        The calls made and the expectations (never sent to the child).
+    results : sequence of grader.models.CallResult
+        One per call in ``prepared.calls``.
+    kind : object
+        The check kind named by ``check.kind``.
+    context : grader.builtin.checks.KindContext
+        The exercise and the reference functions.
+    """
+
+
+@hookspec(firstresult=True)
+def grader_score_exercise(
+    exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]], config: Config
+) -> ExerciseResult | None:
+    """Turn an exercise's verdicts into its score (partial credit).
+
+    First non-None result wins; the built-in scorer awards each check its
+    points times ``verdict.fraction``.
+    """
+
+
+@hookspec
+def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
+    """Called after each submission is graded (progress, live gradebooks).
+
+    All implementations are called.
+    """
+
+
+# --- 4. reporting ----------------------------------------------------------
+
+
+@hookspec
+def grader_write_reports(report: GradingReport, config: Config) -> None:
+    """Write report files for a finished session.
+
+    All implementations are called. ``config.out_dir`` is the output folder,
+    or None when the command writes no files (``grader check``). Write each
+    file to a temporary name and rename it, so no half-written file is left.
+    """
+
+
+@hookspec
+def grader_terminal_summary(report: GradingReport, config: Config, write: Callable[[str], None]) -> None:
+    """Print a summary to the terminal with ``write(line)``.
+
+    All implementations are called, in registration order reversed (last
+    registered first), like any pluggy hook.
+    """
+
+
+@hookspec
+def grader_unconfigure(config: Config) -> None:
+    """Release what `grader_configure` started. Always called, even after an error."""
+
+
+# Names used by tests that check each hook is documented and exercised.
+HOOK_NAMES = tuple(name for name in list(globals()) if name.startswith("grader_"))

@@ -1,0 +1,339 @@
+"""Pure data: what the grader reads, runs, decides and reports.
+
+Frozen dataclasses with no IO and no HTML. Loaders build them, the runner
+fills call results, check kinds turn call results into verdicts, and report
+writers render them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "CALL_STATUSES",
+    "CHECK_STATUSES",
+    "VISIBILITIES",
+    "Call",
+    "CallResult",
+    "Check",
+    "CheckResult",
+    "Exercise",
+    "ExerciseResult",
+    "GradingReport",
+    "Prepared",
+    "RunOutcome",
+    "Submission",
+    "SubmissionResult",
+    "Verdict",
+]
+
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+"""Who may see a check's details; the same four words Gradescope uses.
+
+``visible``: always shown to the student, and run by ``grader check``.
+``hidden``: the student sees its name, status and hint, never its inputs.
+``after_due_date`` / ``after_published``: hidden until the instructor grades
+with ``--after-due-date`` / ``--published``, then shown like ``visible``.
+"""
+
+CHECK_STATUSES = ("passed", "failed", "error", "timeout", "not_attempted")
+"""The outcome of one check."""
+
+CALL_STATUSES = ("returned", "raised", "not_implemented", "bad_return", "timeout", "crashed", "skipped")
+"""The outcome of one function call in the child process.
+
+``bad_return`` marks a result that is not plain numeric data (an object, a
+generator, a string); ``crashed`` a process that died during the call;
+``skipped`` a call that never ran because the submission could not be
+imported or ran out of time.
+"""
+
+CallStatus = Literal["returned", "raised", "not_implemented", "bad_return", "timeout", "crashed", "skipped"]
+CheckStatus = Literal["passed", "failed", "error", "timeout", "not_attempted"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of an exercise spec.
+
+    Attributes
+    ----------
+    id : str
+        Unique within its exercise, e.g. ``"zero-scores-output"``.
+    kind : str
+        Name of the check kind that prepares and judges it (``compare``,
+        ``literal``, ``raises``, ...).
+    function : str
+        The student function it calls, e.g. ``"attention"``.
+    points : float
+        Points awarded when it passes (partial credit within an exercise).
+    visibility : str
+        One of `VISIBILITIES`.
+    hint : str
+        Shown to the student when the check does not pass; names the chapter
+        section to reread.
+    timeout : float
+        Seconds each call of this check may take in the child process.
+    description : str
+        One line saying what is checked, shown in reports.
+    args : dict
+        The function's arguments as written in the spec (literals or seeded
+        generators such as ``{"normal": [3, 2]}``).
+    params : dict
+        Kind-specific settings (``expect``, ``rtol``, ``atol``, ``select``...).
+    seed : int
+        Seed of this check's random inputs.
+    """
+
+    id: str
+    kind: str
+    function: str
+    points: float
+    visibility: str
+    hint: str
+    timeout: float
+    description: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """An exercise spec: an id, a chapter section and its checks.
+
+    Attributes
+    ----------
+    id : str
+        ``"G14.01"`` to ``"G14.06"``.
+    title : str
+        Short human title.
+    section : str
+        The chapter section the exercise comes from.
+    path : str
+        The spec file it was loaded from.
+    checks : tuple of Check
+    returns : dict of str to tuple of str
+        Names of the parts of tuple-valued results, e.g.
+        ``{"attention": ("outputs", "weights")}``.
+    """
+
+    id: str
+    title: str
+    section: str
+    path: str
+    checks: tuple[Check, ...]
+    returns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def max_score(self) -> float:
+        """Sum of the points of all checks."""
+        return float(sum(c.points for c in self.checks))
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One student's submission as found on disk.
+
+    Attributes
+    ----------
+    id : str
+        The student id (folder name) or the file's stem.
+    path : str
+        The path the instructor gave, or the student folder.
+    file : str or None
+        The ``attention.py`` to grade; None when none was found.
+    sha256 : str
+        Hex digest of the file's bytes (empty when there is no file).
+    problem : str
+        Why the submission cannot be graded (empty when it can).
+    """
+
+    id: str
+    path: str
+    file: str | None
+    sha256: str = ""
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One function call to make in the child process.
+
+    Attributes
+    ----------
+    function : str
+        Name of the student function.
+    args : tuple
+        Positional arguments, plain JSON data (lists, floats, bools, ints).
+    timeout : float
+        Seconds the call may take.
+    """
+
+    function: str
+    args: tuple[Any, ...]
+    timeout: float
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """What came back from one call: data only, never an object.
+
+    Attributes
+    ----------
+    status : str
+        One of `CALL_STATUSES`.
+    value : object
+        The returned value as JSON data (lists, floats, ints, bools), when
+        ``status == "returned"``.
+    error_type : str
+        Exception class name when ``status == "raised"``.
+    value_error : bool
+        Whether the exception was a ``ValueError`` (or a subclass).
+    message : str
+        Exception message, or what stopped the call; capped in length.
+    where : str
+        ``"attention.py, line 12"`` for the innermost frame in the
+        submission, when known.
+    seconds : float
+        Wall time of the call, in seconds.
+    """
+
+    status: str
+    value: Any = None
+    error_type: str = ""
+    value_error: bool = False
+    message: str = ""
+    where: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Everything the runner brings back for one submission.
+
+    Attributes
+    ----------
+    results : tuple of CallResult
+        One per requested call, in order.
+    import_error : str
+        Why the submission could not be imported (syntax error, crash,
+        timeout at import); empty when it imported.
+    stdout, stderr : str
+        What the submission printed, capped and decoded with replacement.
+    """
+
+    results: tuple[CallResult, ...]
+    import_error: str = ""
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A check made ready to run: calls for the child, expectations kept here.
+
+    Attributes
+    ----------
+    calls : tuple of Call
+        Sent to the child process.
+    expected : object
+        Whatever the check kind needs to judge (reference outputs, limits).
+        Never leaves the grader's process.
+    shown_call : str
+        The call as shown to the student for visible checks.
+    """
+
+    calls: tuple[Call, ...]
+    expected: Any = None
+    shown_call: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A check kind's decision on one check.
+
+    Attributes
+    ----------
+    status : str
+        One of `CHECK_STATUSES`.
+    message : str
+        One sentence for the student. It never contains hidden inputs or
+        expected values.
+    details : tuple of (str, str)
+        Labelled evidence (expected, got, largest error, where) shown only
+        when the check is visible.
+    fraction : float
+        Share of the points earned, in [0, 1]; 1 for passed, 0 otherwise
+        unless a kind gives partial credit.
+    """
+
+    status: str
+    message: str = ""
+    details: tuple[tuple[str, str], ...] = ()
+    fraction: float = 0.0
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A judged check, ready to report."""
+
+    id: str
+    description: str
+    status: str
+    score: float
+    max_score: float
+    visibility: str
+    message: str
+    hint: str
+    shown: bool
+    details: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ExerciseResult:
+    """Scores of one exercise for one submission."""
+
+    id: str
+    title: str
+    section: str
+    score: float
+    max_score: float
+    checks: tuple[CheckResult, ...]
+
+
+@dataclass(frozen=True)
+class SubmissionResult:
+    """One submission's grade.
+
+    Attributes
+    ----------
+    status : str
+        ``"graded"`` or ``"error"`` (nothing could run: no file, the module
+        does not import).
+    error : str
+        The reason when ``status == "error"``.
+    """
+
+    id: str
+    path: str
+    sha256: str
+    status: str
+    score: float
+    max_score: float
+    exercises: tuple[ExerciseResult, ...]
+    error: str = ""
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass(frozen=True)
+class GradingReport:
+    """The results of one grading session."""
+
+    grader_version: str
+    spec_hash: str
+    command: str
+    submissions: tuple[SubmissionResult, ...]
+    exercises: tuple[Exercise, ...] = ()

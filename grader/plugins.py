@@ -1,0 +1,89 @@
+"""Build the plugin manager: hook specs, built-in plugins, entry points, ``-p``.
+
+Every built-in feature is a module in ``grader.builtin`` registered from
+`BUILTIN_PLUGINS`, through the same hooks a third-party plugin uses.
+Third-party plugins load from the ``grader`` entry-point group, or by module
+name with ``-p MODULE``; ``-p no:NAME`` blocks a plugin (built-in or not).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+
+import pluggy
+
+from grader import hookspecs
+from grader.errors import PluginError
+
+__all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "get_plugin_manager", "hookimpl"]
+
+ENTRY_POINT_GROUP = "grader"
+hookimpl = pluggy.HookimplMarker("grader")
+
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "yaml_spec",
+    "reference",
+    "checks",
+    "submission",
+    "runner",
+    "judge",
+    "scoring",
+    "terminal",
+    "json_report",
+    "html_report",
+)
+"""Short names of the built-in plugins, each ``grader.builtin.<name>``."""
+
+
+def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = True) -> pluggy.PluginManager:
+    """Return a fresh plugin manager for one run.
+
+    Parameters
+    ----------
+    plugins : iterable of str
+        ``-p`` values: a module name to import and register, or
+        ``no:NAME`` to block the plugin registered as NAME (a built-in's
+        short name, an entry point's name, or a module name).
+    load_entrypoints : bool
+        Whether to load the ``grader`` entry-point group.
+
+    Returns
+    -------
+    pluggy.PluginManager
+
+    Raises
+    ------
+    grader.errors.PluginError
+        If a ``-p`` module cannot be imported, or a plugin implements a hook
+        that does not exist (a misspelled ``grader_...`` name).
+    """
+    pm = pluggy.PluginManager("grader")
+    pm.add_hookspecs(hookspecs)
+    plugins = list(plugins)
+    for name in plugins:
+        if name.startswith("no:"):
+            pm.set_blocked(name[3:])
+    for short in BUILTIN_PLUGINS:
+        if pm.is_blocked(short):
+            continue
+        module = importlib.import_module(f"grader.builtin.{short}")
+        pm.register(module, name=short)
+    if load_entrypoints:
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        except Exception as exc:  # a third-party plugin failed to import
+            raise PluginError(f"a plugin of entry-point group '{ENTRY_POINT_GROUP}' failed to load: {exc}") from exc
+    for name in plugins:
+        if name.startswith("no:") or pm.is_blocked(name) or pm.get_plugin(name) is not None:
+            continue
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise PluginError(f"-p {name}: cannot import plugin module: {exc}") from exc
+        pm.register(module, name=name)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(f"plugin error: {exc}") from exc
+    return pm

@@ -1,0 +1,225 @@
+"""The grading protocol: a short sequence of hook calls.
+
+``collect`` loads the check kinds, the exercise specs and the reference,
+and prepares every check once (seeded inputs, expected values). ``grade``
+then runs each submission's calls in a child process, judges and scores
+the results, and hands the report to the writers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader import __version__
+from grader.builtin.checks import KindContext
+from grader.config import Config
+from grader.errors import ConfigError, PluginError
+from grader.models import (
+    CallResult,
+    Check,
+    Exercise,
+    GradingReport,
+    Prepared,
+    Submission,
+    SubmissionResult,
+    Verdict,
+)
+
+__all__ = ["Collected", "PreparedCheck", "collect", "grade", "grade_submission", "spec_hash"]
+
+
+@dataclass(frozen=True)
+class PreparedCheck:
+    """A check with its kind, context and prepared calls."""
+
+    check: Check
+    kind: Any
+    context: KindContext
+    prepared: Prepared
+
+
+@dataclass(frozen=True)
+class Collected:
+    """Everything known before the first submission is graded."""
+
+    exercises: tuple[Exercise, ...]
+    checks: tuple[tuple[Exercise, tuple[PreparedCheck, ...]], ...]
+    spec_hash: str
+
+    @property
+    def hidden_count(self) -> int:
+        """Number of checks that are not ``visible``."""
+        return sum(1 for ex in self.exercises for c in ex.checks if c.visibility != "visible")
+
+
+def check_kinds(config: Config) -> dict[str, Any]:
+    """Merge the kinds contributed through ``grader_check_kinds``.
+
+    Raises
+    ------
+    grader.errors.PluginError
+        If two kinds share a name.
+    """
+    kinds: dict[str, Any] = {}
+    for contributed in config.hook.grader_check_kinds():
+        for kind in contributed or ():
+            if kind.name in kinds and kinds[kind.name] is not kind:
+                raise PluginError(f"two plugins define the check kind '{kind.name}'")
+            kinds[kind.name] = kind
+    return kinds
+
+
+def spec_hash(spec_files: list[Path], reference: Path) -> str:
+    """SHA-256 over the spec files (names and bytes) and the reference file."""
+    h = hashlib.sha256()
+    for path in [*spec_files, reference]:
+        h.update(path.name.encode() + b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def collect(config: Config, visible_only: bool = False) -> Collected:
+    """Load kinds, specs and reference, and prepare every check.
+
+    Parameters
+    ----------
+    config : grader.config.Config
+    visible_only : bool
+        Keep only ``visible`` checks (what ``grader check`` runs).
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the specs folder or the reference is missing, no spec is found,
+        two specs share an exercise id, or a spec is malformed
+        (`grader.errors.SpecError`).
+    """
+    config.stash["check_kinds"] = kinds = check_kinds(config)
+    specs_dir = Path(config.option("specs"))
+    if not specs_dir.is_dir():
+        raise ConfigError(f"{specs_dir}: specs folder not found; run from the project folder or pass --specs DIR")
+    reference_path = Path(config.option("reference"))
+    reference = config.hook.grader_load_reference(path=str(reference_path), config=config)
+    exercises: list[Exercise] = []
+    used: list[Path] = []
+    for path in sorted(p for p in specs_dir.iterdir() if p.is_file()):
+        exercise = config.hook.grader_load_exercise(path=str(path), config=config)
+        if exercise is None:
+            continue
+        if any(e.id == exercise.id for e in exercises):
+            raise ConfigError(f"{path}: exercise '{exercise.id}' is defined twice in {specs_dir}")
+        exercises.append(exercise)
+        used.append(path)
+    if not exercises:
+        raise ConfigError(f"{specs_dir}: no exercise specs (*.yaml) found")
+    prepared = []
+    for exercise in exercises:
+        context = KindContext(exercise, dict(reference))
+        items = []
+        for check in exercise.checks:
+            if visible_only and check.visibility != "visible":
+                continue
+            kind = kinds[check.kind]
+            items.append(PreparedCheck(check, kind, context, kind.prepare(check, context)))
+        prepared.append((exercise, tuple(items)))
+    return Collected(tuple(exercises), tuple(prepared), spec_hash(used, reference_path))
+
+
+def _failed_everywhere(collected: Collected, status: str, message: str) -> list[tuple[Exercise, list[tuple[Check, Verdict]]]]:
+    return [
+        (exercise, [(pc.check, Verdict(status, message)) for pc in items]) for exercise, items in collected.checks
+    ]
+
+
+def grade_submission(submission: Submission, collected: Collected, config: Config) -> SubmissionResult:
+    """Grade one submission: run its calls, judge each check, score.
+
+    A submission that cannot run (no file, import failure) is graded
+    ``"error"`` with every check in error and the reason; it never raises.
+    """
+    stdout = stderr = error = ""
+    if submission.problem or submission.file is None:
+        error = submission.problem or "no file to grade"
+        verdicts = _failed_everywhere(collected, "error", f"not run: {error}")
+    else:
+        calls = [call for _, items in collected.checks for pc in items for call in pc.prepared.calls]
+        outcome = config.hook.grader_run_calls(submission=submission, calls=calls, config=config)
+        stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
+        results = list(outcome.results)
+        verdicts = []
+        offset = 0
+        for exercise, items in collected.checks:
+            judged = []
+            for pc in items:
+                n = len(pc.prepared.calls)
+                mine: list[CallResult] = results[offset : offset + n]
+                offset += n
+                verdict = config.hook.grader_judge_check(
+                    check=pc.check, prepared=pc.prepared, results=mine, kind=pc.kind, context=pc.context, config=config
+                )
+                if pc.prepared.shown_call:
+                    verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
+                judged.append((pc.check, verdict))
+            verdicts.append((exercise, judged))
+    exercise_results = tuple(
+        config.hook.grader_score_exercise(exercise=exercise, verdicts=judged, config=config)
+        for exercise, judged in verdicts
+    )
+    return SubmissionResult(
+        id=submission.id,
+        path=submission.path,
+        sha256=submission.sha256,
+        status="error" if error else "graded",
+        score=round(sum(e.score for e in exercise_results), 6),
+        max_score=round(sum(e.max_score for e in exercise_results), 6),
+        exercises=exercise_results,
+        error=error,
+        stdout=stdout,
+        stderr=stderr,
+    )
+
+
+def locate_all(paths: list[str], config: Config) -> list[Submission]:
+    """Locate the submissions of every PATH, giving repeated ids a suffix."""
+    found: list[Submission] = []
+    seen: dict[str, int] = {}
+    for path in paths:
+        for sub in config.hook.grader_locate_submissions(path=path, config=config):
+            count = seen.get(sub.id, 0)
+            seen[sub.id] = count + 1
+            if count:
+                sub = dataclasses.replace(sub, id=f"{sub.id}-{count + 1}")
+            found.append(sub)
+    return found
+
+
+def grade(config: Config, paths: list[str], visible_only: bool = False) -> GradingReport:
+    """Grade every submission behind ``paths`` and write the reports.
+
+    Returns
+    -------
+    grader.models.GradingReport
+    """
+    submissions = locate_all(paths, config)
+    collected = collect(config, visible_only=visible_only)
+    config.stash["collected"] = collected
+    config.stash["total"] = len(submissions)
+    results = []
+    for submission in submissions:
+        result = grade_submission(submission, collected, config)
+        config.hook.grader_submission_graded(result=result, config=config)
+        results.append(result)
+    report = GradingReport(
+        grader_version=__version__,
+        spec_hash=collected.spec_hash,
+        command=config.command,
+        submissions=tuple(results),
+        exercises=collected.exercises,
+    )
+    config.hook.grader_write_reports(report=report, config=config)
+    return report

@@ -1,0 +1,173 @@
+"""Child-process worker: import one submission, make the requested calls.
+
+Run as a script by the grader's runner, never imported by the grader::
+
+    python -I -B -u worker.py REQUEST.json RESULT_FD
+
+It uses only the standard library and numpy. It reads the request (the
+submission's path and a list of calls with plain-data arguments), imports
+the submission, calls each function, and writes one frame per event to the
+file descriptor RESULT_FD: a 4-byte big-endian length, then UTF-8 JSON.
+The first frame reports the import; then one frame per call, in order.
+
+Only data crosses back: return values are converted here to JSON numbers,
+booleans and lists (numpy arrays of numeric dtype included); anything else
+(objects, generators, strings...) is reported as an unusable return. The
+grader validates every frame again, so a submission that tampers with this
+script can only lie about its own answers, as it could by returning them.
+"""
+
+import json
+import os
+import resource
+import sys
+import traceback
+
+MAX_MESSAGE = 2000
+MAX_DEPTH = 8
+MAX_ITEMS = 2_000_000
+
+
+class BadReturn(Exception):
+    """The returned value is not plain numeric data."""
+
+
+def _limits(cpu_seconds):
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    soft = max(1, int(cpu_seconds))
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 2))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
+
+
+def _emit(fd, obj):
+    data = json.dumps(obj, allow_nan=True, separators=(",", ":")).encode("utf-8")
+    frame = len(data).to_bytes(4, "big") + data
+    view = memoryview(frame)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _text(exc):
+    try:
+        text = str(exc)
+    except BaseException:  # a student exception whose __str__ fails
+        text = "<message could not be read>"
+    return text[:MAX_MESSAGE]
+
+
+def _where(tb, filename):
+    """'attention.py, line N' for the innermost traceback frame in the submission."""
+    found = ""
+    for frame in traceback.extract_tb(tb):
+        if frame.filename == filename:
+            found = "%s, line %d" % (os.path.basename(filename), frame.lineno)
+    return found
+
+
+def to_data(value, np, depth=0, budget=None):
+    """Convert a return value to JSON data, or raise BadReturn."""
+    budget = budget if budget is not None else [MAX_ITEMS]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise BadReturn("the result is too large")
+    if depth > MAX_DEPTH:
+        raise BadReturn("the result is nested too deeply")
+    if type(value) is bool:
+        return value
+    if type(value) is int:
+        return value
+    if type(value) is float:
+        return value
+    if isinstance(value, (bool, int, float)):  # subclasses: keep only the base value
+        for base in (bool, int, float):
+            if isinstance(value, base):
+                return base(value)
+    if np is not None:
+        if isinstance(value, np.generic):
+            if value.dtype.kind in "biuf":
+                return value.item()
+            raise BadReturn("the result holds a numpy %s scalar" % value.dtype)
+        if isinstance(value, np.ndarray):
+            if value.dtype.kind not in "biuf":
+                raise BadReturn("the result holds a numpy array of dtype %s; return numbers" % value.dtype)
+            if value.size > MAX_ITEMS:
+                raise BadReturn("the result is too large")
+            return np.asarray(value).tolist()
+    if type(value) in (list, tuple):
+        return [to_data(v, np, depth + 1, budget) for v in value]
+    raise BadReturn("the result holds a %s; return numbers, lists, tuples or numpy arrays" % type(value).__name__)
+
+
+def main(argv):
+    request_path, fd = argv[1], int(argv[2])
+    with open(request_path, encoding="utf-8") as fh:
+        request = json.load(fh)
+    _limits(request["cpu_seconds"])
+    try:
+        import numpy as np  # imported once, before the submission, for conversions
+    except ImportError:  # pragma: no cover - numpy is a grader dependency
+        np = None
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+    filename = request["file"]
+    import importlib.util
+
+    try:
+        spec = importlib.util.spec_from_file_location("attention", filename)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["attention"] = module
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # anything at import: syntax error, exit, crash
+        if isinstance(exc, SyntaxError):
+            where = "%s, line %s" % (os.path.basename(filename), exc.lineno)
+            message = exc.msg
+        else:
+            where = _where(exc.__traceback__, filename)
+            message = _text(exc)
+        _emit(fd, {"event": "import", "ok": False, "type": type(exc).__name__, "message": message, "where": where})
+        os._exit(0)
+    _emit(fd, {"event": "import", "ok": True})
+
+    for call in request["calls"]:
+        fn = getattr(module, call["function"], None)
+        if not callable(fn):
+            _emit(fd, {"event": "call", "status": "not_implemented",
+                       "message": "attention.py defines no function %s" % call["function"]})
+            continue
+        started = _clock()
+        try:
+            value = fn(*call["args"])
+        except NotImplementedError as exc:
+            _emit(fd, {"event": "call", "status": "not_implemented", "message": _text(exc)})
+            continue
+        except BaseException as exc:
+            _emit(fd, {
+                "event": "call", "status": "raised", "type": type(exc).__name__,
+                "value_error": isinstance(exc, ValueError), "message": _text(exc),
+                "where": _where(exc.__traceback__, filename), "seconds": _clock() - started,
+            })
+            continue
+        seconds = _clock() - started
+        try:
+            data = to_data(value, np)
+            _emit(fd, {"event": "call", "status": "returned", "value": data, "seconds": seconds})
+        except BadReturn as exc:
+            _emit(fd, {"event": "call", "status": "bad_return", "message": str(exc), "seconds": seconds})
+        except BaseException as exc:  # a hostile object raising during conversion
+            _emit(fd, {"event": "call", "status": "bad_return",
+                       "message": "the result could not be read (%s)" % type(exc).__name__, "seconds": seconds})
+    _emit(fd, {"event": "done"})
+    os._exit(0)
+
+
+def _clock():
+    import time
+
+    return time.perf_counter()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
