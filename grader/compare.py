@@ -7,7 +7,6 @@ wrote is called.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -34,17 +33,38 @@ class Mismatch(Exception):
         self.details = details
 
 
-def format_value(value: Any, limit: int = 600) -> str:
-    """Render data for a report, shortened to about ``limit`` characters."""
+def _py(value: Any, depth: int = 0, multiline: bool = True) -> str:
+    """Python-style text of plain data, long lists shortened."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, float):
+        return repr(float(f"{value:.10g}")) if math.isfinite(value) else repr(value)
+    if isinstance(value, int):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        items = [_py(v, depth + 1, multiline) for v in value[:MAX_SHOWN_ITEMS]]
+        if len(value) > MAX_SHOWN_ITEMS:
+            items.append(f"… {len(value) - MAX_SHOWN_ITEMS} more")
+        if multiline and depth == 0 and value and all(isinstance(v, (list, tuple)) for v in value):
+            return "[" + ",\n ".join(items) + "]"
+        return "[" + ", ".join(items) + "]"
+    return repr(value)[:200]
+
+
+MAX_SHOWN_ITEMS = 24
+
+
+def format_value(value: Any, limit: int = 600, multiline: bool = True) -> str:
+    """Render data for a report as Python literals, shortened to ``limit`` characters.
+
+    Matrices are shown one row per line unless ``multiline`` is False; floats with up to 10 significant
+    digits; lists longer than 24 items are cut with a count of the rest.
+    """
     if isinstance(value, np.ndarray):
-        text = np.array2string(value, separator=", ", threshold=64, edgeitems=3, max_line_width=88, precision=8)
-    elif isinstance(value, float):
-        text = repr(value)
-    else:
-        try:
-            text = json.dumps(value)
-        except (TypeError, ValueError):
-            text = repr(value)
+        value = value.tolist()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    text = _py(value, multiline=multiline)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
@@ -162,7 +182,7 @@ def compare(name: str, expected: Any, got: Any, rtol: float, atol: float) -> Non
         flat = int(np.argmax(np.where(bad, err, -1.0)))
         where = _index(name, flat, exp.shape)
         largest = f"{float(err.reshape(-1)[flat]):.6g}"
-        message = f"{name} is off: largest error {largest} at {where}"
+        message = f"{name} differs from the expected value by up to {largest} (at {where})"
     details = (
         ("expected", format_value(exp if exp.shape else float(exp))),
         ("got", format_value(arr if arr.shape else float(arr))),

@@ -115,8 +115,9 @@ class Exercise:
         The spec file it was loaded from.
     checks : tuple of Check
     returns : dict of str to tuple of str
-        Names of the parts of tuple-valued results, e.g.
-        ``{"attention": ("outputs", "weights")}``.
+        Names of the parts of each function's result, used in messages, e.g.
+        ``{"attention": ("outputs", "weights"), "softmax": ("weights",)}``;
+        a function not listed returns one part called ``result``.
     """
 
     id: str

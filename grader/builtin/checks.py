@@ -147,7 +147,7 @@ class KindContext:
         """Render a call as the student would write it, values shortened."""
         name = function or check.function
         params = list(inspect.signature(self.reference_function(check, name)).parameters)
-        shown = ", ".join(f"{p}={format_value(a, 300)}" for p, a in zip(params, args))
+        shown = ", ".join(f"{p}={format_value(a, 300, multiline=False)}" for p, a in zip(params, args))
         return f"{name}({shown})"
 
 
@@ -392,9 +392,17 @@ class CausalNoninterferenceKind(Kind):
                 b = as_array(part, after[part])
                 if a.ndim != 2 or a.shape != b.shape:
                     raise Mismatch(f"{part} should be a matrix of the same shape on both calls")
-                compare(f"{part} of earlier positions", a[:-1], b[:-1].tolist(), 0.0, atol)
+                with np.errstate(invalid="ignore"):
+                    moved = ~(np.abs(a[:-1] - b[:-1]) <= atol)
+                if moved.any():
+                    row = int(np.flatnonzero(moved.any(axis=1))[0])
+                    raise Mismatch(
+                        f"changing only the last key and value changed {part}[{row}]: "
+                        f"an earlier position used a future one",
+                        ((f"{part}[{row}] before", format_value(a[row])), (f"{part}[{row}] after", format_value(b[row]))),
+                    )
         except Mismatch as m:
-            return Verdict("failed", "changing a future key and value changed an earlier position: " + m.message, m.details)
+            return Verdict("failed", m.message, m.details)
         return Verdict("passed", fraction=1.0)
 
 

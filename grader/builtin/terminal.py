@@ -9,6 +9,7 @@ wrong, then "N passed, N failed" and how many hidden checks run at grading.
 from __future__ import annotations
 
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,13 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     print(f"[{n}/{total}] {result.id}: {result.score:g}/{result.max_score:g}{status}", file=sys.stderr, flush=True)
 
 
+INDENT = " " * 10
+
+
+def _wrapped(text: str) -> str:
+    return textwrap.fill(" ".join(text.split()), width=100, initial_indent=INDENT, subsequent_indent=INDENT + "  ")
+
+
 def _one_line(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -63,11 +71,11 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
                     continue
                 write(f"  {MARKS.get(c.status, c.status.upper()):7} {c.id}")
                 if c.status != "passed":
-                    write(f"          {_one_line(c.message)}")
+                    write(_wrapped(c.message))
                     for label, value in c.details:
-                        if label in ("call", "expected", "got"):
-                            write(f"          {label}: {_one_line(value)}")
-                    write(f"          hint: {_one_line(c.hint)}")
+                        if label != "call" or c.status != "not_attempted":
+                            write(f"{INDENT}{label}: {_one_line(value, 200)}")
+                    write(_wrapped("hint: " + c.hint))
         hidden = collected.hidden_count if collected else 0
         write(f"{passed} passed, {failed} failed")
         write(f"visible checks: {sub.score:g}/{sub.max_score:g} points; {hidden} hidden checks run at grading")

@@ -54,7 +54,7 @@ SCHEMA: dict[str, Any] = {
         "seed": {"type": "integer", "minimum": 0},
         "returns": {
             "type": "object",
-            "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+            "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         },
         "defaults": {
             "type": "object",

@@ -1,0 +1,49 @@
+"""Shared fixtures: the repository's real specs, reference and samples."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from grader.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = ROOT / "exercises" / "g14"
+REFERENCE = ROOT / "reference" / "attention.py"
+SUBMISSIONS = ROOT / "submissions"
+
+
+@pytest.fixture(autouse=True)
+def _in_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every test from the repository root, where the default paths hold."""
+    monkeypatch.chdir(ROOT)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]):
+    """Run ``grader`` with a list of arguments; return (exit code, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Grade every sample submission once; return the JSON results and the output folder."""
+    out = tmp_path_factory.mktemp("reports")
+    old = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code = main(["grade", str(SUBMISSIONS.relative_to(ROOT)), "--out", str(out), "-q"])
+    finally:
+        os.chdir(old)
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    return {"out": out, "results": results, "by_id": {s["id"]: s for s in results["submissions"]}}

@@ -1,0 +1,36 @@
+"""A plugin that replaces the runner, the locator, the reference loader and
+the scorer, to show each built-in is overridable (tests/test_plugins.py)."""
+
+from __future__ import annotations
+
+from grader import CallResult, ExerciseResult, RunOutcome, Submission, hookimpl
+
+SEEN: dict[str, object] = {}
+
+
+@hookimpl
+def grader_locate_submissions(path: str, config):  # noqa: ANN001
+    if not path.startswith("fake:"):
+        return None
+    return [Submission(id=path[5:], path=path, file="/nonexistent/attention.py", sha256="0" * 64)]
+
+
+@hookimpl
+def grader_run_calls(submission, calls, config) -> RunOutcome:  # noqa: ANN001
+    SEEN["calls"] = len(calls)
+    return RunOutcome(tuple(CallResult("not_implemented", message="fake runner") for _ in calls))
+
+
+@hookimpl
+def grader_load_reference(path: str, config):  # noqa: ANN001
+    from grader.builtin.reference import load_reference
+
+    SEEN["reference"] = path
+    return load_reference(path)
+
+
+@hookimpl(wrapper=True)
+def grader_score_exercise(exercise, verdicts, config):  # noqa: ANN001
+    result: ExerciseResult = yield
+    SEEN.setdefault("scored", []).append(exercise.id)
+    return result

@@ -1,0 +1,149 @@
+"""The command line: usage errors are one line, exit codes are documented."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SUBMISSIONS
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        ([], "the following arguments are required: COMMAND"),
+        (["grade"], "the following arguments are required: PATH"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["grade", "submissions", "--jobs", "x"], "unrecognized arguments: --jobs x"),
+        (["check", "a.py", "b.py"], "unrecognized arguments: b.py"),
+        (["grade", "no/such/place"], "no/such/place: no such file or folder"),
+        (["grade", "README.md"], "README.md: not a Python file"),
+        (["grade", "submissions", "--import-timeout", "soon"], "argument --import-timeout: invalid float value: 'soon'"),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(cli, args, phrase) -> None:
+    code, out, err = cli(*args)
+    assert code == 2
+    line = _one_line(err)
+    assert line.startswith("grader: error: ")
+    assert phrase in line
+
+
+def test_empty_folder_is_a_usage_error(cli, tmp_path: Path) -> None:
+    code, out, err = cli("grade", tmp_path)
+    assert code == 2
+    assert f"{tmp_path}: holds no attention.py, no student folders and no .py files" in _one_line(err)
+
+
+def test_unwritable_out_is_a_usage_error_and_writes_nothing(cli, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", blocker)
+    assert code == 2
+    assert f"--out {blocker}: exists and is not a folder" in _one_line(err)
+    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", blocker / "sub")
+    assert code == 2
+    assert "cannot create the folder" in _one_line(err)
+    assert blocker.read_text() == "not a folder"
+
+
+def test_missing_reference_and_specs_are_config_errors(cli, tmp_path: Path) -> None:
+    code, out, err = cli("validate", "--reference", tmp_path / "nope.py")
+    assert code == 3
+    assert f"{tmp_path / 'nope.py'}: reference not found; pass --reference PATH" in _one_line(err)
+    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", "--specs", tmp_path / "nospecs", "--out", tmp_path)
+    assert code == 3
+    assert "specs folder not found" in _one_line(err)
+
+
+def test_check_on_a_correct_file(cli) -> None:
+    code, out, err = cli("check", SUBMISSIONS / "correct_lists" / "attention.py")
+    assert code == 0
+    lines = out.splitlines()
+    assert "14 passed, 0 failed" in lines
+    assert lines[-1] == "visible checks: 25/25 points; 26 hidden checks run at grading"
+    assert "G14.02 Softmax weights and mixed outputs: 5/5" in lines
+
+
+def test_check_shows_call_expected_got_and_hint(cli) -> None:
+    code, out, err = cli("check", SUBMISSIONS / "unnormalized_scores" / "attention.py")
+    assert code == 1
+    assert "  FAIL    zero-scores" in out
+    text = " ".join(out.split())
+    assert "outputs differs from the expected value by up to 5 (at outputs[0][0])" in text
+    assert "call: attention(Q=[[0.0]], K=[[0.0], [0.0]], V=[[2.0], [8.0]])" in text
+    assert "expected: [[5.0]]" in text
+    assert "got: [[0.0]]" in text
+    assert 'hint: Normalize the scores with softmax first' in text
+    assert "10 passed, 4 failed" in text
+    assert "changing only the last key and value changed outputs[0]: an earlier position used a future one" in text
+
+
+def test_check_runs_no_hidden_check(cli) -> None:
+    code, out, err = cli("check", SUBMISSIONS / "correct_numpy" / "attention.py")
+    for hidden_id in ("unequal-counts-and-widths", "random-softmax", "finite-difference", "rejects-ragged"):
+        assert hidden_id not in out
+
+
+def test_check_on_starter_says_not_attempted(cli) -> None:
+    code, out, err = cli("check", "exercises/g14/attention.py")
+    assert code == 1
+    assert "  TODO    zero-scores" in out
+    assert "not attempted: attention" in out
+    assert "0 passed, 14 failed" in out
+
+
+def test_check_on_syntax_error(cli) -> None:
+    code, out, err = cli("check", "submissions/syntax_error/attention.py")
+    assert code == 1
+    assert "ERROR submissions/syntax_error/attention.py: importing the file failed with SyntaxError (attention.py, line 20)" in out
+    assert "Traceback" not in out + err
+
+
+def test_validate(cli) -> None:
+    code, out, err = cli("validate")
+    assert code == 0
+    assert out.splitlines() == [
+        "specs: 6 exercises, 40 checks; 13 hand values agree with the reference",
+        "reference scores 65/65: valid",
+    ]
+
+
+def test_python_dash_m_and_version() -> None:
+    proc = subprocess.run([sys.executable, "-m", "grader", "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == "grader 0.1.0"
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "grader: error: the following arguments are required: PATH (see 'grader grade --help')"
+    )
+
+
+def test_grade_prints_a_table_and_progress(cli, tmp_path: Path) -> None:
+    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", SUBMISSIONS / "mib_decimal", "--out", tmp_path)
+    assert code == 0
+    assert err.splitlines() == ["[1/2] correct_numpy: 65/65", "[2/2] mib_decimal: 60/65"]
+    assert out.splitlines()[-2:] == ["graded 2 submissions (0 could not run)", f"reports: {tmp_path / 'index.html'}"]
+
+
+def test_one_file_path_and_student_id(cli, tmp_path: Path) -> None:
+    alice = tmp_path / "class" / "alice"
+    alice.mkdir(parents=True)
+    (alice / "attention.py").write_bytes((SUBMISSIONS / "correct_lists" / "attention.py").read_bytes())
+    (tmp_path / "class" / "bob").mkdir()
+    (tmp_path / "class" / "carol.py").write_bytes((SUBMISSIONS / "mib_decimal" / "attention.py").read_bytes())
+    code, out, err = cli("grade", tmp_path / "class", "--out", tmp_path / "out", "-q")
+    assert code == 0
+    rows = [line.split()[0] for line in out.splitlines()[1:4]]
+    assert rows == ["alice", "bob", "carol"]
+    assert "bob" in out and "(error)" in out.splitlines()[2]

@@ -1,0 +1,169 @@
+"""The plugin system: built-ins are plugins, hooks are documented and
+tested, and third-party plugins extend the grader from outside the package."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SPECS, SUBMISSIONS
+
+from grader import hookspecs
+from grader.errors import PluginError
+from grader.plugins import BUILTIN_PLUGINS, get_plugin_manager
+
+EXAMPLES = Path(__file__).parent / "plugin_examples"
+
+
+@pytest.fixture
+def examples_on_path(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    for name in ("g14_extras", "g14_fake_runner"):
+        sys.modules.pop(name, None)
+    yield
+    for name in ("g14_extras", "g14_fake_runner"):
+        sys.modules.pop(name, None)
+
+
+def test_every_hook_has_a_docstring_and_is_in_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(hookspecs.HOOK_NAMES) == 13
+    for name in hookspecs.HOOK_NAMES:
+        doc = inspect.getdoc(getattr(hookspecs, name))
+        assert doc and len(doc) > 40, name
+        assert f"`{name}`" in readme, f"{name} is not documented in README.md"
+
+
+def test_every_hook_is_exercised_by_a_test() -> None:
+    tests = "".join(p.read_text() for p in (Path(__file__).parent / "plugin_examples").glob("*.py"))
+    for name in hookspecs.HOOK_NAMES:
+        assert f"def {name}(" in tests, f"no test plugin implements {name}"
+
+
+def test_builtins_are_registered_through_the_same_hooks() -> None:
+    pm = get_plugin_manager(load_entrypoints=False)
+    names = {pm.get_name(p) for p in pm.get_plugins()}
+    assert set(BUILTIN_PLUGINS) <= names
+    impls = {name: [pm.get_name(i.plugin) for i in getattr(pm.hook, name).get_hookimpls()] for name in hookspecs.HOOK_NAMES}
+    assert impls["grader_run_calls"] == ["runner"]
+    assert impls["grader_load_exercise"] == ["yaml_spec"]
+    assert sorted(impls["grader_write_reports"]) == ["html_report", "json_report"]
+
+
+def test_first_result_builtins_are_trylast() -> None:
+    pm = get_plugin_manager(load_entrypoints=False)
+    for name in hookspecs.HOOK_NAMES:
+        hook = getattr(pm.hook, name)
+        if hook.spec.opts.get("firstresult"):
+            for impl in hook.get_hookimpls():
+                assert impl.trylast, f"{name} in {pm.get_name(impl.plugin)} must be trylast to be overridable"
+
+
+def test_blocking_a_builtin_with_p_no(cli, tmp_path: Path) -> None:
+    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", tmp_path, "-q", "-p", "no:html_report")
+    assert code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_unknown_plugin_module_is_one_line_exit_3(cli) -> None:
+    code, out, err = cli("validate", "-p", "no_such_plugin_module")
+    assert code == 3
+    assert err.strip().splitlines() == [err.strip()]
+    assert "-p no_such_plugin_module: cannot import plugin module" in err
+
+
+def test_misspelled_hook_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "typo_plugin.py").write_text(
+        "from grader import hookimpl\n@hookimpl\ndef grader_write_report(report, config):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginError, match="grader_write_report"):
+        get_plugin_manager(["typo_plugin"], load_entrypoints=False)
+
+
+def _specs_with_extras(tmp_path: Path) -> Path:
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS, specs)
+    (specs / "X01.json").write_text(
+        json.dumps(
+            {
+                "exercise": "X01",
+                "title": "Extra: weights form a distribution",
+                "section": "Mask before normalization",
+                "checks": [
+                    {
+                        "id": "softmax-is-probability",
+                        "kind": "is_probability",
+                        "function": "softmax",
+                        "points": 4,
+                        "hint": "Weights are nonnegative and sum to one.",
+                        "args": {"scores": {"normal": [5]}, "allowed": {"mask": 5}},
+                    }
+                ],
+            }
+        )
+    )
+    return specs
+
+
+def test_third_party_check_kind_spec_format_and_writer_via_p(cli, tmp_path: Path, examples_on_path) -> None:
+    import g14_extras
+
+    specs = _specs_with_extras(tmp_path)
+    out = tmp_path / "out"
+    code, stdout, err = cli(
+        "grade", SUBMISSIONS / "correct_numpy", SUBMISSIONS / "mib_decimal", "--specs", specs,
+        "--out", out, "-q", "-p", "g14_extras", "--csv-name", "book.csv",
+    )
+    assert code == 0, err
+    assert (out / "book.csv").read_text().splitlines() == [
+        "student,G14.01,G14.02,G14.03,G14.04,G14.05,G14.06,X01,total",
+        "correct_numpy,10,10,10,10,10,15,4,69",
+        "mib_decimal,10,10,10,10,5,15,4,64",
+    ]
+    assert "extras: 2 submission(s) seen" in stdout
+    assert g14_extras.EVENTS[0] == "configure:grade"
+    assert g14_extras.EVENTS[-1] == "unconfigure"
+    assert "judged:softmax-is-probability:passed" in g14_extras.EVENTS
+    assert "graded:mib_decimal:64" in g14_extras.EVENTS
+    results = json.loads((out / "results.json").read_text())
+    assert [e["id"] for e in results["submissions"][0]["exercises"]][-1] == "X01"
+
+
+def test_third_party_plugin_via_entry_point(cli, tmp_path: Path, examples_on_path, monkeypatch) -> None:
+    site = tmp_path / "site"
+    dist = site / "g14_extras-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: g14-extras\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[grader]\nextras = g14_extras\n")
+    monkeypatch.syspath_prepend(str(site))
+    pm = get_plugin_manager()
+    assert pm.get_plugin("extras") is not None
+    specs = _specs_with_extras(tmp_path)
+    code, stdout, err = cli("grade", SUBMISSIONS / "correct_lists", "--specs", specs, "--out", tmp_path / "o", "-q")
+    assert code == 0, err
+    assert (tmp_path / "o" / "grades.csv").read_text().splitlines()[1] == "correct_lists,10,10,10,10,10,15,4,69"
+    code, stdout, err = cli("validate", "--specs", specs)
+    assert code == 0 and "specs: 7 exercises, 41 checks" in stdout
+    # Blocked, the plugin's JSON spec is not read at all: no plugin claims it.
+    code, stdout, err = cli("validate", "--specs", specs, "-p", "no:extras")
+    assert code == 0 and "specs: 6 exercises, 40 checks" in stdout
+
+
+def test_runner_locator_reference_and_scorer_are_overridable(cli, tmp_path: Path, examples_on_path) -> None:
+    import g14_fake_runner
+
+    code, stdout, err = cli("grade", "fake:ghost", "--out", tmp_path, "-q", "-p", "g14_fake_runner")
+    assert code == 0, err
+    results = json.loads((tmp_path / "results.json").read_text())
+    sub = results["submissions"][0]
+    assert sub["id"] == "ghost" and sub["score"] == 0.0
+    assert {c["status"] for e in sub["exercises"] for c in e["checks"]} == {"not_attempted"}
+    # 40 checks, of which shift_invariance and causal_noninterference make 2 calls each.
+    assert g14_fake_runner.SEEN["calls"] == 42
+    assert g14_fake_runner.SEEN["reference"] == "reference/attention.py"
+    assert g14_fake_runner.SEEN["scored"] == ["G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06"]

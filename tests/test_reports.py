@@ -1,0 +1,152 @@
+"""The JSON results file and the HTML pages (json_report, html_report)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import SUBMISSIONS
+
+CHECK_KEYS = ["id", "status", "score", "max_score", "visibility", "message"]
+
+
+def test_json_results_shape(graded: dict) -> None:
+    results = graded["results"]
+    assert list(results) == ["grader_version", "spec_hash", "submissions"]
+    assert results["grader_version"] == "0.1.0"
+    assert re.fullmatch(r"[0-9a-f]{64}", results["spec_hash"])
+    for sub in results["submissions"]:
+        assert list(sub) == ["id", "path", "sha256", "score", "max_score", "status", "error", "exercises"]
+        assert sub["status"] in ("graded", "error")
+        assert [e["id"] for e in sub["exercises"]] == ["G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06"]
+        for ex in sub["exercises"]:
+            assert ex["score"] == sum(c["score"] for c in ex["checks"])
+            for check in ex["checks"]:
+                assert list(check) == CHECK_KEYS
+                assert check["status"] in ("passed", "failed", "error", "timeout", "not_attempted")
+                assert check["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
+    numpy = graded["by_id"]["correct_numpy"]
+    assert numpy["path"] == "submissions/correct_numpy"
+    import hashlib
+
+    assert numpy["sha256"] == hashlib.sha256((SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()).hexdigest()
+
+
+def test_same_inputs_give_the_same_bytes(cli, tmp_path: Path) -> None:
+    paths = [SUBMISSIONS / n for n in ("correct_lists", "no_sqrt_dk", "syntax_error", "starter")]
+    for run in ("a", "b"):
+        code, _, _ = cli("grade", *paths, "--out", tmp_path / run, "-q")
+        assert code == 0
+    for name in ("results.json", "index.html", "no_sqrt_dk.html", "syntax_error.html"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_json_flag_writes_elsewhere(cli, tmp_path: Path) -> None:
+    code, _, _ = cli("grade", SUBMISSIONS / "mib_decimal", "--out", tmp_path / "o", "--json", tmp_path / "r.json", "-q")
+    assert code == 0
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["submissions"][0]["score"] == 60.0
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def test_index_links_every_page(graded: dict) -> None:
+    index = (graded["out"] / "index.html").read_text()
+    for sid in graded["by_id"]:
+        assert f'<a href="{sid}.html">{sid}</a>' in index
+        assert (graded["out"] / f"{sid}.html").is_file()
+
+
+def test_pages_are_self_contained(graded: dict) -> None:
+    for page in graded["out"].glob("*.html"):
+        html = page.read_text()
+        assert "<script" not in html
+        assert "http://" not in html and "https://" not in html
+        assert "<style>" in html
+
+
+def test_visible_failure_shows_call_expected_and_got(graded: dict) -> None:
+    html = (graded["out"] / "unnormalized_scores.html").read_text()
+    block = html[html.index("zero-scores</span>") :]
+    block = block[: block.index('<div class="check">')]
+    assert "outputs differs from the expected value by up to 5 (at outputs[0][0])" in block
+    assert "<dt>call</dt><dd><pre>attention(Q=[[0.0]], K=[[0.0], [0.0]], V=[[2.0], [8.0]])</pre></dd>" in block
+    assert "<dt>expected</dt><dd><pre>[[5.0]]</pre></dd>" in block
+    assert "<dt>got</dt><dd><pre>[[0.0]]</pre></dd>" in block
+    assert "<dt>largest error</dt><dd><pre>5</pre></dd>" in block
+    assert "Hint: Normalize the scores with softmax first" in block
+
+
+def test_hidden_failure_shows_only_name_status_and_hint(graded: dict) -> None:
+    html = (graded["out"] / "no_sqrt_dk.html").read_text()
+    block = html[html.index("unequal-counts-and-widths</span>") :]
+    block = block[: block.index('<div class="check">')]
+    assert '<span class="pill failed">Failed</span>' in html
+    assert "Hidden check: its inputs and expected values are not shown." in block
+    assert "<dl" not in block and "differs" not in block and "largest error" not in block
+    assert "Hint: Write the inner dimensions of each product" in block
+
+
+def test_after_due_date_details_follow_the_option(cli, tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    shutil.copytree("exercises/g14", specs)
+    spec = specs / "G14.05.yaml"
+    spec.write_text(spec.read_text().replace("  - id: mib-n2048\n", "  - id: mib-n2048\n    visibility: after_due_date\n"))
+    for flag, shown in (([], False), (["--after-due-date"], True)):
+        out = tmp_path / f"out{len(flag)}"
+        code, _, err = cli("grade", SUBMISSIONS / "mib_decimal", "--specs", specs, "--out", out, "-q", *flag)
+        assert code == 0, err
+        html = (out / "mib_decimal.html").read_text()
+        block = html[html.index("mib-n2048</span>") :]
+        block = block[: block.index('<div class="check">')]
+        assert ("<dt>expected</dt><dd><pre>256.0</pre></dd>" in block) is shown
+
+
+def test_student_text_is_escaped(cli, tmp_path: Path) -> None:
+    evil = tmp_path / "<b>evil&"
+    evil.mkdir()
+    (evil / "attention.py").write_text(
+        "print('<script>alert(1)</script>')\n"
+        "def softmax(scores, allowed=None):\n"
+        "    raise ValueError('<img src=x onerror=alert(2)>')\n"
+    )
+    code, _, _ = cli("grade", evil, "--out", tmp_path / "out", "-q")
+    assert code == 0
+    pages = {p.name: p.read_text() for p in (tmp_path / "out").glob("*.html")}
+    assert set(pages) == {"index.html", "_b_evil_.html"}
+    page = pages["_b_evil_.html"]
+    assert "<script>" not in page and "<img" not in page and "<b>evil" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page
+    assert "&lt;b&gt;evil&amp;" in pages["index.html"]
+
+
+def test_syntax_error_page_explains_and_has_no_traceback(graded: dict) -> None:
+    html = (graded["out"] / "syntax_error.html").read_text()
+    assert "Your file could not be graded." in html
+    assert "importing the file failed with SyntaxError (attention.py, line 20): expected &#39;:&#39;" in html
+    assert "Traceback" not in html
+
+
+def test_chromium_renders_a_report(graded: dict) -> None:
+    """Headless Chromium (Debian's chromium, installed by .ci/run) renders the page."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("chromium is not installed: run 'apt-get install -y chromium' (.ci/run does)")
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run(
+            [
+                chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+                "--dump-dom", (graded["out"] / "mask_after_softmax.html").as_uri(),
+            ],
+            capture_output=True, text=True, timeout=120,
+        )
+    dom = proc.stdout
+    assert '<span class="big" id="total">52 / 65</span>' in dom
+    assert dom.count('class="pill failed"') == 7
+    assert "Chapter section: Mask before normalization" in dom
