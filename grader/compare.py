@@ -93,14 +93,30 @@ def as_array(name: str, data: Any) -> np.ndarray:
         raise Mismatch(f"{name} is None; return numbers")
     if isinstance(data, str):
         raise Mismatch(f"{name} is a string; return numbers")
+    if _has_bool(data):
+        raise Mismatch(f"{name} holds True/False where numbers are expected")
     try:
         arr = np.asarray(data, dtype=np.float64)
+    except OverflowError:
+        raise Mismatch(f"{name} holds an integer too large for a float") from None
     except (TypeError, ValueError):
         if isinstance(data, list) and data and all(isinstance(r, list) for r in data):
             widths = sorted({len(r) for r in data})
             raise Mismatch(f"{name} is ragged: its rows have lengths {widths}") from None
         raise Mismatch(f"{name} is not made of numbers") from None
     return arr
+
+
+def _has_bool(data: Any) -> bool:
+    """Whether nested lists hold a bool anywhere."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bool):
+            return True
+        if isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def part_names(function: str, returns: dict[str, tuple[str, ...]]) -> tuple[str, ...]:

@@ -191,6 +191,33 @@ def named(check: Check, ctx: KindContext, value: Any, select: Sequence[str] | No
     return parts
 
 
+def reference_shapes(check: Check, ctx: KindContext, args: Sequence[Any]) -> dict[str, tuple[int, ...]]:
+    """Shape of each part of the reference's result on ``args``."""
+    return {k: np.shape(v) for k, v in named(check, ctx, ctx.call_reference(check, args)).items()}
+
+
+def shaped_parts(check: Check, ctx: KindContext, got: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Split a returned value into float arrays and check each part's shape.
+
+    Raises
+    ------
+    grader.compare.Mismatch
+        If the value has the wrong parts, non-numeric data or a part whose
+        shape differs from the reference's.
+    """
+    parts = split_parts(part_names(check.function, ctx.exercise.returns), got)
+    arrays = {}
+    for name, shape in shapes.items():
+        arr = as_array(name, parts[name])
+        if arr.shape != shape:
+            raise Mismatch(
+                f"{name} has shape {arr.shape}, expected {shape}",
+                (("expected shape", str(shape)), ("got shape", str(arr.shape))),
+            )
+        arrays[name] = arr
+    return arrays
+
+
 class Kind:
     """Base of the built-in kinds: one call, judged by `check_value`."""
 
@@ -320,14 +347,18 @@ class RowSumsKind(Kind):
     name = "row_sums"
     params = {"atol": "optional"}
 
+    def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
+        shapes = reference_shapes(check, ctx, args)
+        if "weights" not in shapes or len(shapes["weights"]) != 2:
+            raise ctx.fail(check, "function", "row_sums needs a function whose result has a 'weights' matrix")
+        return {"weights": shapes["weights"]}
+
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
         atol = float(check.params.get("atol", 1e-9))
         try:
-            weights = as_array("weights", split_parts(part_names(check.function, ctx.exercise.returns), got)["weights"])
+            weights = shaped_parts(check, ctx, got, expected)["weights"]
         except Mismatch as m:
             return Verdict("failed", m.message, m.details)
-        if weights.ndim != 2:
-            return Verdict("failed", f"weights should be a matrix, got {weights.ndim} dimensions")
         sums = weights.sum(axis=1)
         if not np.all(np.isfinite(weights)) or weights.min() < -atol:
             return Verdict("failed", "weights hold a negative or non-finite entry", (("weights", format_value(weights)),))
@@ -351,13 +382,17 @@ class ShiftInvarianceKind(Kind):
         shifted = ([x + shift for x in args[0]], *args[1:])
         return Prepared(
             calls=(Call(check.function, args, check.timeout), Call(check.function, shifted, check.timeout)),
+            expected=reference_shapes(check, ctx, args),
             shown_call=f"{ctx.shown_call(check, args)} and the same scores plus {shift:g}",
         )
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
         rtol, atol = tolerances(check)
         try:
-            compare("weights after the shift", as_array("weights", results[0].value), results[1].value, rtol, atol)
+            before = shaped_parts(check, ctx, results[0].value, prepared.expected)
+            after = shaped_parts(check, ctx, results[1].value, prepared.expected)
+            for name in before:
+                compare(f"{name} after the shift", before[name], after[name].tolist(), rtol, atol)
         except Mismatch as m:
             return Verdict("failed", "adding the same constant to every score changed the weights: " + m.message, m.details)
         return Verdict("passed", fraction=1.0)
@@ -378,20 +413,17 @@ class CausalNoninterferenceKind(Kind):
         changed = (q, k, v, *args[3:])
         return Prepared(
             calls=(Call(check.function, args, check.timeout), Call(check.function, changed, check.timeout)),
+            expected=reference_shapes(check, ctx, args),
             shown_call=f"{ctx.shown_call(check, args)}, then again with the last key and value changed",
         )
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
         atol = float(check.params.get("atol", 1e-12))
-        names = part_names(check.function, ctx.exercise.returns)
         try:
-            before = split_parts(names, results[0].value)
-            after = split_parts(names, results[1].value)
-            for part in names:
-                a = as_array(part, before[part])
-                b = as_array(part, after[part])
-                if a.ndim != 2 or a.shape != b.shape:
-                    raise Mismatch(f"{part} should be a matrix of the same shape on both calls")
+            before = shaped_parts(check, ctx, results[0].value, prepared.expected)
+            after = shaped_parts(check, ctx, results[1].value, prepared.expected)
+            for part, a in before.items():
+                b = after[part]
                 with np.errstate(invalid="ignore"):
                     moved = ~(np.abs(a[:-1] - b[:-1]) <= atol)
                 if moved.any():
@@ -410,10 +442,13 @@ class SumToZeroKind(Kind):
     name = "sum_to_zero"
     params = {"atol": "optional"}
 
+    def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
+        return reference_shapes(check, ctx, args)
+
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
         atol = float(check.params.get("atol", 1e-12))
         try:
-            grad = as_array("gradient", got)
+            (grad,) = shaped_parts(check, ctx, got, expected).values()
         except Mismatch as m:
             return Verdict("failed", m.message, m.details)
         total = float(np.sum(grad))

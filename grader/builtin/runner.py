@@ -257,6 +257,10 @@ def run_calls(
             child = _Child(file, pending, workdir, cpu)
             try:
                 frame = child.read_frame(min(time.monotonic() + import_timeout, budget_end), sink)
+                if frame == "timeout" and time.monotonic() >= budget_end:
+                    for j in range(start, len(calls)):
+                        results[j] = CallResult("timeout", message=f"not run: the submission used up its {submission_timeout:g} s budget")
+                    break
                 if not isinstance(frame, dict) or frame.get("event") != "import" or not frame.get("ok"):
                     import_error = _import_problem(frame, child, import_timeout)
                     for j in range(start, len(calls)):

@@ -78,13 +78,25 @@ class _StrictSafeLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: set[Any] = set()
+        seen: set[tuple[type, Any]] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
-            if key in seen:
-                raise yaml.YAMLError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
-            seen.add(key)
+            line = key_node.start_mark.line + 1
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise yaml.YAMLError(f"a key must be a plain string or number (line {line})")
+            if (type(key), key) in seen:
+                raise yaml.YAMLError(f"duplicate key {key!r} (line {line})")
+            seen.add((type(key), key))
         return super().construct_mapping(node, deep=deep)
+
+    def _refuse(self, node: Any) -> Any:
+        raise yaml.YAMLError(f"the tag {node.tag} is not allowed in specs (line {node.start_mark.line + 1})")
+
+
+# Specs hold plain data: dates stay text; binary, sets and ordered maps are refused.
+_StrictSafeLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+for _tag in ("binary", "set", "omap", "pairs"):
+    _StrictSafeLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _StrictSafeLoader._refuse)
 
 
 def parse_yaml(path: str) -> Any:

@@ -1,0 +1,521 @@
+"""The child-process runner: `grader.builtin.runner.run_calls`.
+
+Every test writes a small submission into tmp_path and runs real calls in a
+real child process; results must be plain data, and every failure mode of a
+submission must cost only what it breaks.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from grader.builtin.runner import CHILD_ENV, OUTPUT_CAP_BYTES, run_calls
+from grader.models import Call, CallResult, RunOutcome
+
+
+def submission(tmp_path: Path, source: str) -> Path:
+    """Write ``source`` (dedented) as tmp_path/student/attention.py."""
+    folder = tmp_path / "student"
+    folder.mkdir(exist_ok=True)
+    path = folder / "attention.py"
+    path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def line_of(path: Path, marker: str) -> int:
+    """1-based number of the (only) line of ``path`` containing ``marker``."""
+    lines = [i for i, line in enumerate(path.read_text().splitlines(), 1) if marker in line]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def run(path: Path, *calls: Call, import_timeout: float = 10.0, submission_timeout: float = 60.0) -> RunOutcome:
+    outcome = run_calls(str(path), list(calls), import_timeout=import_timeout, submission_timeout=submission_timeout)
+    assert len(outcome.results) == len(calls)
+    assert all(isinstance(r, CallResult) for r in outcome.results)
+    return outcome
+
+
+def C(function: str, *args: object, timeout: float = 5.0) -> Call:  # noqa: N802
+    return Call(function, tuple(args), timeout)
+
+
+# --- returned values -----------------------------------------------------
+
+
+def test_correct_functions_return_plain_data(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import numpy as np
+
+        def double(x):
+            return np.asarray(x) * 2
+
+        def pair(Q):
+            q = np.asarray(Q, dtype=float)
+            return q.T, q.sum(axis=1)
+
+        def scalars():
+            return (np.float64(0.25), np.int64(7), np.bool_(True), 3, 2.5, [np.float32(0.5)])
+
+        def nan_result():
+            return [float("nan"), float("inf"), -float("inf")]
+        """,
+    )
+    out = run(
+        path,
+        C("double", [[1.0, 2.5], [3.0, -4.0]]),
+        C("pair", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]),
+        C("scalars"),
+        C("nan_result"),
+    )
+    assert out.import_error == ""
+    assert [r.status for r in out.results] == ["returned"] * 4
+    double, pair, scalars, nan_result = (r.value for r in out.results)
+    assert double == [[2.0, 5.0], [6.0, -8.0]]
+    assert pair == [[[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]], [6.0, 15.0]]
+    assert scalars == [0.25, 7, True, 3, 2.5, [0.5]]
+    assert type(scalars[1]) is int and type(scalars[2]) is bool
+    assert math.isnan(nan_result[0]) and nan_result[1:] == [math.inf, -math.inf]
+    assert all(r.seconds >= 0.0 for r in out.results)
+
+
+def test_nan_and_inf_arguments_arrive_as_floats(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import math
+
+        def probe(x):
+            return [math.isnan(x[1]), math.isinf(x[2]), x[2] > 0, math.isinf(x[3]), x[3] < 0,
+                    all(type(v) is float for v in x)]
+        """,
+    )
+    out = run(path, C("probe", [1.0, math.nan, math.inf, -math.inf]))
+    assert out.results[0] == CallResult("returned", value=[True, True, True, True, True, True],
+                                        seconds=out.results[0].seconds)
+
+
+def test_float_subclass_with_lying_repr_and_eq_returns_plain_float(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        class Liar(float):
+            def __repr__(self):
+                return "5.0"
+            __str__ = __repr__
+            def __eq__(self, other):
+                return True
+            __hash__ = float.__hash__
+
+        class IntLiar(int):
+            def __repr__(self):
+                return "67108864"
+
+        def liar():
+            return Liar(1.5)
+
+        def nested():
+            return [Liar(2.0), (IntLiar(3),)]
+        """,
+    )
+    out = run(path, C("liar"), C("nested"))
+    assert out.results[0].status == "returned"
+    assert out.results[0].value == 1.5 and type(out.results[0].value) is float
+    assert out.results[1].value == [2.0, [3]]
+    assert type(out.results[1].value[0]) is float and type(out.results[1].value[1][0]) is int
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("return (x for x in range(3))", "the result holds a generator; return numbers, lists, tuples or numpy arrays"),
+        ("return np.array([1, 'a', None], dtype=object)",
+         "the result holds a numpy array of dtype object; return numbers"),
+        ("return 'weights'", "the result holds a str; return numbers, lists, tuples or numpy arrays"),
+        ("return {'outputs': [1.0]}", "the result holds a dict; return numbers, lists, tuples or numpy arrays"),
+        ("return [1.0, None]", "the result holds a NoneType; return numbers, lists, tuples or numpy arrays"),
+        ("return np.array([1j])", "the result holds a numpy array of dtype complex128; return numbers"),
+    ],
+    ids=["generator", "object-array", "string", "dict", "none-inside", "complex-array"],
+)
+def test_unreadable_returns_are_bad_return(tmp_path: Path, body: str, message: str) -> None:
+    path = submission(tmp_path, f"import numpy as np\n\ndef f():\n    {body}\n\ndef g():\n    return 1.0\n")
+    out = run(path, C("f"), C("g"))
+    assert out.results[0].status == "bad_return"
+    assert out.results[0].message == message
+    assert out.results[0].value is None
+    assert out.results[1].status == "returned" and out.results[1].value == 1.0
+
+
+# --- stubs and exceptions ------------------------------------------------
+
+
+def test_not_implemented_and_missing_function(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        def softmax(scores, allowed=None):
+            raise NotImplementedError("softmax: write me")
+
+        bytes_to_mib = 3   # not callable
+        """,
+    )
+    out = run(path, C("softmax", [0.0, 0.0]), C("attention", [[0.0]], [[0.0]], [[1.0]]), C("bytes_to_mib", 1))
+    stub, missing, not_callable = out.results
+    assert stub.status == "not_implemented" and stub.message == "softmax: write me"
+    assert missing.status == "not_implemented"
+    assert missing.message == "attention.py defines no function attention"
+    assert not_callable.status == "not_implemented"
+    assert not_callable.message == "attention.py defines no function bytes_to_mib"
+
+
+def test_value_error_reports_type_message_and_line(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        def _check(scores):
+            if not scores:
+                raise ValueError("scores is empty")  # RAISE HERE
+
+        def softmax(scores):
+            _check(scores)
+            return scores
+
+        class ShapeError(ValueError):
+            pass
+
+        def attention(Q, K, V):
+            raise ShapeError(f"K has {len(K)} rows but V has {len(V)}")  # CUSTOM
+
+        def broken(x):
+            return x[5]  # INDEX
+        """,
+    )
+    out = run(path, C("softmax", []), C("attention", [[1.0]], [[1.0], [2.0]], [[1.0]]), C("broken", [1.0]))
+    plain, custom, index = out.results
+    assert plain.status == "raised" and plain.error_type == "ValueError" and plain.value_error is True
+    assert plain.message == "scores is empty"
+    assert plain.where == f"attention.py, line {line_of(path, 'RAISE HERE')}"
+    assert custom.status == "raised" and custom.error_type == "ShapeError" and custom.value_error is True
+    assert custom.message == "K has 2 rows but V has 1"
+    assert custom.where == f"attention.py, line {line_of(path, 'CUSTOM')}"
+    assert index.status == "raised" and index.error_type == "IndexError" and index.value_error is False
+    assert index.message == "list index out of range"
+    assert index.where == f"attention.py, line {line_of(path, 'INDEX')}"
+
+
+def test_exception_with_unreadable_message(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        class Weird(ValueError):
+            def __str__(self):
+                raise RuntimeError("no")
+
+        def f():
+            raise Weird()
+        """,
+    )
+    result = run(path, C("f")).results[0]
+    assert result.status == "raised" and result.value_error is True
+    assert result.error_type == "Weird" and result.message == "<message could not be read>"
+
+
+def test_sys_exit_in_a_call_is_an_exception_and_the_next_call_runs(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import sys
+
+        def quit():
+            sys.exit(3)  # EXIT
+
+        def ok(x):
+            return x + 1
+        """,
+    )
+    out = run(path, C("quit"), C("ok", 41))
+    assert out.results[0].status == "raised"
+    assert out.results[0].error_type == "SystemExit" and out.results[0].value_error is False
+    assert out.results[0].message == "3"
+    assert out.results[0].where == f"attention.py, line {line_of(path, 'EXIT')}"
+    assert out.results[1].status == "returned" and out.results[1].value == 42
+
+
+# --- crashes and timeouts ----------------------------------------------------
+
+
+def test_os_exit_in_a_call_crashes_only_that_call(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import os
+
+        PID = os.getpid()
+
+        def pid():
+            return PID
+
+        def die():
+            os._exit(0)
+        """,
+    )
+    out = run(path, C("pid"), C("die"), C("pid"), C("die"), C("pid"))
+    first, died, second, died_again, third = out.results
+    assert out.import_error == ""
+    assert died.status == "crashed" and died_again.status == "crashed"
+    assert died.message == "the process exited with code 0 before answering"
+    assert [r.status for r in (first, second, third)] == ["returned"] * 3
+    # a fresh child after each crash
+    assert len({first.value, second.value, third.value}) == 3
+
+
+def test_killed_by_signal_is_a_crash(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import os, signal
+
+        def segv():
+            os.kill(os.getpid(), signal.SIGSEGV)
+
+        def ok():
+            return 1
+        """,
+    )
+    out = run(path, C("segv"), C("ok"))
+    assert out.results[0].status == "crashed"
+    assert out.results[0].message == "the process was killed by signal SIGSEGV"
+    assert out.results[1].value == 1
+
+
+def test_infinite_loop_costs_only_its_call(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        def ok(x):
+            return x
+
+        def spin():
+            while True:
+                pass
+        """,
+    )
+    started = time.monotonic()
+    out = run(path, C("ok", 1.0, timeout=5), C("spin", timeout=0.5), C("ok", 2.0, timeout=5))
+    elapsed = time.monotonic() - started
+    assert elapsed < 5.0
+    assert out.import_error == ""
+    assert [r.status for r in out.results] == ["returned", "timeout", "returned"]
+    assert out.results[0].value == 1.0 and out.results[2].value == 2.0
+    assert out.results[1].message == "the call took longer than 0.5 s"
+    assert out.results[1].seconds == 0.5
+
+
+def test_submission_budget_stops_later_calls(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import time
+
+        def nap(i):
+            time.sleep(1.0)
+            return i
+        """,
+    )
+    started = time.monotonic()
+    out = run(path, C("nap", 0), C("nap", 1), C("nap", 2), submission_timeout=1.5)
+    elapsed = time.monotonic() - started
+    assert elapsed < 4.0
+    assert out.results[0].status == "returned" and out.results[0].value == 0
+    assert [r.status for r in out.results[1:]] == ["timeout", "timeout"]
+    for r in out.results[1:]:
+        assert "used up its 1.5 s budget" in r.message
+    assert out.results[2].message == "not run: the submission used up its 1.5 s budget"
+
+
+# --- import problems -----------------------------------------------------
+
+
+def test_syntax_error_skips_every_call(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import numpy as np
+
+        def softmax(scores):
+            return np.exp(scores) / np.exp(scores).sum(  # UNCLOSED
+
+        def attention(Q, K, V):
+            return Q
+        """,
+    )
+    out = run(path, C("softmax", [0.0]), C("attention", [[1.0]], [[1.0]], [[1.0]]))
+    assert out.import_error.startswith("importing the file failed with SyntaxError (attention.py, line ")
+    line = int(out.import_error.split("line ", 1)[1].split(")", 1)[0])
+    assert line_of(path, "UNCLOSED") <= line <= line_of(path, "UNCLOSED") + 2
+    assert [r.status for r in out.results] == ["skipped", "skipped"]
+    assert all(r.message == out.import_error for r in out.results)
+
+
+def test_exception_at_import_names_the_line(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import numpy as np
+
+        W = np.zeros((2, 3)) @ np.zeros((2, 3))  # BAD MATMUL
+
+        def softmax(scores):
+            return scores
+        """,
+    )
+    out = run(path, C("softmax", [0.0]))
+    assert out.import_error.startswith(
+        f"importing the file failed with ValueError (attention.py, line {line_of(path, 'BAD MATMUL')}): matmul"
+    )
+    assert out.results[0].status == "skipped"
+
+
+def test_os_exit_at_import(tmp_path: Path) -> None:
+    path = submission(tmp_path, "import os\nos._exit(0)\n\ndef f():\n    return 1\n")
+    out = run(path, C("f"), C("f"))
+    assert out.import_error == "importing the file failed: the process exited with code 0 before answering"
+    assert [r.status for r in out.results] == ["skipped", "skipped"]
+
+
+def test_sys_exit_at_import(tmp_path: Path) -> None:
+    path = submission(tmp_path, "import sys\nsys.exit(2)\n")
+    out = run(path, C("f"))
+    assert out.import_error == "importing the file failed with SystemExit (attention.py, line 2): 2"
+    assert out.results[0].status == "skipped"
+
+
+def test_infinite_loop_at_import(tmp_path: Path) -> None:
+    path = submission(tmp_path, "while True:\n    pass\n\ndef f():\n    return 1\n")
+    started = time.monotonic()
+    out = run(path, C("f"), C("f"), import_timeout=1)
+    assert time.monotonic() - started < 4.0
+    assert out.import_error == (
+        "importing the file took longer than 1 s (does it run a loop at top level?)"
+    )
+    assert "longer than 1 s" in out.import_error
+    assert [r.status for r in out.results] == ["skipped", "skipped"]
+
+
+# --- output and sandbox ----------------------------------------------------
+
+
+def test_stdout_is_captured_and_capped(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import sys
+        print("hello from import")
+
+        def noisy():
+            sys.stdout.write("x" * (1 << 20))
+            sys.stdout.flush()
+            print("warning: oops", file=sys.stderr)
+            return 1.5
+        """,
+    )
+    out = run(path, C("noisy"))
+    assert out.results[0].status == "returned" and out.results[0].value == 1.5
+    assert out.stdout.startswith("hello from import\nxxx")
+    assert out.stdout.endswith("\n[output cut at 16 KiB]")
+    body = out.stdout[: -len("\n[output cut at 16 KiB]")]
+    assert len(body.encode()) == OUTPUT_CAP_BYTES
+    assert out.stderr == "warning: oops\n"
+
+
+def test_child_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECRET_TOKEN", "x")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    path = submission(
+        tmp_path,
+        """
+        import os, sys
+
+        def env():
+            return [
+                "SECRET_TOKEN" in os.environ,
+                "PYTHONPATH" in os.environ,
+                len(os.environ),
+                os.environ.get("OPENBLAS_NUM_THREADS") == "1",
+                os.environ.get("OMP_NUM_THREADS") == "1",
+                os.environ.get("HOME") == os.getcwd() == os.environ.get("TMPDIR"),
+                sys.flags.isolated,
+                sys.flags.dont_write_bytecode,
+            ]
+
+        def env_keys():
+            return [[ord(c) for c in k] for k in sorted(os.environ)]
+        """,
+    )
+    out = run(path, C("env"), C("env_keys"))
+    assert os.environ["SECRET_TOKEN"] == "x"
+    assert out.results[0].value == [False, False, len(CHILD_ENV) + 2, True, True, True, 1, 1]
+    keys = ["".join(map(chr, k)) for k in out.results[1].value]
+    assert keys == sorted([*CHILD_ENV, "HOME", "TMPDIR"])
+
+
+def test_child_cwd_is_a_fresh_temporary_folder(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import os
+
+        def where(student, repo):
+            cwd = os.getcwd()
+            return [
+                os.path.samefile(cwd, student),
+                os.path.samefile(cwd, repo),
+                os.access(cwd, os.W_OK),
+                [ord(c) for c in cwd],
+            ]
+        """,
+    )
+    out = run(path, C("where", str(path.parent), str(ROOT)))
+    same_student, same_repo, writable, cwd_codes = out.results[0].value
+    assert (same_student, same_repo, writable) == (False, False, True)
+    cwd = Path("".join(map(chr, cwd_codes)))
+    assert cwd.name.startswith("grader-job-")
+    assert cwd.parent == Path(tempfile.gettempdir()).resolve() or cwd.parent == Path(tempfile.gettempdir())
+    assert not cwd.exists()  # removed once the submission is done
+
+
+# --- bugs found while writing these tests ----------------------------------
+
+
+def test_budget_running_out_during_a_restart_is_not_an_import_error(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import time
+        time.sleep(0.8)   # a slow but valid import
+
+        def spin():
+            while True:
+                pass
+
+        def ok():
+            return 1
+        """,
+    )
+    # import ~0.9 s, then spin times out at ~1.2 s; the restarted child's import would end at ~2.1 s
+    out = run(path, C("spin", timeout=0.3), C("ok"), C("ok"), import_timeout=10, submission_timeout=1.6)
+    assert out.results[0].status == "timeout"
+    assert out.import_error == ""
+    assert [r.status for r in out.results[1:]] == ["timeout", "timeout"]
+    assert all("1.6 s budget" in r.message for r in out.results[1:])
