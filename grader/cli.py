@@ -6,8 +6,10 @@ error's exit code.
 
 Exit codes
 ----------
-0  everything ran (``grade``), or every check passed (``check``, ``validate``)
-1  ``check`` or ``validate``: at least one check did not pass
+0  everything ran (``grade``), or every check passed (``check``, ``validate``),
+   or every sandbox layer is active (``doctor``)
+1  ``check`` or ``validate``: at least one check did not pass; ``doctor``: a
+   layer is missing
 2  usage error: wrong option, missing path, unwritable output folder
 3  configuration error: a malformed spec, a missing reference, a broken plugin
 4  internal error in the grader or a plugin (a traceback is printed)
@@ -78,6 +80,10 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
     )
     check.add_argument("paths", nargs=1, metavar="FILE", help="your attention.py")
     sub.add_parser(
+        "doctor", parents=[common], help="show which sandbox layers are active on this machine",
+        description="Start the sandbox, run an empty job in it, and list every isolation layer.",
+    )
+    sub.add_parser(
         "validate", parents=[common], help="check the specs against the reference",
         description="Check every hand value against the reference, then grade the reference: it must score full marks.",
     )
@@ -106,6 +112,10 @@ def _run(config: Config) -> int:
 
     if config.command == "validate":
         return _validate(config)
+    if config.command == "doctor":
+        from grader.builtin.sandbox import doctor
+
+        return doctor(_write)
     if config.command == "check":
         config.options.out = None
         report = session.grade(config, config.options.paths, visible_only=True)

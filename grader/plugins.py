@@ -27,6 +27,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "checks",
     "submission",
     "runner",
+    "sandbox",
     "judge",
     "scoring",
     "terminal",

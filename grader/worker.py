@@ -100,17 +100,26 @@ def to_data(value, np, depth=0, budget=None):
 
 
 def main(argv):
+    """Script entry: read the request file, set limits, then `run`."""
     request_path, fd = argv[1], int(argv[2])
     with open(request_path, encoding="utf-8") as fh:
         request = json.load(fh)
     _limits(request["cpu_seconds"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    run(request, fd)
+
+
+def run(request, fd):
+    """Import the submission named in ``request``, make its calls, write frames to ``fd``.
+
+    Also used by the sandbox's zygote, inside an isolated job. Never returns.
+    """
     try:
         import numpy as np  # imported once, before the submission, for conversions
     except ImportError:  # pragma: no cover - numpy is a grader dependency
         np = None
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
 
     filename = request["file"]
     import importlib.util

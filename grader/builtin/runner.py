@@ -26,9 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from grader.models import Call, CallResult, RunOutcome, Submission
 from grader.plugins import hookimpl
@@ -66,18 +66,48 @@ def grader_addoption(parser: Any) -> None:
     )
 
 
-class _Child:
-    """One worker process and the pipes the parent reads."""
+def write_request(workdir: str, file: str, calls: Sequence[Call], cpu_seconds: float) -> str:
+    """Write the worker's request (submission path, calls, CPU seconds) as JSON; return its path."""
+    request = {
+        "file": str(Path(file).resolve()),
+        "cpu_seconds": cpu_seconds,
+        "calls": [{"function": c.function, "args": list(c.args)} for c in calls],
+    }
+    request_path = os.path.join(workdir, "request.json")
+    with open(request_path, "w", encoding="utf-8") as fh:
+        json.dump(request, fh, allow_nan=True)
+    return request_path
+
+
+class Job(Protocol):
+    """A running worker, as the parent sees it: three pipes to read, and control.
+
+    Attributes
+    ----------
+    result_fd, stdout_fd, stderr_fd : int
+        Read ends owned by the parent (closed by `_Child.kill`).
+    """
+
+    result_fd: int
+    stdout_fd: int
+    stderr_fd: int
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started."""
+
+    def exit_description(self) -> str:
+        """Say how the worker ended, in words a student understands."""
+
+
+Launcher = Callable[[str, Sequence[Call], str, float], Job]
+"""``launch(file, calls, workdir, cpu_seconds) -> Job`` starts a worker."""
+
+
+class PlainJob:
+    """A worker in a plain child process (new session, scrubbed environment)."""
 
     def __init__(self, file: str, calls: Sequence[Call], workdir: str, cpu_seconds: float) -> None:
-        request = {
-            "file": str(Path(file).resolve()),
-            "cpu_seconds": cpu_seconds,
-            "calls": [{"function": c.function, "args": list(c.args)} for c in calls],
-        }
-        request_path = os.path.join(workdir, "request.json")
-        with open(request_path, "w", encoding="utf-8") as fh:
-            json.dump(request, fh, allow_nan=True)
+        request_path = write_request(workdir, file, calls, cpu_seconds)
         read_fd, write_fd = os.pipe()
         env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
         try:
@@ -93,13 +123,55 @@ class _Child:
             )
         finally:
             os.close(write_fd)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
         self.result_fd = read_fd
+        self.stdout_fd = os.dup(self.proc.stdout.fileno())
+        self.stderr_fd = os.dup(self.proc.stderr.fileno())
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def exit_description(self) -> str:
+        try:
+            code = self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return "the process stopped answering"
+        return describe_exit(code)
+
+
+def describe_exit(code: int) -> str:
+    """Words for a worker's exit code (negative: killed by that signal)."""
+    if code < 0:
+        sig = -code
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        if sig in (signal.SIGXCPU, signal.SIGKILL):
+            return f"the process was killed ({name}): it used up its CPU time or memory"
+        if sig == signal.SIGXFSZ:
+            return f"the process was killed ({name}): it wrote a file larger than allowed"
+        return f"the process was killed by signal {name}"
+    return f"the process exited with code {code} before answering"
+
+
+class _Child:
+    """The parent's side of one job: reads frames and output against deadlines."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.result_fd = job.result_fd
         self.buffer = bytearray()
         self.selector = selectors.DefaultSelector()
-        self.selector.register(read_fd, selectors.EVENT_READ, "result")
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        self.selector.register(self.proc.stdout, selectors.EVENT_READ, "stdout")
-        self.selector.register(self.proc.stderr, selectors.EVENT_READ, "stderr")
+        self.selector.register(job.result_fd, selectors.EVENT_READ, "result")
+        self.selector.register(job.stdout_fd, selectors.EVENT_READ, "stdout")
+        self.selector.register(job.stderr_fd, selectors.EVENT_READ, "stderr")
         self.result_open = True
         self.closed = False
 
@@ -153,40 +225,21 @@ class _Child:
         return frame if isinstance(frame, dict) else {"event": "garbled"}
 
     def exit_description(self) -> str:
-        """Say how the process ended, once it is gone."""
-        try:
-            code = self.proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            return "the process stopped answering"
-        if code < 0:
-            sig = -code
-            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-            if sig == signal.SIGXCPU or sig == signal.SIGKILL:
-                return f"the process was killed ({name}): it used up its CPU time or memory"
-            return f"the process was killed by signal {name}"
-        return f"the process exited with code {code} before answering"
+        """Say how the job ended, once it is gone."""
+        return self.job.exit_description()
 
     def kill(self) -> None:
-        """Kill the whole process group and release the pipes (idempotent)."""
+        """Kill the job and release the pipes (idempotent)."""
         if self.closed:
             return
         self.closed = True
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            pass
+        self.job.kill()
         self.selector.close()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
-        try:
-            os.close(self.result_fd)
-        except OSError:
-            pass
+        for fd in (self.job.result_fd, self.job.stdout_fd, self.job.stderr_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _call_result(frame: dict[str, Any]) -> CallResult:
@@ -220,6 +273,7 @@ def run_calls(
     calls: Sequence[Call],
     import_timeout: float = 10.0,
     submission_timeout: float = 120.0,
+    launch: Launcher = PlainJob,
 ) -> RunOutcome:
     """Run ``calls`` against the submission ``file`` in child processes.
 
@@ -234,6 +288,8 @@ def run_calls(
     submission_timeout : float
         Wall-clock seconds for the whole submission; calls not reached in
         time are reported as ``timeout``.
+    launch : callable
+        Starts a worker (`PlainJob` by default; the sandbox passes its own).
 
     Returns
     -------
@@ -254,7 +310,7 @@ def run_calls(
                 break
             pending = calls[start:]
             cpu = import_timeout + sum(c.timeout for c in pending) + 5.0
-            child = _Child(file, pending, workdir, cpu)
+            child = _Child(launch(file, pending, workdir, cpu))
             try:
                 frame = child.read_frame(min(time.monotonic() + import_timeout, budget_end), sink)
                 if frame == "timeout" and time.monotonic() >= budget_end:

@@ -1,0 +1,322 @@
+"""Built-in plugin: the sandbox that ``grader grade`` runs submissions in (Linux).
+
+At configure time, before any spec, reference or expected value is read,
+the grader starts a *zygote* (``grader/zygote.py``) from a fresh exec: a
+secret-free process that imports numpy once and forks one isolated job per
+submission run (namespaces, cgroups, rlimits, Landlock, a non-root uid,
+seccomp; see the zygote's docstring). This plugin's ``grader_run_calls``
+hands the runner a launcher that asks the zygote for jobs; reading frames,
+deadlines and output caps stay in `grader.builtin.runner`.
+
+Grading hidden checks without a filesystem isolation layer (Landlock) is
+refused unless ``--insecure`` is given. ``grader check`` (a student's own
+code) and ``grader validate`` (the reference) use the plain child process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from grader.builtin.runner import CHILD_ENV, _Child, describe_exit, run_calls
+from grader.errors import ConfigError
+from grader.models import Call, RunOutcome, Submission
+from grader.plugins import hookimpl
+
+ZYGOTE = str(Path(__file__).resolve().parent.parent / "zygote.py")
+UID_BASE = 61000
+"""Worker slot k runs as uid and gid ``UID_BASE + k`` (as in the zygote)."""
+
+DEFAULT_LIMITS = {
+    "address_space_bytes": 4 << 30,
+    "memory_bytes": 1 << 30,
+    "file_bytes": 64 << 20,
+    "open_files": 256,
+    "processes": 64,
+    "pids": 64,
+}
+"""Per-job limits: address space 4 GiB, memory (cgroup) 1 GiB, files 64 MiB,
+256 open files, 64 processes."""
+
+LAYERS = (
+    ("pid", "pid namespace (the job is pid 1; nothing it starts outlives it)"),
+    ("mount", "mount namespace"),
+    ("fresh_proc", "fresh /proc (only the job's own processes)"),
+    ("net", "network namespace (no network at all)"),
+    ("ipc", "ipc namespace"),
+    ("uts", "uts namespace"),
+    ("pids", "cgroup pids limit (fork bombs)"),
+    ("memory", "cgroup memory limit"),
+    ("kill", "cgroup.kill (kills every process of a job)"),
+    ("rlimits", "rlimits: CPU, address space, file size, open files, processes, no core dumps"),
+    ("landlock", "Landlock filesystem allow-list (stdlib, numpy, the job folder)"),
+    ("landlock_tcp", "Landlock: TCP bind and connect denied"),
+    ("landlock_scopes", "Landlock: abstract UNIX sockets and signals scoped to the job"),
+    ("uid", "non-root uid per worker slot"),
+    ("seccomp", "seccomp filter (no sockets but AF_UNIX, no ptrace, mount, unshare, bpf, io_uring...)"),
+)
+"""Every isolation layer, in the order ``grader doctor`` prints them."""
+
+
+class Zygote:
+    """The grader's handle on a running zygote.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the zygote does not start (the reason is in the message).
+    """
+
+    def __init__(self) -> None:
+        if platform.system() != "Linux":
+            raise ConfigError("the sandbox needs Linux; pass --insecure to grade with process isolation only")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-u", ZYGOTE, str(theirs.fileno())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            pass_fds=(theirs.fileno(),),
+            env=dict(CHILD_ENV, HOME="/nonexistent"),
+            cwd="/",
+            start_new_session=True,
+        )
+        theirs.close()
+        self.sock = ours
+        self.sock.settimeout(60.0)
+        self.reader = self.sock.makefile("rb")
+        self.lock = threading.Lock()
+        self.ids = itertools.count(1)
+        try:
+            line = self.reader.readline()
+        except OSError:
+            line = b""
+        if not line:
+            self.close()
+            self._stderr.seek(0)
+            why = self._stderr.read().decode(errors="replace").strip().splitlines()
+            raise ConfigError(f"the sandbox's zygote did not start: {why[-1] if why else 'no reason given'}")
+        hello = json.loads(line)
+        self.landlock_abi = int(hello.get("landlock_abi", 0))
+        self.readonly = hello.get("readonly", [])
+
+    def request(self, message: dict[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
+        """Send one request (with file descriptors) and return the reply."""
+        data = json.dumps(message).encode() + b"\n"
+        with self.lock:
+            if fds:
+                socket.send_fds(self.sock, [data], list(fds))
+            else:
+                self.sock.sendall(data)
+            line = self.reader.readline()
+        if not line:
+            raise ConfigError("the sandbox's zygote stopped answering")
+        return json.loads(line)
+
+    def close(self) -> None:
+        """Stop the zygote (its jobs die with it)."""
+        try:
+            self.reader.close()
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def read_source(path: str) -> bytes:
+    """Read a submission file without following a symbolic link.
+
+    Raises
+    ------
+    OSError
+        If the path is a symbolic link (``ELOOP``) or unreadable.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+class SandboxJob:
+    """A job run by the zygote, seen through the runner's `Job` protocol."""
+
+    def __init__(
+        self, zygote: Zygote, slot: int, file: str, calls: Sequence[Call], workdir: str, cpu_seconds: float,
+        limits: dict[str, int], probe: bool = False,
+    ) -> None:
+        self.zygote = zygote
+        self.id = next(zygote.ids)
+        uid = UID_BASE + slot if os.geteuid() == 0 else os.geteuid()
+        os.chmod(workdir, 0o711)
+        jobdir = os.path.join(workdir, f"job{self.id}")
+        os.mkdir(jobdir, 0o700)
+        target = os.path.join(jobdir, "attention.py")
+        with open(target, "wb") as fh:
+            fh.write(read_source(file) if file else b"")
+        if os.geteuid() == 0:
+            os.chown(jobdir, uid, uid)
+            os.chown(target, uid, uid)
+        request = {
+            "op": "launch",
+            "job": self.id,
+            "slot": slot,
+            "jobdir": jobdir,
+            "file": target,
+            "probe": probe,
+            "calls": [{"function": c.function, "args": list(c.args)} for c in calls],
+            "limits": dict(limits, cpu_seconds=cpu_seconds),
+            "env": dict(CHILD_ENV, HOME=jobdir, TMPDIR=jobdir),
+        }
+        pipes = [os.pipe() for _ in range(3)]
+        try:
+            reply = zygote.request(request, [w for _, w in pipes])
+        finally:
+            for _, w in pipes:
+                os.close(w)
+        self.pid = reply.get("pid")
+        self.result_fd, self.stdout_fd, self.stderr_fd = (r for r, _ in pipes)
+        self.status: int | None = None
+
+    def _reap(self) -> int:
+        if self.status is None:
+            reply = self.zygote.request({"op": "wait", "job": self.id, "timeout": 2.0})
+            self.status = reply.get("status")
+            if self.status is None:
+                self.status = 0
+        return self.status
+
+    def kill(self) -> None:
+        if self.status is None:
+            self.zygote.request({"op": "kill", "job": self.id})
+            self._reap()
+
+    def exit_description(self) -> str:
+        code = self._reap()
+        if 128 < code < 128 + 65:
+            return describe_exit(-(code - 128))
+        if code in (70, 71):
+            return "the sandbox could not set up the job (see the captured stderr)"
+        return describe_exit(code)
+
+
+def _wants_sandbox(config: Any) -> bool:
+    return config.command == "grade" and not config.option("insecure", False)
+
+
+@hookimpl
+def grader_addoption(parser: Any) -> None:
+    group = parser.add_argument_group("sandbox")
+    group.add_argument(
+        "--insecure", action="store_true",
+        help="grade without the sandbox (plain child processes); only for trusted code",
+    )
+
+
+@hookimpl
+def grader_configure(config: Any) -> None:
+    """Start the zygote before any spec or reference is loaded (``grade`` only)."""
+    if not _wants_sandbox(config):
+        return
+    zygote = Zygote()
+    if zygote.landlock_abi < 1:
+        zygote.close()
+        raise ConfigError(
+            "no filesystem isolation here (Landlock needs Linux 5.13 or newer, enabled); grading hidden "
+            "checks would let submissions read them. Run 'grader doctor', or pass --insecure to grade anyway"
+        )
+    config.stash["sandbox.zygote"] = zygote
+
+
+@hookimpl(trylast=True)
+def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
+    """Run the calls in a sandboxed job, when the sandbox is on.
+
+    ``trylast`` like the plain runner, but registered after it, so pluggy
+    asks the sandbox first; any third-party runner is asked before both.
+    """
+    zygote = config.stash.get("sandbox.zygote")
+    if zygote is None or submission.file is None:
+        return None
+    slot = int(config.stash.get("sandbox.slot", 0))
+
+    def launch(file: str, pending: Sequence[Call], workdir: str, cpu: float) -> SandboxJob:
+        return SandboxJob(zygote, slot, file, pending, workdir, cpu, DEFAULT_LIMITS)
+
+    return run_calls(
+        submission.file,
+        calls,
+        import_timeout=float(config.option("import_timeout", 10.0)),
+        submission_timeout=float(config.option("submission_timeout", 120.0)),
+        launch=launch,
+    )
+
+
+@hookimpl
+def grader_unconfigure(config: Any) -> None:
+    zygote = config.stash.pop("sandbox.zygote", None)
+    if zygote is not None:
+        zygote.close()
+
+
+def probe_layers() -> dict[str, Any]:
+    """Start a zygote, run one empty job, and return which layers applied.
+
+    Returns
+    -------
+    dict
+        Layer name to True, or a string saying why it is not active; plus
+        ``"zygote"``: True or the reason it did not start.
+    """
+    try:
+        zygote = Zygote()
+    except ConfigError as exc:
+        return {"zygote": str(exc)}
+    try:
+        with tempfile.TemporaryDirectory(prefix="grader-doctor-") as workdir:
+            job = SandboxJob(zygote, 0, "", [], workdir, 5.0, DEFAULT_LIMITS, probe=True)
+            child = _Child(job)
+            frame = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()})
+            child.kill()
+        layers = frame.get("layers", {}) if isinstance(frame, dict) else {}
+        if not layers:
+            return {"zygote": True, "job": f"the probe job did not answer ({frame})"}
+        layers["uid"] = True if layers.get("uid", 0) != 0 else "the job would run as root"
+        return {"zygote": True, **layers}
+    finally:
+        zygote.close()
+
+
+def doctor(write: Any) -> int:
+    """Print which isolation layers are active here; return 0 if all are."""
+    layers = probe_layers()
+    if layers.get("zygote") is not True:
+        write(f"sandbox: cannot start: {layers['zygote']}")
+        return 1
+    active = 0
+    for key, label in LAYERS:
+        state = layers.get(key, "not reported")
+        ok = state is True or (key == "landlock" and isinstance(state, str) and state.startswith("ABI"))
+        active += ok
+        detail = f" ({state})" if isinstance(state, str) and ok else ("" if ok else f": {state}")
+        write(f"{'active  ' if ok else 'MISSING '} {label}{detail}")
+    write(f"{active} of {len(LAYERS)} layers active")
+    filesystem = isinstance(layers.get("landlock"), str) and layers["landlock"].startswith("ABI")
+    if not filesystem:
+        write("without Landlock, 'grader grade' refuses to run unless --insecure is given")
+    return 0 if active == len(LAYERS) else 1
+

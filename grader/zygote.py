@@ -1,0 +1,547 @@
+"""The sandbox's zygote: a secret-free parent that forks one isolated job per request.
+
+Run as a script by the grader (``grader.builtin.sandbox``), from a fresh
+exec, before any spec, reference or expected value is loaded::
+
+    python -I -B -u zygote.py CONTROL_FD
+
+It uses only the standard library and numpy. It imports numpy (and the
+standard-library modules student code typically needs) once, then serves
+requests on the UNIX socket CONTROL_FD. Each request is one JSON line; a
+``launch`` request also carries three file descriptors (result, stdout,
+stderr write ends) as SCM_RIGHTS. Replies are JSON lines.
+
+A job is set up in this order (each layer is applied if the kernel and the
+privileges allow it, and reported by ``probe``):
+
+1. fork a *keeper* process: new session, death with the zygote, moved into
+   per-job cgroups (pids, memory; v2 for ``cgroup.kill``), then
+   ``unshare`` of pid, mount, net, ipc and uts namespaces;
+2. the keeper forks the job, pid 1 of the new pid namespace, which mounts a
+   fresh ``/proc``, takes its three pipes as fds 1-3, closes every other fd,
+   and sets rlimits (CPU, address space, file size, open files,
+   processes, no core dumps);
+3. ``PR_SET_NO_NEW_PRIVS``, then a Landlock ruleset: read-only the standard
+   library (not its site-packages) and numpy, read-write the job folder,
+   nothing else; TCP bind/connect denied; abstract UNIX sockets and signals
+   scoped to the job;
+4. drop to a non-root uid/gid (one per worker slot), death with its keeper;
+5. a seccomp filter: no sockets but AF_UNIX, no ptrace, mount, unshare,
+   setns, bpf, io_uring, keyctl, namespaced clone, ... (x86_64 only);
+6. run the worker (``worker.run``) on the job's request.
+
+Nothing in this process ever held a secret: the grader's specs, reference
+and expected values live only in the grader's process.
+"""
+
+import ctypes
+import ctypes.util
+import errno
+import importlib.util
+import json
+import os
+import platform
+import resource
+import signal
+import socket
+import struct
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ZYGOTE_PID = os.getpid()
+
+# Student code may import these; after the uid drop and Landlock, modules
+# not imported yet may be unreadable, so they are imported here, once.
+PREIMPORT = (
+    "abc array bisect cmath collections collections.abc contextlib copy dataclasses decimal enum "
+    "fractions functools heapq io itertools json linecache math numbers operator random re "
+    "statistics string struct textwrap time traceback types typing warnings "
+    "numpy numpy.linalg numpy.random numpy.fft"
+).split()
+
+libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_NEWCGROUP = 0x02000000
+NAMESPACES = {"pid": CLONE_NEWPID, "mount": CLONE_NEWNS, "net": CLONE_NEWNET, "ipc": CLONE_NEWIPC, "uts": CLONE_NEWUTS}
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+
+UID_BASE = 61000
+"""Worker slot k runs as uid and gid ``UID_BASE + k``."""
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def _check(result, what):
+    if result == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+def prctl(option, arg2=0, arg3=0, arg4=0, arg5=0):
+    return _check(libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(arg3),
+                             ctypes.c_ulong(arg4), ctypes.c_ulong(arg5)), f"prctl({option})")
+
+
+# --- cgroups ----------------------------------------------------------------
+
+
+def _own_cgroup(controller):
+    """This process's cgroup path in a v1 controller, or '/' (v2: controller '')."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                _, names, path = line.rstrip("\n").split(":", 2)
+                if controller in names.split(",") or (controller == "" and names == ""):
+                    return path
+    except OSError:
+        pass
+    return "/"
+
+
+def cgroup_dirs(job_id):
+    """Per-job cgroup folders that can be made here: {'pids':..., 'memory':..., 'kill':...}."""
+    dirs = {}
+    for controller in ("pids", "memory"):
+        base = os.path.join(CGROUP_ROOT, controller)
+        if os.path.isfile(os.path.join(base, "cgroup.procs")):
+            parent = base + _own_cgroup(controller).rstrip("/")
+            dirs[controller] = os.path.join(parent, f"grader-{ZYGOTE_PID}-{job_id}")
+    unified = os.path.join(CGROUP_ROOT, "unified")
+    if not os.path.isfile(os.path.join(unified, "cgroup.procs")) and os.path.isfile(os.path.join(CGROUP_ROOT, "cgroup.controllers")):
+        unified = CGROUP_ROOT  # a pure v2 machine
+    if os.path.isfile(os.path.join(unified, "cgroup.procs")):
+        parent = unified + _own_cgroup("").rstrip("/")
+        dirs["kill"] = os.path.join(parent, f"grader-{ZYGOTE_PID}-{job_id}")
+    return dirs
+
+
+def cgroup_enter(job_id, limits):
+    """Create the job's cgroups, set limits, move this process in. Returns the layers applied."""
+    applied = {}
+    for name, path in cgroup_dirs(job_id).items():
+        try:
+            os.makedirs(path, exist_ok=True)
+            if name == "pids":
+                _write(os.path.join(path, "pids.max"), str(limits["pids"]))
+            elif name == "memory":
+                _write(os.path.join(path, "memory.limit_in_bytes"), str(limits["memory_bytes"]))
+                try:
+                    _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(limits["memory_bytes"]))
+                except OSError:
+                    pass
+            elif name == "kill" and not os.path.exists(os.path.join(path, "cgroup.kill")):
+                os.rmdir(path)
+                applied[name] = "no cgroup.kill on this kernel"
+                continue
+            _write(os.path.join(path, "cgroup.procs"), str(os.getpid()))
+            applied[name] = True
+        except OSError as exc:
+            applied[name] = f"not writable: {exc.strerror}"
+    return applied
+
+
+def cgroup_kill_and_remove(job_id):
+    dirs = cgroup_dirs(job_id)
+    if "kill" in dirs and os.path.exists(os.path.join(dirs["kill"], "cgroup.kill")):
+        try:
+            _write(os.path.join(dirs["kill"], "cgroup.kill"), "1")
+        except OSError:
+            pass
+    for path in dirs.values():
+        for _ in range(50):
+            try:
+                os.rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.01)  # processes are still leaving
+
+
+def _write(path, text):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+# --- Landlock ---------------------------------------------------------------
+
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1, 2, 4, 8
+FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
+FS_TRUNCATE, FS_IOCTL_DEV = 1 << 14, 1 << 15
+FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+NET_BIND_TCP, NET_CONNECT_TCP = 1, 2
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1, 2
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI version, or 0 when Landlock is unavailable."""
+    if platform.system() != "Linux":
+        return 0
+    version = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(version), 0)
+
+
+def landlock_restrict(readonly, readwrite):
+    """Allow only ``readonly`` (read/execute) and ``readwrite`` paths; deny TCP; scope signals.
+
+    Returns a dict of the sub-layers applied. Raises OSError if Landlock is
+    unavailable.
+    """
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError(errno.ENOSYS, "Landlock is not available on this kernel")
+    handled_fs = FS_RIGHTS_BY_ABI.get(abi, FS_RIGHTS_BY_ABI[5])
+    attr = _RulesetAttr(handled_fs, (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
+                        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0)
+    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
+    ruleset = _check(libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
+                                  ctypes.c_uint32(0)), "landlock_create_ruleset")
+    read_dir = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+    try:
+        for paths, rights in ((readonly, read_dir), (readwrite, handled_fs)):
+            for path in paths:
+                try:
+                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                try:
+                    allowed = rights if os.path.isdir(path) else rights & FILE_RIGHTS & handled_fs
+                    rule = _PathBeneathAttr(allowed, fd)
+                    _check(libc.syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1),
+                                        ctypes.byref(rule), ctypes.c_uint32(0)), f"landlock_add_rule({path})")
+                finally:
+                    os.close(fd)
+        _check(libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)),
+               "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+    return {"landlock": f"ABI {abi}", "landlock_tcp": abi >= 4, "landlock_scopes": abi >= 6}
+
+
+def allowed_paths(numpy_module):
+    """Read-only paths for jobs: the stdlib without site-packages, and numpy."""
+    import sysconfig
+
+    readonly = set()
+    for key in ("stdlib", "platstdlib"):
+        root = sysconfig.get_paths().get(key)
+        if not root or not os.path.isdir(root):
+            continue
+        for entry in os.listdir(root):
+            if entry in ("site-packages", "dist-packages"):
+                continue
+            readonly.add(os.path.join(root, entry))
+    numpy_dir = os.path.dirname(os.path.abspath(numpy_module.__file__))
+    readonly.add(numpy_dir)
+    libs = numpy_dir + ".libs"  # vendored OpenBLAS of the numpy wheel
+    if os.path.isdir(libs):
+        readonly.add(libs)
+    readonly.update(("/dev/urandom", "/proc/self", "/proc/cpuinfo", "/proc/meminfo"))
+    return sorted(readonly)
+
+
+# --- seccomp ----------------------------------------------------------------
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+DENIED_SYSCALLS_X86_64 = {
+    101: "ptrace", 103: "syslog", 135: "personality", 153: "vhangup", 155: "pivot_root", 159: "adjtimex",
+    161: "chroot", 163: "acct", 164: "settimeofday", 165: "mount", 166: "umount2", 167: "swapon",
+    168: "swapoff", 169: "reboot", 170: "sethostname", 171: "setdomainname", 172: "iopl", 173: "ioperm",
+    175: "init_module", 176: "delete_module", 179: "quotactl", 212: "lookup_dcookie", 227: "clock_settime",
+    246: "kexec_load", 248: "add_key", 249: "request_key", 250: "keyctl", 272: "unshare",
+    298: "perf_event_open", 303: "name_to_handle_at", 304: "open_by_handle_at", 308: "setns",
+    310: "process_vm_readv", 311: "process_vm_writev", 313: "finit_module", 320: "kexec_file_load",
+    321: "bpf", 323: "userfaultfd", 425: "io_uring_setup", 426: "io_uring_enter", 427: "io_uring_register",
+    428: "open_tree", 429: "move_mount", 430: "fsopen", 431: "fsconfig", 432: "fsmount", 433: "fspick",
+    442: "mount_setattr",
+}
+SYS_SOCKET, SYS_CLONE, SYS_CLONE3 = 41, 56, 435
+NAMESPACE_FLAGS = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP
+
+
+def _bpf(code, k, jt=0, jf=0):
+    return struct.pack("HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+
+def seccomp_program():
+    """A BPF program (bytes) for x86_64: deny-list with friendly errno values."""
+    LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+    prog = [
+        _bpf(LD_W_ABS, 4),                       # arch
+        _bpf(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
+        _bpf(RET_K, RET_KILL_PROCESS),
+        _bpf(LD_W_ABS, 0),                       # syscall number
+        _bpf(JGE_K, 0x40000000, 0, 1),           # x32 ABI
+        _bpf(RET_K, RET_ERRNO | errno.EPERM),
+    ]
+    for nr in sorted(DENIED_SYSCALLS_X86_64):
+        prog += [_bpf(JEQ_K, nr, 0, 1), _bpf(RET_K, RET_ERRNO | errno.EPERM)]
+    prog += [_bpf(JEQ_K, SYS_CLONE3, 0, 1), _bpf(RET_K, RET_ERRNO | errno.ENOSYS)]  # glibc falls back to clone
+    prog += [
+        _bpf(JEQ_K, SYS_SOCKET, 0, 4),
+        _bpf(LD_W_ABS, 16),                      # args[0]: the address family
+        _bpf(JEQ_K, socket.AF_UNIX, 0, 1),
+        _bpf(RET_K, RET_ALLOW),
+        _bpf(RET_K, RET_ERRNO | errno.EAFNOSUPPORT),
+        _bpf(JEQ_K, SYS_CLONE, 0, 3),
+        _bpf(LD_W_ABS, 16),                      # args[0]: clone flags
+        _bpf(JSET_K, NAMESPACE_FLAGS, 0, 1),
+        _bpf(RET_K, RET_ERRNO | errno.EPERM),
+        _bpf(RET_K, RET_ALLOW),
+    ]
+    return b"".join(prog)
+
+
+def seccomp_install():
+    """Install the filter (after PR_SET_NO_NEW_PRIVS). Raises OSError where unsupported."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        raise OSError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
+    program = seccomp_program()
+    buf = ctypes.create_string_buffer(program, len(program))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    _check(libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog),
+                      ctypes.c_ulong(0), ctypes.c_ulong(0)), "seccomp")
+
+
+# --- a job ------------------------------------------------------------------
+
+
+def set_rlimits(limits):
+    cpu = max(1, int(limits["cpu_seconds"]))
+    for res, value in (
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),  # pid 1 ignores SIGXCPU: the hard limit's SIGKILL ends it
+        (resource.RLIMIT_AS, (limits["address_space_bytes"],) * 2),
+        (resource.RLIMIT_FSIZE, (limits["file_bytes"],) * 2),
+        (resource.RLIMIT_NOFILE, (limits["open_files"],) * 2),
+        (resource.RLIMIT_NPROC, (limits["processes"],) * 2),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ):
+        resource.setrlimit(res, value)
+
+
+def isolate_job(request, layers):
+    """Apply every layer inside the job (pid 1 of its namespaces). Records what applied."""
+    limits = request["limits"]
+    uid = UID_BASE + int(request["slot"])
+    jobdir = request["jobdir"]
+    if layers.get("pid") is True and layers.get("mount") is True:
+        try:
+            _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+            _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+            layers["fresh_proc"] = True
+        except OSError as exc:
+            layers["fresh_proc"] = str(exc)
+    if layers.get("uts") is True:
+        socket.sethostname("grader-job")
+    set_rlimits(limits)
+    layers["rlimits"] = True
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    try:
+        layers.update(landlock_restrict(request["readonly"], [jobdir, "/dev/null"]))
+    except OSError as exc:
+        layers["landlock"] = str(exc)
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    layers["uid"] = os.geteuid()
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
+    try:
+        seccomp_install()
+        layers["seccomp"] = True
+    except OSError as exc:
+        layers["seccomp"] = str(exc)
+
+
+def _close_fds_from(lowest):
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(lowest, 1024)
+    for fd in fds:
+        if fd >= lowest:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def keeper(request, fds, control_fd, worker):
+    """First child: cgroups, namespaces, then fork the job and wait for it."""
+    try:
+        os.setsid()
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != ZYGOTE_PID:
+            os._exit(1)
+        os.close(control_fd)
+        layers = cgroup_enter(request["job"], request["limits"])
+        flags = 0
+        for name, flag in NAMESPACES.items():
+            if libc.unshare(flag) == 0:
+                layers[name] = True
+                flags |= flag
+            else:
+                layers[name] = os.strerror(ctypes.get_errno())
+        pid = os.fork()
+        if pid == 0:
+            job(request, fds, layers, worker)
+        for fd in fds:
+            os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            os._exit(128 + os.WTERMSIG(status))
+        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+    except BaseException:
+        os._exit(70)
+
+
+def job(request, fds, layers, worker):
+    """The job itself: pid 1 of its namespaces when they are available."""
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        result_fd, out_fd, err_fd = fds
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        os.dup2(result_fd, 3)
+        _close_fds_from(4)
+        os.chdir(request["jobdir"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        isolate_job(request, layers)
+        if request.get("probe"):
+            worker._emit(3, {"event": "probe", "layers": layers})
+            os._exit(0)
+        worker.run(request, 3)
+    except BaseException as exc:  # the worker never returns; anything here is a setup failure
+        try:
+            os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}\n".encode())
+        finally:
+            os._exit(71)
+
+
+def serve(control_fd, worker, readonly):
+    """Answer requests on the control socket until it closes."""
+    sock = socket.socket(fileno=control_fd)
+    keepers = {}
+    while True:
+        msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 3)
+        if not msg:
+            break
+        buffer = msg
+        while not buffer.endswith(b"\n"):
+            more = sock.recv(1 << 16)
+            if not more:
+                return
+            buffer += more
+        request = json.loads(buffer)
+        op = request.get("op")
+        if op == "launch":
+            request["readonly"] = readonly
+            pid = os.fork()
+            if pid == 0:
+                keeper(request, fds, control_fd, worker)
+            for fd in fds:
+                os.close(fd)
+            keepers[request["job"]] = pid
+            reply = {"pid": pid}
+        elif op == "kill":
+            pid = keepers.get(request["job"])
+            if pid:
+                cgroup_kill_and_remove_job(request["job"], pid)
+            reply = {"ok": True}
+        elif op == "wait":
+            pid = keepers.pop(request["job"], None)
+            status = None
+            if pid:
+                deadline = time.monotonic() + float(request.get("timeout", 2.0))
+                while status is None and time.monotonic() < deadline:
+                    done, raw = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        status = os.waitstatus_to_exitcode(raw)
+                    else:
+                        time.sleep(0.002)
+                if status is None:
+                    cgroup_kill_and_remove_job(request["job"], pid)
+                    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+                cgroup_kill_and_remove(request["job"])
+            reply = {"status": status}
+        elif op == "ping":
+            reply = {"pid": os.getpid()}
+        else:
+            reply = {"error": f"unknown op {op!r}"}
+        sock.sendall(json.dumps(reply).encode() + b"\n")
+
+
+def cgroup_kill_and_remove_job(job_id, pid):
+    try:
+        os.kill(pid, signal.SIGKILL)  # the job dies with its keeper (PDEATHSIG), and pid 1 takes its namespace
+    except ProcessLookupError:
+        pass
+    dirs = cgroup_dirs(job_id)
+    if "kill" in dirs and os.path.exists(os.path.join(dirs["kill"], "cgroup.kill")):
+        try:
+            _write(os.path.join(dirs["kill"], "cgroup.kill"), "1")
+        except OSError:
+            pass
+
+
+def main(argv):
+    control_fd = int(argv[1])
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:
+        os._exit(1)
+    spec = importlib.util.spec_from_file_location("_grader_worker", os.path.join(HERE, "worker.py"))
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)
+    for name in PREIMPORT:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    import numpy
+
+    readonly = allowed_paths(numpy)
+    sock = socket.socket(fileno=os.dup(control_fd))
+    sock.sendall(json.dumps({"ready": True, "pid": os.getpid(), "readonly": readonly,
+                             "landlock_abi": landlock_abi()}).encode() + b"\n")
+    sock.detach()
+    serve(control_fd, worker, readonly)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
