@@ -9,7 +9,8 @@ Exit codes
 0  everything ran (``grade``), or every check passed (``check``, ``validate``),
    or every sandbox layer is active (``doctor``)
 1  ``check`` or ``validate``: at least one check did not pass; ``doctor``: a
-   layer is missing
+   layer is missing; ``audit``: a mutant survived an exercise it is tagged
+   for, or a correct variant lost a point
 2  usage error: wrong option, missing path, unwritable output folder
 3  configuration error: a malformed spec, a missing reference, a broken plugin
 4  internal error in the grader or a plugin (a traceback is printed)
@@ -33,6 +34,7 @@ __all__ = ["console_main", "main"]
 
 DEFAULT_SPECS = "exercises/g14"
 DEFAULT_REFERENCE = "reference/attention.py"
+DEFAULT_MUTANTS = "mutants"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,6 +42,16 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _plugin_args(argv: Sequence[str]) -> list[str]:
@@ -56,6 +68,14 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
     common.add_argument("--specs", default=DEFAULT_SPECS, metavar="DIR", help=f"exercise specs folder (default: {DEFAULT_SPECS})")
     common.add_argument(
         "--reference", default=DEFAULT_REFERENCE, metavar="FILE", help=f"reference implementation (default: {DEFAULT_REFERENCE})"
+    )
+    common.add_argument(
+        "-j", "--jobs", type=_positive_int, default=None, metavar="N",
+        help="submissions graded at once (default: one per core)",
+    )
+    common.add_argument(
+        "--mutants", default=DEFAULT_MUTANTS, metavar="DIR",
+        help=f"catalogue of known mistakes, for diagnosis and 'audit' (default: {DEFAULT_MUTANTS})",
     )
     common.add_argument(
         "-p", action="append", default=[], metavar="PLUGIN",
@@ -82,6 +102,11 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
     sub.add_parser(
         "doctor", parents=[common], help="show which sandbox layers are active on this machine",
         description="Start the sandbox, run an empty job in it, and list every isolation layer.",
+    )
+    sub.add_parser(
+        "audit", parents=[common], help="grade the catalogued mutants and correct variants; print the kill matrix",
+        description="Grade every mutant and correct variant of the catalogue (--mutants). Fails if a mutant "
+        "survives an exercise it is tagged for, or a correct variant loses a point.",
     )
     sub.add_parser(
         "validate", parents=[common], help="check the specs against the reference",
@@ -112,6 +137,10 @@ def _run(config: Config) -> int:
 
     if config.command == "validate":
         return _validate(config)
+    if config.command == "audit":
+        from grader.audit import audit
+
+        return audit(config, _write)
     if config.command == "doctor":
         from grader.builtin.sandbox import doctor
 
@@ -120,7 +149,6 @@ def _run(config: Config) -> int:
         config.options.out = None
         report = session.grade(config, config.options.paths, visible_only=True)
     else:
-        _prepare_out(config)
         report = session.grade(config, config.options.paths)
     config.hook.grader_terminal_summary(report=report, config=config, write=_write)
     if config.command == "check":
@@ -169,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         pm = get_plugin_manager(_plugin_args(argv))
         options = build_parser(pm).parse_args(argv)
         config = Config(command=options.command, options=options, pluginmanager=pm)
+        if config.command == "grade":
+            _prepare_out(config)  # before plugins open files there (the gradebook)
         pm.hook.grader_configure(config=config)
         return _run(config)
     except GraderError as exc:

@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["safe_name", "write_atomic"]
+__all__ = ["safe_name", "unique_file_names", "write_atomic"]
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -41,3 +41,28 @@ def safe_name(text: str) -> str:
     """A file-name-safe version of a student id (letters, digits, ``._-``)."""
     cleaned = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in text).strip(".")
     return cleaned or "submission"
+
+
+def unique_file_names(ids: list[str], suffix: str, reserved: tuple[str, ...] = ()) -> dict[str, str]:
+    """A unique, file-name-safe ``<id><suffix>`` for each id (``alice.html``, ``alice-2.html``).
+
+    Parameters
+    ----------
+    ids : list of str
+        Student ids, in order; ids that clean to the same name get ``-2``, ``-3``...
+    suffix : str
+        The file extension, with its dot.
+    reserved : tuple of str
+        Names never given out (e.g. ``index.html``).
+    """
+    names: dict[str, str] = {}
+    used = set(reserved)
+    for sid in ids:
+        base = safe_name(sid)
+        name, n = f"{base}{suffix}", 1
+        while name in used:
+            n += 1
+            name = f"{base}-{n}{suffix}"
+        used.add(name)
+        names[sid] = name
+    return names

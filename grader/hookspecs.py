@@ -11,8 +11,8 @@ Phases, in order:
 1. Set-up: `grader_addoption`, `grader_configure`.
 2. Collection: `grader_load_exercise`, `grader_load_reference`,
    `grader_check_kinds`, `grader_locate_submissions`.
-3. Grading, per submission: `grader_run_calls`, `grader_judge_check`,
-   `grader_score_exercise`, `grader_submission_graded`.
+3. Grading, per submission: `grader_cached_result`, `grader_run_calls`,
+   `grader_judge_check`, `grader_score_exercise`, `grader_submission_graded`.
 4. Reporting: `grader_write_reports`, `grader_terminal_summary`,
    `grader_unconfigure`.
 """
@@ -149,10 +149,13 @@ def grader_locate_submissions(path: str, config: Config) -> Sequence[Submission]
 def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Config) -> RunOutcome | None:
     """Run a submission's calls away from the grader's process.
 
-    First non-None result wins; the built-in runner (a child process per
+    Called from worker threads, ``--jobs`` at a time: implementations must be
+    thread-safe. First non-None result wins; the built-in runner (a child process per
     submission) is registered ``trylast`` so a stricter sandbox overrides
     it. Only data may come back: the implementation must never unpickle,
-    ``eval`` or ``exec`` anything the submission controls.
+    ``eval`` or ``exec`` anything the submission controls. The catalogued
+    mutants (``grader audit``, diagnosis) run through this hook too, as
+    submissions named after their folders.
 
     Returns
     -------
@@ -203,11 +206,25 @@ def grader_score_exercise(
     """
 
 
+@hookspec(firstresult=True)
+def grader_cached_result(submission: Submission, key: str, config: Config) -> SubmissionResult | None:
+    """Return a stored result for ``key`` instead of grading the submission again.
+
+    Called in the main thread for each gradable submission before grading
+    starts. ``key`` (see `grader.session.result_key`) covers the file's
+    bytes, the specs, the grader version and the settings that change a
+    result. First non-None result wins; the built-in SQLite gradebook
+    answers when resuming a batch (unless ``--regrade``).
+    """
+
+
 @hookspec
 def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     """Called after each submission is graded (progress, live gradebooks).
 
-    All implementations are called.
+    Called in the main thread, in completion order (submissions are graded
+    ``--jobs`` at a time), also for results taken from a cache. All
+    implementations are called.
     """
 
 

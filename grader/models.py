@@ -7,6 +7,7 @@ writers render them.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ __all__ = [
     "CallResult",
     "Check",
     "CheckResult",
+    "Diagnosis",
     "Exercise",
     "ExerciseResult",
     "GradingReport",
@@ -26,6 +28,8 @@ __all__ = [
     "Submission",
     "SubmissionResult",
     "Verdict",
+    "result_from_dict",
+    "result_to_dict",
 ]
 
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
@@ -199,6 +203,10 @@ class CallResult:
         submission, when known.
     seconds : float
         Wall time of the call, in seconds.
+    mutated_args : tuple of int
+        Positions of the arguments the call changed in place (the worker
+        compares each argument's JSON text before and after the call);
+        empty when the call left its arguments alone.
     """
 
     status: str
@@ -208,6 +216,7 @@ class CallResult:
     message: str = ""
     where: str = ""
     seconds: float = 0.0
+    mutated_args: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -268,12 +277,40 @@ class Verdict:
     fraction : float
         Share of the points earned, in [0, 1]; 1 for passed, 0 otherwise
         unless a kind gives partial credit.
+    diagnosis : tuple of Diagnosis
+        Known mistakes whose output this failing result matches (empty when
+        none does). Safe to show for hidden checks: it names a misconception
+        and a chapter section, never an input or an expected value.
     """
 
     status: str
     message: str = ""
     details: tuple[tuple[str, str], ...] = ()
     fraction: float = 0.0
+    diagnosis: tuple[Diagnosis, ...] = ()
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A known mistake that a failing result matches (``grader audit``'s catalogue).
+
+    Attributes
+    ----------
+    mistake : str
+        The catalogued mutant's name, e.g. ``"mask_after_softmax"``.
+    misconception : str
+        One plain sentence saying what the mistake is.
+    section : str
+        The chapter section heading that addresses it.
+    url : str
+        A link to that section, or empty when the catalogue gives no
+        chapter URL.
+    """
+
+    mistake: str
+    misconception: str
+    section: str
+    url: str = ""
 
 
 @dataclass(frozen=True)
@@ -290,6 +327,7 @@ class CheckResult:
     hint: str
     shown: bool
     details: tuple[tuple[str, str], ...] = ()
+    diagnosis: tuple[Diagnosis, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -338,3 +376,30 @@ class GradingReport:
     command: str
     submissions: tuple[SubmissionResult, ...]
     exercises: tuple[Exercise, ...] = ()
+
+
+def result_to_dict(result: SubmissionResult) -> dict[str, Any]:
+    """A `SubmissionResult` as plain JSON data (for storing; see `result_from_dict`)."""
+    return dataclasses.asdict(result)
+
+
+def result_from_dict(data: dict[str, Any]) -> SubmissionResult:
+    """Rebuild a `SubmissionResult` from `result_to_dict` output, tuples included.
+
+    Raises
+    ------
+    KeyError, TypeError
+        If ``data`` does not have the shape `result_to_dict` writes.
+    """
+    exercises = []
+    for ex in data["exercises"]:
+        checks = tuple(
+            CheckResult(**{
+                **c,
+                "details": tuple(tuple(pair) for pair in c.get("details", ())),
+                "diagnosis": tuple(Diagnosis(**d) for d in c.get("diagnosis", ())),
+            })
+            for c in ex["checks"]
+        )
+        exercises.append(ExerciseResult(**{**ex, "checks": checks}))
+    return SubmissionResult(**{**data, "exercises": tuple(exercises)})

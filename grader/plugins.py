@@ -26,13 +26,21 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "reference",
     "checks",
     "submission",
+    "sandbox",  # before "runner": among trylast impls, pluggy asks the first registered first
     "runner",
-    "sandbox",
     "judge",
+    "diagnosis",
     "scoring",
     "terminal",
     "json_report",
+    "gradebook",
     "html_report",
+    "timing",
+    "csv_gradebook",
+    "gradescope",
+    "junit",
+    "github",
+    "summary_page",
 )
 """Short names of the built-in plugins, each ``grader.builtin.<name>``."""
 

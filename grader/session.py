@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,12 +27,13 @@ from grader.models import (
     Exercise,
     GradingReport,
     Prepared,
+    RunOutcome,
     Submission,
     SubmissionResult,
     Verdict,
 )
 
-__all__ = ["Collected", "PreparedCheck", "collect", "grade", "grade_submission", "spec_hash"]
+__all__ = ["Collected", "PreparedCheck", "collect", "grade", "grade_submission", "result_key", "spec_hash", "worker_count"]
 
 
 @dataclass(frozen=True)
@@ -136,11 +140,16 @@ def _failed_everywhere(collected: Collected, status: str, message: str) -> list[
     ]
 
 
-def grade_submission(submission: Submission, collected: Collected, config: Config) -> SubmissionResult:
+def grade_submission(
+    submission: Submission, collected: Collected, config: Config, outcome: RunOutcome | None = None
+) -> SubmissionResult:
     """Grade one submission: run its calls, judge each check, score.
 
     A submission that cannot run (no file, import failure) is graded
     ``"error"`` with every check in error and the reason; it never raises.
+    ``outcome``, when given, holds the results of the submission's calls
+    already run (``grader audit`` runs its catalogue once for grading and
+    diagnosis); otherwise ``grader_run_calls`` runs them.
     """
     stdout = stderr = error = ""
     if submission.problem or submission.file is None:
@@ -148,7 +157,8 @@ def grade_submission(submission: Submission, collected: Collected, config: Confi
         verdicts = _failed_everywhere(collected, "error", f"not run: {error}")
     else:
         calls = [call for _, items in collected.checks for pc in items for call in pc.prepared.calls]
-        outcome = config.hook.grader_run_calls(submission=submission, calls=calls, config=config)
+        if outcome is None:
+            outcome = config.hook.grader_run_calls(submission=submission, calls=calls, config=config)
         stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
         results = list(outcome.results)
         verdicts = []
@@ -195,11 +205,56 @@ def locate_all(paths: list[str], config: Config) -> list[Submission]:
             if count:
                 sub = dataclasses.replace(sub, id=f"{sub.id}-{count + 1}")
             found.append(sub)
+    if config.option("roster"):
+        from grader.builtin.submission import apply_roster, read_roster
+
+        found = apply_roster(found, read_roster(config.option("roster")))
     return found
+
+
+def result_key(submission: Submission, collected: Collected, config: Config) -> str:
+    """What a submission's result depends on: its bytes, the specs, the grader, the run settings.
+
+    Two runs with the same key give the same result, so a stored result with
+    this key can be reused (resuming a batch, or identical files).
+    """
+    settings = {
+        "import_timeout": config.option("import_timeout"),
+        "submission_timeout": config.option("submission_timeout"),
+        "insecure": config.option("insecure", False),
+        "visible_only": config.command == "check",
+        "after_due_date": config.option("after_due_date", False),
+        "published": config.option("published", False),
+        "diagnosis": _diagnosis_fingerprint(config),
+    }
+    text = json.dumps([submission.sha256, collected.spec_hash, __version__, settings], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _diagnosis_fingerprint(config: Config) -> str:
+    """The catalogue behind diagnoses (its fingerprint), or "" when diagnosis is off; computed once."""
+    if config.option("no_diagnosis", False) or config.pluginmanager.get_plugin("diagnosis") is None:
+        return ""
+    if "session.catalogue_fingerprint" not in config.stash:
+        from grader.catalogue import fingerprint
+
+        config.stash["session.catalogue_fingerprint"] = fingerprint(config.option("mutants") or "mutants")
+    return config.stash["session.catalogue_fingerprint"]
+
+
+def worker_count(config: Config) -> int:
+    """Submissions graded at once: ``--jobs``, or one per core."""
+    jobs = config.option("jobs")
+    return max(1, int(jobs)) if jobs else max(1, os.cpu_count() or 1)
 
 
 def grade(config: Config, paths: list[str], visible_only: bool = False) -> GradingReport:
     """Grade every submission behind ``paths`` and write the reports.
+
+    Submissions are graded ``--jobs`` at a time, each in its own child
+    process; a result a plugin already holds for the same `result_key` (the
+    SQLite gradebook, when resuming) is reused instead of graded again.
+    Results keep the order of ``paths``.
 
     Returns
     -------
@@ -209,16 +264,29 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     collected = collect(config, visible_only=visible_only)
     config.stash["collected"] = collected
     config.stash["total"] = len(submissions)
-    results = []
-    for submission in submissions:
-        result = grade_submission(submission, collected, config)
-        config.hook.grader_submission_graded(result=result, config=config)
-        results.append(result)
+    results: list[SubmissionResult | None] = [None] * len(submissions)
+    todo = []
+    for index, submission in enumerate(submissions):
+        cached = None
+        if submission.file is not None and not submission.problem:
+            key = result_key(submission, collected, config)
+            cached = config.hook.grader_cached_result(submission=submission, key=key, config=config)
+        if cached is not None:
+            results[index] = dataclasses.replace(cached, id=submission.id, path=submission.path)
+            config.hook.grader_submission_graded(result=results[index], config=config)
+        else:
+            todo.append(index)
+    with ThreadPoolExecutor(max_workers=worker_count(config), thread_name_prefix="grader") as pool:
+        futures = {pool.submit(grade_submission, submissions[i], collected, config): i for i in todo}
+        for future in as_completed(futures):
+            index = futures[future]
+            results[index] = future.result()
+            config.hook.grader_submission_graded(result=results[index], config=config)
     report = GradingReport(
         grader_version=__version__,
         spec_hash=collected.spec_hash,
         command=config.command,
-        submissions=tuple(results),
+        submissions=tuple(r for r in results if r is not None),
         exercises=collected.exercises,
     )
     config.hook.grader_write_reports(report=report, config=config)

@@ -15,6 +15,8 @@ booleans and lists (numpy arrays of numeric dtype included); anything else
 (objects, generators, strings...) is reported as an unusable return. The
 grader validates every frame again, so a submission that tampers with this
 script can only lie about its own answers, as it could by returning them.
+Each call frame also lists the positions of the arguments the call changed
+in place ("mutated"): their JSON text before and after the call differs.
 """
 
 import json
@@ -146,9 +148,11 @@ def run(request, fd):
             _emit(fd, {"event": "call", "status": "not_implemented",
                        "message": "attention.py defines no function %s" % call["function"]})
             continue
+        args = call["args"]
+        before = [_snapshot(a) for a in args]
         started = _clock()
         try:
-            value = fn(*call["args"])
+            value = fn(*args)
         except NotImplementedError as exc:
             _emit(fd, {"event": "call", "status": "not_implemented", "message": _text(exc)})
             continue
@@ -157,19 +161,36 @@ def run(request, fd):
                 "event": "call", "status": "raised", "type": type(exc).__name__,
                 "value_error": isinstance(exc, ValueError), "message": _text(exc),
                 "where": _where(exc.__traceback__, filename), "seconds": _clock() - started,
+                "mutated": _mutated(args, before),
             })
             continue
         seconds = _clock() - started
+        mutated = _mutated(args, before)
         try:
             data = to_data(value, np)
-            _emit(fd, {"event": "call", "status": "returned", "value": data, "seconds": seconds})
+            _emit(fd, {"event": "call", "status": "returned", "value": data, "seconds": seconds, "mutated": mutated})
         except BadReturn as exc:
-            _emit(fd, {"event": "call", "status": "bad_return", "message": str(exc), "seconds": seconds})
+            _emit(fd, {"event": "call", "status": "bad_return", "message": str(exc), "seconds": seconds,
+                       "mutated": mutated})
         except BaseException as exc:  # a hostile object raising during conversion
             _emit(fd, {"event": "call", "status": "bad_return",
-                       "message": "the result could not be read (%s)" % type(exc).__name__, "seconds": seconds})
+                       "message": "the result could not be read (%s)" % type(exc).__name__, "seconds": seconds,
+                       "mutated": mutated})
     _emit(fd, {"event": "done"})
     os._exit(0)
+
+
+def _snapshot(arg):
+    """The JSON text of one argument, or None if it no longer serializes."""
+    try:
+        return json.dumps(arg, allow_nan=True, separators=(",", ":"))
+    except BaseException:  # the submission put an object, or a cycle, into the list
+        return None
+
+
+def _mutated(args, before):
+    """Positions of the arguments the call changed in place (lists it was handed)."""
+    return [i for i, (a, b) in enumerate(zip(args, before)) if b is None or _snapshot(a) != b]
 
 
 def _clock():

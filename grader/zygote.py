@@ -26,7 +26,8 @@ privileges allow it, and reported by ``probe``):
    nothing else; TCP bind/connect denied; abstract UNIX sockets and signals
    scoped to the job;
 4. drop to a non-root uid/gid (one per worker slot), death with its keeper;
-5. a seccomp filter: no sockets but AF_UNIX, no ptrace, mount, unshare,
+5. a seccomp filter: no sockets but AF_UNIX (and no connect, sendmsg or
+   sendto with an address: named sockets escape Landlock), no ptrace, mount, unshare,
    setns, bpf, io_uring, keyctl, namespaced clone, ... (x86_64 only);
 6. run the worker (``worker.run``) on the job's request.
 
@@ -37,6 +38,7 @@ and expected values live only in the grader's process.
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import importlib.util
 import json
 import os
@@ -77,6 +79,9 @@ PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
 
+READONLY_RULES = []
+"""(O_PATH fd, rights) of every read-only path, opened once by `main`."""
+
 UID_BASE = 61000
 """Worker slot k runs as uid and gid ``UID_BASE + k``."""
 
@@ -111,39 +116,42 @@ def _own_cgroup(controller):
     return "/"
 
 
-def cgroup_dirs(job_id):
-    """Per-job cgroup folders that can be made here: {'pids':..., 'memory':..., 'kill':...}."""
+def cgroup_dirs(slot):
+    """Cgroup folders of a worker slot that can exist here: {'pids':..., 'memory':..., 'kill':...}.
+
+    One set per slot (not per job) is made once and reused: a slot runs one
+    job at a time, and making memory cgroups costs milliseconds.
+    """
     dirs = {}
+    name = f"grader-{ZYGOTE_PID}-slot{int(slot)}"
     for controller in ("pids", "memory"):
         base = os.path.join(CGROUP_ROOT, controller)
         if os.path.isfile(os.path.join(base, "cgroup.procs")):
-            parent = base + _own_cgroup(controller).rstrip("/")
-            dirs[controller] = os.path.join(parent, f"grader-{ZYGOTE_PID}-{job_id}")
+            dirs[controller] = os.path.join(base + _own_cgroup(controller).rstrip("/"), name)
     unified = os.path.join(CGROUP_ROOT, "unified")
     if not os.path.isfile(os.path.join(unified, "cgroup.procs")) and os.path.isfile(os.path.join(CGROUP_ROOT, "cgroup.controllers")):
         unified = CGROUP_ROOT  # a pure v2 machine
     if os.path.isfile(os.path.join(unified, "cgroup.procs")):
-        parent = unified + _own_cgroup("").rstrip("/")
-        dirs["kill"] = os.path.join(parent, f"grader-{ZYGOTE_PID}-{job_id}")
+        dirs["kill"] = os.path.join(unified + _own_cgroup("").rstrip("/"), name)
     return dirs
 
 
-def cgroup_enter(job_id, limits):
-    """Create the job's cgroups, set limits, move this process in. Returns the layers applied."""
+def cgroup_enter(slot, limits):
+    """Move this process into the slot's cgroups (made on first use). Returns the layers applied."""
     applied = {}
-    for name, path in cgroup_dirs(job_id).items():
+    for name, path in cgroup_dirs(slot).items():
         try:
-            os.makedirs(path, exist_ok=True)
-            if name == "pids":
-                _write(os.path.join(path, "pids.max"), str(limits["pids"]))
-            elif name == "memory":
-                _write(os.path.join(path, "memory.limit_in_bytes"), str(limits["memory_bytes"]))
-                try:
-                    _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(limits["memory_bytes"]))
-                except OSError:
-                    pass
-            elif name == "kill" and not os.path.exists(os.path.join(path, "cgroup.kill")):
-                os.rmdir(path)
+            if not os.path.isdir(path):
+                os.makedirs(path, exist_ok=True)
+                if name == "pids":
+                    _write(os.path.join(path, "pids.max"), str(limits["pids"]))
+                elif name == "memory":
+                    _write(os.path.join(path, "memory.limit_in_bytes"), str(limits["memory_bytes"]))
+                    try:
+                        _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(limits["memory_bytes"]))
+                    except OSError:
+                        pass
+            if name == "kill" and not os.path.exists(os.path.join(path, "cgroup.kill")):
                 applied[name] = "no cgroup.kill on this kernel"
                 continue
             _write(os.path.join(path, "cgroup.procs"), str(os.getpid()))
@@ -153,22 +161,67 @@ def cgroup_enter(job_id, limits):
     return applied
 
 
-def cgroup_kill_and_remove(job_id):
-    dirs = cgroup_dirs(job_id)
-    if "kill" in dirs and os.path.exists(os.path.join(dirs["kill"], "cgroup.kill")):
+def cgroup_kill(slot):
+    """Kill every process left in the slot's cgroup (cgroup v2 ``cgroup.kill``)."""
+    path = cgroup_dirs(slot).get("kill")
+    if path and os.path.exists(os.path.join(path, "cgroup.kill")):
         try:
-            _write(os.path.join(dirs["kill"], "cgroup.kill"), "1")
+            _write(os.path.join(path, "cgroup.kill"), "1")
         except OSError:
             pass
-    for path in dirs.values():
-        for _ in range(50):
+
+
+def cgroup_wait_empty(slot, timeout=5.0):
+    """Wait (bounded) until no process is left in the slot's cgroups.
+
+    Killed processes take time to leave (a fork bomb's children, a memory
+    hog's pages); until they have, they count against the slot's limits,
+    and the slot's next job, maybe another student's, would pay for it.
+    Zombies waiting for a reaper are not listed and do not hold memory.
+    """
+    deadline = time.monotonic() + timeout
+    for path in cgroup_dirs(slot).values():
+        while time.monotonic() < deadline:
             try:
-                os.rmdir(path)
-                break
-            except FileNotFoundError:
-                break
+                with open(os.path.join(path, "cgroup.procs")) as fh:
+                    if not fh.read().strip():
+                        break
             except OSError:
-                time.sleep(0.01)  # processes are still leaving
+                break
+            time.sleep(0.002)
+
+
+def fork_retrying(timeout=3.0):
+    """``os.fork()``, retried while it fails with EAGAIN or ENOMEM (bounded).
+
+    A slot's cgroups are reused: the processes of the slot's previous job (a
+    fork bomb's children) may still be leaving and count against
+    ``pids.max`` (EAGAIN) and the memory limit (ENOMEM); failing here would
+    fail an innocent submission.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return os.fork()
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.ENOMEM) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
+def cgroup_remove(slots):
+    """Kill what is left and remove the slots' cgroup folders (when the zygote stops)."""
+    for slot in slots:
+        cgroup_kill(slot)
+        for path in cgroup_dirs(slot).values():
+            for _ in range(100):
+                try:
+                    os.rmdir(path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)  # killed processes are still leaving
 
 
 def _write(path, text):
@@ -208,9 +261,25 @@ def landlock_abi():
     return max(int(version), 0)
 
 
-def landlock_restrict(readonly, readwrite):
-    """Allow only ``readonly`` (read/execute) and ``readwrite`` paths; deny TCP; scope signals.
+def open_rules(paths, rights):
+    """O_PATH descriptors and allowed rights for ``paths`` (made once, in the zygote)."""
+    rules = []
+    handled_fs = FS_RIGHTS_BY_ABI.get(landlock_abi(), FS_RIGHTS_BY_ABI[5])
+    for path in paths:
+        try:
+            low = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        fd = fcntl.fcntl(low, fcntl.F_DUPFD_CLOEXEC, 10)  # clear of fds 0-3, which a job dup2s over
+        os.close(low)
+        rules.append((fd, rights if os.path.isdir(path) else rights & FILE_RIGHTS & handled_fs))
+    return rules
 
+
+def landlock_restrict(readonly_rules, readwrite):
+    """Allow only the read-only rules and ``readwrite`` paths; deny TCP; scope signals.
+
+    ``readonly_rules`` are ``(O_PATH fd, rights)`` pairs from `open_rules`.
     Returns a dict of the sub-layers applied. Raises OSError if Landlock is
     unavailable.
     """
@@ -223,25 +292,18 @@ def landlock_restrict(readonly, readwrite):
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
     ruleset = _check(libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
                                   ctypes.c_uint32(0)), "landlock_create_ruleset")
-    read_dir = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+    own = open_rules(readwrite, handled_fs)
     try:
-        for paths, rights in ((readonly, read_dir), (readwrite, handled_fs)):
-            for path in paths:
-                try:
-                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-                except OSError:
-                    continue
-                try:
-                    allowed = rights if os.path.isdir(path) else rights & FILE_RIGHTS & handled_fs
-                    rule = _PathBeneathAttr(allowed, fd)
-                    _check(libc.syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1),
-                                        ctypes.byref(rule), ctypes.c_uint32(0)), f"landlock_add_rule({path})")
-                finally:
-                    os.close(fd)
+        for fd, allowed in list(readonly_rules) + own:
+            rule = _PathBeneathAttr(allowed, fd)
+            _check(libc.syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1),
+                                ctypes.byref(rule), ctypes.c_uint32(0)), "landlock_add_rule")
         _check(libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)),
                "landlock_restrict_self")
     finally:
         os.close(ruleset)
+        for fd, _ in own:
+            os.close(fd)
     return {"landlock": f"ABI {abi}", "landlock_tcp": abi >= 4, "landlock_scopes": abi >= 6}
 
 
@@ -282,8 +344,11 @@ DENIED_SYSCALLS_X86_64 = {
     321: "bpf", 323: "userfaultfd", 425: "io_uring_setup", 426: "io_uring_enter", 427: "io_uring_register",
     428: "open_tree", 429: "move_mount", 430: "fsopen", 431: "fsconfig", 432: "fsmount", 433: "fspick",
     442: "mount_setattr",
+    # Named UNIX sockets are not covered by Landlock or the net namespace: a job could reach a
+    # world-writable socket of the machine. Jobs get socketpair() only: no connect, no sendmsg.
+    42: "connect", 46: "sendmsg", 307: "sendmmsg",
 }
-SYS_SOCKET, SYS_CLONE, SYS_CLONE3 = 41, 56, 435
+SYS_SOCKET, SYS_SENDTO, SYS_CLONE, SYS_CLONE3 = 41, 44, 56, 435
 NAMESPACE_FLAGS = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP
 
 
@@ -305,6 +370,15 @@ def seccomp_program():
     for nr in sorted(DENIED_SYSCALLS_X86_64):
         prog += [_bpf(JEQ_K, nr, 0, 1), _bpf(RET_K, RET_ERRNO | errno.EPERM)]
     prog += [_bpf(JEQ_K, SYS_CLONE3, 0, 1), _bpf(RET_K, RET_ERRNO | errno.ENOSYS)]  # glibc falls back to clone
+    prog += [  # sendto with a destination address (a datagram to a named socket) is denied
+        _bpf(JEQ_K, SYS_SENDTO, 0, 6),
+        _bpf(LD_W_ABS, 48),                      # args[4]: dest_addr, low half
+        _bpf(JEQ_K, 0, 0, 3),
+        _bpf(LD_W_ABS, 52),                      # high half
+        _bpf(JEQ_K, 0, 0, 1),
+        _bpf(RET_K, RET_ALLOW),
+        _bpf(RET_K, RET_ERRNO | errno.EPERM),
+    ]
     prog += [
         _bpf(JEQ_K, SYS_SOCKET, 0, 4),
         _bpf(LD_W_ABS, 16),                      # args[0]: the address family
@@ -351,6 +425,24 @@ def set_rlimits(limits):
         resource.setrlimit(res, value)
 
 
+def job_tmpfs(file, jobdir, uid, size):
+    """Put the job folder on a tmpfs of ``size`` bytes, holding a copy of ``file``.
+
+    The job may write only there (Landlock): without a size limit, a job
+    writing 64 MiB files (RLIMIT_FSIZE) until its timeout, call after call,
+    could fill the grader's disk. The tmpfs is charged to the job's memory
+    cgroup and vanishes with its mount namespace.
+    """
+    with open(file, "rb") as fh:
+        source = fh.read()
+    options = f"size={int(size)},nr_inodes=4096,mode=0700,uid={uid},gid={uid}".encode()
+    _check(libc.mount(b"tmpfs", jobdir.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount tmpfs")
+    os.chdir(jobdir)  # the old working folder is now hidden beneath the tmpfs
+    with open(file, "wb") as fh:
+        fh.write(source)
+    os.chown(file, uid, uid)
+
+
 def isolate_job(request, layers):
     """Apply every layer inside the job (pid 1 of its namespaces). Records what applied."""
     limits = request["limits"]
@@ -363,26 +455,37 @@ def isolate_job(request, layers):
             layers["fresh_proc"] = True
         except OSError as exc:
             layers["fresh_proc"] = str(exc)
+        if layers["fresh_proc"] is True:  # / is private now: the mount stays in the job's namespace
+            try:
+                job_tmpfs(request["file"], jobdir, uid, limits["file_bytes"])
+                layers["job_tmpfs"] = True
+            except OSError as exc:
+                layers["job_tmpfs"] = str(exc)
     if layers.get("uts") is True:
         socket.sethostname("grader-job")
+    marks = layers.get("_marks", [])
+    marks.append(("proc", time.perf_counter()))
     set_rlimits(limits)
     layers["rlimits"] = True
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     try:
-        layers.update(landlock_restrict(request["readonly"], [jobdir, "/dev/null"]))
+        layers.update(landlock_restrict(READONLY_RULES, [jobdir, "/dev/null"]))
     except OSError as exc:
         layers["landlock"] = str(exc)
+    marks.append(("landlock", time.perf_counter()))
     if os.geteuid() == 0:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     layers["uid"] = os.geteuid()
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
+    marks.append(("uid", time.perf_counter()))
     try:
         seccomp_install()
         layers["seccomp"] = True
     except OSError as exc:
         layers["seccomp"] = str(exc)
+    marks.append(("seccomp", time.perf_counter()))
 
 
 def _close_fds_from(lowest):
@@ -406,7 +509,10 @@ def keeper(request, fds, control_fd, worker):
         if os.getppid() != ZYGOTE_PID:
             os._exit(1)
         os.close(control_fd)
-        layers = cgroup_enter(request["job"], request["limits"])
+        marks = [("start", time.perf_counter())]
+        layers = cgroup_enter(request["slot"], request["limits"])
+        marks.append(("cgroups", time.perf_counter()))
+        layers["_marks"] = marks
         flags = 0
         for name, flag in NAMESPACES.items():
             if libc.unshare(flag) == 0:
@@ -414,8 +520,10 @@ def keeper(request, fds, control_fd, worker):
                 flags |= flag
             else:
                 layers[name] = os.strerror(ctypes.get_errno())
-        pid = os.fork()
+        marks.append(("namespaces", time.perf_counter()))
+        pid = fork_retrying()
         if pid == 0:
+            marks.append(("fork", time.perf_counter()))
             job(request, fds, layers, worker)
         for fd in fds:
             os.close(fd)
@@ -423,8 +531,14 @@ def keeper(request, fds, control_fd, worker):
         if os.WIFSIGNALED(status):
             os._exit(128 + os.WTERMSIG(status))
         os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
-    except BaseException:
-        os._exit(70)
+    except BaseException as exc:
+        try:  # say why on the job's stderr pipe, which the grader shows
+            tb, line = exc.__traceback__, 0
+            while tb is not None:
+                tb, line = tb.tb_next, tb.tb_lineno
+            os.write(fds[2], f"sandbox setup failed: {type(exc).__name__}: {exc} (zygote.py, line {line})\n".encode())
+        finally:
+            os._exit(70)
 
 
 def job(request, fds, layers, worker):
@@ -437,14 +551,20 @@ def job(request, fds, layers, worker):
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.dup2(result_fd, 3)
-        _close_fds_from(4)
         os.chdir(request["jobdir"])
         os.environ.clear()
         os.environ.update(request["env"])
-        isolate_job(request, layers)
+        isolate_job(request, layers)  # uses the zygote's O_PATH descriptors, closed next
+        _close_fds_from(4)
         if request.get("probe"):
+            marks = layers.pop("_marks")
+            layers["setup_ms"] = {b[0]: round((b[1] - a[1]) * 1000, 2) for a, b in zip(marks, marks[1:])}
             worker._emit(3, {"event": "probe", "layers": layers})
             os._exit(0)
+        if not str(layers.get("landlock", "")).startswith("ABI") or layers.get("uid") == 0:
+            # Fail closed: student code never runs without the filesystem allow-list, or as root.
+            raise OSError(errno.EPERM, f"a required layer did not apply (landlock: {layers.get('landlock')}, "
+                                       f"uid: {layers.get('uid')})")
         worker.run(request, 3)
     except BaseException as exc:  # the worker never returns; anything here is a setup failure
         try:
@@ -453,10 +573,11 @@ def job(request, fds, layers, worker):
             os._exit(71)
 
 
-def serve(control_fd, worker, readonly):
+def serve(control_fd, worker):
     """Answer requests on the control socket until it closes."""
     sock = socket.socket(fileno=control_fd)
-    keepers = {}
+    keepers = {}  # job id -> (keeper pid, slot)
+    slots = set()
     while True:
         msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 3)
         if not msg:
@@ -465,26 +586,27 @@ def serve(control_fd, worker, readonly):
         while not buffer.endswith(b"\n"):
             more = sock.recv(1 << 16)
             if not more:
+                cgroup_remove(slots)
                 return
             buffer += more
         request = json.loads(buffer)
         op = request.get("op")
         if op == "launch":
-            request["readonly"] = readonly
+            slots.add(int(request["slot"]))
             pid = os.fork()
             if pid == 0:
                 keeper(request, fds, control_fd, worker)
             for fd in fds:
                 os.close(fd)
-            keepers[request["job"]] = pid
+            keepers[request["job"]] = (pid, int(request["slot"]))
             reply = {"pid": pid}
         elif op == "kill":
-            pid = keepers.get(request["job"])
+            pid, slot = keepers.get(request["job"], (None, None))
             if pid:
-                cgroup_kill_and_remove_job(request["job"], pid)
+                _kill(pid, slot)
             reply = {"ok": True}
         elif op == "wait":
-            pid = keepers.pop(request["job"], None)
+            pid, slot = keepers.pop(request["job"], (None, None))
             status = None
             if pid:
                 deadline = time.monotonic() + float(request.get("timeout", 2.0))
@@ -493,30 +615,28 @@ def serve(control_fd, worker, readonly):
                     if done:
                         status = os.waitstatus_to_exitcode(raw)
                     else:
-                        time.sleep(0.002)
+                        time.sleep(0.001)
                 if status is None:
-                    cgroup_kill_and_remove_job(request["job"], pid)
+                    _kill(pid, slot)
                     status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-                cgroup_kill_and_remove(request["job"])
+                cgroup_kill(slot)  # anything the job left behind
+                cgroup_wait_empty(slot)  # before the slot's next job, not during it
             reply = {"status": status}
         elif op == "ping":
             reply = {"pid": os.getpid()}
         else:
             reply = {"error": f"unknown op {op!r}"}
         sock.sendall(json.dumps(reply).encode() + b"\n")
+    cgroup_remove(slots)
 
 
-def cgroup_kill_and_remove_job(job_id, pid):
+def _kill(pid, slot):
+    """Kill a keeper; its job dies with it (PDEATHSIG) and takes its pid namespace along."""
     try:
-        os.kill(pid, signal.SIGKILL)  # the job dies with its keeper (PDEATHSIG), and pid 1 takes its namespace
+        os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    dirs = cgroup_dirs(job_id)
-    if "kill" in dirs and os.path.exists(os.path.join(dirs["kill"], "cgroup.kill")):
-        try:
-            _write(os.path.join(dirs["kill"], "cgroup.kill"), "1")
-        except OSError:
-            pass
+    cgroup_kill(slot)
 
 
 def main(argv):
@@ -535,11 +655,13 @@ def main(argv):
     import numpy
 
     readonly = allowed_paths(numpy)
+    global READONLY_RULES
+    READONLY_RULES = open_rules(readonly, FS_EXECUTE | FS_READ_FILE | FS_READ_DIR)
     sock = socket.socket(fileno=os.dup(control_fd))
     sock.sendall(json.dumps({"ready": True, "pid": os.getpid(), "readonly": readonly,
                              "landlock_abi": landlock_abi()}).encode() + b"\n")
     sock.detach()
-    serve(control_fd, worker, readonly)
+    serve(control_fd, worker)
     os._exit(0)
 
 

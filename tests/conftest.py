@@ -15,6 +15,29 @@ SPECS = ROOT / "exercises" / "g14"
 REFERENCE = ROOT / "reference" / "attention.py"
 SUBMISSIONS = ROOT / "submissions"
 
+# Hostile submissions (tests/test_adversarial.py grades them); one plants a conftest.py
+# that pytest must never import.
+collect_ignore = ["adversarial"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _not_in_github_actions():
+    """Tests run the same inside a GitHub Actions job: no annotations, no step summary
+    (tests/test_github.py sets these variables itself)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("GITHUB_ACTIONS", raising=False)
+        mp.delenv("GITHUB_STEP_SUMMARY", raising=False)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _catalogue_cache(tmp_path_factory: pytest.TempPathFactory):
+    """The catalogue's results cache (diagnosis, audit) lives in this session's temporary folder,
+    never in the user's ~/.cache: every run starts cold and leaves nothing behind."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GRADER_CACHE_DIR", str(tmp_path_factory.mktemp("grader-cache")))
+        yield
+
 
 @pytest.fixture(autouse=True)
 def _in_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:

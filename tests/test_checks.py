@@ -585,3 +585,24 @@ def test_property_kinds_reject_wrong_shapes(kind: str, function: str, args: dict
     check, ctx = make(kind, function, args, params)
     prepared = prepare(check, ctx)
     assert verdict_of(check, prepared, *values, ctx=ctx).status == "failed"
+
+
+def test_no_mutation_names_the_changed_argument() -> None:
+    check, ctx = make("no_mutation", "softmax", {"scores": {"normal": [5]}, "allowed": {"mask": 5}})
+    prepared = prepare(check, ctx)
+    assert prepared.expected is None and len(prepared.calls) == 1
+    passed(KINDS["no_mutation"].judge(check, prepared, [CallResult("returned", value=[0.2] * 5)], ctx))
+    changed = CallResult("returned", value=[0.2] * 5, mutated_args=(0,))
+    verdict = KINDS["no_mutation"].judge(check, prepared, [changed], ctx)
+    assert failed(verdict) == (
+        "softmax changed the caller's scores in place; work on a copy and leave the arguments unchanged"
+    )
+    assert verdict.details == (("changed", "scores"),)
+    both = KINDS["no_mutation"].judge(check, prepared, [CallResult("returned", value=0, mutated_args=(0, 1))], ctx)
+    assert "changed the caller's scores, allowed in place" in failed(both)
+
+
+def test_no_mutation_needs_valid_arguments() -> None:
+    check, ctx = make("no_mutation", "softmax", {"scores": [1.0, 2.0], "allowed": [False, False]})
+    with pytest.raises(SpecError, match="the reference raised ValueError"):
+        prepare(check, ctx)

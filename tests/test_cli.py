@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,9 @@ def _one_line(err: str) -> str:
         ([], "the following arguments are required: COMMAND"),
         (["grade"], "the following arguments are required: PATH"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
-        (["grade", "submissions", "--jobs", "x"], "unrecognized arguments: --jobs x"),
+        (["grade", "submissions", "--jobs", "x"], "argument -j/--jobs: invalid number: 'x'"),
+        (["grade", "submissions", "--jobs", "0"], "argument -j/--jobs: must be at least 1, got 0"),
+        (["grade", "submissions", "--frobnicate"], "unrecognized arguments: --frobnicate"),
         (["check", "a.py", "b.py"], "unrecognized arguments: b.py"),
         (["grade", "no/such/place"], "no/such/place: no such file or folder"),
         (["grade", "README.md"], "README.md: not a Python file"),
@@ -69,8 +72,8 @@ def test_check_on_a_correct_file(cli) -> None:
     code, out, err = cli("check", SUBMISSIONS / "correct_lists" / "attention.py")
     assert code == 0
     lines = out.splitlines()
-    assert "14 passed, 0 failed" in lines
-    assert lines[-1] == "visible checks: 25/25 points; 26 hidden checks run at grading"
+    assert "15 passed, 0 failed" in lines
+    assert lines[-1] == "visible checks: 26/26 points; 27 hidden checks run at grading"
     assert "G14.02 Softmax weights and mixed outputs: 5/5" in lines
 
 
@@ -84,7 +87,7 @@ def test_check_shows_call_expected_got_and_hint(cli) -> None:
     assert "expected: [[5.0]]" in text
     assert "got: [[0.0]]" in text
     assert 'hint: Normalize the scores with softmax first' in text
-    assert "10 passed, 4 failed" in text
+    assert "11 passed, 4 failed" in text
     assert "changing only the last key and value changed outputs[0]: an earlier position used a future one" in text
 
 
@@ -99,7 +102,7 @@ def test_check_on_starter_says_not_attempted(cli) -> None:
     assert code == 1
     assert "  TODO    zero-scores" in out
     assert "not attempted: attention" in out
-    assert "0 passed, 14 failed" in out
+    assert "0 passed, 15 failed" in out
 
 
 def test_check_on_syntax_error(cli) -> None:
@@ -113,8 +116,8 @@ def test_validate(cli) -> None:
     code, out, err = cli("validate")
     assert code == 0
     assert out.splitlines() == [
-        "specs: 6 exercises, 40 checks; 13 hand values agree with the reference",
-        "reference scores 65/65: valid",
+        "specs: 6 exercises, 42 checks; 13 hand values agree with the reference",
+        "reference scores 67/67: valid",
     ]
 
 
@@ -130,10 +133,17 @@ def test_python_dash_m_and_version() -> None:
 
 
 def test_grade_prints_a_table_and_progress(cli, tmp_path: Path) -> None:
-    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", SUBMISSIONS / "mib_decimal", "--out", tmp_path)
+    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", SUBMISSIONS / "mib_decimal", "--out", tmp_path,
+                         "--jobs", "1")
     assert code == 0
-    assert err.splitlines() == ["[1/2] correct_numpy: 65/65", "[2/2] mib_decimal: 60/65"]
-    assert out.splitlines()[-2:] == ["graded 2 submissions (0 could not run)", f"reports: {tmp_path / 'index.html'}"]
+    progress = [line.split("  (")[0] for line in err.splitlines()]  # the rate and ETA vary
+    assert progress == ["[1/2] correct_numpy: 67/67", "[2/2] mib_decimal: 62/67"]
+    assert re.fullmatch(r"\[2/2\] mib_decimal: 62/67(  \(\d+\.\d/s, ETA 0 s\))?", err.splitlines()[1])
+    assert out.splitlines()[-3:] == [
+        "graded 2 submissions (0 could not run)",
+        f"reports: {tmp_path / 'index.html'}",
+        f"gradebook: {tmp_path / 'gradebook.sqlite'}",
+    ]
 
 
 def test_one_file_path_and_student_id(cli, tmp_path: Path) -> None:

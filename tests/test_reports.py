@@ -27,7 +27,10 @@ def test_json_results_shape(graded: dict) -> None:
         for ex in sub["exercises"]:
             assert ex["score"] == sum(c["score"] for c in ex["checks"])
             for check in ex["checks"]:
-                assert list(check) == CHECK_KEYS
+                # "diagnosis" is there only when a failing result matches a catalogued mistake
+                assert list(check) == (CHECK_KEYS + ["diagnosis"] if "diagnosis" in check else CHECK_KEYS)
+                for d in check.get("diagnosis", []):
+                    assert check["status"] == "failed" and d["misconception"] and d["section"] and d["mistake"]
                 assert check["status"] in ("passed", "failed", "error", "timeout", "not_attempted")
                 assert check["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
     numpy = graded["by_id"]["correct_numpy"]
@@ -50,7 +53,7 @@ def test_json_flag_writes_elsewhere(cli, tmp_path: Path) -> None:
     code, _, _ = cli("grade", SUBMISSIONS / "mib_decimal", "--out", tmp_path / "o", "--json", tmp_path / "r.json", "-q")
     assert code == 0
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["submissions"][0]["score"] == 60.0
+    assert data["submissions"][0]["score"] == 62.0
     assert not (tmp_path / "o" / "results.json").exists()
 
 
@@ -117,7 +120,7 @@ def test_student_text_is_escaped(cli, tmp_path: Path) -> None:
     code, _, _ = cli("grade", evil, "--out", tmp_path / "out", "-q")
     assert code == 0
     pages = {p.name: p.read_text() for p in (tmp_path / "out").glob("*.html")}
-    assert set(pages) == {"index.html", "_b_evil_.html"}
+    assert set(pages) == {"index.html", "_b_evil_.html", "summary.html"}
     page = pages["_b_evil_.html"]
     assert "<script>" not in page and "<img" not in page and "<b>evil" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -147,6 +150,6 @@ def test_chromium_renders_a_report(graded: dict) -> None:
             capture_output=True, text=True, timeout=120,
         )
     dom = proc.stdout
-    assert '<span class="big" id="total">52 / 65</span>' in dom
+    assert '<span class="big" id="total">54 / 67</span>' in dom
     assert dom.count('class="pill failed"') == 7
     assert "Chapter section: Mask before normalization" in dom

@@ -519,3 +519,49 @@ def test_budget_running_out_during_a_restart_is_not_an_import_error(tmp_path: Pa
     assert out.import_error == ""
     assert [r.status for r in out.results[1:]] == ["timeout", "timeout"]
     assert all("1.6 s budget" in r.message for r in out.results[1:])
+
+
+# --- arguments changed in place --------------------------------------------
+
+
+def test_arguments_changed_in_place_are_reported_by_position(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import numpy as np
+
+        def shift(scores, allowed):
+            top = max(scores)
+            for j in range(len(scores)):
+                scores[j] -= top
+            return scores
+
+        def pure(scores, allowed):
+            return [x - max(scores) for x in scores]
+
+        def plant(scores, allowed):
+            allowed.append(np.float64(1.0))  # no longer JSON: counts as changed
+            return 0
+
+        def loop(scores, allowed):
+            scores.append(scores)  # a cycle
+            return 1
+
+        def as_float(scores, allowed):
+            scores[0] = float(scores[0])  # 1 -> 1.0 changes the data
+            return 2
+
+        def fail_after_change(scores, allowed):
+            allowed[0] = not allowed[0]
+            raise ValueError("no")
+        """,
+    )
+    args = ([1.0, 3.0, math.nan], [True, False, True])
+    out = run(path, *(C(name, *args) for name in ("shift", "pure", "plant", "loop")), C("as_float", [1, 2], [True]),
+              C("fail_after_change", *args))
+    shifted, pure, plant, loop, as_float, raised = out.results
+    assert shifted.status == "returned" and shifted.mutated_args == (0,)
+    assert shifted.value[:2] == [-2.0, 0.0] and math.isnan(shifted.value[2])
+    assert pure.status == "returned" and pure.mutated_args == ()  # NaN stays NaN: unchanged
+    assert plant.mutated_args == (1,) and loop.mutated_args == (0,) and as_float.mutated_args == (0,)
+    assert raised.status == "raised" and raised.mutated_args == (1,)

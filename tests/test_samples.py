@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")
-FULL = (10, 10, 10, 10, 10, 15)
+FULL = (10, 10, 10, 10, 10, 17)
 
 # Expected points per exercise, in the order of EXERCISES.
 EXPECTED = {
@@ -17,14 +17,14 @@ EXPECTED = {
     "correct_numpy": FULL,
     "starter": (0, 0, 0, 0, 0, 0),
     "syntax_error": (0, 0, 0, 0, 0, 0),
-    "hangs": (10, 10, 10, 0, 10, 15),
-    "mask_after_softmax": (10, 10, 0, 10, 10, 12),
-    "masked_row_nan": (10, 10, 10, 10, 10, 14),
-    "mib_decimal": (10, 10, 10, 10, 5, 15),
-    "no_max_subtraction": (10, 10, 10, 10, 10, 11),
-    "no_sqrt_dk": (4, 9, 7, 10, 10, 14),
-    "transposed_shapes": (2, 5, 7, 10, 10, 11),
-    "unnormalized_scores": (4, 5, 4, 10, 10, 12),
+    "hangs": (10, 10, 10, 0, 10, 17),
+    "mask_after_softmax": (10, 10, 0, 10, 10, 14),
+    "masked_row_nan": (10, 10, 10, 10, 10, 16),
+    "mib_decimal": (10, 10, 10, 10, 5, 17),
+    "no_max_subtraction": (10, 10, 10, 10, 10, 13),
+    "no_sqrt_dk": (4, 9, 7, 10, 10, 16),
+    "transposed_shapes": (2, 5, 7, 10, 10, 12),
+    "unnormalized_scores": (4, 5, 4, 10, 10, 14),
 }
 
 
@@ -41,7 +41,7 @@ def test_score_per_exercise(graded: dict, name: str) -> None:
     sub = graded["by_id"][name]
     got = {e["id"]: e["score"] for e in sub["exercises"]}
     assert got == dict(zip(EXERCISES, map(float, EXPECTED[name])))
-    assert sub["max_score"] == 65.0
+    assert sub["max_score"] == 67.0
     assert sub["score"] == float(sum(EXPECTED[name]))
 
 

@@ -116,8 +116,8 @@ def test_validate_real_specs(cli) -> None:  # noqa: ANN001
     code, out, err = cli("validate")
     assert code == 0, err
     assert err == ""
-    assert "specs: 6 exercises, 40 checks; 13 hand values agree with the reference" in out
-    assert "reference scores 65/65: valid" in out
+    assert "specs: 6 exercises, 42 checks; 13 hand values agree with the reference" in out
+    assert "reference scores 67/67: valid" in out
 
 
 def test_validate_a_copied_spec_alone(cli, tmp_path: Path) -> None:  # noqa: ANN001
@@ -335,7 +335,7 @@ def test_cli_unknown_kind(cli, tmp_path: Path) -> None:  # noqa: ANN001
     line = validate_error(cli, path.parent)
     assert f"{path}: checks[4] 'shift-invariance'.kind: unknown check kind 'shift_invariant'" in line
     assert (
-        "(known kinds: causal_noninterference, compare, finite_difference, literal, raises, "
+        "(known kinds: causal_noninterference, compare, finite_difference, literal, no_mutation, raises, "
         "row_sums, shape, shift_invariance, sum_to_zero)" in line
     )
 

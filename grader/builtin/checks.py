@@ -30,10 +30,13 @@ sum_to_zero
 finite_difference
     softmax_backward agrees with a central finite difference of the
     reference softmax.
+no_mutation
+    The call leaves its arguments (the caller's lists) unchanged.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import zlib
 from collections.abc import Callable, Sequence
@@ -503,6 +506,35 @@ class FiniteDifferenceKind(Kind):
         return Verdict("passed", fraction=1.0)
 
 
+class NoMutationKind(Kind):
+    """The call leaves the caller's lists exactly as they were.
+
+    The worker compares the JSON text of every argument before and after
+    the call (``CallResult.mutated_args``); nothing about the result is
+    judged here, only that the function works on copies. Chapter section
+    "Independent practice: G14.06 (lab)": the lab's functions are pure.
+    """
+
+    name = "no_mutation"
+    params: dict[str, str] = {}
+
+    def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
+        ctx.call_reference(check, copy.deepcopy(args))  # the arguments must be valid input
+        return None
+
+    def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
+        changed = results[0].mutated_args
+        if not changed:
+            return Verdict("passed", fraction=1.0)
+        params = list(inspect.signature(ctx.reference_function(check)).parameters)
+        names = ", ".join(params[i] if i < len(params) else f"argument {i + 1}" for i in changed)
+        return Verdict(
+            "failed",
+            f"{check.function} changed the caller's {names} in place; work on a copy and leave the arguments unchanged",
+            (("changed", names),),
+        )
+
+
 BUILTIN_KINDS = (
     CompareKind(),
     LiteralKind(),
@@ -513,6 +545,7 @@ BUILTIN_KINDS = (
     CausalNoninterferenceKind(),
     SumToZeroKind(),
     FiniteDifferenceKind(),
+    NoMutationKind(),
 )
 
 

@@ -7,13 +7,14 @@ checks show only their name, status and hint.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from grader.errors import UsageError
-from grader.fileio import safe_name, write_atomic
+from grader.fileio import unique_file_names, write_atomic
 from grader.models import GradingReport, SubmissionResult
 from grader.plugins import hookimpl
 
@@ -44,17 +45,7 @@ def environment() -> jinja2.Environment:
 
 def page_names(report: GradingReport) -> dict[str, str]:
     """File name of each submission's page, unique and never ``index.html``."""
-    names: dict[str, str] = {}
-    used = {"index.html"}
-    for s in report.submissions:
-        base = safe_name(s.id)
-        name, n = f"{base}.html", 1
-        while name in used:
-            n += 1
-            name = f"{base}-{n}.html"
-        used.add(name)
-        names[s.id] = name
-    return names
+    return unique_file_names([s.id for s in report.submissions], ".html", reserved=("index.html",))
 
 
 def render_submission(env: jinja2.Environment, report: GradingReport, sub: SubmissionResult) -> str:
@@ -63,9 +54,15 @@ def render_submission(env: jinja2.Environment, report: GradingReport, sub: Submi
     return env.get_template("report.html").render(report=report, sub=sub, sections=sections)
 
 
-def render_index(env: jinja2.Environment, report: GradingReport, names: dict[str, str]) -> str:
-    """The class index page linking every submission's page."""
-    return env.get_template("index.html").render(report=report, names=names)
+def render_index(
+    env: jinja2.Environment, report: GradingReport, names: dict[str, str], links: Sequence[tuple[str, str]] = ()
+) -> str:
+    """The class index page linking every submission's page.
+
+    ``links`` are extra (label, file name) pairs shown under the title; other
+    plugins add theirs to ``config.stash["html_report.index_links"]``.
+    """
+    return env.get_template("index.html").render(report=report, names=names, links=links)
 
 
 @hookimpl
@@ -79,6 +76,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     try:
         for sub in report.submissions:
             write_atomic(out / names[sub.id], render_submission(env, report, sub))
-        write_atomic(out / "index.html", render_index(env, report, names))
+        links = config.stash.get("html_report.index_links", ())
+        write_atomic(out / "index.html", render_index(env, report, names, links))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write the reports ({exc.strerror})") from None

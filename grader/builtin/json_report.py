@@ -12,8 +12,26 @@ from typing import Any
 
 from grader.errors import UsageError
 from grader.fileio import write_atomic
-from grader.models import GradingReport
+from grader.models import CheckResult, GradingReport
 from grader.plugins import hookimpl
+
+
+def check_to_dict(c: CheckResult) -> dict[str, Any]:
+    """One check's JSON: id, status, score, max_score, visibility, message,
+    and ``diagnosis`` (the known mistakes it matches) only when there is one."""
+    data: dict[str, Any] = {
+        "id": c.id,
+        "status": c.status,
+        "score": c.score,
+        "max_score": c.max_score,
+        "visibility": c.visibility,
+        "message": c.message,
+    }
+    if c.diagnosis:
+        data["diagnosis"] = [
+            {"mistake": d.mistake, "misconception": d.misconception, "section": d.section} for d in c.diagnosis
+        ]
+    return data
 
 
 def report_to_dict(report: GradingReport) -> dict[str, Any]:
@@ -35,17 +53,7 @@ def report_to_dict(report: GradingReport) -> dict[str, Any]:
                         "id": e.id,
                         "score": e.score,
                         "max_score": e.max_score,
-                        "checks": [
-                            {
-                                "id": c.id,
-                                "status": c.status,
-                                "score": c.score,
-                                "max_score": c.max_score,
-                                "visibility": c.visibility,
-                                "message": c.message,
-                            }
-                            for c in e.checks
-                        ],
+                        "checks": [check_to_dict(c) for c in e.checks],
                     }
                     for e in s.exercises
                 ],

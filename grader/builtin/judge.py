@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from grader.builtin.runner import explain_error
 from grader.models import CallResult, Check, Prepared, Verdict
 from grader.plugins import hookimpl
 
@@ -58,7 +59,8 @@ def judge(check: Check, prepared: Prepared, results: Sequence[CallResult], kind:
             if r.status == "raised":
                 return Verdict(
                     "error",
-                    f"{fn} raised {r.error_type} on valid input{_where(r)}: {r.message}",
+                    f"{fn} raised {r.error_type} on valid input{_where(r)}: {r.message}"
+                    f"{explain_error(r.error_type, r.message)}",
                     (("exception", f"{r.error_type}: {r.message}"),),
                 )
     return kind.judge(check, prepared, results, context)

@@ -36,6 +36,10 @@ from grader.plugins import hookimpl
 WORKER = str(Path(__file__).resolve().parent.parent / "worker.py")
 MAX_FRAME_BYTES = 64 << 20
 """Largest result frame accepted from the child, in bytes (64 MiB)."""
+EOF_GRACE_SECONDS = 0.25
+"""After the result pipe closes, how long stdout and stderr are still read."""
+MAX_FRAME_DEPTH = 32
+"""Deepest nesting of lists and dicts accepted in a frame (the worker sends at most 9)."""
 OUTPUT_CAP_BYTES = 16 << 10
 """Bytes of stdout and of stderr kept per submission (16 KiB each)."""
 CHILD_ENV = {
@@ -173,6 +177,7 @@ class _Child:
         self.selector.register(job.stdout_fd, selectors.EVENT_READ, "stdout")
         self.selector.register(job.stderr_fd, selectors.EVENT_READ, "stderr")
         self.result_open = True
+        self.eof_grace_end: float | None = None
         self.closed = False
 
     def read_frame(self, deadline: float, sink: dict[str, bytearray]) -> dict[str, Any] | str:
@@ -182,10 +187,17 @@ class _Child:
             if frame is not None:
                 return frame
             if not self.result_open:
-                return "eof"
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return "timeout"
+                # Briefly keep reading stdout and stderr: what the job wrote just before it
+                # ended (why it crashed, why its setup failed) must not be lost.
+                if self.eof_grace_end is None:
+                    self.eof_grace_end = time.monotonic() + EOF_GRACE_SECONDS
+                remaining = self.eof_grace_end - time.monotonic()
+                if remaining <= 0 or not self.selector.get_map():
+                    return "eof"
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return "timeout"
             for key, _ in self.selector.select(remaining):
                 fileobj = key.fileobj
                 fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
@@ -220,9 +232,11 @@ class _Child:
         del self.buffer[: 4 + size]
         try:
             frame = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
             return {"event": "garbled"}
-        return frame if isinstance(frame, dict) else {"event": "garbled"}
+        if not isinstance(frame, dict) or _nesting(frame) > MAX_FRAME_DEPTH:
+            return {"event": "garbled"}
+        return frame
 
     def exit_description(self) -> str:
         """Say how the job ended, once it is gone."""
@@ -242,6 +256,19 @@ class _Child:
                 pass
 
 
+def _nesting(value: Any) -> int:
+    """How deeply lists and dicts nest in ``value`` (iterative: no recursion limit)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, list):
+            stack.extend((x, depth + 1) for x in item)
+        elif isinstance(item, dict):
+            stack.extend((x, depth + 1) for x in item.values())
+    return deepest
+
+
 def _call_result(frame: dict[str, Any]) -> CallResult:
     """Validate a call frame from the child and turn it into a `CallResult`."""
     status = frame.get("status")
@@ -252,8 +279,12 @@ def _call_result(frame: dict[str, Any]) -> CallResult:
 
     seconds = frame.get("seconds", 0.0)
     seconds = float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0.0
+    mutated = frame.get("mutated", [])
+    mutated_args = tuple(
+        sorted({i for i in mutated if type(i) is int and 0 <= i < 64}) if isinstance(mutated, list) else ()
+    )[:64]
     if status == "returned":
-        return CallResult("returned", value=frame.get("value"), seconds=seconds)
+        return CallResult("returned", value=frame.get("value"), seconds=seconds, mutated_args=mutated_args)
     if status == "raised":
         return CallResult(
             "raised",
@@ -262,9 +293,10 @@ def _call_result(frame: dict[str, Any]) -> CallResult:
             message=text("message"),
             where=text("where"),
             seconds=seconds,
+            mutated_args=mutated_args,
         )
     if status in ("not_implemented", "bad_return"):
-        return CallResult(status, message=text("message"), seconds=seconds)
+        return CallResult(status, message=text("message"), seconds=seconds, mutated_args=mutated_args)
     return CallResult("crashed", message="the worker sent a malformed answer")
 
 
@@ -339,6 +371,10 @@ def run_calls(
                         results[j] = CallResult("timeout", message=message, seconds=calls[j].timeout)
                     elif frame == "oversize":
                         results[j] = CallResult("crashed", message=f"the result is larger than {MAX_FRAME_BYTES >> 20} MiB")
+                    elif isinstance(frame, dict):  # garbled, or not a call's answer: forged by the submission
+                        results[j] = CallResult("crashed", message=(
+                            "the grader could not read its answer (does your code write to file descriptor 3, "
+                            "the grader's channel?)"))
                     else:
                         results[j] = CallResult("crashed", message=child.exit_description())
                     stop_at = j + 1
@@ -350,6 +386,42 @@ def run_calls(
     return RunOutcome(tuple(out), import_error, _decode(sink["stdout"]), _decode(sink["stderr"]))
 
 
+SANDBOX_RULES = (
+    "the grader's sandbox does not allow this: while grading, your code may read only its own file, "
+    "the standard library and numpy, and may not use the network, write outside its own folder, "
+    "or start, stop or inspect other programs"
+)
+"""What the sandbox forbids, in a student's words (appended to errors it caused)."""
+
+
+def explain_error(error_type: str, message: str) -> str:
+    """Words to append to an exception a submission raised, when the sandbox or a limit caused it.
+
+    Parameters
+    ----------
+    error_type, message : str
+        The exception's class name and message, as the worker reported them.
+
+    Returns
+    -------
+    str
+        ``" (...)"``, words for a student, or ``""`` for an ordinary error.
+    """
+    if error_type == "PermissionError" or message.startswith(("[Errno 1]", "[Errno 13]")):
+        return f" ({SANDBOX_RULES})"
+    if message.startswith("[Errno 97]"):  # EAFNOSUPPORT: a network socket
+        return f" (no network: {SANDBOX_RULES})"
+    if error_type in ("ModuleNotFoundError", "ImportError"):
+        return " (while grading, only numpy and the standard library's common modules can be imported)"
+    if message.startswith(("[Errno 27]", "[Errno 28]")):  # EFBIG, ENOSPC
+        return " (while grading, your code may write at most 64 MiB of files)"
+    if error_type == "MemoryError":
+        return " (your code asked for more memory than the grader allows)"
+    if error_type == "SyntaxError" and "codec can't decode" in message:
+        return " (save the file as UTF-8 text: it holds a character in another encoding)"
+    return ""
+
+
 def _import_problem(frame: dict[str, Any] | str, child: _Child, import_timeout: float) -> str:
     """One sentence saying why the submission could not be imported."""
     if isinstance(frame, dict) and frame.get("event") == "import":
@@ -357,7 +429,7 @@ def _import_problem(frame: dict[str, Any] | str, child: _Child, import_timeout: 
         message = str(frame.get("message", ""))[:2000]
         where = str(frame.get("where", ""))[:200]
         location = f" ({where})" if where else ""
-        return f"importing the file failed with {kind}{location}: {message}"
+        return f"importing the file failed with {kind}{location}: {message}{explain_error(kind, message)}"
     if frame == "timeout":
         return f"importing the file took longer than {import_timeout:g} s (does it run a loop at top level?)"
     return f"importing the file failed: {child.exit_description()}"

@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import platform
+import queue
 import socket
 import subprocess
 import sys
@@ -53,6 +54,7 @@ LAYERS = (
     ("pid", "pid namespace (the job is pid 1; nothing it starts outlives it)"),
     ("mount", "mount namespace"),
     ("fresh_proc", "fresh /proc (only the job's own processes)"),
+    ("job_tmpfs", "job folder on a size-limited tmpfs (no filling the disk)"),
     ("net", "network namespace (no network at all)"),
     ("ipc", "ipc namespace"),
     ("uts", "uts namespace"),
@@ -240,30 +242,40 @@ def grader_configure(config: Any) -> None:
             "checks would let submissions read them. Run 'grader doctor', or pass --insecure to grade anyway"
         )
     config.stash["sandbox.zygote"] = zygote
+    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
+    from grader.session import worker_count
+
+    for slot in range(worker_count(config)):
+        slots.put(slot)
+    config.stash["sandbox.slots"] = slots
 
 
 @hookimpl(trylast=True)
 def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
     """Run the calls in a sandboxed job, when the sandbox is on.
 
-    ``trylast`` like the plain runner, but registered after it, so pluggy
+    ``trylast`` like the plain runner, but registered before it, so pluggy
     asks the sandbox first; any third-party runner is asked before both.
     """
     zygote = config.stash.get("sandbox.zygote")
     if zygote is None or submission.file is None:
         return None
-    slot = int(config.stash.get("sandbox.slot", 0))
+    slots = config.stash["sandbox.slots"]
+    slot = slots.get()  # one uid per concurrent job: RLIMIT_NPROC counts per uid
 
     def launch(file: str, pending: Sequence[Call], workdir: str, cpu: float) -> SandboxJob:
         return SandboxJob(zygote, slot, file, pending, workdir, cpu, DEFAULT_LIMITS)
 
-    return run_calls(
-        submission.file,
-        calls,
-        import_timeout=float(config.option("import_timeout", 10.0)),
-        submission_timeout=float(config.option("submission_timeout", 120.0)),
-        launch=launch,
-    )
+    try:
+        return run_calls(
+            submission.file,
+            calls,
+            import_timeout=float(config.option("import_timeout", 10.0)),
+            submission_timeout=float(config.option("submission_timeout", 120.0)),
+            launch=launch,
+        )
+    finally:
+        slots.put(slot)
 
 
 @hookimpl

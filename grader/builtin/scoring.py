@@ -66,6 +66,7 @@ def score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]]
                 hint=check.hint,
                 shown=shown,
                 details=verdict.details if shown else (),
+                diagnosis=verdict.diagnosis,
             )
         )
     return ExerciseResult(

@@ -1,0 +1,226 @@
+"""``grader audit``: prove that the checks catch the catalogued mistakes.
+
+Every entry of the catalogue (``--mutants``, see `grader.catalogue`) is
+graded like a submission, through the same hooks, on every check (hidden
+ones included). The audit prints a kill matrix, one row per mutant and one
+column per exercise:
+
+``killed``
+    the mutant is tagged for the exercise and lost points on it;
+``SURVIVED``
+    tagged, but it scored full marks there (the checks miss the mistake);
+``lost``
+    not tagged, yet it lost points (allowed; shown so tags stay honest);
+``-``
+    not tagged and untouched.
+
+then the checks that caught each mutant, and each correct variant's score.
+The audit fails (exit 1) if a mutant survives an exercise it is tagged for,
+a correct variant loses a point, an entry cannot be imported, or (with
+diagnosis on) a mutant's own report does not name its misconception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from grader.catalogue import Catalogue, Entry, load_catalogue, run_entries
+from grader.errors import EXIT_CHECKS_FAILED, EXIT_OK, ConfigError
+from grader.models import SubmissionResult
+
+__all__ = ["AuditRow", "audit", "audit_rows", "format_matrix"]
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """The audit of one catalogue entry.
+
+    Attributes
+    ----------
+    entry : grader.catalogue.Entry
+    result : grader.models.SubmissionResult
+        Its grade.
+    cells : dict of str to str
+        For a mutant, exercise id to ``killed``, ``SURVIVED``, ``lost`` or
+        ``-``; empty for a correct variant.
+    caught : dict of str to tuple of str
+        Exercise id to the ids of the checks it did not pass.
+    named : bool or None
+        Whether some check of the mutant's report names its own
+        misconception; None when diagnosis is off or for a correct variant.
+    """
+
+    entry: Entry
+    result: SubmissionResult
+    cells: dict[str, str]
+    caught: dict[str, tuple[str, ...]]
+    named: bool | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether this entry passes the audit."""
+        if self.result.status != "graded":
+            return False
+        if self.entry.kind == "correct":
+            return self.result.score == self.result.max_score
+        return "SURVIVED" not in self.cells.values() and self.named is not False
+
+
+def audit_rows(catalogue: Catalogue, results: Mapping[str, SubmissionResult], diagnosis: bool) -> list[AuditRow]:
+    """Turn the entries' grades into audit rows (see the module docstring).
+
+    Parameters
+    ----------
+    catalogue : grader.catalogue.Catalogue
+    results : mapping of str to SubmissionResult
+        Each entry's grade, by entry name.
+    diagnosis : bool
+        Whether reports carry diagnoses (then ``named`` is checked).
+
+    Returns
+    -------
+    list of AuditRow
+        Mutants first, then correct variants, each in catalogue order.
+    """
+    rows = []
+    for entry in (*catalogue.mutants, *catalogue.correct):
+        result = results[entry.name]
+        caught = {
+            ex.id: tuple(c.id for c in ex.checks if c.score < c.max_score) for ex in result.exercises
+        }
+        cells: dict[str, str] = {}
+        named = None
+        if entry.kind == "mutant":
+            for ex in result.exercises:
+                lost = ex.score < ex.max_score
+                tagged = ex.id in entry.exercises
+                cells[ex.id] = ("killed" if lost else "SURVIVED") if tagged else ("lost" if lost else "-")
+            if diagnosis:
+                named = any(
+                    d.misconception == entry.misconception for ex in result.exercises for c in ex.checks for d in c.diagnosis
+                )
+        rows.append(AuditRow(entry, result, cells, {k: v for k, v in caught.items() if v}, named))
+    return rows
+
+
+def format_matrix(rows: Sequence[AuditRow], exercises: Sequence[str]) -> list[str]:
+    """The kill matrix and the correct variants' scores, as text lines.
+
+    Parameters
+    ----------
+    rows : sequence of AuditRow
+        From `audit_rows`.
+    exercises : sequence of str
+        The matrix's columns, in order.
+
+    Returns
+    -------
+    list of str
+        The matrix (one row per mutant, plus a ``named`` column when
+        diagnosis is on), the checks that caught each mutant, then one line
+        per correct variant with its score and any check it lost.
+    """
+    mutants = [r for r in rows if r.entry.kind == "mutant"]
+    correct = [r for r in rows if r.entry.kind == "correct"]
+    width = max([len(r.entry.name) for r in rows] + [len("mutant")])
+    show_named = any(r.named is not None for r in mutants)
+    head = f"{'mutant':{width}}  " + "  ".join(f"{e:8}" for e in exercises) + ("  named" if show_named else "")
+    lines = [head.rstrip()]
+    for r in mutants:
+        cells = "  ".join(f"{r.cells.get(e, '-'):8}" for e in exercises)
+        named = ("  yes" if r.named else "  NO") if show_named else ""
+        if r.result.status != "graded":
+            cells, named = f"ERROR: {r.result.error}", ""
+        lines.append(f"{r.entry.name:{width}}  {cells}{named}".rstrip())
+    lines.append("")
+    lines.append("caught by (exercise: checks not passed)")
+    for r in mutants:
+        parts = [f"{ex} {' '.join(ids)}" for ex, ids in r.caught.items()]
+        lines.append(f"  {r.entry.name}: " + ("; ".join(parts) if parts else "nothing"))
+    lines.append("")
+    lines.append(f"{'correct variant':{width}}  score")
+    for r in correct:
+        score = f"{r.result.score:g}/{r.result.max_score:g}"
+        lost = "; ".join(f"{ex} {' '.join(ids)}" for ex, ids in r.caught.items())
+        problem = f"ERROR: {r.result.error}" if r.result.status != "graded" else (f"  LOST POINTS: {lost}" if lost else "")
+        lines.append(f"{r.entry.name:{width}}  {score}{problem}")
+    return lines
+
+
+def audit(config: Any, write: Callable[[str], None]) -> int:
+    """Run ``grader audit`` and print the matrix with ``write(line)``.
+
+    Parameters
+    ----------
+    config : grader.config.Config
+        ``--mutants`` names the catalogue folder; ``--specs`` and
+        ``--reference`` as for grading; ``--no-diagnosis`` skips the check
+        that each mutant's report names its misconception.
+    write : callable
+        Prints one line.
+
+    Returns
+    -------
+    int
+        0 when every tagged cell is killed, every correct variant scores
+        full marks and (with diagnosis) every mutant is named; else 1.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the catalogue is missing or malformed, or tags an exercise the
+        specs do not have.
+    """
+    from grader import session
+    from grader.builtin import diagnosis
+
+    catalogue = load_catalogue(config.option("mutants") or "mutants")
+    collected = session.collect(config)
+    config.stash["collected"] = collected
+    exercises = [e.id for e in collected.exercises]
+    for index, entry in enumerate(catalogue.entries):
+        unknown = [x for x in entry.exercises if x not in exercises]
+        if unknown:
+            raise ConfigError(
+                f"{catalogue.path}: entries[{index}] '{entry.name}'.exercises: unknown exercise(s) {unknown} "
+                f"(the specs have {', '.join(exercises)})"
+            )
+    calls = [call for _, items in collected.checks for pc in items for call in pc.prepared.calls]
+    outcomes = run_entries(config, catalogue.entries, calls)
+    with_diagnosis = config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False)
+    if with_diagnosis:
+        diagnosis.table(config, outcomes={e.name: outcomes[e.name] for e in catalogue.mutants})
+    results = {
+        e.name: session.grade_submission(e.submission, collected, config, outcome=outcomes[e.name])
+        for e in catalogue.entries
+    }
+    rows = audit_rows(catalogue, results, with_diagnosis)
+    checks = sum(len(e.checks) for e in collected.exercises)
+    write(f"audit of {catalogue.path}: {len(catalogue.mutants)} mutants, {len(catalogue.correct)} correct variants; "
+          f"{len(exercises)} exercises, {checks} checks")
+    write("")
+    for line in format_matrix(rows, exercises):
+        write(line)
+    write("")
+    mutants = [r for r in rows if r.entry.kind == "mutant"]
+    tagged = sum(len(r.entry.exercises) for r in mutants)
+    survived = [(r.entry.name, ex) for r in mutants for ex, cell in r.cells.items() if cell == "SURVIVED"]
+    unnamed = [r.entry.name for r in mutants if r.named is False]
+    broken = [r.entry.name for r in rows if r.result.status != "graded"]
+    short = [r.entry.name for r in rows if r.entry.kind == "correct" and r.result.score != r.result.max_score]
+    for name, ex in survived:
+        write(f"FAIL {name} survives {ex}, which it is tagged for: the checks of {ex} do not catch it")
+    for name in short:
+        write(f"FAIL correct variant {name} loses points")
+    for name in unnamed:
+        write(f"FAIL {name}: no check of its report names its misconception")
+    for name in broken:
+        write(f"FAIL {name} could not be graded")
+    ok = all(r.ok for r in rows)
+    killed = tagged - len(survived)
+    write(f"{killed}/{tagged} tagged cells killed; {len(catalogue.correct) - len(short)}/{len(catalogue.correct)} "
+          f"correct variants at full marks" + (f"; {len(mutants) - len(unnamed)}/{len(mutants)} mutants named"
+                                                if with_diagnosis else "") + (": OK" if ok else ": FAILED"))
+    return EXIT_OK if ok else EXIT_CHECKS_FAILED

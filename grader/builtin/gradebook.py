@@ -1,0 +1,139 @@
+"""Built-in plugin: the SQLite gradebook that makes batches resumable.
+
+Every result is written to ``DIR/gradebook.sqlite`` (or ``--gradebook
+FILE``) as soon as it is produced, keyed by `grader.session.result_key`
+(the file's SHA-256, the spec hash, the grader version and the settings
+that change a result). Running the same command again, even after
+``kill -9``, takes finished results from the gradebook instead of grading
+them again; ``--regrade`` grades everything anew. ``grader check`` keeps
+no gradebook.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from grader import __version__
+from grader.errors import UsageError
+from grader.models import Submission, SubmissionResult, result_from_dict, result_to_dict
+from grader.plugins import hookimpl
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    key TEXT PRIMARY KEY,          -- grader.session.result_key
+    sha256 TEXT NOT NULL,          -- the submission file's SHA-256
+    spec_hash TEXT NOT NULL,
+    grader_version TEXT NOT NULL,
+    student TEXT NOT NULL,         -- the id it was first graded under
+    result TEXT NOT NULL           -- SubmissionResult as JSON
+);
+"""
+
+
+class Gradebook:
+    """A SQLite file of results, written as they are produced.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The database file; created when missing.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the file cannot be opened as a SQLite database.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        try:
+            self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+        except sqlite3.Error as exc:
+            raise UsageError(f"--gradebook {path}: not a usable SQLite file ({exc}); remove it or choose another") from None
+        self.reused = 0
+
+    def get(self, key: str) -> SubmissionResult | None:
+        """The stored result for ``key``, or None."""
+        with self.lock:
+            row = self.db.execute("SELECT result FROM results WHERE key = ?", (key,)).fetchone()
+        return result_from_dict(json.loads(row[0])) if row else None
+
+    def put(self, key: str, spec_hash: str, result: SubmissionResult) -> None:
+        """Store a result (committed at once, so a kill loses at most the results in flight)."""
+        text = json.dumps(result_to_dict(result), allow_nan=False)
+        with self.lock:
+            self.db.execute(
+                "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)",
+                (key, result.sha256, spec_hash, __version__, result.id, text),
+            )
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
+
+
+@hookimpl
+def grader_addoption(parser: Any) -> None:
+    group = parser.add_argument_group("gradebook")
+    group.add_argument("--gradebook", metavar="FILE", help="SQLite gradebook (default: DIR/gradebook.sqlite)")
+    group.add_argument("--regrade", action="store_true", help="grade every submission again, ignoring stored results")
+
+
+@hookimpl
+def grader_configure(config: Any) -> None:
+    if config.command != "grade":
+        return
+    path = config.option("gradebook") or (config.out_dir / "gradebook.sqlite" if config.out_dir else None)
+    if path is None:
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    config.stash["gradebook"] = Gradebook(Path(path))
+    config.stash["gradebook.keys"] = {}
+
+
+@hookimpl(trylast=True)
+def grader_cached_result(submission: Submission, key: str, config: Any) -> SubmissionResult | None:
+    book: Gradebook | None = config.stash.get("gradebook")
+    if book is None:
+        return None
+    config.stash["gradebook.keys"][submission.id] = key
+    if config.option("regrade"):
+        return None
+    result = book.get(key)
+    if result is not None:
+        book.reused += 1
+        config.stash.setdefault("gradebook.reused", set()).add(submission.id)
+    return result
+
+
+@hookimpl
+def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
+    book: Gradebook | None = config.stash.get("gradebook")
+    key = config.stash.get("gradebook.keys", {}).get(result.id)
+    if book is None or key is None or result.id in config.stash.get("gradebook.reused", ()):
+        return
+    book.put(key, config.stash["collected"].spec_hash, result)
+
+
+@hookimpl(trylast=True)
+def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
+    book: Gradebook | None = config.stash.get("gradebook")
+    if book is not None and book.reused:
+        write(f"gradebook: {book.reused} result(s) reused from {book.path}; --regrade grades them again")
+    elif book is not None:
+        write(f"gradebook: {book.path}")
+
+
+@hookimpl
+def grader_unconfigure(config: Any) -> None:
+    book = config.stash.pop("gradebook", None)
+    if book is not None:
+        book.close()

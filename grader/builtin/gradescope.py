@@ -1,0 +1,187 @@
+"""Built-in plugin: Gradescope ``results.json`` files.
+
+Gradescope runs an autograder once per submission and reads
+``/autograder/results/results.json`` (format: Gradescope's "Autograder
+Specifications"). ``grader grade SUBMISSION --gradescope FILE`` writes that
+file for a run with exactly one submission; every ``grader grade`` also
+writes one such file per submission under ``DIR/gradescope/<id>.json``.
+
+Mapping of our result model:
+
+* top level: ``score`` is the total; ``execution_time`` the seconds the
+  student's calls took (see `grader.builtin.timing`); ``output`` says the
+  total per exercise, or why the file could not be graded, and what the
+  code printed; ``output_format`` is ``text`` so nothing the student
+  controls is rendered as HTML (Gradescope's default for the top level);
+  ``stdout_visibility`` is ``hidden`` (the grader's own log is for staff);
+* one test per check: ``name`` ``"G14.02 zero-scores: <description>"``,
+  ``number`` ``"2.1"`` (exercise, then check, counted from 1), ``score``,
+  ``max_score``, ``status`` ``passed`` or ``failed``, ``tags`` the exercise
+  id, ``visibility`` ours (the four words are Gradescope's), and ``output``
+  the feedback a student may read (`grader.feedback.check_feedback`):
+  hidden checks never carry inputs or expected values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from grader.builtin.timing import submission_seconds
+from grader.errors import UsageError
+from grader.feedback import check_feedback
+from grader.fileio import unique_file_names, write_atomic
+from grader.models import GradingReport, SubmissionResult
+from grader.plugins import hookimpl
+
+__all__ = ["VISIBILITY", "gradescope_results", "gradescope_tests"]
+
+SUBFOLDER = "gradescope"
+
+VISIBILITY = {
+    "visible": "visible",
+    "hidden": "hidden",
+    "after_due_date": "after_due_date",
+    "after_published": "after_published",
+}
+"""Our visibility -> Gradescope's. Gradescope itself withholds ``hidden``,
+``after_due_date`` and ``after_published`` tests from students until the
+due date / publication (``hidden``: always); an unknown word maps to
+``hidden``."""
+
+
+def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
+    """The ``tests`` array of one submission, one test per check.
+
+    Parameters
+    ----------
+    sub : grader.models.SubmissionResult
+
+    Returns
+    -------
+    list of dict
+        Each with ``name``, ``number``, ``score``, ``max_score``,
+        ``status``, ``output``, ``tags`` and ``visibility``.
+    """
+    tests = []
+    for i, ex in enumerate(sub.exercises, start=1):
+        for j, c in enumerate(ex.checks, start=1):
+            name = f"{ex.id} {c.id}" + (f": {c.description}" if c.description else "")
+            tests.append(
+                {
+                    "name": name,
+                    "number": f"{i}.{j}",
+                    "score": c.score,
+                    "max_score": c.max_score,
+                    "status": "passed" if c.status == "passed" else "failed",
+                    "output": check_feedback(c),
+                    "tags": [ex.id],
+                    "visibility": VISIBILITY.get(c.visibility, "hidden"),
+                }
+            )
+    return tests
+
+
+def _overall_output(sub: SubmissionResult) -> str:
+    lines = []
+    if sub.status == "error":
+        lines += [f"Your file could not be graded: {sub.error}", "Fix this first, then run 'grader check attention.py'.", ""]
+    lines.append(f"Total: {sub.score:g} / {sub.max_score:g}")
+    lines += [f"{e.id} {e.title}: {e.score:g} / {e.max_score:g}" for e in sub.exercises]
+    for label, text in (("stdout", sub.stdout), ("stderr", sub.stderr)):
+        if text:
+            lines += ["", f"What your code printed ({label}):", text.rstrip("\n")]
+    return "\n".join(lines)
+
+
+def gradescope_results(report: GradingReport, sub: SubmissionResult, execution_time: float = 0.0) -> dict[str, Any]:
+    """The Gradescope ``results.json`` of one submission, as plain data.
+
+    Parameters
+    ----------
+    report : grader.models.GradingReport
+        The session (its version and spec hash go to ``extra_data``).
+    sub : grader.models.SubmissionResult
+    execution_time : float
+        Seconds, a number (Gradescope shows it to staff).
+
+    Returns
+    -------
+    dict
+        Ready for ``json.dumps``.
+    """
+    return {
+        "score": sub.score,
+        "execution_time": execution_time,
+        "output": _overall_output(sub),
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "extra_data": {
+            "id": sub.id,
+            "status": sub.status,
+            "max_score": sub.max_score,
+            "sha256": sub.sha256,
+            "grader_version": report.grader_version,
+            "spec_hash": report.spec_hash,
+        },
+        "tests": gradescope_tests(sub),
+    }
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+
+def file_names(report: GradingReport) -> dict[str, str]:
+    """A unique, file-name-safe ``<id>.json`` per submission id."""
+    return unique_file_names([s.id for s in report.submissions], ".json")
+
+
+@hookimpl
+def grader_addoption(parser: Any) -> None:
+    parser.add_argument(
+        "--gradescope", metavar="FILE",
+        help="write Gradescope's results.json for a run of one submission here "
+        "(on Gradescope: /autograder/results/results.json)",
+    )
+
+
+@hookimpl
+def grader_write_reports(report: GradingReport, config: Any) -> None:
+    """Write ``--gradescope FILE`` and ``DIR/gradescope/<id>.json`` for ``grader grade``.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If ``--gradescope`` is given for a run of more than one submission,
+        or a file cannot be written.
+    """
+    if config.command != "grade":
+        return
+    target = config.option("gradescope")
+    if target:
+        if len(report.submissions) != 1:
+            raise UsageError(
+                f"--gradescope {target}: Gradescope grades one submission per run, this run graded "
+                f"{len(report.submissions)}; use DIR/{SUBFOLDER}/<id>.json instead"
+            )
+        sub = report.submissions[0]
+        try:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(Path(target), _dumps(gradescope_results(report, sub, submission_seconds(config, sub.id))))
+        except OSError as exc:
+            raise UsageError(f"--gradescope {target}: cannot write the file ({exc.strerror})") from None
+    out = config.out_dir
+    if out is None:
+        return
+    folder = out / SUBFOLDER
+    names = file_names(report)
+    try:
+        folder.mkdir(exist_ok=True)
+        for sub in report.submissions:
+            data = gradescope_results(report, sub, submission_seconds(config, sub.id))
+            write_atomic(folder / names[sub.id], _dumps(data))
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write {SUBFOLDER}/ ({exc.strerror})") from None

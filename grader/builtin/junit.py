@@ -1,0 +1,129 @@
+"""Built-in plugin: JUnit XML for CI systems (``DIR/junit.xml`` or ``--junit FILE``).
+
+``grader grade`` writes ``DIR/junit.xml``; any command (``grader check`` in
+a student's CI too) writes ``--junit FILE``. The layout is the one pytest's
+``--junitxml`` writes and CI systems read::
+
+    <testsuites name="grader" tests= failures= errors= skipped= time=>
+      <testsuite name="G14.02" tests= failures= errors= skipped= time=>
+        <testcase classname="alice.G14.02" name="zero-scores" time="0.001">
+          <failure type="failed" message="...">feedback</failure>
+
+One ``testsuite`` per exercise, holding one ``testcase`` per check of every
+submission (``classname`` is the submission id and the exercise). Statuses:
+``failed`` -> ``<failure>``, ``error`` and ``timeout`` -> ``<error>`` (the
+call did not return a value), ``not_attempted`` -> ``<skipped>``. Messages
+follow `grader.feedback`: hidden checks never carry inputs or expected
+values. ``time`` is the seconds the check's calls took
+(`grader.builtin.timing`), so two runs differ in those attributes only.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from grader.builtin.timing import check_seconds
+from grader.errors import UsageError
+from grader.feedback import STATUS_LABELS, check_feedback, student_message
+from grader.fileio import write_atomic
+from grader.models import GradingReport
+from grader.plugins import hookimpl
+
+__all__ = ["junit_xml"]
+
+FILENAME = "junit.xml"
+
+OUTCOME = {"failed": "failure", "error": "error", "timeout": "error", "not_attempted": "skipped"}
+"""Our check status -> the JUnit child element (none for ``passed``)."""
+
+# Characters XML 1.0 cannot hold, even escaped (control characters a
+# student's exception message or printout may contain).
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _text(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], float]] | None = None) -> str:
+    """The JUnit XML document of a session.
+
+    Parameters
+    ----------
+    report : grader.models.GradingReport
+    seconds : dict, optional
+        Per submission id, the seconds of each (exercise id, check id), as
+        `grader.builtin.timing.check_seconds` gives; missing ones are 0.
+
+    Returns
+    -------
+    str
+        UTF-8 XML text with an XML declaration, ending in a newline.
+    """
+    seconds = seconds or {}
+    root = ET.Element("testsuites", name="grader")
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    total_time = 0.0
+    exercise_ids = [e.id for e in report.exercises] or [e.id for s in report.submissions[:1] for e in s.exercises]
+    for ex_id in exercise_ids:
+        suite = ET.SubElement(root, "testsuite", name=ex_id)
+        counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+        suite_time = 0.0
+        for sub in report.submissions:
+            for ex in sub.exercises:
+                if ex.id != ex_id:
+                    continue
+                for c in ex.checks:
+                    t = seconds.get(sub.id, {}).get((ex.id, c.id), 0.0)
+                    suite_time += t
+                    case = ET.SubElement(
+                        suite, "testcase", classname=_text(f"{sub.id}.{ex.id}"), name=_text(c.id), time=_seconds(t)
+                    )
+                    counts["tests"] += 1
+                    element = OUTCOME.get(c.status)
+                    if element is None:
+                        continue
+                    counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[element]] += 1
+                    first_line = (student_message(c) or STATUS_LABELS.get(c.status, c.status)).splitlines()[0]
+                    child = ET.SubElement(case, element, type=c.status, message=_text(first_line))
+                    child.text = _text(check_feedback(c))
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.set("time", _seconds(suite_time))
+        total_time += suite_time
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", _seconds(total_time))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=False).join(
+        ('<?xml version="1.0" encoding="utf-8"?>\n', "\n")
+    )
+
+
+@hookimpl
+def grader_addoption(parser: Any) -> None:
+    parser.add_argument(
+        "--junit", metavar="FILE", help=f"write JUnit XML here, for CI (any command; default for grade: DIR/{FILENAME})"
+    )
+
+
+@hookimpl
+def grader_write_reports(report: GradingReport, config: Any) -> None:
+    """Write ``--junit FILE``, or ``DIR/junit.xml`` when the command writes files."""
+    out = config.out_dir
+    target = config.option("junit") or (out / FILENAME if out else None)
+    if target is None:
+        return
+    seconds = {s.id: check_seconds(config, s.id) for s in report.submissions}
+    try:
+        write_atomic(Path(target), junit_xml(report, seconds))
+    except OSError as exc:
+        raise UsageError(f"--junit {target}: cannot write the file ({exc.strerror})") from None

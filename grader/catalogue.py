@@ -1,0 +1,360 @@
+"""The catalogue of known implementations: mutants and correct variants.
+
+``mutants/catalogue.yaml`` lists known-wrong ``attention.py`` files
+("mutants"), each tagged with the misconception it embodies, the chapter
+section that addresses it and the exercises it must lose points on, and
+correct variants that must score full marks. ``grader audit`` grades them
+all (`grader.audit`); the diagnosis plugin (`grader.builtin.diagnosis`)
+compares a student's failing results with the mutants' results.
+
+Catalogue entries are code: they run like student code, in a child process
+through the ``grader_run_calls`` hook, never in the grader's process. Their
+results depend only on their bytes and the calls, so `run_entries` keeps
+them in a small cache (one JSON file per entry, under `cache_dir`) and runs
+only the calls it has not seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+
+from grader.errors import ConfigError
+from grader.fileio import write_atomic
+from grader.models import Call, CallResult, RunOutcome, Submission
+
+__all__ = ["CATALOGUE_FILE", "Catalogue", "Entry", "cache_dir", "fingerprint", "load_catalogue", "run_entries"]
+
+CATALOGUE_FILE = "catalogue.yaml"
+"""The catalogue's file name inside the mutants folder."""
+
+ENTRY_FILE = "attention.py"
+"""Each entry's code: ``<mutants folder>/<name>/attention.py``."""
+
+CACHEABLE = ("returned", "raised", "bad_return")
+"""Call statuses worth caching; timeouts and crashes are run again."""
+
+_ENTRY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "kind"],
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9_]*$"},
+        "kind": {"enum": ["mutant", "correct"]},
+        "base": {"type": "string", "minLength": 1},
+        "misconception": {"type": "string", "minLength": 10},
+        "section": {"type": "string", "minLength": 1},
+        "exercises": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "uniqueItems": True},
+        "description": {"type": "string", "minLength": 1},
+    },
+    "if": {"properties": {"kind": {"const": "mutant"}}},
+    "then": {"required": ["misconception", "section", "exercises"], "not": {"required": ["description"]}},
+    "else": {"required": ["description"], "not": {"anyOf": [{"required": [k]} for k in ("misconception", "exercises", "base")]}},
+}
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["entries"],
+    "properties": {
+        "chapter_url": {"type": "string"},
+        "entries": {"type": "array", "minItems": 1, "items": _ENTRY_SCHEMA},
+    },
+}
+"""JSON Schema of ``catalogue.yaml``: a mutant needs ``misconception``,
+``section`` and ``exercises``; a correct variant needs ``description`` and
+has no exercises to lose."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One catalogued implementation.
+
+    Attributes
+    ----------
+    name : str
+        Its folder name, e.g. ``"mask_after_softmax"``.
+    kind : str
+        ``"mutant"`` (known wrong) or ``"correct"``.
+    file : str
+        Its ``attention.py``.
+    sha256 : str
+        Hex digest of the file's bytes.
+    misconception : str
+        For a mutant: one plain sentence a student understands.
+    section : str
+        For a mutant: the chapter section heading that addresses it.
+    exercises : tuple of str
+        For a mutant: every exercise it must lose points on.
+    base : str
+        The correct variant it was copied from, if any.
+    description : str
+        For a correct variant: what makes it a distinct approach.
+    """
+
+    name: str
+    kind: str
+    file: str
+    sha256: str
+    misconception: str = ""
+    section: str = ""
+    exercises: tuple[str, ...] = ()
+    base: str = ""
+    description: str = ""
+
+    @property
+    def submission(self) -> Submission:
+        """The entry as a submission for ``grader_run_calls`` and grading."""
+        return Submission(id=self.name, path=str(Path(self.file).parent), file=self.file, sha256=self.sha256)
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The loaded ``catalogue.yaml``.
+
+    Attributes
+    ----------
+    path : str
+        The catalogue file.
+    entries : tuple of Entry
+        In file order.
+    chapter_url : str
+        The chapter's web address, used to link sections (may be empty).
+    """
+
+    path: str
+    entries: tuple[Entry, ...]
+    chapter_url: str = ""
+
+    @property
+    def mutants(self) -> tuple[Entry, ...]:
+        """The known-wrong entries, in file order."""
+        return tuple(e for e in self.entries if e.kind == "mutant")
+
+    @property
+    def correct(self) -> tuple[Entry, ...]:
+        """The correct variants, in file order."""
+        return tuple(e for e in self.entries if e.kind == "correct")
+
+    def section_url(self, section: str) -> str:
+        """A link to a chapter section: ``chapter_url#slug``, or ``""`` without a URL."""
+        if not self.chapter_url:
+            return ""
+        slug = "".join(c if c.isalnum() else "-" for c in section.lower())
+        return f"{self.chapter_url}#{'-'.join(filter(None, slug.split('-')))}"
+
+
+def _where(data: Any, path: Sequence[Any]) -> str:
+    out = ""
+    for i, part in enumerate(path):
+        if isinstance(part, int):
+            out += f"[{part}]"
+            if i >= 1 and path[i - 1] == "entries":
+                try:
+                    name = data["entries"][part].get("name")
+                except (AttributeError, IndexError, KeyError, TypeError):
+                    name = None
+                if isinstance(name, str):
+                    out += f" '{name}'"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "top level"
+
+
+def load_catalogue(folder: str | os.PathLike[str]) -> Catalogue:
+    """Read and check ``<folder>/catalogue.yaml``.
+
+    Parameters
+    ----------
+    folder : path-like
+        The mutants folder (``--mutants``, default ``mutants``).
+
+    Returns
+    -------
+    Catalogue
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the folder or the catalogue is missing, the YAML is unsafe or
+        malformed (the message names the file and the key), two entries
+        share a name, an entry's ``attention.py`` is missing, or a ``base``
+        is not a correct variant of the catalogue.
+    """
+    from grader.builtin.yaml_spec import parse_yaml  # the same safe loader as the specs
+
+    root = Path(folder)
+    path = root / CATALOGUE_FILE
+    if not path.is_file():
+        raise ConfigError(f"{path}: catalogue not found; pass --mutants DIR (a folder holding {CATALOGUE_FILE})")
+    data = parse_yaml(str(path))
+    errors = sorted(
+        jsonschema.Draft202012Validator(SCHEMA).iter_errors(data),
+        key=lambda e: (list(map(str, e.absolute_path)), e.message),
+    )
+    if errors:
+        err = errors[0]
+        message = err.message
+        if {"then", "else"} & set(map(str, err.schema_path)):
+            message = "a mutant needs misconception, section and exercises (and no description); " \
+                      "a correct variant needs description (and no misconception, exercises or base)"
+        raise ConfigError(f"{path}: {_where(data, list(err.absolute_path))}: {message}")
+    entries: list[Entry] = []
+    for index, raw in enumerate(data["entries"]):
+        where = f"{path}: entries[{index}] '{raw['name']}'"
+        if any(e.name == raw["name"] for e in entries):
+            raise ConfigError(f"{where}: the name is used twice")
+        file = root / raw["name"] / ENTRY_FILE
+        if not file.is_file():
+            raise ConfigError(f"{where}: {file} not found")
+        entries.append(
+            Entry(
+                name=raw["name"],
+                kind=raw["kind"],
+                file=str(file),
+                sha256=hashlib.sha256(file.read_bytes()).hexdigest(),
+                misconception=" ".join(raw.get("misconception", "").split()),
+                section=raw.get("section", ""),
+                exercises=tuple(raw.get("exercises", ())),
+                base=raw.get("base", ""),
+                description=" ".join(raw.get("description", "").split()),
+            )
+        )
+    correct = {e.name for e in entries if e.kind == "correct"}
+    for index, entry in enumerate(entries):
+        if entry.base and entry.base not in correct:
+            raise ConfigError(f"{path}: entries[{index}] '{entry.name}'.base: '{entry.base}' is not a correct variant here")
+    return Catalogue(str(path), tuple(entries), data.get("chapter_url", ""))
+
+
+def fingerprint(folder: str | os.PathLike[str]) -> str:
+    """SHA-256 of ``catalogue.yaml`` and every ``*/attention.py`` in ``folder``; ``""`` without a catalogue.
+
+    A stored grade depends on it when diagnosis is on (the diagnoses come
+    from these files).
+    """
+    root = Path(folder)
+    if not (root / CATALOGUE_FILE).is_file():
+        return ""
+    h = hashlib.sha256()
+    for path in [root / CATALOGUE_FILE, *sorted(root.glob(f"*/{ENTRY_FILE}"))]:
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cache_dir() -> Path | None:
+    """Where `run_entries` keeps results: ``$GRADER_CACHE_DIR``, else the user's cache folder.
+
+    ``GRADER_CACHE_DIR`` set to an empty string turns the cache off
+    (returns None). Otherwise ``$XDG_CACHE_HOME/grader`` or
+    ``~/.cache/grader``.
+    """
+    if "GRADER_CACHE_DIR" in os.environ:
+        value = os.environ["GRADER_CACHE_DIR"]
+        return Path(value) if value else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "grader"
+
+
+_WORKER = Path(__file__).resolve().parent / "worker.py"
+
+
+def _entry_key(entry: Entry, config: Any) -> str:
+    """What an entry's results depend on besides the call: its bytes, the worker, Python, numpy, the runners."""
+    runners = [config.pluginmanager.get_name(impl.plugin) for impl in config.hook.grader_run_calls.get_hookimpls()]
+    parts = [entry.sha256, hashlib.sha256(_WORKER.read_bytes()).hexdigest(), sys.version, np.__version__, runners]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def _call_key(call: Call) -> str:
+    text = json.dumps([call.function, list(call.args), call.timeout], allow_nan=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _to_frame(result: CallResult) -> dict[str, Any]:
+    return {
+        "status": result.status, "value": result.value, "type": result.error_type, "value_error": result.value_error,
+        "message": result.message, "where": result.where, "seconds": result.seconds, "mutated": list(result.mutated_args),
+    }
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    results = data.get("results") if isinstance(data, dict) else None
+    return results if isinstance(results, dict) else {}
+
+
+def _run_one(entry: Entry, calls: Sequence[Call], config: Any, folder: Path | None) -> RunOutcome:
+    from grader.builtin.runner import _call_result  # validates a frame exactly as one from the child
+
+    keys = [_call_key(c) for c in calls]
+    path = folder / f"{entry.name}-{_entry_key(entry, config)[:32]}.json" if folder else None
+    cached = _read_cache(path) if path else {}
+    results: list[CallResult | None] = [None] * len(calls)
+    for i, key in enumerate(keys):
+        frame = cached.get(key)
+        if isinstance(frame, dict) and frame.get("status") in CACHEABLE:
+            results[i] = _call_result(frame)
+    missing = [i for i, r in enumerate(results) if r is None]
+    if missing:
+        outcome = config.hook.grader_run_calls(submission=entry.submission, calls=[calls[i] for i in missing], config=config)
+        if outcome.import_error:
+            return RunOutcome(tuple(outcome.results), outcome.import_error)
+        fresh = {}
+        for i, result in zip(missing, outcome.results):
+            results[i] = result
+            if result.status in CACHEABLE:
+                fresh[keys[i]] = _to_frame(result)
+        if path and fresh:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                merged = {**_read_cache(path), **fresh}
+                write_atomic(path, json.dumps({"entry": entry.name, "results": merged}, allow_nan=True))
+            except OSError:  # the cache is best-effort
+                pass
+    return RunOutcome(tuple(r for r in results if r is not None))
+
+
+def run_entries(
+    config: Any, entries: Sequence[Entry], calls: Sequence[Call], jobs: int | None = None
+) -> Mapping[str, RunOutcome]:
+    """Run ``calls`` against each entry, like a submission, reusing cached results.
+
+    Parameters
+    ----------
+    config : grader.config.Config
+        The run's configuration; calls go through its ``grader_run_calls``
+        hook (the child-process runner, or the sandbox).
+    entries : sequence of Entry
+    calls : sequence of grader.models.Call
+    jobs : int, optional
+        Entries run at once (threads, each waiting on its child process);
+        default: one per core, at most 8.
+
+    Returns
+    -------
+    dict of str to grader.models.RunOutcome
+        By entry name; one result per call, in order. Captured output is
+        not kept, so outcomes do not depend on the cache.
+    """
+    folder = cache_dir()
+    if folder is not None:
+        folder = folder / "catalogue"
+    workers = jobs or min(8, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="grader-catalogue") as pool:
+        futures = {e.name: pool.submit(_run_one, e, calls, config, folder) for e in entries}
+        return {name: future.result() for name, future in futures.items()}

@@ -1,0 +1,285 @@
+"""``grader audit`` and the catalogue of mutants (``mutants/``).
+
+The real audit runs once (fixture ``audited``): every mutant must be killed
+on exactly the exercises it is tagged for, every correct variant must score
+full marks, and every mutant's own report must name its misconception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import io
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from grader.catalogue import load_catalogue
+from grader.cli import main
+from grader.errors import ConfigError
+
+MUTANTS = ROOT / "mutants"
+EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")
+
+# The whole kill matrix, one letter per exercise G14.01..G14.06:
+# K = killed (tagged, lost points), - = not tagged and untouched.
+MATRIX = {
+    "unnormalized_scores": "KKK--K",
+    "no_max_subtraction": "-----K",
+    "softmax_query_axis": "KKK--K",
+    "no_sqrt_dk": "KKK--K",
+    "divide_by_dk": "KKK--K",
+    "sqrt_model_width": "KKK--K",
+    "k_reshaped_not_transposed": "KKK--K",
+    "q_k_swapped": "KKK--K",
+    "values_from_keys": "KKK--K",
+    "returns_weights_outputs": "KKK--K",
+    "mask_after_softmax": "--K--K",
+    "causal_excludes_self": "--K--K",
+    "causal_sees_next": "--K--K",
+    "anti_causal": "--K--K",
+    "fill_minus_1e4": "-----K",
+    "fill_minus_1e9": "-----K",
+    "all_masked_nan": "-----K",
+    "all_masked_zeros": "-----K",
+    "all_masked_uniform": "-----K",
+    "causal_unequal_accepted": "-----K",
+    "no_finite_check": "-----K",
+    "mutates_input": "-----K",
+    "float16_arithmetic": "KKKK-K",
+    "hardcoded_answers": "KKKKKK",
+    "backward_diagonal_only": "---K--",
+    "backward_drops_pk": "---K--",
+    "mib_decimal": "----K-",
+    "forgets_batch": "----K-",
+    "forgets_heads": "----K-",
+}
+CORRECT = ("correct_lists", "correct_numpy", "correct_neg_inf", "correct_renormalize", "correct_logsumexp", "correct_batched")
+
+# The chapter's section headings (G14: Attention, embeddings, and transformer reasoning).
+CHAPTER_SECTIONS = {
+    "Prerequisites and observable goals",
+    "The central question: which values should this position combine?",
+    "A numerical example before the general architecture",
+    "Mask before normalization",
+    "Differentiate the mixing operation",
+    "What a transformer adds, and what it does not establish",
+    "Count computation and memory before claiming acceleration",
+    "Independent practice",
+    "Smallest useful hints",
+    "Complete solutions: G14",
+    "Readiness and continuation",
+    # headings of the solutions
+    "Shapes follow from the summation indices",
+    "Normalize scores before mixing values",
+    "Causality constrains the denominator too",
+    "The constant-shift direction has zero sensitivity",
+    "One tensor is not the entire memory budget",
+    "A bounded forward reference",
+}
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    old = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+    finally:
+        os.chdir(old)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def audited() -> tuple[int, list[str]]:
+    code, out, err = run_cli("audit")
+    assert err == ""
+    return code, out.splitlines()
+
+
+def test_the_audit_passes(audited) -> None:  # noqa: ANN001
+    code, lines = audited
+    assert code == 0
+    assert lines[0] == "audit of mutants/catalogue.yaml: 29 mutants, 6 correct variants; 6 exercises, 42 checks"
+    assert lines[-1] == "69/69 tagged cells killed; 6/6 correct variants at full marks; 29/29 mutants named: OK"
+    assert not any(line.startswith("FAIL") for line in lines)
+
+
+def test_the_whole_kill_matrix(audited) -> None:  # noqa: ANN001
+    _, lines = audited
+    width = len("k_reshaped_not_transposed")
+    cell = {"K": "killed", "-": "-"}
+    expected = [f"{'mutant':{width}}  " + "  ".join(f"{e:8}" for e in EXERCISES) + "  named"]
+    for name, row in MATRIX.items():
+        expected.append(f"{name:{width}}  " + "  ".join(f"{cell[c]:8}" for c in row) + "  yes")
+    assert lines[2 : 3 + len(MATRIX)] == expected
+    correct_at = lines.index(f"{'correct variant':{width}}  score")
+    assert lines[correct_at + 1 : correct_at + 1 + len(CORRECT)] == [f"{n:{width}}  67/67" for n in CORRECT]
+
+
+def test_tags_in_the_catalogue_are_the_killed_cells() -> None:
+    catalogue = load_catalogue(MUTANTS)
+    assert [e.name for e in catalogue.mutants] == list(MATRIX)
+    assert [e.name for e in catalogue.correct] == list(CORRECT)
+    for entry in catalogue.mutants:
+        assert entry.exercises == tuple(ex for ex, c in zip(EXERCISES, MATRIX[entry.name]) if c == "K"), entry.name
+
+
+def test_the_checks_that_catch_each_mistake(audited) -> None:  # noqa: ANN001
+    _, lines = audited
+    caught = dict(line.strip().split(": ", 1) for line in lines if line.startswith("  ") and ": " in line)
+    assert set(caught) == set(MATRIX)
+    assert caught["mutates_input"] == "G14.06 softmax-leaves-scores-unchanged"
+    assert caught["fill_minus_1e4"] == caught["fill_minus_1e9"] == "G14.06 masked-scores-above-allowed"
+    assert caught["causal_unequal_accepted"] == "G14.06 rejects-causal-unequal"
+    assert caught["no_finite_check"] == "G14.06 rejects-nan-score"
+    assert caught["mib_decimal"] == "G14.05 mib-n1024 mib-n2048 one-mib"
+    assert caught["forgets_batch"] == "G14.05 bytes-n1024 bytes-n2048 itemsize"
+    assert caught["backward_drops_pk"] == "G14.04 chapter-example sums-to-zero finite-difference random-compare"
+    assert caught["mask_after_softmax"] == (
+        "G14.03 causal-two-positions one-allowed-key causal-random masked-softmax-random; "
+        "G14.06 causal-rows-sum-to-one masked-scores-above-allowed causal-noninterference"
+    )
+    assert caught["no_sqrt_dk"] == (
+        "G14.01 unequal-counts-and-widths more-queries-than-keys; G14.02 random-outputs; "
+        "G14.03 causal-random; G14.06 unequal-counts"
+    )
+    # Hard-coded chapter answers pass every hand value and fail everything seeded.
+    assert "G14.02 shift-invariance random-softmax random-outputs;" in caught["hardcoded_answers"]
+    assert "G14.05 one-mib itemsize;" in caught["hardcoded_answers"]
+
+
+def test_each_mutant_is_one_small_change_of_its_base() -> None:
+    """Apart from its docstring, a mutant differs from its correct base in at most 3 lines."""
+
+    def code(path: Path) -> list[str]:
+        text = path.read_text()
+        return text[text.index('"""', 3) + 3 :].splitlines()
+
+    for entry in load_catalogue(MUTANTS).mutants:
+        text = Path(entry.file).read_text()
+        assert text.startswith('"""Mutant: '), entry.name
+        if entry.name == "hardcoded_answers":
+            assert not entry.base  # nothing is computed: there is no base to differ from
+            continue
+        assert f"Derived from mutants/{entry.base}/attention.py" in text
+        diff = difflib.unified_diff(code(ROOT / "mutants" / entry.base / "attention.py"), code(Path(entry.file)), n=0)
+        changed = [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        assert 1 <= len(changed) <= 4, (entry.name, changed)
+
+
+def test_sections_are_chapter_headings_and_mutants_use_stdlib_and_numpy_only() -> None:
+    catalogue = load_catalogue(MUTANTS)
+    for entry in catalogue.mutants:
+        assert entry.section in CHAPTER_SECTIONS, (entry.name, entry.section)
+        assert entry.misconception.endswith(".") and len(entry.misconception) < 260
+    for entry in catalogue.entries:
+        imports = set(re.findall(r"^(?:import|from) (\w+)", Path(entry.file).read_text(), re.MULTILINE))
+        assert imports <= {"math", "numpy"}, (entry.name, imports)
+
+
+def _mini_catalogue(tmp_path: Path, text: str, names: tuple[str, ...]) -> Path:
+    folder = tmp_path / "mutants"
+    for name in names:
+        shutil.copytree(MUTANTS / name, folder / name)
+    (folder / "catalogue.yaml").write_text(text)
+    return folder
+
+
+def test_a_surviving_mutant_or_a_losing_correct_variant_fails_the_audit(tmp_path: Path) -> None:
+    folder = _mini_catalogue(
+        tmp_path,
+        """
+entries:
+  - {name: correct_lists, kind: correct, description: lists}
+  - {name: no_sqrt_dk, kind: correct, description: claims to be correct}
+  - name: mib_decimal
+    kind: mutant
+    misconception: One MiB taken as 10^6 bytes.
+    section: Count computation and memory before claiming acceleration
+    exercises: [G14.04, G14.05]
+""",
+        ("correct_lists", "no_sqrt_dk", "mib_decimal"),
+    )
+    code, out, err = run_cli("audit", "--mutants", folder, "--no-diagnosis")
+    assert code == 1, err
+    lines = out.splitlines()
+    assert lines[2] == "mutant         G14.01    G14.02    G14.03    G14.04    G14.05    G14.06"  # no "named"
+    assert lines[3] == "mib_decimal    -         -         -         SURVIVED  killed    -"
+    assert "no_sqrt_dk     56/67  LOST POINTS: G14.01 unequal-counts-and-widths more-queries-than-keys; " \
+           "G14.02 random-outputs; G14.03 causal-random; G14.06 unequal-counts" in lines
+    assert "FAIL mib_decimal survives G14.04, which it is tagged for: the checks of G14.04 do not catch it" in lines
+    assert "FAIL correct variant no_sqrt_dk loses points" in lines
+    assert lines[-1] == "1/2 tagged cells killed; 1/2 correct variants at full marks: FAILED"
+
+
+def test_an_untagged_loss_is_shown_but_allowed(tmp_path: Path) -> None:
+    folder = _mini_catalogue(
+        tmp_path,
+        """
+entries:
+  - name: float16_arithmetic
+    kind: mutant
+    misconception: Arithmetic in float16 instead of float64.
+    section: A bounded forward reference
+    exercises: [G14.04]
+""",
+        ("float16_arithmetic",),
+    )
+    code, out, err = run_cli("audit", "--mutants", folder)
+    assert code == 0, out + err
+    assert "float16_arithmetic  lost      lost      lost      killed    -         lost      yes" in out.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("entries: []\n", "entries: [] should be non-empty"),
+        ("entries:\n  - {name: correct_lists, kind: correct}\n", "entries[0] 'correct_lists': a mutant needs"),
+        ("entries:\n  - {name: correct_lists, kind: mutant, misconception: Something wrong here., section: X}\n",
+         "entries[0] 'correct_lists': a mutant needs misconception, section and exercises"),
+        ("entries:\n  - {name: Bad-Name, kind: correct, description: x}\n", "entries[0] 'Bad-Name'.name: 'Bad-Name' does not match"),
+        ("entries:\n  - {name: nowhere, kind: correct, description: x}\n", "entries[0] 'nowhere': "),
+        ("entries:\n  - {name: correct_lists, kind: correct, description: x}\n"
+         "  - {name: correct_lists, kind: correct, description: y}\n", "entries[1] 'correct_lists': the name is used twice"),
+        ("entries:\n  - {name: mib_decimal, kind: mutant, base: nope, misconception: One MiB is 10^6 bytes., "
+         "section: S, exercises: [G14.05]}\n", "entries[0] 'mib_decimal'.base: 'nope' is not a correct variant here"),
+    ],
+)
+def test_a_malformed_catalogue_is_one_line_naming_the_key(tmp_path: Path, text: str, phrase: str) -> None:
+    folder = _mini_catalogue(tmp_path, text, ("correct_lists", "mib_decimal"))
+    with pytest.raises(ConfigError, match=re.escape(phrase)):
+        load_catalogue(folder)
+    code, out, err = run_cli("audit", "--mutants", folder)
+    assert code == 3 and len(err.strip().splitlines()) == 1 and phrase in err
+
+
+def test_an_unknown_exercise_tag_is_a_config_error(tmp_path: Path) -> None:
+    folder = _mini_catalogue(
+        tmp_path,
+        "entries:\n  - {name: mib_decimal, kind: mutant, misconception: One MiB is 10^6 bytes., "
+        "section: S, exercises: [G14.5]}\n",
+        ("mib_decimal",),
+    )
+    code, out, err = run_cli("audit", "--mutants", folder)
+    assert code == 3
+    assert "entries[0] 'mib_decimal'.exercises: unknown exercise(s) ['G14.5']" in err
+
+
+def test_a_missing_catalogue_is_a_config_error(tmp_path: Path) -> None:
+    code, out, err = run_cli("audit", "--mutants", tmp_path)
+    assert code == 3
+    assert f"{tmp_path / 'catalogue.yaml'}: catalogue not found; pass --mutants DIR" in err
+
+
+def test_the_readme_shows_this_matrix(audited) -> None:  # noqa: ANN001
+    _, lines = audited
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("$ grader audit\n") :]
+    for line in lines[: 3 + len(MATRIX)] + lines[-1:]:
+        assert line in block, line

@@ -1,0 +1,96 @@
+"""The sandbox plugin: layers, the uid a job runs as, refusal without Landlock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+import grader.builtin.sandbox as sandbox
+from grader.builtin.sandbox import LAYERS, probe_layers
+
+PROBE = '''
+import os
+
+def score_array_bytes(B, H, N, itemsize=4):
+    return os.geteuid()
+
+def bytes_to_mib(nbytes):
+    return float(os.getpid())
+
+def softmax(scores, allowed=None):
+    return [float(len(os.listdir("/proc")) > 0)] * len(scores)
+'''
+
+
+def test_doctor_shows_every_layer_active(cli) -> None:
+    code, out, err = cli("doctor")
+    lines = out.splitlines()
+    assert code == 0, out
+    assert lines[-1] == f"{len(LAYERS)} of {len(LAYERS)} layers active"
+    assert all(line.startswith("active") for line in lines[:-1])
+    assert "Landlock filesystem allow-list (stdlib, numpy, the job folder) (ABI " in out
+
+
+def test_probe_reports_each_layer() -> None:
+    layers = probe_layers()
+    for key, _ in LAYERS:
+        assert layers[key] is True or str(layers[key]).startswith("ABI"), (key, layers[key])
+    assert set(layers["setup_ms"]) == {"cgroups", "namespaces", "fork", "proc", "landlock", "uid", "seccomp"}
+
+
+def _grade(cli, tmp_path: Path, *extra: str) -> dict:
+    student = tmp_path / "class" / "probe"
+    student.mkdir(parents=True)
+    (student / "attention.py").write_text(PROBE)
+    out = tmp_path / "out"
+    code, _, err = cli("grade", tmp_path / "class", "--out", out, "-q", *extra)
+    assert code == 0, err
+    html = (out / "probe.html").read_text()
+    return {"html": html, "json": json.loads((out / "results.json").read_text())}
+
+
+def test_grade_runs_jobs_as_a_non_root_uid_as_pid_1(cli, tmp_path: Path) -> None:
+    html = _grade(cli, tmp_path)["html"]
+    # bytes-n1024 is visible: its details show what the job returned.
+    block = html[html.index("bytes-n1024</span>"):]
+    assert "<dt>got</dt><dd><pre>61000</pre></dd>" in block[: block.index('<div class="check">')]
+    block = html[html.index("mib-n1024</span>"):]
+    assert "<dt>got</dt><dd><pre>1.0</pre></dd>" in block[: block.index('<div class="check">')]
+
+
+def test_insecure_runs_plain_children(cli, tmp_path: Path) -> None:
+    html = _grade(cli, tmp_path, "--insecure")["html"]
+    block = html[html.index("bytes-n1024</span>"):]
+    assert "<dt>got</dt><dd><pre>0</pre></dd>" in block[: block.index('<div class="check">')]
+
+
+def test_grading_without_landlock_is_refused(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = sandbox.Zygote
+
+    class NoLandlock(real):
+        def __init__(self) -> None:
+            super().__init__()
+            self.landlock_abi = 0
+
+    monkeypatch.setattr(sandbox, "Zygote", NoLandlock)
+    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path)
+    assert code == 3
+    assert err.strip().splitlines() == [
+        "grader: error: no filesystem isolation here (Landlock needs Linux 5.13 or newer, enabled); grading "
+        "hidden checks would let submissions read them. Run 'grader doctor', or pass --insecure to grade anyway"
+    ]
+    assert not (tmp_path / "results.json").exists()
+    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path, "--insecure", "-q")
+    assert code == 0
+
+
+def test_check_and_validate_start_no_zygote(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom() -> None:
+        raise AssertionError("the zygote must not start")
+
+    monkeypatch.setattr(sandbox, "Zygote", boom)
+    assert cli("check", ROOT / "submissions" / "correct_numpy" / "attention.py")[0] == 0
+    assert cli("validate")[0] == 0

@@ -1,0 +1,50 @@
+"""Call durations for the exporters (timing): recorded around any runner, never changing it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+
+from grader.builtin.timing import check_seconds, submission_seconds
+from grader.config import Config
+from grader.models import Call, CallResult, Check, Exercise, Prepared, RunOutcome, Submission
+from grader.plugins import get_plugin_manager, hookimpl
+
+
+def _stub_runner() -> types.ModuleType:
+    module = types.ModuleType("stub_runner")
+
+    @hookimpl
+    def grader_run_calls(submission, calls, config):  # noqa: ANN001, ANN202
+        return RunOutcome(tuple(CallResult("returned", value=1, seconds=s) for s in (0.5, 0.25, 0.125)))
+
+    module.grader_run_calls = grader_run_calls
+    return module
+
+
+def test_the_wrapper_records_seconds_and_returns_the_outcome_unchanged(monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setitem(sys.modules, "stub_runner", _stub_runner())
+    pm = get_plugin_manager(["stub_runner"], load_entrypoints=False)
+    config = Config(command="grade", options=argparse.Namespace(), pluginmanager=pm)
+    pm.hook.grader_configure(config=config)
+    calls = [Call("softmax", ([0.0],), 1.0)] * 3
+    outcome = pm.hook.grader_run_calls(submission=Submission("ann", "ann", "x.py"), calls=calls, config=config)
+    assert [r.seconds for r in outcome.results] == [0.5, 0.25, 0.125]
+    assert submission_seconds(config, "ann") == 0.875
+    assert submission_seconds(config, "nobody") == 0.0
+
+    # Per check: the calls are the collected checks' calls, in order.
+    def check(cid: str) -> Check:
+        return Check(cid, "compare", "softmax", 1.0, "visible", "h", 1.0)
+
+    class Item:
+        def __init__(self, cid: str, n: int) -> None:
+            self.check, self.prepared = check(cid), Prepared(calls=tuple(calls[:n]))
+
+    exercise = Exercise("E1", "t", "s", "p", (check("a"), check("b")))
+    config.stash["collected"] = types.SimpleNamespace(checks=((exercise, (Item("a", 1), Item("b", 2))),))
+    assert check_seconds(config, "ann") == {("E1", "a"): 0.5, ("E1", "b"): 0.375}
+    # A mismatch (another runner made other calls) gives no per-check times rather than wrong ones.
+    config.stash["collected"] = types.SimpleNamespace(checks=((exercise, (Item("a", 1),)),))
+    assert check_seconds(config, "ann") == {}
