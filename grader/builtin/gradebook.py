@@ -87,21 +87,24 @@ def grader_addoption(parser: Any) -> None:
     group.add_argument("--regrade", action="store_true", help="grade every submission again, ignoring stored results")
 
 
-@hookimpl
-def grader_configure(config: Any) -> None:
-    if config.command != "grade":
-        return
-    path = config.option("gradebook") or (config.out_dir / "gradebook.sqlite" if config.out_dir else None)
-    if path is None:
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    config.stash["gradebook"] = Gradebook(Path(path))
-    config.stash["gradebook.keys"] = {}
+def _open(config: Any) -> Gradebook | None:
+    """The run's gradebook, opened on first use (so a usage error creates no file)."""
+    if "gradebook" not in config.stash:
+        path = config.option("gradebook") or (config.out_dir / "gradebook.sqlite" if config.out_dir else None)
+        if config.command != "grade" or path is None:
+            return None
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--gradebook {path}: cannot create its folder ({exc.strerror})") from None
+        config.stash["gradebook"] = Gradebook(Path(path))
+        config.stash["gradebook.keys"] = {}
+    return config.stash["gradebook"]
 
 
 @hookimpl(trylast=True)
 def grader_cached_result(submission: Submission, key: str, config: Any) -> SubmissionResult | None:
-    book: Gradebook | None = config.stash.get("gradebook")
+    book = _open(config)
     if book is None:
         return None
     config.stash["gradebook.keys"][submission.id] = key
