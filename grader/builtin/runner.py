@@ -373,8 +373,8 @@ def run_calls(
                         results[j] = CallResult("crashed", message=f"the result is larger than {MAX_FRAME_BYTES >> 20} MiB")
                     elif isinstance(frame, dict):  # garbled, or not a call's answer: forged by the submission
                         results[j] = CallResult("crashed", message=(
-                            "the grader could not read its answer (does your code write to file descriptor 3, "
-                            "the grader's channel?)"))
+                            "the grader could not read its answer (does your code write to a file descriptor "
+                            "it did not open?)"))
                     else:
                         results[j] = CallResult("crashed", message=child.exit_description())
                     stop_at = j + 1
