@@ -38,10 +38,14 @@ class Extracted:
         folder when it has one).
     skipped : list of str
         ``"member: reason"`` for every member left out.
+    left_out : dict of pathlib.Path to str
+        Where a member that was left out would have been extracted, and
+        why (so its student is still listed, with the reason).
     """
 
     root: Path
     skipped: list[str] = field(default_factory=list)
+    left_out: dict[Path, str] = field(default_factory=dict)
 
 
 def _safe_parts(name: str) -> tuple[str, ...] | None:
@@ -76,6 +80,7 @@ def safe_extract(archive: Path, dest: Path) -> Extracted:
     except (zipfile.BadZipFile, OSError) as exc:
         raise ArchiveError(f"{archive}: not a readable zip archive ({exc})") from None
     skipped: list[str] = []
+    left_out: dict[Path, str] = {}
     total = 0
     with zf:
         members = zf.infolist()
@@ -90,6 +95,8 @@ def safe_extract(archive: Path, dest: Path) -> Extracted:
                 continue
             if stat.S_ISLNK(info.external_attr >> 16):
                 skipped.append(f"{info.filename}: a symbolic link")
+                left_out[dest.joinpath(*parts)] = "it is a symbolic link"
+                dest.joinpath(*parts).parent.mkdir(parents=True, exist_ok=True)
                 continue
             if parts[0] in ("__MACOSX",) or any(p.startswith(".") for p in parts):
                 continue
@@ -108,9 +115,10 @@ def safe_extract(archive: Path, dest: Path) -> Extracted:
             if written > MAX_MEMBER_BYTES:
                 target.unlink()
                 skipped.append(f"{info.filename}: larger than {MAX_MEMBER_BYTES >> 20} MiB")
+                left_out[target] = f"it is larger than {MAX_MEMBER_BYTES >> 20} MiB"
     root = dest
     entries = [p for p in dest.iterdir()]
     while len(entries) == 1 and entries[0].is_dir() and not (entries[0] / "attention.py").exists():
         root = entries[0]
         entries = list(root.iterdir())
-    return Extracted(root, skipped)
+    return Extracted(root, skipped, left_out)

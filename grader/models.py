@@ -378,9 +378,30 @@ class GradingReport:
     exercises: tuple[Exercise, ...] = ()
 
 
+def _shallow(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
 def result_to_dict(result: SubmissionResult) -> dict[str, Any]:
-    """A `SubmissionResult` as plain JSON data (for storing; see `result_from_dict`)."""
-    return dataclasses.asdict(result)
+    """A `SubmissionResult` as plain JSON data (for storing; see `result_from_dict`).
+
+    Equal to ``dataclasses.asdict(result)`` (tuples stay tuples, which JSON
+    writes as lists), built field by field: ``asdict`` deep-copies every
+    string and costs milliseconds per submission.
+    """
+    data = _shallow(result)
+    exercises = []
+    for ex in result.exercises:
+        ex_data = _shallow(ex)
+        checks = []
+        for check in ex.checks:
+            c = _shallow(check)
+            c["diagnosis"] = [_shallow(d) for d in check.diagnosis]
+            checks.append(c)
+        ex_data["checks"] = checks
+        exercises.append(ex_data)
+    data["exercises"] = exercises
+    return data
 
 
 def result_from_dict(data: dict[str, Any]) -> SubmissionResult:

@@ -276,7 +276,8 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
             config.hook.grader_submission_graded(result=results[index], config=config)
         else:
             todo.append(index)
-    with ThreadPoolExecutor(max_workers=worker_count(config), thread_name_prefix="grader") as pool:
+    # One thread more than running jobs, so a result is judged while every job slot is busy.
+    with ThreadPoolExecutor(max_workers=worker_count(config) + 1, thread_name_prefix="grader") as pool:
         futures = {pool.submit(grade_submission, submissions[i], collected, config): i for i in todo}
         for future in as_completed(futures):
             index = futures[future]

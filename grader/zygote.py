@@ -8,8 +8,10 @@ exec, before any spec, reference or expected value is loaded::
 It uses only the standard library and numpy. It imports numpy (and the
 standard-library modules student code typically needs) once, then serves
 requests on the UNIX socket CONTROL_FD. Each request is one JSON line; a
-``launch`` request also carries three file descriptors (result, stdout,
-stderr write ends) as SCM_RIGHTS. Replies are JSON lines.
+``launch`` request also carries four file descriptors as SCM_RIGHTS: the
+write ends of the job's result, stdout and stderr pipes, and of a status
+pipe on which the job's keeper writes the job's exit code once the slot's
+cgroups hold nothing of the job any more. Replies are JSON lines.
 
 A job is set up in this order (each layer is applied if the kernel and the
 privileges allow it, and reported by ``probe``):
@@ -39,6 +41,7 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
+import gc
 import importlib.util
 import json
 import os
@@ -56,10 +59,12 @@ ZYGOTE_PID = os.getpid()
 # Student code may import these; after the uid drop and Landlock, modules
 # not imported yet may be unreadable, so they are imported here, once.
 PREIMPORT = (
-    "abc array bisect cmath collections collections.abc contextlib copy dataclasses decimal enum "
-    "fractions functools heapq io itertools json linecache math numbers operator random re "
-    "statistics string struct textwrap time traceback types typing warnings "
-    "numpy numpy.linalg numpy.random numpy.fft"
+    "abc array base64 bisect calendar cmath collections collections.abc concurrent.futures contextlib "
+    "copy csv dataclasses datetime decimal enum fnmatch fractions functools glob hashlib heapq io "
+    "itertools json linecache logging math numbers operator pathlib pprint queue random re reprlib "
+    "secrets statistics string struct textwrap threading time traceback types typing unittest warnings "
+    "numpy numpy.linalg numpy.random numpy.fft numpy.ma numpy.polynomial numpy.testing numpy.typing "
+    "numpy.lib.stride_tricks"
 ).split()
 
 libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -191,6 +196,33 @@ def cgroup_wait_empty(slot, timeout=5.0):
             time.sleep(0.002)
 
 
+def keeper_wait_alone(slot, timeout=5.0):
+    """Wait (bounded) until this keeper is the only process in its slot's cgroups.
+
+    Whatever is still there at the deadline (possible only without a pid
+    namespace) is killed.
+    """
+    me = str(os.getpid())
+    deadline = time.monotonic() + timeout
+    for path in cgroup_dirs(slot).values():
+        while True:
+            try:
+                with open(os.path.join(path, "cgroup.procs")) as fh:
+                    others = [p for p in fh.read().split() if p != me]
+            except OSError:
+                break
+            if not others:
+                break
+            if time.monotonic() >= deadline:
+                for p in others:
+                    try:
+                        os.kill(int(p), signal.SIGKILL)
+                    except (ProcessLookupError, ValueError):
+                        pass
+                break
+            time.sleep(0.001)
+
+
 def fork_retrying(timeout=3.0):
     """``os.fork()``, retried while it fails with EAGAIN or ENOMEM (bounded).
 
@@ -207,6 +239,32 @@ def fork_retrying(timeout=3.0):
             if exc.errno not in (errno.EAGAIN, errno.ENOMEM) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.005)
+
+
+def cgroup_remove_stale():
+    """Remove slot cgroups left by zygotes that died without cleaning up (``kill -9``)."""
+    for path in cgroup_dirs(0).values():
+        parent = os.path.dirname(path)
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            parts = name.split("-")
+            if len(parts) != 3 or parts[0] != "grader" or not parts[1].isdigit() or not parts[2].startswith("slot"):
+                continue
+            if os.path.exists(f"/proc/{parts[1]}"):
+                continue  # that zygote is alive
+            stale = os.path.join(parent, name)
+            if os.path.exists(os.path.join(stale, "cgroup.kill")):
+                try:
+                    _write(os.path.join(stale, "cgroup.kill"), "1")
+                except OSError:
+                    pass
+            try:
+                os.rmdir(stale)
+            except OSError:
+                pass
 
 
 def cgroup_remove(slots):
@@ -521,22 +579,29 @@ def keeper(request, fds, control_fd, worker):
             else:
                 layers[name] = os.strerror(ctypes.get_errno())
         marks.append(("namespaces", time.perf_counter()))
+        status_fd = fds[3]
         pid = fork_retrying()
         if pid == 0:
+            os.close(status_fd)
             marks.append(("fork", time.perf_counter()))
-            job(request, fds, layers, worker)
-        for fd in fds:
+            job(request, fds[:3], layers, worker)
+        for fd in fds[:3]:
             os.close(fd)
         _, status = os.waitpid(pid, 0)
-        if os.WIFSIGNALED(status):
-            os._exit(128 + os.WTERMSIG(status))
-        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+        code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else (
+            os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+        # The job was pid 1 of its namespace: the kernel kills what it left. Wait until
+        # the slot holds only this keeper, so the slot's next job starts clean.
+        keeper_wait_alone(request["slot"])
+        os.write(status_fd, f"{code}\n".encode())
+        os._exit(0)
     except BaseException as exc:
         try:  # say why on the job's stderr pipe, which the grader shows
             tb, line = exc.__traceback__, 0
             while tb is not None:
                 tb, line = tb.tb_next, tb.tb_lineno
             os.write(fds[2], f"sandbox setup failed: {type(exc).__name__}: {exc} (zygote.py, line {line})\n".encode())
+            os.write(fds[3], b"70\n")
         finally:
             os._exit(70)
 
@@ -579,7 +644,7 @@ def serve(control_fd, worker):
     keepers = {}  # job id -> (keeper pid, slot)
     slots = set()
     while True:
-        msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 3)
+        msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 4)
         if not msg:
             break
         buffer = msg
@@ -591,6 +656,7 @@ def serve(control_fd, worker):
             buffer += more
         request = json.loads(buffer)
         op = request.get("op")
+        _reap(keepers)
         if op == "launch":
             slots.add(int(request["slot"]))
             pid = os.fork()
@@ -604,30 +670,33 @@ def serve(control_fd, worker):
             pid, slot = keepers.get(request["job"], (None, None))
             if pid:
                 _kill(pid, slot)
-            reply = {"ok": True}
-        elif op == "wait":
-            pid, slot = keepers.pop(request["job"], (None, None))
-            status = None
-            if pid:
-                deadline = time.monotonic() + float(request.get("timeout", 2.0))
-                while status is None and time.monotonic() < deadline:
-                    done, raw = os.waitpid(pid, os.WNOHANG)
-                    if done:
-                        status = os.waitstatus_to_exitcode(raw)
-                    else:
-                        time.sleep(0.001)
-                if status is None:
-                    _kill(pid, slot)
-                    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-                cgroup_kill(slot)  # anything the job left behind
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+                keepers.pop(request["job"], None)
                 cgroup_wait_empty(slot)  # before the slot's next job, not during it
-            reply = {"status": status}
+            reply = {"ok": True}
         elif op == "ping":
             reply = {"pid": os.getpid()}
         else:
             reply = {"error": f"unknown op {op!r}"}
         sock.sendall(json.dumps(reply).encode() + b"\n")
     cgroup_remove(slots)
+
+
+def _reap(keepers):
+    """Collect keepers that have finished (they report their job's status themselves)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        for job_id, (keeper_pid, _) in list(keepers.items()):
+            if keeper_pid == pid:
+                del keepers[job_id]
 
 
 def _kill(pid, slot):
@@ -654,9 +723,15 @@ def main(argv):
             pass
     import numpy
 
+    cgroup_remove_stale()
     readonly = allowed_paths(numpy)
     global READONLY_RULES
     READONLY_RULES = open_rules(readonly, FS_EXECUTE | FS_READ_FILE | FS_READ_DIR)
+    # Move everything imported so far out of the collector's reach: a job's
+    # garbage collection would otherwise write to every object's header and
+    # copy the zygote's whole heap, page by page, into each forked job.
+    gc.collect()
+    gc.freeze()
     sock = socket.socket(fileno=os.dup(control_fd))
     sock.sendall(json.dumps({"ready": True, "pid": os.getpid(), "readonly": readonly,
                              "landlock_abi": landlock_abi()}).encode() + b"\n")

@@ -141,17 +141,19 @@ def test_grade_a_zip_export_with_a_roster(cli, tmp_path: Path) -> None:
     assert f"grader: warning: {archive}: skipped export/../../escape.py: a path outside the archive" in err
     assert f"grader: warning: {archive}: skipped export/erin/attention.py: a symbolic link" in err
     assert "grader: warning: not on the roster: dave" in err
-    # erin's only file was a symbolic link, skipped: erin sent nothing usable.
-    assert "grader: warning: 2 student(s) on the roster sent nothing: carol, erin" in err
+    # erin's only file was a symbolic link: skipped, and erin is listed with the reason.
+    assert "grader: warning: 1 student(s) on the roster sent nothing: carol" in err
     assert not (tmp_path / "escape.py").exists()
     results = {s["id"]: s for s in json.loads((tmp_path / "out" / "results.json").read_text())["submissions"]}
-    assert list(results) == ["alice", "bob", "dave", "carol", "erin"]
+    assert list(results) == ["alice", "bob", "dave", "erin", "carol"]
     assert results["alice"]["score"] == results["alice"]["max_score"]
     assert results["alice"]["path"] == f"{archive}:alice"
     assert results["bob"]["path"] == f"{archive}:bob.py"
     g1405 = {e["id"]: e for e in results["bob"]["exercises"]}["G14.05"]
     assert g1405["score"] == g1405["max_score"] - 5
-    assert results["erin"]["status"] == "error" and results["erin"]["error"] == "no submission from this student"
+    assert results["erin"]["status"] == "error"
+    assert results["erin"]["error"] == f"attention.py was left out of {archive}: it is a symbolic link"
+    assert results["erin"]["path"] == f"{archive}:erin"
     assert results["carol"]["status"] == "error" and results["carol"]["error"] == "no submission from this student"
 
 

@@ -96,8 +96,12 @@ class Job(Protocol):
     stdout_fd: int
     stderr_fd: int
 
-    def kill(self) -> None:
-        """Kill the worker and everything it started."""
+    def kill(self, finished: bool = False) -> None:
+        """Kill the worker and everything it started.
+
+        ``finished`` is True when the worker answered every call and is
+        exiting on its own: a job may then be given a moment to finish.
+        """
 
     def exit_description(self) -> str:
         """Say how the worker ended, in words a student understands."""
@@ -134,7 +138,7 @@ class PlainJob:
         self.proc.stdout.close()
         self.proc.stderr.close()
 
-    def kill(self) -> None:
+    def kill(self, finished: bool = False) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -179,6 +183,7 @@ class _Child:
         self.result_open = True
         self.eof_grace_end: float | None = None
         self.closed = False
+        self.finished = False  # set when every call was answered
 
     def read_frame(self, deadline: float, sink: dict[str, bytearray]) -> dict[str, Any] | str:
         """Return the next frame, or ``"timeout"``, ``"eof"`` or ``"oversize"``."""
@@ -247,7 +252,7 @@ class _Child:
         if self.closed:
             return
         self.closed = True
-        self.job.kill()
+        self.job.kill(finished=self.finished)
         self.selector.close()
         for fd in (self.job.result_fd, self.job.stdout_fd, self.job.stderr_fd):
             try:
@@ -379,6 +384,8 @@ def run_calls(
                         results[j] = CallResult("crashed", message=child.exit_description())
                     stop_at = j + 1
                     break
+                else:
+                    child.finished = True
                 start = stop_at
             finally:
                 child.kill()
@@ -412,7 +419,10 @@ def explain_error(error_type: str, message: str) -> str:
     if message.startswith("[Errno 97]"):  # EAFNOSUPPORT: a network socket
         return f" (no network: {SANDBOX_RULES})"
     if error_type in ("ModuleNotFoundError", "ImportError"):
-        return " (while grading, only numpy and the standard library's common modules can be imported)"
+        return (
+            " (while grading, only numpy and the standard library's common modules can be imported;"
+            " see the README's list)"
+        )
     if message.startswith(("[Errno 27]", "[Errno 28]")):  # EFBIG, ENOSPC
         return " (while grading, your code may write at most 64 MiB of files)"
     if error_type == "MemoryError":

@@ -20,6 +20,8 @@ import json
 import os
 import platform
 import queue
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -184,28 +186,44 @@ class SandboxJob:
             "limits": dict(limits, cpu_seconds=cpu_seconds),
             "env": dict(CHILD_ENV, HOME=jobdir, TMPDIR=jobdir),
         }
-        pipes = [os.pipe() for _ in range(3)]
+        pipes = [os.pipe() for _ in range(4)]  # result, stdout, stderr; the keeper's status
         try:
             reply = zygote.request(request, [w for _, w in pipes])
         finally:
             for _, w in pipes:
                 os.close(w)
         self.pid = reply.get("pid")
-        self.result_fd, self.stdout_fd, self.stderr_fd = (r for r, _ in pipes)
+        self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
 
-    def _reap(self) -> int:
+    def _read_status(self, timeout: float) -> int | None:
+        """The job's exit code, as its keeper reports it once the slot is clean.
+
+        None if nothing came within ``timeout`` seconds; -9 (killed) if the
+        keeper ended without a word (it was killed).
+        """
         if self.status is None:
-            reply = self.zygote.request({"op": "wait", "job": self.id, "timeout": 2.0})
-            self.status = reply.get("status")
-            if self.status is None:
-                self.status = 0
+            ready, _, _ = select.select([self.status_fd], [], [], timeout)
+            if not ready:
+                return None
+            data = os.read(self.status_fd, 64).strip()
+            self.status = int(data) if data.isdigit() else 128 + signal.SIGKILL
+            os.close(self.status_fd)
         return self.status
 
-    def kill(self) -> None:
+    def kill(self, finished: bool = False) -> None:
+        """End the job: a job that answered everything is left to report; others are killed."""
+        if self._read_status(0.5 if finished else 0.0) is None:
+            self.zygote.request({"op": "kill", "job": self.id})  # also waits until the slot is empty
+            self._read_status(5.0)
         if self.status is None:
-            self.zygote.request({"op": "kill", "job": self.id})
-            self._reap()
+            self.status = 128 + signal.SIGKILL
+            os.close(self.status_fd)
+
+    def _reap(self) -> int:
+        if self._read_status(2.0) is None:
+            self.kill()
+        return self.status if self.status is not None else 128 + signal.SIGKILL
 
     def exit_description(self) -> str:
         code = self._reap()

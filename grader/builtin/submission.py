@@ -123,8 +123,15 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
         raise UsageError(f"{exc}; export the submissions again") from None
     for problem in extracted.skipped:
         print(f"grader: warning: {path}: skipped {problem}", file=sys.stderr)
-    found = locate(str(extracted.root))
-    return [replace(s, path=f"{path}:{Path(s.path).relative_to(extracted.root)}") for s in found]
+    found = []
+    for sub in locate(str(extracted.root)):
+        shown = f"{path}:{Path(sub.path).relative_to(extracted.root)}"
+        problem = sub.problem
+        expected = Path(sub.path) / FILENAME if Path(sub.path).is_dir() else Path(sub.path)
+        if expected in extracted.left_out:
+            problem = f"{FILENAME} was left out of {path}: {extracted.left_out[expected]}"
+        found.append(replace(sub, path=shown, problem=problem.replace(str(sub.path), shown)))
+    return found
 
 
 def read_roster(path: str) -> list[str]:
