@@ -239,7 +239,10 @@ class _Child:
             frame = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
             return {"event": "garbled"}
-        if not isinstance(frame, dict) or _nesting(frame) > MAX_FRAME_DEPTH:
+        if not isinstance(frame, dict):
+            return {"event": "garbled"}
+        # Nesting cannot exceed the number of opening brackets: scan only when it could.
+        if data.count(b"[") + data.count(b"{") > MAX_FRAME_DEPTH and _nesting(frame) > MAX_FRAME_DEPTH:
             return {"event": "garbled"}
         return frame
 
