@@ -486,7 +486,7 @@ def _literal_softmax() -> tuple[Check, Prepared, KindContext]:
          "softmax crashed: the process exited with code 0 before answering"),
         (CallResult("skipped", message="importing the file failed with SyntaxError"), "error",
          "not run: importing the file failed with SyntaxError"),
-        (CallResult("bad_return", message="the result holds a generator"), "failed",
+        (CallResult("bad_return", message="the result holds a generator"), "error",
          "softmax returned something the grader cannot read: the result holds a generator"),
         (CallResult("raised", error_type="ValueError", value_error=True, message="boom", where="attention.py, line 3"),
          "error", "softmax raised ValueError on valid input (attention.py, line 3): boom"),

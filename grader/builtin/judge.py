@@ -1,8 +1,8 @@
 """Built-in plugin: decide a check from its call results.
 
 Calls that did not return a value are judged here, the same way for every
-kind: a stub is "not attempted", a timeout is "timeout", a crash or an
-unexpected exception is "error". Calls that returned are judged by the
+kind: a stub is "not attempted", a timeout is "timeout", a crash, an
+unexpected exception or a result that is not plain numbers is "error". Calls that returned are judged by the
 check's kind.
 """
 
@@ -53,7 +53,9 @@ def judge(check: Check, prepared: Prepared, results: Sequence[CallResult], kind:
             return Verdict("error", f"{fn} crashed: {r.message}")
     for r in results:
         if r.status == "bad_return":
-            return Verdict("failed", f"{fn} returned something the grader cannot read: {r.message}")
+            # "error", not "failed": the code broke the contract (return numbers), and the
+            # message names no expected value, so students see it on hidden checks too.
+            return Verdict("error", f"{fn} returned something the grader cannot read: {r.message}")
     if not getattr(kind, "expects_raise", False):
         for r in results:
             if r.status == "raised":
