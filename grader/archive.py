@@ -88,6 +88,10 @@ def safe_extract(archive: Path, dest: Path) -> Extracted:
             raise ArchiveError(f"{archive}: {len(members)} members; the limit is {MAX_MEMBERS}")
         for info in members:
             if info.is_dir() or not info.filename.endswith(".py"):
+                parts = _safe_parts(info.filename.rstrip("/"))
+                if parts and len(parts) > 1 and not any(p.startswith((".", "__MACOSX")) for p in parts):
+                    # Keep the folder, so a student who sent no .py file is still listed.
+                    dest.joinpath(*parts[:-1] if not info.is_dir() else parts).mkdir(parents=True, exist_ok=True)
                 continue
             parts = _safe_parts(info.filename)
             if parts is None:

@@ -205,7 +205,7 @@ def locate_all(paths: list[str], config: Config) -> list[Submission]:
             if count:
                 sub = dataclasses.replace(sub, id=f"{sub.id}-{count + 1}")
             found.append(sub)
-    if config.option("roster"):
+    if config.option("roster") and config.command == "grade":
         from grader.builtin.submission import apply_roster, read_roster
 
         found = apply_roster(found, read_roster(config.option("roster")))

@@ -195,3 +195,38 @@ def test_progress_lines_when_not_a_terminal(cli, tmp_path: Path) -> None:
     assert lines[0].startswith(f"[1/{len(SAMPLES)}] ")
     assert lines[-1].startswith(f"[{len(SAMPLES)}/{len(SAMPLES)}] ")
     assert any("error: importing the file failed with SyntaxError" in line for line in lines)
+
+
+def test_a_roster_without_an_id_column_is_refused(cli, tmp_path: Path) -> None:
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name\nx\n")
+    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "out", "--roster", roster)
+    assert code == 2
+    assert err.strip() == (
+        f"grader: error: --roster {roster}: no student id column; the first row must name the columns, "
+        "one of them 'id', 'student', 'student_id', 'username', 'login', 'sis_user_id'"
+    )
+    roster.write_text("Name,Username\nAlice A,alice\n")
+    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "out", "--roster", roster, "-q")
+    assert code == 0
+    assert "not on the roster: correct_numpy" in err
+    assert "1 student(s) on the roster sent nothing: alice" in err
+
+
+def test_a_zip_student_without_a_python_file_is_listed(cli, tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "c.zip", {
+        "export/alice/attention.py": (SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes(),
+        "export/bob/README.txt": b"I could not finish",
+    })
+    code, out, err = cli("grade", archive, "--out", tmp_path / "out", "-q")
+    assert code == 0, err
+    results = {s["id"]: s for s in json.loads((tmp_path / "out" / "results.json").read_text())["submissions"]}
+    assert list(results) == ["alice", "bob"]
+    assert results["bob"]["error"] == f"no attention.py in {archive}:bob: the student folder must hold attention.py"
+
+
+def test_an_empty_zip_names_the_archive(cli, tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "empty.zip", {"notes.txt": b"nothing here"})
+    code, out, err = cli("grade", archive, "--out", tmp_path / "out")
+    assert code == 2
+    assert err.strip() == f"grader: error: {archive}: holds no attention.py, no student folders and no .py files"

@@ -30,7 +30,9 @@ def _one_line(err: str) -> str:
         (["check", "a.py", "b.py"], "unrecognized arguments: b.py"),
         (["grade", "no/such/place"], "no/such/place: no such file or folder"),
         (["grade", "README.md"], "README.md: not a Python file"),
-        (["grade", "submissions", "--import-timeout", "soon"], "argument --import-timeout: invalid float value: 'soon'"),
+        (["grade", "submissions", "--import-timeout", "soon"], "argument --import-timeout: invalid number of seconds: 'soon'"),
+        (["grade", "submissions", "--import-timeout", "-1"], "argument --import-timeout: must be more than 0 seconds, got -1"),
+        (["grade", "submissions", "--submission-timeout", "0"], "argument --submission-timeout: must be more than 0 seconds, got 0"),
     ],
 )
 def test_usage_errors_are_one_line_exit_2(cli, args, phrase) -> None:

@@ -84,6 +84,14 @@ def test_visible_failure_shows_call_expected_and_got(graded: dict) -> None:
     assert "Hint: Normalize the scores with softmax first" in block
 
 
+def test_hidden_descriptions_are_not_shown(graded: dict) -> None:
+    """Descriptions may state inputs or answers ("... is 240,000 bytes"): hidden checks show none."""
+    html = (graded["out"] / "mib_decimal.html").read_text()
+    assert "itemsize</span>" in html
+    assert "240,000" not in html and "268,435,456" not in html
+    assert "67,108,864 bytes" in html  # the visible bytes-n1024 check keeps its description
+
+
 def test_hidden_failure_shows_only_name_status_and_hint(graded: dict) -> None:
     html = (graded["out"] / "no_sqrt_dk.html").read_text()
     block = html[html.index("unequal-counts-and-widths</span>") :]

@@ -18,6 +18,7 @@ implements ``grader_run_calls`` replaces it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import selectors
@@ -57,15 +58,26 @@ CHILD_ENV = {
 """The child's whole environment (plus HOME and TMPDIR set to its folder)."""
 
 
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds greater than 0 (and finite)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
 @hookimpl
 def grader_addoption(parser: Any) -> None:
     group = parser.add_argument_group("running submissions")
     group.add_argument(
-        "--import-timeout", type=float, default=10.0, metavar="SECONDS",
+        "--import-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
         help="seconds a submission may take to start and import (default: 10)",
     )
     group.add_argument(
-        "--submission-timeout", type=float, default=120.0, metavar="SECONDS",
+        "--submission-timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
         help="wall-clock budget of one submission, all calls included (default: 120)",
     )
 

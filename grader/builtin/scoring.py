@@ -57,7 +57,9 @@ def score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]]
         checks.append(
             CheckResult(
                 id=check.id,
-                description=check.description,
+                # A description may state the inputs or the answer ("B=3, H=4, N=100 ... is
+                # 240,000 bytes"): students see it only where they may see the details.
+                description=check.description if shown else "",
                 status=verdict.status,
                 score=round(check.points * fraction, 6),
                 max_score=check.points,

@@ -11,8 +11,8 @@ A PATH may be
   systems export them: extracted safely (`grader.archive`) to a temporary
   folder, then read as a folder.
 
-With ``--roster FILE`` (a CSV with an ``id`` column, or ids in its first
-column), every student on the roster without a submission is graded
+With ``--roster FILE`` (a CSV whose first row names an ``id`` column, see
+`ROSTER_COLUMNS`), every student on the roster without a submission is graded
 "error" ("no submission"), and ids not on the roster are reported.
 
 A student folder without ``attention.py`` still becomes a submission, graded
@@ -123,8 +123,12 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
         raise UsageError(f"{exc}; export the submissions again") from None
     for problem in extracted.skipped:
         print(f"grader: warning: {path}: skipped {problem}", file=sys.stderr)
+    try:
+        located = locate(str(extracted.root))
+    except UsageError:
+        raise UsageError(f"{path}: holds no {FILENAME}, no student folders and no .py files") from None
     found = []
-    for sub in locate(str(extracted.root)):
+    for sub in located:
         shown = f"{path}:{Path(sub.path).relative_to(extracted.root)}"
         problem = sub.problem
         expected = Path(sub.path) / FILENAME if Path(sub.path).is_dir() else Path(sub.path)
@@ -134,8 +138,12 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
     return found
 
 
+ROSTER_COLUMNS = ("id", "student", "student_id", "username", "login", "sis_user_id")
+"""Column names a roster's student ids may stand under (case-insensitive)."""
+
+
 def read_roster(path: str) -> list[str]:
-    """Student ids of a roster CSV: its ``id`` (or ``student``) column, else its first column.
+    """Student ids of a roster CSV: the column named in `ROSTER_COLUMNS` (first match).
 
     Raises
     ------
@@ -150,9 +158,13 @@ def read_roster(path: str) -> list[str]:
     if not rows:
         raise UsageError(f"--roster {path}: the file holds no student ids")
     header = [cell.strip().lower() for cell in rows[0]]
-    column = next((header.index(name) for name in ("id", "student", "student_id") if name in header), None)
-    body = rows[1:] if column is not None else rows
-    ids = [row[column or 0].strip() for row in body if len(row) > (column or 0) and row[column or 0].strip()]
+    column = next((header.index(name) for name in ROSTER_COLUMNS if name in header), None)
+    if column is None:
+        raise UsageError(
+            f"--roster {path}: no student id column; the first row must name the columns, "
+            f"one of them {', '.join(repr(c) for c in ROSTER_COLUMNS)}"
+        )
+    ids = [row[column].strip() for row in rows[1:] if len(row) > column and row[column].strip()]
     if not ids:
         raise UsageError(f"--roster {path}: the file holds no student ids")
     return ids
