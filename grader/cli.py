@@ -99,6 +99,18 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
         description="Run the visible checks on one attention.py and print a summary.",
     )
     check.add_argument("paths", nargs=1, metavar="FILE", help="your attention.py")
+    check.add_argument(
+        "--public", metavar="FILE",
+        help="public checks made by 'grader publish' (default: the specs folder if present, "
+        "else the checks shipped with the grader)",
+    )
+    publish = sub.add_parser(
+        "publish", parents=[common], help="write the visible checks, prepared, for 'grader check'",
+        description="Prepare the visible checks (calls and expected values) into one JSON file that "
+        "'grader check' runs without the specs or the reference.",
+    )
+    publish.add_argument("--out", dest="bundle", default="grader/data/g14-public.json", metavar="FILE",
+                         help="where to write it (default: grader/data/g14-public.json, shipped with the package)")
     sub.add_parser(
         "doctor", parents=[common], help="show which sandbox layers are active on this machine",
         description="Start the sandbox, run an empty job in it, and list every isolation layer.",
@@ -141,6 +153,8 @@ def _run(config: Config) -> int:
         from grader.audit import audit
 
         return audit(config, _write)
+    if config.command == "publish":
+        return _publish(config)
     if config.command == "doctor":
         from grader.builtin.sandbox import doctor
 
@@ -177,6 +191,22 @@ def _validate(config: Config) -> int:
     ok = not bad and not result.error and result.score == result.max_score
     _write(f"reference scores {result.score:g}/{result.max_score:g}: " + ("valid" if ok else "INVALID"))
     return EXIT_OK if ok else EXIT_CHECKS_FAILED
+
+
+def _publish(config: Config) -> int:
+    from grader import session
+    from grader.fileio import write_atomic
+    from grader.public import dumps, publish
+
+    bundle = publish(session.collect(config))
+    target = Path(config.option("bundle"))
+    try:
+        write_atomic(target, dumps(bundle))
+    except OSError as exc:
+        raise UsageError(f"--out {target}: cannot write the file ({exc.strerror})") from None
+    visible = sum(len(e["checks"]) for e in bundle["exercises"])
+    _write(f"{target}: {visible} visible checks, prepared; {bundle['hidden_count']} hidden checks left out")
+    return EXIT_OK
 
 
 def _write(line: str) -> None:

@@ -53,11 +53,14 @@ class Collected:
     exercises: tuple[Exercise, ...]
     checks: tuple[tuple[Exercise, tuple[PreparedCheck, ...]], ...]
     spec_hash: str
+    unlisted_hidden: int = 0
+    """Hidden checks known only by count (the public-checks file lists none)."""
 
     @property
     def hidden_count(self) -> int:
         """Number of checks that are not ``visible``."""
-        return sum(1 for ex in self.exercises for c in ex.checks if c.visibility != "visible")
+        listed = sum(1 for ex in self.exercises for c in ex.checks if c.visibility != "visible")
+        return listed + self.unlisted_hidden
 
 
 def check_kinds(config: Config) -> dict[str, Any]:
@@ -87,6 +90,23 @@ def spec_hash(spec_files: list[Path], reference: Path) -> str:
     return h.hexdigest()
 
 
+def public_bundle(config: Config, specs_dir: Path) -> Path | None:
+    """The public-checks file ``grader check`` should use, or None to read the specs.
+
+    ``--public FILE`` names one; without it, the file shipped with the
+    package is used when the specs folder was left at its default and is
+    not here (a student's own folder).
+    """
+    from grader.cli import DEFAULT_SPECS
+    from grader.public import BUNDLE
+
+    if config.option("public"):
+        return Path(config.option("public"))
+    if config.option("specs") == DEFAULT_SPECS and not specs_dir.is_dir() and BUNDLE.is_file():
+        return BUNDLE
+    return None
+
+
 def collect(config: Config, visible_only: bool = False) -> Collected:
     """Load kinds, specs and reference, and prepare every check.
 
@@ -105,6 +125,13 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
     """
     config.stash["check_kinds"] = kinds = check_kinds(config)
     specs_dir = Path(config.option("specs"))
+    if visible_only:
+        bundle = public_bundle(config, specs_dir)
+        if bundle is not None:
+            from grader.public import load_bundle
+
+            collected, hidden = load_bundle(bundle, kinds)
+            return dataclasses.replace(collected, unlisted_hidden=hidden)
     if not specs_dir.is_dir():
         raise ConfigError(f"{specs_dir}: specs folder not found; run from the project folder or pass --specs DIR")
     reference_path = Path(config.option("reference"))

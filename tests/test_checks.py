@@ -590,7 +590,7 @@ def test_property_kinds_reject_wrong_shapes(kind: str, function: str, args: dict
 def test_no_mutation_names_the_changed_argument() -> None:
     check, ctx = make("no_mutation", "softmax", {"scores": {"normal": [5]}, "allowed": {"mask": 5}})
     prepared = prepare(check, ctx)
-    assert prepared.expected is None and len(prepared.calls) == 1
+    assert prepared.expected == {"params": ["scores", "allowed"]} and len(prepared.calls) == 1
     passed(KINDS["no_mutation"].judge(check, prepared, [CallResult("returned", value=[0.2] * 5)], ctx))
     changed = CallResult("returned", value=[0.2] * 5, mutated_args=(0,))
     verdict = KINDS["no_mutation"].judge(check, prepared, [changed], ctx)

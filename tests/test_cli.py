@@ -104,7 +104,7 @@ def test_check_on_starter_says_not_attempted(cli) -> None:
     assert code == 1
     assert "  TODO    zero-scores" in out
     assert "not attempted: attention" in out
-    assert "0 passed, 15 failed" in out
+    assert "0 passed, 0 failed, 15 not attempted" in out
 
 
 def test_check_on_syntax_error(cli) -> None:

@@ -520,13 +520,14 @@ class NoMutationKind(Kind):
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         ctx.call_reference(check, copy.deepcopy(args))  # the arguments must be valid input
-        return None
+        # The parameter names, for the message (kept here: judging needs no reference).
+        return {"params": list(inspect.signature(ctx.reference_function(check)).parameters)}
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
         changed = results[0].mutated_args
         if not changed:
             return Verdict("passed", fraction=1.0)
-        params = list(inspect.signature(ctx.reference_function(check)).parameters)
+        params = prepared.expected["params"]
         names = ", ".join(params[i] if i < len(params) else f"argument {i + 1}" for i in changed)
         return Verdict(
             "failed",

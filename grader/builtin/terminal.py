@@ -120,13 +120,15 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
     for sub in report.submissions:
         if sub.status == "error":
             write(f"ERROR {sub.path}: {sub.error}")
-        passed = failed = 0
+        passed = failed = todo = 0
         for ex in sub.exercises:
             if not config.option("quiet"):
                 write(f"{ex.id} {ex.title}: {ex.score:g}/{ex.max_score:g}")
             for c in ex.checks:
                 if c.status == "passed":
                     passed += 1
+                elif c.status == "not_attempted":
+                    todo += 1
                 else:
                     failed += 1
                 if config.option("quiet") or (sub.status == "error" and c.status == "error"):
@@ -141,7 +143,7 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
                         write(_wrapped(f"likely mistake: {d.misconception} See the chapter section \"{d.section}\"."))
                     write(_wrapped("hint: " + c.hint))
         hidden = collected.hidden_count if collected else 0
-        write(f"{passed} passed, {failed} failed")
+        write(f"{passed} passed, {failed} failed" + (f", {todo} not attempted" if todo else ""))
         write(f"visible checks: {sub.score:g}/{sub.max_score:g} points; {hidden} hidden checks run at grading")
 
 
@@ -149,16 +151,17 @@ def summary_grade(report: GradingReport, config: Any, write: Callable[[str], Non
     """The instructor's table of ``grader grade``."""
     ids = [e.id for e in report.exercises]
     width = max([len(s.id) for s in report.submissions] + [10])
-    write(f"{'submission':{width}}  " + "  ".join(f"{i:>9}" for i in ids) + f"  {'total':>11}")
+    write(f"{'submission':{width}}  " + "  ".join(f"{i:<8}" for i in ids) + "  total")
     shown = report.submissions if len(report.submissions) <= MAX_TABLE_ROWS else report.submissions[:MAX_TABLE_ROWS]
     for s in shown:
-        cells = "  ".join(f"{e.score:>4g}/{e.max_score:<4g}" for e in s.exercises)
+        cells = "  ".join(f"{f'{e.score:g}/{e.max_score:g}':<8}" for e in s.exercises)
         flag = "  (error)" if s.status == "error" else ""
-        write(f"{s.id:{width}}  {cells}  {s.score:>5g}/{s.max_score:<5g}{flag}")
+        write(f"{s.id:{width}}  {cells}  {s.score:g}/{s.max_score:g}{flag}")
     if len(shown) < len(report.submissions):
         write(f"... and {len(report.submissions) - len(shown)} more (all of them are in the reports)")
     errors = sum(1 for s in report.submissions if s.status == "error")
-    write(f"graded {len(report.submissions)} submissions ({errors} could not run)")
+    n = len(report.submissions)
+    write(f"graded {n} submission{'s' if n != 1 else ''} ({errors} could not run)")
     if config.out_dir is not None:
         write(f"reports: {config.out_dir / 'index.html'}")
 

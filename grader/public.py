@@ -1,0 +1,149 @@
+"""The public checks as a file students can run anywhere: ``grader publish``.
+
+Students have neither the hidden specs nor the reference. ``grader publish``
+prepares the *visible* checks (their calls and expected values, which the
+student may see anyway) and writes them to one JSON file; the package ships
+it as ``grader/data/g14-public.json``, so ``grader check attention.py``
+works in a student's own folder or CI with nothing else. Hidden checks are
+only counted. Judging needs no reference: every check kind computes what it
+needs when the check is prepared.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader import __version__
+from grader.builtin.checks import KindContext
+from grader.errors import ConfigError
+from grader.models import Call, Check, Exercise, Prepared
+
+__all__ = ["BUNDLE", "FORMAT", "decode", "encode", "load_bundle", "publish"]
+
+FORMAT = 1
+"""Version of the bundle's layout."""
+BUNDLE = Path(__file__).resolve().parent / "data" / "g14-public.json"
+"""The bundle shipped with the package (made by ``grader publish``)."""
+
+
+def encode(value: Any) -> Any:
+    """Plain JSON data for a prepared expectation (arrays and tuples tagged).
+
+    Raises
+    ------
+    TypeError
+        For a value that is not numbers, strings, lists, tuples, dicts with
+        string keys or numpy arrays.
+    """
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": value.tolist(), "dtype": str(value.dtype)}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode(v) for v in value]}
+    if isinstance(value, list):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) and not k.startswith("__") for k in value):
+            raise TypeError(f"cannot publish a dict with keys {list(value)}")
+        return {k: encode(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"cannot publish a {type(value).__name__}")
+
+
+def decode(data: Any) -> Any:
+    """Inverse of `encode`."""
+    if isinstance(data, list):
+        return [decode(v) for v in data]
+    if isinstance(data, dict):
+        if "__ndarray__" in data:
+            return np.asarray(data["__ndarray__"], dtype=data.get("dtype", "float64"))
+        if "__tuple__" in data:
+            return tuple(decode(v) for v in data["__tuple__"])
+        return {k: decode(v) for k, v in data.items()}
+    return data
+
+
+def publish(collected: Any) -> dict[str, Any]:
+    """The visible checks of a `grader.session.Collected`, prepared, as JSON data."""
+    exercises = []
+    for exercise, items in collected.checks:
+        checks = []
+        for pc in items:
+            c = pc.check
+            if c.visibility != "visible":
+                continue
+            checks.append({
+                "id": c.id, "kind": c.kind, "function": c.function, "points": c.points,
+                "visibility": c.visibility, "hint": c.hint, "timeout": c.timeout,
+                "description": c.description, "params": encode(c.params), "seed": c.seed,
+                "calls": [{"function": call.function, "args": encode(list(call.args)), "timeout": call.timeout}
+                          for call in pc.prepared.calls],
+                "expected": encode(pc.prepared.expected),
+                "shown_call": pc.prepared.shown_call,
+            })
+        exercises.append({
+            "id": exercise.id, "title": exercise.title, "section": exercise.section,
+            "returns": {k: list(v) for k, v in exercise.returns.items()}, "checks": checks,
+        })
+    return {
+        "format": FORMAT,
+        "grader_version": __version__,
+        "spec_hash": collected.spec_hash,
+        "hidden_count": collected.hidden_count,
+        "exercises": exercises,
+    }
+
+
+def dumps(bundle: dict[str, Any]) -> str:
+    """The bundle as text (stable: the same specs give the same bytes)."""
+    return json.dumps(bundle, indent=1, sort_keys=True, allow_nan=True) + "\n"
+
+
+def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Any, int]:
+    """Rebuild a `grader.session.Collected` of the visible checks from a bundle.
+
+    Returns
+    -------
+    (grader.session.Collected, int)
+        The visible checks, prepared, and the number of hidden checks.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the file is missing, not a bundle, or names an unknown check kind.
+    """
+    from grader.session import Collected, PreparedCheck
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read the public checks ({exc}); run 'grader publish' again") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ConfigError(f"{path}: not a public-checks file of format {FORMAT}; run 'grader publish' again")
+    exercises, prepared = [], []
+    for ex in data["exercises"]:
+        checks = tuple(
+            Check(id=c["id"], kind=c["kind"], function=c["function"], points=c["points"],
+                  visibility=c["visibility"], hint=c["hint"], timeout=c["timeout"], description=c["description"],
+                  params=decode(c["params"]), seed=c["seed"])
+            for c in ex["checks"]
+        )
+        exercise = Exercise(id=ex["id"], title=ex["title"], section=ex["section"], path=str(path), checks=checks,
+                            returns={k: tuple(v) for k, v in ex["returns"].items()})
+        context = KindContext(exercise, {})
+        items = []
+        for check, c in zip(checks, ex["checks"]):
+            kind = kinds.get(check.kind)
+            if kind is None:
+                raise ConfigError(f"{path}: check '{check.id}' needs the check kind '{check.kind}', which no plugin provides")
+            calls = tuple(Call(k["function"], tuple(decode(k["args"])), k["timeout"]) for k in c["calls"])
+            items.append(PreparedCheck(check, kind, context, Prepared(calls, decode(c["expected"]), c["shown_call"])))
+        exercises.append(exercise)
+        prepared.append((exercise, tuple(items)))
+    return Collected(tuple(exercises), tuple(prepared), data["spec_hash"]), int(data.get("hidden_count", 0))
