@@ -28,6 +28,7 @@ from pathlib import Path
 from grader import __version__
 from grader.config import Config
 from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, GraderError, UsageError
+from grader.fileio import output_file
 from grader.plugins import get_plugin_manager
 
 __all__ = ["console_main", "main"]
@@ -93,7 +94,8 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
     )
     grade.add_argument("paths", nargs="+", metavar="PATH", help="attention.py, a student folder, or a folder of them")
     grade.add_argument("--out", default="reports", metavar="DIR", help="folder for the HTML and JSON reports (default: reports)")
-    grade.add_argument("--json", metavar="FILE", help="write the JSON results here (default: DIR/results.json)")
+    grade.add_argument("--json", metavar="FILE", type=output_file,
+                       help="write the JSON results here (default: DIR/results.json)")
     check = sub.add_parser(
         "check", parents=[common], help="run the visible checks on your own attention.py",
         description="Run the visible checks on one attention.py and print a summary.",

@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["safe_name", "unique_file_names", "write_atomic"]
+__all__ = ["output_file", "safe_name", "unique_file_names", "write_atomic"]
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -15,7 +15,7 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     Parameters
     ----------
     path : path-like
-        The destination; its folder must exist.
+        The destination; missing folders are made.
 
     Raises
     ------
@@ -23,6 +23,7 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
         If the folder is not writable; the destination is then unchanged.
     """
     dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
@@ -66,3 +67,30 @@ def unique_file_names(ids: list[str], suffix: str, reserved: tuple[str, ...] = (
         used.add(name)
         names[sid] = name
     return names
+
+
+def output_file(text: str) -> str:
+    """argparse type for an output file option: checked when the command line is read.
+
+    The path must not be a folder, and its nearest existing folder must be
+    writable (missing folders are made when the file is written), so a batch
+    never fails on its output after grading a whole class.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Naming the problem, for argparse's one-line usage error.
+    """
+    import argparse
+
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: the folder {folder} is not writable")
+    return text

@@ -159,3 +159,29 @@ def test_one_file_path_and_student_id(cli, tmp_path: Path) -> None:
     rows = [line.split()[0] for line in out.splitlines()[1:4]]
     assert rows == ["alice", "bob", "carol"]
     assert "bob" in out and "(error)" in out.splitlines()[2]
+
+
+def test_output_files_are_checked_before_grading(cli, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for option in ("--json", "--csv", "--junit", "--gradescope", "--gradebook"):
+        code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "o", option, blocker / "x")
+        assert code == 2, option
+        assert _one_line(err) == (
+            f"grader: error: argument {option}: {blocker / 'x'}: {blocker} is a file, not a folder "
+            "(see 'grader grade --help')"
+        )
+        code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "o", option, tmp_path)
+        assert code == 2 and f"argument {option}: {tmp_path} is a folder; give a file name" in err
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def test_gradescope_file_with_two_submissions_is_refused_before_grading(cli, tmp_path: Path) -> None:
+    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", SUBMISSIONS / "mib_decimal", "--out", tmp_path / "o",
+                         "--gradescope", tmp_path / "results.json")
+    assert code == 2
+    assert _one_line(err) == (
+        f"grader: error: --gradescope {tmp_path / 'results.json'}: Gradescope grades one submission per run, "
+        "and this run has 2 or more; use DIR/gradescope/<id>.json instead"
+    )
+    assert not (tmp_path / "o" / "gradebook.sqlite").exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import UsageError
-from grader.fileio import write_atomic
+from grader.fileio import output_file, write_atomic
 from grader.models import GradingReport
 from grader.plugins import hookimpl
 
@@ -64,7 +64,7 @@ def gradebook_csv(report: GradingReport) -> str:
 
 @hookimpl
 def grader_addoption(parser: Any) -> None:
-    parser.add_argument("--csv", metavar="FILE", help=f"write the CSV gradebook here (default: DIR/{FILENAME})")
+    parser.add_argument("--csv", metavar="FILE", type=output_file, help=f"write the CSV gradebook here (default: DIR/{FILENAME})")
 
 
 @hookimpl

@@ -19,6 +19,7 @@ from typing import Any
 
 from grader import __version__
 from grader.errors import UsageError
+from grader.fileio import output_file
 from grader.models import Submission, SubmissionResult, result_from_dict, result_to_dict
 from grader.plugins import hookimpl
 
@@ -83,7 +84,7 @@ class Gradebook:
 @hookimpl
 def grader_addoption(parser: Any) -> None:
     group = parser.add_argument_group("gradebook")
-    group.add_argument("--gradebook", metavar="FILE", help="SQLite gradebook (default: DIR/gradebook.sqlite)")
+    group.add_argument("--gradebook", metavar="FILE", type=output_file, help="SQLite gradebook (default: DIR/gradebook.sqlite)")
     group.add_argument("--regrade", action="store_true", help="grade every submission again, ignoring stored results")
 
 

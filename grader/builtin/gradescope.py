@@ -31,7 +31,7 @@ from typing import Any
 from grader.builtin.timing import submission_seconds
 from grader.errors import UsageError
 from grader.feedback import check_feedback
-from grader.fileio import unique_file_names, write_atomic
+from grader.fileio import output_file, unique_file_names, write_atomic
 from grader.models import GradingReport, SubmissionResult
 from grader.plugins import hookimpl
 
@@ -142,10 +142,24 @@ def file_names(report: GradingReport) -> dict[str, str]:
 @hookimpl
 def grader_addoption(parser: Any) -> None:
     parser.add_argument(
-        "--gradescope", metavar="FILE",
+        "--gradescope", metavar="FILE", type=output_file,
         help="write Gradescope's results.json for a run of one submission here "
         "(on Gradescope: /autograder/results/results.json)",
     )
+
+
+@hookimpl(wrapper=True)
+def grader_locate_submissions(path: str, config: Any) -> Any:
+    """Refuse ``--gradescope FILE`` as soon as a second submission is located, before grading."""
+    found = yield
+    if config.option("gradescope") and config.command == "grade" and found:
+        count = config.stash["gradescope.located"] = config.stash.get("gradescope.located", 0) + len(found)
+        if count > 1:
+            raise UsageError(
+                f"--gradescope {config.option('gradescope')}: Gradescope grades one submission per run, "
+                f"and this run has {count} or more; use DIR/{SUBFOLDER}/<id>.json instead"
+            )
+    return found
 
 
 @hookimpl

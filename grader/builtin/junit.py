@@ -28,7 +28,7 @@ from typing import Any
 from grader.builtin.timing import check_seconds
 from grader.errors import UsageError
 from grader.feedback import STATUS_LABELS, check_feedback, student_message
-from grader.fileio import write_atomic
+from grader.fileio import output_file, write_atomic
 from grader.models import GradingReport
 from grader.plugins import hookimpl
 
@@ -111,7 +111,7 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
 @hookimpl
 def grader_addoption(parser: Any) -> None:
     parser.add_argument(
-        "--junit", metavar="FILE", help=f"write JUnit XML here, for CI (any command; default for grade: DIR/{FILENAME})"
+        "--junit", metavar="FILE", type=output_file, help=f"write JUnit XML here, for CI (any command; default for grade: DIR/{FILENAME})"
     )
 
 
