@@ -66,6 +66,8 @@ def test_first_result_builtins_are_trylast() -> None:
         hook = getattr(pm.hook, name)
         if hook.spec.opts.get("firstresult"):
             for impl in hook.get_hookimpls():
+                if impl.wrapper or impl.hookwrapper:  # wrappers amend an answer; they give none
+                    continue
                 assert impl.trylast, f"{name} in {pm.get_name(impl.plugin)} must be trylast to be overridable"
 
 
