@@ -173,7 +173,7 @@ def _statuses(report: GradingReport) -> dict[tuple[str, str], list[tuple[str, st
 
 
 ROW = 20.0
-LABEL_W = 280.0
+LABEL_W = 330.0
 
 
 def pass_rate_chart(report: GradingReport) -> Chart:
