@@ -302,14 +302,7 @@ class ShapeKind(Kind):
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
         try:
-            parts = split_parts(part_names(check.function, ctx.exercise.returns), got)
-            for part, shape in expected.items():
-                arr = as_array(part, parts[part])
-                if arr.shape != shape:
-                    raise Mismatch(
-                        f"{part} has shape {arr.shape}, expected {shape}",
-                        (("expected shape", str(shape)), ("got shape", str(arr.shape))),
-                    )
+            shaped_parts(check, ctx, got, expected)
         except Mismatch as m:
             return Verdict("failed", m.message, m.details)
         return Verdict("passed", fraction=1.0)
