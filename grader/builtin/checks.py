@@ -112,6 +112,13 @@ class KindContext:
         return tuple(bound.args)
 
     def generate(self, check: Check, name: str, raw: Any, rng: np.random.Generator) -> Any:
+        """One argument: ``raw`` itself, or the values its generator draws from ``rng``.
+
+        Raises
+        ------
+        grader.errors.SpecError
+            If a generator has unknown keys or a bad shape or length.
+        """
         if not (isinstance(raw, dict) and len(raw.keys() & set(GENERATORS)) == 1):
             return raw
         gen = next(k for k in raw if k in GENERATORS)
@@ -222,13 +229,32 @@ def shaped_parts(check: Check, ctx: KindContext, got: Any, shapes: dict[str, tup
 
 
 class Kind:
-    """Base of the built-in kinds: one call, judged by `check_value`."""
+    """Base of the built-in kinds: one call, judged by `check_value`.
+
+    Attributes
+    ----------
+    name : str
+        The ``kind:`` of specs.
+    params : dict of str to str
+        Kind-specific spec keys, each ``"required"`` or ``"optional"``.
+    expects_raise : bool
+        Whether a raised exception is the kind's to judge (else the judge
+        reports it as an error).
+    """
 
     name = ""
     params: dict[str, str] = {}
     expects_raise = False
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
+        """Resolve the arguments, compute what judging needs, and return the calls.
+
+        Raises
+        ------
+        grader.errors.SpecError
+            If the check cannot be prepared (bad arguments, the reference
+            disagrees or raises).
+        """
         args = ctx.arguments(check)
         return Prepared(
             calls=(Call(check.function, args, check.timeout),),
@@ -237,16 +263,21 @@ class Kind:
         )
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
+        """What judging will compare with (kept in the grader's process); None by default."""
         return None
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
+        """Decide the check from its call results (every call returned)."""
         return self.check_value(check, prepared.expected, results[0].value, ctx)
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
+        """Decide a one-call check from the returned JSON data ``got``."""
         raise NotImplementedError
 
 
 class CompareKind(Kind):
+    """Expected value: the reference on the same (seeded) arguments. Keys: ``select``, ``rtol``, ``atol``."""
+
     name = "compare"
     params = {"select": "optional", "rtol": "optional", "atol": "optional"}
 
@@ -258,6 +289,8 @@ class CompareKind(Kind):
 
 
 class LiteralKind(CompareKind):
+    """Expected value: a hand value from the chapter (``expect``), which the reference must reproduce."""
+
     name = "literal"
     params = {"expect": "required", "rtol": "optional", "atol": "optional"}
 
@@ -286,6 +319,8 @@ def _plain(value: Any) -> Any:
 
 
 class ShapeKind(Kind):
+    """Only the shapes of the result's parts (``expect``); G14.01, "The central question"."""
+
     name = "shape"
     params = {"expect": "required"}
 
@@ -309,6 +344,8 @@ class ShapeKind(Kind):
 
 
 class RaisesKind(Kind):
+    """The call must raise ``ValueError``; ``reason`` says why the input is invalid (G14.06)."""
+
     name = "raises"
     params = {"reason": "required"}
     expects_raise = True
@@ -340,6 +377,8 @@ class RaisesKind(Kind):
 
 
 class RowSumsKind(Kind):
+    """Every row of ``weights`` is nonnegative and sums to one (G14.06, "Mask before normalization")."""
+
     name = "row_sums"
     params = {"atol": "optional"}
 
@@ -369,6 +408,8 @@ class RowSumsKind(Kind):
 
 
 class ShiftInvarianceKind(Kind):
+    """softmax(s + shift) equals softmax(s) (G14.02, "A numerical example before the general architecture")."""
+
     name = "shift_invariance"
     params = {"shift": "required", "rtol": "optional", "atol": "optional"}
 
@@ -395,6 +436,8 @@ class ShiftInvarianceKind(Kind):
 
 
 class CausalNoninterferenceKind(Kind):
+    """Changing the last key and value leaves earlier causal rows unchanged (G14.06, "Mask before normalization")."""
+
     name = "causal_noninterference"
     params = {"atol": "optional"}
 
@@ -435,6 +478,8 @@ class CausalNoninterferenceKind(Kind):
 
 
 class SumToZeroKind(Kind):
+    """The softmax-backward gradient sums to zero (G14.04, "Differentiate the mixing operation")."""
+
     name = "sum_to_zero"
     params = {"atol": "optional"}
 
