@@ -11,8 +11,9 @@ Phases, in order:
 1. Set-up: `grader_addoption`, `grader_configure`.
 2. Collection: `grader_load_exercise`, `grader_load_reference`,
    `grader_check_kinds`, `grader_locate_submissions`.
-3. Grading, per submission: `grader_cached_result`, `grader_run_calls`,
-   `grader_judge_check`, `grader_score_exercise`, `grader_submission_graded`.
+3. Grading: `grader_collection_finish` once, then per submission
+   `grader_cached_result`, `grader_run_calls`, `grader_judge_check`,
+   `grader_score_exercise`, `grader_submission_graded`.
 4. Reporting: `grader_write_reports`, `grader_terminal_summary`,
    `grader_unconfigure`.
 """
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from grader.config import Config
+    from grader.session import Collected
     from grader.models import (
         Call,
         CallResult,
@@ -143,6 +145,19 @@ def grader_locate_submissions(path: str, config: Config) -> Sequence[Submission]
 
 
 # --- 3. grading ------------------------------------------------------------
+
+
+@hookspec
+def grader_collection_finish(submissions: Sequence[Submission], collected: Collected, config: Config) -> None:
+    """Called once every submission is located and every check prepared, before grading.
+
+    ``submissions`` is the whole batch, in report order (ids are unique);
+    ``collected`` holds the exercises, the prepared checks and the spec hash.
+    Writers that stream one file per submission from
+    `grader_submission_graded` learn the whole list of ids here (to give
+    each a unique file name) and progress displays learn the total. All
+    implementations are called, in the main thread.
+    """
 
 
 @hookspec(firstresult=True)

@@ -291,6 +291,7 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     collected = collect(config, visible_only=visible_only)
     config.stash["collected"] = collected
     config.stash["total"] = len(submissions)
+    config.hook.grader_collection_finish(submissions=submissions, collected=collected, config=config)
     results: list[SubmissionResult | None] = [None] * len(submissions)
     todo = []
     for index, submission in enumerate(submissions):

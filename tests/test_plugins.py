@@ -31,7 +31,7 @@ def examples_on_path(monkeypatch: pytest.MonkeyPatch):
 
 def test_every_hook_has_a_docstring_and_is_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert len(hookspecs.HOOK_NAMES) == 14
+    assert len(hookspecs.HOOK_NAMES) == 15
     for name in hookspecs.HOOK_NAMES:
         doc = inspect.getdoc(getattr(hookspecs, name))
         assert doc and len(doc) > 40, name
@@ -143,6 +143,9 @@ def test_third_party_check_kind_spec_format_and_writer_via_p(cli, tmp_path: Path
     assert g14_extras.EVENTS[-1] == "unconfigure"
     assert "judged:softmax-is-probability:passed" in g14_extras.EVENTS
     assert "graded:mib_decimal:66" in g14_extras.EVENTS
+    # 2 submissions and 7 exercises (the spec of the extra kind included) are known before any is graded.
+    first_judged = next(i for i, e in enumerate(g14_extras.EVENTS) if e.startswith("judged:"))
+    assert g14_extras.EVENTS.index("collected:2:7") < first_judged
     results = json.loads((out / "results.json").read_text())
     assert [e["id"] for e in results["submissions"][0]["exercises"]][-1] == "X01"
 

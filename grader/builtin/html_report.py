@@ -3,6 +3,9 @@
 Pages are rendered with jinja2 (autoescape on) from ``grader/templates``;
 they are self-contained (inline CSS, no scripts, no network assets). Hidden
 checks show only their name, status and hint.
+
+Each submission's page is written as soon as it is graded (while the next
+submissions run), the index once the batch is done.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import jinja2
 
 from grader.errors import UsageError
 from grader.fileio import unique_file_names, write_atomic
-from grader.models import GradingReport, SubmissionResult
+from grader.models import GradingReport, Submission, SubmissionResult
 from grader.plugins import hookimpl
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -45,7 +48,11 @@ def environment() -> jinja2.Environment:
 
 def page_names(report: GradingReport) -> dict[str, str]:
     """File name of each submission's page, unique and never ``index.html``."""
-    return unique_file_names([s.id for s in report.submissions], ".html", reserved=("index.html",))
+    return _names([s.id for s in report.submissions])
+
+
+def _names(ids: Sequence[str]) -> dict[str, str]:
+    return unique_file_names(ids, ".html", reserved=("index.html",))
 
 
 def render_submission(env: jinja2.Environment, report: GradingReport, sub: SubmissionResult) -> str:
@@ -65,18 +72,57 @@ def render_index(
     return env.get_template("index.html").render(report=report, names=names, links=links)
 
 
+class _Pages:
+    """The pages of one batch: names fixed up front, each written when its result comes."""
+
+    def __init__(self, out: Path, ids: Sequence[str], header: GradingReport) -> None:
+        self.out = out
+        self.env = environment()
+        self.names = _names(ids)
+        self.header = header  # versions and exercises; no submissions
+        self.written: set[str] = set()
+
+    def write(self, sub: SubmissionResult) -> None:
+        try:
+            write_atomic(self.out / self.names[sub.id], render_submission(self.env, self.header, sub))
+        except OSError as exc:
+            raise UsageError(f"--out {self.out}: cannot write the reports ({exc.strerror})") from None
+        self.written.add(sub.id)
+
+
+@hookimpl
+def grader_collection_finish(submissions: Sequence[Submission], collected: Any, config: Any) -> None:
+    """Fix every page's file name, so pages can be written as results come."""
+    if config.out_dir is None:
+        return
+    from grader import __version__
+
+    header = GradingReport(__version__, collected.spec_hash, config.command, (), collected.exercises)
+    config.stash["html_report.pages"] = _Pages(config.out_dir, [s.id for s in submissions], header)
+
+
+@hookimpl
+def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
+    """Write the submission's page now, while later submissions are still running."""
+    pages: _Pages | None = config.stash.get("html_report.pages")
+    if pages is not None and result.id in pages.names:
+        pages.write(result)
+
+
 @hookimpl
 def grader_write_reports(report: GradingReport, config: Any) -> None:
-    """Write ``DIR/index.html`` and one ``DIR/<id>.html`` per submission."""
+    """Write ``DIR/index.html``, and the pages of ``DIR/<id>.html`` not written yet."""
     out = config.out_dir
     if out is None:
         return
-    env = environment()
-    names = page_names(report)
+    pages: _Pages | None = config.stash.get("html_report.pages")
+    if pages is None or set(pages.names) != {s.id for s in report.submissions}:
+        pages = _Pages(out, [s.id for s in report.submissions], report)
+    for sub in report.submissions:
+        if sub.id not in pages.written:
+            pages.write(sub)
     try:
-        for sub in report.submissions:
-            write_atomic(out / names[sub.id], render_submission(env, report, sub))
         links = config.stash.get("html_report.index_links", ())
-        write_atomic(out / "index.html", render_index(env, report, names, links))
+        write_atomic(out / "index.html", render_index(pages.env, report, pages.names, links))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write the reports ({exc.strerror})") from None

@@ -12,7 +12,7 @@ from typing import Any
 
 from grader.errors import UsageError
 from grader.fileio import write_atomic
-from grader.models import CheckResult, GradingReport
+from grader.models import CheckResult, GradingReport, SubmissionResult
 from grader.plugins import hookimpl
 
 
@@ -34,33 +34,60 @@ def check_to_dict(c: CheckResult) -> dict[str, Any]:
     return data
 
 
+def submission_to_dict(s: SubmissionResult) -> dict[str, Any]:
+    """One submission's entry in the JSON results, as plain data."""
+    return {
+        "id": s.id,
+        "path": s.path,
+        "sha256": s.sha256,
+        "score": s.score,
+        "max_score": s.max_score,
+        "status": s.status,
+        "error": s.error,
+        "exercises": [
+            {
+                "id": e.id,
+                "score": e.score,
+                "max_score": e.max_score,
+                "checks": [check_to_dict(c) for c in e.checks],
+            }
+            for e in s.exercises
+        ],
+    }
+
+
 def report_to_dict(report: GradingReport) -> dict[str, Any]:
     """The JSON results as plain data (see README, "JSON results")."""
     return {
         "grader_version": report.grader_version,
         "spec_hash": report.spec_hash,
-        "submissions": [
-            {
-                "id": s.id,
-                "path": s.path,
-                "sha256": s.sha256,
-                "score": s.score,
-                "max_score": s.max_score,
-                "status": s.status,
-                "error": s.error,
-                "exercises": [
-                    {
-                        "id": e.id,
-                        "score": e.score,
-                        "max_score": e.max_score,
-                        "checks": [check_to_dict(c) for c in e.checks],
-                    }
-                    for e in s.exercises
-                ],
-            }
-            for s in report.submissions
-        ],
+        "submissions": [submission_to_dict(s) for s in report.submissions],
     }
+
+
+def _submission_json(s: SubmissionResult) -> str:
+    return json.dumps(submission_to_dict(s), allow_nan=False)
+
+
+def report_json(report: GradingReport, pieces: dict[str, str] | None = None) -> str:
+    """The JSON results file's text: one submission per line.
+
+    ``pieces`` holds submissions' lines already made (by id); the others are
+    made here. json's C encoder, used only without indentation, is 5x faster
+    than an indented dump, and a line per submission still reads and diffs well.
+    """
+    pieces = pieces or {}
+    head = json.dumps({"grader_version": report.grader_version, "spec_hash": report.spec_hash})[:-1]
+    lines = [pieces.get(s.id) or _submission_json(s) for s in report.submissions]
+    body = "[\n" + ",\n".join(lines) + "\n]" if lines else "[]"
+    return f'{head}, "submissions": {body}}}\n'
+
+
+@hookimpl
+def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
+    """Make the submission's line of the results now, while later submissions run."""
+    if config.out_dir is not None or config.option("json"):
+        config.stash.setdefault("json_report.pieces", {})[result.id] = _submission_json(result)
 
 
 @hookimpl
@@ -70,7 +97,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     target = config.option("json") or (out / "results.json" if out else None)
     if target is None:
         return
-    text = json.dumps(report_to_dict(report), indent=2, allow_nan=False) + "\n"
+    text = report_json(report, config.stash.get("json_report.pieces"))
     try:
         write_atomic(Path(target), text)
     except OSError as exc:

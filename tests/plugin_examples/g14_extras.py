@@ -82,6 +82,11 @@ def grader_judge_check(check, prepared, results, kind, context, config):  # noqa
 
 
 @hookimpl
+def grader_collection_finish(submissions, collected, config) -> None:  # noqa: ANN001
+    EVENTS.append(f"collected:{len(submissions)}:{len(collected.exercises)}")
+
+
+@hookimpl
 def grader_submission_graded(result, config) -> None:  # noqa: ANN001
     EVENTS.append(f"graded:{result.id}:{result.score:g}")
 
