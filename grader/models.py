@@ -8,6 +8,8 @@ writers render them.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -179,6 +181,14 @@ class Call:
     function: str
     args: tuple[Any, ...]
     timeout: float
+
+    @functools.cached_property
+    def request(self) -> dict[str, str]:
+        """The call as a worker request lists it: the arguments as JSON text.
+
+        Made once per call: every submission of a batch makes the same calls.
+        """
+        return {"function": self.function, "args": json.dumps(list(self.args), allow_nan=True)}
 
 
 @dataclass(frozen=True)

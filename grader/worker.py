@@ -15,15 +15,17 @@ booleans and lists (numpy arrays of numeric dtype included); anything else
 (objects, generators, strings...) is reported as an unusable return. The
 grader validates every frame again, so a submission that tampers with this
 script can only lie about its own answers, as it could by returning them.
-Each call frame also lists the positions of the arguments the call changed
-in place ("mutated"): their JSON text before and after the call differs.
+Each call in the request carries its arguments as JSON text (a list), which
+the worker parses twice: once for the call, once as a pristine copy. Each
+call frame lists the positions of the arguments the call changed in place
+("mutated"): they no longer equal the pristine copy (a NaN, never equal to
+itself, is compared by its JSON text).
 """
 
 import json
 import os
 import resource
 import sys
-import traceback
 
 MAX_MESSAGE = 2000
 MAX_DEPTH = 8
@@ -59,11 +61,16 @@ def _text(exc):
 
 
 def _where(tb, filename):
-    """'attention.py, line N' for the innermost traceback frame in the submission."""
+    """'attention.py, line N' for the innermost traceback frame in the submission.
+
+    Walks the traceback itself: ``traceback.extract_tb`` would read source
+    lines from disk for every frame.
+    """
     found = ""
-    for frame in traceback.extract_tb(tb):
-        if frame.filename == filename:
-            found = "%s, line %d" % (os.path.basename(filename), frame.lineno)
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            found = "%s, line %d" % (os.path.basename(filename), tb.tb_lineno)
+        tb = tb.tb_next
     return found
 
 
@@ -148,8 +155,8 @@ def run(request, fd):
             _emit(fd, {"event": "call", "status": "not_implemented",
                        "message": "attention.py defines no function %s" % call["function"]})
             continue
-        args = call["args"]
-        before = [_snapshot(a) for a in args]
+        args = json.loads(call["args"])
+        pristine = json.loads(call["args"])
         started = _clock()
         try:
             value = fn(*args)
@@ -161,11 +168,11 @@ def run(request, fd):
                 "event": "call", "status": "raised", "type": type(exc).__name__,
                 "value_error": isinstance(exc, ValueError), "message": _text(exc),
                 "where": _where(exc.__traceback__, filename), "seconds": _clock() - started,
-                "mutated": _mutated(args, before),
+                "mutated": _mutated(args, pristine),
             })
             continue
         seconds = _clock() - started
-        mutated = _mutated(args, before)
+        mutated = _mutated(args, pristine)
         try:
             data = to_data(value, np)
             _emit(fd, {"event": "call", "status": "returned", "value": data, "seconds": seconds, "mutated": mutated})
@@ -188,9 +195,39 @@ def _snapshot(arg):
         return None
 
 
-def _mutated(args, before):
+def _mutated(args, pristine):
     """Positions of the arguments the call changed in place (lists it was handed)."""
-    return [i for i, (a, b) in enumerate(zip(args, before)) if b is None or _snapshot(a) != b]
+    changed = []
+    for i, (a, p) in enumerate(zip(args, pristine)):
+        try:
+            same = _same(a, p)
+        except BaseException:  # an object with a hostile __eq__, a cycle: not the data it was given
+            same = False
+        if not same:
+            changed.append(i)
+    return changed
+
+
+def _same(a, p):
+    """Whether ``a`` is still exactly the JSON data ``p``: same types, same values, NaN equal to NaN.
+
+    Flat lists are compared in C (their element types, then their values);
+    nested lists one row at a time. 1 and 1.0 differ, as their JSON does.
+    """
+    if type(a) is not type(p):
+        return False
+    if type(a) is list:
+        if len(a) != len(p):
+            return False
+        types = list(map(type, p))
+        if list(map(type, a)) != types or list in types or dict in types:
+            return all(map(_same, a, p))
+        return a == p or all(map(_same, a, p))  # numbers of the same types; unequal: maybe only a NaN
+    if type(a) is float:
+        return a == p or (a != a and p != p)
+    if type(a) is dict:
+        return _snapshot(a) == _snapshot(p)
+    return a == p
 
 
 def _clock():

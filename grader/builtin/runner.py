@@ -87,7 +87,7 @@ def write_request(workdir: str, file: str, calls: Sequence[Call], cpu_seconds: f
     request = {
         "file": str(Path(file).resolve()),
         "cpu_seconds": cpu_seconds,
-        "calls": [{"function": c.function, "args": list(c.args)} for c in calls],
+        "calls": [c.request for c in calls],
     }
     request_path = os.path.join(workdir, "request.json")
     with open(request_path, "w", encoding="utf-8") as fh:

@@ -182,7 +182,7 @@ class SandboxJob:
             "jobdir": jobdir,
             "file": target,
             "probe": probe,
-            "calls": [{"function": c.function, "args": list(c.args)} for c in calls],
+            "calls": [c.request for c in calls],
             "limits": dict(limits, cpu_seconds=cpu_seconds),
             "env": dict(CHILD_ENV, HOME=jobdir, TMPDIR=jobdir),
         }
