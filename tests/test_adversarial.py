@@ -133,7 +133,9 @@ ATTACKS = {
     "huge_stderr": Attack(("[output cut at 16 KiB]", "&lt;img src=x onerror="), in_page=True),
     # processes
     "kill_parent": Attack((HONEST_WRONG,)),
-    "kill_process_group": Attack((HONEST_WRONG,)),
+    # The job is pid 1 of its pid namespace and leads its own process group there: killpg(getpgrp())
+    # is kill(-1), which finds no process to signal (ESRCH), so the call raises instead of returning.
+    "kill_process_group": Attack(((HONEST_WRONG, "bytes_to_mib raised ProcessLookupError on valid input"),)),
     "kill_everything": Attack((HONEST_WRONG,)),
     "daemon": Attack((HONEST_WRONG,)),
     # exits and exceptions

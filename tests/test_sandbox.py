@@ -38,7 +38,7 @@ def test_probe_reports_each_layer() -> None:
     layers = probe_layers()
     for key, _ in LAYERS:
         assert layers[key] is True or str(layers[key]).startswith("ABI"), (key, layers[key])
-    assert set(layers["setup_ms"]) == {"cgroups", "namespaces", "fork", "proc", "landlock", "uid", "seccomp"}
+    assert set(layers["setup_ms"]) == {"cgroups", "namespaces", "proc", "landlock", "uid", "seccomp"}
 
 
 def _grade(cli, tmp_path: Path, *extra: str) -> dict:

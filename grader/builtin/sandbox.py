@@ -186,7 +186,7 @@ class SandboxJob:
             "limits": dict(limits, cpu_seconds=cpu_seconds),
             "env": dict(CHILD_ENV, HOME=jobdir, TMPDIR=jobdir),
         }
-        pipes = [os.pipe() for _ in range(4)]  # result, stdout, stderr; the keeper's status
+        pipes = [os.pipe() for _ in range(4)]  # result, stdout, stderr; the status the zygote reports
         try:
             reply = zygote.request(request, [w for _, w in pipes])
         finally:
@@ -197,10 +197,10 @@ class SandboxJob:
         self.status: int | None = None
 
     def _read_status(self, timeout: float) -> int | None:
-        """The job's exit code, as its keeper reports it once the slot is clean.
+        """The job's exit code, as the zygote reports it once the slot is clean.
 
-        None if nothing came within ``timeout`` seconds; -9 (killed) if the
-        keeper ended without a word (it was killed).
+        None if nothing came within ``timeout`` seconds; 128 + SIGKILL if the
+        status pipe closed without a word (the zygote is gone).
         """
         if self.status is None:
             ready, _, _ = select.select([self.status_fd], [], [], timeout)
