@@ -11,7 +11,9 @@ requests on the UNIX socket CONTROL_FD. Each request is one JSON line; a
 ``launch`` request also carries four file descriptors as SCM_RIGHTS: the
 write ends of the job's result, stdout and stderr pipes, and of a status
 pipe on which the zygote writes the job's exit code once the slot's
-cgroups hold nothing of the job any more. Replies are JSON lines.
+cgroups hold nothing of the job any more; a standby job (one that waits
+for a go before importing, see ``worker.run``) has a fifth, the read end
+of its go pipe, as its stdin. Replies are JSON lines.
 
 A job is one fork of the zygote, set up in this order (each layer is
 applied if the kernel and the privileges allow it, and reported by
@@ -567,9 +569,8 @@ def job(request, fds, control_fd, worker, layers):
                 continue
             layers[name] = True if libc.unshare(flag) == 0 else os.strerror(ctypes.get_errno())
         marks.append(("namespaces", time.perf_counter()))
-        result_fd, out_fd, err_fd = fds
-        devnull = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(devnull, 0)
+        result_fd, out_fd, err_fd = fds[:3]
+        os.dup2(fds[3] if len(fds) > 3 else os.open("/dev/null", os.O_RDONLY), 0)  # a standby's go pipe
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.dup2(result_fd, 3)
@@ -616,7 +617,7 @@ def fork_job(request, fds, control_fd, worker):
         if pid != 0 and own_pidns is not None:  # the zygote's next children go back to its own namespace
             _check(libc.setns(own_pidns, CLONE_NEWPID), "setns back to the zygote's pid namespace")
     if pid == 0:
-        job(request, fds[:3], control_fd, worker, layers)
+        job(request, fds[:3] + fds[4:5], control_fd, worker, layers)
     return pid
 
 
@@ -666,7 +667,7 @@ class Running:
 
 def _read_request(sock):
     """One request line and its file descriptors; (None, []) when the grader is gone."""
-    msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 4)
+    msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 5)
     if not msg:
         return None, fds
     buffer = msg
@@ -717,7 +718,7 @@ def serve(control_fd, worker):
                         os.close(fd_)
                     reply = {"pid": None}
                 else:
-                    for fd_ in fds[:3]:
+                    for fd_ in fds[:3] + fds[4:]:
                         os.close(fd_)
                     running[job_.id] = job_
                     by_pidfd[job_.pidfd] = job_

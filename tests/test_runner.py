@@ -322,6 +322,57 @@ def test_infinite_loop_costs_only_its_call(tmp_path: Path) -> None:
     assert out.results[1].seconds == 0.5
 
 
+def _recording_launcher(launches: list) -> object:
+    """A launcher that records (standby, number of calls) of every worker it starts."""
+    from grader.builtin.runner import PlainJob
+
+    def launch(file, calls, workdir, cpu, standby=False):  # noqa: ANN001, ANN202
+        launches.append((standby, len(calls)))
+        return PlainJob(file, calls, workdir, cpu, standby=standby)
+
+    return launch
+
+
+STANDBY_SOURCE = """
+    import time
+
+    print("imported")
+
+    def ok(x):
+        return x
+
+    def spin():
+        while True:
+            pass
+
+    def nap(seconds):
+        time.sleep(seconds)
+        return seconds
+    """
+
+
+def test_calls_after_a_hanging_call_run_in_a_standby_started_before_its_deadline(tmp_path: Path) -> None:
+    path = submission(tmp_path, STANDBY_SOURCE)
+    launches: list = []
+    calls = [C("ok", 1.0), C("spin", timeout=0.6), C("spin", timeout=0.6), C("ok", 2.0)]
+    out = run_calls(str(path), calls, launch=_recording_launcher(launches))
+    assert [r.status for r in out.results] == ["returned", "timeout", "timeout", "returned"]
+    assert out.results[3].value == 2.0
+    # The first worker, then a standby for the calls after each spin, started while it still ran.
+    assert launches == [(False, 4), (True, 2), (True, 1)]
+    assert out.stdout == "imported\n" * 3  # each worker imported the file once, standbys only when told to go
+
+
+def test_a_standby_not_needed_is_killed_before_it_imports(tmp_path: Path) -> None:
+    path = submission(tmp_path, STANDBY_SOURCE)
+    launches: list = []
+    # nap(0.85) outlives deadline - STANDBY_LEAD_SECONDS (0.75 s) but returns within its 1 s timeout.
+    out = run_calls(str(path), [C("nap", 0.85, timeout=1.0), C("ok", 3.0)], launch=_recording_launcher(launches))
+    assert [(r.status, r.value) for r in out.results] == [("returned", 0.85), ("returned", 3.0)]
+    assert launches == [(False, 2), (True, 1)]
+    assert out.stdout == "imported\n"
+
+
 def test_submission_budget_stops_later_calls(tmp_path: Path) -> None:
     path = submission(
         tmp_path,

@@ -8,8 +8,9 @@ dumps and file size. It sends back length-prefixed JSON frames on a
 dedicated pipe; stdout and stderr are read against a deadline and capped.
 
 Each call has its own wall-clock timeout. A call that times out or kills
-its process costs only that call: the child is killed and a fresh one is
-started for the calls that remain. A whole submission also has a time
+its process costs only that call: the child is killed and a fresh one runs
+the calls that remain (started as a standby before the call's deadline, so
+a hang costs its timeout and no restart). A whole submission also has a time
 budget (``--submission-timeout``) so that no submission can stall a batch.
 
 This runner is registered ``trylast``: a stricter sandbox plugin that
@@ -82,15 +83,16 @@ def grader_addoption(parser: Any) -> None:
     )
 
 
-def write_request(workdir: str, file: str, calls: Sequence[Call], cpu_seconds: float) -> str:
+def write_request(workdir: str, file: str, calls: Sequence[Call], cpu_seconds: float, standby: bool = False) -> str:
     """Write the worker's request (submission path, calls, CPU seconds) as JSON; return its path."""
     request = {
         "file": str(Path(file).resolve()),
         "cpu_seconds": cpu_seconds,
+        "standby": standby,
         "calls": [c.request for c in calls],
     }
-    request_path = os.path.join(workdir, "request.json")
-    with open(request_path, "w", encoding="utf-8") as fh:
+    fd, request_path = tempfile.mkstemp(prefix="request-", suffix=".json", dir=workdir)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(request, fh, allow_nan=True)
     return request_path
 
@@ -115,25 +117,30 @@ class Job(Protocol):
         exiting on its own: a job may then be given a moment to finish.
         """
 
+    def go(self) -> None:
+        """Let a standby worker (launched with ``standby=True``) import the file and make its calls."""
+
     def exit_description(self) -> str:
         """Say how the worker ended, in words a student understands."""
 
 
-Launcher = Callable[[str, Sequence[Call], str, float], Job]
-"""``launch(file, calls, workdir, cpu_seconds) -> Job`` starts a worker."""
+Launcher = Callable[..., Job]
+"""``launch(file, calls, workdir, cpu_seconds, standby=False) -> Job`` starts a worker.
+
+A standby worker starts and waits for `Job.go` before importing the file."""
 
 
 class PlainJob:
     """A worker in a plain child process (new session, scrubbed environment)."""
 
-    def __init__(self, file: str, calls: Sequence[Call], workdir: str, cpu_seconds: float) -> None:
-        request_path = write_request(workdir, file, calls, cpu_seconds)
+    def __init__(self, file: str, calls: Sequence[Call], workdir: str, cpu_seconds: float, standby: bool = False) -> None:
+        request_path = write_request(workdir, file, calls, cpu_seconds, standby)
         read_fd, write_fd = os.pipe()
         env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-B", "-u", WORKER, request_path, str(write_fd)],
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if standby else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=workdir,
@@ -150,7 +157,20 @@ class PlainJob:
         self.proc.stdout.close()
         self.proc.stderr.close()
 
+    def go(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.write(b"g")
+                self.proc.stdin.close()
+            except OSError:
+                pass  # it is gone; reading its frames will say so
+
     def kill(self, finished: bool = False) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -329,6 +349,13 @@ def run_calls(
 ) -> RunOutcome:
     """Run ``calls`` against the submission ``file`` in child processes.
 
+    A call that times out or kills its process costs only that call: the
+    calls after it run in a fresh worker. That worker is started as a
+    *standby* `STANDBY_LEAD_SECONDS` before the call's deadline (it sets up,
+    then waits), so when the call does time out the remaining calls go on
+    at once and a hanging call costs its timeout and nothing more. A
+    standby not needed (the call returned) is killed.
+
     Parameters
     ----------
     file : str
@@ -341,7 +368,8 @@ def run_calls(
         Wall-clock seconds for the whole submission; calls not reached in
         time are reported as ``timeout``.
     launch : callable
-        Starts a worker (`PlainJob` by default; the sandbox passes its own).
+        Starts a worker (`PlainJob` by default; the sandbox passes its own);
+        see `Launcher`.
 
     Returns
     -------
@@ -353,59 +381,87 @@ def run_calls(
     sink = {"stdout": bytearray(), "stderr": bytearray()}
     import_error = ""
     budget_end = time.monotonic() + submission_timeout
+    over_budget = f"the submission used up its {submission_timeout:g} s budget"
+
+    def cpu_for(pending: Sequence[Call]) -> float:
+        return import_timeout + sum(c.timeout for c in pending) + 5.0
+
     start = 0
+    standby: _Child | None = None  # a worker for calls[start:], waiting for its go
     with tempfile.TemporaryDirectory(prefix="grader-job-") as workdir:
-        while start < len(calls):
-            if time.monotonic() >= budget_end:
-                for j in range(start, len(calls)):
-                    results[j] = CallResult("timeout", message=f"not run: the submission used up its {submission_timeout:g} s budget")
-                break
-            pending = calls[start:]
-            cpu = import_timeout + sum(c.timeout for c in pending) + 5.0
-            child = _Child(launch(file, pending, workdir, cpu))
-            try:
-                frame = child.read_frame(min(time.monotonic() + import_timeout, budget_end), sink)
-                if frame == "timeout" and time.monotonic() >= budget_end:
+        try:
+            while start < len(calls):
+                if time.monotonic() >= budget_end:
                     for j in range(start, len(calls)):
-                        results[j] = CallResult("timeout", message=f"not run: the submission used up its {submission_timeout:g} s budget")
+                        results[j] = CallResult("timeout", message=f"not run: {over_budget}")
                     break
-                if not isinstance(frame, dict) or frame.get("event") != "import" or not frame.get("ok"):
-                    import_error = _import_problem(frame, child, import_timeout)
-                    for j in range(start, len(calls)):
-                        results[j] = CallResult("skipped", message=import_error)
-                    break
-                stop_at = len(calls)
-                for j in range(start, len(calls)):
-                    deadline = min(time.monotonic() + calls[j].timeout, budget_end)
-                    frame = child.read_frame(deadline, sink)
-                    if isinstance(frame, dict) and frame.get("event") == "call":
-                        results[j] = _call_result(frame)
-                        continue
-                    if frame == "timeout":
-                        over_budget = time.monotonic() >= budget_end
-                        message = (
-                            f"the submission used up its {submission_timeout:g} s budget"
-                            if over_budget
-                            else f"the call took longer than {calls[j].timeout:g} s"
-                        )
-                        results[j] = CallResult("timeout", message=message, seconds=calls[j].timeout)
-                    elif frame == "oversize":
-                        results[j] = CallResult("crashed", message=f"the result is larger than {MAX_FRAME_BYTES >> 20} MiB")
-                    elif isinstance(frame, dict):  # garbled, or not a call's answer: forged by the submission
-                        results[j] = CallResult("crashed", message=(
-                            "the grader could not read its answer (does your code write to a file descriptor "
-                            "it did not open?)"))
-                    else:
-                        results[j] = CallResult("crashed", message=child.exit_description())
-                    stop_at = j + 1
-                    break
+                if standby is not None:
+                    child, standby = standby, None
+                    child.job.go()
                 else:
-                    child.finished = True
-                start = stop_at
-            finally:
-                child.kill()
+                    child = _Child(launch(file, calls[start:], workdir, cpu_for(calls[start:])))
+                try:
+                    frame = child.read_frame(min(time.monotonic() + import_timeout, budget_end), sink)
+                    if frame == "timeout" and time.monotonic() >= budget_end:
+                        for j in range(start, len(calls)):
+                            results[j] = CallResult("timeout", message=f"not run: {over_budget}")
+                        break
+                    if not isinstance(frame, dict) or frame.get("event") != "import" or not frame.get("ok"):
+                        import_error = _import_problem(frame, child, import_timeout)
+                        for j in range(start, len(calls)):
+                            results[j] = CallResult("skipped", message=import_error)
+                        break
+                    stop_at = len(calls)
+                    for j in range(start, len(calls)):
+                        deadline = min(time.monotonic() + calls[j].timeout, budget_end)
+                        frame = "timeout"
+                        if j + 1 < len(calls) and deadline - STANDBY_LEAD_SECONDS > time.monotonic():
+                            frame = child.read_frame(deadline - STANDBY_LEAD_SECONDS, sink)
+                            if frame == "timeout":  # the call may hang: get its successor ready
+                                pending = calls[j + 1 :]
+                                standby = _Child(launch(file, pending, workdir, cpu_for(pending), standby=True))
+                        if frame == "timeout":
+                            frame = child.read_frame(deadline, sink)
+                        if isinstance(frame, dict) and frame.get("event") == "call":
+                            results[j] = _call_result(frame)
+                            if standby is not None:  # the call returned in time after all
+                                standby.kill()
+                                standby = None
+                            continue
+                        results[j] = _failed_call(frame, child, calls[j].timeout, time.monotonic() >= budget_end,
+                                                  over_budget)
+                        if standby is not None:
+                            standby.job.go()  # now, while this worker is being killed
+                        stop_at = j + 1
+                        break
+                    else:
+                        child.finished = True
+                    start = stop_at
+                finally:
+                    child.kill()
+        finally:
+            if standby is not None:
+                standby.kill()
     out = [r if r is not None else CallResult("skipped", message="not run") for r in results]
     return RunOutcome(tuple(out), import_error, _decode(sink["stdout"]), _decode(sink["stderr"]))
+
+
+STANDBY_LEAD_SECONDS = 0.25
+"""How long before a call's deadline its successor worker is started as a standby (seconds):
+more than a plain worker takes to start and import numpy."""
+
+
+def _failed_call(frame: dict[str, Any] | str, child: _Child, timeout: float, over: bool, over_budget: str) -> CallResult:
+    """The result of a call that did not answer: timed out, oversized, garbled, or the job ended."""
+    if frame == "timeout":
+        return CallResult("timeout", message=over_budget if over else f"the call took longer than {timeout:g} s",
+                          seconds=timeout)
+    if frame == "oversize":
+        return CallResult("crashed", message=f"the result is larger than {MAX_FRAME_BYTES >> 20} MiB")
+    if isinstance(frame, dict):  # garbled, or not a call's answer: forged by the submission
+        return CallResult("crashed", message=(
+            "the grader could not read its answer (does your code write to a file descriptor it did not open?)"))
+    return CallResult("crashed", message=child.exit_description())
 
 
 SANDBOX_RULES = (

@@ -161,10 +161,12 @@ class SandboxJob:
 
     def __init__(
         self, zygote: Zygote, slot: int, file: str, calls: Sequence[Call], workdir: str, cpu_seconds: float,
-        limits: dict[str, int], probe: bool = False,
+        limits: dict[str, int], probe: bool = False, standby: bool = False, on_end: Any = None,
     ) -> None:
         self.zygote = zygote
         self.id = next(zygote.ids)
+        self.slot = slot
+        self.on_end = on_end  # called with the slot once the job is over and its slot is clean
         uid = UID_BASE + slot if os.geteuid() == 0 else os.geteuid()
         os.chmod(workdir, 0o711)
         jobdir = os.path.join(workdir, f"job{self.id}")
@@ -182,19 +184,35 @@ class SandboxJob:
             "jobdir": jobdir,
             "file": target,
             "probe": probe,
+            "standby": standby,
             "calls": [c.request for c in calls],
             "limits": dict(limits, cpu_seconds=cpu_seconds),
             "env": dict(CHILD_ENV, HOME=jobdir, TMPDIR=jobdir),
         }
         pipes = [os.pipe() for _ in range(4)]  # result, stdout, stderr; the status the zygote reports
+        self.go_fd: int | None = None
+        sent = [w for _, w in pipes]
+        if standby:
+            go_read, self.go_fd = os.pipe()
+            sent.append(go_read)
         try:
-            reply = zygote.request(request, [w for _, w in pipes])
+            reply = zygote.request(request, sent)
         finally:
-            for _, w in pipes:
-                os.close(w)
+            for fd in sent:
+                os.close(fd)
         self.pid = reply.get("pid")
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
+
+    def go(self) -> None:
+        """Let a standby job import the submission and make its calls."""
+        if self.go_fd is not None:
+            try:
+                os.write(self.go_fd, b"g")
+            except OSError:
+                pass  # it is gone; reading its frames will say so
+            os.close(self.go_fd)
+            self.go_fd = None
 
     def _read_status(self, timeout: float) -> int | None:
         """The job's exit code, as the zygote reports it once the slot is clean.
@@ -213,12 +231,18 @@ class SandboxJob:
 
     def kill(self, finished: bool = False) -> None:
         """End the job: a job that answered everything is left to report; others are killed."""
+        if self.go_fd is not None:
+            os.close(self.go_fd)
+            self.go_fd = None
         if self._read_status(0.5 if finished else 0.0) is None:
-            self.zygote.request({"op": "kill", "job": self.id})  # also waits until the slot is empty
-            self._read_status(5.0)
+            self.zygote.request({"op": "kill", "job": self.id})
+            self._read_status(5.0)  # the zygote reports once the slot is empty
         if self.status is None:
             self.status = 128 + signal.SIGKILL
             os.close(self.status_fd)
+        if self.on_end is not None:
+            self.on_end(self.slot)
+            self.on_end = None
 
     def _reap(self) -> int:
         if self._read_status(2.0) is None:
@@ -266,6 +290,7 @@ def grader_configure(config: Any) -> None:
     for slot in range(worker_count(config)):
         slots.put(slot)
     config.stash["sandbox.slots"] = slots
+    config.stash["sandbox.slot_count"] = worker_count(config)
 
 
 @hookimpl(trylast=True)
@@ -280,9 +305,14 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
         return None
     slots = config.stash["sandbox.slots"]
     slot = slots.get()  # one uid per concurrent job: RLIMIT_NPROC counts per uid
+    # A standby (started while a call may be about to time out) runs beside the job it may
+    # replace, so each worker slot owns a second slot, with its own uid and cgroups.
+    free = {slot, slot + config.stash["sandbox.slot_count"]}
 
-    def launch(file: str, pending: Sequence[Call], workdir: str, cpu: float) -> SandboxJob:
-        return SandboxJob(zygote, slot, file, pending, workdir, cpu, DEFAULT_LIMITS)
+    def launch(file: str, pending: Sequence[Call], workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
+        mine = min(free)
+        free.discard(mine)
+        return SandboxJob(zygote, mine, file, pending, workdir, cpu, DEFAULT_LIMITS, standby=standby, on_end=free.add)
 
     try:
         return run_calls(
