@@ -8,23 +8,27 @@ exec, before any spec, reference or expected value is loaded::
 It uses only the standard library and numpy. It imports numpy (and the
 standard-library modules student code typically needs) once, then serves
 requests on the UNIX socket CONTROL_FD. Each request is one JSON line; a
-``launch`` request also carries four file descriptors as SCM_RIGHTS: the
-write ends of the job's result, stdout and stderr pipes, and of a status
-pipe on which the zygote writes the job's exit code once the slot's
-cgroups hold nothing of the job any more; a standby job (one that waits
-for a go before importing, see ``worker.run``) has a fifth, the read end
-of its go pipe, as its stdin. Replies are JSON lines.
+``launch`` request also carries five file descriptors as SCM_RIGHTS: the
+write ends of the job's result, stdout and stderr pipes, of a status pipe
+on which the zygote writes the job's exit code once the slot's cgroups
+hold nothing of the job any more, and the read end of the job's task pipe
+(its stdin). Replies are JSON lines.
+
+Jobs are started ahead, before the grader knows their submission: a job
+sets up every layer, then waits on its stdin for its task (the
+submission's bytes and its calls, see `receive_task`). The zygote never
+sees a submission or a call.
 
 A job is one fork of the zygote, set up in this order (each layer is
 applied if the kernel and the privileges allow it, and reported by
 ``probe``):
 
-1. the zygote ``unshare``\ s a pid namespace for its next child and forks:
+1. the zygote unshares a pid namespace for its next child and forks:
    the job is pid 1 of a new pid namespace (the zygote then goes back to
    its own with ``setns``);
 2. the job starts a new session, dies with the zygote, moves itself into
    its slot's cgroups (pids, memory; v2 for ``cgroup.kill``), then
-   ``unshare``\ s mount, net, ipc and uts namespaces, mounts a fresh
+   unshares mount, net, ipc and uts namespaces, mounts a fresh
    ``/proc``, takes its three pipes as fds 1-3, closes every other fd, and
    sets rlimits (CPU, address space, file size, open files, processes, no
    core dumps);
@@ -36,7 +40,8 @@ applied if the kernel and the privileges allow it, and reported by
 5. a seccomp filter: no sockets but AF_UNIX (and no connect, sendmsg or
    sendto with an address: named sockets escape Landlock), no ptrace, mount, unshare,
    setns, bpf, io_uring, keyctl, namespaced clone, ... (x86_64 only);
-6. run the worker (``worker.run``) on the job's request.
+6. wait for the task on stdin, write the submission into the job folder,
+   and run the worker (``worker.run``) on it.
 
 The zygote watches each job through a pidfd; when it exits (the kernel has
 then killed everything else in its pid namespace), the zygote reaps it,
@@ -473,22 +478,52 @@ def set_rlimits(limits):
         resource.setrlimit(res, value)
 
 
-def job_tmpfs(file, jobdir, uid, size):
-    """Put the job folder on a tmpfs of ``size`` bytes, holding a copy of ``file``.
+def job_tmpfs(jobdir, uid, size):
+    """Put the job folder on an empty tmpfs of ``size`` bytes, owned by ``uid``.
 
     The job may write only there (Landlock): without a size limit, a job
     writing 64 MiB files (RLIMIT_FSIZE) until its timeout, call after call,
     could fill the grader's disk. The tmpfs is charged to the job's memory
     cgroup and vanishes with its mount namespace.
     """
-    with open(file, "rb") as fh:
-        source = fh.read()
     options = f"size={int(size)},nr_inodes=4096,mode=0700,uid={uid},gid={uid}".encode()
     _check(libc.mount(b"tmpfs", jobdir.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount tmpfs")
-    os.chdir(jobdir)  # the old working folder is now hidden beneath the tmpfs
-    with open(file, "wb") as fh:
+    os.chdir(jobdir)  # the host's folder is now hidden beneath the tmpfs
+
+
+def _read_exactly(fd, n):
+    chunks = []
+    while n > 0:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive_task(request):
+    """Wait on stdin for the job's task; write the submission into the job folder; return the request.
+
+    A job is started before the grader knows which submission it will run
+    (while the previous one runs), fully isolated, then waits here. The task
+    is an 8-byte header (two big-endian lengths), a JSON object
+    (``calls``, ``cpu_seconds``) and the submission's bytes. End-of-file
+    instead means the job is not needed: it leaves.
+    """
+    header = _read_exactly(0, 8)
+    if header is None:
+        os._exit(0)
+    n_task, n_source = struct.unpack(">II", header)
+    task = json.loads(_read_exactly(0, n_task) or b"null")
+    source = _read_exactly(0, n_source) if n_source else b""
+    if not isinstance(task, dict) or source is None:
+        os._exit(0)
+    with open(request["file"], "wb") as fh:
         fh.write(source)
-    os.chown(file, uid, uid)
+    cpu = max(1, int(task["cpu_seconds"]))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # lowering a limit needs no privilege
+    return dict(request, calls=task["calls"], cpu_seconds=cpu, standby=False)
 
 
 def isolate_job(request, layers):
@@ -505,7 +540,7 @@ def isolate_job(request, layers):
             layers["fresh_proc"] = str(exc)
         if layers["fresh_proc"] is True:  # / is private now: the mount stays in the job's namespace
             try:
-                job_tmpfs(request["file"], jobdir, uid, limits["file_bytes"])
+                job_tmpfs(jobdir, uid, limits["file_bytes"])
                 layers["job_tmpfs"] = True
             except OSError as exc:
                 layers["job_tmpfs"] = str(exc)
@@ -569,8 +604,8 @@ def job(request, fds, control_fd, worker, layers):
                 continue
             layers[name] = True if libc.unshare(flag) == 0 else os.strerror(ctypes.get_errno())
         marks.append(("namespaces", time.perf_counter()))
-        result_fd, out_fd, err_fd = fds[:3]
-        os.dup2(fds[3] if len(fds) > 3 else os.open("/dev/null", os.O_RDONLY), 0)  # a standby's go pipe
+        result_fd, out_fd, err_fd, task_fd = fds
+        os.dup2(task_fd, 0)
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.dup2(result_fd, 3)
@@ -588,7 +623,7 @@ def job(request, fds, control_fd, worker, layers):
             # Fail closed: student code never runs without the filesystem allow-list, or as root.
             raise OSError(errno.EPERM, f"a required layer did not apply (landlock: {layers.get('landlock')}, "
                                        f"uid: {layers.get('uid')})")
-        worker.run(request, 3)
+        worker.run(receive_task(request), 3)
     except BaseException as exc:  # the worker never returns; anything here is a setup failure
         try:
             tb, line = exc.__traceback__, 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,47 @@ def test_check_and_validate_start_no_zygote(cli, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(sandbox, "Zygote", boom)
     assert cli("check", ROOT / "submissions" / "correct_numpy" / "attention.py")[0] == 0
     assert cli("validate")[0] == 0
+
+
+def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: Path) -> None:
+    """A worker's next job waits, isolated, in the worker's other slot; each task reaches its own job."""
+    import time
+
+    from grader.builtin.runner import _Child
+    from grader.models import Call
+    from grader.zygote import UID_BASE, slot_processes
+
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text("import os\ndef who():\n    return [os.geteuid(), 1]\n")
+    second.write_text("import os\ndef who():\n    return [os.geteuid(), 2]\n")
+    zygote = sandbox.Zygote()
+    workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))  # as the plugin makes it: jobs' uids reach it
+    workdir.chmod(0o711)
+    worker = sandbox._Worker(zygote, (0, 5), str(workdir))
+    sent_to_zygote: list = []
+    ask = zygote.request
+    zygote.request = lambda message, fds=(): sent_to_zygote.append(message) or ask(message, fds)
+    try:
+        answers = []
+        for path, ready_slot in ((first, 5), (second, 0)):
+            job = worker.launch(str(path), [Call("who", (), 2.0)], "", 10.0)
+            assert worker.ready is not None and worker.ready.slot == ready_slot  # started ahead, other slot
+            child = _Child(job)
+            sink = {"stdout": bytearray(), "stderr": bytearray()}
+            frames = [child.read_frame(time.monotonic() + 10.0, sink) for _ in range(2)]
+            child.finished = True
+            child.kill()
+            assert frames[0] == {"event": "import", "ok": True}, sink
+            answers.append(frames[1]["value"])
+        # Slot 0 ran the first submission, slot 5 (set up during it) the second; each got its own file.
+        assert answers == [[UID_BASE + 0, 1], [UID_BASE + 5, 2]]
+        # Jobs are launched blank: the zygote never sees a submission or a call.
+        launches = [m for m in sent_to_zygote if m["op"] == "launch"]
+        assert len(launches) == 3 and not any("calls" in m or "who" in json.dumps(m) for m in launches)
+        worker.close()
+        assert slot_processes(0) == set() and slot_processes(5) == set()
+        assert sorted(p.name for p in workdir.iterdir()) == []  # job folders removed with their jobs
+    finally:
+        worker.close()
+        zygote.close()
+        shutil.rmtree(workdir)

@@ -21,8 +21,10 @@ import os
 import platform
 import queue
 import select
+import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -40,6 +42,9 @@ from grader.plugins import hookimpl
 ZYGOTE = str(Path(__file__).resolve().parent.parent / "zygote.py")
 UID_BASE = 61000
 """Worker slot k runs as uid and gid ``UID_BASE + k`` (as in the zygote)."""
+
+CEILING_CPU_SECONDS = 3600
+"""CPU seconds a job may use before its task arrives (each task then lowers it)."""
 
 DEFAULT_LIMITS = {
     "address_space_bytes": 4 << 30,
@@ -157,44 +162,56 @@ def read_source(path: str) -> bytes:
 
 
 class SandboxJob:
-    """A job run by the zygote, seen through the runner's `Job` protocol."""
+    """A job run by the zygote, seen through the runner's `Job` protocol.
+
+    A job is started *blank*: the zygote forks it and it sets up every
+    isolation layer, then waits for its task (`assign`). The sandbox starts
+    each worker's next job while the current one runs, so a submission
+    finds its job ready.
+
+    Parameters
+    ----------
+    zygote : Zygote
+    slot : int
+        Its cgroups and uid (``UID_BASE + slot``).
+    workdir : str
+        A folder for the job's folder (a tmpfs is mounted over it inside the
+        job's mount namespace; the grader's side stays empty).
+    limits : dict
+        `DEFAULT_LIMITS`; its CPU seconds are set from the task.
+    probe : bool
+        Report the layers that applied and end (``grader doctor``).
+    on_end : callable, optional
+        Called with ``slot`` once the job is over and its slot is clean.
+    """
 
     def __init__(
-        self, zygote: Zygote, slot: int, file: str, calls: Sequence[Call], workdir: str, cpu_seconds: float,
-        limits: dict[str, int], probe: bool = False, standby: bool = False, on_end: Any = None,
+        self, zygote: Zygote, slot: int, workdir: str, limits: dict[str, int], probe: bool = False,
+        on_end: Any = None,
     ) -> None:
         self.zygote = zygote
         self.id = next(zygote.ids)
         self.slot = slot
-        self.on_end = on_end  # called with the slot once the job is over and its slot is clean
+        self.on_end = on_end
         uid = UID_BASE + slot if os.geteuid() == 0 else os.geteuid()
-        os.chmod(workdir, 0o711)
-        jobdir = os.path.join(workdir, f"job{self.id}")
-        os.mkdir(jobdir, 0o700)
-        target = os.path.join(jobdir, "attention.py")
-        with open(target, "wb") as fh:
-            fh.write(read_source(file) if file else b"")
+        self.jobdir = os.path.join(workdir, f"job{self.id}")
+        os.mkdir(self.jobdir, 0o700)
         if os.geteuid() == 0:
-            os.chown(jobdir, uid, uid)
-            os.chown(target, uid, uid)
+            os.chown(self.jobdir, uid, uid)
         request = {
             "op": "launch",
             "job": self.id,
             "slot": slot,
-            "jobdir": jobdir,
-            "file": target,
+            "jobdir": self.jobdir,
+            "file": os.path.join(self.jobdir, "attention.py"),
             "probe": probe,
-            "standby": standby,
-            "calls": [c.request for c in calls],
-            "limits": dict(limits, cpu_seconds=cpu_seconds),
-            "env": dict(CHILD_ENV, HOME=jobdir, TMPDIR=jobdir),
+            "limits": dict(limits, cpu_seconds=CEILING_CPU_SECONDS),
+            "env": dict(CHILD_ENV, HOME=self.jobdir, TMPDIR=self.jobdir),
         }
-        pipes = [os.pipe() for _ in range(4)]  # result, stdout, stderr; the status the zygote reports
-        self.go_fd: int | None = None
-        sent = [w for _, w in pipes]
-        if standby:
-            go_read, self.go_fd = os.pipe()
-            sent.append(go_read)
+        # result, stdout, stderr, the status the zygote reports; the task pipe (the job's stdin)
+        pipes = [os.pipe() for _ in range(4)]
+        task_read, self.task_fd = os.pipe()
+        sent = [w for _, w in pipes] + [task_read]
         try:
             reply = zygote.request(request, sent)
         finally:
@@ -203,16 +220,57 @@ class SandboxJob:
         self.pid = reply.get("pid")
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
+        self.task: bytes | None = None
+
+    def assign(self, file: str, calls: Sequence[Call], cpu_seconds: float, now: bool = True) -> None:
+        """Give the job its task: the submission (read here, never through a link) and its calls.
+
+        With ``now=False`` the task is kept until `go` (a standby).
+
+        Raises
+        ------
+        OSError
+            If the submission cannot be read.
+        """
+        source = read_source(file)
+        task = json.dumps({"calls": [c.request for c in calls], "cpu_seconds": cpu_seconds}).encode()
+        self.task = struct.pack(">II", len(task), len(source)) + task + source
+        if now:
+            self.go()
 
     def go(self) -> None:
-        """Let a standby job import the submission and make its calls."""
-        if self.go_fd is not None:
+        """Send the task: the job writes the file into its folder, imports it and makes its calls."""
+        if self.task_fd is not None and self.task is not None:
             try:
-                os.write(self.go_fd, b"g")
+                view = memoryview(self.task)
+                while view:
+                    view = view[os.write(self.task_fd, view):]
             except OSError:
-                pass  # it is gone; reading its frames will say so
-            os.close(self.go_fd)
-            self.go_fd = None
+                pass  # the job is gone; reading its frames will say so
+            os.close(self.task_fd)
+            self.task_fd = None
+
+    def kill(self, finished: bool = False) -> None:
+        """End the job: a job that answered everything is left to report; others are killed."""
+        if self.task_fd is not None:
+            os.close(self.task_fd)  # a job still waiting for its task leaves
+            self.task_fd = None
+        if self._read_status(0.5 if finished else 0.0) is None:
+            self.zygote.request({"op": "kill", "job": self.id})
+            self._read_status(5.0)  # the zygote reports once the slot is empty
+        if self.status is None:
+            self.status = 128 + signal.SIGKILL
+            os.close(self.status_fd)
+        for fd in (self.result_fd, self.stdout_fd, self.stderr_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.result_fd = self.stdout_fd = self.stderr_fd = -1
+        shutil.rmtree(self.jobdir, ignore_errors=True)
+        if self.on_end is not None:
+            self.on_end(self.slot)
+            self.on_end = None
 
     def _read_status(self, timeout: float) -> int | None:
         """The job's exit code, as the zygote reports it once the slot is clean.
@@ -228,21 +286,6 @@ class SandboxJob:
             self.status = int(data) if data.isdigit() else 128 + signal.SIGKILL
             os.close(self.status_fd)
         return self.status
-
-    def kill(self, finished: bool = False) -> None:
-        """End the job: a job that answered everything is left to report; others are killed."""
-        if self.go_fd is not None:
-            os.close(self.go_fd)
-            self.go_fd = None
-        if self._read_status(0.5 if finished else 0.0) is None:
-            self.zygote.request({"op": "kill", "job": self.id})
-            self._read_status(5.0)  # the zygote reports once the slot is empty
-        if self.status is None:
-            self.status = 128 + signal.SIGKILL
-            os.close(self.status_fd)
-        if self.on_end is not None:
-            self.on_end(self.slot)
-            self.on_end = None
 
     def _reap(self) -> int:
         if self._read_status(2.0) is None:
@@ -284,13 +327,55 @@ def grader_configure(config: Any) -> None:
             "checks would let submissions read them. Run 'grader doctor', or pass --insecure to grade anyway"
         )
     config.stash["sandbox.zygote"] = zygote
-    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
     from grader.session import worker_count
 
-    for slot in range(worker_count(config)):
-        slots.put(slot)
+    count = worker_count(config)
+    workdir = tempfile.mkdtemp(prefix="grader-sandbox-")
+    os.chmod(workdir, 0o711)  # job folders inside belong to the jobs' uids
+    config.stash["sandbox.workdir"] = workdir
+    slots: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+    for slot in range(count):
+        slots.put(_Worker(zygote, (slot, slot + count), workdir))
     config.stash["sandbox.slots"] = slots
-    config.stash["sandbox.slot_count"] = worker_count(config)
+    config.stash["sandbox.workers"] = count
+
+
+class _Worker:
+    """One worker's sandboxed jobs, on two slots: the job that runs, and the next one, started ahead.
+
+    The next job (for the worker's next submission, or for the calls after
+    a call that may be about to time out) sets up its isolation while the
+    current one runs, in the other slot: its own cgroups and uid.
+    """
+
+    def __init__(self, zygote: Zygote, slots: tuple[int, int], workdir: str) -> None:
+        self.zygote = zygote
+        self.free = set(slots)
+        self.workdir = workdir
+        self.ready: SandboxJob | None = None
+
+    def _start(self) -> SandboxJob:
+        slot = min(self.free)
+        self.free.discard(slot)
+        return SandboxJob(self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self.free.add)
+
+    def launch(self, file: str, pending: Sequence[Call], _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
+        """`grader.builtin.runner.Launcher`: the ready job gets the task; the next one starts."""
+        job, self.ready = self.ready or self._start(), None
+        try:
+            job.assign(file, pending, cpu, now=not standby)
+        except OSError:
+            job.kill()
+            raise
+        if self.free:
+            self.ready = self._start()
+        return job
+
+    def close(self) -> None:
+        """Stop the job started ahead, if any."""
+        if self.ready is not None:
+            self.ready.kill()
+            self.ready = None
 
 
 @hookimpl(trylast=True)
@@ -304,33 +389,32 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
     if zygote is None or submission.file is None:
         return None
     slots = config.stash["sandbox.slots"]
-    slot = slots.get()  # one uid per concurrent job: RLIMIT_NPROC counts per uid
-    # A standby (started while a call may be about to time out) runs beside the job it may
-    # replace, so each worker slot owns a second slot, with its own uid and cgroups.
-    free = {slot, slot + config.stash["sandbox.slot_count"]}
-
-    def launch(file: str, pending: Sequence[Call], workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
-        mine = min(free)
-        free.discard(mine)
-        return SandboxJob(zygote, mine, file, pending, workdir, cpu, DEFAULT_LIMITS, standby=standby, on_end=free.add)
-
+    worker = slots.get()  # one worker per concurrent submission; each has its own uids
     try:
         return run_calls(
             submission.file,
             calls,
             import_timeout=float(config.option("import_timeout", 10.0)),
             submission_timeout=float(config.option("submission_timeout", 120.0)),
-            launch=launch,
+            launch=worker.launch,
         )
     finally:
-        slots.put(slot)
+        slots.put(worker)
 
 
 @hookimpl
 def grader_unconfigure(config: Any) -> None:
     zygote = config.stash.pop("sandbox.zygote", None)
-    if zygote is not None:
-        zygote.close()
+    if zygote is None:
+        return
+    slots = config.stash.pop("sandbox.slots")
+    for _ in range(config.stash.pop("sandbox.workers")):
+        try:
+            slots.get_nowait().close()
+        except (queue.Empty, OSError, ConfigError):
+            pass
+    zygote.close()
+    shutil.rmtree(config.stash.pop("sandbox.workdir"), ignore_errors=True)
 
 
 def probe_layers() -> dict[str, Any]:
@@ -348,7 +432,7 @@ def probe_layers() -> dict[str, Any]:
         return {"zygote": str(exc)}
     try:
         with tempfile.TemporaryDirectory(prefix="grader-doctor-") as workdir:
-            job = SandboxJob(zygote, 0, "", [], workdir, 5.0, DEFAULT_LIMITS, probe=True)
+            job = SandboxJob(zygote, 0, workdir, DEFAULT_LIMITS, probe=True)
             child = _Child(job)
             frame = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()})
             child.kill()
