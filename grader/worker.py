@@ -117,32 +117,39 @@ def main(argv):
     run(request, fd)
 
 
-def _await_go(request):
-    """A standby worker waits for one byte on stdin (its go) before importing; then stdin is /dev/null.
-
-    The grader starts a standby while a call may be about to time out, so the
-    remaining calls go on at once if it does. A standby never told to go is
-    killed, or sees end-of-file and leaves.
-    """
-    if request.get("standby"):
-        try:
-            go = os.read(0, 1)
-        except OSError:
-            go = b""
-        if not go:
-            os._exit(0)
+def _stdin_aside(request):
+    """Point stdin at /dev/null; a standby keeps its stdin (its go pipe) aside first, returned here."""
+    go_fd = os.dup(0) if request.get("standby") else None  # dup() gives a close-on-exec descriptor
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
+    return go_fd
+
+
+def _await_go(go_fd):
+    """A standby, imported, waits for one byte (its go) before its first call.
+
+    The grader starts a standby while a call may be about to time out: if it
+    does, the remaining calls start at once. A standby never told to go is
+    killed, or reads end-of-file and leaves.
+    """
+    try:
+        go = os.read(go_fd, 1)
+    except OSError:
+        go = b""
+    if not go:
+        os._exit(0)
+    os.close(go_fd)
 
 
 def run(request, fd):
     """Import the submission named in ``request``, make its calls, write frames to ``fd``.
 
     Also used by the sandbox's zygote, inside an isolated job. A standby
-    (``request["standby"]``) first waits for its go on stdin. Never returns.
+    (``request["standby"]``) imports, then waits for its go on stdin before
+    its first call. Never returns.
     """
-    _await_go(request)
+    go_fd = _stdin_aside(request)
     try:
         import numpy as np  # imported once, before the submission, for conversions
     except ImportError:  # pragma: no cover - numpy is a grader dependency
@@ -166,6 +173,8 @@ def run(request, fd):
         _emit(fd, {"event": "import", "ok": False, "type": type(exc).__name__, "message": message, "where": where})
         os._exit(0)
     _emit(fd, {"event": "import", "ok": True})
+    if go_fd is not None:
+        _await_go(go_fd)
 
     for call in request["calls"]:
         fn = getattr(module, call["function"], None)

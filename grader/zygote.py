@@ -508,8 +508,9 @@ def receive_task(request):
     A job is started before the grader knows which submission it will run
     (while the previous one runs), fully isolated, then waits here. The task
     is an 8-byte header (two big-endian lengths), a JSON object
-    (``calls``, ``cpu_seconds``) and the submission's bytes. End-of-file
-    instead means the job is not needed: it leaves.
+    (``calls``, ``cpu_seconds``, ``standby``) and the submission's bytes.
+    End-of-file instead means the job is not needed: it leaves. A standby
+    then reads its go from the same pipe (see ``worker.run``).
     """
     header = _read_exactly(0, 8)
     if header is None:
@@ -523,7 +524,7 @@ def receive_task(request):
         fh.write(source)
     cpu = max(1, int(task["cpu_seconds"]))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # lowering a limit needs no privilege
-    return dict(request, calls=task["calls"], cpu_seconds=cpu, standby=False)
+    return dict(request, calls=task["calls"], cpu_seconds=cpu, standby=bool(task.get("standby")))
 
 
 def isolate_job(request, layers):

@@ -140,3 +140,30 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
         worker.close()
         zygote.close()
         shutil.rmtree(workdir)
+
+
+def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Path) -> None:
+    """The job after a timeout is the standby (other slot, other uid); the hung job is ended without waiting."""
+    from grader.builtin.runner import run_calls
+    from grader.models import Call
+    from grader.zygote import UID_BASE, slot_processes
+
+    path = tmp_path / "attention.py"
+    path.write_text("import os\ndef spin():\n    while True:\n        pass\ndef who():\n    return os.geteuid()\n")
+    zygote = sandbox.Zygote()
+    workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
+    workdir.chmod(0o711)
+    worker = sandbox._Worker(zygote, (0, 5), str(workdir))
+    try:
+        out = run_calls(str(path), [Call("who", (), 2.0), Call("spin", (), 0.5), Call("who", (), 2.0)],
+                        launch=worker.launch)
+        assert [r.status for r in out.results] == ["returned", "timeout", "returned"]
+        assert [out.results[0].value, out.results[2].value] == [UID_BASE + 0, UID_BASE + 5]
+        assert len(worker.ending) <= 1  # the hung job, killed without waiting, until its slot is needed
+        worker.close()
+        assert worker.ending == [] and worker.free == {0, 5}
+        assert slot_processes(0) == set() and slot_processes(5) == set()
+    finally:
+        worker.close()
+        zygote.close()
+        shutil.rmtree(workdir)

@@ -110,15 +110,17 @@ class Job(Protocol):
     stdout_fd: int
     stderr_fd: int
 
-    def kill(self, finished: bool = False) -> None:
+    def kill(self, finished: bool = False, wait: bool = True) -> None:
         """Kill the worker and everything it started.
 
         ``finished`` is True when the worker answered every call and is
         exiting on its own: a job may then be given a moment to finish.
+        ``wait=False`` (its standby took over) allows not waiting for the
+        worker to be gone, if the launcher waits later.
         """
 
     def go(self) -> None:
-        """Let a standby worker (launched with ``standby=True``) import the file and make its calls."""
+        """Let a standby worker (launched with ``standby=True``, already imported) make its calls."""
 
     def exit_description(self) -> str:
         """Say how the worker ended, in words a student understands."""
@@ -127,7 +129,7 @@ class Job(Protocol):
 Launcher = Callable[..., Job]
 """``launch(file, calls, workdir, cpu_seconds, standby=False) -> Job`` starts a worker.
 
-A standby worker starts and waits for `Job.go` before importing the file."""
+A standby worker starts, imports the file, then waits for `Job.go` before its first call."""
 
 
 class PlainJob:
@@ -165,7 +167,7 @@ class PlainJob:
             except OSError:
                 pass  # it is gone; reading its frames will say so
 
-    def kill(self, finished: bool = False) -> None:
+    def kill(self, finished: bool = False, wait: bool = True) -> None:
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()
@@ -282,12 +284,12 @@ class _Child:
         """Say how the job ended, once it is gone."""
         return self.job.exit_description()
 
-    def kill(self) -> None:
-        """Kill the job and release the pipes (idempotent)."""
+    def kill(self, wait: bool = True) -> None:
+        """Kill the job and release the pipes (idempotent); see `Job.kill` for ``wait``."""
         if self.closed:
             return
         self.closed = True
-        self.job.kill(finished=self.finished)
+        self.job.kill(finished=self.finished, wait=wait)
         self.selector.close()
         for fd in (self.job.result_fd, self.job.stdout_fd, self.job.stderr_fd):
             try:
@@ -351,10 +353,11 @@ def run_calls(
 
     A call that times out or kills its process costs only that call: the
     calls after it run in a fresh worker. That worker is started as a
-    *standby* `STANDBY_LEAD_SECONDS` before the call's deadline (it sets up,
-    then waits), so when the call does time out the remaining calls go on
-    at once and a hanging call costs its timeout and nothing more. A
-    standby not needed (the call returned) is killed.
+    *standby* `STANDBY_LEAD_SECONDS` before the call's deadline (it sets up
+    and imports the file, then waits), so when the call does time out the
+    remaining calls go on at once and a hanging call costs its timeout and
+    nothing more. A standby not needed (the call returned) is killed before
+    it makes any call.
 
     Parameters
     ----------
@@ -395,6 +398,7 @@ def run_calls(
                     for j in range(start, len(calls)):
                         results[j] = CallResult("timeout", message=f"not run: {over_budget}")
                     break
+                handover = False  # True once a standby took over from this worker
                 if standby is not None:
                     child, standby = standby, None
                     child.job.go()
@@ -432,13 +436,14 @@ def run_calls(
                                                   over_budget)
                         if standby is not None:
                             standby.job.go()  # now, while this worker is being killed
+                            handover = True
                         stop_at = j + 1
                         break
                     else:
                         child.finished = True
                     start = stop_at
                 finally:
-                    child.kill()
+                    child.kill(wait=not handover)
         finally:
             if standby is not None:
                 standby.kill()

@@ -220,12 +220,14 @@ class SandboxJob:
         self.pid = reply.get("pid")
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
-        self.task: bytes | None = None
+        self.ending: list[SandboxJob] | None = None
+        """Where a job killed without waiting puts itself, for its worker to `settle` later."""
 
-    def assign(self, file: str, calls: Sequence[Call], cpu_seconds: float, now: bool = True) -> None:
-        """Give the job its task: the submission (read here, never through a link) and its calls.
+    def assign(self, file: str, calls: Sequence[Call], cpu_seconds: float, standby: bool = False) -> None:
+        """Send the job its task: the submission (read here, never through a link) and its calls.
 
-        With ``now=False`` the task is kept until `go` (a standby).
+        The job writes the file into its folder and imports it; a standby
+        then waits for `go` before its first call.
 
         Raises
         ------
@@ -233,44 +235,75 @@ class SandboxJob:
             If the submission cannot be read.
         """
         source = read_source(file)
-        task = json.dumps({"calls": [c.request for c in calls], "cpu_seconds": cpu_seconds}).encode()
-        self.task = struct.pack(">II", len(task), len(source)) + task + source
-        if now:
-            self.go()
+        task = json.dumps({"calls": [c.request for c in calls], "cpu_seconds": cpu_seconds, "standby": standby})
+        self._send(struct.pack(">II", len(task), len(source)) + task.encode() + source)
+        if not standby:
+            self._close_task()
 
     def go(self) -> None:
-        """Send the task: the job writes the file into its folder, imports it and makes its calls."""
-        if self.task_fd is not None and self.task is not None:
-            try:
-                view = memoryview(self.task)
-                while view:
-                    view = view[os.write(self.task_fd, view):]
-            except OSError:
-                pass  # the job is gone; reading its frames will say so
-            os.close(self.task_fd)
+        """Let a standby make its calls."""
+        self._send(b"g")
+        self._close_task()
+
+    def _send(self, data: bytes) -> None:
+        if self.task_fd is None:
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.task_fd, view):]
+        except OSError:
+            pass  # the job is gone; reading its frames will say so
+
+    def _close_task(self) -> None:
+        if self.task_fd is not None:
+            os.close(self.task_fd)  # a job still waiting for its task or its go leaves
             self.task_fd = None
 
-    def kill(self, finished: bool = False) -> None:
-        """End the job: a job that answered everything is left to report; others are killed."""
-        if self.task_fd is not None:
-            os.close(self.task_fd)  # a job still waiting for its task leaves
-            self.task_fd = None
+    def kill(self, finished: bool = False, wait: bool = True) -> None:
+        """End the job: a job that answered everything is left to report; others are killed.
+
+        With ``wait=False`` the kill is only sent: `settle` (which the job's
+        worker calls before it needs the slot again) waits for the slot to
+        be clean. A job replaced by its standby is ended so, while the
+        standby already makes its calls.
+        """
+        self._close_task()
         if self._read_status(0.5 if finished else 0.0) is None:
             self.zygote.request({"op": "kill", "job": self.id})
-            self._read_status(5.0)  # the zygote reports once the slot is empty
-        if self.status is None:
-            self.status = 128 + signal.SIGKILL
-            os.close(self.status_fd)
+            if not wait and self.ending is not None:
+                self.ending.append(self)
+                for fd in (self.result_fd, self.stdout_fd, self.stderr_fd):
+                    os.close(fd)
+                self.result_fd = self.stdout_fd = self.stderr_fd = -1
+                return
+        self.settle()
+
+    def settle(self, timeout: float = 5.0) -> bool:
+        """Wait (at most ``timeout`` seconds) until the job is over and its slot clean; release it.
+
+        Returns
+        -------
+        bool
+            False if the zygote has not reported yet (call again).
+        """
+        if self.on_end is None and self.status is not None:
+            return True
+        if self._read_status(timeout) is None:
+            if timeout > 0.0:
+                self.status = 128 + signal.SIGKILL  # never reported: give the slot up anyway
+                os.close(self.status_fd)
+            else:
+                return False
         for fd in (self.result_fd, self.stdout_fd, self.stderr_fd):
-            try:
+            if fd >= 0:
                 os.close(fd)
-            except OSError:
-                pass
         self.result_fd = self.stdout_fd = self.stderr_fd = -1
         shutil.rmtree(self.jobdir, ignore_errors=True)
         if self.on_end is not None:
             self.on_end(self.slot)
             self.on_end = None
+        return True
 
     def _read_status(self, timeout: float) -> int | None:
         """The job's exit code, as the zygote reports it once the slot is clean.
@@ -353,29 +386,42 @@ class _Worker:
         self.free = set(slots)
         self.workdir = workdir
         self.ready: SandboxJob | None = None
+        self.ending: list[SandboxJob] = []  # killed without waiting; their slots are freed by `settle`
+
+    def _settle_ended(self) -> None:
+        """Release the slots of jobs killed without waiting that are over by now."""
+        self.ending[:] = [job for job in self.ending if not job.settle(0.0)]
 
     def _start(self) -> SandboxJob:
+        self._settle_ended()
+        while not self.free and self.ending:
+            self.ending.pop(0).settle()
         slot = min(self.free)
         self.free.discard(slot)
-        return SandboxJob(self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self.free.add)
+        job = SandboxJob(self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self.free.add)
+        job.ending = self.ending
+        return job
 
     def launch(self, file: str, pending: Sequence[Call], _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
         """`grader.builtin.runner.Launcher`: the ready job gets the task; the next one starts."""
         job, self.ready = self.ready or self._start(), None
         try:
-            job.assign(file, pending, cpu, now=not standby)
+            job.assign(file, pending, cpu, standby=standby)
         except OSError:
             job.kill()
             raise
+        self._settle_ended()
         if self.free:
             self.ready = self._start()
         return job
 
     def close(self) -> None:
-        """Stop the job started ahead, if any."""
+        """Stop the job started ahead, if any, and wait for the jobs still ending."""
         if self.ready is not None:
             self.ready.kill()
             self.ready = None
+        while self.ending:
+            self.ending.pop().settle()
 
 
 @hookimpl(trylast=True)
