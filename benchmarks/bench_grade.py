@@ -12,7 +12,7 @@ crashing and two hanging ones) as a zip export, and prints:
 * the grader's peak RSS (MiB), from ``wait4`` on the grader process, which
   includes its children (zygote, jobs);
 * the cost of a hanging submission (its grading time minus a correct
-  submission's, medians of 3 runs) against the sum of its timeouts;
+  submission's, medians of 5 runs) against the sum of its timeouts;
 * the baseline: ``pytest benchmarks/pytest_baseline.py`` once per
   submission, 2 at a time, on ``--baseline`` correct numpy submissions.
 
@@ -118,11 +118,11 @@ def main() -> None:
         write_class(work / "hang", 1, (("hangs", 1.0),), hanging=1)
         write_class(work / "nohang", 1, (("correct_numpy", 1.0),))
         t_hang, t_ok = [], []
-        for i in range(3):  # interleaved; a fresh --out each time, so no result comes from the gradebook
+        for i in range(5):  # interleaved; a fresh --out each time, so no result comes from the gradebook
             t_hang.append(run_grader(["grade", str(work / "hang"), "--out", str(work / f"h{i}"), "-q", *a.extra])[0])
             t_ok.append(run_grader(["grade", str(work / "nohang"), "--out", str(work / f"c{i}"), "-q", *a.extra])[0])
         hang, ok = statistics.median(t_hang), statistics.median(t_ok)
-        print(f"one hanging submission: {hang:.2f} s against {ok:.2f} s for a correct one (medians of 3 runs): "
+        print(f"one hanging submission: {hang:.2f} s against {ok:.2f} s for a correct one (medians of 5 runs): "
               f"it costs {hang - ok:.2f} s more, and its hanging checks have 4 x 2 s = 8 s of timeouts")
 
         sample = numpy_files[: a.baseline]
