@@ -111,6 +111,10 @@ ZYGOTE_PIDFD = -1
 OWN_PIDNS_FD = -1
 """The zygote's own pid namespace, to return to after forking a job into a new one."""
 
+JOB_NICE = 10
+"""Jobs run at this nice value: when every core is busy, the grader and the zygote (which read
+results, kill hung jobs and start the next ones) still get the CPU at once."""
+
 UID_BASE = 61000
 """Worker slot k runs as uid and gid ``UID_BASE + k``."""
 
@@ -592,6 +596,7 @@ def job(request, fds, control_fd, worker, layers):
     """
     try:
         os.setsid()
+        os.nice(JOB_NICE)
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if select.select([ZYGOTE_PIDFD], [], [], 0)[0]:
             os._exit(1)  # the zygote died before the death signal was armed
@@ -676,8 +681,6 @@ class Running:
             return False
         self.code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else (
             os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
-        os.close(self.pidfd)
-        self.pidfd = None
         self.deadline = time.monotonic() + 5.0
         return True
 
@@ -728,9 +731,11 @@ def serve(control_fd, worker):
         events = poller.poll(2 if settling else None)
         for fd, _ in events:
             if fd != control_fd:
-                job_ = by_pidfd.pop(fd)
-                poller.unregister(fd)
-                if job_.reap():
+                job_ = by_pidfd[fd]
+                if job_.reap():  # else not a zombie yet: the pidfd stays watched
+                    del by_pidfd[fd]
+                    poller.unregister(fd)
+                    os.close(fd)
                     running.pop(job_.id, None)
                     settling.append(job_)
                 continue

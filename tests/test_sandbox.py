@@ -104,11 +104,11 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
 
     from grader.builtin.runner import _Child
     from grader.models import Call
-    from grader.zygote import UID_BASE, slot_processes
+    from grader.zygote import JOB_NICE, UID_BASE, slot_processes
 
     first, second = tmp_path / "a.py", tmp_path / "b.py"
-    first.write_text("import os\ndef who():\n    return [os.geteuid(), 1]\n")
-    second.write_text("import os\ndef who():\n    return [os.geteuid(), 2]\n")
+    first.write_text("import os\ndef who():\n    return [os.geteuid(), 1, os.nice(0)]\n")
+    second.write_text("import os\ndef who():\n    return [os.geteuid(), 2, os.nice(0)]\n")
     zygote = sandbox.Zygote()
     workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))  # as the plugin makes it: jobs' uids reach it
     workdir.chmod(0o711)
@@ -129,7 +129,8 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
             assert frames[0] == {"event": "import", "ok": True}, sink
             answers.append(frames[1]["value"])
         # Slot 0 ran the first submission, slot 5 (set up during it) the second; each got its own file.
-        assert answers == [[UID_BASE + 0, 1], [UID_BASE + 5, 2]]
+        # Jobs run at a lower priority than the grader and the zygote.
+        assert answers == [[UID_BASE + 0, 1, JOB_NICE], [UID_BASE + 5, 2, JOB_NICE]]
         # Jobs are launched blank: the zygote never sees a submission or a call.
         launches = [m for m in sent_to_zygote if m["op"] == "launch"]
         assert len(launches) == 3 and not any("calls" in m or "who" in json.dumps(m) for m in launches)
