@@ -12,7 +12,8 @@ requests on the UNIX socket CONTROL_FD. Each request is one JSON line; a
 write ends of the job's result, stdout and stderr pipes, of a status pipe
 on which the zygote writes the job's exit code once the slot's cgroups
 hold nothing of the job any more, and the read end of the job's task pipe
-(its stdin). Replies are JSON lines.
+(its stdin). Replies are JSON lines; a launch's reply carries a pidfd of
+the job, with which the grader kills it (``kill`` requests remain).
 
 Jobs are started ahead, before the grader knows their submission: a job
 sets up every layer, then waits on its stdin for its task (the
@@ -764,7 +765,10 @@ def serve(control_fd, worker):
                     running[job_.id] = job_
                     by_pidfd[job_.pidfd] = job_
                     poller.register(job_.pidfd, select.POLLIN)
-                    reply = {"pid": pid}
+                    # The grader gets a pidfd too: it kills a job without a round trip here,
+                    # and a pidfd, unlike a pid, can never name another process.
+                    socket.send_fds(sock, [json.dumps({"pid": pid}).encode() + b"\n"], [job_.pidfd])
+                    continue
             elif op == "kill":
                 job_ = running.get(request["job"])
                 if job_ is not None:

@@ -391,6 +391,7 @@ def run_calls(
 
     start = 0
     standby: _Child | None = None  # a worker for calls[start:], waiting for its go
+    went = 0.0  # when the standby now running was told to go: its first call started then
     with tempfile.TemporaryDirectory(prefix="grader-job-") as workdir:
         try:
             while start < len(calls):
@@ -401,8 +402,9 @@ def run_calls(
                 handover = False  # True once a standby took over from this worker
                 if standby is not None:
                     child, standby = standby, None
-                    child.job.go()
+                    child.job.go()  # (already told, when the call before timed out)
                 else:
+                    went = 0.0
                     child = _Child(launch(file, calls[start:], workdir, cpu_for(calls[start:])))
                 try:
                     frame = child.read_frame(min(time.monotonic() + import_timeout, budget_end), sink)
@@ -417,7 +419,8 @@ def run_calls(
                         break
                     stop_at = len(calls)
                     for j in range(start, len(calls)):
-                        deadline = min(time.monotonic() + calls[j].timeout, budget_end)
+                        began = went if j == start and went else time.monotonic()
+                        deadline = min(began + calls[j].timeout, budget_end)
                         frame = "timeout"
                         if j + 1 < len(calls) and deadline - STANDBY_LEAD_SECONDS > time.monotonic():
                             frame = child.read_frame(deadline - STANDBY_LEAD_SECONDS, sink)
@@ -436,6 +439,7 @@ def run_calls(
                                                   over_budget)
                         if standby is not None:
                             standby.job.go()  # now, while this worker is being killed
+                            went = time.monotonic()
                             handover = True
                         stop_at = j + 1
                         break

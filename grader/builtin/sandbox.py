@@ -105,11 +105,10 @@ class Zygote:
         theirs.close()
         self.sock = ours
         self.sock.settimeout(60.0)
-        self.reader = self.sock.makefile("rb")
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         try:
-            line = self.reader.readline()
+            line, _ = self._receive()
         except OSError:
             line = b""
         if not line:
@@ -121,23 +120,41 @@ class Zygote:
         self.landlock_abi = int(hello.get("landlock_abi", 0))
         self.readonly = hello.get("readonly", [])
 
-    def request(self, message: dict[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
-        """Send one request (with file descriptors) and return the reply."""
+    def _receive(self) -> tuple[bytes, list[int]]:
+        """One reply line, with the file descriptors that came with it (b"" once the zygote is gone)."""
+        data, fds = b"", []
+        while not data.endswith(b"\n"):
+            chunk, got, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 1)
+            fds += got
+            if not chunk:
+                return b"", fds
+            data += chunk
+        return data, fds
+
+    def request(self, message: dict[str, Any], fds: Sequence[int] = ()) -> tuple[dict[str, Any], list[int]]:
+        """Send one request (with file descriptors); return the reply and the descriptors it carried.
+
+        Raises
+        ------
+        grader.errors.ConfigError
+            If the zygote stopped answering.
+        """
         data = json.dumps(message).encode() + b"\n"
         with self.lock:
             if fds:
                 socket.send_fds(self.sock, [data], list(fds))
             else:
                 self.sock.sendall(data)
-            line = self.reader.readline()
+            line, got = self._receive()
         if not line:
+            for fd in got:
+                os.close(fd)
             raise ConfigError("the sandbox's zygote stopped answering")
-        return json.loads(line)
+        return json.loads(line), got
 
     def close(self) -> None:
         """Stop the zygote (its jobs die with it)."""
         try:
-            self.reader.close()
             self.sock.close()
         except OSError:
             pass
@@ -213,11 +230,12 @@ class SandboxJob:
         task_read, self.task_fd = os.pipe()
         sent = [w for _, w in pipes] + [task_read]
         try:
-            reply = zygote.request(request, sent)
+            reply, got = zygote.request(request, sent)
         finally:
             for fd in sent:
                 os.close(fd)
         self.pid = reply.get("pid")
+        self.pidfd = got[0] if got else None  # to kill the job without asking the zygote
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
         self.ending: list[SandboxJob] | None = None
@@ -270,7 +288,10 @@ class SandboxJob:
         """
         self._close_task()
         if self._read_status(0.5 if finished else 0.0) is None:
-            self.zygote.request({"op": "kill", "job": self.id})
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)  # pid 1: its namespace goes with it
+            except (OSError, TypeError):  # gone already, or no pidfd: the zygote kills it
+                self.zygote.request({"op": "kill", "job": self.id})
             if not wait and self.ending is not None:
                 self.ending.append(self)
                 for fd in (self.result_fd, self.stdout_fd, self.stderr_fd):
@@ -299,6 +320,9 @@ class SandboxJob:
             if fd >= 0:
                 os.close(fd)
         self.result_fd = self.stdout_fd = self.stderr_fd = -1
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
         shutil.rmtree(self.jobdir, ignore_errors=True)
         if self.on_end is not None:
             self.on_end(self.slot)
