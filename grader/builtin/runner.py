@@ -20,6 +20,7 @@ implements ``grader_run_calls`` replaces it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import selectors
@@ -348,6 +349,7 @@ def run_calls(
     import_timeout: float = 10.0,
     submission_timeout: float = 120.0,
     launch: Launcher = PlainJob,
+    scratch: bool = True,
 ) -> RunOutcome:
     """Run ``calls`` against the submission ``file`` in child processes.
 
@@ -373,6 +375,9 @@ def run_calls(
     launch : callable
         Starts a worker (`PlainJob` by default; the sandbox passes its own);
         see `Launcher`.
+    scratch : bool
+        Make a temporary folder for the workers (passed to ``launch``);
+        False passes ``""`` (the sandbox's jobs have their own folders).
 
     Returns
     -------
@@ -392,7 +397,7 @@ def run_calls(
     start = 0
     standby: _Child | None = None  # a worker for calls[start:], waiting for its go
     went = 0.0  # when the standby now running was told to go: its first call started then
-    with tempfile.TemporaryDirectory(prefix="grader-job-") as workdir:
+    with tempfile.TemporaryDirectory(prefix="grader-job-") if scratch else contextlib.nullcontext("") as workdir:
         try:
             while start < len(calls):
                 if time.monotonic() >= budget_end:

@@ -467,6 +467,7 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
             import_timeout=float(config.option("import_timeout", 10.0)),
             submission_timeout=float(config.option("submission_timeout", 120.0)),
             launch=worker.launch,
+            scratch=False,
         )
     finally:
         slots.put(worker)
