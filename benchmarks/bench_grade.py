@@ -8,7 +8,9 @@ It generates N submissions (correct numpy, correct pure Python, wrong,
 crashing and two hanging ones) as a zip export, and prints:
 
 * throughput on N correct numpy submissions (``grader grade DIR --jobs J``);
-* the mixed class zip: submissions per second and per-submission time;
+* the mixed class zip: submissions per second and per-submission time,
+  and what it wrote (CSV gradebook, Gradescope files, JUnit XML, summary
+  page, feedback pages), checked to hold every student;
 * the grader's peak RSS (MiB), from ``wait4`` on the grader process, which
   includes its children (zygote, jobs);
 * the cost of a hanging submission (its grading time minus a correct
@@ -22,6 +24,7 @@ Every figure comes from this one run, on this machine.
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import shutil
 import statistics
@@ -29,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -74,6 +78,27 @@ def run_grader(args: list[str]) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
+def outputs_written(out: Path, n: int) -> str:
+    """Check what a graded class wrote for its n students; say it in one line.
+
+    Raises
+    ------
+    AssertionError
+        If an export is missing or does not hold every student.
+    """
+    with (out / "gradebook.csv").open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    gradescope = list((out / "gradescope").glob("*.json"))
+    junit = ET.parse(out / "junit.xml").getroot()
+    cases = len(junit.findall("./testsuite/testcase"))
+    charts = (out / "summary.html").read_text().count("<svg")
+    pages = len(list(out.glob("*.html"))) - 2  # index.html and summary.html
+    assert len(rows) == n + 1 and len(gradescope) == n and pages == n, (len(rows), len(gradescope), pages)
+    assert cases == int(junit.get("tests")) and cases % n == 0 and charts >= 3, (cases, charts)
+    return (f"wrote gradebook.csv ({len(rows) - 1} students), gradescope/ ({len(gradescope)} files), junit.xml "
+            f"({cases} testcases), summary.html ({charts} charts), {pages} feedback pages")
+
+
 def baseline(files: list[Path], jobs: int = 2) -> float:
     """Seconds for one pytest process per submission, ``jobs`` at a time."""
     def one(path: Path) -> None:
@@ -114,6 +139,7 @@ def main() -> None:
                                             "--jobs", str(a.jobs), *a.extra])
         print(f"mixed class zip (2 hanging): {a.n} in {secs_mixed:.1f} s = {a.n / secs_mixed:.1f} submissions/s; "
               f"peak RSS {rss_mixed:.0f} MiB")
+        print(f"  {outputs_written(work / 'out-mixed', a.n)}")
 
         write_class(work / "hang", 1, (("hangs", 1.0),), hanging=1)
         write_class(work / "nohang", 1, (("correct_numpy", 1.0),))
