@@ -28,7 +28,7 @@ from pathlib import Path
 from grader import __version__
 from grader.config import Config
 from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, GraderError, UsageError
-from grader.fileio import output_file
+from grader.fileio import output_file, remove_stale_scratch
 from grader.plugins import get_plugin_manager
 
 __all__ = ["console_main", "main"]
@@ -161,6 +161,7 @@ def _run(config: Config) -> int:
         from grader.builtin.sandbox import doctor
 
         return doctor(_write)
+    remove_stale_scratch()  # what graders killed with kill -9 left in the temporary folder
     if config.command == "check":
         config.options.out = None
         report = session.grade(config, config.options.paths, visible_only=True)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["output_file", "safe_name", "unique_file_names", "write_atomic"]
+__all__ = ["output_file", "remove_stale_scratch", "safe_name", "scratch_prefix", "unique_file_names", "write_atomic"]
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -94,3 +96,46 @@ def output_file(text: str) -> str:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text}: the folder {folder} is not writable")
     return text
+
+
+def scratch_prefix(kind: str) -> str:
+    """``grader-<kind>-<pid>-``: the prefix of this process's temporary folders.
+
+    The pid in the name lets `remove_stale_scratch` find the folders of a
+    grader that was killed (``kill -9``) before it could remove them.
+    """
+    return f"grader-{kind}-{os.getpid()}-"
+
+
+_SCRATCH = re.compile(r"grader-[a-z]+-(\d+)-")
+
+
+def remove_stale_scratch(folder: str | None = None) -> int:
+    """Remove the temporary folders (`scratch_prefix`) of grader processes that are gone.
+
+    Parameters
+    ----------
+    folder : str, optional
+        Where to look; the system's temporary folder by default.
+
+    Returns
+    -------
+    int
+        How many folders were removed. Folders of live processes, and any
+        folder this process may not remove, are left alone.
+    """
+    folder = folder or tempfile.gettempdir()
+    removed = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for name in names:
+        match = _SCRATCH.match(name)
+        if match is None or os.path.exists(f"/proc/{match.group(1)}") or not os.path.isdir("/proc/self"):
+            continue
+        path = os.path.join(folder, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += not os.path.exists(path)
+    return removed

@@ -230,3 +230,19 @@ def test_an_empty_zip_names_the_archive(cli, tmp_path: Path) -> None:
     code, out, err = cli("grade", archive, "--out", tmp_path / "out")
     assert code == 2
     assert err.strip() == f"grader: error: {archive}: holds no attention.py, no student folders and no .py files"
+
+
+def test_folders_left_by_a_killed_grader_are_removed_by_the_next(tmp_path: Path) -> None:
+    import subprocess
+
+    from grader.fileio import remove_stale_scratch, scratch_prefix
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid names no process now
+    mine = tmp_path / f"{scratch_prefix('sandbox')}abc"
+    gone = tmp_path / f"grader-sandbox-{dead.pid}-xyz"
+    other = tmp_path / f"grader-notes-{dead.pid}"  # not a scratch name
+    for folder in (mine, gone / "job3", other):
+        folder.mkdir(parents=True)
+    assert remove_stale_scratch(str(tmp_path)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, other.name])

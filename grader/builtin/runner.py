@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from grader.models import Call, CallResult, RunOutcome, Submission
+from grader.fileio import scratch_prefix
 from grader.plugins import hookimpl
 
 WORKER = str(Path(__file__).resolve().parent.parent / "worker.py")
@@ -397,7 +398,7 @@ def run_calls(
     start = 0
     standby: _Child | None = None  # a worker for calls[start:], waiting for its go
     went = 0.0  # when the standby now running was told to go: its first call started then
-    with tempfile.TemporaryDirectory(prefix="grader-job-") if scratch else contextlib.nullcontext("") as workdir:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("job")) if scratch else contextlib.nullcontext("") as workdir:
         try:
             while start < len(calls):
                 if time.monotonic() >= budget_end:

@@ -36,6 +36,7 @@ from typing import Any
 
 from grader.builtin.runner import CHILD_ENV, _Child, describe_exit, run_calls
 from grader.errors import ConfigError
+from grader.fileio import scratch_prefix
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
 
@@ -387,7 +388,7 @@ def grader_configure(config: Any) -> None:
     from grader.session import worker_count
 
     count = worker_count(config)
-    workdir = tempfile.mkdtemp(prefix="grader-sandbox-")
+    workdir = tempfile.mkdtemp(prefix=scratch_prefix("sandbox"))
     os.chmod(workdir, 0o711)  # job folders inside belong to the jobs' uids
     config.stash["sandbox.workdir"] = workdir
     slots: queue.SimpleQueue[_Worker] = queue.SimpleQueue()

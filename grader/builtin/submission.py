@@ -33,6 +33,7 @@ from typing import Any
 from grader.archive import ArchiveError, safe_extract
 
 from grader.errors import UsageError
+from grader.fileio import scratch_prefix
 from grader.models import Submission
 from grader.plugins import hookimpl
 
@@ -115,7 +116,7 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
     """
     if not Path(path).is_file():
         raise UsageError(f"{path}: no such file or folder; give an {FILENAME}, a student folder or a folder of them")
-    dest = Path(tempfile.mkdtemp(prefix="grader-zip-"))
+    dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
     config.stash.setdefault("submission.tempdirs", []).append(dest)
     try:
         extracted = safe_extract(Path(path), dest)
