@@ -213,7 +213,16 @@ def _publish(config: Config) -> int:
 
 
 def _write(line: str) -> None:
-    print(line, flush=True)
+    """Print one line of the summary; once the reader has gone (``grader ... | head``), print no more."""
+    if sys.stdout is None or getattr(_write, "closed", False):
+        return
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        _write.closed = True  # type: ignore[attr-defined]
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that flushing at exit fails no more
+        os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -95,6 +95,12 @@ def output_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text}: {folder} is a file, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text}: the folder {folder} is not writable")
+    try:  # os.access says yes to root everywhere; only creating a file tells (/proc, read-only mounts)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".grader-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text}: cannot write in {folder} ({exc.strerror})") from None
     return text
 
 

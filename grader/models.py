@@ -242,12 +242,17 @@ class RunOutcome:
         timeout at import); empty when it imported.
     stdout, stderr : str
         What the submission printed, capped and decoded with replacement.
+    sha256 : str
+        SHA-256 of the bytes that ran (the runner reads the file once), or
+        "" if the runner does not say; it differs from the submission's if
+        the file changed after it was located.
     """
 
     results: tuple[CallResult, ...]
     import_error: str = ""
     stdout: str = ""
     stderr: str = ""
+    sha256: str = ""
 
 
 @dataclass(frozen=True)

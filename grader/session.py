@@ -210,7 +210,7 @@ def grade_submission(
     return SubmissionResult(
         id=submission.id,
         path=submission.path,
-        sha256=submission.sha256,
+        sha256=outcome.sha256 if outcome is not None and outcome.sha256 else submission.sha256,
         status="error" if error else "graded",
         score=round(sum(e.score for e in exercise_results), 6),
         max_score=round(sum(e.max_score for e in exercise_results), 6),

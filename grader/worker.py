@@ -105,6 +105,9 @@ def to_data(value, np, depth=0, budget=None):
             return np.asarray(value).tolist()
     if type(value) in (list, tuple):
         return [to_data(v, np, depth + 1, budget) for v in value]
+    if value is None and depth == 0:
+        raise BadReturn("the function returned None (is a return statement missing?); return numbers, lists, "
+                        "tuples or numpy arrays")
     raise BadReturn("the result holds a %s; return numbers, lists, tuples or numpy arrays" % type(value).__name__)
 
 
@@ -165,7 +168,7 @@ def run(request, fd):
         spec.loader.exec_module(module)
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):
-            where = "%s, line %s" % (os.path.basename(filename), exc.lineno)
+            where = os.path.basename(filename) + (", line %s" % exc.lineno if exc.lineno else "")
             message = exc.msg
         else:
             where = _where(exc.__traceback__, filename)

@@ -28,7 +28,7 @@ applied if the kernel and the privileges allow it, and reported by
    the job is pid 1 of a new pid namespace (the zygote then goes back to
    its own with ``setns``);
 2. the job starts a new session, dies with the zygote, moves itself into
-   its slot's cgroups (pids, memory; v2 for ``cgroup.kill``), then
+   its slot's cgroups (pids, memory, cpu; v2 for ``cgroup.kill``), then
    unshares mount, ipc and uts namespaces (the network namespace is the
    zygote's own, empty, made once: see `NET_NAMESPACE`), mounts a fresh
    ``/proc``, takes its three pipes as fds 1-3, closes every other fd, and
@@ -158,14 +158,19 @@ def _own_cgroup(controller):
 
 
 def cgroup_dirs(slot):
-    """Cgroup folders of a worker slot that can exist here: {'pids':..., 'memory':..., 'kill':...}.
+    """Cgroup folders of a worker slot that can exist here: {'pids':..., 'memory':..., 'cpu':..., 'kill':...}.
+
+    The cpu cgroup gives each slot one equal share of the CPU, however many
+    processes its job starts: without it, a job whose children each call
+    ``setsid()`` gets a scheduler autogroup per child and can starve the
+    job of the student graded beside it into timeouts.
 
     One set per slot (not per job) is made once and reused: a slot runs one
     job at a time, and making memory cgroups costs milliseconds.
     """
     dirs = {}
     name = f"grader-{ZYGOTE_PID}-slot{int(slot)}"
-    for controller in ("pids", "memory"):
+    for controller in ("pids", "memory", "cpu"):
         base = os.path.join(CGROUP_ROOT, controller)
         if os.path.isfile(os.path.join(base, "cgroup.procs")):
             dirs[controller] = os.path.join(base + _own_cgroup(controller).rstrip("/"), name)

@@ -246,3 +246,56 @@ def test_folders_left_by_a_killed_grader_are_removed_by_the_next(tmp_path: Path)
         folder.mkdir(parents=True)
     assert remove_stale_scratch(str(tmp_path)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, other.name])
+
+
+SWAP_PLUGIN = '''
+from pathlib import Path
+from grader import hookimpl
+
+@hookimpl
+def grader_collection_finish(submissions, collected, config):
+    # After every file was located and hashed, one student overwrites theirs.
+    for sub in submissions:
+        if sub.id == "swapped":
+            Path(sub.file).write_bytes(Path(config.option("swap_with")).read_bytes())
+
+@hookimpl
+def grader_addoption(parser):
+    parser.add_argument("--swap-with")
+'''
+
+
+def test_a_file_changed_after_it_was_located_is_graded_as_read_and_not_kept(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result names the bytes that ran; the gradebook keeps it under no other content's key."""
+    import hashlib
+
+    (tmp_path / "g14_swap.py").write_text(SWAP_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    folder = tmp_path / "class"
+    correct = (SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()
+    for name in ("swapped", "twin"):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "attention.py").write_bytes(correct)
+    starter = SUBMISSIONS / "starter" / "attention.py"
+    out = tmp_path / "out"
+    code, _, err = cli("grade", folder, "--out", out, "-q", "-p", "g14_swap", "--swap-with", starter)
+    assert code == 0, err
+    results = {s["id"]: s for s in json.loads((out / "results.json").read_text())["submissions"]}
+    assert results["swapped"]["score"] == 0 and results["twin"]["score"] == 67
+    assert results["swapped"]["sha256"] == hashlib.sha256(starter.read_bytes()).hexdigest()
+    # Only the twin's result was kept: the starter's score is not filed under the correct file's hash.
+    rows = sqlite3.connect(out / "gradebook.sqlite").execute("SELECT student, sha256 FROM results").fetchall()
+    assert rows == [("twin", hashlib.sha256(correct).hexdigest())]
+
+
+def test_a_file_gone_before_its_turn_costs_only_its_grade(tmp_path: Path) -> None:
+    from grader.builtin.runner import run_calls
+    from grader.models import Call
+
+    out = run_calls(str(tmp_path / "attention.py"), [Call("softmax", ([1.0],), 2.0)])
+    assert out.import_error == (
+        "attention.py could not be read (No such file or directory); was it moved or changed during grading?"
+    )
+    assert [r.status for r in out.results] == ["skipped"] and out.sha256 == ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -33,6 +34,9 @@ def _one_line(err: str) -> str:
         (["grade", "submissions", "--import-timeout", "soon"], "argument --import-timeout: invalid number of seconds: 'soon'"),
         (["grade", "submissions", "--import-timeout", "-1"], "argument --import-timeout: must be more than 0 seconds, got -1"),
         (["grade", "submissions", "--submission-timeout", "0"], "argument --submission-timeout: must be more than 0 seconds, got 0"),
+        # Found before grading, not after: root may "access" /proc and /sys but create nothing there.
+        (["grade", "submissions", "--json", "/proc/x.json"], "argument --json: /proc/x.json: cannot write in /proc"),
+        (["grade", "submissions", "--junit", "/sys/x.xml"], "argument --junit: /sys/x.xml: cannot write in /sys"),
     ],
 )
 def test_usage_errors_are_one_line_exit_2(cli, args, phrase) -> None:
@@ -182,6 +186,17 @@ def test_gradescope_file_with_two_submissions_is_refused_before_grading(cli, tmp
     assert code == 2
     assert _one_line(err) == (
         f"grader: error: --gradescope {tmp_path / 'results.json'}: Gradescope grades one submission per run, "
-        "and this run has 2 or more; use DIR/gradescope/<id>.json instead"
+        "and this run has more than one (2 found so far); use DIR/gradescope/<id>.json instead"
     )
     assert not (tmp_path / "o" / "gradebook.sqlite").exists()
+
+
+def test_a_reader_that_goes_away_stops_the_summary_not_the_grading(tmp_path: Path) -> None:
+    """``grader grade ... | head -1``: no traceback, and the reports are still written."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", SUBMISSIONS / "correct_numpy", "--out",
+                           tmp_path / "o", "-q"], stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    os.close(write_end)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert (tmp_path / "o" / "results.json").is_file()

@@ -159,7 +159,7 @@ def test_gradescope_path_refuses_a_batch(cli, tmp_path: Path) -> None:
         "--gradescope", tmp_path / "results.json",
     )
     assert code == 2
-    assert "--gradescope" in err and "one submission per run, and this run has 2 or more" in err
+    assert "--gradescope" in err and "one submission per run, and this run has more than one (2 found so far)" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "results.json").exists()
 

@@ -145,8 +145,10 @@ def test_float_subclass_with_lying_repr_and_eq_returns_plain_float(tmp_path: Pat
         ("return {'outputs': [1.0]}", "the result holds a dict; return numbers, lists, tuples or numpy arrays"),
         ("return [1.0, None]", "the result holds a NoneType; return numbers, lists, tuples or numpy arrays"),
         ("return np.array([1j])", "the result holds a numpy array of dtype complex128; return numbers"),
+        ("pass", "the function returned None (is a return statement missing?); return numbers, lists, tuples or "
+                 "numpy arrays"),
     ],
-    ids=["generator", "object-array", "string", "dict", "none-inside", "complex-array"],
+    ids=["generator", "object-array", "string", "dict", "none-inside", "complex-array", "none"],
 )
 def test_unreadable_returns_are_bad_return(tmp_path: Path, body: str, message: str) -> None:
     path = submission(tmp_path, f"import numpy as np\n\ndef f():\n    {body}\n\ndef g():\n    return 1.0\n")
@@ -326,9 +328,9 @@ def _recording_launcher(launches: list) -> object:
     """A launcher that records (standby, number of calls) of every worker it starts."""
     from grader.builtin.runner import PlainJob
 
-    def launch(file, calls, workdir, cpu, standby=False):  # noqa: ANN001, ANN202
+    def launch(source, calls, workdir, cpu, standby=False):  # noqa: ANN001, ANN202
         launches.append((standby, len(calls)))
-        return PlainJob(file, calls, workdir, cpu, standby=standby)
+        return PlainJob(source, calls, workdir, cpu, standby=standby)
 
     return launch
 
@@ -616,3 +618,11 @@ def test_arguments_changed_in_place_are_reported_by_position(tmp_path: Path) -> 
     assert pure.status == "returned" and pure.mutated_args == ()  # NaN stays NaN: unchanged
     assert plant.mutated_args == (1,) and loop.mutated_args == (0,) and as_float.mutated_args == (0,)
     assert raised.status == "raised" and raised.mutated_args == (1,)
+
+
+def test_a_file_with_a_nul_byte_names_no_line(tmp_path: Path) -> None:
+    path = submission(tmp_path, "def f():\n    return 1.0\n")
+    path.write_bytes(path.read_bytes() + b"\x00\n")
+    out = run(path, C("f"))
+    assert out.import_error.startswith("importing the file failed with SyntaxError (attention.py): ")
+    assert "null bytes" in out.import_error and "line None" not in out.import_error

@@ -119,7 +119,7 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
     try:
         answers = []
         for path, ready_slot in ((first, 5), (second, 0)):
-            job = worker.launch(str(path), [Call("who", (), 2.0)], "", 10.0)
+            job = worker.launch(path.read_bytes(), [Call("who", (), 2.0)], "", 10.0)
             assert worker.ready is not None and worker.ready.slot == ready_slot  # started ahead, other slot
             child = _Child(job)
             sink = {"stdout": bytearray(), "stderr": bytearray()}

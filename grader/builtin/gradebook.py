@@ -108,7 +108,7 @@ def grader_cached_result(submission: Submission, key: str, config: Any) -> Submi
     book = _open(config)
     if book is None:
         return None
-    config.stash["gradebook.keys"][submission.id] = key
+    config.stash["gradebook.keys"][submission.id] = (key, submission.sha256)
     if config.option("regrade"):
         return None
     result = book.get(key)
@@ -121,9 +121,11 @@ def grader_cached_result(submission: Submission, key: str, config: Any) -> Submi
 @hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     book: Gradebook | None = config.stash.get("gradebook")
-    key = config.stash.get("gradebook.keys", {}).get(result.id)
+    key, sha256 = config.stash.get("gradebook.keys", {}).get(result.id, (None, None))
     if book is None or key is None or result.id in config.stash.get("gradebook.reused", ()):
         return
+    if result.sha256 != sha256:
+        return  # the file changed after it was located: this result is not that content's to keep
     book.put(key, config.stash["collected"].spec_hash, result)
 
 

@@ -196,7 +196,7 @@ def grader_locate_submissions(path: str, config: Any) -> Any:
         if count > 1:
             raise UsageError(
                 f"--gradescope {config.option('gradescope')}: Gradescope grades one submission per run, "
-                f"and this run has {count} or more; use DIR/{SUBFOLDER}/<id>.json instead"
+                f"and this run has more than one ({count} found so far); use DIR/{SUBFOLDER}/<id>.json instead"
             )
     return found
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import hashlib
 import json
 import os
 import selectors
@@ -85,10 +87,36 @@ def grader_addoption(parser: Any) -> None:
     )
 
 
-def write_request(workdir: str, file: str, calls: Sequence[Call], cpu_seconds: float, standby: bool = False) -> str:
-    """Write the worker's request (submission path, calls, CPU seconds) as JSON; return its path."""
+def read_source(path: str) -> bytes:
+    """Read a submission file once, without following a symbolic link.
+
+    Raises
+    ------
+    OSError
+        If the path is a symbolic link (``ELOOP``), gone, unreadable, or
+        larger than the locator's limit (``EFBIG``).
+    """
+    from grader.builtin.submission import MAX_SOURCE_BYTES
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:  # it grew after it was located
+        raise OSError(errno.EFBIG, f"larger than {MAX_SOURCE_BYTES >> 20} MiB")
+    return data
+
+
+def write_request(workdir: str, source: bytes, calls: Sequence[Call], cpu_seconds: float, standby: bool = False) -> str:
+    """Write the submission into a new folder of ``workdir``, and the worker's request beside it, as JSON.
+
+    Returns the request's path.
+    """
+    folder = tempfile.mkdtemp(prefix="worker-", dir=workdir)
+    file = os.path.join(folder, "attention.py")
+    with open(file, "wb") as fh:
+        fh.write(source)
     request = {
-        "file": str(Path(file).resolve()),
+        "file": file,
         "cpu_seconds": cpu_seconds,
         "standby": standby,
         "calls": [c.request for c in calls],
@@ -129,7 +157,8 @@ class Job(Protocol):
 
 
 Launcher = Callable[..., Job]
-"""``launch(file, calls, workdir, cpu_seconds, standby=False) -> Job`` starts a worker.
+"""``launch(source, calls, workdir, cpu_seconds, standby=False) -> Job`` starts a worker on the
+submission's bytes (read once by `run_calls`, so every worker of a submission runs the same file).
 
 A standby worker starts, imports the file, then waits for `Job.go` before its first call."""
 
@@ -137,8 +166,8 @@ A standby worker starts, imports the file, then waits for `Job.go` before its fi
 class PlainJob:
     """A worker in a plain child process (new session, scrubbed environment)."""
 
-    def __init__(self, file: str, calls: Sequence[Call], workdir: str, cpu_seconds: float, standby: bool = False) -> None:
-        request_path = write_request(workdir, file, calls, cpu_seconds, standby)
+    def __init__(self, source: bytes, calls: Sequence[Call], workdir: str, cpu_seconds: float, standby: bool = False) -> None:
+        request_path = write_request(workdir, source, calls, cpu_seconds, standby)
         read_fd, write_fd = os.pipe()
         env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
         try:
@@ -386,6 +415,12 @@ def run_calls(
         One result per call, in order. ``import_error`` is set when the file
         could not be imported; every call is then ``skipped``.
     """
+    try:
+        source = read_source(file)
+    except OSError as exc:
+        why = f"{Path(file).name} could not be read ({exc.strerror}); was it moved or changed during grading?"
+        return RunOutcome(tuple(CallResult("skipped", message=why) for _ in calls), why)
+    sha256 = hashlib.sha256(source).hexdigest()
     results: list[CallResult | None] = [None] * len(calls)
     sink = {"stdout": bytearray(), "stderr": bytearray()}
     import_error = ""
@@ -411,7 +446,7 @@ def run_calls(
                     child.job.go()  # (already told, when the call before timed out)
                 else:
                     went = 0.0
-                    child = _Child(launch(file, calls[start:], workdir, cpu_for(calls[start:])))
+                    child = _Child(launch(source, calls[start:], workdir, cpu_for(calls[start:])))
                 try:
                     frame = child.read_frame(min(time.monotonic() + import_timeout, budget_end), sink)
                     if frame == "timeout" and time.monotonic() >= budget_end:
@@ -432,7 +467,7 @@ def run_calls(
                             frame = child.read_frame(deadline - STANDBY_LEAD_SECONDS, sink)
                             if frame == "timeout":  # the call may hang: get its successor ready
                                 pending = calls[j + 1 :]
-                                standby = _Child(launch(file, pending, workdir, cpu_for(pending), standby=True))
+                                standby = _Child(launch(source, pending, workdir, cpu_for(pending), standby=True))
                         if frame == "timeout":
                             frame = child.read_frame(deadline, sink)
                         if isinstance(frame, dict) and frame.get("event") == "call":
@@ -458,7 +493,7 @@ def run_calls(
             if standby is not None:
                 standby.kill()
     out = [r if r is not None else CallResult("skipped", message="not run") for r in results]
-    return RunOutcome(tuple(out), import_error, _decode(sink["stdout"]), _decode(sink["stderr"]))
+    return RunOutcome(tuple(out), import_error, _decode(sink["stdout"]), _decode(sink["stderr"]), sha256)
 
 
 STANDBY_LEAD_SECONDS = 0.25

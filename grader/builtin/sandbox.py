@@ -68,6 +68,7 @@ LAYERS = (
     ("uts", "uts namespace"),
     ("pids", "cgroup pids limit (fork bombs)"),
     ("memory", "cgroup memory limit"),
+    ("cpu", "cgroup cpu share (a job's many processes cannot starve the job graded beside it)"),
     ("kill", "cgroup.kill (kills every process of a job)"),
     ("rlimits", "rlimits: CPU, address space, file size, open files, processes, no core dumps"),
     ("landlock", "Landlock filesystem allow-list (stdlib, numpy, the job folder)"),
@@ -166,19 +167,6 @@ class Zygote:
             self.proc.wait()
 
 
-def read_source(path: str) -> bytes:
-    """Read a submission file without following a symbolic link.
-
-    Raises
-    ------
-    OSError
-        If the path is a symbolic link (``ELOOP``) or unreadable.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
-
-
 class SandboxJob:
     """A job run by the zygote, seen through the runner's `Job` protocol.
 
@@ -213,7 +201,12 @@ class SandboxJob:
         self.on_end = on_end
         uid = UID_BASE + slot if os.geteuid() == 0 else os.geteuid()
         self.jobdir = os.path.join(workdir, f"job{self.id}")
-        os.mkdir(self.jobdir, 0o700)
+        try:
+            os.mkdir(self.jobdir, 0o700)
+        except FileNotFoundError:  # something (a temporary-folder cleaner) removed the workdir
+            os.makedirs(workdir, 0o711, exist_ok=True)
+            os.chmod(workdir, 0o711)
+            os.mkdir(self.jobdir, 0o700)
         if os.geteuid() == 0:
             os.chown(self.jobdir, uid, uid)
         request = {
@@ -242,18 +235,12 @@ class SandboxJob:
         self.ending: list[SandboxJob] | None = None
         """Where a job killed without waiting puts itself, for its worker to `settle` later."""
 
-    def assign(self, file: str, calls: Sequence[Call], cpu_seconds: float, standby: bool = False) -> None:
-        """Send the job its task: the submission (read here, never through a link) and its calls.
+    def assign(self, source: bytes, calls: Sequence[Call], cpu_seconds: float, standby: bool = False) -> None:
+        """Send the job its task: the submission's bytes and its calls.
 
         The job writes the file into its folder and imports it; a standby
         then waits for `go` before its first call.
-
-        Raises
-        ------
-        OSError
-            If the submission cannot be read.
         """
-        source = read_source(file)
         task = json.dumps({"calls": [c.request for c in calls], "cpu_seconds": cpu_seconds, "standby": standby})
         self._send(struct.pack(">II", len(task), len(source)) + task.encode() + source)
         if not standby:
@@ -427,14 +414,10 @@ class _Worker:
         job.ending = self.ending
         return job
 
-    def launch(self, file: str, pending: Sequence[Call], _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
+    def launch(self, source: bytes, pending: Sequence[Call], _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
         """`grader.builtin.runner.Launcher`: the ready job gets the task; the next one starts."""
         job, self.ready = self.ready or self._start(), None
-        try:
-            job.assign(file, pending, cpu, standby=standby)
-        except OSError:
-            job.kill()
-            raise
+        job.assign(source, pending, cpu, standby=standby)
         self._settle_ended()
         if self.free:
             self.ready = self._start()
