@@ -95,7 +95,7 @@ def safe_extract(archive: Path, dest: Path) -> Extracted:
                 continue
             parts = _safe_parts(info.filename)
             if parts is None:
-                skipped.append(f"{info.filename}: a path outside the archive")
+                skipped.append(f"{info.filename}: an absolute path or one with '..', refused (it may lead outside)")
                 continue
             if stat.S_ISLNK(info.external_attr >> 16):
                 skipped.append(f"{info.filename}: a symbolic link")
