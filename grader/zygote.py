@@ -119,6 +119,9 @@ NET_NAMESPACE = "not set up"
 each (made, then torn down by the kernel), for nothing more, since jobs can open no socket but
 socketpair() (seccomp) and reach no abstract socket outside their own Landlock domain."""
 
+SLOT_CPU_SHARES = 110
+"""cpu.shares of a slot's cpu cgroup: the weight of one task at nice 10 (the kernel's table)."""
+
 JOB_NICE = 10
 """Jobs run at this nice value: when every core is busy, the grader and the zygote (which read
 results, kill hung jobs and start the next ones) still get the CPU at once."""
@@ -197,6 +200,10 @@ def cgroup_enter(slot, limits):
                         _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(limits["memory_bytes"]))
                     except OSError:
                         pass
+                elif name == "cpu":
+                    # Across cgroups, group weights decide, not nice values: a slot weighs what
+                    # one process at nice 10 does (JOB_NICE), so the grader still comes first.
+                    _write(os.path.join(path, "cpu.shares"), str(SLOT_CPU_SHARES))
             if name == "kill" and not os.path.exists(os.path.join(path, "cgroup.kill")):
                 applied[name] = "no cgroup.kill on this kernel"
                 continue
