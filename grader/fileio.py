@@ -6,9 +6,14 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["output_file", "remove_stale_scratch", "safe_name", "scratch_prefix", "unique_file_names", "write_atomic"]
+__all__ = [
+    "SubmissionFiles", "output_file", "remove_stale_scratch", "safe_name", "scratch_prefix", "unique_file_names",
+    "write_atomic",
+]
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -69,6 +74,68 @@ def unique_file_names(ids: list[str], suffix: str, reserved: tuple[str, ...] = (
         used.add(name)
         names[sid] = name
     return names
+
+
+class SubmissionFiles:
+    """One file per submission of a batch: names fixed up front, each written once, when its result comes.
+
+    Writers make one when the batch is known (``grader_collection_finish``),
+    `write` each result as it arrives (``grader_submission_graded``) and,
+    with the final report, `write_missing` whatever no result was streamed
+    for.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        Where the files go (made when missing).
+    ids : sequence of str
+        Every submission id of the batch, in order.
+    suffix : str
+        The file extension, with its dot.
+    render : callable
+        ``render(result) -> str``: a result's file text.
+    failure : str
+        The start of the one-line error when a file cannot be written
+        (``"--out DIR: cannot write the reports"``).
+    reserved : tuple of str
+        Names never given out (``index.html``).
+    """
+
+    def __init__(
+        self, folder: Path, ids: Sequence[str], suffix: str, render: Callable[[Any], str], failure: str,
+        reserved: tuple[str, ...] = (),
+    ) -> None:
+        self.folder = folder
+        self.names = unique_file_names(list(ids), suffix, reserved)
+        self.render = render
+        self.failure = failure
+        self.written: set[str] = set()
+
+    def covers(self, results: Sequence[Any]) -> bool:
+        """Whether the names were fixed for exactly these results' ids."""
+        return set(self.names) == {r.id for r in results}
+
+    def write(self, result: Any) -> None:
+        """Write one result's file.
+
+        Raises
+        ------
+        grader.errors.UsageError
+            If it cannot be written (``failure`` and the reason).
+        """
+        from grader.errors import UsageError
+
+        try:
+            write_atomic(self.folder / self.names[result.id], self.render(result))
+        except OSError as exc:
+            raise UsageError(f"{self.failure} ({exc.strerror})") from None
+        self.written.add(result.id)
+
+    def write_missing(self, results: Sequence[Any]) -> None:
+        """Write the files of the results not written yet."""
+        for result in results:
+            if result.id not in self.written:
+                self.write(result)
 
 
 def output_file(text: str) -> str:

@@ -56,6 +56,14 @@ class Collected:
     unlisted_hidden: int = 0
     """Hidden checks known only by count (the public-checks file lists none)."""
 
+    def header(self, command: str) -> GradingReport:
+        """The session's report before any result: versions and exercises, no submissions.
+
+        What a writer needs to render one submission's file while the
+        batch still runs.
+        """
+        return GradingReport(__version__, self.spec_hash, command, (), self.exercises)
+
     @property
     def hidden_count(self) -> int:
         """Number of checks that are not ``visible``."""

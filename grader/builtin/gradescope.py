@@ -32,7 +32,7 @@ from typing import Any
 from grader.builtin.timing import submission_seconds
 from grader.errors import UsageError
 from grader.feedback import check_feedback
-from grader.fileio import output_file, unique_file_names, write_atomic
+from grader.fileio import SubmissionFiles, output_file, unique_file_names, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.plugins import hookimpl
 
@@ -141,23 +141,11 @@ def file_names(report: GradingReport) -> dict[str, str]:
     return unique_file_names([s.id for s in report.submissions], ".json")
 
 
-class _Files:
-    """The batch's ``DIR/gradescope/<id>.json`` files: names fixed up front, each written when graded."""
+def _files(out: Path, ids: list[str], header: GradingReport, config: Any) -> SubmissionFiles:
+    def render(sub: SubmissionResult) -> str:
+        return _dumps(gradescope_results(header, sub, submission_seconds(config, sub.id)))
 
-    def __init__(self, out: Path, ids: list[str], header: GradingReport) -> None:
-        self.folder = out / SUBFOLDER
-        self.names = unique_file_names(ids, ".json")
-        self.header = header
-        self.written: set[str] = set()
-
-    def write(self, sub: SubmissionResult, config: Any) -> None:
-        try:
-            self.folder.mkdir(exist_ok=True)
-            data = gradescope_results(self.header, sub, submission_seconds(config, sub.id))
-            write_atomic(self.folder / self.names[sub.id], _dumps(data))
-        except OSError as exc:
-            raise UsageError(f"--out {self.folder.parent}: cannot write {SUBFOLDER}/ ({exc.strerror})") from None
-        self.written.add(sub.id)
+    return SubmissionFiles(out / SUBFOLDER, ids, ".json", render, f"--out {out}: cannot write {SUBFOLDER}/")
 
 
 @hookimpl
@@ -165,17 +153,15 @@ def grader_collection_finish(submissions: list[Submission], collected: Any, conf
     """Fix every file name, so each file can be written as its result comes."""
     if config.command != "grade" or config.out_dir is None:
         return
-    from grader import __version__
-
-    header = GradingReport(__version__, collected.spec_hash, config.command, (), collected.exercises)
-    config.stash["gradescope.files"] = _Files(config.out_dir, [s.id for s in submissions], header)
+    header = collected.header(config.command)
+    config.stash["gradescope.files"] = _files(config.out_dir, [s.id for s in submissions], header, config)
 
 
 @hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
-    files: _Files | None = config.stash.get("gradescope.files")
+    files: SubmissionFiles | None = config.stash.get("gradescope.files")
     if files is not None and result.id in files.names:
-        files.write(result, config)
+        files.write(result)
 
 
 @hookimpl
@@ -229,9 +215,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     out = config.out_dir
     if out is None:
         return
-    files: _Files | None = config.stash.get("gradescope.files")
-    if files is None or set(files.names) != {s.id for s in report.submissions}:
-        files = _Files(out, [s.id for s in report.submissions], report)
-    for sub in report.submissions:
-        if sub.id not in files.written:
-            files.write(sub, config)
+    files: SubmissionFiles | None = config.stash.get("gradescope.files")
+    if files is None or not files.covers(report.submissions):
+        files = _files(out, [s.id for s in report.submissions], report, config)
+    files.write_missing(report.submissions)

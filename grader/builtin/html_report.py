@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 
 from grader.errors import UsageError
-from grader.fileio import unique_file_names, write_atomic
+from grader.fileio import SubmissionFiles, unique_file_names, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.plugins import hookimpl
 
@@ -48,11 +48,7 @@ def environment() -> jinja2.Environment:
 
 def page_names(report: GradingReport) -> dict[str, str]:
     """File name of each submission's page, unique and never ``index.html``."""
-    return _names([s.id for s in report.submissions])
-
-
-def _names(ids: Sequence[str]) -> dict[str, str]:
-    return unique_file_names(ids, ".html", reserved=("index.html",))
+    return unique_file_names([s.id for s in report.submissions], ".html", reserved=("index.html",))
 
 
 def render_submission(env: jinja2.Environment, report: GradingReport, sub: SubmissionResult) -> str:
@@ -72,22 +68,9 @@ def render_index(
     return env.get_template("index.html").render(report=report, names=names, links=links)
 
 
-class _Pages:
-    """The pages of one batch: names fixed up front, each written when its result comes."""
-
-    def __init__(self, out: Path, ids: Sequence[str], header: GradingReport) -> None:
-        self.out = out
-        self.env = environment()
-        self.names = _names(ids)
-        self.header = header  # versions and exercises; no submissions
-        self.written: set[str] = set()
-
-    def write(self, sub: SubmissionResult) -> None:
-        try:
-            write_atomic(self.out / self.names[sub.id], render_submission(self.env, self.header, sub))
-        except OSError as exc:
-            raise UsageError(f"--out {self.out}: cannot write the reports ({exc.strerror})") from None
-        self.written.add(sub.id)
+def _pages(out: Path, ids: Sequence[str], header: GradingReport, env: jinja2.Environment) -> SubmissionFiles:
+    return SubmissionFiles(out, ids, ".html", lambda sub: render_submission(env, header, sub),
+                           f"--out {out}: cannot write the reports", reserved=("index.html",))
 
 
 @hookimpl
@@ -95,16 +78,14 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Any, 
     """Fix every page's file name, so pages can be written as results come."""
     if config.out_dir is None:
         return
-    from grader import __version__
-
-    header = GradingReport(__version__, collected.spec_hash, config.command, (), collected.exercises)
-    config.stash["html_report.pages"] = _Pages(config.out_dir, [s.id for s in submissions], header)
+    header = collected.header(config.command)
+    config.stash["html_report.pages"] = _pages(config.out_dir, [s.id for s in submissions], header, environment())
 
 
 @hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     """Write the submission's page now, while later submissions are still running."""
-    pages: _Pages | None = config.stash.get("html_report.pages")
+    pages: SubmissionFiles | None = config.stash.get("html_report.pages")
     if pages is not None and result.id in pages.names:
         pages.write(result)
 
@@ -115,14 +96,13 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     out = config.out_dir
     if out is None:
         return
-    pages: _Pages | None = config.stash.get("html_report.pages")
-    if pages is None or set(pages.names) != {s.id for s in report.submissions}:
-        pages = _Pages(out, [s.id for s in report.submissions], report)
-    for sub in report.submissions:
-        if sub.id not in pages.written:
-            pages.write(sub)
+    env = environment()
+    pages: SubmissionFiles | None = config.stash.get("html_report.pages")
+    if pages is None or not pages.covers(report.submissions):
+        pages = _pages(out, [s.id for s in report.submissions], report, env)
+    pages.write_missing(report.submissions)
     try:
         links = config.stash.get("html_report.index_links", ())
-        write_atomic(out / "index.html", render_index(pages.env, report, pages.names, links))
+        write_atomic(out / "index.html", render_index(env, report, pages.names, links))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write the reports ({exc.strerror})") from None

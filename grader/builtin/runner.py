@@ -441,9 +441,8 @@ def run_calls(
                         results[j] = CallResult("timeout", message=f"not run: {over_budget}")
                     break
                 handover = False  # True once a standby took over from this worker
-                if standby is not None:
+                if standby is not None:  # told to go when the call before it failed
                     child, standby = standby, None
-                    child.job.go()  # (already told, when the call before timed out)
                 else:
                     went = 0.0
                     child = _Child(launch(source, calls[start:], workdir, cpu_for(calls[start:])))

@@ -282,11 +282,15 @@ class SandboxJob:
                 self.zygote.request({"op": "kill", "job": self.id})
             if not wait and self.ending is not None:
                 self.ending.append(self)
-                for fd in (self.result_fd, self.stdout_fd, self.stderr_fd):
-                    os.close(fd)
-                self.result_fd = self.stdout_fd = self.stderr_fd = -1
+                self._close_pipes()
                 return
         self.settle()
+
+    def _close_pipes(self) -> None:
+        for fd in (self.result_fd, self.stdout_fd, self.stderr_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.result_fd = self.stdout_fd = self.stderr_fd = -1
 
     def settle(self, timeout: float = 5.0) -> bool:
         """Wait (at most ``timeout`` seconds) until the job is over and its slot clean; release it.
@@ -304,10 +308,7 @@ class SandboxJob:
                 os.close(self.status_fd)
             else:
                 return False
-        for fd in (self.result_fd, self.stdout_fd, self.stderr_fd):
-            if fd >= 0:
-                os.close(fd)
-        self.result_fd = self.stdout_fd = self.stderr_fd = -1
+        self._close_pipes()
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
@@ -405,7 +406,6 @@ class _Worker:
         self.ending[:] = [job for job in self.ending if not job.settle(0.0)]
 
     def _start(self) -> SandboxJob:
-        self._settle_ended()
         while not self.free and self.ending:
             self.ending.pop(0).settle()
         slot = min(self.free)
@@ -416,9 +416,9 @@ class _Worker:
 
     def launch(self, source: bytes, pending: Sequence[Call], _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
         """`grader.builtin.runner.Launcher`: the ready job gets the task; the next one starts."""
+        self._settle_ended()
         job, self.ready = self.ready or self._start(), None
         job.assign(source, pending, cpu, standby=standby)
-        self._settle_ended()
         if self.free:
             self.ready = self._start()
         return job
