@@ -13,6 +13,7 @@ from typing import Any
 from grader.errors import UsageError
 from grader.fileio import write_atomic
 from grader.models import CheckResult, GradingReport, SubmissionResult
+from grader.naming import slug_base
 from grader.plugins import hookimpl
 
 
@@ -35,9 +36,14 @@ def check_to_dict(c: CheckResult) -> dict[str, Any]:
 
 
 def submission_to_dict(s: SubmissionResult) -> dict[str, Any]:
-    """One submission's entry in the JSON results, as plain data."""
+    """One submission's entry in the JSON results, as plain data.
+
+    ``id`` is the student id verbatim; ``slug`` the stem of the student's
+    files (``DIR/<slug>.html``, ``DIR/gradescope/<slug>.json``; see `grader.naming`).
+    """
     return {
         "id": s.id,
+        "slug": s.slug or slug_base(s.id),
         "path": s.path,
         "sha256": s.sha256,
         "score": s.score,
