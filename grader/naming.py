@@ -23,7 +23,8 @@ the links of ``index.html``) is named after the student's **slug**
   such names never share a slug;
 * unique without regard to case (``Ann`` and ``ann`` get two pages, also on
   macOS and Windows) and never one of `RESERVED` (the class-level files of
-  the output folder, and Windows device names), compared case-insensitively:
+  the output folder), compared case-insensitively, and never a Windows device
+  name before its first dot (``con``, ``aux.py``, ``lpt1``: a leading ``_`` is added):
   a slug already taken gets ``-2``, ``-3``... the first suffix that is
   neither taken nor another student's own slug, in the batch's order.
 
@@ -44,20 +45,21 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["MAX_SLUG_BYTES", "RESERVED", "assign_slugs", "display_name", "name_bytes", "name_submissions",
+__all__ = ["DEVICES", "MAX_SLUG_BYTES", "RESERVED", "assign_slugs", "display_name", "name_bytes", "name_submissions",
            "slug_base", "slug_key", "slugs_of", "unique_ids"]
 
 MAX_SLUG_BYTES = 64
 """Longest slug base, in bytes of UTF-8 (a ``-N`` suffix for duplicates may follow)."""
 
-RESERVED = (
-    "index", "summary", "results", "gradebook", "junit", "gradescope",
-    "con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10)),
-)
+RESERVED = ("index", "summary", "results", "gradebook", "junit", "gradescope")
 """Slugs no student gets (case-insensitively): the stems of the files and folders the
 writers make in the output folder (``index.html``, ``summary.html``, ``results.json``,
-``gradebook.csv``, ``gradebook.sqlite``, ``junit.xml``, ``gradescope/``) and the
-device names Windows reserves."""
+``gradebook.csv``, ``gradebook.sqlite``, ``junit.xml``, ``gradescope/``)."""
+
+DEVICES = frozenset(("con", "prn", "aux", "nul", "conin$", "conout$", *(f"com{i}" for i in range(10)),
+                     *(f"lpt{i}" for i in range(10)), "com¹", "com²", "com³", "lpt¹", "lpt²", "lpt³"))
+"""Names Windows reserves for devices, with any extension (``con.py.html`` too): a slug
+starting with one before its first dot gets a leading ``_``."""
 
 _DROPPED = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))
 _HASH_CHARS = 8
@@ -137,6 +139,8 @@ def slug_base(sid: str, raw: bytes | None = None) -> str:
             continue
         kept.append(ch if ch in "._-" or category[0] in "LMN" else "_")
     slug = "".join(kept).lstrip(".-").rstrip(".") or "student"
+    if slug.split(".")[0].casefold() in DEVICES:
+        slug = f"_{slug}"
     room = MAX_SLUG_BYTES - 1 - _HASH_CHARS
     if not valid or len(slug.encode("utf-8")) > MAX_SLUG_BYTES:
         cut = slug.encode("utf-8")[:room].decode("utf-8", "ignore").rstrip(".") or "student"

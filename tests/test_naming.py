@@ -63,8 +63,10 @@ def test_non_utf8_names_show_replacement_characters_and_keep_distinct_slugs() ->
 
 def test_reserved_names_case_and_collisions() -> None:
     ids = ["summary", "Index", "Ann", "ann", "ann-2", "CON", "results", "frank", "frank-2"]
-    assert assign_slugs(ids) == ["summary-2", "Index-2", "Ann", "ann-3", "ann-2", "CON-2", "results-2", "frank",
+    assert assign_slugs(ids) == ["summary-2", "Index-2", "Ann", "ann-3", "ann-2", "_CON", "results-2", "frank",
                                  "frank-2"]
+    # Windows device names are reserved whatever follows their first dot.
+    assert assign_slugs(["aux.py", "Lpt1", "nul.tar.gz", "console"]) == ["_aux.py", "_Lpt1", "_nul.tar.gz", "console"]
     # NFC-equal names are two ids (two folders), with one slug base told apart.
     assert assign_slugs(["Jos\u00e9", "Jose\u0301"]) == ["José", "José-2"]
 
@@ -239,3 +241,46 @@ def test_special_files_named_like_the_submission_are_reported_not_opened(cli, tm
     # A single folder whose attention.py is a FIFO, given directly.
     subs = locate(str(cls / "fifo"))
     assert [s.problem for s in subs] == ["attention.py is not a regular file (a FIFO); submit the file itself"]
+
+
+def test_writers_agree_on_slugs_when_results_carry_none() -> None:
+    from grader.builtin.gradescope import file_names
+    from grader.builtin.html_report import page_names
+    from grader.builtin.json_report import report_json
+    from grader.models import GradingReport, SubmissionResult
+
+    subs = tuple(SubmissionResult(sid, "", "", "graded", 0.0, 0.0, ()) for sid in ("Ann", "ann", "index"))
+    report = GradingReport("0.1.0", "x", "grade", subs)
+    assert page_names(report) == {"Ann": "Ann.html", "ann": "ann-2.html", "index": "index-2.html"}
+    assert file_names(report) == {"Ann": "Ann.json", "ann": "ann-2.json", "index": "index-2.json"}
+    assert [s["slug"] for s in json.loads(report_json(report))["submissions"]] == ["Ann", "ann-2", "index-2"]
+
+
+def test_an_archive_that_is_one_students_file_is_named_after_the_archive(cli, tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "Zoë Smith.zip", [("attention.py", CORRECT), ("notes.txt", b"hi")])
+    results = _grade(cli, archive, out=tmp_path / "out")
+    assert {sid: (s["slug"], s["score"]) for sid, s in results.items()} == {"Zoë Smith": ("Zoë_Smith", 67.0)}
+    assert results["Zoë Smith"]["path"] == f"{archive}:Zoë Smith"
+
+
+def test_special_and_linked_archive_members_are_their_students_errors(tmp_path: Path) -> None:
+    from grader.archive import safe_extract
+
+    with zipfile.ZipFile(tmp_path / "c.zip", "w") as zf:
+        fifo = zipfile.ZipInfo("export/pipe/attention.py")
+        fifo.external_attr = 0o010644 << 16
+        zf.writestr(fifo, b"")
+        link = zipfile.ZipInfo("export/linked/attention.py")
+        link.external_attr = 0o120777 << 16
+        zf.writestr(link, "/etc/passwd")
+        zf.writestr("export/ok/attention.py", b"x = 1\n")
+    dest = tmp_path / "x"
+    dest.mkdir()
+    extracted = safe_extract(tmp_path / "c.zip", dest)
+    assert [(s.name, s.problem) for s in extracted.students] == [
+        ("linked", f"attention.py was left out of {tmp_path / 'c.zip'}: it is a symbolic link"),
+        ("ok", ""),
+        ("pipe", f"attention.py was left out of {tmp_path / 'c.zip'}: it is not a regular file (a FIFO)"),
+    ]
+    assert extracted.students[1].file.read_bytes() == b"x = 1\n"
+    assert [p.relative_to(dest).as_posix() for p in sorted(dest.rglob("*"))] == ["00001", "00001/attention.py"]
