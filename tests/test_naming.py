@@ -16,7 +16,14 @@ from conftest import SUBMISSIONS
 from grader.archive import MAX_STUDENT_FILES
 from grader.builtin.submission import locate
 from grader.models import Submission
-from grader.naming import MAX_SLUG_BYTES, assign_slugs, display_name, name_submissions, slug_base, unique_ids
+from grader.naming import (
+    MAX_SLUG_BYTES,
+    assign_slugs,
+    display_name,
+    name_submissions,
+    slug_base,
+    unique_ids,
+)
 
 CORRECT = (SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()  # 67 / 67
 MIB = (SUBMISSIONS / "mib_decimal" / "attention.py").read_bytes()  # 62 / 67
