@@ -227,7 +227,7 @@ def _take(
     total: list[int], skipped: list[str],
 ) -> None:
     """Extract a student's one file to ``where/attention.py``, or set the student's problem."""
-    shown = PurePosixPath(infos[0].filename).name
+    shown = (_safe_parts(infos[0].filename) or (FILENAME,))[-1]  # the file's own name, also for "a\\b.py"
     if len(infos) > 1:
         none = "neither was graded" if len(infos) == 2 else "none of them was graded"
         student.problem = (f"{shown} appears {_times(len(infos))} in {archive} ({infos[0].filename}); {none}: "

@@ -291,3 +291,16 @@ def test_special_and_linked_archive_members_are_their_students_errors(tmp_path: 
     ]
     assert extracted.students[1].file.read_bytes() == b"x = 1\n"
     assert [p.relative_to(dest).as_posix() for p in sorted(dest.rglob("*"))] == ["00001", "00001/attention.py"]
+
+
+def test_only_a_whole_archive_over_the_member_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import grader.archive
+    from grader.archive import ArchiveError, safe_extract
+
+    archive = _zip(tmp_path / "c.zip", [(f"s{i}\\attention.py", b"x = 1\n") for i in range(6)])
+    dest = tmp_path / "x"
+    dest.mkdir()
+    assert [(s.name, s.problem) for s in safe_extract(archive, dest).students] == [(f"s{i}", "") for i in range(6)]
+    monkeypatch.setattr(grader.archive, "MAX_MEMBERS", 5)
+    with pytest.raises(ArchiveError, match=r"c\.zip: 6 members; an archive may list at most 5$"):
+        safe_extract(archive, tmp_path / "y")
