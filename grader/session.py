@@ -295,6 +295,7 @@ def _grade_submission(
             error=error,
             stdout=stdout,
             stderr=stderr,
+            slug=submission.slug,
         )
     except Exception as exc:
         exc._grader_stage = stage.name  # type: ignore[attr-defined]
@@ -345,6 +346,7 @@ def internal_error_result(
         max_score=round(sum(e.max_score for e in exercise_results), 6),
         exercises=tuple(exercise_results),
         error=message,
+        slug=submission.slug,
     )
 
 
@@ -378,21 +380,23 @@ def _log_internal_error(line: str, exc: BaseException) -> None:
 
 
 def locate_all(paths: list[str], config: Config) -> list[Submission]:
-    """Locate the submissions of every PATH, giving repeated ids a suffix."""
+    """Locate the submissions of every PATH and name them (`grader.naming`).
+
+    The roster (``--roster``) is matched against the ids as found; then ids
+    that collide are told apart (``frank``, ``frank-2`` and ``frank.py``
+    stay three students) and every submission gets its unique slug, the
+    stem of its files.
+    """
+    from grader.naming import name_submissions
+
     found: list[Submission] = []
-    seen: dict[str, int] = {}
     for path in paths:
-        for sub in config.hook.grader_locate_submissions(path=path, config=config):
-            count = seen.get(sub.id, 0)
-            seen[sub.id] = count + 1
-            if count:
-                sub = dataclasses.replace(sub, id=f"{sub.id}-{count + 1}")
-            found.append(sub)
+        found.extend(config.hook.grader_locate_submissions(path=path, config=config))
     if config.option("roster") and config.command == "grade":
         from grader.builtin.submission import apply_roster, read_roster
 
         found = apply_roster(found, read_roster(config.option("roster")))
-    return found
+    return name_submissions(found)
 
 
 def result_key(submission: Submission, collected: Collected, config: Config) -> str:
@@ -456,7 +460,7 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
             key = result_key(submission, collected, config)
             cached = config.hook.grader_cached_result(submission=submission, key=key, config=config)
         if cached is not None:
-            cached = dataclasses.replace(cached, id=submission.id, path=submission.path)
+            cached = dataclasses.replace(cached, id=submission.id, path=submission.path, slug=submission.slug)
             results[index] = _hand_over(cached, submission, collected, config)
         else:
             todo.append(index)
