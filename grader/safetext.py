@@ -43,13 +43,13 @@ __all__ = [
 
 # ESC-introduced sequences, removed whole (payload included):
 #  CSI  ESC [ params intermediates final
-#  OSC, DCS, SOS, PM, APC  ESC ] / P / X / ^ / _ ... up to BEL or ST (ESC \) or the end
+#  OSC, DCS, SOS, PM, APC  ESC ] / P / X / ^ / _ ... up to BEL or ST (ESC \), else the line's end
 #  any other two-character escape  ESC x
 _ESCAPE_SEQUENCE = re.compile(
     r"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
-    r"|\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[\]PX^_][^\x07\x1b\x9c\n\r]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x9b[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
-    r"|[\x9d\x90\x98\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|[\x9d\x90\x98\x9e\x9f][^\x07\x1b\x9c\n\r]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[\x20-\x7e]?"
 )
 
@@ -101,8 +101,8 @@ def display(text: str, newlines: bool = False) -> str:
     str
     """
     text = unicode_safe(text)
-    text = _LINE_BREAKS.sub("\n" if newlines else " ", text)
     text = _ESCAPE_SEQUENCE.sub("", text)
+    text = _LINE_BREAKS.sub("\n" if newlines else " ", text)
     text = text.replace("\t", " ")
     return _CONTROLS.sub("", text)
 

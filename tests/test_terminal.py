@@ -36,6 +36,8 @@ def test_display_removes_escape_sequences_controls_and_bidi() -> None:
     assert display("\u202egnp.exe\u2066x\u2069") == "gnp.exex"
     assert display("\x9b31mred\x85\x00\x7f\ud800") == "red \ufffd"
     assert display("tab\there") == "tab here"
+    # An unterminated OSC ends at the line's end: it cannot swallow the next line.
+    assert display("a\x1b]0;pwn\nnext", newlines=True) == "a\nnext" and display("a\x1b]0;pwn\nb") == "a b"
 
 
 def test_progress_lines_hold_no_escape(monkeypatch: pytest.MonkeyPatch) -> None:
