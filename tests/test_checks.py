@@ -568,6 +568,17 @@ def test_hidden_check_messages_carry_nothing_the_job_wrote() -> None:
          "not attempted: softmax still raises NotImplementedError or is not defined"),
         (CallResult("bad_return", message=LEAK),
          "softmax returned something the grader cannot read (return plain numbers, lists of them or numpy arrays)"),
+        (CallResult("bad_return", message="the result holds a Q_0_123; return numbers, lists, tuples or numpy arrays"),
+         "softmax returned something the grader cannot read: the result holds an object of a class of its own; "
+         "return numbers, lists, tuples or numpy arrays"),
+        (CallResult("bad_return", message="the result holds a generator; return numbers, lists, tuples or numpy arrays"),
+         "softmax returned something the grader cannot read: the result holds a generator; "
+         "return numbers, lists, tuples or numpy arrays"),
+        (CallResult("bad_return", message="the result holds a numpy array of dtype <U5; return numbers"),
+         "softmax returned something the grader cannot read: the result holds a numpy array of dtype <U5; "
+         "return numbers"),
+        (CallResult("bad_return", message="the result is nested too deeply"),
+         "softmax returned something the grader cannot read: the result is nested too deeply"),
     ]
     for result, message in cases:
         v = judge(check, prepared, [result], KINDS["literal"], ctx)

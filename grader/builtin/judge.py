@@ -12,8 +12,10 @@ whose details the student may not see (``hidden``, or ``after_due_date`` /
 ``--published``), the message names only the exception's type (a built-in
 or numpy exception class; any other class is "an exception of its own
 class") and its line, never the exception's message, e.g. ``softmax raised
-TypeError (attention.py, line 12)``; a not-implemented or unreadable result
-gets a fixed sentence; no detail carries the exception text. Visible
+TypeError (attention.py, line 12)``; a not-implemented result gets a fixed
+sentence, an unreadable one the worker's own sentence only when it has that
+form and names no class of the submission's own (`hidden_bad_return`); no
+detail carries the exception text. Visible
 checks keep the student's message.
 """
 
@@ -66,6 +68,49 @@ def hidden_type(error_type: str) -> str:
 def hidden_where(result: CallResult) -> str:
     """`` (attention.py, line 12)`` when the job's ``where`` has exactly that form, else ``""``."""
     return f" ({result.where})" if _WHERE.fullmatch(result.where or "") else ""
+
+
+_RETURN_TAIL = "; return numbers, lists, tuples or numpy arrays"
+_BAD_RETURN_FIXED = frozenset({
+    "the result is too large",
+    "the result is nested too deeply",
+    "the function returned None (is a return statement missing?)" + _RETURN_TAIL,
+})
+_BAD_RETURN_DTYPE = re.compile(r"the result holds a numpy (?:array of dtype [A-Za-z0-9<>|=]{1,16}; return numbers"
+                               r"|[A-Za-z0-9<>|=]{1,16} scalar)")
+_BAD_RETURN_TYPE = re.compile(r"the result holds a ([A-Za-z_][A-Za-z0-9_]{0,40})" + re.escape(_RETURN_TAIL))
+
+PLAIN_TYPES = frozenset({
+    "generator", "map", "filter", "zip", "range", "dict", "set", "frozenset", "str", "bytes", "bytearray",
+    "complex", "function", "builtin_function_or_method", "method", "module", "type", "object", "NoneType",
+    "dict_keys", "dict_values", "dict_items", "enumerate", "reversed", "memoryview", "slice", "ellipsis",
+    "coroutine", "async_generator", "list_iterator", "tuple_iterator", "Decimal", "Fraction", "matrix",
+    "MaskedArray", "float128", "longdouble", "clongdouble", "str_", "bytes_", "void", "datetime64", "timedelta64",
+})
+"""Type names a hidden check's "cannot read" message may name (they say nothing of the inputs)."""
+
+
+def hidden_bad_return(message: str) -> str:
+    """What a hidden check may say about a result the grader cannot read.
+
+    The job wrote ``message``; it is kept only when it is one of the
+    worker's own sentences with a dtype or a well-known type name in it
+    (`PLAIN_TYPES`); a class of the submission's own is not named.
+
+    Returns
+    -------
+    str
+        ``": the result holds a generator; return numbers, ..."``-style
+        text to append, or a fixed advice.
+    """
+    if message in _BAD_RETURN_FIXED or _BAD_RETURN_DTYPE.fullmatch(message):
+        return f": {message}"
+    m = _BAD_RETURN_TYPE.fullmatch(message)
+    if m and m.group(1) in PLAIN_TYPES:
+        return f": {message}"
+    if m:
+        return ": the result holds an object of a class of its own" + _RETURN_TAIL
+    return " (return plain numbers, lists of them or numpy arrays)"
 
 
 def is_released(check: Check, config: Any = None) -> bool:
@@ -142,8 +187,7 @@ def judge(
             # message names no expected value, so students see it on hidden checks too;
             # but the job wrote r.message, so a hidden check gets a fixed sentence.
             if not shown:
-                return Verdict("error", f"{fn} returned something the grader cannot read (return plain numbers, "
-                               "lists of them or numpy arrays)")
+                return Verdict("error", f"{fn} returned something the grader cannot read{hidden_bad_return(r.message)}")
             return Verdict("error", f"{fn} returned something the grader cannot read: {r.message}")
     if not getattr(kind, "expects_raise", False):
         for r in results:
