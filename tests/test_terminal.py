@@ -83,3 +83,19 @@ def test_in_github_actions_the_summary_sits_between_stop_commands(monkeypatch: p
     again: list[str] = []
     grader_terminal_summary(report, _config("grade"), again.append)
     assert again[0] != lines[0]  # a fresh, unpredictable token each time
+
+
+def test_progress_bar_on_a_terminal_writes_no_student_escape() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    progress = Progress(2, stream=stream)
+    assert progress.bar is not None  # the tqdm path
+    progress.update(_sub(HOSTILE_ID))
+    progress.update(_sub("bob\x1b]0;pwn\x07", "boom\x1b]8;;http://x\x07link\x1b]8;;\x07", status="error"))
+    progress.close()
+    out = stream.getvalue()
+    assert "\x1b]" not in out and "\x07" not in out and "pwn" not in out and "\u202e" not in out
+    assert "[2/2] bob: 0/1  error: boomlink" in out
