@@ -154,8 +154,8 @@ ATTACKS = {
     # Hidden checks do not name a class of the submission's own (its name could carry the inputs).
     "lying_eq": Attack(("returned something the grader cannot read: the result holds an object of a class of its own",
                         HONEST_WRONG)),
-    "lying_array": Attack(("returned something the grader cannot read: the result holds an object of a class of its "
-                           "own", HONEST_WRONG)),
+    "lying_array": Attack((("returned something the grader cannot read: the result holds an object of a class of "
+                            "its own"), HONEST_WRONG)),
     "object_array": Attack(("numpy array of dtype object", "dtype complex128", "dtype <U5")),
     "generator": Attack(("the result holds a generator", "the result holds a map", "nested too deeply")),
     # the sandbox itself

@@ -4,15 +4,14 @@ reference, hand-make the call results, and judge them. No child process."""
 from __future__ import annotations
 
 import dataclasses
-
 import math
 import re
 import zlib
 
 import numpy as np
 import pytest
-
 from conftest import REFERENCE
+
 from grader.builtin.checks import BUILTIN_KINDS, KindContext
 from grader.builtin.judge import judge
 from grader.builtin.reference import load_reference
@@ -561,22 +560,22 @@ def test_hidden_check_messages_carry_nothing_the_job_wrote() -> None:
          "softmax raised ValueError"),
         (CallResult("raised", error_type="LinAlgError", message=LEAK), "softmax raised LinAlgError"),
         (CallResult("raised", error_type="PermissionError", message=LEAK, where="attention.py, line 9"),
-         "softmax raised PermissionError (attention.py, line 9) (the grader's sandbox does not allow this: while "
-         "grading, your code may read only its own file, the standard library and numpy, and may not use the network, "
-         "write outside its own folder, or start, stop or inspect other programs)"),
+         ("softmax raised PermissionError (attention.py, line 9) (the grader's sandbox does not allow this: while "
+          "grading, your code may read only its own file, the standard library and numpy, and may not use the network, "
+          "write outside its own folder, or start, stop or inspect other programs)")),
         (CallResult("not_implemented", message=LEAK),
          "not attempted: softmax still raises NotImplementedError or is not defined"),
         (CallResult("bad_return", message=LEAK),
          "softmax returned something the grader cannot read (return plain numbers, lists of them or numpy arrays)"),
         (CallResult("bad_return", message="the result holds a Q_0_123; return numbers, lists, tuples or numpy arrays"),
-         "softmax returned something the grader cannot read: the result holds an object of a class of its own; "
-         "return numbers, lists, tuples or numpy arrays"),
+         ("softmax returned something the grader cannot read: the result holds an object of a class of its own; "
+          "return numbers, lists, tuples or numpy arrays")),
         (CallResult("bad_return", message="the result holds a generator; return numbers, lists, tuples or numpy arrays"),
-         "softmax returned something the grader cannot read: the result holds a generator; "
-         "return numbers, lists, tuples or numpy arrays"),
+         ("softmax returned something the grader cannot read: the result holds a generator; "
+          "return numbers, lists, tuples or numpy arrays")),
         (CallResult("bad_return", message="the result holds a numpy array of dtype <U5; return numbers"),
-         "softmax returned something the grader cannot read: the result holds a numpy array of dtype <U5; "
-         "return numbers"),
+         ("softmax returned something the grader cannot read: the result holds a numpy array of dtype <U5; "
+          "return numbers")),
         (CallResult("bad_return", message="the result is nested too deeply"),
          "softmax returned something the grader cannot read: the result is nested too deeply"),
     ]

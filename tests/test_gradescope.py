@@ -173,7 +173,12 @@ def test_visibility_words_are_gradescopes(ours: str) -> None:
 
 def test_student_text_in_outputs_is_inert_and_valid_json() -> None:
     from grader.builtin.gradescope import gradescope_results
-    from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
+    from grader.models import (
+        CheckResult,
+        ExerciseResult,
+        GradingReport,
+        SubmissionResult,
+    )
 
     hidden = CheckResult("h1", "", "error", 0.0, 1.0, "hidden", "softmax raised TypeError (attention.py, line 12)",
                          "Reread.", False)

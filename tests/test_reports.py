@@ -165,7 +165,12 @@ def test_chromium_renders_a_report(graded: dict) -> None:
 
 def test_bidi_and_control_characters_in_ids_are_neutralised_on_pages() -> None:
     from grader.builtin.html_report import environment, render_index, render_submission
-    from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
+    from grader.models import (
+        CheckResult,
+        ExerciseResult,
+        GradingReport,
+        SubmissionResult,
+    )
 
     sid = "eve\u202egnp.exe\x1b]0;pwn\x07\x1b[2J<b>"
     check = CheckResult("c1", "", "error", 0.0, 1.0, "visible", "raised \u2066x\u2069\x1b[31m", "h", True,
