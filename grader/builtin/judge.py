@@ -185,7 +185,7 @@ def judge(
         if r.status == "bad_return":
             # "error", not "failed": the code broke the contract (return numbers), and the
             # message names no expected value, so students see it on hidden checks too;
-            # but the job wrote r.message, so a hidden check gets a fixed sentence.
+            # but the job wrote r.message, so a hidden check keeps only the worker's own sentences.
             if not shown:
                 return Verdict("error", f"{fn} returned something the grader cannot read{hidden_bad_return(r.message)}")
             return Verdict("error", f"{fn} returned something the grader cannot read: {r.message}")
