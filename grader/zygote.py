@@ -107,6 +107,9 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
 READONLY_RULES = []
 """(O_PATH fd, rights) of every read-only path, opened once by `main`."""
 
+READONLY_PATHS = []
+"""The paths of `READONLY_RULES`."""
+
 ZYGOTE_PIDFD = -1
 """A pidfd of the zygote (readable once it has exited), inherited by jobs."""
 
@@ -502,17 +505,42 @@ def set_rlimits(limits):
         resource.setrlimit(res, value)
 
 
+JOB_FOLDER = "/tmp"
+"""Where a job sees its folder (its working folder, HOME and TMPDIR): a fixed path, so that
+``getcwd()``, ``__file__`` and tracebacks show nothing of the grader's own temporary folder. A fresh
+tmpfs is mounted there inside the job's mount namespace (the machine's /tmp is hidden from the job,
+and from nothing else); the job then needs no path of the host at all, so a TMPDIR inside a folder
+the job uids cannot enter (mode 0700) does not matter."""
+
+
+def fixed_folder_clash(readonly):
+    """Why the job folder cannot be mounted at `JOB_FOLDER` (a path jobs read lies under it), or ''."""
+    for path in readonly:
+        if path == JOB_FOLDER or path.startswith(JOB_FOLDER.rstrip("/") + "/"):
+            return f"{path} (read by jobs) lies under {JOB_FOLDER}"
+    return ""
+
+
 def job_tmpfs(jobdir, uid, size):
-    """Put the job folder on an empty tmpfs of ``size`` bytes, owned by ``uid``.
+    """Put the job folder on an empty tmpfs of ``size`` bytes, owned by ``uid``; return its path.
 
     The job may write only there (Landlock): without a size limit, a job
     writing 64 MiB files (RLIMIT_FSIZE) until its timeout, call after call,
     could fill the grader's disk. The tmpfs is charged to the job's memory
-    cgroup and vanishes with its mount namespace.
+    cgroup and vanishes with its mount namespace. It is mounted at
+    `JOB_FOLDER` (inside the job's own mount namespace only), unless a path
+    the job reads lies there: then over ``jobdir``, the grader's folder.
+
+    Returns
+    -------
+    str
+        Where the job folder is now (the job's working folder).
     """
+    where = jobdir if fixed_folder_clash(READONLY_PATHS) else JOB_FOLDER
     options = f"size={int(size)},nr_inodes=4096,mode=0700,uid={uid},gid={uid}".encode()
-    _check(libc.mount(b"tmpfs", jobdir.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount tmpfs")
-    os.chdir(jobdir)  # the host's folder is now hidden beneath the tmpfs
+    _check(libc.mount(b"tmpfs", where.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount tmpfs on {where}")
+    os.chdir(where)  # the host's folder is now hidden beneath the tmpfs
+    return where
 
 
 def _read_exactly(fd, n):
@@ -551,8 +579,24 @@ def receive_task(request):
     return dict(request, calls=task["calls"], cpu_seconds=cpu, standby=bool(task.get("standby")))
 
 
+def _move_job_folder(request, where):
+    """Point the request and the environment at the job folder's new place; return it."""
+    old = request["jobdir"]
+    if where != old:
+        request["jobdir"] = where
+        request["file"] = os.path.join(where, os.path.relpath(request["file"], old))
+        for key, value in list(os.environ.items()):
+            if value == old:
+                os.environ[key] = where
+    return where
+
+
 def isolate_job(request, layers):
-    """Apply every layer inside the job (pid 1 of its namespaces). Records what applied."""
+    """Apply every layer inside the job (pid 1 of its namespaces). Records what applied.
+
+    Moves the job folder to `JOB_FOLDER` (``request["jobdir"]`` and
+    ``request["file"]`` are updated, and so are HOME and TMPDIR).
+    """
     limits = request["limits"]
     uid = UID_BASE + int(request["slot"])
     jobdir = request["jobdir"]
@@ -565,10 +609,13 @@ def isolate_job(request, layers):
             layers["fresh_proc"] = str(exc)
         if layers["fresh_proc"] is True:  # / is private now: the mount stays in the job's namespace
             try:
-                job_tmpfs(jobdir, uid, limits["file_bytes"])
+                where = job_tmpfs(jobdir, uid, limits["file_bytes"])
                 layers["job_tmpfs"] = True
+                layers["fixed_cwd"] = True if where == JOB_FOLDER else fixed_folder_clash(READONLY_PATHS)
+                jobdir = _move_job_folder(request, where)
             except OSError as exc:
                 layers["job_tmpfs"] = str(exc)
+    layers.setdefault("fixed_cwd", layers.get("job_tmpfs", "no mount namespace"))
     if layers.get("uts") is True:
         socket.sethostname("grader-job")
     marks = layers.get("_marks", [])
@@ -609,10 +656,30 @@ def _close_fds_from(lowest):
                 pass
 
 
-def job(request, fds, control_fd, worker, layers):
+REASON_FD = 4
+"""In a job, until its student code runs: where a set-up failure's reason is written (read by the
+zygote, which passes it to the grader with the exit code on the status pipe)."""
+
+SETUP_FAILED = 70
+"""A job's exit code when its set-up failed (the reason follows on the status pipe)."""
+
+
+def _setup_reason(exc):
+    """One line saying why a job's set-up failed: the exception and where in this file."""
+    tb, line = exc.__traceback__, 0
+    while tb is not None:
+        tb, line = tb.tb_next, tb.tb_lineno
+    text = f"{type(exc).__name__}: {exc} (zygote.py, line {line})"
+    return "".join(c if c.isprintable() else " " for c in text)[:400]
+
+
+def job(request, fds, control_fd, worker, layers, reason_fd=-1):
     """The job itself, just forked: pid 1 of its pid namespace when there is one.
 
-    ``layers`` already says whether the pid namespace applied. Never returns.
+    ``layers`` already says whether the pid namespace applied. If set-up
+    fails, the reason goes to ``reason_fd`` (moved to `REASON_FD`, closed
+    before the submission is run, so student code cannot write there) and
+    the job exits with `SETUP_FAILED`. Never returns.
     """
     try:
         os.setsid()
@@ -636,11 +703,14 @@ def job(request, fds, control_fd, worker, layers):
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.dup2(result_fd, 3)
+        if reason_fd >= 0:
+            os.dup2(reason_fd, REASON_FD)  # reason_fd is 10 or above (`fork_job`)
+            reason_fd = REASON_FD
         os.chdir(request["jobdir"])
         os.environ.clear()
         os.environ.update(request["env"])
         isolate_job(request, layers)  # uses the zygote's O_PATH descriptors, closed next
-        _close_fds_from(4)
+        _close_fds_from(REASON_FD + 1)
         if request.get("probe"):
             marks = layers.pop("_marks")
             layers["setup_ms"] = {b[0]: round((b[1] - a[1]) * 1000, 2) for a, b in zip(marks, marks[1:])}
@@ -650,21 +720,34 @@ def job(request, fds, control_fd, worker, layers):
             # Fail closed: student code never runs without the filesystem allow-list, or as root.
             raise OSError(errno.EPERM, f"a required layer did not apply (landlock: {layers.get('landlock')}, "
                                        f"uid: {layers.get('uid')})")
-        worker.run(receive_task(request), 3)
+        task = receive_task(request)
+        if reason_fd >= 0:
+            os.close(reason_fd)  # before any student code runs
+            reason_fd = -1
+        worker.run(task, 3)
     except BaseException as exc:  # the worker never returns; anything here is a setup failure
         try:
-            tb, line = exc.__traceback__, 0
-            while tb is not None:
-                tb, line = tb.tb_next, tb.tb_lineno
-            os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc} (zygote.py, line {line})\n".encode())
+            reason = _setup_reason(exc)
+            os.write(2, f"sandbox setup failed: {reason}\n".encode())
+            if reason_fd >= 0:
+                os.write(reason_fd, reason.encode())
         finally:
-            os._exit(70)
+            os._exit(SETUP_FAILED)
 
 
 def fork_job(request, fds, control_fd, worker):
-    """Fork one job as pid 1 of a new pid namespace (when possible); return its pid."""
+    """Fork one job as pid 1 of a new pid namespace (when possible).
+
+    Returns
+    -------
+    (int, int)
+        The job's pid, and the read end of its set-up reason pipe (see `job`).
+    """
     layers = {}
     own_pidns = None
+    reason_read, reason_write = os.pipe()
+    reason_write = _high_fd(reason_write)
+    os.set_blocking(reason_read, False)
     if libc.unshare(CLONE_NEWPID) == 0:
         layers["pid"] = True
         own_pidns = OWN_PIDNS_FD
@@ -674,20 +757,26 @@ def fork_job(request, fds, control_fd, worker):
         pid = fork_retrying()
     except OSError:
         pid = -1
+        os.close(reason_read)
         raise
     finally:
+        if pid != 0:
+            os.close(reason_write)
         if pid != 0 and own_pidns is not None:  # the zygote's next children go back to its own namespace
             _check(libc.setns(own_pidns, CLONE_NEWPID), "setns back to the zygote's pid namespace")
     if pid == 0:
-        job(request, fds[:3] + fds[4:5], control_fd, worker, layers)
-    return pid
+        os.close(reason_read)
+        job(request, fds[:3] + fds[4:5], control_fd, worker, layers, reason_write)
+    return pid, reason_read
 
 
 class Running:
     """A job the zygote watches: its pidfd, slot and status pipe."""
 
-    def __init__(self, job_id, pid, slot, status_fd):
+    def __init__(self, job_id, pid, slot, status_fd, reason_fd=-1):
         self.id, self.pid, self.slot, self.status_fd = job_id, pid, slot, status_fd
+        self.reason_fd = reason_fd  # why its set-up failed, if it did (see `job`)
+        self.reason = ""
         self.pidfd = os.pidfd_open(pid)
         self.code = None          # exit code, once reaped
         self.deadline = None      # when stragglers in the slot are killed one by one
@@ -703,6 +792,15 @@ class Running:
         self.code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else (
             os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
         self.deadline = time.monotonic() + 5.0
+        if self.reason_fd >= 0:
+            try:
+                data = os.read(self.reason_fd, 1024) if self.code == SETUP_FAILED else b""
+            except OSError:  # nothing written (the write end may still be open in a straggler)
+                data = b""
+            os.close(self.reason_fd)
+            self.reason_fd = -1
+            text = data.decode("utf-8", errors="replace")
+            self.reason = "".join(c if c.isprintable() else " " for c in text).strip()[:400]
         return True
 
     def settled(self):
@@ -717,8 +815,8 @@ class Running:
                     os.kill(int(p), signal.SIGKILL)
                 except (ProcessLookupError, ValueError):
                     pass
-        try:
-            os.write(self.status_fd, f"{self.code}\n".encode())
+        try:  # one write of less than PIPE_BUF bytes: the grader reads it whole
+            os.write(self.status_fd, f"{self.code} {self.reason}".strip().encode() + b"\n")
         except OSError:
             pass  # the grader stopped waiting
         os.close(self.status_fd)
@@ -771,11 +869,11 @@ def serve(control_fd, worker):
                 slot = int(request["slot"])
                 slots.add(slot)
                 try:
-                    pid = fork_job(request, fds, control_fd, worker)
-                    job_ = Running(request["job"], pid, slot, fds[3])
+                    pid, reason_fd = fork_job(request, fds, control_fd, worker)
+                    job_ = Running(request["job"], pid, slot, fds[3], reason_fd)
                 except OSError as exc:
                     os.write(fds[2], f"sandbox setup failed: {exc}\n".encode())
-                    os.write(fds[3], b"70\n")
+                    os.write(fds[3], f"{SETUP_FAILED} the zygote could not start the job: {exc}"[:400].encode() + b"\n")
                     for fd_ in fds:
                         os.close(fd_)
                     reply = {"pid": None}
@@ -828,9 +926,10 @@ def main(argv):
 
     cgroup_remove_stale()
     readonly = allowed_paths(numpy)
-    global READONLY_RULES, ZYGOTE_PIDFD, OWN_PIDNS_FD, NET_NAMESPACE
+    global READONLY_RULES, READONLY_PATHS, ZYGOTE_PIDFD, OWN_PIDNS_FD, NET_NAMESPACE
     NET_NAMESPACE = True if libc.unshare(CLONE_NEWNET) == 0 else os.strerror(ctypes.get_errno())
     READONLY_RULES = open_rules(readonly, FS_EXECUTE | FS_READ_FILE | FS_READ_DIR)
+    READONLY_PATHS = readonly
     ZYGOTE_PIDFD = _high_fd(os.pidfd_open(os.getpid()))
     OWN_PIDNS_FD = _high_fd(os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC))
     # Move everything imported so far out of the collector's reach: a job's

@@ -41,6 +41,8 @@ from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
 
 ZYGOTE = str(Path(__file__).resolve().parent.parent / "zygote.py")
+SETUP_FAILED = 70
+"""A job's exit code when its set-up failed (as in the zygote)."""
 UID_BASE = 61000
 """Worker slot k runs as uid and gid ``UID_BASE + k`` (as in the zygote)."""
 
@@ -232,6 +234,8 @@ class SandboxJob:
         self.pidfd = got[0] if got else None  # to kill the job without asking the zygote
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
+        self.setup_reason = ""
+        """Why the job's set-up failed, as the zygote reported it (empty if it did not fail)."""
         self.ending: list[SandboxJob] | None = None
         """Where a job killed without waiting puts itself, for its worker to `settle` later."""
 
@@ -328,8 +332,10 @@ class SandboxJob:
             ready, _, _ = select.select([self.status_fd], [], [], timeout)
             if not ready:
                 return None
-            data = os.read(self.status_fd, 64).strip()
-            self.status = int(data) if data.isdigit() else 128 + signal.SIGKILL
+            data = os.read(self.status_fd, 1024).decode("utf-8", errors="replace").strip()
+            code, _, reason = data.partition(" ")  # "CODE" or "CODE why the set-up failed"
+            self.status = int(code) if code.isdigit() else 128 + signal.SIGKILL
+            self.setup_reason = reason
             os.close(self.status_fd)
         return self.status
 
@@ -342,8 +348,8 @@ class SandboxJob:
         code = self._reap()
         if 128 < code < 128 + 65:
             return describe_exit(-(code - 128))
-        if code in (70, 71):
-            return "the sandbox could not set up the job (see the captured stderr)"
+        if code == SETUP_FAILED and self.setup_reason:  # reported by the zygote, never by student code
+            return f"the sandbox could not set up the job: {self.setup_reason}"
         return describe_exit(code)
 
 
