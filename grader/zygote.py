@@ -513,8 +513,8 @@ def seccomp_program():
     ``socket`` for AF_UNIX only, ``sendto`` without an address, ``clone``
     without namespace flags, ``fcntl`` without lock, lease or notify
     commands (`LOCK_COMMANDS`), ``clone3`` never (ENOSYS: glibc falls back to
-    ``clone``, whose flags a filter can read); then `KILLED_SYSCALLS_X86_64`,
-    `DENIED_SYSCALLS_X86_64` (EPERM), `ALLOWED_SYSCALLS_X86_64`; anything
+    ``clone``, whose flags a filter can read); then `ALLOWED_SYSCALLS_X86_64`,
+    `DENIED_SYSCALLS_X86_64` (EPERM), `KILLED_SYSCALLS_X86_64`; anything
     else fails with ENOSYS.
     """
     LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -555,9 +555,13 @@ def seccomp_program():
     locks.append(_bpf(RET_K, RET_ALLOW))
     prog += [_bpf(JEQ_K, SYS_FCNTL, 0, len(locks))] + locks
     prog += [_bpf(LD_W_ABS, 0)]                  # the syscall number again
-    for table, action in ((KILLED_SYSCALLS_X86_64, RET_KILL_PROCESS), (DENIED_SYSCALLS_X86_64, eperm),
-                          (ALLOWED_SYSCALLS_X86_64, RET_ALLOW)):
-        for nr in sorted(table):
+    # The tables are disjoint: the allowed come first, the most frequent of them (futex, reads and
+    # writes, memory) at the front, so that an honest call goes through the fewest checks.
+    hot = (202, 0, 1, 9, 11, 10, 28, 12, 3, 257, 262, 5, 8, 14, 13, 228, 7, 271)
+    allowed = list(hot) + sorted(set(ALLOWED_SYSCALLS_X86_64) - set(hot))
+    for table, action in (({nr: "" for nr in allowed}, RET_ALLOW), (DENIED_SYSCALLS_X86_64, eperm),
+                          (KILLED_SYSCALLS_X86_64, RET_KILL_PROCESS)):
+        for nr in table:
             prog += [_bpf(JEQ_K, nr, 0, 1), _bpf(RET_K, action)]
     prog.append(_bpf(RET_K, enosys))
     return b"".join(prog)

@@ -233,6 +233,11 @@ def fails():
 
 def exits():
     os._exit(70)
+
+
+def reboot():
+    # reboot (169) with bad magic numbers: harmless even if it ran; the filter kills the job
+    return _libc.syscall(169, 0, 0, 0, 0)
 '''
 
 
@@ -258,11 +263,23 @@ def test_seccomp_allow_list_denies_mount_table_locks_and_unknown_calls(tmp_path:
     from grader.models import Call
 
     out = _sandboxed(tmp_path, SYSCALLS, [Call(name, (), 5.0) for name in ("mount_table", "locks", "others", "honest")])
-    assert [r.status for r in out.results] == ["returned"] * 4, out
+    assert [r.status for r in out.results] == ["returned"] * 4, out.results
     assert out.results[0].value == [errno.EPERM, errno.EPERM]
     assert out.results[1].value == [errno.EPERM, errno.EPERM, errno.EPERM]  # flock, lockf, a lease
     assert out.results[2].value == [errno.EPERM, errno.ENOSYS]  # default deny: ENOSYS
     assert out.results[3].value == [6.0, 1.0, 4.0]
+    out = _sandboxed(tmp_path, SYSCALLS, [Call("reboot", (), 5.0), Call("others", (), 5.0)])
+    assert [(r.status, r.message) for r in out.results] == [
+        ("crashed", "the process was killed by signal SIGSYS"), ("returned", "")]
+
+
+def test_seccomp_tables_are_disjoint() -> None:
+    from grader import zygote
+
+    tables = [set(zygote.ALLOWED_SYSCALLS_X86_64), set(zygote.DENIED_SYSCALLS_X86_64),
+              set(zygote.KILLED_SYSCALLS_X86_64), set(zygote.ARGUMENT_CHECKED)]
+    assert sum(map(len, tables)) == len(set().union(*tables))
+    assert {457, 458, 73, 253, 254, 294} <= tables[1]  # statmount, listmount, flock, inotify
 
 
 def test_a_job_sees_a_fixed_working_folder(tmp_path: Path) -> None:
