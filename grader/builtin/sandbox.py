@@ -410,14 +410,10 @@ def make_workdir() -> str:
     return workdir
 
 
-PREFLIGHT_SOURCE = b"""import os
-
-
-def grader_preflight(x):
-    return [x + 1, len(os.listdir("."))]
+PREFLIGHT_SOURCE = b"""def grader_preflight(x):
+    return x + 1
 """
-"""The submission a preflight job imports: one call, ``grader_preflight(41)``, answers ``[42, 1]``
-(the job's folder holds its attention.py and nothing else)."""
+"""The submission a preflight job imports; its one call, ``grader_preflight(41)``, answers 42."""
 
 
 def preflight(workers: Sequence[_Worker], workdir: str) -> str:
@@ -437,7 +433,7 @@ def preflight(workers: Sequence[_Worker], workdir: str) -> str:
     Returns
     -------
     str
-        ``""`` if every job answered ``[42, 1]``; else one line naming the
+        ``""`` if every job answered 42; else one line naming the
         cause and, where known, the fix.
     """
     path = os.path.join(workdir, "preflight.py")
@@ -449,7 +445,7 @@ def preflight(workers: Sequence[_Worker], workdir: str) -> str:
                 outcome = run_calls(path, [Call("grader_preflight", (41,), 10.0)], import_timeout=10.0,
                                     submission_timeout=30.0, launch=worker.launch, scratch=False)
                 result = outcome.results[0]
-                if result.status != "returned" or result.value != [42, 1]:
+                if result.status != "returned" or result.value != 42:
                     why = outcome.import_error or result.message or f"it answered {result.value!r}"
                     return _preflight_problem(workdir, why)
     finally:
