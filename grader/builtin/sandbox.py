@@ -8,9 +8,18 @@ seccomp; see the zygote's docstring). This plugin's ``grader_run_calls``
 hands the runner a launcher that asks the zygote for jobs; reading frames,
 deadlines and output caps stay in `grader.builtin.runner`.
 
+Before grading, a *preflight* runs a real job in every slot of the batch
+(the same folder, uids, cgroups and limits; it imports a tiny file and
+makes one call): if it fails, ``grade`` stops with one line saying why,
+rather than grade a class to zeros. ``grader doctor`` runs it too. A job's
+set-up failure reaches the grader with its reason (the zygote's status
+pipe), never through output a submission could forge.
+
 Grading hidden checks without a filesystem isolation layer (Landlock) is
-refused unless ``--insecure`` is given. ``grader check`` (a student's own
-code) and ``grader validate`` (the reference) use the plain child process.
+refused unless ``--insecure`` is given; so is blocking this plugin or the
+runner with ``-p no:NAME`` (`grader.plugins.UNBLOCKABLE`). ``grader check``
+(a student's own code) and ``grader validate`` (the reference) use the plain
+child process.
 """
 
 from __future__ import annotations
