@@ -34,8 +34,8 @@ applied if the kernel and the privileges allow it, and reported by
    ``/proc`` and its folder, a size-limited tmpfs, at the fixed path
    `JOB_FOLDER` (its working folder, HOME and TMPDIR), takes its pipes as
    fds 0-3 (and a set-up reason pipe as fd 4, closed before the submission
-   runs), closes every other fd, and sets rlimits (CPU, address space, file size, open files, processes, no
-   core dumps);
+   runs), closes every other fd, and sets rlimits (CPU, address space,
+   file size, open files, processes, no core dumps);
 3. ``PR_SET_NO_NEW_PRIVS``, then a Landlock ruleset: read-only the standard
    library (not its site-packages) and numpy, read-write the job folder,
    nothing else; TCP bind/connect denied; abstract UNIX sockets and signals
