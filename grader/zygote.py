@@ -83,8 +83,9 @@ ZYGOTE_PID = os.getpid()
 # Student code may import these; after the uid drop and Landlock, modules
 # not imported yet may be unreadable, so they are imported here, once.
 PREIMPORT = (
-    "abc array base64 bisect calendar cmath collections collections.abc concurrent.futures contextlib "
-    "concurrent.futures.thread copy csv dataclasses datetime decimal enum fnmatch fractions functools glob hashlib heapq io "
+    "abc array base64 bisect calendar cmath collections collections.abc concurrent.futures "
+    "concurrent.futures.thread contextlib copy csv dataclasses datetime decimal enum fnmatch fractions "
+    "functools glob hashlib heapq io "
     "itertools json linecache logging math numbers operator pathlib pprint queue random re reprlib "
     "secrets statistics string struct textwrap threading time traceback types typing unittest warnings "
     "numpy numpy.linalg numpy.random numpy.fft numpy.ma numpy.polynomial numpy.testing numpy.typing "
