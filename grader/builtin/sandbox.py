@@ -413,9 +413,18 @@ def make_workdir() -> str:
     Job folders inside belong to the jobs' uids, hence mode 0711. A job
     sees its own folder at a fixed path (``zygote.JOB_FOLDER``) and needs
     this one only where that mount is not possible.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the temporary folder is not writable.
     """
-    workdir = tempfile.mkdtemp(prefix=scratch_prefix("sandbox"))
-    os.chmod(workdir, 0o711)
+    try:
+        workdir = tempfile.mkdtemp(prefix=scratch_prefix("sandbox"))
+        os.chmod(workdir, 0o711)
+    except OSError as exc:
+        raise ConfigError(f"the sandbox cannot make its folder in {tempfile.gettempdir()} ({exc.strerror}); "
+                          "set TMPDIR to a writable folder such as /tmp") from None
     return workdir
 
 
@@ -598,7 +607,11 @@ def probe_layers() -> dict[str, Any]:
         zygote = Zygote()
     except ConfigError as exc:
         return {"zygote": str(exc)}
-    workdir = make_workdir()
+    try:
+        workdir = make_workdir()
+    except ConfigError as exc:
+        zygote.close()
+        return {"zygote": True, "job": str(exc)}
     try:
         job = SandboxJob(zygote, 0, workdir, DEFAULT_LIMITS, probe=True)
         child = _Child(job)
