@@ -11,8 +11,10 @@ Exit codes
 1  ``check`` or ``validate``: at least one check did not pass; ``doctor``: a
    layer is missing; ``audit``: a mutant survived an exercise it is tagged
    for, or a correct variant lost a point
-2  usage error: wrong option, missing path, unwritable output folder
-3  configuration error: a malformed spec, a missing reference, a broken plugin
+2  usage error: wrong option, missing path, unwritable output folder, ``-p no:sandbox``
+   or ``-p no:runner`` (only ``--insecure`` grades without the sandbox)
+3  configuration error: a malformed spec, a missing reference, a broken plugin, a
+   sandbox that cannot run a job here (``grade`` runs one before grading)
 4  internal error in the grader or a plugin (a traceback is printed)
 """
 

@@ -49,6 +49,17 @@ def test_usage_errors_are_one_line_exit_2(cli, args, phrase) -> None:
     assert phrase in line
 
 
+@pytest.mark.parametrize("plugin", ["sandbox", "runner", "grader.builtin.sandbox"])
+def test_the_sandbox_and_the_runner_cannot_be_blocked(cli, tmp_path: Path, plugin: str) -> None:
+    """Only --insecure grades without the sandbox: -p no:sandbox is refused before anything runs."""
+    code, out, err = cli("grade", "-p", f"no:{plugin}", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "out")
+    assert code == 2 and out == ""
+    short = plugin.removeprefix("grader.builtin.")
+    assert _one_line(err) == (f"grader: error: -p no:{plugin}: the {short} cannot be blocked; use --insecure to "
+                              "grade without the sandbox")
+    assert not (tmp_path / "out").exists()
+
+
 def test_empty_folder_is_a_usage_error(cli, tmp_path: Path) -> None:
     code, out, err = cli("grade", tmp_path)
     assert code == 2
