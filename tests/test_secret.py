@@ -108,3 +108,16 @@ def test_default_secret_warns_once_and_a_secret_grades_the_same_bytes(cli, tmp_p
     assert code == 2 and err.strip() == (
         f"grader: error: --secret-file {tmp_path / 'none.key'}: cannot read the key file (No such file or directory)"
     )
+
+
+def test_a_stored_result_is_reused_only_under_the_same_secret(cli, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gradebook key holds the secret's fingerprint: results graded on other hidden inputs are not reused."""
+    out = tmp_path / "out"
+    runs = []
+    for secret in (S1, S2, S2):
+        monkeypatch.setenv("GRADER_COURSE_SECRET", secret)
+        code, stdout, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", out, "--insecure")
+        assert code == 0, err
+        runs.append("result(s) reused" in stdout)
+    assert runs == [False, False, True]
