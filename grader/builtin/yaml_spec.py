@@ -30,6 +30,12 @@ from grader.secret import WARNING, CourseSecret, course_secret
 MAX_SPEC_BYTES = 1 << 20
 """Largest spec file read, in bytes (1 MiB)."""
 
+MAX_DEPTH = 32
+"""Deepest nesting of lists and mappings in a spec (the G14 specs use at most 6)."""
+
+MAX_INTEGER = 2**53
+"""Largest magnitude of an integer in a spec (what a float holds exactly)."""
+
 CHECK_COMMON_KEYS = ("id", "kind", "function", "description", "points", "visibility", "hint", "timeout", "args", "seed")
 DEFAULTABLE = ("points", "visibility", "hint", "timeout")
 
@@ -45,7 +51,7 @@ _CHECK_SCHEMA: dict[str, Any] = {
         "visibility": {"enum": list(VISIBILITIES)},
         "hint": {"type": "string", "minLength": 1},
         "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-        "args": {"type": "object"},
+        "args": {"type": "object", "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}},
         "seed": {"type": "integer", "minimum": 0},
     },
 }
@@ -83,7 +89,16 @@ class _StrictSafeLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.YAMLError(f"aliases (*name) are not allowed in specs (line {event.start_mark.line + 1})")
-        return super().compose_node(parent, index)
+        depth = getattr(self, "_depth", 0)
+        if depth >= MAX_DEPTH:  # refused before the recursion gets deep (no RecursionError)
+            line = self.peek_event().start_mark.line + 1
+            raise yaml.YAMLError(f"nested more than {MAX_DEPTH} levels deep (line {line}); specs hold plain "
+                                 "lists and mappings a few levels deep")
+        self._depth = depth + 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth = depth
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: set[tuple[type, Any]] = set()
@@ -141,6 +156,46 @@ def parse_yaml(path: str) -> Any:
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())
         raise SpecError(path, "", f"invalid YAML: {problem}") from None
+    except RecursionError:  # belt and braces: MAX_DEPTH refuses deep nesting first
+        raise SpecError(path, "", f"nested too deeply; specs are limited to {MAX_DEPTH} levels") from None
+
+
+def _nonfinite(data: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str] | None:
+    """The first number that is not finite (or an integer over `MAX_INTEGER`): its path and what to say.
+
+    The ``args`` of a ``raises`` check are not looked at: invalid input
+    (``.nan`` scores) is what such a check is about.
+    """
+    if isinstance(data, bool):
+        return None
+    if isinstance(data, float) and data != data:
+        return path, ".nan is not a finite number; write a number"
+    if isinstance(data, float) and data in (float("inf"), float("-inf")):
+        return path, f"{'-' if data < 0 else ''}.inf is not a finite number; write a finite number"
+    if isinstance(data, int) and abs(data) > MAX_INTEGER:
+        return path, f"a {len(str(abs(data)))}-digit integer is too large (at most 2**53); write a smaller number"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        if key == "args" and len(path) == 2 and path[0] == "checks" and data.get("kind") == "raises":
+            continue  # a raises check's arguments are meant to be invalid input, NaN included
+        found = _nonfinite(value, (*path, key))
+        if found:
+            return found
+    return None
+
+
+def _fix(schema: dict[str, Any], error: Any) -> str:
+    """The ``description`` of the schema part an error is about (what to write), or ""."""
+    part: Any = schema
+    found = ""
+    for step in error.absolute_schema_path:
+        try:
+            part = part[step]
+        except (KeyError, IndexError, TypeError):
+            break
+        if isinstance(part, dict) and isinstance(part.get("description"), str):
+            found = part["description"]
+    return found
 
 
 def _where(data: dict[str, Any], error_path: list[Any]) -> str:
@@ -190,6 +245,9 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
     """
     if not isinstance(data, dict):
         raise SpecError(path, "", "a spec must be a mapping with keys exercise, title, section, seed and checks")
+    bad = _nonfinite(data)
+    if bad is not None:
+        raise SpecError(path, _where(data, list(bad[0])) or "top level", bad[1])
     validator = jsonschema.Draft202012Validator(SCHEMA)
     errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if errors:
@@ -222,6 +280,18 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
         for key, need in accepted.items():
             if need == "required" and key not in params:
                 raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}'")
+        kind_schema = getattr(kind, "schema", None)
+        if kind_schema:  # a kind without a schema gets only the checks above
+            kind_errors = sorted(
+                jsonschema.Draft202012Validator(kind_schema).iter_errors(params),
+                key=lambda e: (list(map(str, e.absolute_path)), e.message),
+            )
+            if kind_errors:
+                err = kind_errors[0]
+                key = ".".join(map(str, err.absolute_path)) if err.absolute_path else ""
+                fix = _fix(kind_schema, err)
+                raise SpecError(path, f"{where}.{key}" if key else where,
+                                f"{err.message}" + (f"; {fix}" if fix else "") + f" (kind '{kind.name}')")
         seed = int(raw.get("seed", data["seed"] * 1000 + index))
         if merged["visibility"] != "visible":  # published checks must match: visible ones keep the spec seed
             seed = secret.hidden_seed(data["exercise"], raw["id"], seed)
