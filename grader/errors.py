@@ -10,7 +10,6 @@ from __future__ import annotations
 
 __all__ = [
     "EXIT_CHECKS_FAILED",
-    "describe_failure",
     "EXIT_CONFIG",
     "EXIT_INTERNAL",
     "EXIT_OK",
@@ -20,6 +19,7 @@ __all__ = [
     "PluginError",
     "SpecError",
     "UsageError",
+    "describe_failure",
 ]
 
 EXIT_OK = 0

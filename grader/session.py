@@ -433,7 +433,8 @@ def locate_all(paths: list[str], config: Config) -> list[Submission]:
     if config.option("roster") and config.command == "grade":
         from grader.builtin.submission import apply_roster, read_roster
 
-        found = apply_roster(found, read_roster(config.option("roster")))
+        ignore_case = bool(config.option("roster_ignore_case", False))
+        found = apply_roster(found, read_roster(config.option("roster"), ignore_case), ignore_case)
     return name_submissions(found)
 
 

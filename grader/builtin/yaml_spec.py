@@ -14,6 +14,7 @@ without any secret ``grader grade`` warns once.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -168,7 +169,7 @@ def _nonfinite(data: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], 
     """
     if isinstance(data, bool):
         return None
-    if isinstance(data, float) and data != data:
+    if isinstance(data, float) and math.isnan(data):
         return path, ".nan is not a finite number; write a number"
     if isinstance(data, float) and data in (float("inf"), float("-inf")):
         return path, f"{'-' if data < 0 else ''}.inf is not a finite number; write a finite number"
