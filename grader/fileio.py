@@ -224,7 +224,7 @@ def check_out_dir(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder; choose another --out")
     if out.is_dir():
-        if not os.access(out, os.W_OK | os.X_OK):
+        if not _writable(out):
             raise UsageError(f"--out {out}: the folder is not writable; choose another --out")
         return
     parent = out.absolute().parent
@@ -232,8 +232,21 @@ def check_out_dir(out: Path) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise UsageError(f"--out {out}: cannot create the folder ({parent} is not a folder); choose another --out")
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if not _writable(parent):
         raise UsageError(f"--out {out}: cannot create the folder ({parent} is not writable); choose another --out")
+
+
+def _writable(folder: Path) -> bool:
+    """Whether a file can be created in ``folder`` (tried: os.access says yes to root everywhere)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".grader-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError:
+        return False
+    return True
 
 
 def make_out_dir(out: Path) -> None:

@@ -319,10 +319,10 @@ def what_it_holds(entries: Sequence[tuple[str, bool]], filename: str = "attentio
         return f"it holds {', '.join(sorted(near)[:3])}: rename it {filename}"
     nested = [p for p in files if p.rsplit("/", 1)[-1] == filename and "/" in p]
     if nested:
-        return f"it holds {sorted(nested, key=len)[0]}: move it up into the student folder"
+        return f"it holds {min(nested, key=len)}: move it up into the student folder"
     books = [p for p in files if p.lower().endswith(".ipynb")]
     if books:
-        return (f"it holds a notebook, {sorted(books)[0]}: save it as {filename} (File > Download as > Python) "
+        return (f"it holds a notebook, {min(books)}: save it as {filename} (File > Download as > Python) "
                 "and send that")
     if not shown:
         return "it is empty"

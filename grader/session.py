@@ -210,7 +210,8 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
                               "keep one of the two files in the specs folder")
         exercises.append(exercise)
         used.append(path)
-    if not_loaded:
+    if not_loaded and not config.stash.get("session.not_loaded_warned"):
+        config.stash["session.not_loaded_warned"] = True  # validate collects twice: warn once
         shown = ", ".join(not_loaded[:10]) + (f" and {len(not_loaded) - 10} more" if len(not_loaded) > 10 else "")
         print(f"grader: warning: {specs_dir}: not loaded: {display(shown)}; specs are the *.yaml and *.yml files "
               "directly in this folder", file=sys.stderr)

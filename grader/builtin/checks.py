@@ -134,8 +134,14 @@ class KindContext:
             a required one is missing, or a generator is malformed.
         """
         rng = rng or self.rng(check)
-        budget = [MAX_CHECK_ELEMENTS]
-        values = {name: self.generate(check, name, raw, rng, budget) for name, raw in check.args.items()}
+        sizes = {name: self.generated_size(check, name, raw) for name, raw in check.args.items()}
+        if sum(sizes.values()) > MAX_CHECK_ELEMENTS:  # refused before anything is drawn
+            shown = ", ".join(f"{name} {check.args[name][_gen(check.args[name])]}" for name, n in sizes.items() if n)
+            raise self.fail(
+                check, "args", f"the generated arguments ({shown}) have {sum(sizes.values()):,} elements together; a "
+                f"check's are limited to {MAX_CHECK_ELEMENTS:,}: make them smaller",
+            )
+        values = {name: self.generate(check, name, raw, rng) for name, raw in check.args.items()}
         signature = inspect.signature(self.reference_function(check))
         try:
             bound = signature.bind(**values)
@@ -143,22 +149,19 @@ class KindContext:
             raise self.fail(check, "args", f"do not fit {check.function}{signature}: {exc}") from None
         return tuple(bound.args)
 
-    def generate(self, check: Check, name: str, raw: Any, rng: np.random.Generator, budget: list[int] | None = None) -> Any:
-        """One argument: ``raw`` itself, or the values its generator draws from ``rng``.
-
-        A generator's size is checked against `MAX_ARG_ELEMENTS`,
-        `MAX_ARG_BYTES` and `MAX_NDIM` (and ``budget``, the elements the
-        check may still generate, against `MAX_CHECK_ELEMENTS`) before
-        anything is drawn.
+    def generated_size(self, check: Check, name: str, raw: Any) -> int:
+        """Elements the generator ``raw`` will draw (0 for a literal), checked and bounded; nothing is drawn.
 
         Raises
         ------
         grader.errors.SpecError
             If a mapping is not exactly one known generator, or a generator
-            has unknown keys, a bad or too large shape or length, or bad bounds.
+            has unknown keys, a bad shape or length, bad bounds, or more than
+            `MAX_NDIM` dimensions, `MAX_ARG_ELEMENTS` elements or
+            `MAX_ARG_BYTES` bytes.
         """
         if not isinstance(raw, dict):
-            return raw
+            return 0
         key = f"args.{name}" if name in check.args else name
         known = [k for k in raw if k in GENERATORS]
         if len(known) != 1:
@@ -199,14 +202,26 @@ class KindContext:
                 f"'{gen}' shape {shape} has {elements:,} elements ({_mib(elements * 8)}); a generated argument is "
                 f"limited to {MAX_ARG_ELEMENTS:,} elements and {_mib(MAX_ARG_BYTES)}: make it smaller",
             )
-        if budget is not None:
-            budget[0] -= elements
-            if budget[0] < 0:
-                raise self.fail(
-                    check, key,
-                    f"'{gen}' shape {shape} brings the check's generated arguments over {MAX_CHECK_ELEMENTS:,} "
-                    "elements together: make them smaller",
-                )
+        return elements
+
+    def generate(self, check: Check, name: str, raw: Any, rng: np.random.Generator) -> Any:
+        """One argument: ``raw`` itself, or the values its generator draws from ``rng``.
+
+        The generator is checked first (`generated_size`): nothing is drawn
+        for one that is malformed or over its budget.
+
+        Raises
+        ------
+        grader.errors.SpecError
+            As `generated_size`.
+        """
+        if not isinstance(raw, dict):
+            return raw
+        self.generated_size(check, name, raw)
+        gen = _gen(raw)
+        size = raw[gen]
+        extra = {k: v for k, v in raw.items() if k != gen}
+        shape = [size] if gen in ("mask", "simplex") else size
         if gen == "normal":
             value = rng.normal(extra.get("loc", 0.0), 1.0, shape) * extra.get("scale", 1.0)
         elif gen == "uniform":
@@ -272,6 +287,11 @@ class KindContext:
         params = list(inspect.signature(self.reference_function(check, name)).parameters)
         shown = ", ".join(f"{p}={format_value(a, 300, multiline=False)}" for p, a in zip(params, args))
         return f"{name}({shown})"
+
+
+def _gen(raw: dict[str, Any]) -> str:
+    """The generator named in a (checked) generator mapping."""
+    return next(k for k in raw if k in GENERATORS)
 
 
 def _mib(n: int) -> str:
@@ -717,6 +737,12 @@ class FiniteDifferenceKind(Kind):
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)
+        for key in ("scores", "upstream"):
+            raw = check.params[key]
+            n = ctx.generated_size(check, key, raw) or (len(raw) if isinstance(raw, list) else 0)
+            if n > MAX_FD_LENGTH:
+                raise ctx.fail(check, key, f"{n:,} entries are more than {MAX_FD_LENGTH:,}, the most a finite "
+                               "difference takes (it calls softmax twice per entry): make it shorter")
         try:
             scores = np.asarray(ctx.generate(check, "scores", check.params["scores"], rng), dtype=np.float64)
             u = np.asarray(ctx.generate(check, "upstream", check.params["upstream"], rng), dtype=np.float64)
@@ -724,9 +750,6 @@ class FiniteDifferenceKind(Kind):
             raise ctx.fail(check, "scores", "give 'scores' and 'upstream' as lists of numbers or generators") from None
         if check.args or scores.ndim != 1 or u.shape != scores.shape:
             raise ctx.fail(check, "upstream", "give 'scores' and 'upstream' of one length, and no 'args'")
-        if scores.size > MAX_FD_LENGTH:
-            raise ctx.fail(check, "scores", f"shape [{scores.size}] is longer than {MAX_FD_LENGTH:,}, the most a "
-                           "finite difference takes (it calls softmax twice per entry): make it shorter")
         if not (np.all(np.isfinite(scores)) and np.all(np.isfinite(u))):
             raise ctx.fail(check, "scores", "'scores' and 'upstream' must hold finite numbers")
         ctx.reference_function(check, "softmax")
