@@ -24,8 +24,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REFERENCE, ROOT, SUBMISSIONS
+
 from grader.archive import member_name, safe_extract
 from grader.builtin.submission import apply_roster
 from grader.cli import main
@@ -74,7 +74,7 @@ def run_in_process_of_its_own(argv: list[str]) -> tuple[int, str, str, float, fl
     fails (``MemoryError``) to tracemalloc as if it had been made.
     """
     proc = subprocess.run([sys.executable, "-c", _CHILD, *map(str, argv)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(PLUGIN_EXAMPLES)})
+                          text=True, timeout=120, check=False, env={**os.environ, "PYTHONPATH": str(PLUGIN_EXAMPLES)})
     *out, last = proc.stdout.splitlines() or [""]
     code, seconds, peak = json.loads(last)
     assert proc.returncode == 0, proc.stderr
@@ -201,7 +201,7 @@ BAD_COMMAND_LINES = [
 
 
 @pytest.mark.parametrize(("name", "argv", "code", "pieces"), BAD_COMMAND_LINES, ids=[c[0] for c in BAD_COMMAND_LINES])
-def test_bad_command_line(name: str, argv, code: int, pieces: list[str], tmp_path: Path,  # noqa: ANN001
+def test_bad_command_line(name: str, argv, code: int, pieces: list[str], tmp_path: Path,
                           capsys: pytest.CaptureFixture[str]) -> None:
     args = [str(a) for a in argv(tmp_path)]
     out_dir = tmp_path / "out"
@@ -288,8 +288,8 @@ def test_roster_ids_differing_in_case_are_hinted(capsys: pytest.CaptureFixture[s
     found = apply_roster(_subs("Ann", "bob"), ["ann", "bob"])
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "grader: warning: not on the roster: Ann; ids that differ only in case: Ann (the roster has ann): pass "
-        "--roster-ignore-case to match them",
+        ("grader: warning: not on the roster: Ann; ids that differ only in case: Ann (the roster has ann): pass "
+         "--roster-ignore-case to match them"),
         "grader: warning: 1 student(s) on the roster sent nothing: ann",
     ]
     assert [s.id for s in found] == ["Ann", "bob", "ann"]
@@ -298,9 +298,9 @@ def test_roster_ids_differing_in_case_are_hinted(capsys: pytest.CaptureFixture[s
     assert [s.id for s in found] == ["Ann", "bob"]
 
 
-def test_roster_duplicates_are_refused_before_grading(cli, tmp_path: Path) -> None:  # noqa: ANN001
+def test_roster_duplicates_are_refused_before_grading(cli, tmp_path: Path) -> None:
     roster = _roster(tmp_path, "id,name\nann,Ann\nbob,Bob\nann,Ann again\n")
-    code, out, err = cli("grade", CORRECT, "--roster", roster, "--out", tmp_path / "out")
+    code, _, err = cli("grade", CORRECT, "--roster", roster, "--out", tmp_path / "out")
     assert code == 2
     assert err.strip() == (f"grader: error: --roster {roster}: the id 'ann' is listed twice, on lines 2 and 4; "
                            "list each student once")
@@ -357,7 +357,7 @@ def test_the_grader_script_exits_3_when_the_reference_exits(source: str, shown: 
     reference = tmp_path / "reference.py"
     reference.write_text(source)
     proc = subprocess.run([sys.executable, "-m", "grader", "validate", "--reference", str(reference)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert shown in proc.stderr
