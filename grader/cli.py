@@ -11,11 +11,16 @@ Exit codes
 1  ``check`` or ``validate``: at least one check did not pass; ``doctor``: a
    layer is missing; ``audit``: a mutant survived an exercise it is tagged
    for, or a correct variant lost a point
-2  usage error: wrong option, missing path, unwritable output folder, ``-p no:sandbox``
-   or ``-p no:runner`` (only ``--insecure`` grades without the sandbox)
-3  configuration error: a malformed spec, a missing reference, a broken plugin, a
-   sandbox that cannot run a job here (``grade`` runs one before grading)
+2  usage error: wrong option or --jobs, missing path, a folder with nothing to grade, an --out
+   or --json that cannot be written, an unreadable roster or one listing an id twice,
+   ``-p no:sandbox`` or ``-p no:runner`` (only ``--insecure`` grades without the sandbox)
+3  configuration error: a malformed spec, a missing reference, a reference or plugin that fails
+   to import (any exception, SyntaxError, SystemExit, KeyboardInterrupt), a reference that fails
+   or is over its budget on a check's arguments, a sandbox that cannot run a job here (``grade``
+   runs one before grading)
 4  internal error in the grader or a plugin (a traceback is printed)
+
+A refused run (2 or 3) leaves nothing behind: ``--out`` is created only when grading starts.
 """
 
 from __future__ import annotations

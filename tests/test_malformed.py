@@ -361,3 +361,37 @@ def test_the_grader_script_exits_3_when_the_reference_exits(source: str, shown: 
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert shown in proc.stderr
+
+
+def test_every_builtin_kind_declares_a_schema_of_its_keys_and_the_readme_lists_them() -> None:
+    from grader.builtin.checks import BUILTIN_KINDS
+
+    readme = (ROOT / "README.md").read_text()
+    for kind in BUILTIN_KINDS:
+        assert set(kind.schema["properties"]) == set(kind.params), kind.name
+        row = next(line for line in readme.splitlines() if line.startswith(f"| `{kind.name}` |"))
+        for key in kind.params:
+            assert f"`{key}`" in row, (kind.name, key)
+        for key, prop in kind.schema["properties"].items():
+            assert prop.get("description"), (kind.name, key)  # the fix the error line gives
+
+
+def test_a_kind_without_a_schema_gets_the_generic_checks() -> None:
+    from grader.builtin.yaml_spec import exercise_from_data
+    from grader.errors import SpecError
+
+    class Bare:
+        name = "bare"
+        params = {"atol": "optional"}
+
+    data = {"exercise": "M", "title": "t", "section": "s", "seed": 1,
+            "defaults": {"points": 1, "visibility": "hidden", "hint": "h", "timeout": 1},
+            "checks": [{"id": "c", "kind": "bare", "function": "softmax", "atol": -1}]}
+    exercise = exercise_from_data("spec.yaml", data, {"bare": Bare()})  # no schema: a negative atol passes
+    assert exercise.checks[0].params == {"atol": -1}
+    data["checks"][0]["atol"] = float("nan")
+    with pytest.raises(SpecError, match=r"^spec.yaml: checks\[0\] 'c'.atol: .nan is not a finite number"):
+        exercise_from_data("spec.yaml", data, {"bare": Bare()})
+    data["checks"][0] = {"id": "c", "kind": "bare", "function": "softmax", "rtol": 1}
+    with pytest.raises(SpecError, match=r"'c'.rtol: unknown key for kind 'bare' \(its keys: atol\)"):
+        exercise_from_data("spec.yaml", data, {"bare": Bare()})
