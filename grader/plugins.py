@@ -114,5 +114,5 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
-        raise PluginError(f"plugin error: {exc}") from exc
+        raise PluginError(f"plugin error: {exc}; the hooks are the grader_... functions of grader.hookspecs") from exc
     return pm

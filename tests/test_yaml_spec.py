@@ -221,7 +221,7 @@ def test_exercise_from_data_schema_errors_name_the_key() -> None:
     data["checks"][3]["points"] = "x"
     err = _data_error(data)
     assert err.where == "checks[3] 'softmax-log3'.points"
-    assert err.problem == "'x' is not of type 'number'"
+    assert err.problem == "'x' is not of type 'number'; give a number > 0"
 
     data = _g14_02_data()
     data["checks"][2]["visibility"] = "secret"
@@ -250,7 +250,7 @@ def test_exercise_from_data_kind_keys() -> None:
     del data["checks"][4]["shift"]
     err = _data_error(data)
     assert err.where == "checks[4] 'shift-invariance'"
-    assert err.problem == "kind 'shift_invariance' needs key 'shift'"
+    assert err.problem == "kind 'shift_invariance' needs key 'shift': add it"
 
     data = _g14_02_data()
     data["checks"][5]["expect"] = [1.0]

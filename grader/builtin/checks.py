@@ -181,7 +181,7 @@ class KindContext:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
                 raise self.fail(check, f"{key}.{k}", f"{v!r} is not a finite number; give a number")
         if gen == "uniform" and not float(extra.get("low", -1.0)) < float(extra.get("high", 1.0)):
-            raise self.fail(check, key, "'uniform' needs low < high")
+            raise self.fail(check, key, "'uniform' needs low < high: swap them, or change one")
         if gen in ("mask", "simplex"):
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
                 raise self.fail(check, key, f"'{gen}' takes a positive length, e.g. {{{gen}: 5}}")
@@ -192,7 +192,7 @@ class KindContext:
         else:
             shape = size
         if len(shape) > MAX_NDIM:
-            raise self.fail(check, key, f"'{gen}' shape {shape} has {len(shape)} dimensions; at most {MAX_NDIM}")
+            raise self.fail(check, key, f"'{gen}' shape {shape} has {len(shape)} dimensions; give at most {MAX_NDIM}")
         elements = 1
         for s in shape:  # Python integers: no overflow, nothing allocated
             elements *= s
@@ -261,7 +261,8 @@ class KindContext:
             ) from None
         except BaseException as exc:  # noqa: BLE001 - instructor code, reported in one line (also sys.exit)
             raise self.fail(
-                check, "args", f"the reference raised {type(exc).__name__} on these arguments: {exc}"
+                check, "args", f"the reference raised {type(exc).__name__} on these arguments: {exc}; fix the "
+                "arguments or the reference",
             ) from None
         value = normalize(value)
         parts = value if isinstance(value, tuple) else (value,)
@@ -376,7 +377,7 @@ def named(check: Check, ctx: KindContext, value: Any, select: Sequence[str] | No
     if select:
         unknown = [s for s in select if s not in parts]
         if unknown:
-            raise ctx.fail(check, "select", f"unknown part(s) {unknown}; the result has {list(names)}")
+            raise ctx.fail(check, "select", f"unknown part(s) {unknown}; the result has {list(names)}: select among them")
         parts = {k: parts[k] for k in select}
     return parts
 

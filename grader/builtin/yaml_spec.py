@@ -44,16 +44,20 @@ _CHECK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["id", "kind", "function"],
     "properties": {
-        "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
-        "kind": {"type": "string", "minLength": 1},
-        "function": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
-        "description": {"type": "string"},
-        "points": {"type": "number", "exclusiveMinimum": 0},
-        "visibility": {"enum": list(VISIBILITIES)},
-        "hint": {"type": "string", "minLength": 1},
-        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-        "args": {"type": "object", "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}},
-        "seed": {"type": "integer", "minimum": 0},
+        "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+               "description": "give an id of letters, digits and . _ - that starts with a letter or digit"},
+        "kind": {"type": "string", "minLength": 1, "description": "give a check kind, e.g. compare"},
+        "function": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+                     "description": "give the name of a reference function, e.g. softmax"},
+        "description": {"type": "string", "description": "give text"},
+        "points": {"type": "number", "exclusiveMinimum": 0, "description": "give a number > 0"},
+        "visibility": {"enum": list(VISIBILITIES), "description": f"give one of {', '.join(VISIBILITIES)}"},
+        "hint": {"type": "string", "minLength": 1, "description": "give non-empty text"},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600,
+                    "description": "give seconds per call: a number > 0 and at most 600"},
+        "args": {"type": "object", "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+                 "description": "give a mapping from the function's parameter names to values or generators"},
+        "seed": {"type": "integer", "minimum": 0, "description": "give an integer >= 0"},
     },
 }
 
@@ -63,20 +67,22 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["exercise", "title", "section", "seed", "checks"],
     "properties": {
-        "exercise": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
-        "title": {"type": "string", "minLength": 1},
-        "section": {"type": "string", "minLength": 1},
-        "seed": {"type": "integer", "minimum": 0},
+        "exercise": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                     "description": "give an id of letters, digits and . _ -, e.g. G14.02"},
+        "title": {"type": "string", "minLength": 1, "description": "give non-empty text"},
+        "section": {"type": "string", "minLength": 1, "description": "give the chapter section's heading"},
+        "seed": {"type": "integer", "minimum": 0, "description": "give an integer >= 0"},
         "returns": {
             "type": "object",
             "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "description": "give a mapping from function names to lists of part names, e.g. {attention: [outputs, weights]}",
         },
         "defaults": {
             "type": "object",
             "additionalProperties": False,
             "properties": {k: _CHECK_SCHEMA["properties"][k] for k in DEFAULTABLE},
         },
-        "checks": {"type": "array", "minItems": 1, "items": _CHECK_SCHEMA},
+        "checks": {"type": "array", "minItems": 1, "items": _CHECK_SCHEMA, "description": "give a list of checks"},
     },
 }
 """JSON Schema of an exercise spec (kind-specific check keys are checked
@@ -253,7 +259,14 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
     errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if errors:
         err = errors[0]
-        raise SpecError(path, _where(data, list(err.absolute_path)) or "top level", err.message)
+        if err.validator == "additionalProperties":
+            fix = "the keys are " + ", ".join(err.schema.get("properties", {}))
+        elif err.validator == "required":
+            fix = "add it"
+        else:
+            fix = _fix(SCHEMA, err)
+        raise SpecError(path, _where(data, list(err.absolute_path)) or "top level",
+                        err.message + (f"; {fix}" if fix else ""))
     secret = secret or CourseSecret()
     defaults = data.get("defaults", {})
     returns = {fn: tuple(names) for fn, names in data.get("returns", {}).items()}
@@ -280,7 +293,7 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
                 raise SpecError(path, f"{where}.{key}", f"unknown key for kind '{kind.name}' (its keys: {allowed})")
         for key, need in accepted.items():
             if need == "required" and key not in params:
-                raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}'")
+                raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}': add it")
         kind_schema = getattr(kind, "schema", None)
         if kind_schema:  # a kind without a schema gets only the checks above
             kind_errors = sorted(
