@@ -427,6 +427,16 @@ VECTOR = {
     "type": ["array", "object"],
     "description": "give a list of numbers or a generator such as {normal: [5]}",
 }
+SELECT = {
+    "type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "minLength": 1},
+    "description": "give a list of part names, e.g. [weights]",
+}
+SHIFT = {
+    "type": "number", "minimum": -1e6, "maximum": 1e6,
+    "description": "give a number between -1e6 and 1e6 (no thousands separators)",
+}
+STEP = {"type": "number", "exclusiveMinimum": 0, "maximum": 0.1, "description": "give a step > 0 and at most 0.1, e.g. 1e-6"}
+REASON = {"type": "string", "minLength": 1, "description": "give the reason in words, e.g. empty scores"}
 
 
 class Kind:
@@ -486,7 +496,7 @@ class CompareKind(Kind):
 
     name = "compare"
     params = {"select": "optional", "rtol": "optional", "atol": "optional"}
-    schema = _schema(select={"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "minLength": 1}, "description": "give a list of part names, e.g. [weights]"}, rtol=TOLERANCE, atol=TOLERANCE)
+    schema = _schema(select=SELECT, rtol=TOLERANCE, atol=TOLERANCE)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         return named(check, ctx, ctx.call_reference(check, args), check.params.get("select"))
@@ -557,7 +567,7 @@ class RaisesKind(Kind):
 
     name = "raises"
     params = {"reason": "required"}
-    schema = _schema(reason={"type": "string", "minLength": 1, "description": "give the reason in words, e.g. empty scores"})
+    schema = _schema(reason=REASON)
     expects_raise = True
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
@@ -629,7 +639,7 @@ class ShiftInvarianceKind(Kind):
 
     name = "shift_invariance"
     params = {"shift": "required", "rtol": "optional", "atol": "optional"}
-    schema = _schema(shift={"type": "number", "minimum": -1e6, "maximum": 1e6, "description": "give a number between -1e6 and 1e6 (no thousands separators)"}, rtol=TOLERANCE, atol=TOLERANCE)
+    schema = _schema(shift=SHIFT, rtol=TOLERANCE, atol=TOLERANCE)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         args = ctx.arguments(check)
@@ -734,7 +744,7 @@ class FiniteDifferenceKind(Kind):
 
     name = "finite_difference"
     params = {"scores": "required", "upstream": "required", "step": "optional", "rtol": "optional", "atol": "optional"}
-    schema = _schema(scores=VECTOR, upstream=VECTOR, step={"type": "number", "exclusiveMinimum": 0, "maximum": 0.1, "description": "give a step > 0 and at most 0.1, e.g. 1e-6"}, rtol=TOLERANCE, atol=TOLERANCE)
+    schema = _schema(scores=VECTOR, upstream=VECTOR, step=STEP, rtol=TOLERANCE, atol=TOLERANCE)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)
