@@ -104,6 +104,23 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
     grade.add_argument("--out", default="reports", metavar="DIR", help="folder for the HTML and JSON reports (default: reports)")
     grade.add_argument("--json", metavar="FILE", type=output_file,
                        help="write the JSON results here (default: DIR/results.json)")
+    grade.add_argument("--only", nargs="+", metavar="ID",
+                       help="grade only these students again; the others' results come from the gradebook "
+                       "(left out when it has none)")
+    similarity = sub.add_parser(
+        "similarity", parents=[common], help="grade and write DIR/similarity.html: copied code, identical wrong values",
+        description="Grade the class (like 'grade --similarity') and flag pairs of submissions: code that shares "
+        "most of its tokens (copydetect, starter as boilerplate) and identical wrong values on hidden checks.",
+    )
+    similarity.add_argument("paths", nargs="+", metavar="PATH", help="a folder of student folders, or a zip export")
+    similarity.add_argument("--out", default="reports", metavar="DIR", help="folder for the reports (default: reports)")
+    similarity.add_argument("--json", metavar="FILE", type=output_file, help="write the JSON results here")
+    diff = sub.add_parser(
+        "diff", help="compare two results.json: who changed, by how much, on which checks",
+        description="List the students whose score or checks differ between two results files (a regrade).",
+    )
+    diff.add_argument("old", metavar="OLD.json")
+    diff.add_argument("new", metavar="NEW.json")
     check = sub.add_parser(
         "check", parents=[common], help="run the visible checks on your own attention.py",
         description="Run the visible checks on one attention.py and print a summary.",
@@ -159,6 +176,12 @@ def _run(config: Config) -> int:
         return audit(config, _write)
     if config.command == "publish":
         return _publish(config)
+    if config.command == "diff":
+        from grader.regrade import diff_results, load_results
+
+        for line in diff_results(load_results(config.option("old")), load_results(config.option("new"))):
+            _write(display(line))
+        return EXIT_OK
     if config.command == "doctor":
         from grader.builtin.sandbox import doctor
 
@@ -247,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         pm = get_plugin_manager(_plugin_args(argv))
         options = build_parser(pm).parse_args(argv)
+        if options.command == "similarity":  # 'grade --similarity' under its own name
+            options.command, options.similarity = "grade", True
         config = Config(command=options.command, options=options, pluginmanager=pm)
         if config.command == "grade":
             _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts

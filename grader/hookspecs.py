@@ -13,7 +13,8 @@ Phases, in order:
    `grader_check_kinds`, `grader_locate_submissions`.
 3. Grading: `grader_collection_finish` once, then per submission
    `grader_cached_result`, `grader_run_calls`, `grader_judge_check`,
-   `grader_score_exercise`, `grader_submission_graded`.
+   `grader_score_exercise`, `grader_adjust_result` (also for cached
+   results; it may call `grader_submission_time`), `grader_submission_graded`.
 4. Reporting: `grader_write_reports`, `grader_terminal_summary`,
    `grader_unconfigure`.
 """
@@ -241,6 +242,42 @@ def grader_cached_result(submission: Submission, key: str, config: Config) -> Su
     bytes, the specs, the grader version and the settings that change a
     result. First non-None result wins; the built-in SQLite gradebook
     answers when resuming a batch (unless ``--regrade``).
+    """
+
+
+@hookspec
+def grader_adjust_result(result: SubmissionResult, submission: Submission, config: Config) -> SubmissionResult | None:
+    """Adjust a graded submission's score: manual scores, a late penalty.
+
+    Called in the main thread for every result (graded now or taken from a
+    cache) before `grader_submission_graded`, with the automatic result
+    (`grader.term.strip_adjustments`: never one already adjusted). The
+    implementations are called one after another in pluggy's order (the
+    built-in ``manual`` is ``tryfirst``, ``policy`` ``trylast``), each given
+    the result the previous one returned; return a new result (with
+    `grader.models.Adjustment` entries and ``raw_score`` set, e.g. through
+    `grader.term.apply_manual` / `grader.term.apply_penalty`) or None to
+    leave it. Every writer shows ``score`` (the final one) and the adjustments' reasons.
+
+    Raises
+    ------
+    grader.errors.GraderError
+        For a configuration error (a manual score for a check that does not
+        exist): the run stops with its one-line message.
+    """
+
+
+@hookspec
+def grader_submission_time(submission: Submission, config: Config) -> Sequence[tuple[str, str]] | None:
+    """Say when a submission was submitted, from a trusted source.
+
+    All implementations are called; each returns (source, ISO 8601 time in
+    UTC) pairs or None. Sources are ``"lms"`` (the LMS's own export: a
+    Moodle grading worksheet, a Canvas CSV of submission times) and
+    ``"arrival"`` (the grader's record of when it first saw the file, kept in
+    the gradebook). The course policy (``times:``) picks the first source it
+    trusts. Never answer from a commit date or a file's modification time: the
+    student controls both.
     """
 
 

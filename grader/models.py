@@ -20,6 +20,7 @@ __all__ = [
     "Call",
     "CallResult",
     "Check",
+    "Adjustment",
     "CheckResult",
     "Diagnosis",
     "Exercise",
@@ -162,6 +163,13 @@ class Submission:
         The folder's or file's name as found (its bytes on disk, ``frank.py``
         for a file), which the naming rule uses to tell apart ids that
         collide; empty for a roster entry.
+    lms : dict of str to str
+        What a learning-management system's export says of the submission
+        (`grader.term.parse_lms_name`): ``system`` (``canvas`` or
+        ``moodle``), ``user`` (Canvas user id or Moodle participant id),
+        ``name``, ``late`` (``"1"`` when the export marks it late),
+        ``attempt``, ``attempts``, and ``submitted_at`` (ISO 8601, UTC) when
+        a trusted source gave it; empty for a submission from no LMS.
     """
 
     id: str
@@ -171,6 +179,7 @@ class Submission:
     problem: str = ""
     slug: str = ""
     raw_name: bytes = b""
+    lms: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -338,8 +347,41 @@ class Diagnosis:
 
 
 @dataclass(frozen=True)
+class Adjustment:
+    """A change to a submission's automatic score, with its reason (late policy, manual score).
+
+    Attributes
+    ----------
+    kind : str
+        ``"late"`` (the course policy's penalty, `grader.term`) or
+        ``"manual"`` (a row of ``manual.csv``).
+    points : float
+        Points added to the score (negative for a penalty); for a manual
+        override, the new points minus the automatic ones.
+    reason : str
+        One sentence for the student, e.g. ``"submitted 2 day(s) late
+        (2026-03-03 10:00 UTC, due 2026-03-01 23:59 UTC): -10% per day"``.
+    target : str
+        ``"G14.02"`` or ``"G14.02/zero-scores"`` for a manual score, "" for
+        the whole submission.
+    grader : str
+        Who gave a manual score ("" for the policy).
+    """
+
+    kind: str
+    points: float
+    reason: str
+    target: str = ""
+    grader: str = ""
+
+
+@dataclass(frozen=True)
 class CheckResult:
-    """A judged check, ready to report."""
+    """A judged check, ready to report.
+
+    ``automatic_score`` is the score the grader gave when a manual score
+    (``manual.csv``) overrides it, else None.
+    """
 
     id: str
     description: str
@@ -352,6 +394,7 @@ class CheckResult:
     shown: bool
     details: tuple[tuple[str, str], ...] = ()
     diagnosis: tuple[Diagnosis, ...] = ()
+    automatic_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -380,6 +423,14 @@ class SubmissionResult:
     slug : str
         The file name stem of the student's files (see `grader.naming`);
         "" when unknown (writers then derive one from the ids).
+    raw_score : float or None
+        The automatic score before any `Adjustment`; None when there is
+        none (``score`` is then the automatic score).
+    adjustments : tuple of Adjustment
+        Manual scores then the late penalty, in the order applied;
+        ``score`` is the final score after them.
+    lms : dict of str to str
+        The submission's `Submission.lms`.
     """
 
     id: str
@@ -393,6 +444,9 @@ class SubmissionResult:
     stdout: str = ""
     stderr: str = ""
     slug: str = ""
+    raw_score: float | None = None
+    adjustments: tuple[Adjustment, ...] = ()
+    lms: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -429,6 +483,8 @@ def result_to_dict(result: SubmissionResult) -> dict[str, Any]:
         ex_data["checks"] = checks
         exercises.append(ex_data)
     data["exercises"] = exercises
+    data["adjustments"] = [_shallow(a) for a in result.adjustments]
+    data["lms"] = dict(result.lms)
     return data
 
 
@@ -451,4 +507,6 @@ def result_from_dict(data: dict[str, Any]) -> SubmissionResult:
             for c in ex["checks"]
         )
         exercises.append(ExerciseResult(**{**ex, "checks": checks}))
-    return SubmissionResult(**{**data, "exercises": tuple(exercises)})
+    adjustments = tuple(Adjustment(**a) for a in data.get("adjustments", ()))
+    return SubmissionResult(**{**data, "exercises": tuple(exercises), "adjustments": adjustments,
+                               "lms": dict(data.get("lms", {}))})

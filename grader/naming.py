@@ -63,10 +63,12 @@ __all__ = [
 MAX_SLUG_BYTES = 64
 """Longest slug base, in bytes of UTF-8 (a ``-N`` suffix for duplicates may follow)."""
 
-RESERVED = ("index", "summary", "results", "gradebook", "junit", "gradescope")
+RESERVED = ("index", "summary", "results", "gradebook", "junit", "gradescope", "similarity", "staff", "canvas",
+            "moodle")
 """Slugs no student gets (case-insensitively): the stems of the files and folders the
 writers make in the output folder (``index.html``, ``summary.html``, ``results.json``,
-``gradebook.csv``, ``gradebook.sqlite``, ``junit.xml``, ``gradescope/``)."""
+``gradebook.csv``, ``gradebook.sqlite``, ``junit.xml``, ``gradescope/``, ``similarity.html``,
+``staff/``, ``canvas.csv``, ``moodle.csv``)."""
 
 DEVICES = frozenset(("con", "prn", "aux", "nul", "conin$", "conout$", *(f"com{i}" for i in range(10)),
                      *(f"lpt{i}" for i in range(10)), "com¹", "com²", "com³", "lpt¹", "lpt²", "lpt³"))

@@ -490,6 +490,14 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     grader.models.GradingReport
     """
     submissions = locate_all(paths, config)
+    only = set(config.option("only") or ())
+    if only:
+        unknown = sorted(only - {s.id for s in submissions})
+        if unknown:
+            from grader.errors import UsageError
+
+            raise UsageError(f"--only: no submission with the id {', '.join(map(repr, unknown))}; give ids as "
+                             "results.json lists them")
     collected = collect(config, visible_only=visible_only)
     if config.out_dir is not None:  # only now: a run refused before grading leaves no --out behind
         from grader.fileio import make_out_dir
@@ -505,9 +513,11 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         if submission.file is not None and not submission.problem:
             key = result_key(submission, collected, config)
             cached = config.hook.grader_cached_result(submission=submission, key=key, config=config)
+        if only and submission.id not in only and cached is None:
+            continue  # --only: another student, and the gradebook has no result of theirs
         if cached is not None:
             cached = dataclasses.replace(cached, id=submission.id, path=submission.path, slug=submission.slug)
-            results[index] = _hand_over(cached, submission, collected, config)
+            results[index] = _hand_over(adjust_result(cached, submission, config), submission, collected, config)
         else:
             todo.append(index)
     # One thread more than running jobs, so a result is judged while every job slot is busy.
@@ -519,7 +529,8 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
                 result = future.result()
             except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
                 result = internal_error_result(submissions[index], collected, config, exc, "grading it")
-            results[index] = _hand_over(result, submissions[index], collected, config)
+            results[index] = _hand_over(adjust_result(result, submissions[index], config), submissions[index],
+                                        collected, config)
     report = GradingReport(
         grader_version=__version__,
         spec_hash=collected.spec_hash,
@@ -533,6 +544,24 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         raise WriterError(f"{len(failed)} report writer(s) failed: {names}; every other file was written "
                           f"(the traceback of each is above)")
     return report
+
+
+def adjust_result(result: SubmissionResult, submission: Submission, config: Config) -> SubmissionResult:
+    """The result with the LMS's facts and every ``grader_adjust_result`` applied, in pluggy's order.
+
+    Starts from the automatic result (`grader.term.strip_adjustments`), so a
+    result taken from the gradebook is never adjusted twice, and manual
+    scores are read again on every run (a ``--regrade`` keeps them).
+    """
+    from grader.term import strip_adjustments
+
+    result = dataclasses.replace(strip_adjustments(result), lms=dict(submission.lms))
+    for impl in reversed(config.hook.grader_adjust_result.get_hookimpls()):  # pluggy's own call order
+        kwargs = {"result": result, "submission": submission, "config": config}
+        changed = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        if changed is not None:
+            result = changed
+    return result
 
 
 class WriterError(GraderError):

@@ -24,6 +24,7 @@ from grader.fileio import output_file, write_atomic
 from grader.models import GradingReport
 from grader.plugins import hookimpl
 from grader.safetext import csv_cell
+from grader.term import adjustment_lines
 
 __all__ = ["gradebook_csv"]
 
@@ -43,11 +44,16 @@ def gradebook_csv(report: GradingReport) -> str:
         row per submission, in the report's order, ``\\n``-terminated, every
         field quoted. A student id is made inert with
         `grader.safetext.csv_cell` (one line; ``'`` before a formula).
+        When a result was adjusted (manual scores, late penalty), two more
+        columns follow: ``raw_score`` (the automatic total) and
+        ``adjustments`` (each reason, ``|``-separated); ``total`` is final.
     """
+    adjusted = any(s.adjustments for s in report.submissions)
     ids = [e.id for e in report.exercises] or [e.id for s in report.submissions[:1] for e in s.exercises]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    writer.writerow(["student", *(csv_cell(i) for i in ids), "total", "max_score", "status"])
+    writer.writerow(["student", *(csv_cell(i) for i in ids), "total", "max_score", "status",
+                     *(["raw_score", "adjustments"] if adjusted else [])])
     for s in report.submissions:
         scores = {e.id: e.score for e in s.exercises}
         writer.writerow(
@@ -57,6 +63,8 @@ def gradebook_csv(report: GradingReport) -> str:
                 f"{s.score:g}",
                 f"{s.max_score:g}",
                 csv_cell(s.status),
+                *([f"{s.raw_score if s.raw_score is not None else s.score:g}",
+                   csv_cell(" | ".join(adjustment_lines(s)[:-1]))] if adjusted else []),
             ]
         )
     return buf.getvalue()

@@ -30,7 +30,13 @@ CREATE TABLE IF NOT EXISTS results (
     spec_hash TEXT NOT NULL,
     grader_version TEXT NOT NULL,
     student TEXT NOT NULL,         -- the id it was first graded under
-    result TEXT NOT NULL           -- SubmissionResult as JSON
+    result TEXT NOT NULL           -- SubmissionResult as JSON, automatic (no adjustment)
+);
+CREATE TABLE IF NOT EXISTS arrivals (
+    student TEXT NOT NULL,         -- the id
+    sha256 TEXT NOT NULL,          -- the file's SHA-256
+    first_seen TEXT NOT NULL,      -- ISO 8601 UTC: when the grader first saw these bytes for this student
+    PRIMARY KEY (student, sha256)
 );
 """
 
@@ -67,9 +73,22 @@ class Gradebook:
             row = self.db.execute("SELECT result FROM results WHERE key = ?", (key,)).fetchone()
         return result_from_dict(json.loads(row[0])) if row else None
 
+    def arrival(self, student: str, sha256: str, now: str) -> str:
+        """When these bytes of this student were first seen: recorded as ``now`` the first time, ISO 8601 UTC."""
+        with self.lock:
+            self.db.execute("INSERT OR IGNORE INTO arrivals VALUES (?, ?, ?)", (student, sha256, now))
+            return self.db.execute("SELECT first_seen FROM arrivals WHERE student = ? AND sha256 = ?",
+                                   (student, sha256)).fetchone()[0]
+
     def put(self, key: str, spec_hash: str, result: SubmissionResult) -> None:
-        """Store a result (committed at once, so a kill loses at most the results in flight)."""
-        text = json.dumps(result_to_dict(result), allow_nan=False)
+        """Store a result (committed at once, so a kill loses at most the results in flight).
+
+        The automatic result is stored (`grader.term.strip_adjustments`):
+        manual scores and penalties are applied again on every run.
+        """
+        from grader.term import strip_adjustments
+
+        text = json.dumps(result_to_dict(strip_adjustments(result)), allow_nan=False)
         with self.lock:
             self.db.execute(
                 "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)",
@@ -109,8 +128,8 @@ def grader_cached_result(submission: Submission, key: str, config: Any) -> Submi
     if book is None:
         return None
     config.stash["gradebook.keys"][submission.id] = (key, submission.sha256)
-    if config.option("regrade"):
-        return None
+    if config.option("regrade") or submission.id in (config.option("only") or ()):
+        return None  # --only ID: that student is graded again
     result = book.get(key)
     if result is not None:
         book.reused += 1
@@ -127,6 +146,18 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     if result.sha256 != sha256:
         return  # the file changed after it was located: this result is not that content's to keep
     book.put(key, config.stash["collected"].spec_hash, result)
+
+
+@hookimpl
+def grader_submission_time(submission: Submission, config: Any) -> list[tuple[str, str]] | None:
+    """The file's first arrival, recorded the first time the grader sees these bytes for this student."""
+    book = _open(config)
+    if book is None or not submission.sha256:
+        return None
+    import datetime as dt
+
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    return [("arrival", book.arrival(submission.id, submission.sha256, now))]
 
 
 @hookimpl(trylast=True)

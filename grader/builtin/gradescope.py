@@ -47,6 +47,7 @@ from grader.models import GradingReport, Submission, SubmissionResult
 from grader.naming import slugs_of
 from grader.plugins import hookimpl
 from grader.safetext import display, unicode_safe
+from grader.term import adjustment_lines
 
 __all__ = ["VISIBILITY", "gradescope_results", "gradescope_tests"]
 
@@ -102,6 +103,7 @@ def _overall_output(sub: SubmissionResult) -> str:
         lines += [f"Your file could not be graded: {display(sub.error)}",
                   "Fix this first, then run 'grader check attention.py'.", ""]
     lines.append(f"Total: {sub.score:g} / {sub.max_score:g}")
+    lines += [display(line) for line in adjustment_lines(sub)]
     lines += [f"{display(e.id)} {display(e.title)}: {e.score:g} / {e.max_score:g}" for e in sub.exercises]
     for label, text in (("stdout", sub.stdout), ("stderr", sub.stderr)):
         shown = display(text or "", newlines=True).rstrip("\n")
@@ -140,6 +142,9 @@ def gradescope_results(report: GradingReport, sub: SubmissionResult, execution_t
             "sha256": sub.sha256,
             "grader_version": report.grader_version,
             "spec_hash": report.spec_hash,
+            **({"raw_score": sub.raw_score if sub.raw_score is not None else sub.score,
+                "adjustments": [{"kind": a.kind, "points": a.points, "reason": display(a.reason)}
+                                for a in sub.adjustments]} if sub.adjustments else {}),
         },
         "tests": gradescope_tests(sub),
     }

@@ -28,6 +28,8 @@ def check_to_dict(c: CheckResult) -> dict[str, Any]:
         "visibility": c.visibility,
         "message": c.message,
     }
+    if c.automatic_score is not None:
+        data["automatic_score"] = c.automatic_score
     if c.diagnosis:
         data["diagnosis"] = [
             {"mistake": d.mistake, "misconception": d.misconception, "section": d.section} for d in c.diagnosis
@@ -41,8 +43,12 @@ def submission_to_dict(s: SubmissionResult, slug: str = "") -> dict[str, Any]:
     ``id`` is the student id verbatim; ``slug`` the stem of the student's
     files (``DIR/<slug>.html``, ``DIR/gradescope/<slug>.json``; see
     `grader.naming`): ``slug`` when given, else the result's own.
+    ``score`` is the final score; when manual scores or a late penalty
+    changed it, ``raw_score`` is the automatic one and ``adjustments`` lists
+    each change (kind, points, reason, target, grader); ``lms`` is what the
+    LMS export said (system, user, late, attempt...), when there is one.
     """
-    return {
+    data = {
         "id": s.id,
         "slug": slug or s.slug or slug_base(s.id),
         "path": s.path,
@@ -61,6 +67,13 @@ def submission_to_dict(s: SubmissionResult, slug: str = "") -> dict[str, Any]:
             for e in s.exercises
         ],
     }
+    if s.adjustments or s.raw_score is not None:
+        data["raw_score"] = s.raw_score if s.raw_score is not None else s.score
+        data["adjustments"] = [{"kind": a.kind, "points": a.points, "reason": a.reason, "target": a.target,
+                                "grader": a.grader} for a in s.adjustments]
+    if s.lms:
+        data["lms"] = {k: s.lms[k] for k in sorted(s.lms)}
+    return data
 
 
 def report_to_dict(report: GradingReport) -> dict[str, Any]:

@@ -1,0 +1,279 @@
+"""Built-in plugin: Canvas and Moodle exports in, their grade import files out, a push to Canvas.
+
+Intake. The names an LMS gives the entries of its "download submissions"
+export are read (`grader.term.parse_lms_name`), in a zip or an unpacked
+folder:
+
+* Canvas: ``lastnamefirstname_userid_attemptid_filename`` (``_LATE_`` after
+  the name when the submission was late): the id is ``lastnamefirstname``,
+  the Canvas user id and the LATE mark are kept; several entries of one
+  user are attempts, and the latest (largest attempt id) is graded unless
+  ``--attempt first``;
+* Moodle: a folder ``Full Name_participantid_assignsubmission_file_``: the
+  id is the full name, the participant id is kept.
+
+Ids still go through `grader.naming` (two ``smithbob`` stay two students).
+A name neither system writes keeps today's behaviour. ``--lms-times CSV``
+reads when each was submitted from the LMS's own file (Moodle's grading
+worksheet, ``Identifier`` and ``Last modified (submission)``; or any CSV with
+an ``ID``/``id`` column and ``submitted_at``), the trusted time the course
+policy uses.
+
+Grades out, for ``grader grade``: ``DIR/canvas.csv`` (Canvas's gradebook
+import: Student, ID, SIS User ID, SIS Login ID, Section, then the assignment
+column, ``--canvas-assignment``) and ``DIR/moodle.csv`` (Moodle's assignment
+grading worksheet import: Identifier, Full name, Grade, Maximum Grade,
+Feedback comments), both with the final score and the adjustments' reasons.
+``--canvas-push URL`` (``https://canvas.example.edu/courses/C/assignments/A``,
+token in ``CANVAS_API_TOKEN``) posts each Canvas student's final score with
+a feedback comment through ``canvasapi`` (the ``canvas`` extra).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import sys
+from typing import Any
+
+from grader.errors import ConfigError, UsageError
+from grader.fileio import write_atomic
+from grader.models import GradingReport, Submission
+from grader.naming import display_name
+from grader.plugins import hookimpl
+from grader.safetext import csv_cell, display
+from grader.term import adjustment_lines, parse_lms_name, parse_time, submission_feedback
+
+CANVAS_FILE = "canvas.csv"
+MOODLE_FILE = "moodle.csv"
+CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+MOODLE_COLUMNS = ("Identifier", "Full name", "Grade", "Maximum Grade", "Feedback comments")
+
+
+@hookimpl
+def grader_addoption(parser: Any) -> None:
+    group = parser.add_argument_group("LMS")
+    group.add_argument("--attempt", choices=("latest", "first"), default="latest",
+                       help="which of a student's attempts in a Canvas export is graded (default: latest)")
+    group.add_argument("--lms-times", metavar="CSV",
+                       help="the LMS's submission times (Moodle grading worksheet, or ID + submitted_at columns)")
+    group.add_argument("--canvas-assignment", default="G14 attention", metavar="NAME",
+                       help="the assignment column of DIR/canvas.csv, as Canvas names it: 'Name (id)'")
+    group.add_argument("--canvas-push", metavar="URL",
+                       help="post final scores and feedback to Canvas: https://HOST/courses/C/assignments/A "
+                       "(token in CANVAS_API_TOKEN; needs the 'canvas' extra)")
+
+
+def _with_lms(sub: Submission) -> Submission:
+    raw = display_name(sub.raw_name) if sub.raw_name else sub.id
+    stem = raw[:-3] if raw.endswith(".py") else raw
+    info = parse_lms_name(stem)
+    if info is None:
+        return sub
+    return Submission(info["name"], sub.path, sub.file, sub.sha256, sub.problem, sub.slug, sub.raw_name, info)
+
+
+def choose_attempts(found: list[Submission], which: str = "latest") -> tuple[list[Submission], list[str]]:
+    """Keep one attempt per LMS user (the largest attempt id, or the smallest for ``first``).
+
+    Returns
+    -------
+    (list of Submission, list of str)
+        The kept submissions in their order, and a note per user with several attempts.
+    """
+    groups: dict[tuple[str, str], list[Submission]] = {}
+    for sub in found:
+        if sub.lms:
+            groups.setdefault((sub.lms["system"], sub.lms["user"]), []).append(sub)
+    keep: dict[int, Submission] = {}
+    notes = []
+    for (system, user), subs in groups.items():
+        order = sorted(subs, key=lambda s: int(s.lms.get("attempt", "0")))
+        chosen = order[-1] if which == "latest" else order[0]
+        lms = {**chosen.lms, "attempts": str(len(subs))}
+        if any(s.lms.get("late") == "1" for s in subs) and chosen.lms.get("late") != "1":
+            lms["late"] = "0"
+        keep[id(chosen)] = Submission(chosen.id, chosen.path, chosen.file, chosen.sha256, chosen.problem, chosen.slug,
+                                      chosen.raw_name, lms)
+        if len(subs) > 1:
+            notes.append(f"{chosen.id} ({system} user {user}): {len(subs)} attempts, graded the {which} "
+                         f"(attempt {chosen.lms.get('attempt', '?')})")
+    out = []
+    for sub in found:
+        if not sub.lms:
+            out.append(sub)
+        elif id(sub) in keep:
+            out.append(keep[id(sub)])
+    return out, notes
+
+
+def read_times(path: str) -> dict[str, str]:
+    """Submission times by LMS user id (and by name) from an LMS's CSV: ISO 8601 UTC text.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the file cannot be read or has no id or time column.
+    """
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UsageError(f"--lms-times {path}: cannot read the CSV file ({exc})") from None
+    if not rows:
+        raise UsageError(f"--lms-times {path}: empty; export the grading worksheet again")
+    header = [c.strip().lower() for c in rows[0]]
+    id_col = next((header.index(n) for n in ("identifier", "id", "user_id", "student") if n in header), None)
+    t_col = next((header.index(n) for n in ("last modified (submission)", "submitted_at", "submitted") if n in header),
+                 None)
+    name_col = header.index("full name") if "full name" in header else None
+    if id_col is None or t_col is None:
+        raise UsageError(f"--lms-times {path}: needs an id column (Identifier, ID) and a time column "
+                         "(Last modified (submission), submitted_at); export Moodle's grading worksheet")
+    out: dict[str, str] = {}
+    for row in rows[1:]:
+        if len(row) <= max(id_col, t_col):
+            continue
+        when = parse_time(row[t_col])
+        if when is None:
+            continue
+        key = re.sub(r"^participant\s*", "", row[id_col].strip(), flags=re.IGNORECASE)
+        out[key] = when.isoformat()
+        if name_col is not None and len(row) > name_col:
+            out.setdefault(row[name_col].strip(), when.isoformat())
+    return out
+
+
+@hookimpl(wrapper=True)
+def grader_locate_submissions(path: str, config: Any) -> Any:
+    """Read LMS names and keep one attempt per student."""
+    found = yield
+    found = [_with_lms(s) for s in found]
+    found, notes = choose_attempts(found, config.option("attempt") or "latest")
+    for note in notes:
+        print(f"grader: {display(note)}", file=sys.stderr)
+    times = config.stash.get("lms.times")
+    if times is None and config.option("lms_times"):
+        times = config.stash["lms.times"] = read_times(config.option("lms_times"))
+    if times:
+        found = [Submission(s.id, s.path, s.file, s.sha256, s.problem, s.slug, s.raw_name,
+                            {**s.lms, "submitted_at": times[k]})
+                 if (k := s.lms.get("user") if s.lms.get("user") in times else s.id) in times else s for s in found]
+    return found
+
+
+@hookimpl
+def grader_submission_time(submission: Submission, config: Any) -> list[tuple[str, str]] | None:
+    when = submission.lms.get("submitted_at")
+    return [("lms", when)] if when else None
+
+
+def canvas_csv(report: GradingReport, assignment: str) -> str:
+    """Canvas's gradebook import: `CANVAS_COLUMNS`, the assignment, then ``Notes`` (the adjustments' reasons).
+
+    The second row is Canvas's ``Points Possible``; students from no Canvas
+    export are left out (Canvas matches rows by ``ID``).
+    """
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    w.writerow([*CANVAS_COLUMNS, csv_cell(assignment), "Notes"])
+    max_score = max((s.max_score for s in report.submissions), default=0.0)
+    w.writerow(["    Points Possible", "", "", "", "", f"{max_score:g}", ""])
+    for s in report.submissions:
+        if s.lms.get("system") != "canvas":
+            continue
+        w.writerow([csv_cell(s.lms.get("name", s.id)), csv_cell(s.lms["user"]), "", "", "", f"{s.score:g}",
+                    csv_cell(" | ".join(adjustment_lines(s)))])
+    return buf.getvalue()
+
+
+def moodle_csv(report: GradingReport) -> str:
+    """Moodle's assignment grading worksheet, for "Upload grading worksheet": `MOODLE_COLUMNS`.
+
+    ``Identifier`` is ``Participant <id>``; students from no Moodle export
+    are left out. ``Feedback comments`` holds the scores and the reasons.
+    """
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    w.writerow(MOODLE_COLUMNS)
+    for s in report.submissions:
+        if s.lms.get("system") != "moodle":
+            continue
+        w.writerow([f"Participant {s.lms['user']}", csv_cell(s.lms.get("name", s.id)), f"{s.score:g}",
+                    f"{s.max_score:g}", csv_cell(submission_feedback(s).replace("\n", " | "))])
+    return buf.getvalue()
+
+
+_PUSH = re.compile(r"^(?P<base>https?://[^/]+)/courses/(?P<course>\d+)/assignments/(?P<assignment>\d+)/?$")
+
+
+def push_to_canvas(report: GradingReport, url: str, token: str) -> int:
+    """Post each Canvas student's final score and a feedback comment (`grader.term.submission_feedback`).
+
+    Uses ``canvasapi``: ``GET /api/v1/courses/C``, ``GET .../assignments/A``,
+    then per student ``PUT .../assignments/A/submissions/USER`` with
+    ``submission[posted_grade]`` and ``comment[text_comment]``.
+
+    Returns
+    -------
+    int
+        How many students were posted.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If canvasapi is missing, the URL is not a Canvas assignment's, or Canvas refuses.
+    """
+    m = _PUSH.match(url)
+    if m is None:
+        raise ConfigError(f"--canvas-push {url}: not an assignment's address; give "
+                          "https://HOST/courses/COURSE/assignments/ASSIGNMENT")
+    try:
+        from canvasapi import Canvas
+        from canvasapi.exceptions import CanvasException
+    except ImportError:
+        raise ConfigError("--canvas-push: canvasapi is not installed; pip install 'g14-grader[canvas]'") from None
+    try:
+        assignment = Canvas(m["base"], token).get_course(int(m["course"])).get_assignment(int(m["assignment"]))
+        posted = 0
+        for s in report.submissions:
+            if s.lms.get("system") != "canvas":
+                continue
+            assignment.get_submission(int(s.lms["user"])).edit(
+                submission={"posted_grade": f"{s.score:g}"}, comment={"text_comment": submission_feedback(s)})
+            posted += 1
+    except CanvasException as exc:
+        raise ConfigError(f"--canvas-push {url}: Canvas refused ({type(exc).__name__}: {exc}); check the token "
+                          "and the address") from None
+    return posted
+
+
+@hookimpl
+def grader_write_reports(report: GradingReport, config: Any) -> None:
+    """Write ``DIR/canvas.csv`` and ``DIR/moodle.csv`` when the batch has such students; push if asked."""
+    if config.command != "grade":
+        return
+    out = config.out_dir
+    systems = {s.lms.get("system") for s in report.submissions}
+    if out is not None:
+        try:
+            if "canvas" in systems:
+                write_atomic(out / CANVAS_FILE, canvas_csv(report, config.option("canvas_assignment") or "G14"))
+            if "moodle" in systems:
+                write_atomic(out / MOODLE_FILE, moodle_csv(report))
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write the LMS files ({exc.strerror})") from None
+    url = config.option("canvas_push")
+    if url:
+        token = os.environ.get("CANVAS_API_TOKEN", "")
+        if not token:
+            raise ConfigError("--canvas-push: set CANVAS_API_TOKEN to a Canvas access token")
+        config.stash["lms.pushed"] = push_to_canvas(report, url, token)
+
+
+@hookimpl
+def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
+    if "lms.pushed" in config.stash:
+        write(f"canvas: {config.stash['lms.pushed']} score(s) and comments posted")

@@ -1,0 +1,455 @@
+"""The instructor's term: LMS export names, the course policy, manual scores, adjustments.
+
+Core helpers shared by the built-in plugins ``lms``, ``policy`` and
+``manual`` (which do not import each other) and by `grader.session`:
+
+* `parse_lms_name`: a Canvas or Moodle export's entry name -> the student's
+  id, LMS user id, LATE flag and attempt (unknown names: None, and the
+  grader keeps today's behaviour);
+* `load_policy` / `late_penalty`: ``policy.yaml`` (due date, penalty per day
+  or per hour, cap, grace period, late days per student), validated with
+  jsonschema, errors in one line naming the file, the key and the fix;
+* `read_manual` / `apply_manual`: ``manual.csv`` rows (student, check or
+  exercise, points, comment, grader) as overrides that keep the automatic
+  score beside them;
+* `strip_adjustments`: a result back to its automatic score, so stored
+  results (the gradebook) are adjusted again, never twice.
+
+Timestamps are only ever taken from trusted sources: the LMS's own export
+(its worksheet or CSV of submission times) or the grader's record of a
+file's first arrival (the gradebook); never a commit date, never a file's
+modification time inside an archive (the student controls both).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from grader.errors import ConfigError
+from grader.models import Adjustment, SubmissionResult
+
+__all__ = [
+    "POLICY_SCHEMA", "ManualRow", "Policy", "apply_manual", "late_penalty", "load_policy", "parse_lms_name",
+    "parse_time", "read_manual", "strip_adjustments", "submission_feedback",
+]
+
+# Canvas "Download Submissions": lastnamefirstname[_LATE]_userid_attemptid_filename
+# (a resubmitted file keeps its name with "-1", "-2" before the extension).
+_CANVAS = re.compile(r"^(?P<name>[^_]+)_(?P<late>LATE_)?(?P<user>\d+)_(?P<attempt>\d+)_(?P<file>.+)$")
+# Moodle assignment "Download all submissions": "Full Name_participantid_assignsubmission_file_"
+_MOODLE = re.compile(r"^(?P<name>.+?)_(?P<user>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_$")
+
+
+def parse_lms_name(name: str) -> dict[str, str] | None:
+    """What a Canvas or Moodle export's entry name says of its student.
+
+    Parameters
+    ----------
+    name : str
+        A folder name, or a file name without its ``.py`` (``smithbob_LATE_340934_208490284_attention``,
+        ``Bob Smith_12345_assignsubmission_file_``).
+
+    Returns
+    -------
+    dict of str to str or None
+        ``system``, ``name`` (the student's id), ``user`` (the LMS's user or
+        participant id), ``late`` (``"1"`` or ``"0"``) and, for Canvas,
+        ``attempt`` (its attempt id, digits); None for a name neither system writes.
+    """
+    m = _MOODLE.match(name)
+    if m:
+        return {"system": "moodle", "name": m["name"], "user": m["user"], "late": "0"}
+    m = _CANVAS.match(name)
+    if m:
+        return {"system": "canvas", "name": m["name"], "user": m["user"], "late": "1" if m["late"] else "0",
+                "attempt": m["attempt"]}
+    return None
+
+
+# --- the course policy ------------------------------------------------------
+
+POLICY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["due"],
+    "properties": {
+        "due": {"type": "string", "description": "give the due date in ISO 8601, e.g. 2026-03-01T23:59:00+00:00"},
+        "timezone": {"type": "string", "description": "give an IANA time zone, e.g. Europe/Paris (default UTC)"},
+        "grace_minutes": {"type": "number", "minimum": 0, "description": "give minutes >= 0"},
+        "penalty": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["per"],
+            "properties": {
+                "per": {"enum": ["day", "hour"], "description": "write per: day or per: hour"},
+                "percent": {"type": "number", "minimum": 0, "maximum": 100,
+                            "description": "give the percent of the maximum score taken per day or hour (0 to 100)"},
+                "points": {"type": "number", "minimum": 0, "description": "give the points taken per day or hour (>= 0)"},
+                "cap": {"type": "number", "minimum": 0,
+                        "description": "give the most taken in all, in the unit of percent or points (>= 0)"},
+            },
+            "oneOf": [{"required": ["percent"]}, {"required": ["points"]}],
+        },
+        "late_days": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "default": {"type": "integer", "minimum": 0, "description": "give whole days >= 0"},
+                "students": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
+                             "description": "map student ids to whole days >= 0"},
+            },
+        },
+        "late_flag_units": {"type": "integer", "minimum": 0,
+                            "description": "give the days or hours charged for an LMS LATE mark without a time (>= 0)"},
+        "times": {"type": "array", "items": {"enum": ["lms", "arrival"]},
+                  "description": "list the trusted time sources in order: lms, arrival"},
+    },
+}
+"""JSON Schema (draft 2020-12) of ``policy.yaml``; each ``description`` is the fix an error names."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """A validated ``policy.yaml`` (see `POLICY_SCHEMA` and README, "Your term")."""
+
+    path: str
+    due: dt.datetime
+    tz: dt.tzinfo
+    grace: dt.timedelta = dt.timedelta(0)
+    per: str = "day"
+    percent: float | None = None
+    points: float | None = None
+    cap: float | None = None
+    late_days_default: int = 0
+    late_days: dict[str, int] = dataclasses.field(default_factory=dict)
+    late_flag_units: int = 1
+    times: tuple[str, ...] = ("lms",)
+
+
+def _zone(name: str, path: str) -> dt.tzinfo:
+    if name.upper() == "UTC":
+        return dt.timezone.utc
+    try:
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(name)
+    except Exception:  # noqa: BLE001 - ZoneInfoNotFoundError, ValueError for odd names
+        raise ConfigError(f"{path}: timezone: unknown time zone {name!r}; give an IANA time zone, e.g. Europe/Paris") from None
+
+
+def parse_time(text: str, tz: dt.tzinfo = dt.timezone.utc) -> dt.datetime | None:
+    """A timestamp from an LMS export, as an aware UTC datetime; None when ``text`` is not one.
+
+    Reads ISO 8601 (``2026-03-01T23:59:00Z``, with or without an offset) and
+    Moodle's worksheet format (``Sunday, 1 March 2026, 11:59 PM``); a time
+    without an offset is in ``tz``.
+    """
+    text = text.strip()
+    if not text or text == "-":
+        return None
+    when = None
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        for fmt in ("%A, %d %B %Y, %I:%M %p", "%d %B %Y, %I:%M %p", "%Y-%m-%d %H:%M"):
+            try:
+                when = dt.datetime.strptime(text, fmt)
+                break
+            except ValueError:
+                continue
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=tz)
+    return when.astimezone(dt.timezone.utc)
+
+
+def load_policy(path: str) -> Policy:
+    """Read and validate ``policy.yaml``.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        In one line naming the file, the key and the fix, if the file cannot
+        be read, is not YAML, or breaks `POLICY_SCHEMA`.
+    """
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--policy {path}: cannot read the file ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}:{where} not valid YAML; fix the syntax") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the policy must be a mapping with at least 'due'; add 'due: 2026-03-01T23:59:00+00:00'")
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(POLICY_SCHEMA).iter_errors(data))
+    if error is not None:
+        key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        fix = error.schema.get("description") if isinstance(error.schema, dict) else None
+        if error.validator == "additionalProperties":
+            fix = "remove it or check its spelling; the keys are " + ", ".join(
+                sorted((error.schema.get("properties") or {}).keys()) or ["student ids"])
+        elif error.validator == "required":
+            fix = "add it"
+        elif error.validator == "oneOf":
+            fix = "give exactly one of percent and points"
+        raise ConfigError(f"{path}: {key}: {error.message}; {fix or 'see README, Your term'}")
+    tz = _zone(str(data.get("timezone", "UTC")), path)
+    due = parse_time(str(data["due"]), tz)
+    if due is None:
+        raise ConfigError(f"{path}: due: {data['due']!r} is not a date and time; give ISO 8601, e.g. 2026-03-01T23:59:00+00:00")
+    penalty = data.get("penalty") or {}
+    late_days = data.get("late_days") or {}
+    return Policy(
+        path=path, due=due, tz=tz, grace=dt.timedelta(minutes=float(data.get("grace_minutes", 0))),
+        per=penalty.get("per", "day"), percent=penalty.get("percent"), points=penalty.get("points"),
+        cap=penalty.get("cap"), late_days_default=int(late_days.get("default", 0)),
+        late_days=dict(late_days.get("students") or {}), late_flag_units=int(data.get("late_flag_units", 1)),
+        times=tuple(data.get("times", ("lms",))),
+    )
+
+
+def _fmt(when: dt.datetime) -> str:
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def late_penalty(policy: Policy, student: str, max_score: float, score: float, submitted: dt.datetime | None,
+                 source: str = "", late_flag: bool = False) -> Adjustment | None:
+    """The late penalty of one submission under ``policy``, or None when it is on time or unpenalised.
+
+    Parameters
+    ----------
+    policy : Policy
+    student : str
+        The student id (for ``late_days.students``).
+    max_score, score : float
+        The submission's maximum and its score before the penalty (points).
+    submitted : datetime or None
+        When it was submitted, from a trusted source; None when unknown.
+    source : str
+        Where ``submitted`` comes from, named in the reason (``"Moodle"``,
+        ``"the grader's record of its arrival"``).
+    late_flag : bool
+        Whether the LMS export marks it late (Canvas's ``_LATE_``); used only
+        when ``submitted`` is None: ``late_flag_units`` days or hours are charged.
+
+    Returns
+    -------
+    Adjustment or None
+        ``points`` is minus the points taken (never more than ``score``).
+    """
+    if policy.percent is None and policy.points is None:
+        return None
+    unit = dt.timedelta(days=1) if policy.per == "day" else dt.timedelta(hours=1)
+    allowed = policy.late_days.get(student, policy.late_days_default)
+    words = []
+    if submitted is not None:
+        delay = submitted - policy.due - policy.grace
+        if delay <= dt.timedelta(0):
+            return None
+        days_late = math.ceil(delay / dt.timedelta(days=1))
+        used = min(allowed, days_late)
+        delay -= dt.timedelta(days=used)
+        units = math.ceil(delay / unit) if delay > dt.timedelta(0) else 0
+        words.append(f"submitted {_fmt(submitted)} ({source}), due {_fmt(policy.due)}"
+                     + (f" with {policy.grace.total_seconds() / 60:g} min grace" if policy.grace else ""))
+        if used:
+            words.append(f"{used} late day(s) used")
+    elif late_flag:
+        units = policy.late_flag_units
+        words.append(f"marked LATE by the LMS export ({source or 'no submission time given'}): "
+                     f"{units} {policy.per}(s) charged")
+    else:
+        return None
+    if units <= 0:
+        return Adjustment("late", 0.0, "; ".join(words) + ": no penalty") if words else None
+    if policy.percent is not None:
+        taken_pct = policy.percent * units
+        if policy.cap is not None:
+            taken_pct = min(taken_pct, policy.cap)
+        taken = max_score * taken_pct / 100.0
+        rule = f"-{policy.percent:g}% of {max_score:g} per {policy.per}" + (f", at most {policy.cap:g}%" if policy.cap is not None else "")
+    else:
+        taken = float(policy.points) * units
+        if policy.cap is not None:
+            taken = min(taken, policy.cap)
+        rule = f"-{policy.points:g} point(s) per {policy.per}" + (f", at most {policy.cap:g}" if policy.cap is not None else "")
+    taken = round(min(taken, max(score, 0.0)), 6)
+    return Adjustment("late", -taken, f"{units} {policy.per}(s) late: " + "; ".join(words) + f" ({rule})")
+
+
+# --- manual scores ------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ManualRow:
+    """One row of ``manual.csv``: ``target`` is ``G14.02`` or ``G14.02/check-id``."""
+
+    line: int
+    student: str
+    target: str
+    points: float
+    comment: str
+    grader: str
+
+
+MANUAL_COLUMNS = ("student", "check", "points", "comment", "grader")
+"""The columns of ``manual.csv`` (``exercise`` is accepted for ``check``)."""
+
+
+def read_manual(path: str) -> list[ManualRow]:
+    """Read ``manual.csv``: a header row naming `MANUAL_COLUMNS`, then one row per score.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        In one line naming the file, the line, the column and the fix.
+    """
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(f"--manual {path}: cannot read the CSV file ({exc})") from None
+    if not rows:
+        raise ConfigError(f"--manual {path}: empty; the first row must name the columns {', '.join(MANUAL_COLUMNS)}")
+    header = [c.strip().lower() for c in rows[0]]
+    header = ["check" if c == "exercise" else c for c in header]
+    missing = [c for c in ("student", "check", "points") if c not in header]
+    if missing:
+        raise ConfigError(f"--manual {path}: line 1: no column {missing[0]!r}; the first row must name the columns "
+                          f"{', '.join(MANUAL_COLUMNS)}")
+    col = {name: header.index(name) for name in MANUAL_COLUMNS if name in header}
+    out = []
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+
+        def cell(name: str) -> str:
+            i = col.get(name)
+            return row[i].strip() if i is not None and i < len(row) else ""
+
+        text = cell("points")
+        try:
+            points = float(text)
+            if not math.isfinite(points) or points < 0:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"--manual {path}: line {line}: points: {text!r} is not a number >= 0; give the points "
+                              "the student gets for that check or exercise") from None
+        if not cell("student") or not cell("check"):
+            which = "student" if not cell("student") else "check"
+            raise ConfigError(f"--manual {path}: line {line}: {which}: empty; give the student id and "
+                              "G14.02 or G14.02/check-id")
+        out.append(ManualRow(line, cell("student"), cell("check"), points, cell("comment"), cell("grader")))
+    return out
+
+
+def apply_manual(result: SubmissionResult, rows: list[ManualRow], path: str = "manual.csv") -> SubmissionResult:
+    """Apply a student's ``manual.csv`` rows: each overrides a check's or an exercise's points.
+
+    A check override keeps the automatic score in ``CheckResult.automatic_score``;
+    every override is an `Adjustment` of kind ``manual`` (its points are the
+    new minus the automatic). The later of two rows for one target wins.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If a row names an exercise or check the specs do not have, or gives
+        more points than it is worth.
+    """
+    mine = [r for r in rows if r.student == result.id]
+    if not mine:
+        return result
+    last: dict[str, ManualRow] = {}
+    for r in mine:
+        last[r.target] = r
+    exercises = list(result.exercises)
+    adjustments = list(result.adjustments)
+    for target, r in last.items():
+        ex_id, _, check_id = target.partition("/")
+        index = next((i for i, e in enumerate(exercises) if e.id == ex_id), None)
+        if index is None:
+            raise ConfigError(f"--manual {path}: line {r.line}: check: no exercise {ex_id!r}; give one of "
+                              f"{', '.join(e.id for e in exercises)} (or EXERCISE/CHECK)")
+        ex = exercises[index]
+        if check_id:
+            ci = next((i for i, c in enumerate(ex.checks) if c.id == check_id), None)
+            if ci is None:
+                raise ConfigError(f"--manual {path}: line {r.line}: check: {ex_id} has no check {check_id!r}; give one of "
+                                  f"{', '.join(c.id for c in ex.checks)}")
+            c = ex.checks[ci]
+            if r.points > c.max_score:
+                raise ConfigError(f"--manual {path}: line {r.line}: points: {r.points:g} is more than {target} is worth "
+                                  f"({c.max_score:g}); give at most {c.max_score:g}")
+            delta = round(r.points - c.score, 6)
+            checks = list(ex.checks)
+            checks[ci] = dataclasses.replace(c, score=r.points, automatic_score=c.score)
+            ex = dataclasses.replace(ex, checks=tuple(checks), score=round(ex.score + delta, 6))
+            automatic = c.score
+        else:
+            if r.points > ex.max_score:
+                raise ConfigError(f"--manual {path}: line {r.line}: points: {r.points:g} is more than {ex_id} is worth "
+                                  f"({ex.max_score:g}); give at most {ex.max_score:g}")
+            delta = round(r.points - ex.score, 6)
+            automatic = ex.score
+            ex = dataclasses.replace(ex, score=r.points)
+        exercises[index] = ex
+        reason = f"manual score for {target}: {r.points:g} (automatic {automatic:g})" + (f": {r.comment}" if r.comment else "")
+        adjustments.append(Adjustment("manual", delta, reason, target, r.grader))
+    raw = result.score if result.raw_score is None else result.raw_score
+    score = round(sum(e.score for e in exercises), 6)
+    return dataclasses.replace(result, exercises=tuple(exercises), adjustments=tuple(adjustments), raw_score=raw,
+                               score=score)
+
+
+def apply_penalty(result: SubmissionResult, adjustment: Adjustment | None) -> SubmissionResult:
+    """Add a late-penalty `Adjustment` to a result: ``score`` drops, ``raw_score`` keeps the automatic one."""
+    if adjustment is None:
+        return result
+    raw = result.score if result.raw_score is None else result.raw_score
+    return dataclasses.replace(result, score=round(max(0.0, result.score + adjustment.points), 6), raw_score=raw,
+                               adjustments=(*result.adjustments, adjustment))
+
+
+def strip_adjustments(result: SubmissionResult) -> SubmissionResult:
+    """The result as the grader scored it: manual overrides undone, no penalty, ``raw_score`` None."""
+    if result.raw_score is None and not result.adjustments:
+        return result
+    exercises = []
+    for ex in result.exercises:
+        checks = tuple(dataclasses.replace(c, score=c.automatic_score, automatic_score=None)
+                       if c.automatic_score is not None else c for c in ex.checks)
+        delta = sum(a.points for a in result.adjustments if a.kind == "manual" and a.target.partition("/")[0] == ex.id)
+        exercises.append(dataclasses.replace(ex, checks=checks, score=round(ex.score - delta, 6)))
+    score = result.score if result.raw_score is None else result.raw_score
+    return dataclasses.replace(result, exercises=tuple(exercises), score=score, raw_score=None, adjustments=())
+
+
+def adjustment_lines(result: SubmissionResult) -> list[str]:
+    """One line per adjustment, then the raw and final scores; [] without adjustments (every writer shows these)."""
+    if not result.adjustments:
+        return []
+    lines = [f"{'Late penalty' if a.kind == 'late' else 'Manual score'}: {a.points:+g}: {a.reason}"
+             + (f" (by {a.grader})" if a.grader else "") for a in result.adjustments]
+    raw = result.raw_score if result.raw_score is not None else result.score
+    lines.append(f"Automatic score {raw:g}, final score {result.score:g} / {result.max_score:g}")
+    return lines
+
+
+def submission_feedback(result: SubmissionResult) -> str:
+    """A short comment for the LMS: the final score, each exercise's, the adjustments (no hidden detail)."""
+    lines = [f"G14: {result.score:g} / {result.max_score:g}"]
+    lines += [f"{e.id} {e.title}: {e.score:g} / {e.max_score:g}" for e in result.exercises]
+    if result.status == "error":
+        lines.append(f"Your file could not be graded: {result.error}")
+    lines += adjustment_lines(result)
+    return "\n".join(lines)
