@@ -192,6 +192,9 @@ def load_policy(path: str) -> Policy:
         raise ConfigError(f"{path}:{where} not valid YAML; fix the syntax") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the policy must be a mapping with at least 'due'; add 'due: 2026-03-01T23:59:00+00:00'")
+    if isinstance(data.get("due"), (dt.datetime, dt.date)):  # YAML reads an unquoted timestamp as one
+        due = data["due"]
+        data["due"] = due.isoformat() if isinstance(due, dt.datetime) else f"{due.isoformat()}T23:59:59"
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(POLICY_SCHEMA).iter_errors(data))
     if error is not None:
         key = ".".join(str(p) for p in error.absolute_path) or "(top level)"

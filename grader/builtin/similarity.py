@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import numpy as np
 
 from grader.errors import ConfigError, UsageError
 from grader.fileio import write_atomic
@@ -123,7 +124,7 @@ def code_pairs(files: dict[str, str], starter: str | None, threshold: float) -> 
     k, window = 25, 1
     boiler = None
     if starter and Path(starter).is_file():
-        boiler = CodeFingerprint(starter, k, window).hashes
+        boiler = np.array(sorted(CodeFingerprint(starter, k, window, language="python").hashes))
     prints = {}
     for sid, path in files.items():
         try:
