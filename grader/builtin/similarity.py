@@ -42,7 +42,7 @@ _PAGE = """<!doctype html>
 starter as boilerplate); identical wrong values on hidden checks that match no catalogued mistake.</p>
 {% if pairs %}<table><thead><tr><th>Student</th><th>Student</th><th>Code</th><th>Identical wrong hidden values</th></tr></thead><tbody>
 {% for p in pairs %}<tr><td><a href="{{ p.pages[0] }}">{{ p.a }}</a></td><td><a href="{{ p.pages[1] }}">{{ p.b }}</a></td>
-<td>{{ p.code }}</td><td>{{ p.values|join(", ") }}</td></tr>{% endfor %}
+<td>{{ p.code }}</td><td>{{ p.checks|join(", ") }}</td></tr>{% endfor %}
 </tbody></table>{% else %}<p>No pair flagged.</p>{% endif %}
 </body></html>
 """
@@ -154,7 +154,7 @@ def grader_write_reports(report: Any, config: Any) -> None:
     pairs = []
     for a, b in sorted(set(code) | set(values), key=lambda p: (order[p[0]], order[p[1]])):
         pairs.append({"a": a, "b": b, "pages": (f"{slugs[a]}.html", f"{slugs[b]}.html"),
-                      "code": f"{100 * code[(a, b)]:.0f}%" if (a, b) in code else "-", "values": values.get((a, b), [])})
+                      "code": f"{100 * code[(a, b)]:.0f}%" if (a, b) in code else "-", "checks": values.get((a, b), [])})
     config.stash["similarity.pairs"] = pairs
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     try:
