@@ -90,6 +90,16 @@ def grader_collection_finish(submissions, collected, config) -> None:  # noqa: A
 
 
 @hookimpl
+def grader_adjust_result(result, submission, config):  # noqa: ANN001, ANN201
+    return None  # leaves every score as it is (tests/test_term.py exercises the built-in manual and policy)
+
+
+@hookimpl
+def grader_submission_time(submission, config):  # noqa: ANN001, ANN201
+    return None  # knows no submission time
+
+
+@hookimpl
 def grader_submission_graded(result, config) -> None:  # noqa: ANN001
     EVENTS.append(f"graded:{result.id}:{result.score:g}")
 
