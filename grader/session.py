@@ -24,8 +24,6 @@ from grader import __version__
 from grader.builtin.checks import KindContext
 from grader.config import Config
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
-from grader.safetext import display
-from grader.secret import course_secret
 from grader.models import (
     Call,
     CallResult,
@@ -40,6 +38,8 @@ from grader.models import (
     SubmissionResult,
     Verdict,
 )
+from grader.safetext import display
+from grader.secret import course_secret
 
 __all__ = ["Collected", "PreparedCheck", "collect", "grade", "grade_submission", "result_key", "spec_hash", "worker_count"]
 
@@ -508,18 +508,23 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     config.hook.grader_collection_finish(submissions=submissions, collected=collected, config=config)
     results: list[SubmissionResult | None] = [None] * len(submissions)
     todo = []
+    left_out: list[str] = []
     for index, submission in enumerate(submissions):
         cached = None
         if submission.file is not None and not submission.problem:
             key = result_key(submission, collected, config)
             cached = config.hook.grader_cached_result(submission=submission, key=key, config=config)
         if only and submission.id not in only and cached is None:
-            continue  # --only: another student, and the gradebook has no result of theirs
+            left_out.append(submission.id)  # --only: another student, and the gradebook has no result of theirs
+            continue
         if cached is not None:
             cached = dataclasses.replace(cached, id=submission.id, path=submission.path, slug=submission.slug)
             results[index] = _hand_over(adjust_result(cached, submission, config), submission, collected, config)
         else:
             todo.append(index)
+    if left_out:
+        _log_line(f"warning: --only: {len(left_out)} other student(s) left out of this run's files, the gradebook has "
+                  f"no result of theirs: {', '.join(left_out[:10])}{' ...' if len(left_out) > 10 else ''}")
     # One thread more than running jobs, so a result is judged while every job slot is busy.
     with ThreadPoolExecutor(max_workers=worker_count(config) + 1, thread_name_prefix="grader") as pool:
         futures = {pool.submit(grade_submission, submissions[i], collected, config): i for i in todo}
@@ -556,9 +561,19 @@ def adjust_result(result: SubmissionResult, submission: Submission, config: Conf
     from grader.term import strip_adjustments
 
     result = dataclasses.replace(strip_adjustments(result), lms=dict(submission.lms))
+    automatic = result
     for impl in reversed(config.hook.grader_adjust_result.get_hookimpls()):  # pluggy's own call order
         kwargs = {"result": result, "submission": submission, "config": config}
-        changed = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        try:
+            changed = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except GraderError:
+            raise  # a configuration error (manual.csv, policy.yaml): the run stops with its one line
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug costs this student their adjustments only
+            fault = internal_error_id(exc)
+            _log_internal_error(f"internal error {fault} in the {impl.plugin_name} plugin's grader_adjust_result "
+                                f"for submission {submission.id!a}", exc)
+            config.stash.setdefault("session.internal_errors", []).append((submission.id, fault))
+            return automatic
         if changed is not None:
             result = changed
     return result

@@ -137,7 +137,7 @@ class Policy:
 
 def _zone(name: str, path: str) -> dt.tzinfo:
     if name.upper() == "UTC":
-        return dt.timezone.utc
+        return dt.UTC
     try:
         from zoneinfo import ZoneInfo
 
@@ -146,7 +146,7 @@ def _zone(name: str, path: str) -> dt.tzinfo:
         raise ConfigError(f"{path}: timezone: unknown time zone {name!r}; give an IANA time zone, e.g. Europe/Paris") from None
 
 
-def parse_time(text: str, tz: dt.tzinfo = dt.timezone.utc) -> dt.datetime | None:
+def parse_time(text: str, tz: dt.tzinfo = dt.UTC) -> dt.datetime | None:
     """A timestamp from an LMS export, as an aware UTC datetime; None when ``text`` is not one.
 
     Reads ISO 8601 (``2026-03-01T23:59:00Z``, with or without an offset) and
@@ -158,7 +158,7 @@ def parse_time(text: str, tz: dt.tzinfo = dt.timezone.utc) -> dt.datetime | None
         return None
     when = None
     try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        when = dt.datetime.fromisoformat(text)
     except ValueError:
         for fmt in ("%A, %d %B %Y, %I:%M %p", "%d %B %Y, %I:%M %p", "%Y-%m-%d %H:%M"):
             try:
@@ -170,7 +170,7 @@ def parse_time(text: str, tz: dt.tzinfo = dt.timezone.utc) -> dt.datetime | None
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=tz)
-    return when.astimezone(dt.timezone.utc)
+    return when.astimezone(dt.UTC)
 
 
 def load_policy(path: str) -> Policy:
@@ -223,7 +223,7 @@ def load_policy(path: str) -> Policy:
 
 
 def _fmt(when: dt.datetime) -> str:
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def late_penalty(policy: Policy, student: str, max_score: float, score: float, submitted: dt.datetime | None,
@@ -336,7 +336,7 @@ def read_manual(path: str) -> list[ManualRow]:
         if not any(cell.strip() for cell in row):
             continue
 
-        def cell(name: str) -> str:
+        def cell(name: str, row: list[str] = row) -> str:
             i = col.get(name)
             return row[i].strip() if i is not None and i < len(row) else ""
 

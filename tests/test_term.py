@@ -15,6 +15,7 @@ import urllib.parse
 import zipfile
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -96,12 +97,18 @@ def test_canvas_export_policy_manual_every_output(tmp_path: Path) -> None:
     assert (out / "results.json").read_bytes() == first
 
 
-def test_staff_pages_never_in_student_files(tmp_path: Path) -> None:
+def test_staff_pages_never_in_student_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     _canvas(tmp_path)
+    summary = tmp_path / "out" / "github-step-summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")  # the GitHub outputs too: annotations and the step summary
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     assert _grade(tmp_path, "--staff") == 0
+    printed = capsys.readouterr()
     out = tmp_path / "out"
+    assert summary.is_file() and "::error" in printed.out
     staff = (out / "staff" / "smithbob.html").read_text()
-    hidden = re.search(r'<section class="hidden"><h2>(G14\.0\d \S+).*?args: (\[.*?\])</pre>', staff, re.S)
+    hidden = re.search(r'<section class="hidden"><h2>(G14\.0\d \S+).*?args: (\[.*?\])</pre>', staff, re.DOTALL)
     assert hidden, "the staff page shows a hidden check's arguments"
     values = [v for v in re.findall(r"-?\d+\.\d{6,}", hidden[2].replace("&#34;", '"'))]
     assert values, hidden[2][:200]
@@ -109,6 +116,7 @@ def test_staff_pages_never_in_student_files(tmp_path: Path) -> None:
         if f.is_file() and "staff" not in f.parts and f.suffix != ".sqlite":
             text = f.read_text(errors="replace")
             assert not any(v in text for v in values[:5]), f"{f} holds a hidden input"
+    assert not any(v in printed.out + printed.err for v in values[:5])  # terminal and annotations
 
 
 def test_only_and_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -167,7 +175,7 @@ def test_policy_errors_are_one_line(tmp_path: Path) -> None:
 
 
 class _Canvas(BaseHTTPRequestHandler):
-    requests: list = []
+    requests: ClassVar[list] = []
 
     def _send(self, body: dict) -> None:
         data = json.dumps(body).encode()
@@ -177,7 +185,7 @@ class _Canvas(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.requests.append(("GET", self.path, self.headers.get("Authorization"), {}))
         parts = self.path.split("?")[0].strip("/").split("/")
         if parts[-2:-1] == ["submissions"]:
@@ -187,7 +195,7 @@ class _Canvas(BaseHTTPRequestHandler):
         else:
             self._send({"id": 1, "name": "Course"})
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
         self.requests.append(("PUT", self.path, self.headers.get("Authorization"), urllib.parse.parse_qs(body)))
         self._send({"id": 9, "user_id": int(self.path.rstrip("/").split("/")[-1]), "assignment_id": 2, "course_id": 1})
@@ -240,3 +248,42 @@ def test_similarity_flags_exactly_the_copied_and_shared_wrong_pairs(tmp_path: Pa
     assert by[("alice", "bob")][0].endswith("%") and by[("alice", "bob")][1] == ""
     assert by[("dave", "erin")][1].startswith("G14.05/")  # the same wrong number of bytes, hidden, uncatalogued
     assert 'href="similarity.html"' in (out / "summary.html").read_text()
+
+
+def test_arrival_times_from_the_gradebook(tmp_path: Path) -> None:
+    """times: [arrival]: the grader's own first sight of the file, kept in the gradebook: a rerun gives the same bytes."""
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "alice" / "attention.py").write_text(NUMPY)
+    (tmp_path / "policy.yaml").write_text("due: 2020-01-01T00:00:00Z\npenalty: {per: hour, percent: 5, cap: 40}\n"
+                                          "times: [lms, arrival]\n")
+    out = tmp_path / "out"
+    args = ["grade", str(tmp_path / "alice"), "--out", str(out), "--policy", str(tmp_path / "policy.yaml")]
+    assert main(args) == 0
+    alice = _results(out)["alice"]
+    assert (alice["raw_score"], alice["score"]) == (67, 40.2)  # years late: the cap, 40% of 67
+    assert "time the grader first saw the file" in alice["adjustments"][0]["reason"]
+    first = (out / "results.json").read_bytes()
+    assert main([*args, "--regrade"]) == 0
+    assert (out / "results.json").read_bytes() == first
+
+
+def test_moodle_participant_with_an_onlinetext_folder_too(tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    (export / "Bob Smith_12345_assignsubmission_file_").mkdir(parents=True)
+    (export / "Bob Smith_12345_assignsubmission_file_" / "attention.py").write_text(NUMPY)
+    (export / "Bob Smith_12345_assignsubmission_onlinetext_").mkdir()
+    (export / "Bob Smith_12345_assignsubmission_onlinetext_" / "onlinetext.html").write_text("<p>see file</p>")
+    assert main(["grade", str(export), "--out", str(tmp_path / "out")]) == 0
+    r = _results(tmp_path / "out")
+    assert list(r) == ["Bob Smith"] and r["Bob Smith"]["score"] == 67 and r["Bob Smith"]["lms"]["user"] == "12345"
+
+
+def test_manual_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _canvas(tmp_path)
+    (tmp_path / "manual.csv").write_text("student,check,points\nsmithbob,G14.02/no-such-check,1\n")
+    assert _grade(tmp_path) == 3
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("grader: error: --manual ") and "line 2: check: G14.02 has no check 'no-such-check'" in err
+    (tmp_path / "manual.csv").write_text("student,check,points\nsmithbob,G14.01,11\n")
+    assert _grade(tmp_path) == 3
+    assert "line 2: points: 11 is more than G14.01 is worth (10); give at most 10" in capsys.readouterr().err

@@ -156,7 +156,7 @@ def grader_submission_time(submission: Submission, config: Any) -> list[tuple[st
         return None
     import datetime as dt
 
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     return [("arrival", book.arrival(submission.id, submission.sha256, now))]
 
 

@@ -44,7 +44,12 @@ from grader.models import GradingReport, Submission
 from grader.naming import display_name
 from grader.plugins import hookimpl
 from grader.safetext import csv_cell, display
-from grader.term import adjustment_lines, parse_lms_name, parse_time, submission_feedback
+from grader.term import (
+    adjustment_lines,
+    parse_lms_name,
+    parse_time,
+    submission_feedback,
+)
 
 CANVAS_FILE = "canvas.csv"
 MOODLE_FILE = "moodle.csv"
@@ -68,7 +73,7 @@ def grader_addoption(parser: Any) -> None:
 
 def _with_lms(sub: Submission) -> Submission:
     raw = display_name(sub.raw_name) if sub.raw_name else sub.id
-    stem = raw[:-3] if raw.endswith(".py") else raw
+    stem = raw.removesuffix(".py")
     info = parse_lms_name(stem)
     if info is None:
         return sub
@@ -90,14 +95,14 @@ def choose_attempts(found: list[Submission], which: str = "latest") -> tuple[lis
     keep: dict[int, Submission] = {}
     notes = []
     for (system, user), subs in groups.items():
-        order = sorted(subs, key=lambda s: int(s.lms.get("attempt", "0")))
+        # Entries with a gradable file first (a Moodle participant's onlinetext folder holds none), then by attempt id.
+        gradable = [s for s in subs if s.file is not None and not s.problem] or subs
+        order = sorted(gradable, key=lambda s: int(s.lms.get("attempt", "0")))
         chosen = order[-1] if which == "latest" else order[0]
-        lms = {**chosen.lms, "attempts": str(len(subs))}
-        if any(s.lms.get("late") == "1" for s in subs) and chosen.lms.get("late") != "1":
-            lms["late"] = "0"
+        lms = {**chosen.lms, "attempts": str(len(gradable))}  # "late" is the graded attempt's own mark
         keep[id(chosen)] = Submission(chosen.id, chosen.path, chosen.file, chosen.sha256, chosen.problem, chosen.slug,
                                       chosen.raw_name, lms)
-        if len(subs) > 1:
+        if len(gradable) > 1:
             notes.append(f"{chosen.id} ({system} user {user}): {len(subs)} attempts, graded the {which} "
                          f"(attempt {chosen.lms.get('attempt', '?')})")
     out = []
@@ -158,10 +163,17 @@ def grader_locate_submissions(path: str, config: Any) -> Any:
     if times is None and config.option("lms_times"):
         times = config.stash["lms.times"] = read_times(config.option("lms_times"))
     if times:
-        found = [Submission(s.id, s.path, s.file, s.sha256, s.problem, s.slug, s.raw_name,
-                            {**s.lms, "submitted_at": times[k]})
-                 if (k := s.lms.get("user") if s.lms.get("user") in times else s.id) in times else s for s in found]
+        found = [_timed(s, times) for s in found]
     return found
+
+
+def _timed(sub: Submission, times: dict[str, str]) -> Submission:
+    """The submission with its LMS time (matched by LMS user id, else by id), when the file gives one."""
+    key = sub.lms.get("user") if sub.lms.get("user") in times else sub.id
+    if key not in times:
+        return sub
+    return Submission(sub.id, sub.path, sub.file, sub.sha256, sub.problem, sub.slug, sub.raw_name,
+                      {**sub.lms, "submitted_at": times[key]})
 
 
 @hookimpl

@@ -43,7 +43,7 @@ def submission_time(submission: Submission, config: Any) -> tuple[str, dt.dateti
             offered.setdefault(source, when)
     for source in policy.times:
         if source in offered:
-            return source, dt.datetime.fromisoformat(offered[source]).astimezone(dt.timezone.utc)
+            return source, dt.datetime.fromisoformat(offered[source]).astimezone(dt.UTC)
     return None
 
 

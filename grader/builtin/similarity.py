@@ -11,6 +11,9 @@ the summary page; staff only, no input or value is shown):
   hidden check returned byte-identical values (the JSON of every call's
   result) that match no catalogued mistake (no diagnosis). Renaming
   variables does not hide that.
+
+The values are compared as they come back (only their SHA-256 is kept), so
+every submission is graded again (``--regrade``) in such a run.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ def grader_configure(config: Any) -> None:
             import copydetect  # noqa: F401
         except ImportError:
             raise ConfigError("--similarity: copydetect is not installed; pip install 'g14-grader[similarity]'") from None
+        # The returned values are not kept in the gradebook: every submission runs again to be compared.
+        config.options.regrade = True
         config.stash.setdefault("html_report.index_links", []).append(("Similarity (staff)", FILENAME))
         config.stash.setdefault("summary_page.links", []).append(("Similarity (staff)", FILENAME))
 
@@ -129,7 +134,7 @@ def code_pairs(files: dict[str, str], starter: str | None, threshold: float) -> 
     for sid, path in files.items():
         try:
             prints[sid] = CodeFingerprint(path, k, window, boilerplate=boiler, language="python")
-        except Exception:  # noqa: BLE001 - an unreadable or untokenizable file is compared with nothing
+        except Exception:  # noqa: BLE001, S112 - an unreadable or untokenizable file is compared with nothing
             continue
     out = {}
     for a, b in itertools.combinations(prints, 2):
