@@ -204,6 +204,7 @@ class _Canvas(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.filterwarnings("ignore:Canvas may respond unexpectedly:UserWarning")  # the test server is plain HTTP
 def test_canvas_push_against_a_local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("canvasapi")
     _canvas(tmp_path)
