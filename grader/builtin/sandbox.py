@@ -230,26 +230,57 @@ class SandboxJob:
                 os.close(fd)
         self.pid = reply.get("pid")
         self.pidfd = got[0] if got else None  # to kill the job without asking the zygote
+        self.cpu_stat: str | None = reply.get("cpu_stat") if isinstance(reply.get("cpu_stat"), str) else None
+        """The slot's cgroup-v2 ``cpu.stat`` (the zygote's word), read for CPU-time timeouts."""
+        self._cpu_fd: int | None = None
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
         self.ending: list[SandboxJob] | None = None
         """Where a job killed without waiting puts itself, for its worker to `settle` later."""
 
-    def assign(self, source: bytes, calls: Sequence[Call], cpu_seconds: float, standby: bool = False) -> None:
-        """Send the job its task: the submission's bytes and its calls.
+    def assign(self, source: bytes, cpu_seconds: float) -> None:
+        """Send the job its task: the submission's bytes and its CPU seconds, no call.
 
-        The job writes the file into its folder and imports it; a standby
-        then waits for `go` before its first call.
+        The job writes the file into its folder and imports it, then reads
+        its calls, one at a time, from the same pipe (`call_fd`; see
+        `grader.builtin.runner._Child.send`).
         """
-        task = json.dumps({"calls": [c.request for c in calls], "cpu_seconds": cpu_seconds, "standby": standby})
-        self._send(struct.pack(">II", len(task), len(source)) + task.encode() + source)
-        if not standby:
-            self._close_task()
+        task = json.dumps({"cpu_seconds": cpu_seconds}).encode()
+        self._send(struct.pack(">II", len(task), len(source)) + task + source)
 
-    def go(self) -> None:
-        """Let a standby make its calls."""
-        self._send(b"g")
+    @property
+    def call_fd(self) -> int:
+        """The write end of the job's task and call pipe (its stdin); -1 once closed."""
+        return -1 if self.task_fd is None else self.task_fd
+
+    def end_calls(self) -> None:
+        """Close the call pipe: the worker, at end-of-file, leaves."""
         self._close_task()
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used by every process in the job's slot, from the slot cgroup's ``cpu.stat``.
+
+        The slot holds this job alone (the slot's previous job is gone
+        before a job starts in it); the count includes its set-up and
+        import. None where the zygote reported no such file, or before the
+        job entered the cgroup (the count is still 0).
+        """
+        if self._cpu_fd is None:
+            if not self.cpu_stat:
+                return None
+            try:
+                self._cpu_fd = os.open(self.cpu_stat, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self.cpu_stat = None
+                return None
+        try:
+            data = os.pread(self._cpu_fd, 512, 0)
+        except OSError:
+            return None
+        if not data.startswith(b"usage_usec "):
+            return None
+        usec = int(data[11:data.index(b"\n")])
+        return usec / 1e6 if usec else None
 
     def _send(self, data: bytes) -> None:
         if self.task_fd is None:
@@ -263,7 +294,7 @@ class SandboxJob:
 
     def _close_task(self) -> None:
         if self.task_fd is not None:
-            os.close(self.task_fd)  # a job still waiting for its task or its go leaves
+            os.close(self.task_fd)  # a job still waiting for its task or a call leaves
             self.task_fd = None
 
     def kill(self, finished: bool = False, wait: bool = True) -> None:
@@ -312,6 +343,9 @@ class SandboxJob:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
+        if self._cpu_fd is not None:
+            os.close(self._cpu_fd)
+            self._cpu_fd = None
         shutil.rmtree(self.jobdir, ignore_errors=True)
         if self.on_end is not None:
             self.on_end(self.slot)
@@ -333,16 +367,16 @@ class SandboxJob:
             os.close(self.status_fd)
         return self.status
 
-    def _reap(self) -> int:
-        if self._read_status(2.0) is None:
-            self.kill()
-        return self.status if self.status is not None else 128 + signal.SIGKILL
+    def exit_code(self, timeout: float) -> int | None:
+        """The job's exit code (negative: killed by that signal), or None if not reported within ``timeout`` s."""
+        code = self._read_status(timeout)
+        if code is None:
+            return None
+        return -(code - 128) if 128 < code < 128 + 65 else code
 
-    def exit_description(self) -> str:
-        code = self._reap()
-        if 128 < code < 128 + 65:
-            return describe_exit(-(code - 128))
-        if code in (70, 71):
+    def describe_exit(self, code: int, imported: bool) -> str:
+        """Words for the job's end; exit codes 70 and 71 are the zygote's set-up failures, before the import."""
+        if code in (70, 71) and not imported:
             return "the sandbox could not set up the job (see the captured stderr)"
         return describe_exit(code)
 
@@ -414,11 +448,14 @@ class _Worker:
         job.ending = self.ending
         return job
 
-    def launch(self, source: bytes, pending: Sequence[Call], _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
-        """`grader.builtin.runner.Launcher`: the ready job gets the task; the next one starts."""
+    def launch(self, source: bytes, _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
+        """`grader.builtin.runner.Launcher`: the ready job gets the task; the next one starts.
+
+        A standby is the same as any job: it imports, then waits for its first call.
+        """
         self._settle_ended()
         job, self.ready = self.ready or self._start(), None
-        job.assign(source, pending, cpu, standby=standby)
+        job.assign(source, cpu)
         if self.free:
             self.ready = self._start()
         return job
@@ -489,7 +526,8 @@ def probe_layers() -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="grader-doctor-") as workdir:
             job = SandboxJob(zygote, 0, workdir, DEFAULT_LIMITS, probe=True)
             child = _Child(job)
-            frame = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()})
+            frame = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()},
+                                     expect="probe")
             child.kill()
         layers = frame.get("layers", {}) if isinstance(frame, dict) else {}
         if not layers:
