@@ -615,9 +615,11 @@ def run_calls(
                         break
                     else:
                         child.finished = True
+                        child.drain(sink)  # what it printed with its last answer
                     start = stop_at
                 finally:
-                    child.kill(wait=not handover)
+                    # A job replaced by its standby, or done, is ended without waiting (see `Job.kill`).
+                    child.kill(wait=not (handover or child.finished))
         finally:
             if standby is not None:
                 standby.kill()

@@ -303,10 +303,11 @@ class SandboxJob:
         With ``wait=False`` the kill is only sent: `settle` (which the job's
         worker calls before it needs the slot again) waits for the slot to
         be clean. A job replaced by its standby is ended so, while the
-        standby already makes its calls.
+        standby already makes its calls; and so is a job that answered every
+        call (its slot is settled while the next submission's job imports).
         """
         self._close_task()
-        if self._read_status(0.5 if finished else 0.0) is None:
+        if self._read_status(0.5 if finished and wait else 0.0) is None:
             try:
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)  # pid 1: its namespace goes with it
             except (OSError, TypeError):  # gone already, or no pidfd: the zygote kills it
@@ -456,7 +457,7 @@ class _Worker:
         self._settle_ended()
         job, self.ready = self.ready or self._start(), None
         job.assign(source, cpu)
-        if self.free:
+        if self.free or self.ending:  # a job still ending frees its slot while this one imports
             self.ready = self._start()
         return job
 
