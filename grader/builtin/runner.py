@@ -441,6 +441,12 @@ class _Child:
                     continue
                 self._keep(sink[key.data], chunk)
 
+    def pending(self) -> bool:
+        """Whether the result pipe holds more (or has closed) although no call is outstanding."""
+        if self.buffer or not self.result_open:
+            return True
+        return bool(select.select([self.result_fd], [], [], 0)[0])
+
     def exit_description(self) -> str:
         """Say how the job ended, once it is gone; a job still running after its result pipe closed lost it."""
         code = self.job.exit_code(2.0)
@@ -630,7 +636,7 @@ def run_calls(
 
 
 class _Failed:
-    """A call whose job cannot go on: the result, and the job is replaced."""
+    """A call after which its job cannot go on: its result, and the job is replaced."""
 
     __slots__ = ("result",)
 
@@ -684,13 +690,16 @@ def _make_call(
                 break
     seconds = time.monotonic() - began
     if isinstance(frame, dict):
-        result: CallResult | _Failed = _result_of(frame, seconds)
+        result: CallResult = _result_of(frame, seconds)
     elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
         result = CallResult("bad_return", message=frame.message, seconds=seconds)
     else:
-        result = _Failed(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget_end, over_budget,
-                                      seconds))
-        return result, standby
+        return _Failed(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget_end, over_budget,
+                                    seconds)), standby
+    if more and child.pending():
+        # More than one answer to one call (frames the submission wrote itself), or the job ended
+        # right after answering: the next call goes to a fresh job, never to a stale answer.
+        return _Failed(result), standby
     if standby is not None:  # the call answered in time after all
         standby.kill()
     return result, None
