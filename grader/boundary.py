@@ -236,7 +236,7 @@ def check_length(size: int, limit: int, budget: ResultBudget | None = None, what
     if size <= limit:
         return
     if what != "call":
-        raise BoundaryError(f"the job sent a {what} message of {_size_words(size)}, far more than it may")
+        raise BoundaryError(f"the job's {what} message was {_size_words(size)}, far more than it may be")
     if budget is None:
         raise BoundaryError(f"the result is larger than the grader accepts ({_size_words(size)})")
     raise BoundaryError(f"the result is far larger than the reference's ({_size_words(size)})")

@@ -278,7 +278,7 @@ def run(request, fd):
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):
             where = os.path.basename(filename) + (", line %s" % exc.lineno if exc.lineno else "")
-            message = exc.msg if type(exc.msg) is str else ""
+            message = exc.msg[:MAX_MESSAGE] if type(exc.msg) is str else ""
         else:
             where = _where(exc.__traceback__, filename)
             message = _text(exc)
