@@ -302,6 +302,15 @@ def _larger(reference: bool) -> str:
 
 
 _NUMBERS = frozenset({float, int, bool})
+_LIST = frozenset({list})
+
+
+def _check_row(row: list[Any], kinds: set[type]) -> None:
+    """Refuse a row of numbers holding an overflowed float (1e999); its sum is computed in C."""
+    if float in kinds:
+        total = sum(row)
+        if total - total != 0.0 and any(type(x) is float and x - x != 0.0 for x in row):
+            raise BoundaryError("the result holds a number too large to be a float", fatal=False)
 
 
 def _value(value: Any, depth: int, count: _Count, reference: bool) -> Any:
@@ -323,11 +332,24 @@ def _value(value: Any, depth: int, count: _Count, reference: bool) -> Any:
                                 fatal=False)
         kinds = set(map(type, value))
         if kinds <= _NUMBERS:  # a row of numbers: checked in C, unless it holds an overflow
-            if float in kinds:
-                total = sum(value)
-                if total - total != 0.0 and any(type(x) is float and x - x != 0.0 for x in value):
-                    raise BoundaryError("the result holds a number too large to be a float", fatal=False)
+            _check_row(value, kinds)
             return value
+        if kinds == _LIST and depth + 2 <= count.budget.max_depth:  # a matrix: its rows checked here
+            rows = 0
+            for row in value:
+                row_kinds = set(map(type, row))
+                if not row_kinds <= _NUMBERS:
+                    break
+                _check_row(row, row_kinds)
+                rows += 1
+                count.items += len(row)
+            else:
+                if count.items > count.budget.max_items:
+                    raise BoundaryError(f"{_larger(reference)} (more than {count.budget.max_items} numbers and "
+                                        "lists)", fatal=False)
+                return value
+            for row in value[:rows]:  # uncounted again: the rows are walked one by one below
+                count.items -= len(row)
         count.items -= len(value)  # counted again, one by one
         return [_value(x, depth + 1, count, reference) for x in value]
     if kind is dict and len(value) == 1 and type(value.get(FLOAT_KEY)) is str and value[FLOAT_KEY] in _FLOATS:
