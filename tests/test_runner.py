@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from grader.builtin.runner import CHILD_ENV, OUTPUT_CAP_BYTES, run_calls
 from grader.models import Call, CallResult, RunOutcome
 
@@ -44,7 +44,7 @@ def run(path: Path, *calls: Call, import_timeout: float = 10.0, submission_timeo
     return outcome
 
 
-def C(function: str, *args: object, timeout: float = 5.0, budget: object = None, hidden: bool = False) -> Call:  # noqa: N802
+def C(function: str, *args: object, timeout: float = 5.0, budget: object = None, hidden: bool = False) -> Call:
     return Call(function, tuple(args), timeout, budget, hidden)
 
 
@@ -338,7 +338,7 @@ def _recording_launcher(launches: list) -> object:
     """A launcher that records whether each worker it starts is a standby (workers get no calls at launch)."""
     from grader.builtin.runner import PlainJob
 
-    def launch(source, workdir, cpu, standby=False):  # noqa: ANN001, ANN202
+    def launch(source, workdir, cpu, standby=False):
         launches.append(standby)
         return PlainJob(source, workdir, cpu, standby=standby)
 
@@ -917,3 +917,28 @@ def test_a_spinning_call_times_out_on_cpu_time(tmp_path: Path) -> None:
     assert out.results[0].message == "the call used more than 0.5 s of CPU time"
     assert 0.5 <= out.results[0].seconds < 2.0
     assert out.results[1].status == "returned"
+
+
+def test_extra_frames_a_submission_writes_never_answer_a_later_call(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import os, sys
+
+        def pid():
+            return os.getpid()
+
+        def extra():
+            payload = b'{"event":"call","status":"returned","mutated":[],"value":99.0}'
+            frame = len(payload).to_bytes(4, "big") + payload
+            os.write(int(sys.argv[2]), frame + frame)  # two answers at once, before the worker's own
+            return 1.0
+        """,
+    )
+    out = run(path, C("pid"), C("extra"), C("pid"), C("pid"))
+    first, extra, second, third = out.results
+    # The first frame answers the call (the submission's own choice); frames already waiting behind
+    # it mean the channel is out of step, so the next call goes to a fresh job.
+    assert extra.value == 99.0
+    assert second.status == "returned" and second.value not in (99.0, 1.0, first.value)
+    assert third.value == second.value

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import textwrap
 import shutil
 import tempfile
+import textwrap
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
 
-import grader.builtin.sandbox as sandbox
+from grader.builtin import sandbox
 from grader.builtin.sandbox import LAYERS, probe_layers
 
 PROBE = '''
@@ -175,13 +175,13 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
 
 # --- the per-call hand-over, CPU-time timeouts and true messages in the sandbox (issue 9) ----------
 
-import contextlib  # noqa: E402
-import os  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
+import contextlib
+import os
+import threading
+import time
 
-from grader.builtin.runner import CHANNEL_LOST, _Child, run_calls  # noqa: E402
-from grader.models import Call  # noqa: E402
+from grader.builtin.runner import CHANNEL_LOST, _Child, run_calls
+from grader.models import Call
 
 
 @contextlib.contextmanager
@@ -200,7 +200,7 @@ def _sandbox(*slot_pairs: tuple[int, int]):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(worker, path: Path, *calls: Call):  # noqa: ANN001, ANN202
+def _run(worker, path: Path, *calls: Call):
     return run_calls(str(path), list(calls), launch=worker.launch, scratch=False)
 
 
