@@ -11,9 +11,16 @@ Exit codes
 1  ``check`` or ``validate``: at least one check did not pass; ``doctor``: a
    layer is missing; ``audit``: a mutant survived an exercise it is tagged
    for, or a correct variant lost a point
-2  usage error: wrong option, missing path, unwritable output folder
-3  configuration error: a malformed spec, a missing reference, a broken plugin
+2  usage error: wrong option or --jobs, missing path, a folder with nothing to grade, an --out
+   or --json that cannot be written, an unreadable roster or one listing an id twice,
+   ``-p no:sandbox`` or ``-p no:runner`` (only ``--insecure`` grades without the sandbox)
+3  configuration error: a malformed spec, a missing reference, a reference or plugin that fails
+   to import (any exception, SyntaxError, SystemExit, KeyboardInterrupt), a reference that fails
+   or is over its budget on a check's arguments, a sandbox that cannot run a job here (``grade``
+   runs one before grading)
 4  internal error in the grader or a plugin (a traceback is printed)
+
+A refused run (2 or 3) leaves nothing behind: ``--out`` is created only when grading starts.
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ from pathlib import Path
 from grader import __version__
 from grader.config import Config
 from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, GraderError, UsageError
-from grader.fileio import output_file, remove_stale_scratch
+from grader.fileio import check_out_dir, output_file, remove_stale_scratch
 from grader.plugins import get_plugin_manager
+from grader.safetext import display
 
 __all__ = ["console_main", "main"]
 
@@ -130,17 +138,11 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
 
 
 def _prepare_out(config: Config) -> None:
+    """Refuse an unusable ``--out`` or ``--json`` now; the folder itself is made when grading starts."""
     out = config.out_dir
     if out is None:
         return
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder; choose another --out")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--out {out}: cannot create the folder ({exc.strerror}); choose another --out") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {out}: the folder is not writable; choose another --out")
+    check_out_dir(out)
     json_path = config.option("json")
     if json_path and Path(json_path).is_dir():
         raise UsageError(f"--json {json_path}: is a folder; give a file name")
@@ -168,6 +170,13 @@ def _run(config: Config) -> int:
     else:
         report = session.grade(config, config.options.paths)
     config.hook.grader_terminal_summary(report=report, config=config, write=_write)
+    faults = config.stash.get("session.internal_errors", [])
+    if faults:
+        shown = ", ".join(f"{display(repr(sub_id))} ({fault})" for sub_id, fault in faults[:5])
+        more = f" and {len(faults) - 5} more" if len(faults) > 5 else ""
+        print(f"grader: internal error on {len(faults)} submission(s): {shown}{more}; they are graded 'error', every "
+              f"other result and every class file was written (the tracebacks are above)", file=sys.stderr)
+        return EXIT_INTERNAL
     if config.command == "check":
         passed = all(c.status == "passed" for s in report.submissions for e in s.exercises for c in e.checks)
         return EXIT_OK if passed and all(s.status == "graded" for s in report.submissions) else EXIT_CHECKS_FAILED
@@ -240,11 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = build_parser(pm).parse_args(argv)
         config = Config(command=options.command, options=options, pluginmanager=pm)
         if config.command == "grade":
-            _prepare_out(config)  # before plugins open files there (the gradebook)
+            _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts
         pm.hook.grader_configure(config=config)
         return _run(config)
     except GraderError as exc:
-        print(f"grader: error: {exc}", file=sys.stderr)
+        print(f"grader: error: {display(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("grader: interrupted", file=sys.stderr)

@@ -129,7 +129,8 @@ ATTACKS = {
     "cpu_loop": Attack((CPU_TIME_OUT,)),
     "sleep_forever": Attack((WALL_TIME_OUT,)),
     "ignore_sigterm": Attack((WALL_TIME_OUT,)),
-    "disk_fill": Attack(("No space left on device", "may write at most 64 MiB of files")),
+    # one-mib is hidden: the exception's type and line are shown, not its text ("No space left on device")
+    "disk_fill": Attack(("raised OSError (attention.py, line", "may write at most 64 MiB of files")),
     "hang_at_import": Attack(("importing the file took longer than 3 s",), baseline="starter"),
     "huge_stdout": Attack(("[output cut at 16 KiB]", "&lt;script&gt;alert(&#39;stdout&#39;)"), in_page=True),
     "huge_stderr": Attack(("[output cut at 16 KiB]", "&lt;img src=x onerror="), in_page=True),
@@ -152,8 +153,11 @@ ATTACKS = {
     "patch_worker": Attack((HONEST_WRONG,)),
     "forged_frames": Attack(("returned something the grader cannot read: the result holds a dict",), same=False),
     "deep_json_frame": Attack(("bytes_to_mib crashed: the grader could not read its answer",)),
-    "lying_eq": Attack(("returned something the grader cannot read: the result holds a Anything", HONEST_WRONG)),
-    "lying_array": Attack(("returned something the grader cannot read: the result holds a ArrayLike", HONEST_WRONG)),
+    # Hidden checks do not name a class of the submission's own (its name could carry the inputs).
+    "lying_eq": Attack(("returned something the grader cannot read: the result holds an object of a class of its own",
+                        HONEST_WRONG)),
+    "lying_array": Attack((("returned something the grader cannot read: the result holds an object of a class of "
+                            "its own"), HONEST_WRONG)),
     "object_array": Attack(("numpy array of dtype object", "dtype complex128", "dtype <U5")),
     "generator": Attack(("the result holds a generator", "the result holds a map", "nested too deeply")),
     # the sandbox itself

@@ -4,7 +4,8 @@ Gradescope runs an autograder once per submission and reads
 ``/autograder/results/results.json`` (format: Gradescope's "Autograder
 Specifications"). ``grader grade SUBMISSION --gradescope FILE`` writes that
 file for a run with exactly one submission; every ``grader grade`` also
-writes one such file per submission under ``DIR/gradescope/<id>.json``,
+writes one such file per submission under ``DIR/gradescope/<slug>.json``
+(the student's file name stem, see `grader.naming` and ``results.json``),
 as soon as that submission is graded.
 
 Mapping of our result model:
@@ -21,20 +22,31 @@ Mapping of our result model:
   id, ``visibility`` ours (the four words are Gradescope's), and ``output``
   the feedback a student may read (`grader.feedback.check_feedback`):
   hidden checks never carry inputs or expected values.
+
+Every text a student controls (what the code printed, exception messages,
+the id) goes through `grader.safetext.display` (escape sequences, control
+and bidi characters removed, the grader's line breaks kept) and lone
+surrogates become U+FFFD, so the file is valid UTF-8 JSON. What the code
+printed is ``RunOutcome.stdout`` / ``stderr``: only what it printed before
+its first hidden call (the runner keeps no more), and a hidden check's
+message names the exception's type and line only (`grader.builtin.judge`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from grader.builtin.timing import submission_seconds
 from grader.errors import UsageError
 from grader.feedback import check_feedback
-from grader.fileio import SubmissionFiles, output_file, unique_file_names, write_atomic
+from grader.fileio import SubmissionFiles, output_file, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
+from grader.naming import slugs_of
 from grader.plugins import hookimpl
+from grader.safetext import display, unicode_safe
 
 __all__ = ["VISIBILITY", "gradescope_results", "gradescope_tests"]
 
@@ -68,7 +80,7 @@ def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
     tests = []
     for i, ex in enumerate(sub.exercises, start=1):
         for j, c in enumerate(ex.checks, start=1):
-            name = f"{ex.id} {c.id}" + (f": {c.description}" if c.description else "")
+            name = display(f"{ex.id} {c.id}" + (f": {c.description}" if c.description else ""))
             tests.append(
                 {
                     "name": name,
@@ -76,8 +88,8 @@ def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
                     "score": c.score,
                     "max_score": c.max_score,
                     "status": "passed" if c.status == "passed" else "failed",
-                    "output": check_feedback(c),
-                    "tags": [ex.id],
+                    "output": display(check_feedback(c), newlines=True),
+                    "tags": [display(ex.id)],
                     "visibility": VISIBILITY.get(c.visibility, "hidden"),
                 }
             )
@@ -87,12 +99,14 @@ def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
 def _overall_output(sub: SubmissionResult) -> str:
     lines = []
     if sub.status == "error":
-        lines += [f"Your file could not be graded: {sub.error}", "Fix this first, then run 'grader check attention.py'.", ""]
+        lines += [f"Your file could not be graded: {display(sub.error)}",
+                  "Fix this first, then run 'grader check attention.py'.", ""]
     lines.append(f"Total: {sub.score:g} / {sub.max_score:g}")
-    lines += [f"{e.id} {e.title}: {e.score:g} / {e.max_score:g}" for e in sub.exercises]
+    lines += [f"{display(e.id)} {display(e.title)}: {e.score:g} / {e.max_score:g}" for e in sub.exercises]
     for label, text in (("stdout", sub.stdout), ("stderr", sub.stderr)):
-        if text:
-            lines += ["", f"What your code printed ({label}):", text.rstrip("\n")]
+        shown = display(text or "", newlines=True).rstrip("\n")
+        if shown.strip():
+            lines += ["", f"What your code printed ({label}):", shown]
     return "\n".join(lines)
 
 
@@ -120,7 +134,7 @@ def gradescope_results(report: GradingReport, sub: SubmissionResult, execution_t
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "extra_data": {
-            "id": sub.id,
+            "id": unicode_safe(sub.id),
             "status": sub.status,
             "max_score": sub.max_score,
             "sha256": sub.sha256,
@@ -137,15 +151,15 @@ def _dumps(data: dict[str, Any]) -> str:
 
 
 def file_names(report: GradingReport) -> dict[str, str]:
-    """A unique, file-name-safe ``<id>.json`` per submission id."""
-    return unique_file_names([s.id for s in report.submissions], ".json")
+    """``<slug>.json`` per submission id (`grader.naming`): unique without regard to case."""
+    return {sid: f"{slug}.json" for sid, slug in slugs_of(report.submissions).items()}
 
 
-def _files(out: Path, ids: list[str], header: GradingReport, config: Any) -> SubmissionFiles:
+def _files(out: Path, items: Sequence[Any], header: GradingReport, config: Any) -> SubmissionFiles:
     def render(sub: SubmissionResult) -> str:
         return _dumps(gradescope_results(header, sub, submission_seconds(config, sub.id)))
 
-    return SubmissionFiles(out / SUBFOLDER, ids, ".json", render, f"--out {out}: cannot write {SUBFOLDER}/")
+    return SubmissionFiles(out / SUBFOLDER, items, ".json", render, f"--out {out}: cannot write {SUBFOLDER}/")
 
 
 @hookimpl
@@ -154,7 +168,7 @@ def grader_collection_finish(submissions: list[Submission], collected: Any, conf
     if config.command != "grade" or config.out_dir is None:
         return
     header = collected.header(config.command)
-    config.stash["gradescope.files"] = _files(config.out_dir, [s.id for s in submissions], header, config)
+    config.stash["gradescope.files"] = _files(config.out_dir, submissions, header, config)
 
 
 @hookimpl
@@ -217,5 +231,5 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         return
     files: SubmissionFiles | None = config.stash.get("gradescope.files")
     if files is None or not files.covers(report.submissions):
-        files = _files(out, [s.id for s in report.submissions], report, config)
+        files = _files(out, report.submissions, report, config)
     files.write_missing(report.submissions)
