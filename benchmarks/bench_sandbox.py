@@ -52,9 +52,9 @@ def main() -> None:
     os.chmod(jobs, 0o711)  # as the sandbox plugin makes it: the jobs' uids reach their folders
     worker = _Worker(zygote, (0, 1), jobs)
     try:
-        def sandboxed(source, calls, workdir, cpu, standby=False):
+        def sandboxed(source, workdir, cpu, standby=False):
             job = SandboxJob(zygote, 2, jobs, DEFAULT_LIMITS)
-            job.assign(source, calls, cpu, standby=standby)
+            job.assign(source, cpu)
             return job
 
         timed(sandboxed, 3)  # warm-up: the slots' cgroups are made once

@@ -11,7 +11,10 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from grader.boundary import ResultBudget
 
 __all__ = [
     "CALL_STATUSES",
@@ -193,20 +196,32 @@ class Call:
     args : tuple
         Positional arguments, plain JSON data (lists, floats, bools, ints).
     timeout : float
-        Seconds the call may take.
+        Seconds of CPU time the call may use (the runner's wall-clock
+        backstop is `grader.builtin.runner.WALL_BACKSTOP_FACTOR` times more).
+    budget : grader.boundary.ResultBudget or None
+        How large the returned value may be (`grader.boundary.budget_for`
+        the reference's value); None: `grader.boundary.DEFAULT_BUDGET`.
+    hidden : bool
+        Whether the call belongs to a check the student may not see: what
+        the submission prints from the moment the first hidden call is sent
+        is not shown.
     """
 
     function: str
     args: tuple[Any, ...]
     timeout: float
+    budget: ResultBudget | None = None
+    hidden: bool = False
 
     @functools.cached_property
-    def request(self) -> dict[str, str]:
-        """The call as a worker request lists it: the arguments as JSON text.
+    def wire(self) -> bytes:
+        """The call as the worker reads it from its call pipe: a 4-byte big-endian length, then
+        ``{"function": ..., "args": [...]}`` as JSON (NaN and infinities as JSON's extension literals).
 
         Made once per call: every submission of a batch makes the same calls.
         """
-        return {"function": self.function, "args": json.dumps(list(self.args), allow_nan=True)}
+        data = json.dumps({"function": self.function, "args": list(self.args)}, allow_nan=True).encode()
+        return len(data).to_bytes(4, "big") + data
 
 
 @dataclass(frozen=True)
@@ -230,7 +245,8 @@ class CallResult:
         ``"attention.py, line 12"`` for the innermost frame in the
         submission, when known.
     seconds : float
-        Wall time of the call, in seconds.
+        Wall-clock time of the call in seconds, measured by the grader from
+        writing the call to the job to reading its answer (or to giving up).
     mutated_args : tuple of int
         Positions of the arguments the call changed in place (the worker
         compares each argument's JSON text before and after the call);
@@ -259,7 +275,9 @@ class RunOutcome:
         Why the submission could not be imported (syntax error, crash,
         timeout at import); empty when it imported.
     stdout, stderr : str
-        What the submission printed, capped and decoded with replacement.
+        What the submission printed before the first hidden call was sent
+        (import included), capped and decoded with replacement; a note ends
+        it when later output was cut.
     sha256 : str
         SHA-256 of the bytes that ran (the runner reads the file once), or
         "" if the runner does not say; it differs from the submission's if

@@ -1,25 +1,36 @@
-"""Child-process worker: import one submission, make the requested calls.
+"""Child-process worker: import one submission, then answer the grader's calls one at a time.
 
 Run as a script by the grader's runner, never imported by the grader::
 
     python -I -B -u worker.py REQUEST.json RESULT_FD
 
-It uses only the standard library and numpy. It reads the request (the
-submission's path and a list of calls with plain-data arguments), imports
-the submission, calls each function, and writes one frame per event to the
-file descriptor RESULT_FD: a 4-byte big-endian length, then UTF-8 JSON.
-The first frame reports the import; then one frame per call, in order.
+It uses only the standard library and numpy. The request names the
+submission's file and the CPU seconds allowed (an rlimit backstop); it holds
+no call. The worker imports the submission and writes one frame, the
+import's, to the file descriptor RESULT_FD: a 4-byte big-endian length, then
+UTF-8 JSON. It then reads ONE call at a time from its stdin (the grader's
+call pipe, moved aside before the import: the submission's stdin is
+/dev/null), in the same framing: ``{"function": NAME, "args": [...]}``; it
+makes the call, answers with one frame and waits for the next.
+End-of-file means the grader needs nothing more: the worker leaves. So a
+call's arguments reach the job only when the call is made: nothing of a
+later call is in the job's memory before (at import, or during an earlier
+call). A standby worker is the same: it imports, then waits for its first call.
 
 Only data crosses back: return values are converted here to JSON numbers,
 booleans and lists (numpy arrays of numeric dtype included); anything else
-(objects, generators, strings...) is reported as an unusable return. The
-grader validates every frame again, so a submission that tampers with this
-script can only lie about its own answers, as it could by returning them.
-Each call in the request carries its arguments as JSON text (a list), which
-the worker parses twice: once for the call, once as a pristine copy. Each
-call frame lists the positions of the arguments the call changed in place
-("mutated"): they no longer equal the pristine copy (a NaN, never equal to
-itself, is compared by its JSON text).
+(objects, generators, strings...) is reported as an unusable return. A
+non-finite float is written as ``{"$float": "nan"}`` (``"inf"``, ``"-inf"``):
+JSON has no literal for it, and the grader refuses ``NaN`` literals. The
+grader validates every frame again (``grader/boundary.py``) and measures
+durations itself, so a submission that tampers with this script can only
+lie about its own answers, as it could by returning them. Each call frame
+lists the positions of the arguments the call changed in place
+("mutated"): they no longer equal a pristine copy parsed from the same
+message (a NaN, never equal to itself, is compared by its JSON text).
+
+If the submission closes or replaces the result descriptor, or the call
+pipe, the worker exits with `CHANNEL_LOST_EXIT`, so that the grader can say so.
 """
 
 import json
@@ -30,6 +41,18 @@ import sys
 MAX_MESSAGE = 2000
 MAX_DEPTH = 8
 MAX_ITEMS = 2_000_000
+MAX_CALL_BYTES = 1 << 30
+"""A call message longer than this is not the grader's: the call pipe was replaced."""
+CHANNEL_LOST_EXIT = 75
+"""Exit code when the result descriptor or the call pipe was closed or replaced (as in grader/boundary.py)."""
+FLOAT_KEY = "$float"
+_FLOAT_MAX = 1.7976931348623157e308
+
+# Bound before the submission is imported: a submission that replaces json.dumps or
+# json.loads (or JSONEncoder.encode) changes nothing of what the worker writes and reads.
+_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+_decode = json.JSONDecoder().decode
+_snapshot_encode = json.JSONEncoder(allow_nan=True, separators=(",", ":")).encode
 
 
 class BadReturn(Exception):
@@ -43,8 +66,27 @@ def _limits(cpu_seconds):
     resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
 
 
+def _finite(value):
+    """``value`` with every non-finite float replaced by its ``{"$float": ...}`` encoding."""
+    if type(value) is float:
+        if value != value:
+            return {FLOAT_KEY: "nan"}
+        if value in (float("inf"), float("-inf")):
+            return {FLOAT_KEY: "inf" if value > 0 else "-inf"}
+        return value
+    if type(value) is list:
+        return [_finite(v) for v in value]
+    if type(value) is dict:
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
 def _emit(fd, obj):
-    data = json.dumps(obj, allow_nan=True, separators=(",", ":")).encode("utf-8")
+    try:
+        text = _encode(obj)
+    except ValueError:  # a NaN or an infinity somewhere: encode it (rare, so only then)
+        text = _encode(_finite(obj))
+    data = text.encode("utf-8")
     frame = len(data).to_bytes(4, "big") + data
     view = memoryview(frame)
     while view:
@@ -52,10 +94,27 @@ def _emit(fd, obj):
         view = view[n:]
 
 
+def _identity(fd):
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _send(fd, identity, obj):
+    """Write one frame to the grader, or leave if the submission closed or replaced ``fd``."""
+    try:
+        if _identity(fd) != identity:
+            os._exit(CHANNEL_LOST_EXIT)
+        _emit(fd, obj)
+    except OSError:  # closed (EBADF), or the grader is gone (EPIPE)
+        os._exit(CHANNEL_LOST_EXIT)
+
+
 def _text(exc):
     try:
         text = str(exc)
     except BaseException:  # a student exception whose __str__ fails
+        text = "<message could not be read>"
+    if type(text) is not str:
         text = "<message could not be read>"
     return text[:MAX_MESSAGE]
 
@@ -74,6 +133,40 @@ def _where(tb, filename):
     return found
 
 
+def _digits(n):
+    """How many decimal digits ``n`` has, in words (exact up to about 4000 digits)."""
+    bits = abs(n).bit_length()
+    if bits <= 13000:
+        return "%d digits" % len(str(abs(n)))
+    return "about %d digits" % int(bits * 0.30103 + 1)
+
+
+def _number(value):
+    """A bool, int or float (or a subclass) as its plain base value; an int must fit a float."""
+    for base in (bool, int, float):
+        if isinstance(value, base):
+            value = base(value)
+            break
+    if type(value) is int and not -_FLOAT_MAX <= value <= _FLOAT_MAX:
+        raise BadReturn("the result holds an integer too large to be a float (%s); return floats" % _digits(value))
+    return value
+
+
+def _numpy_kind(dtype, what):
+    """Why a numpy value of ``dtype`` cannot be returned, and how to convert it (None: it can)."""
+    if dtype.kind in "biu" or (dtype.kind == "f" and dtype.itemsize <= 8):
+        return None
+    if dtype.kind == "f":
+        how = "convert it with float()" if what == "scalar" else "convert it with .astype(float)"
+        return "the result holds a numpy %s (longdouble) %s; %s" % (dtype, what, how)
+    if dtype.kind == "c":
+        held = "array of dtype %s" % dtype if what == "array" else "%s scalar" % dtype
+        return "the result holds a numpy %s; return real numbers (for example its .real part)" % held
+    if what == "array":
+        return "the result holds a numpy array of dtype %s; return numbers" % dtype
+    return "the result holds a numpy %s scalar; return numbers" % dtype
+
+
 def to_data(value, np, depth=0, budget=None):
     """Convert a return value to JSON data, or raise BadReturn."""
     budget = budget if budget is not None else [MAX_ITEMS]
@@ -82,33 +175,30 @@ def to_data(value, np, depth=0, budget=None):
         raise BadReturn("the result is too large")
     if depth > MAX_DEPTH:
         raise BadReturn("the result is nested too deeply")
-    if type(value) is bool:
+    kind = type(value)
+    if kind is float or kind is bool:
         return value
-    if type(value) is int:
-        return value
-    if type(value) is float:
-        return value
-    if isinstance(value, (bool, int, float)):  # subclasses: keep only the base value
-        for base in (bool, int, float):
-            if isinstance(value, base):
-                return base(value)
+    if kind is int or isinstance(value, (bool, int, float)):
+        return _number(value)
     if np is not None:
         if isinstance(value, np.generic):
-            if value.dtype.kind in "biuf":
-                return value.item()
-            raise BadReturn("the result holds a numpy %s scalar" % value.dtype)
+            why = _numpy_kind(value.dtype, "scalar")
+            if why:
+                raise BadReturn(why)
+            return _number(value.item())
         if isinstance(value, np.ndarray):
-            if value.dtype.kind not in "biuf":
-                raise BadReturn("the result holds a numpy array of dtype %s; return numbers" % value.dtype)
+            why = _numpy_kind(value.dtype, "array")
+            if why:
+                raise BadReturn(why)
             if value.size > MAX_ITEMS:
                 raise BadReturn("the result is too large")
             return np.asarray(value).tolist()
-    if type(value) in (list, tuple):
+    if kind in (list, tuple):
         return [to_data(v, np, depth + 1, budget) for v in value]
     if value is None and depth == 0:
         raise BadReturn("the function returned None (is a return statement missing?); return numbers, lists, "
                         "tuples or numpy arrays")
-    raise BadReturn("the result holds a %s; return numbers, lists, tuples or numpy arrays" % type(value).__name__)
+    raise BadReturn("the result holds a %s; return numbers, lists, tuples or numpy arrays" % kind.__name__)
 
 
 def main(argv):
@@ -120,39 +210,58 @@ def main(argv):
     run(request, fd)
 
 
-def _stdin_aside(request):
-    """Point stdin at /dev/null; a standby keeps its stdin (its go pipe) aside first, returned here."""
-    go_fd = os.dup(0) if request.get("standby") else None  # dup() gives a close-on-exec descriptor
+def _stdin_aside():
+    """Keep stdin (the grader's call pipe) aside on a new descriptor; point fd 0 at /dev/null.
+
+    ``os.dup`` gives a close-on-exec descriptor: a program the submission
+    starts does not get the call pipe.
+    """
+    call_fd = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    return go_fd
+    return call_fd
 
 
-def _await_go(go_fd):
-    """A standby, imported, waits for one byte (its go) before its first call.
+def _read_exactly(fd, n):
+    chunks = []
+    while n > 0:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
 
-    The grader starts a standby while a call may be about to time out: if it
-    does, the remaining calls start at once. A standby never told to go is
-    killed, or reads end-of-file and leaves.
-    """
+
+def _next_call(call_fd):
+    """The next call message's bytes; leaves at end-of-file (the grader needs nothing more)."""
     try:
-        go = os.read(go_fd, 1)
-    except OSError:
-        go = b""
-    if not go:
-        os._exit(0)
-    os.close(go_fd)
+        header = os.read(call_fd, 4)
+        if not header:
+            os._exit(0)
+        if len(header) < 4:
+            header += _read_exactly(call_fd, 4 - len(header)) or b""
+        size = int.from_bytes(header, "big")
+        if len(header) < 4 or size > MAX_CALL_BYTES:
+            os._exit(CHANNEL_LOST_EXIT)
+        data = _read_exactly(call_fd, size)
+    except OSError:  # the submission closed the call pipe
+        os._exit(CHANNEL_LOST_EXIT)
+    if data is None:
+        os._exit(CHANNEL_LOST_EXIT)
+    return data
 
 
 def run(request, fd):
-    """Import the submission named in ``request``, make its calls, write frames to ``fd``.
+    """Import the submission named in ``request``, then answer calls from stdin, writing frames to ``fd``.
 
-    Also used by the sandbox's zygote, inside an isolated job. A standby
-    (``request["standby"]``) imports, then waits for its go on stdin before
-    its first call. Never returns.
+    Also used by the sandbox's zygote, inside an isolated job. ``request``
+    holds ``file`` (and ``cpu_seconds``, used by `main`); calls arrive on
+    stdin, one at a time, each answered before the next is read. Never returns.
     """
-    go_fd = _stdin_aside(request)
+    call_fd = _stdin_aside()
+    identity = _identity(fd)
     try:
         import numpy as np  # imported once, before the submission, for conversions
     except ImportError:  # pragma: no cover - numpy is a grader dependency
@@ -169,58 +278,60 @@ def run(request, fd):
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):
             where = os.path.basename(filename) + (", line %s" % exc.lineno if exc.lineno else "")
-            message = exc.msg
+            message = exc.msg[:MAX_MESSAGE] if type(exc.msg) is str else ""
         else:
             where = _where(exc.__traceback__, filename)
             message = _text(exc)
-        _emit(fd, {"event": "import", "ok": False, "type": type(exc).__name__, "message": message, "where": where})
+        _send(fd, identity, {"event": "import", "ok": False, "type": type(exc).__name__, "message": message,
+                             "where": where})
         os._exit(0)
-    _emit(fd, {"event": "import", "ok": True})
-    if go_fd is not None:
-        _await_go(go_fd)
+    _send(fd, identity, {"event": "import", "ok": True})
+    del request, spec
 
-    for call in request["calls"]:
-        fn = getattr(module, call["function"], None)
-        if not callable(fn):
-            _emit(fd, {"event": "call", "status": "not_implemented",
-                       "message": "attention.py defines no function %s" % call["function"]})
-            continue
-        args = json.loads(call["args"])
-        pristine = json.loads(call["args"])
-        started = _clock()
+    while True:
+        message = _next_call(call_fd)
         try:
-            value = fn(*args)
-        except NotImplementedError as exc:
-            _emit(fd, {"event": "call", "status": "not_implemented", "message": _text(exc)})
-            continue
-        except BaseException as exc:
-            _emit(fd, {
-                "event": "call", "status": "raised", "type": type(exc).__name__,
-                "value_error": isinstance(exc, ValueError), "message": _text(exc),
-                "where": _where(exc.__traceback__, filename), "seconds": _clock() - started,
-                "mutated": _mutated(args, pristine),
-            })
-            continue
-        seconds = _clock() - started
-        mutated = _mutated(args, pristine)
-        try:
-            data = to_data(value, np)
-            _emit(fd, {"event": "call", "status": "returned", "value": data, "seconds": seconds, "mutated": mutated})
-        except BadReturn as exc:
-            _emit(fd, {"event": "call", "status": "bad_return", "message": str(exc), "seconds": seconds,
-                       "mutated": mutated})
-        except BaseException as exc:  # a hostile object raising during conversion
-            _emit(fd, {"event": "call", "status": "bad_return",
-                       "message": "the result could not be read (%s)" % type(exc).__name__, "seconds": seconds,
-                       "mutated": mutated})
-    _emit(fd, {"event": "done"})
-    os._exit(0)
+            text = message.decode("utf-8")
+            call = _decode(text)
+            name, args = call["function"], call["args"]
+            pristine = _decode(text)["args"]
+        except (ValueError, KeyError, TypeError):  # not the grader's: the call pipe was replaced
+            os._exit(CHANNEL_LOST_EXIT)
+        del message, text, call
+        _send(fd, identity, _answer(module, name, args, pristine, np, filename))
+        del args, pristine
+
+
+def _answer(module, name, args, pristine, np, filename):
+    """Make one call; return its frame."""
+    fn = getattr(module, name, None) if type(name) is str else None
+    if not callable(fn):
+        return {"event": "call", "status": "not_implemented", "message": "attention.py defines no function %s" % name}
+    try:
+        value = fn(*args)
+    except NotImplementedError as exc:
+        return {"event": "call", "status": "not_implemented", "message": _text(exc)}
+    except BaseException as exc:
+        return {
+            "event": "call", "status": "raised", "type": type(exc).__name__,
+            "value_error": isinstance(exc, ValueError), "message": _text(exc),
+            "where": _where(exc.__traceback__, filename), "mutated": _mutated(args, pristine),
+        }
+    mutated = _mutated(args, pristine)
+    try:
+        return {"event": "call", "status": "returned", "value": to_data(value, np), "mutated": mutated}
+    except BadReturn as exc:
+        return {"event": "call", "status": "bad_return", "message": str(exc), "mutated": mutated}
+    except BaseException as exc:  # a hostile object raising during conversion
+        return {"event": "call", "status": "bad_return", "mutated": mutated,
+                "message": "the result holds a %s that could not be read (converting it raised %s)"
+                % (type(value).__name__, type(exc).__name__)}
 
 
 def _snapshot(arg):
     """The JSON text of one argument, or None if it no longer serializes."""
     try:
-        return json.dumps(arg, allow_nan=True, separators=(",", ":"))
+        return _snapshot_encode(arg)
     except BaseException:  # the submission put an object, or a cycle, into the list
         return None
 
@@ -258,12 +369,6 @@ def _same(a, p):
     if type(a) is dict:
         return _snapshot(a) == _snapshot(p)
     return a == p
-
-
-def _clock():
-    import time
-
-    return time.perf_counter()
 
 
 if __name__ == "__main__":

@@ -17,8 +17,11 @@ the job, with which the grader kills it (``kill`` requests remain).
 
 Jobs are started ahead, before the grader knows their submission: a job
 sets up every layer, then waits on its stdin for its task (the
-submission's bytes and its calls, see `receive_task`). The zygote never
-sees a submission or a call.
+submission's bytes, see `receive_task`), imports it, and then reads its
+calls from the same pipe, one at a time, each only when the grader makes
+it. The zygote never sees a submission or a call. A launch's reply names
+the slot's cgroup-v2 ``cpu.stat``, from which the grader reads the job's
+CPU time (a slot is capped at one CPU, `cpu_quota_one`).
 
 A job is one fork of the zygote, set up in this order (each layer is
 applied if the kernel and the privileges allow it, and reported by
@@ -47,7 +50,8 @@ applied if the kernel and the privileges allow it, and reported by
    no file locks, leases or watches (channels between jobs), no ptrace, mount,
    unshare, setns, bpf, io_uring, listmount, exec...;
 6. wait for the task on stdin, write the submission into the job folder,
-   and run the worker (``worker.run``) on it.
+   and run the worker (``worker.run``) on it: it imports the file, then
+   answers the calls that arrive on stdin.
 
 The zygote watches each job through a pidfd; when it exits (the kernel has
 then killed everything else in its pid namespace), the zygote reaps it,
@@ -126,6 +130,9 @@ NET_NAMESPACE = "not set up"
 (not even loopback) and jobs inherit it: a network namespace per job would cost about 1 ms of CPU
 each (made, then torn down by the kernel), for nothing more, since jobs can open no socket but
 socketpair() (seccomp) and reach no abstract socket outside their own Landlock domain."""
+
+SLOT_CPU_PERIOD_US = 100_000
+"""cpu.max period of a slot's cgroup (v2), in microseconds; the quota equals it (one CPU)."""
 
 SLOT_CPU_SHARES = 110
 """cpu.shares of a slot's cpu cgroup: the weight of one task at nice 10 (the kernel's table)."""
@@ -212,6 +219,9 @@ def cgroup_enter(slot, limits):
                     # Across cgroups, group weights decide, not nice values: a slot weighs what
                     # one process at nice 10 does (JOB_NICE), so the grader still comes first.
                     _write(os.path.join(path, "cpu.shares"), str(SLOT_CPU_SHARES))
+                    cpu_quota_one(path)
+                elif name == "kill":
+                    cpu_quota_one(path)
             if name == "kill" and not os.path.exists(os.path.join(path, "cgroup.kill")):
                 applied[name] = "no cgroup.kill on this kernel"
                 continue
@@ -220,6 +230,37 @@ def cgroup_enter(slot, limits):
         except OSError as exc:
             applied[name] = f"not writable: {exc.strerror}"
     return applied
+
+
+def cpu_quota_one(path):
+    """Cap the cgroup at ``path`` at one CPU: its quota per period equals the period.
+
+    With the cap, a job's CPU time never grows faster than wall-clock time
+    (however many threads or processes it runs), so the grader, timing a
+    call by the job's CPU time, may wait the CPU time left before looking
+    again. v1: ``cpu.cfs_quota_us``; v2: ``cpu.max`` (only where the cpu
+    controller is enabled for the cgroup; otherwise nothing is written).
+    """
+    try:
+        if os.path.exists(os.path.join(path, "cpu.cfs_quota_us")):
+            with open(os.path.join(path, "cpu.cfs_period_us")) as fh:
+                period = int(fh.read())
+            _write(os.path.join(path, "cpu.cfs_quota_us"), str(period))
+        elif os.path.exists(os.path.join(path, "cpu.max")):
+            _write(os.path.join(path, "cpu.max"), f"{SLOT_CPU_PERIOD_US} {SLOT_CPU_PERIOD_US}")
+    except (OSError, ValueError):
+        pass  # no cap: the grader still re-reads the CPU time before it times a call out
+
+
+def cpu_stat_path(slot):
+    """The slot's cgroup-v2 ``cpu.stat`` (``usage_usec``: CPU time of every process in it), or None.
+
+    Every v2 cgroup has ``cpu.stat``, cpu controller or not. Jobs enter
+    this cgroup only where it has ``cgroup.kill`` (`cgroup_enter`); where
+    they do not, its count stays 0, which the grader takes as "unknown".
+    """
+    path = cgroup_dirs(slot).get("kill")
+    return os.path.join(path, "cpu.stat") if path else None
 
 
 def cgroup_kill(slot):
@@ -654,9 +695,10 @@ def receive_task(request):
     A job is started before the grader knows which submission it will run
     (while the previous one runs), fully isolated, then waits here. The task
     is an 8-byte header (two big-endian lengths), a JSON object
-    (``calls``, ``cpu_seconds``, ``standby``) and the submission's bytes.
-    End-of-file instead means the job is not needed: it leaves. A standby
-    then reads its go from the same pipe (see ``worker.run``).
+    (``cpu_seconds``) and the submission's bytes: no call. End-of-file
+    instead means the job is not needed: it leaves. The worker then reads
+    its calls, one at a time, from the same pipe (see ``worker.run``): a
+    call's arguments reach the job only when the call is made.
     """
     header = _read_exactly(0, 8)
     if header is None:
@@ -670,7 +712,7 @@ def receive_task(request):
         fh.write(source)
     cpu = max(1, int(task["cpu_seconds"]))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # lowering a limit needs no privilege
-    return dict(request, calls=task["calls"], cpu_seconds=cpu, standby=bool(task.get("standby")))
+    return {"file": request["file"], "cpu_seconds": cpu}
 
 
 def _move_job_folder(request, where):
@@ -979,7 +1021,8 @@ def serve(control_fd, worker):
                     poller.register(job_.pidfd, select.POLLIN)
                     # The grader gets a pidfd too: it kills a job without a round trip here,
                     # and a pidfd, unlike a pid, can never name another process.
-                    socket.send_fds(sock, [json.dumps({"pid": pid}).encode() + b"\n"], [job_.pidfd])
+                    reply = {"pid": pid, "cpu_stat": cpu_stat_path(slot)}
+                    socket.send_fds(sock, [json.dumps(reply).encode() + b"\n"], [job_.pidfd])
                     continue
             elif op == "kill":
                 job_ = running.get(request["job"])

@@ -102,7 +102,9 @@ class Attack:
 
 
 HONEST_WRONG = "mib differs from the expected value"
-TIMED_OUT = "bytes_to_mib did not finish: the call took longer than 2 s"
+CPU_TIME_OUT = "bytes_to_mib did not finish: the call used more than 2 s of CPU time"
+WALL_TIME_OUT = "bytes_to_mib did not finish: the call took longer than 8 s of wall-clock time"
+TIMED_OUT = (CPU_TIME_OUT, WALL_TIME_OUT)
 
 ATTACKS = {
     # reading secrets: the reference, the specs, the grader, /proc, fds, memory, classmates
@@ -123,10 +125,10 @@ ATTACKS = {
     # resources; hangs are in bytes_to_mib(1 MiB) only, a check mib_decimal fails anyway
     "fork_bomb": Attack((TIMED_OUT,), same=False),
     "memory_bomb": Attack(("bytes_to_mib raised MemoryError", "more memory than the grader allows",
-                           ("used up its CPU time or memory", TIMED_OUT)), same=False),
-    "cpu_loop": Attack((TIMED_OUT,)),
-    "sleep_forever": Attack((TIMED_OUT,)),
-    "ignore_sigterm": Attack((TIMED_OUT,)),
+                           ("used up its CPU time or memory", *TIMED_OUT)), same=False),
+    "cpu_loop": Attack((CPU_TIME_OUT,)),
+    "sleep_forever": Attack((WALL_TIME_OUT,)),
+    "ignore_sigterm": Attack((WALL_TIME_OUT,)),
     # one-mib is hidden: the exception's type and line are shown, not its text ("No space left on device")
     "disk_fill": Attack(("raised OSError (attention.py, line", "may write at most 64 MiB of files")),
     "hang_at_import": Attack(("importing the file took longer than 3 s",), baseline="starter"),
@@ -149,7 +151,7 @@ ATTACKS = {
     # monkeypatching and lying
     "monkeypatch": Attack((HONEST_WRONG,)),
     "patch_worker": Attack((HONEST_WRONG,)),
-    "forged_frames": Attack(("the grader could not read its answer", "not made of numbers"), same=False),
+    "forged_frames": Attack(("returned something the grader cannot read: the result holds a dict",), same=False),
     "deep_json_frame": Attack(("bytes_to_mib crashed: the grader could not read its answer",)),
     # Hidden checks do not name a class of the submission's own (its name could carry the inputs).
     "lying_eq": Attack(("returned something the grader cannot read: the result holds an object of a class of its own",

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import textwrap
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
 
-import grader.builtin.sandbox as sandbox
+from grader.builtin import sandbox
 from grader.builtin.sandbox import LAYERS, probe_layers
 
 PROBE = '''
@@ -119,14 +120,16 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
     try:
         answers = []
         for path, ready_slot in ((first, 5), (second, 0)):
-            job = worker.launch(path.read_bytes(), [Call("who", (), 2.0)], "", 10.0)
+            job = worker.launch(path.read_bytes(), "", 10.0)
             assert worker.ready is not None and worker.ready.slot == ready_slot  # started ahead, other slot
             child = _Child(job)
             sink = {"stdout": bytearray(), "stderr": bytearray()}
-            frames = [child.read_frame(time.monotonic() + 10.0, sink) for _ in range(2)]
+            frames = [child.read_frame(time.monotonic() + 10.0, sink, "import")]
+            assert child.send(Call("who", (), 2.0), time.monotonic() + 10.0) == "sent"  # a call, once imported
+            frames.append(child.read_frame(time.monotonic() + 10.0, sink))
             child.finished = True
             child.kill()
-            assert frames[0] == {"event": "import", "ok": True}, sink
+            assert frames[0]["ok"] is True, sink
             answers.append(frames[1]["value"])
         # Slot 0 ran the first submission, slot 5 (set up during it) the second; each got its own file.
         # Jobs run at a lower priority than the grader and the zygote.
@@ -160,7 +163,7 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
                         launch=worker.launch)
         assert [r.status for r in out.results] == ["returned", "timeout", "returned"]
         assert [out.results[0].value, out.results[2].value] == [UID_BASE + 0, UID_BASE + 5]
-        assert len(worker.ending) <= 1  # the hung job, killed without waiting, until its slot is needed
+        assert len(worker.ending) <= 2  # the hung job and the finished one, killed without waiting, until needed
         worker.close()
         assert worker.ending == [] and worker.free == {0, 5}
         assert slot_processes(0) == set() and slot_processes(5) == set()
@@ -169,6 +172,158 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
         zygote.close()
         shutil.rmtree(workdir)
 
+
+# --- the per-call hand-over, CPU-time timeouts and true messages in the sandbox (issue 9) ----------
+
+import contextlib
+import os
+import threading
+import time
+
+from grader.builtin.runner import CHANNEL_LOST, _Child, run_calls
+from grader.models import Call
+
+
+@contextlib.contextmanager
+def _sandbox(*slot_pairs: tuple[int, int]):
+    """A zygote and one `_Worker` per pair of slots, all stopped and cleaned afterwards."""
+    zygote = sandbox.Zygote()
+    workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
+    workdir.chmod(0o711)
+    workers = [sandbox._Worker(zygote, pair, str(workdir)) for pair in slot_pairs]
+    try:
+        yield zygote, workers
+    finally:
+        for worker in workers:
+            worker.close()
+        zygote.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(worker, path: Path, *calls: Call):
+    return run_calls(str(path), list(calls), launch=worker.launch, scratch=False)
+
+
+BUSY = '''
+import os, time
+
+def busy(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return seconds
+
+def spin_for(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return seconds
+
+def nap(seconds):
+    time.sleep(seconds)
+    return seconds
+
+def two_processes(seconds):
+    """Spin in this process and a forked one for `seconds` of wall time; return the wall time."""
+    start = time.monotonic()
+    pid = os.fork()
+    while time.monotonic() < start + seconds:
+        pass
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return time.monotonic() - start
+'''
+
+
+def test_a_sandboxed_job_holds_no_call_before_it_is_made(tmp_path: Path) -> None:
+    from test_runner import SCANNER
+
+    path = tmp_path / "attention.py"
+    path.write_text(textwrap.dedent(SCANNER))
+    with _sandbox((0, 1)) as (_, (worker,)):
+        out = _run(worker, path, Call("found", (), 5.0), Call("take", ([271828.1828, 1.0],), 5.0))
+    assert [r.value for r in out.results] == [[[False, False], [False, False]], [True, False]]
+
+
+def test_a_slot_is_capped_at_one_cpu_and_its_cpu_time_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "attention.py"
+    path.write_text(BUSY)
+    with _sandbox((0, 1)) as (zygote, (worker,)):
+        job = worker.launch(path.read_bytes(), "", 30.0)
+        child = _Child(job)
+        sink = {"stdout": bytearray(), "stderr": bytearray()}
+        assert child.read_frame(time.monotonic() + 10.0, sink, "import")["ok"] is True, sink
+        before = job.cpu_seconds()
+        assert child.send(Call("busy", (0.3,), 5.0), time.monotonic() + 5.0) == "sent"
+        assert child.read_frame(time.monotonic() + 10.0, sink)["value"] == 0.3
+        middle = job.cpu_seconds()
+        assert child.send(Call("two_processes", (1.0,), 5.0), time.monotonic() + 5.0) == "sent"
+        wall = child.read_frame(time.monotonic() + 10.0, sink)["value"]
+        after = job.cpu_seconds()
+        child.finished = True
+        child.kill()
+        slot_dir = Path(job.cpu_stat).parent
+        assert slot_dir.name == f"grader-{zygote.proc.pid}-slot0"
+        cpu_dir = Path("/sys/fs/cgroup/cpu") / slot_dir.name  # the zygote runs in the root cpu cgroup here
+        quota, period = ((cpu_dir / name).read_text().strip() for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us"))
+    assert quota == period == "100000"
+    assert 0.3 <= middle - before < 0.5  # the call's CPU time, read from the slot's cpu.stat
+    # Two processes spinning for a second on a 2-core machine: one CPU's worth at most, not two.
+    assert wall >= 1.0 and after - middle <= wall * 1.1 + 0.05
+
+
+def test_a_slow_correct_job_passes_beside_classmates_hogging_its_core(tmp_path: Path) -> None:
+    """0.5 s of CPU, 1 s timeout, on one core with two classmates' spinning jobs: about 1.5 s of wall time."""
+    honest, hog = tmp_path / "honest.py", tmp_path / "hog.py"
+    honest.write_text(BUSY)
+    hog.write_text(BUSY)
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(own)})  # the zygote, and every job it forks, inherit it
+    try:
+        with _sandbox((0, 1), (2, 3), (4, 5)) as (_, (mine, *hogs)):
+            threads = [threading.Thread(target=_run, args=(w, hog, Call("spin_for", (5.0,), 10.0))) for w in hogs]
+            for thread in threads:
+                thread.start()
+            time.sleep(0.5)
+            out = _run(mine, honest, Call("busy", (0.5,), 1.0), Call("busy", (0.05,), 1.0))
+            for thread in threads:
+                thread.join()
+    finally:
+        os.sched_setaffinity(0, own)
+    assert [(r.status, r.value) for r in out.results] == [("returned", 0.5), ("returned", 0.05)]
+    assert out.results[0].seconds > 1.0  # longer than its timeout by the clock, yet within it by CPU time
+
+
+def test_sandboxed_timeouts_count_cpu_time_with_a_wall_clock_backstop(tmp_path: Path) -> None:
+    path = tmp_path / "attention.py"
+    path.write_text(BUSY)
+    with _sandbox((0, 1)) as (_, (worker,)):
+        out = _run(worker, path, Call("busy", (30.0,), 0.5), Call("nap", (30.0,), 0.5), Call("busy", (0.01,), 1.0))
+    spin, nap, after = out.results
+    assert (spin.status, spin.message) == ("timeout", "the call used more than 0.5 s of CPU time")
+    assert 0.5 <= spin.seconds < 2.0
+    assert (nap.status, nap.message) == ("timeout", "the call took longer than 2 s of wall-clock time")
+    assert 2.0 <= nap.seconds < 3.5
+    assert after.status == "returned"
+
+
+def test_a_job_that_closes_or_replaces_fd_3_is_told_so(tmp_path: Path) -> None:
+    path = tmp_path / "attention.py"
+    path.write_text(
+        "import os, time\n"
+        "def close(wait):\n    os.close(3)\n    time.sleep(wait)\n    return 1.0\n"
+        "def replace(wait):\n    os.dup2(os.open('/dev/null', os.O_WRONLY), 3)\n    time.sleep(wait)\n    return 1.0\n"
+        "def ok():\n    return 2.0\n"
+    )
+    calls = [Call(name, (wait,), 30.0) for name in ("close", "replace") for wait in (0.0, 30.0)]
+    with _sandbox((0, 1)) as (_, (worker,)):
+        started = time.monotonic()
+        out = _run(worker, path, *calls, Call("ok", (), 5.0))
+        elapsed = time.monotonic() - started
+    assert [(r.status, r.message) for r in out.results[:4]] == [("crashed", CHANNEL_LOST)] * 4
+    assert out.results[4].value == 2.0
+    assert elapsed < 15.0  # the grader notices the lost channel; it does not wait for the call's timeout
 
 SYSCALLS = '''
 import ctypes

@@ -244,6 +244,9 @@ class SandboxJob:
                 os.close(fd)
         self.pid = reply.get("pid")
         self.pidfd = got[0] if got else None  # to kill the job without asking the zygote
+        self.cpu_stat: str | None = reply.get("cpu_stat") if isinstance(reply.get("cpu_stat"), str) else None
+        """The slot's cgroup-v2 ``cpu.stat`` (the zygote's word), read for CPU-time timeouts."""
+        self._cpu_fd: int | None = None
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
         self.setup_reason = ""
@@ -251,21 +254,49 @@ class SandboxJob:
         self.ending: list[SandboxJob] | None = None
         """Where a job killed without waiting puts itself, for its worker to `settle` later."""
 
-    def assign(self, source: bytes, calls: Sequence[Call], cpu_seconds: float, standby: bool = False) -> None:
-        """Send the job its task: the submission's bytes and its calls.
+    def assign(self, source: bytes, cpu_seconds: float) -> None:
+        """Send the job its task: the submission's bytes and its CPU seconds, no call.
 
-        The job writes the file into its folder and imports it; a standby
-        then waits for `go` before its first call.
+        The job writes the file into its folder and imports it, then reads
+        its calls, one at a time, from the same pipe (`call_fd`; see
+        `grader.builtin.runner._Child.send`).
         """
-        task = json.dumps({"calls": [c.request for c in calls], "cpu_seconds": cpu_seconds, "standby": standby})
-        self._send(struct.pack(">II", len(task), len(source)) + task.encode() + source)
-        if not standby:
-            self._close_task()
+        task = json.dumps({"cpu_seconds": cpu_seconds}).encode()
+        self._send(struct.pack(">II", len(task), len(source)) + task + source)
 
-    def go(self) -> None:
-        """Let a standby make its calls."""
-        self._send(b"g")
+    @property
+    def call_fd(self) -> int:
+        """The write end of the job's task and call pipe (its stdin); -1 once closed."""
+        return -1 if self.task_fd is None else self.task_fd
+
+    def end_calls(self) -> None:
+        """Close the call pipe: the worker, at end-of-file, leaves."""
         self._close_task()
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used by every process in the job's slot, from the slot cgroup's ``cpu.stat``.
+
+        The slot holds this job alone (the slot's previous job is gone
+        before a job starts in it); the count includes its set-up and
+        import. None where the zygote reported no such file, or before the
+        job entered the cgroup (the count is still 0).
+        """
+        if self._cpu_fd is None:
+            if not self.cpu_stat:
+                return None
+            try:
+                self._cpu_fd = os.open(self.cpu_stat, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self.cpu_stat = None
+                return None
+        try:
+            data = os.pread(self._cpu_fd, 512, 0)
+        except OSError:
+            return None
+        if not data.startswith(b"usage_usec "):
+            return None
+        usec = int(data[11:data.index(b"\n")])
+        return usec / 1e6 if usec else None
 
     def _send(self, data: bytes) -> None:
         if self.task_fd is None:
@@ -279,7 +310,7 @@ class SandboxJob:
 
     def _close_task(self) -> None:
         if self.task_fd is not None:
-            os.close(self.task_fd)  # a job still waiting for its task or its go leaves
+            os.close(self.task_fd)  # a job still waiting for its task or a call leaves
             self.task_fd = None
 
     def kill(self, finished: bool = False, wait: bool = True) -> None:
@@ -288,10 +319,11 @@ class SandboxJob:
         With ``wait=False`` the kill is only sent: `settle` (which the job's
         worker calls before it needs the slot again) waits for the slot to
         be clean. A job replaced by its standby is ended so, while the
-        standby already makes its calls.
+        standby already makes its calls; and so is a job that answered every
+        call (its slot is settled while the next submission's job imports).
         """
         self._close_task()
-        if self._read_status(0.5 if finished else 0.0) is None:
+        if self._read_status(0.5 if finished and wait else 0.0) is None:
             try:
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)  # pid 1: its namespace goes with it
             except (OSError, TypeError):  # gone already, or no pidfd: the zygote kills it
@@ -328,6 +360,9 @@ class SandboxJob:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
+        if self._cpu_fd is not None:
+            os.close(self._cpu_fd)
+            self._cpu_fd = None
         shutil.rmtree(self.jobdir, ignore_errors=True)
         if self.on_end is not None:
             self.on_end(self.slot)
@@ -351,16 +386,24 @@ class SandboxJob:
             os.close(self.status_fd)
         return self.status
 
-    def _reap(self) -> int:
-        if self._read_status(2.0) is None:
-            self.kill()
-        return self.status if self.status is not None else 128 + signal.SIGKILL
+    def exit_code(self, timeout: float) -> int | None:
+        """The job's exit code (negative: killed by that signal), or None if not reported within ``timeout`` s."""
+        code = self._read_status(timeout)
+        if code is None:
+            return None
+        return -(code - 128) if 128 < code < 128 + 65 else code
 
     def exit_description(self) -> str:
-        code = self._reap()
-        if 128 < code < 128 + 65:
-            return describe_exit(-(code - 128))
-        if code == SETUP_FAILED and self.setup_reason:  # reported by the zygote, never by student code
+        """Words for how the job ended (waiting up to 2 s, then killing it), as if it never imported."""
+        code = self.exit_code(2.0)
+        if code is None:
+            self.kill()
+            code = -signal.SIGKILL
+        return self.describe_exit(code, imported=False)
+
+    def describe_exit(self, code: int, imported: bool) -> str:
+        """Words for the job's end: a set-up failure only as the zygote reports it, before the import."""
+        if code == SETUP_FAILED and self.setup_reason and not imported:  # reported by the zygote, never by student code
             return f"the sandbox could not set up the job: {self.setup_reason}"
         return describe_exit(code)
 
@@ -531,12 +574,15 @@ class _Worker:
         job.ending = self.ending
         return job
 
-    def launch(self, source: bytes, pending: Sequence[Call], _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
-        """`grader.builtin.runner.Launcher`: the ready job gets the task; the next one starts."""
+    def launch(self, source: bytes, _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
+        """`grader.builtin.runner.Launcher`: the ready job gets the task; the next one starts.
+
+        A standby is the same as any job: it imports, then waits for its first call.
+        """
         self._settle_ended()
         job, self.ready = self.ready or self._start(), None
-        job.assign(source, pending, cpu, standby=standby)
-        if self.free:
+        job.assign(source, cpu)
+        if self.free or self.ending:  # a job still ending frees its slot while this one imports
             self.ready = self._start()
         return job
 
@@ -615,7 +661,8 @@ def probe_layers() -> dict[str, Any]:
     try:
         job = SandboxJob(zygote, 0, workdir, DEFAULT_LIMITS, probe=True)
         child = _Child(job)
-        frame = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()})
+        frame = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()},
+                                 expect="probe")
         child.kill()
         layers = frame.get("layers", {}) if isinstance(frame, dict) else {}
         if not layers:

@@ -5,8 +5,8 @@ The JSON results hold no timings (the same inputs give the same bytes), and
 and JUnit's ``time`` attributes do want one, so this plugin wraps
 ``grader_run_calls`` (whichever runner answers) and keeps the seconds of
 every call in ``config.stash["timing"]``, keyed by submission id. The
-seconds are what the child process measured around each call: the time the
-student's code ran, without process start-up and import. A result taken
+seconds are what the grader measured around each call (from sending it to
+the job to reading its answer): without process start-up and import. A result taken
 from the gradebook cache (``grader_cached_result``) ran no call here: its
 time is unknown and counts as 0.
 """

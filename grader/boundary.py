@@ -1,0 +1,488 @@
+"""The boundary between a job and the grader: every frame a job sends is checked here first.
+
+A job (``grader/worker.py`` in a child process or a sandboxed job) answers
+the grader in *frames*: a 4-byte big-endian length, then that many bytes of
+UTF-8 JSON holding one object. Nothing in a frame is trusted: the student's
+code runs in the job and can write any bytes to the result pipe. So,
+
+1. the length prefix is checked against the frame's byte limit *before* the
+   frame is read (`check_length`); a frame over its limit is refused unread
+   and the job is killed;
+2. the bytes are parsed by a JSON parser that refuses the ``NaN`` and
+   ``Infinity`` literals and integers too large to be a float (the worker
+   writes a non-finite float as ``{"$float": "nan"}``, ``"inf"`` or
+   ``"-inf"``, see `FLOAT_KEY`);
+3. the object is validated strictly (`decode_frame`): known event types and
+   keys only, strings valid Unicode (lone surrogates become U+FFFD) and
+   bounded in length, a call's value made of bools, ints within float range,
+   finite floats (or the agreed non-finite encoding) and lists, no deeper
+   and with no more elements than the call's `ResultBudget` allows.
+
+A call's budget comes from what the reference returns for the same call
+(`budget_for`: a few times its size, plus slack); a call without a reference
+value gets `DEFAULT_BUDGET`.
+
+Memory bound
+------------
+Per submission in flight, the grader holds at most:
+
+* the frame being read: ``4 + limit`` bytes, where ``limit`` is
+  ``budget.max_bytes + FRAME_OVERHEAD_BYTES`` (at most
+  ``MAX_BUDGET.max_bytes + FRAME_OVERHEAD_BYTES`` = 32 MiB + 64 KiB), and,
+  while it is parsed, its text (up to 4 bytes a character) and at most
+  ``budget.max_items + FRAME_OVERHEAD_BYTES`` parsed items (counted in the
+  bytes before parsing), about 40 bytes each: with `DEFAULT_BUDGET`, about
+  15 MiB at the peak of one frame;
+* the validated values of the calls made so far (kept for judging), each at
+  most its budget's ``max_items`` items (about 40 bytes each);
+* stdout and stderr, each capped at 16 KiB
+  (`grader.builtin.runner.OUTPUT_CAP_BYTES`).
+
+Only one frame is read at a time: the next call is sent once the previous
+frame is decoded. Parsing costs time in proportion to the frame's bytes, so
+the same bound holds for the grader's CPU per frame.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CALL_KEYS",
+    "CHANNEL_LOST_EXIT",
+    "DEFAULT_BUDGET",
+    "FLOAT_KEY",
+    "FRAME_OVERHEAD_BYTES",
+    "IMPORT_FRAME_BYTES",
+    "MAX_BUDGET",
+    "BoundaryError",
+    "ResultBudget",
+    "budget_for",
+    "check_length",
+    "decode_frame",
+    "encode_nonfinite",
+    "frame_limit",
+]
+
+FLOAT_KEY = "$float"
+"""A non-finite float travels as ``{"$float": "nan" | "inf" | "-inf"}`` (JSON has no literal for it)."""
+
+CHANNEL_LOST_EXIT = 75
+"""The worker's exit code when its result or call channel was closed or replaced by the
+submission (the worker repeats the number: it imports nothing from the grader)."""
+
+FRAME_OVERHEAD_BYTES = 64 << 10
+"""Bytes a call frame may hold beside its value (status, exception type, message, line, mutated)."""
+
+IMPORT_FRAME_BYTES = 64 << 10
+"""Byte limit of the import frame (and of a ``grader doctor`` probe frame)."""
+
+MAX_TEXT = 2000
+"""Characters kept of an exception message."""
+MAX_NAME = 100
+"""Characters kept of an exception type's name."""
+MAX_WHERE = 200
+"""Characters kept of a ``file, line N`` location."""
+MAX_MUTATED = 64
+"""Argument positions a call frame may list as changed in place."""
+
+ITEM_FACTOR = 4
+"""A result may hold this many times as many items (lists and numbers) as the reference's..."""
+ITEM_SLACK = 256
+"""... plus this many."""
+DEPTH_SLACK = 2
+"""A result may nest this many levels deeper than the reference's."""
+BYTES_PER_ITEM = 32
+"""Bytes allowed per item (the longest float literal, ``-2.2250738585072014e-308``, is 24, plus a comma)."""
+BYTES_SLACK = 4096
+"""Bytes allowed on top of ``BYTES_PER_ITEM * max_items``."""
+
+
+@dataclass(frozen=True)
+class ResultBudget:
+    """How large one call's value may be when it crosses the boundary.
+
+    Attributes
+    ----------
+    max_items : int
+        Lists and numbers in the value, counted together (``[[1, 2]]`` is 4).
+    max_depth : int
+        Nesting of lists (a number is 0 deep, ``[1]`` 1, ``[[1]]`` 2).
+    max_bytes : int
+        Bytes of the value's JSON text; the frame may be
+        `FRAME_OVERHEAD_BYTES` larger (see `frame_limit`).
+    """
+
+    max_items: int
+    max_depth: int
+    max_bytes: int
+
+
+DEFAULT_BUDGET = ResultBudget(max_items=1 << 16, max_depth=16, max_bytes=2 << 20)
+"""The budget of a call without a reference value: 65,536 items, 16 deep, 2 MiB."""
+
+MAX_BUDGET = ResultBudget(max_items=1 << 20, max_depth=64, max_bytes=32 << 20)
+"""`budget_for` never gives more: about a million items, 64 deep, 32 MiB."""
+
+
+def _measure(value: Any) -> tuple[int, int]:
+    """(items, depth) of plain data: lists, tuples and dicts nest; anything else is one item."""
+    items, deepest = 0, 0
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        items += 1
+        if hasattr(item, "tolist") and not isinstance(item, (list, tuple, dict)):
+            item = item.tolist()  # a numpy array or scalar
+        if isinstance(item, (list, tuple)):
+            deepest = max(deepest, depth + 1)
+            stack.extend((x, depth + 1) for x in item)
+        elif isinstance(item, dict):
+            deepest = max(deepest, depth + 1)
+            stack.extend((x, depth + 1) for x in item.values())
+    return items, deepest
+
+
+def budget_for(reference_value: Any) -> ResultBudget:
+    """The budget of a call whose reference returns ``reference_value``.
+
+    ``ITEM_FACTOR`` (4) times the reference's items plus ``ITEM_SLACK`` (256),
+    ``DEPTH_SLACK`` (2) levels deeper, and ``BYTES_PER_ITEM`` (32) bytes per
+    allowed item plus ``BYTES_SLACK`` (4 KiB); never more than `MAX_BUDGET`.
+
+    Parameters
+    ----------
+    reference_value : object
+        Plain data (numbers, lists, tuples; numpy arrays are measured as
+        lists), or None when the reference returns nothing usable (for
+        example, it raises): then the slack alone.
+
+    Returns
+    -------
+    ResultBudget
+
+    Examples
+    --------
+    >>> budget_for([[0.5, 0.5], [0.25, 0.75]])
+    ResultBudget(max_items=284, max_depth=4, max_bytes=13184)
+    """
+    items, depth = (0, 0) if reference_value is None else _measure(reference_value)
+    max_items = min(ITEM_FACTOR * items + ITEM_SLACK, MAX_BUDGET.max_items)
+    return ResultBudget(
+        max_items=max_items,
+        max_depth=min(depth + DEPTH_SLACK, MAX_BUDGET.max_depth),
+        max_bytes=min(BYTES_PER_ITEM * max_items + BYTES_SLACK, MAX_BUDGET.max_bytes),
+    )
+
+
+def frame_limit(budget: ResultBudget | None) -> int:
+    """Bytes a call frame may hold (after its 4-byte length): the value's budget plus the overhead."""
+    return (budget or DEFAULT_BUDGET).max_bytes + FRAME_OVERHEAD_BYTES
+
+
+class BoundaryError(Exception):
+    """A frame refused at the boundary.
+
+    Attributes
+    ----------
+    message : str
+        Why, in words for a student (never the frame's content).
+    fatal : bool
+        True when the job's channel can no longer be trusted (a frame over
+        its limit, bytes that are not the agreed JSON): the job is killed
+        and the call is ``crashed``. False when the frame was well formed
+        but its value is not acceptable (too large, an integer beyond float
+        range): the call is ``bad_return`` and the job goes on.
+    """
+
+    def __init__(self, message: str, fatal: bool = True) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fatal = fatal
+
+
+UNREADABLE = "the grader could not read its answer (does your code write to a file descriptor it did not open?)"
+"""The message of a frame that is not what the worker writes."""
+
+
+def _size_words(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
+
+
+def check_length(size: int, limit: int, budget: ResultBudget | None = None, what: str = "call") -> None:
+    """Refuse a frame whose length prefix exceeds ``limit``, before any of it is read.
+
+    Parameters
+    ----------
+    size : int
+        The frame's length prefix, in bytes.
+    limit : int
+        The frame's byte limit (`frame_limit` for a call frame).
+    budget : ResultBudget or None
+        The call's budget; None: `DEFAULT_BUDGET` (a call without a
+        reference value), or a frame that is not a call's.
+    what : str
+        ``"call"``, ``"import"`` or ``"probe"``.
+
+    Raises
+    ------
+    BoundaryError
+        (fatal) If ``size > limit``.
+    """
+    if size <= limit:
+        return
+    if what != "call":
+        raise BoundaryError(f"the job's {what} message was {_size_words(size)}, far more than it may be")
+    if budget is None:
+        raise BoundaryError(f"the result is larger than the grader accepts ({_size_words(size)})")
+    raise BoundaryError(f"the result is far larger than the reference's ({_size_words(size)})")
+
+
+class _BigInt(ValueError):
+    def __init__(self, digits: str) -> None:
+        super().__init__(digits)
+        self.digits = digits
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"the literal {name} is not accepted")
+
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text) - (text[:1] == "-")
+    if digits > 330:  # beyond any float; int() of it would cost time (and fail past 4300 digits)
+        raise _BigInt(str(digits))
+    value = int(text)
+    if digits >= 309:
+        try:
+            float(value)
+        except OverflowError:
+            raise _BigInt(str(digits)) from None
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_int=_parse_int)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_FLOATS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def clean_text(value: Any, limit: int) -> str:
+    """A frame's string, cut to ``limit`` characters, lone surrogates replaced by U+FFFD.
+
+    Raises
+    ------
+    BoundaryError
+        (fatal) If ``value`` is not a string.
+    """
+    if type(value) is not str:
+        raise BoundaryError(UNREADABLE)
+    value = value[:limit]
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = _SURROGATE.sub("\ufffd", value)
+    return value
+
+
+class _Count:
+    __slots__ = ("budget", "items")
+
+    def __init__(self, budget: ResultBudget) -> None:
+        self.items = 0
+        self.budget = budget
+
+
+def _larger(reference: bool) -> str:
+    return "the result is far larger than the reference's" if reference else "the result is larger than the grader accepts"
+
+
+_NUMBERS = frozenset({float, int, bool})
+_LIST = frozenset({list})
+
+
+def _check_row(row: list[Any], kinds: set[type]) -> None:
+    """Refuse a row of numbers holding an overflowed float (1e999); its sum is computed in C."""
+    if float in kinds:
+        total = sum(row)
+        if total - total != 0.0 and any(type(x) is float and x - x != 0.0 for x in row):
+            raise BoundaryError("the result holds a number too large to be a float", fatal=False)
+
+
+def _value(value: Any, depth: int, count: _Count, reference: bool) -> Any:
+    """Validate one value of a call frame; return it with non-finite floats decoded."""
+    kind = type(value)
+    count.items += 1
+    if kind is float:
+        if value - value != 0.0:  # only an overflowing literal (1e999) gets here: NaN literals are refused
+            raise BoundaryError("the result holds a number too large to be a float", fatal=False)
+        return value
+    if kind is int or kind is bool:
+        return value
+    if kind is list:
+        if depth >= count.budget.max_depth:
+            raise BoundaryError(f"the result is nested more than {count.budget.max_depth} lists deep", fatal=False)
+        count.items += len(value)
+        if count.items > count.budget.max_items:
+            raise BoundaryError(f"{_larger(reference)} (more than {count.budget.max_items} numbers and lists)",
+                                fatal=False)
+        kinds = set(map(type, value))
+        if kinds <= _NUMBERS:  # a row of numbers: checked in C, unless it holds an overflow
+            _check_row(value, kinds)
+            return value
+        if kinds == _LIST and depth + 2 <= count.budget.max_depth:  # a matrix: its rows checked here
+            rows = 0
+            for row in value:
+                row_kinds = set(map(type, row))
+                if not row_kinds <= _NUMBERS:
+                    break
+                _check_row(row, row_kinds)
+                rows += 1
+                count.items += len(row)
+            else:
+                if count.items > count.budget.max_items:
+                    raise BoundaryError(f"{_larger(reference)} (more than {count.budget.max_items} numbers and "
+                                        "lists)", fatal=False)
+                return value
+            for row in value[:rows]:  # uncounted again: the rows are walked one by one below
+                count.items -= len(row)
+        count.items -= len(value)  # counted again, one by one
+        return [_value(x, depth + 1, count, reference) for x in value]
+    if kind is dict and len(value) == 1 and type(value.get(FLOAT_KEY)) is str and value[FLOAT_KEY] in _FLOATS:
+        return _FLOATS[value[FLOAT_KEY]]
+    if kind is str:
+        raise BoundaryError("the result holds a string", fatal=False)
+    if value is None:
+        raise BoundaryError("the result holds null (None)", fatal=False)
+    raise BoundaryError(f"the result holds a {'dict' if kind is dict else kind.__name__}", fatal=False)
+
+
+def _plain(value: Any, depth: int, count: _Count) -> Any:
+    """Validate the data of a probe frame: dicts with string keys, lists, numbers, bools, strings."""
+    count.items += 1
+    if count.items > count.budget.max_items or depth > count.budget.max_depth:
+        raise BoundaryError(UNREADABLE)
+    kind = type(value)
+    if kind in (bool, int) or value is None:
+        return value
+    if kind is float:
+        return value if value - value == 0.0 else 0.0
+    if kind is str:
+        return clean_text(value, MAX_TEXT)
+    if kind is list:
+        return [_plain(x, depth + 1, count) for x in value]
+    if kind is dict:
+        return {clean_text(k, MAX_NAME): _plain(v, depth + 1, count) for k, v in value.items()}
+    return _value(value, depth, count, False)  # a {"$float": ...}
+
+
+CALL_KEYS = {
+    "returned": frozenset({"event", "status", "value", "mutated"}),
+    "raised": frozenset({"event", "status", "type", "value_error", "message", "where", "mutated"}),
+    "not_implemented": frozenset({"event", "status", "message", "mutated"}),
+    "bad_return": frozenset({"event", "status", "message", "mutated"}),
+}
+"""The keys a call frame may hold, by status."""
+_IMPORT_KEYS = frozenset({"event", "ok", "type", "message", "where"})
+PROBE_BUDGET = ResultBudget(max_items=4096, max_depth=4, max_bytes=IMPORT_FRAME_BYTES)
+
+
+def encode_nonfinite(value: Any) -> Any:
+    """Plain data with each NaN or infinity replaced by its ``{"$float": ...}`` encoding (as the worker writes it)."""
+    if type(value) is float and value - value != 0.0:
+        return {FLOAT_KEY: "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if type(value) is list or type(value) is tuple:
+        return [encode_nonfinite(v) for v in value]
+    if type(value) is dict:
+        return {k: encode_nonfinite(v) for k, v in value.items()}
+    return value
+
+
+def _mutated(value: Any) -> tuple[int, ...]:
+    if type(value) is not list or len(value) > MAX_MUTATED or any(type(i) is not int for i in value):
+        raise BoundaryError(UNREADABLE)
+    return tuple(sorted({i for i in value if 0 <= i < MAX_MUTATED}))
+
+
+def decode_frame(data: bytes, expect: str = "call", budget: ResultBudget | None = None) -> dict[str, Any]:
+    """Parse and validate one frame's bytes (without its length prefix).
+
+    Parameters
+    ----------
+    data : bytes
+        The frame, already checked by `check_length`.
+    expect : str
+        The frame the grader waits for: ``"import"``, ``"call"`` or
+        ``"probe"``; any other event type is refused.
+    budget : ResultBudget or None
+        The call's budget (None: `DEFAULT_BUDGET`).
+
+    Returns
+    -------
+    dict
+        A fresh dict holding only known keys, every one present:
+        import: ``event, ok, type, message, where``; call: ``event,
+        status, value, type, value_error, message, where, mutated`` (a
+        sorted tuple); probe: ``event, layers``.
+
+    Raises
+    ------
+    BoundaryError
+        Fatal when the bytes are not a frame of the expected kind; not
+        fatal when a call's value breaks its budget or holds what is not
+        a number (its message says what).
+    """
+    reference = budget is not None
+    budget = budget or DEFAULT_BUDGET
+    if expect == "call":
+        # Parsed items cannot outnumber these bytes; refuse before parsing what would exceed the budget.
+        tokens = data.count(b",") + data.count(b"[") + data.count(b"{")
+        if tokens > budget.max_items + FRAME_OVERHEAD_BYTES:
+            raise BoundaryError(f"{_larger(reference)} (more than {budget.max_items} numbers and lists)", fatal=False)
+    try:
+        frame = _DECODER.decode(data.decode("utf-8"))
+    except _BigInt as exc:
+        raise BoundaryError(f"the result holds an integer too large to be a float ({exc.digits} digits)",
+                            fatal=False) from None
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested too deep to parse
+        raise BoundaryError(UNREADABLE) from None
+    if type(frame) is not dict or frame.get("event") != expect:
+        raise BoundaryError(UNREADABLE)
+    if expect == "import":
+        if not frame.keys() <= _IMPORT_KEYS or type(frame.get("ok")) is not bool:
+            raise BoundaryError(UNREADABLE)
+        if frame["ok"] and len(frame) != 2:
+            raise BoundaryError(UNREADABLE)
+        return {
+            "event": "import", "ok": frame["ok"],
+            "type": clean_text(frame.get("type", "Error"), MAX_NAME) or "Error",
+            "message": clean_text(frame.get("message", ""), MAX_TEXT),
+            "where": clean_text(frame.get("where", ""), MAX_WHERE),
+        }
+    if expect == "probe":
+        if frame.keys() != {"event", "layers"} or type(frame["layers"]) is not dict:
+            raise BoundaryError(UNREADABLE)
+        return {"event": "probe", "layers": _plain(frame["layers"], 0, _Count(PROBE_BUDGET))}
+    status = frame.get("status")
+    allowed = CALL_KEYS.get(status) if type(status) is str else None
+    if allowed is None or not frame.keys() <= allowed or (status == "returned" and "value" not in frame):
+        raise BoundaryError(UNREADABLE)
+    value_error = frame.get("value_error", False)
+    if type(value_error) is not bool:
+        raise BoundaryError(UNREADABLE)
+    out = {
+        "event": "call", "status": status, "value": None,
+        "type": clean_text(frame.get("type", ""), MAX_NAME),
+        "value_error": value_error,
+        "message": clean_text(frame.get("message", ""), MAX_TEXT),
+        "where": clean_text(frame.get("where", ""), MAX_WHERE),
+        "mutated": _mutated(frame.get("mutated", [])),
+    }
+    if status == "returned":
+        count = _Count(budget)
+        out["value"] = _value(frame["value"], 0, count, reference)
+    return out
