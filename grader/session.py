@@ -8,6 +8,7 @@ the results, and hands the report to the writers.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -225,9 +226,35 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
             if visible_only and check.visibility != "visible":
                 continue
             kind = kinds[check.kind]
-            items.append(PreparedCheck(check, kind, context, kind.prepare(check, context)))
+            ready = _bounded(check, context, kind.prepare(check, context))
+            items.append(PreparedCheck(check, kind, context, ready))
         prepared.append((exercise, tuple(items)))
     return Collected(tuple(exercises), tuple(prepared), spec_hash(used, reference_path))
+
+
+def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared:
+    """The prepared calls with their result budgets and whether they are hidden.
+
+    A call's budget (`grader.boundary.budget_for`) is a few times the size
+    of what the reference returns on the same arguments: a job's answer
+    larger than that is refused before it is read. A call on which the
+    reference raises (a ``raises`` check) gets the slack alone. A call is
+    hidden when its check is not ``visible``: the submission's output is
+    shown only up to the first hidden call.
+    """
+    from grader.boundary import budget_for
+    from grader.builtin.checks import guarded_call
+
+    calls = []
+    for call in prepared.calls:
+        fn = context.reference.get(call.function)
+        try:
+            value = guarded_call(fn, copy.deepcopy(call.args)) if fn is not None else None
+        except BaseException:  # noqa: BLE001 - the reference is meant to raise here (a raises check)
+            value = None
+        calls.append(dataclasses.replace(call, budget=budget_for(value), hidden=_hidden(check)))
+    return dataclasses.replace(prepared, calls=tuple(calls))
+
 
 
 def _looks_like_spec(name: str) -> bool:
