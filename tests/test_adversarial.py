@@ -204,8 +204,8 @@ ATTACKS = {
     # issue 9, system calls
     "listmount": Attack(((SANDBOX, "Function not implemented"),), absent=("LISTMOUNT-WORKED",)),
     "flock_shared": Attack((SANDBOX,), absent=("FLOCK-WORKED",)),
-    "getcwd_host": Attack(("bytes_to_mib raised ValueError on valid input", "CWD=/"),
-                          absent=("/tmp/", "grader-sandbox", "grader-job", str(ROOT))),
+    "getcwd_host": Attack(("bytes_to_mib raised ValueError on valid input", "CWD=/tmp FILE=/tmp/attention.py"),
+                          absent=("grader-sandbox", "grader-job", str(ROOT))),
 }
 BUILT = {
     # Attacks made at test time from the grader's own data (see `_precomputed_attack`).
@@ -352,7 +352,7 @@ def _precomputed_attack(baseline: Path) -> str:
     spec = importlib.util.spec_from_file_location("adversarial_reference", ROOT / "reference" / "attention.py")
     reference = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reference)
-    with _environment(**{SECRET_ENV: None}):
+    with _environment(**{SECRET_ENV: None, SECRET_ENV + "_FILE": None}):
         collected = _collected()
 
     def plain(value: object) -> object:
@@ -575,7 +575,7 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     start = time.time() - 1
     log = tmp_path_factory.mktemp("adv-log") / "grade.log"
     try:
-        with _environment(**{SECRET_ENV: secret}):
+        with _environment(**{SECRET_ENV: secret, SECRET_ENV + "_FILE": None}):
             code, seconds, printed = _grade_watched(
                 [str(attacks), *(f"submissions/{b}" for b in BASELINES)], out, log)
             hidden = _hidden_tokens()
@@ -1062,7 +1062,7 @@ ARCHIVED = {
     "zip_correct": "correct",
     "zip_many": "honest + 20,000 other files",
     "zip_dup": "attention.py twice (honest, then correct)",
-    "L" * 300: "honest, under a folder name longer than a file system allows",
+    "L" * 300: "honest, under a folder name longer than a file system allows (graded: its files are not named so)",
 }
 SOURCES = {
     "honest": ROOT / "submissions" / "mib_decimal" / "attention.py",
@@ -1238,14 +1238,13 @@ def test_a_named_pipe_is_not_a_missing_file(named_class: dict) -> None:
 def test_archive_problems_are_one_student_s(named_class: dict, name: str) -> None:
     """The archive is graded; a student's own problem (too many files, a member twice, a name too long) is theirs."""
     sub = _named(named_class, name)
-    if name == "zip_honest":
-        assert sub["status"] == "graded" and sub["score"] == SCORES["honest"]
+    if name == "zip_honest" or len(name) > 255:
+        assert sub["status"] == "graded" and sub["score"] == SCORES["honest"], sub["error"]
     elif name == "zip_correct":
         assert sub["status"] == "graded" and sub["score"] == SCORES["correct"]
     else:
         assert sub["status"] == "error" and sub["score"] == 0, sub
-        words = {"zip_many": ("files", "members"), "zip_dup": ("twice", "more than once", "duplicate")}.get(
-            name, ("too long", "longer than"))
+        words = {"zip_many": ("20,001 files", "files"), "zip_dup": ("twice", "more than once", "duplicate")}[name]
         assert any(w in sub["error"] for w in words), sub["error"]
         assert "Traceback" not in sub["error"]
 
