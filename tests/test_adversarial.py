@@ -8,21 +8,42 @@ descriptors or raw system calls, writing fake reports, the network, fork and
 memory bombs, hangs, huge output, killing processes, daemons, exits,
 BaseExceptions, monkeypatching, lying return values, forged result frames,
 planted ``sitecustomize.py``/``conftest.py``/``.pth`` files. The attacks that
-cheat would score full marks if they worked.
+cheat would score full marks if they worked. Issue 9 added attacks on the
+grader's own side: what a job sends (lone surrogates, NaN and 400-digit
+durations from a patched clock, forged frames of huge ints, NaN literals,
+deep and wide junk, a closed or replaced result pipe, longdouble, complex,
+bytes and str subclasses), what reaches readers (ANSI/OSC escapes, GitHub
+workflow commands, characters XML cannot hold), hidden inputs (printed,
+found in memory at import, carried by exception messages, precomputed from
+the specs' seeds) and system calls (listmount/statmount, flock on a shared
+file, getcwd).
 
 All of them are graded in one run (fixture ``attacked``), from a temporary
 copy in which the repository path they aim at (``/work/main``) is replaced by
-this checkout's, together with the honest baselines ``mib_decimal`` and
-``starter``. Each test asserts that the
-attack earns no more than its honest baseline and that the report names the
-problem in a student's words; the session tests assert that grading
-finished, that nothing outside the output folder changed, that no network
-helper was reached and that no process survived.
+this checkout's, together with the honest baselines ``mib_decimal``,
+``starter`` and ``no_sqrt_dk`` and an honest classmate (``correct_numpy``),
+as a GitHub Actions job runs it (what it prints is kept) and with a course
+secret of its own. Each test asserts that the attack earns no more than its
+honest baseline and that the report names the problem in a student's words;
+the session tests assert that grading finished, that the classmate kept
+full marks, that every class-level file was written, that nothing outside
+the output folder changed, that no network helper was reached, that no
+process survived, that the terminal and CI log got no escape sequence or
+forged workflow command, and that no hidden input reached a student's page.
 
 A second run (fixture ``odd_class``) grades a class folder built at test
 time: symbolic links out of the submission, non-UTF-8 and oversized source
 files, and a zip archive with path traversal, absolute paths, a symbolic
-link and a zip bomb.
+link and a zip bomb. A third (``named_class``) grades students whose names
+attack the writers (not UTF-8, 240 bytes, ``bob/`` beside ``bob.py``,
+``summary``, ``frank``/``frank-2``/``frank.py``, a CR, formulas, controls
+and bidi characters, ``Ann``/``ann``, a FIFO named ``attention.py``) and an
+archive whose problems are one student's each (20,000 files, a member twice,
+a folder name too long for a file system). A fourth (``parent_load``, in a
+separate process whose peak RSS and CPU time are sampled) grades the attacks
+of ``tests/adversarial/_parent/``: floods of maximal and of junk frames, and
+a CPU hog beside a slow but correct classmate. ``-p no:sandbox`` must be
+refused.
 
 Attacks that would harm this machine if they ran outside the sandbox refuse
 to (they check that they are not root and are pid 1 of their namespace), and
