@@ -203,7 +203,9 @@ ATTACKS = {
     "clock_nan": Attack((HONEST_WRONG,)),
     "clock_huge_int": Attack((HONEST_WRONG,)),
     "forged_huge_int": Attack((UNREADABLE,)),
-    "forged_nan_literal": Attack((UNREADABLE,)),
+    # NaN is data a worker may send (a NaN result): the forged answer may be judged, and the job's exit costs
+    # the next call
+    "forged_nan_literal": Attack(((UNREADABLE, "mib differs from the expected value"),), same=False),
     "forged_deep_dict": Attack((UNREADABLE,)),
     "forged_wide_junk": Attack((UNREADABLE,)),
     "close_result_fd": Attack((("closed", "replaced"),), absent=FALSE_BLAME),
@@ -809,10 +811,19 @@ def _workflow_commands(log: str) -> tuple[list[str], list[str]]:
 
 
 def _assert_safe_for_github(log: str) -> None:
+    """No workflow command of the student's: only the grader's own annotations, whose student text is escaped.
+
+    The attacks' forged commands all carry ``FORGED-COMMAND``; a grader's annotation (``::error
+    file=...::message``) may hold student text, escaped, but never starts its message with it.
+    """
     active, tokens = _workflow_commands(log)
     assert not [t for t in tokens if "FORGED" in t], tokens
-    forged = [line for line in active if "FORGED" in line or not line.startswith(
-        ("::error file=", "::warning file=", "::notice file="))]
+    forged = []
+    for line in active:
+        found = re.match(r"::(\w[\w-]*)( [^:]*)?::(.*)$", line)
+        if not found or found[1] not in ("error", "warning", "notice") or "file=" not in (found[2] or "") \
+                or found[3].startswith("FORGED") or "FORGED" in (found[2] or ""):
+            forged.append(line)
     assert not forged, forged[:5]
 
 
@@ -1207,7 +1218,7 @@ def test_a_student_s_name_changes_nothing_of_their_grade(named_class: dict, name
     page = _page(named_class["out"], sub).read_text(encoding="utf-8")
     assert f"{sub['score']:g}" in page
     if isinstance(name, str) and name.isprintable():
-        assert html.escape(name, quote=False) in page or html.escape(name) in page
+        assert name.strip() in html.unescape(page)
 
 
 def test_the_class_pages_stay_the_class_s(named_class: dict) -> None:
