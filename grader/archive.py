@@ -1,51 +1,94 @@
-"""Safe extraction of the zip archives that learning-management systems export.
+"""Safe reading of the zip archives that learning-management systems export.
 
-Only ``.py`` files are extracted. A member with an absolute path, a ``..``
-component, a symbolic link, or more bytes than allowed is skipped and
-reported; the archive as a whole is refused only when it is not a zip file
-or exceeds the total limits (a zip bomb).
+The archive is read as a listing first: its students are the folders and
+``.py`` files under its root (the archive's single top-level folder, when it
+has one, descended while it holds one folder and no ``attention.py``). Only
+each student's ``attention.py`` (or the ``<id>.py`` file itself) is
+extracted, each to a folder of its own with a name the grader makes
+(``00003/attention.py``), so no member name, however long, odd or
+case-folded, decides a path on disk.
+
+Everything that is wrong with one student's part of the archive is that
+student's problem, in words (`Student.problem`): too many files in the
+folder (`MAX_STUDENT_FILES`), the file twice, a symbolic link, a special
+file, more than `MAX_MEMBER_BYTES`, a member that cannot be decompressed.
+Members with an absolute path or a ``..`` component are never extracted
+(and reported in `Extracted.skipped`). The archive as a whole is refused
+only when it is not a zip file, lists more than `MAX_MEMBERS` members, or
+would extract more than `MAX_TOTAL_BYTES` (a zip bomb).
 """
 
 from __future__ import annotations
 
 import stat
 import zipfile
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-__all__ = ["ArchiveError", "Extracted", "safe_extract"]
+__all__ = ["ArchiveError", "Extracted", "Student", "safe_extract"]
 
-MAX_MEMBERS = 20_000
-"""Most members read from one archive."""
+FILENAME = "attention.py"
+
+MAX_MEMBERS = 200_000
+"""Most members listed by one archive; more and it is refused (its listing alone costs memory)."""
+MAX_STUDENT_FILES = 1_000
+"""Most files one student's folder in an archive may hold; more is that student's error."""
 MAX_MEMBER_BYTES = 2 * 1024 * 1024
 """Largest extracted file, in bytes (2 MiB, the submission size limit)."""
 MAX_TOTAL_BYTES = 512 * 1024 * 1024
 """Most bytes extracted from one archive (512 MiB)."""
 
+_KINDS = {
+    stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder",
+}
+
 
 class ArchiveError(Exception):
-    """The archive cannot be used at all (not a zip, or over the total limits)."""
+    """The archive cannot be used at all (not a zip, or over the whole-archive limits)."""
+
+
+@dataclass
+class Student:
+    """One student found in an archive.
+
+    Attributes
+    ----------
+    name : str
+        The folder's or file's name under the archive's root, verbatim
+        (``"alice"``, ``"bob.py"``); the archive's own stem for an archive
+        that is one student's folder.
+    is_file : bool
+        Whether the student is a ``.py`` file rather than a folder.
+    file : pathlib.Path or None
+        Where the graded file was extracted; None when there is none.
+    problem : str
+        Why the student cannot be graded, in words; "" when they can (or
+        when there simply is no ``attention.py``: ``file`` is then None).
+    """
+
+    name: str
+    is_file: bool
+    file: Path | None = None
+    problem: str = ""
 
 
 @dataclass
 class Extracted:
-    """What `safe_extract` did.
+    """What `safe_extract` found.
 
     Attributes
     ----------
-    root : pathlib.Path
-        The folder to locate submissions in (the archive's single top-level
-        folder when it has one).
+    students : list of Student
+        In sorted order of their names.
     skipped : list of str
-        ``"member: reason"`` for every member left out.
-    left_out : dict of pathlib.Path to str
-        Where a member that was left out would have been extracted, and
-        why (so its student is still listed, with the reason).
+        ``"member: reason"`` for every member left out that the instructor
+        should hear about (absolute paths, ``..``, links, oversized files).
     """
 
-    root: Path
+    students: list[Student] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    left_out: dict[Path, str] = field(default_factory=dict)
 
 
 def _safe_parts(name: str) -> tuple[str, ...] | None:
@@ -55,15 +98,33 @@ def _safe_parts(name: str) -> tuple[str, ...] | None:
     return path.parts
 
 
+def _hidden(parts: tuple[str, ...]) -> bool:
+    return bool(parts) and (parts[0] == "__MACOSX" or any(p.startswith(".") for p in parts))
+
+
+def _member_count(archive: Path) -> int | None:
+    """The member count the archive's end record states, read before the listing is parsed."""
+    try:
+        with open(archive, "rb") as fh:
+            end = zipfile._EndRecData(fh)  # type: ignore[attr-defined]
+    except (OSError, AttributeError, zipfile.BadZipFile):
+        return None
+    return int(end[zipfile._ECD_ENTRIES_TOTAL]) if end else None  # type: ignore[attr-defined]
+
+
+def _times(n: int) -> str:
+    return "twice" if n == 2 else f"{n} times"
+
+
 def safe_extract(archive: Path, dest: Path) -> Extracted:
-    """Extract the ``.py`` members of ``archive`` into ``dest``, safely.
+    """List the students of ``archive`` and extract each one's file into ``dest``.
 
     Parameters
     ----------
     archive : pathlib.Path
         A zip file.
     dest : pathlib.Path
-        An empty folder.
+        An empty folder; student ``i`` (in sorted order) gets ``dest/<i>/attention.py``.
 
     Returns
     -------
@@ -72,57 +133,142 @@ def safe_extract(archive: Path, dest: Path) -> Extracted:
     Raises
     ------
     ArchiveError
-        If the file is not a zip archive, has more than `MAX_MEMBERS`
-        members, or would extract more than `MAX_TOTAL_BYTES`.
+        If the file is not a readable zip archive, lists more than
+        `MAX_MEMBERS` members, or would extract more than `MAX_TOTAL_BYTES`.
     """
+    stated = _member_count(archive)
+    if stated is not None and stated > MAX_MEMBERS:
+        raise ArchiveError(f"{archive}: {stated:,} members; an archive may list at most {MAX_MEMBERS:,}")
     try:
         zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 -- BadZipFile, OSError, a name flagged UTF-8 that is not
         raise ArchiveError(f"{archive}: not a readable zip archive ({exc})") from None
-    skipped: list[str] = []
-    left_out: dict[Path, str] = {}
-    total = 0
     with zf:
         members = zf.infolist()
         if len(members) > MAX_MEMBERS:
-            raise ArchiveError(f"{archive}: {len(members)} members; the limit is {MAX_MEMBERS}")
-        for info in members:
-            if info.is_dir() or not info.filename.endswith(".py"):
-                parts = _safe_parts(info.filename.rstrip("/"))
-                if parts and len(parts) > 1 and not any(p.startswith((".", "__MACOSX")) for p in parts):
-                    # Keep the folder, so a student who sent no .py file is still listed.
-                    dest.joinpath(*parts[:-1] if not info.is_dir() else parts).mkdir(parents=True, exist_ok=True)
-                continue
-            parts = _safe_parts(info.filename)
-            if parts is None:
-                skipped.append(f"{info.filename}: an absolute path or one with '..', refused (it may lead outside)")
-                continue
-            if stat.S_ISLNK(info.external_attr >> 16):
-                skipped.append(f"{info.filename}: a symbolic link")
-                left_out[dest.joinpath(*parts)] = "it is a symbolic link"
-                dest.joinpath(*parts).parent.mkdir(parents=True, exist_ok=True)
-                continue
-            if parts[0] in ("__MACOSX",) or any(p.startswith(".") for p in parts):
-                continue
-            target = dest.joinpath(*parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            written = 0
-            with zf.open(info) as src, open(target, "wb") as out:
-                while chunk := src.read(1 << 16):
-                    written += len(chunk)
-                    total += len(chunk)
-                    if total > MAX_TOTAL_BYTES:
-                        raise ArchiveError(f"{archive}: extracts to more than {MAX_TOTAL_BYTES >> 20} MiB (a zip bomb?)")
-                    if written > MAX_MEMBER_BYTES:
-                        break
-                    out.write(chunk)
-            if written > MAX_MEMBER_BYTES:
-                target.unlink()
-                skipped.append(f"{info.filename}: larger than {MAX_MEMBER_BYTES >> 20} MiB")
-                left_out[target] = f"it is larger than {MAX_MEMBER_BYTES >> 20} MiB"
-    root = dest
-    entries = [p for p in dest.iterdir()]
-    while len(entries) == 1 and entries[0].is_dir() and not (entries[0] / "attention.py").exists():
-        root = entries[0]
-        entries = list(root.iterdir())
-    return Extracted(root, skipped, left_out)
+            raise ArchiveError(f"{archive}: {len(members):,} members; an archive may list at most {MAX_MEMBERS:,}")
+        return _extract(zf, members, archive, dest)
+
+
+def _extract(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path, dest: Path) -> Extracted:
+    skipped: list[str] = []
+    files: dict[tuple[str, ...], list[zipfile.ZipInfo]] = defaultdict(list)  # kept file members by path
+    folders: set[tuple[str, ...]] = set()  # every folder the kept members imply
+    counted: list[tuple[str, ...]] = []  # the parts of every file member, hidden or not, for the per-folder count
+    for info in members:
+        name = info.filename
+        parts = _safe_parts(name.rstrip("/"))
+        if parts is None:
+            if name.endswith(".py"):
+                skipped.append(f"{name}: an absolute path or one with '..', refused (it may lead outside)")
+            continue
+        if info.is_dir():
+            if not _hidden(parts):
+                folders.update(parts[:i] for i in range(1, len(parts) + 1))
+            continue
+        counted.append(parts)
+        if _hidden(parts):
+            continue
+        folders.update(parts[:i] for i in range(1, len(parts)))
+        if name.endswith(".py"):
+            files[parts].append(info)
+
+    # The root: descend while it holds a single folder, no .py file and no attention.py.
+    root: tuple[str, ...] = ()
+    while True:
+        children = {p[len(root)] for p in folders | set(files) if len(p) > len(root) and p[: len(root)] == root}
+        if len(children) != 1:
+            break
+        (child,) = children
+        below = (*root, child)
+        if below not in folders or below in files or (*below, FILENAME) in files:
+            break
+        root = below
+
+    extracted = Extracted(skipped=skipped)
+    total = [0]
+    if (*root, FILENAME) in files:  # the archive is one student's folder
+        name = root[-1] if root else archive.stem
+        student = Student(name, False)
+        extracted.students.append(student)
+        _take(zf, files[(*root, FILENAME)], student, dest / "00000", archive, total, skipped)
+        return extracted
+
+    sizes: dict[str, int] = defaultdict(int)
+    for parts in counted:
+        if len(parts) > len(root) + 1 and parts[: len(root)] == root:
+            sizes[parts[len(root)]] += 1
+    names = sorted(
+        {p[len(root)] for p in folders if len(p) > len(root) and p[: len(root)] == root}
+        | {p[len(root)] for p in files if len(p) == len(root) + 1 and p[: len(root)] == root},
+        key=lambda n: n.encode("utf-8", "surrogatepass"),
+    )
+    for index, name in enumerate(n for n in names if not n.startswith(("_", "."))):
+        folder = (*root, name)
+        student = Student(name, folder not in folders)
+        extracted.students.append(student)
+        where = dest / f"{index:05d}"
+        if student.is_file:
+            _take(zf, files[folder], student, where, archive, total, skipped)
+        elif sizes[name] > MAX_STUDENT_FILES:
+            student.problem = (
+                f"your folder {name} in {archive} holds {sizes[name]:,} files; the grader reads at most "
+                f"{MAX_STUDENT_FILES:,} per student: send {FILENAME} without the rest"
+            )
+        elif (*folder, FILENAME) in files:
+            _take(zf, files[(*folder, FILENAME)], student, where, archive, total, skipped)
+        elif (*folder, FILENAME) in folders:
+            student.problem = f"{FILENAME} in {archive} is a folder, not a file: the student folder must hold {FILENAME}"
+    return extracted
+
+
+def _take(
+    zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], student: Student, where: Path, archive: Path,
+    total: list[int], skipped: list[str],
+) -> None:
+    """Extract a student's one file to ``where/attention.py``, or set the student's problem."""
+    shown = (_safe_parts(infos[0].filename) or (FILENAME,))[-1]  # the file's own name, also for "a\\b.py"
+    if len(infos) > 1:
+        none = "neither was graded" if len(infos) == 2 else "none of them was graded"
+        student.problem = (f"{shown} appears {_times(len(infos))} in {archive} ({infos[0].filename}); {none}: "
+                           "export the submissions again with one file per student")
+        return
+    info = infos[0]
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        skipped.append(f"{info.filename}: a symbolic link")
+        student.problem = f"{shown} was left out of {archive}: it is a symbolic link"
+        return
+    if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
+        student.problem = (f"{shown} was left out of {archive}: it is not a regular file "
+                           f"({_KINDS.get(stat.S_IFMT(mode), 'a special file')})")
+        return
+    if info.file_size > MAX_MEMBER_BYTES:
+        skipped.append(f"{info.filename}: larger than {MAX_MEMBER_BYTES >> 20} MiB")
+        student.problem = f"{shown} was left out of {archive}: it is larger than {MAX_MEMBER_BYTES >> 20} MiB"
+        return
+    where.mkdir(parents=True, exist_ok=True)
+    target = where / FILENAME
+    written = 0
+    try:
+        with zf.open(info) as src, open(target, "wb") as out:
+            while chunk := src.read(1 << 16):
+                written += len(chunk)
+                total[0] += len(chunk)
+                if total[0] > MAX_TOTAL_BYTES:
+                    raise ArchiveError(f"{archive}: extracts to more than {MAX_TOTAL_BYTES >> 20} MiB (a zip bomb?)")
+                if written > MAX_MEMBER_BYTES:
+                    break
+                out.write(chunk)
+    except ArchiveError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- bad CRC, encrypted, an unknown compression method
+        target.unlink(missing_ok=True)
+        student.problem = f"{shown} could not be extracted from {archive} ({type(exc).__name__}: {exc})"
+        return
+    if written > MAX_MEMBER_BYTES:
+        target.unlink()
+        skipped.append(f"{info.filename}: larger than {MAX_MEMBER_BYTES >> 20} MiB")
+        student.problem = f"{shown} was left out of {archive}: it is larger than {MAX_MEMBER_BYTES >> 20} MiB"
+        return
+    student.file = target

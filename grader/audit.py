@@ -187,8 +187,7 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
                 f"{catalogue.path}: entries[{index}] '{entry.name}'.exercises: unknown exercise(s) {unknown} "
                 f"(the specs have {', '.join(exercises)})"
             )
-    calls = [call for _, items in collected.checks for pc in items for call in pc.prepared.calls]
-    outcomes = run_entries(config, catalogue.entries, calls)
+    outcomes = run_entries(config, catalogue.entries, list(collected.calls))
     with_diagnosis = config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False)
     if with_diagnosis:
         diagnosis.table(config, outcomes={e.name: outcomes[e.name] for e in catalogue.mutants})

@@ -168,6 +168,13 @@ def _run(config: Config) -> int:
     else:
         report = session.grade(config, config.options.paths)
     config.hook.grader_terminal_summary(report=report, config=config, write=_write)
+    faults = config.stash.get("session.internal_errors", [])
+    if faults:
+        shown = ", ".join(f"{sub_id!a} ({fault})" for sub_id, fault in faults[:5])
+        more = f" and {len(faults) - 5} more" if len(faults) > 5 else ""
+        print(f"grader: internal error on {len(faults)} submission(s): {shown}{more}; they are graded 'error', every "
+              f"other result and every class file was written (the tracebacks are above)", file=sys.stderr)
+        return EXIT_INTERNAL
     if config.command == "check":
         passed = all(c.status == "passed" for s in report.submissions for e in s.exercises for c in e.checks)
         return EXIT_OK if passed and all(s.status == "graded" for s in report.submissions) else EXIT_CHECKS_FAILED

@@ -46,34 +46,29 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
 
 
 def safe_name(text: str) -> str:
-    """A file-name-safe version of a student id (letters, digits, ``._-``)."""
-    cleaned = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in text).strip(".")
-    return cleaned or "submission"
+    """The file-name-safe form of a student id (`grader.naming.slug_base`)."""
+    from grader.naming import slug_base
+
+    return slug_base(text)
 
 
 def unique_file_names(ids: list[str], suffix: str, reserved: tuple[str, ...] = ()) -> dict[str, str]:
-    """A unique, file-name-safe ``<id><suffix>`` for each id (``alice.html``, ``alice-2.html``).
+    """A unique, file-name-safe ``<slug><suffix>`` for each id (`grader.naming.assign_slugs`).
 
     Parameters
     ----------
     ids : list of str
-        Student ids, in order; ids that clean to the same name get ``-2``, ``-3``...
+        Student ids, in order (distinct).
     suffix : str
         The file extension, with its dot.
     reserved : tuple of str
-        Names never given out (e.g. ``index.html``).
+        File names never given out, besides `grader.naming.RESERVED`
+        (compared without their suffix and case).
     """
-    names: dict[str, str] = {}
-    used = set(reserved)
-    for sid in ids:
-        base = safe_name(sid)
-        name, n = f"{base}{suffix}", 1
-        while name in used:
-            n += 1
-            name = f"{base}-{n}{suffix}"
-        used.add(name)
-        names[sid] = name
-    return names
+    from grader.naming import RESERVED, assign_slugs
+
+    stems = tuple(r[: -len(suffix)] if suffix and r.endswith(suffix) else r for r in reserved)
+    return {sid: slug + suffix for sid, slug in zip(ids, assign_slugs(ids, reserved=(*RESERVED, *stems)))}
 
 
 class SubmissionFiles:
@@ -88,8 +83,10 @@ class SubmissionFiles:
     ----------
     folder : pathlib.Path
         Where the files go (made when missing).
-    ids : sequence of str
-        Every submission id of the batch, in order.
+    items : sequence
+        Every submission (or result) of the batch, in order: objects with
+        ``id`` and ``slug``; each file is ``<slug><suffix>`` (see
+        `grader.naming`; slugs are made from the ids when they are missing).
     suffix : str
         The file extension, with its dot.
     render : callable
@@ -97,16 +94,15 @@ class SubmissionFiles:
     failure : str
         The start of the one-line error when a file cannot be written
         (``"--out DIR: cannot write the reports"``).
-    reserved : tuple of str
-        Names never given out (``index.html``).
     """
 
     def __init__(
-        self, folder: Path, ids: Sequence[str], suffix: str, render: Callable[[Any], str], failure: str,
-        reserved: tuple[str, ...] = (),
+        self, folder: Path, items: Sequence[Any], suffix: str, render: Callable[[Any], str], failure: str,
     ) -> None:
+        from grader.naming import slugs_of
+
         self.folder = folder
-        self.names = unique_file_names(list(ids), suffix, reserved)
+        self.names = {sid: slug + suffix for sid, slug in slugs_of(items).items()}
         self.render = render
         self.failure = failure
         self.written: set[str] = set()

@@ -155,6 +155,13 @@ class Submission:
         Hex digest of the file's bytes (empty when there is no file).
     problem : str
         Why the submission cannot be graded (empty when it can).
+    slug : str
+        The file name stem of the student's files (``<slug>.html``), set for
+        the whole batch by `grader.session.locate_all` (`grader.naming`).
+    raw_name : bytes
+        The folder's or file's name as found (its bytes on disk, ``frank.py``
+        for a file), which the naming rule uses to tell apart ids that
+        collide; empty for a roster entry.
     """
 
     id: str
@@ -162,6 +169,8 @@ class Submission:
     file: str | None
     sha256: str = ""
     problem: str = ""
+    slug: str = ""
+    raw_name: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -368,6 +377,9 @@ class SubmissionResult:
         does not import).
     error : str
         The reason when ``status == "error"``.
+    slug : str
+        The file name stem of the student's files (see `grader.naming`);
+        "" when unknown (writers then derive one from the ids).
     """
 
     id: str
@@ -380,6 +392,7 @@ class SubmissionResult:
     error: str = ""
     stdout: str = ""
     stderr: str = ""
+    slug: str = ""
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,12 @@ the results, and hands the report to the writers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
+import sys
+import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +23,14 @@ from typing import Any
 from grader import __version__
 from grader.builtin.checks import KindContext
 from grader.config import Config
-from grader.errors import ConfigError, PluginError
+from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
 from grader.models import (
+    Call,
     CallResult,
     Check,
+    CheckResult,
     Exercise,
+    ExerciseResult,
     GradingReport,
     Prepared,
     RunOutcome,
@@ -64,11 +70,48 @@ class Collected:
         """
         return GradingReport(__version__, self.spec_hash, command, (), self.exercises)
 
+    @functools.cached_property
+    def run_order(self) -> tuple[tuple[Exercise, PreparedCheck], ...]:
+        """Every prepared check in the order its calls are made: visible checks first.
+
+        A submission's output is shown only up to its first hidden call,
+        and a job learns each call only when it is made: running every
+        visible check before any hidden one keeps the most of what the
+        student printed showable. Within each group, the specs' order.
+        """
+        pairs = [(exercise, pc) for exercise, items in self.checks for pc in items]
+        return tuple([p for p in pairs if not _hidden(p[1].check)] + [p for p in pairs if _hidden(p[1].check)])
+
+    @functools.cached_property
+    def calls(self) -> tuple[Call, ...]:
+        """The calls of a submission, in `run_order` (what ``grader_run_calls`` is given)."""
+        return tuple(call for _, pc in self.run_order for call in pc.prepared.calls)
+
+    @functools.cached_property
+    def slices(self) -> dict[tuple[str, str], slice]:
+        """Where each check's calls sit in `calls`, keyed by (exercise id, check id)."""
+        out: dict[tuple[str, str], slice] = {}
+        offset = 0
+        for exercise, pc in self.run_order:
+            n = len(pc.prepared.calls)
+            out[(exercise.id, pc.check.id)] = slice(offset, offset + n)
+            offset += n
+        return out
+
+    def results_of(self, results: Any, exercise: Exercise, check: Check) -> list[CallResult]:
+        """The results of one check's calls, out of a submission's results (in `calls` order)."""
+        return list(results[self.slices[(exercise.id, check.id)]])
+
     @property
     def hidden_count(self) -> int:
         """Number of checks that are not ``visible``."""
         listed = sum(1 for ex in self.exercises for c in ex.checks if c.visibility != "visible")
         return listed + self.unlisted_hidden
+
+
+def _hidden(check: Check) -> bool:
+    """Whether a check's inputs are secret while grading (anything not ``visible``)."""
+    return check.visibility != "visible"
 
 
 def check_kinds(config: Config) -> dict[str, Any]:
@@ -181,70 +224,179 @@ def grade_submission(
     """Grade one submission: run its calls, judge each check, score.
 
     A submission that cannot run (no file, import failure) is graded
-    ``"error"`` with every check in error and the reason; it never raises.
-    ``outcome``, when given, holds the results of the submission's calls
-    already run (``grader audit`` runs its catalogue once for grading and
-    diagnosis); otherwise ``grader_run_calls`` runs them.
+    ``"error"`` with every check in error and the reason. A fault of the
+    grader or of a plugin while running, decoding, judging, diagnosing or
+    scoring this submission also makes it ``"error"`` (see
+    `internal_error_result`): it never raises, and never costs another
+    submission its grade. ``outcome``, when given, holds the results of the
+    submission's calls already run (``grader audit`` runs its catalogue once
+    for grading and diagnosis); otherwise ``grader_run_calls`` runs them.
     """
-    stdout = stderr = error = ""
-    if submission.problem or submission.file is None:
-        error = submission.problem or "no file to grade"
-        verdicts = _failed_everywhere(collected, "error", f"not run: {error}")
-    else:
-        calls = [call for _, items in collected.checks for pc in items for call in pc.prepared.calls]
-        if outcome is None:
-            outcome = config.hook.grader_run_calls(submission=submission, calls=calls, config=config)
-        stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
-        results = list(outcome.results)
-        verdicts = []
-        offset = 0
-        for exercise, items in collected.checks:
-            judged = []
-            for pc in items:
-                n = len(pc.prepared.calls)
-                mine: list[CallResult] = results[offset : offset + n]
-                offset += n
-                verdict = config.hook.grader_judge_check(
-                    check=pc.check, prepared=pc.prepared, results=mine, kind=pc.kind, context=pc.context, config=config
-                )
-                if pc.prepared.shown_call:
-                    verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
-                judged.append((pc.check, verdict))
-            verdicts.append((exercise, judged))
-    exercise_results = tuple(
-        config.hook.grader_score_exercise(exercise=exercise, verdicts=judged, config=config)
-        for exercise, judged in verdicts
-    )
+    stage = "running"
+    try:
+        return _grade_submission(submission, collected, config, outcome, _Stage())
+    except Exception as exc:  # noqa: BLE001 - any fault stays this submission's
+        stage = getattr(exc, "_grader_stage", stage)
+        return internal_error_result(submission, collected, config, exc, stage)
+
+
+class _Stage:
+    """The grading stage in progress, named in an internal-error note."""
+
+    def __init__(self) -> None:
+        self.name = "running its calls"
+
+
+def _grade_submission(
+    submission: Submission, collected: Collected, config: Config, outcome: RunOutcome | None, stage: _Stage
+) -> SubmissionResult:
+    try:
+        stdout = stderr = error = ""
+        if submission.problem or submission.file is None:
+            error = submission.problem or "no file to grade"
+            verdicts = _failed_everywhere(collected, "error", f"not run: {error}")
+        else:
+            calls = list(collected.calls)
+            if outcome is None:
+                outcome = config.hook.grader_run_calls(submission=submission, calls=calls, config=config)
+            stage.name = "reading its results"
+            if outcome is None or len(outcome.results) != len(calls):
+                raise RuntimeError(f"the runner returned {len(outcome.results) if outcome else 'no'} results "
+                                   f"for {len(calls)} calls")
+            stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
+            results = outcome.results
+            verdicts = []
+            stage.name = "judging its checks"
+            for exercise, items in collected.checks:
+                judged = []
+                for pc in items:
+                    mine = collected.results_of(results, exercise, pc.check)
+                    verdict = config.hook.grader_judge_check(
+                        check=pc.check, prepared=pc.prepared, results=mine, kind=pc.kind, context=pc.context,
+                        config=config,
+                    )
+                    if pc.prepared.shown_call:
+                        verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
+                    judged.append((pc.check, verdict))
+                verdicts.append((exercise, judged))
+        stage.name = "scoring it"
+        exercise_results = tuple(
+            config.hook.grader_score_exercise(exercise=exercise, verdicts=judged, config=config)
+            for exercise, judged in verdicts
+        )
+        return SubmissionResult(
+            id=submission.id,
+            path=submission.path,
+            sha256=outcome.sha256 if outcome is not None and outcome.sha256 else submission.sha256,
+            status="error" if error else "graded",
+            score=round(sum(e.score for e in exercise_results), 6),
+            max_score=round(sum(e.max_score for e in exercise_results), 6),
+            exercises=exercise_results,
+            error=error,
+            stdout=stdout,
+            stderr=stderr,
+            slug=submission.slug,
+        )
+    except Exception as exc:
+        exc._grader_stage = stage.name  # type: ignore[attr-defined]
+        raise
+
+
+def internal_error_id(exc: BaseException) -> str:
+    """A short, stable id of a fault: 8 hex digits of the SHA-256 of its traceback's shape.
+
+    The same bug at the same place gives the same id (file names, lines and
+    the exception's type; not its message, which may hold student text), so
+    an instructor can report it and a maintainer can find it.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    shape = [type(exc).__name__] + [f"{Path(f.filename).name}:{f.lineno}:{f.name}" for f in frames]
+    return hashlib.sha256("\n".join(shape).encode()).hexdigest()[:8]
+
+
+def internal_error_result(
+    submission: Submission, collected: Collected, config: Config, exc: BaseException, stage: str
+) -> SubmissionResult:
+    """The ``error`` result of a submission the grader failed on, and a note in the log.
+
+    The note (one line naming the submission, the stage and the id, then
+    the traceback) goes to the log (standard error); the result's ``error``
+    says, in one line, that the grader failed, where, and the id to report.
+    The exception's message is not put in the result: it may hold text the
+    submission wrote.
+    """
+    fault = internal_error_id(exc)
+    _log_internal_error(f"internal error {fault} while {stage} for submission {submission.id!a}", exc)
+    config.stash.setdefault("session.internal_errors", []).append((submission.id, fault))
+    message = (f"the grader failed while {stage} (internal error {fault}, {type(exc).__name__}); this submission "
+               f"was not graded: this is a bug in the grader or a plugin, please report it with that id")
+    verdicts = _failed_everywhere(collected, "error", message)
+    exercise_results = []
+    for exercise, judged in verdicts:
+        try:
+            exercise_results.append(config.hook.grader_score_exercise(exercise=exercise, verdicts=judged, config=config))
+        except Exception:  # noqa: BLE001 - the scorer itself is at fault: keep the result scoreless
+            exercise_results.append(_unscored(exercise, judged))
     return SubmissionResult(
         id=submission.id,
         path=submission.path,
-        sha256=outcome.sha256 if outcome is not None and outcome.sha256 else submission.sha256,
-        status="error" if error else "graded",
-        score=round(sum(e.score for e in exercise_results), 6),
+        sha256="",  # no content was graded: no gradebook keeps this result, the next run grades it again
+        status="error",
+        score=0.0,
         max_score=round(sum(e.max_score for e in exercise_results), 6),
-        exercises=exercise_results,
-        error=error,
-        stdout=stdout,
-        stderr=stderr,
+        exercises=tuple(exercise_results),
+        error=message,
+        slug=submission.slug,
     )
 
 
+def _unscored(exercise: Exercise, judged: list[tuple[Check, Verdict]]) -> ExerciseResult:
+    """An exercise's result with every check at 0 points, made without the scoring plugin."""
+    checks = tuple(
+        CheckResult(id=check.id, description="", status=verdict.status, score=0.0, max_score=check.points,
+                    visibility=check.visibility, message=verdict.message, hint=check.hint, shown=False)
+        for check, verdict in judged
+    )
+    return ExerciseResult(exercise.id, exercise.title, exercise.section, 0.0,
+                          round(sum(c.max_score for c in checks), 6), checks)
+
+
+def _log_line(line: str) -> None:
+    try:
+        print(f"grader: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _log_internal_error(line: str, exc: BaseException) -> None:
+    """Write an internal-error note and its traceback to standard error (escaped: no student text raw)."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    safe = text.encode("ascii", "backslashreplace").decode("ascii")
+    safe = "".join(ch if ch == "\n" or " " <= ch <= "~" else repr(ch)[1:-1] for ch in safe)
+    try:
+        print(f"grader: {line}\n{safe}", file=sys.stderr, end="" if safe.endswith("\n") else "\n", flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def locate_all(paths: list[str], config: Config) -> list[Submission]:
-    """Locate the submissions of every PATH, giving repeated ids a suffix."""
+    """Locate the submissions of every PATH and name them (`grader.naming`).
+
+    The roster (``--roster``) is matched against the ids as found; then ids
+    that collide are told apart (``frank``, ``frank-2`` and ``frank.py``
+    stay three students) and every submission gets its unique slug, the
+    stem of its files.
+    """
+    from grader.naming import name_submissions
+
     found: list[Submission] = []
-    seen: dict[str, int] = {}
     for path in paths:
-        for sub in config.hook.grader_locate_submissions(path=path, config=config):
-            count = seen.get(sub.id, 0)
-            seen[sub.id] = count + 1
-            if count:
-                sub = dataclasses.replace(sub, id=f"{sub.id}-{count + 1}")
-            found.append(sub)
+        found.extend(config.hook.grader_locate_submissions(path=path, config=config))
     if config.option("roster") and config.command == "grade":
         from grader.builtin.submission import apply_roster, read_roster
 
         found = apply_roster(found, read_roster(config.option("roster")))
-    return found
+    return name_submissions(found)
 
 
 def result_key(submission: Submission, collected: Collected, config: Config) -> str:
@@ -308,8 +460,8 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
             key = result_key(submission, collected, config)
             cached = config.hook.grader_cached_result(submission=submission, key=key, config=config)
         if cached is not None:
-            results[index] = dataclasses.replace(cached, id=submission.id, path=submission.path)
-            config.hook.grader_submission_graded(result=results[index], config=config)
+            cached = dataclasses.replace(cached, id=submission.id, path=submission.path, slug=submission.slug)
+            results[index] = _hand_over(cached, submission, collected, config)
         else:
             todo.append(index)
     # One thread more than running jobs, so a result is judged while every job slot is busy.
@@ -317,8 +469,11 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         futures = {pool.submit(grade_submission, submissions[i], collected, config): i for i in todo}
         for future in as_completed(futures):
             index = futures[future]
-            results[index] = future.result()
-            config.hook.grader_submission_graded(result=results[index], config=config)
+            try:
+                result = future.result()
+            except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
+                result = internal_error_result(submissions[index], collected, config, exc, "grading it")
+            results[index] = _hand_over(result, submissions[index], collected, config)
     report = GradingReport(
         grader_version=__version__,
         spec_hash=collected.spec_hash,
@@ -326,5 +481,67 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         submissions=tuple(r for r in results if r is not None),
         exercises=collected.exercises,
     )
-    config.hook.grader_write_reports(report=report, config=config)
+    failed = call_each(config, "grader_write_reports", report=report, config=config)
+    if failed:
+        names = ", ".join(f"{plugin} ({fault})" for plugin, fault in failed)
+        raise WriterError(f"{len(failed)} report writer(s) failed: {names}; every other file was written "
+                          f"(the traceback of each is above)")
     return report
+
+
+class WriterError(GraderError):
+    """A report writer failed on the whole report; the other writers' files were written."""
+
+    exit_code = EXIT_INTERNAL
+
+
+def _hand_over(result: SubmissionResult, submission: Submission, collected: Collected, config: Config) -> SubmissionResult:
+    """Give a result to the ``grader_submission_graded`` writers; a writer's fault makes it an error result.
+
+    The error result is then handed to every writer in its place (the page
+    and the line of results.json say the grader failed), so the batch's
+    files stay consistent; a writer that fails on that too is logged.
+    """
+    try:
+        config.hook.grader_submission_graded(result=result, config=config)
+        return result
+    except Exception as exc:  # noqa: BLE001 - one submission's files never cost the batch
+        failed = internal_error_result(submission, collected, config, exc, "writing its files")
+    for plugin, fault in call_each(config, "grader_submission_graded", result=failed, config=config):
+        _log_line(f"internal error {fault}: the {plugin} plugin could not write the error result of {submission.id!a}")
+    return failed
+
+
+def call_each(config: Config, hook_name: str, /, **kwargs: Any) -> list[tuple[str, str]]:
+    """Call every implementation of a hook that returns nothing, each on its own.
+
+    One implementation's exception is logged as an internal error and does
+    not stop the others (pluggy stops at the first). A hook with a wrapper
+    is called as a whole instead, so wrappers keep their meaning.
+
+    Returns
+    -------
+    list of (str, str)
+        (plugin name, internal-error id) of each implementation that raised.
+    """
+    caller = getattr(config.hook, hook_name)
+    impls = caller.get_hookimpls()
+    if any(impl.hookwrapper or impl.wrapper for impl in impls):
+        impls = []
+    failed: list[tuple[str, str]] = []
+    if not impls:
+        try:
+            caller(**kwargs)
+        except Exception as exc:  # noqa: BLE001
+            fault = internal_error_id(exc)
+            _log_internal_error(f"internal error {fault} in {hook_name}", exc)
+            failed.append((hook_name, fault))
+        return failed
+    for impl in reversed(impls):  # pluggy's own order: last registered first
+        try:
+            impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except Exception as exc:  # noqa: BLE001
+            fault = internal_error_id(exc)
+            _log_internal_error(f"internal error {fault} in the {impl.plugin_name} plugin's {hook_name}", exc)
+            failed.append((impl.plugin_name, fault))
+    return failed

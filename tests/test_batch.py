@@ -175,8 +175,11 @@ def test_oversized_member_is_skipped(tmp_path: Path) -> None:
     dest.mkdir()
     extracted = safe_extract(archive, dest)
     assert extracted.skipped == ["a/attention.py: larger than 2 MiB"]
-    assert not (dest / "a" / "attention.py").exists()
-    assert (dest / "b" / "attention.py").read_bytes() == b"x = 1\n"
+    a, b = extracted.students
+    assert (a.name, a.file, a.problem) == ("a", None, f"attention.py was left out of {archive}: it is larger than 2 MiB")
+    assert (b.name, b.problem) == ("b", "")
+    assert b.file == dest / "00001" / "attention.py" and b.file.read_bytes() == b"x = 1\n"
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")) == ["00001", "00001/attention.py"]
 
 
 def test_not_a_zip_is_a_usage_error(cli, tmp_path: Path) -> None:

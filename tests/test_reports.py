@@ -21,7 +21,7 @@ def test_json_results_shape(graded: dict) -> None:
     assert results["grader_version"] == "0.1.0"
     assert re.fullmatch(r"[0-9a-f]{64}", results["spec_hash"])
     for sub in results["submissions"]:
-        assert list(sub) == ["id", "path", "sha256", "score", "max_score", "status", "error", "exercises"]
+        assert list(sub) == ["id", "slug", "path", "sha256", "score", "max_score", "status", "error", "exercises"]
         assert sub["status"] in ("graded", "error")
         assert [e["id"] for e in sub["exercises"]] == ["G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06"]
         for ex in sub["exercises"]:

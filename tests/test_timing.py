@@ -10,6 +10,7 @@ from grader.builtin.timing import check_seconds, submission_seconds
 from grader.config import Config
 from grader.models import Call, CallResult, Check, Exercise, Prepared, RunOutcome, Submission
 from grader.plugins import get_plugin_manager, hookimpl
+from grader.session import Collected, PreparedCheck
 
 
 def _stub_runner() -> types.ModuleType:
@@ -34,17 +35,18 @@ def test_the_wrapper_records_seconds_and_returns_the_outcome_unchanged(monkeypat
     assert submission_seconds(config, "ann") == 0.875
     assert submission_seconds(config, "nobody") == 0.0
 
-    # Per check: the calls are the collected checks' calls, in order.
-    def check(cid: str) -> Check:
-        return Check(cid, "compare", "softmax", 1.0, "visible", "h", 1.0)
+    # Per check: each check owns its calls' place in the run order, visible checks first.
+    def check(cid: str, visibility: str = "visible") -> Check:
+        return Check(cid, "compare", "softmax", 1.0, visibility, "h", 1.0)
 
-    class Item:
-        def __init__(self, cid: str, n: int) -> None:
-            self.check, self.prepared = check(cid), Prepared(calls=tuple(calls[:n]))
+    def collected(*checks: Check) -> Collected:
+        exercise = Exercise("E1", "t", "s", "p", checks)
+        items = tuple(PreparedCheck(c, None, None, Prepared(calls=(calls[0],))) for c in checks)
+        return Collected((exercise,), ((exercise, items),), "hash")
 
-    exercise = Exercise("E1", "t", "s", "p", (check("a"), check("b")))
-    config.stash["collected"] = types.SimpleNamespace(checks=((exercise, (Item("a", 1), Item("b", 2))),))
-    assert check_seconds(config, "ann") == {("E1", "a"): 0.5, ("E1", "b"): 0.375}
+    # Spec order a, h (hidden), b: the calls run a, b, h.
+    config.stash["collected"] = collected(check("a"), check("h", "hidden"), check("b"))
+    assert check_seconds(config, "ann") == {("E1", "a"): 0.5, ("E1", "b"): 0.25, ("E1", "h"): 0.125}
     # A mismatch (another runner made other calls) gives no per-check times rather than wrong ones.
-    config.stash["collected"] = types.SimpleNamespace(checks=((exercise, (Item("a", 1),)),))
+    config.stash["collected"] = collected(check("a"))
     assert check_seconds(config, "ann") == {}

@@ -140,25 +140,22 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
     """
     from grader.builtin.judge import judge  # the built-in rules: no plugin sees mutant verdicts
 
-    calls = [call for _, items in collected.checks for pc in items for call in pc.prepared.calls]
+    calls = list(collected.calls)
     mutants = catalogue.mutants
     if outcomes is None:
         outcomes = run_entries(config, mutants, calls)
     rows: dict[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]] = {}
-    offset = 0
     for exercise, items in collected.checks:
         for pc in items:
-            n = len(pc.prepared.calls)
             for entry in mutants:
                 outcome = outcomes.get(entry.name)
                 if outcome is None or outcome.import_error or len(outcome.results) != len(calls):
                     continue
-                theirs = tuple(outcome.results[offset : offset + n])
+                theirs = tuple(collected.results_of(outcome.results, exercise, pc.check))
                 if any(r.status != "returned" for r in theirs):
                     continue
                 if judge(pc.check, pc.prepared, theirs, pc.kind, pc.context).status == "failed":
                     rows.setdefault((exercise.id, pc.check.id), []).append((entry, theirs))
-            offset += n
     return DiagnosisTable(rows, catalogue)
 
 

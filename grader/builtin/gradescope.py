@@ -4,7 +4,8 @@ Gradescope runs an autograder once per submission and reads
 ``/autograder/results/results.json`` (format: Gradescope's "Autograder
 Specifications"). ``grader grade SUBMISSION --gradescope FILE`` writes that
 file for a run with exactly one submission; every ``grader grade`` also
-writes one such file per submission under ``DIR/gradescope/<id>.json``,
+writes one such file per submission under ``DIR/gradescope/<slug>.json``
+(the student's file name stem, see `grader.naming` and ``results.json``),
 as soon as that submission is graded.
 
 Mapping of our result model:
@@ -26,14 +27,16 @@ Mapping of our result model:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from grader.builtin.timing import submission_seconds
 from grader.errors import UsageError
 from grader.feedback import check_feedback
-from grader.fileio import SubmissionFiles, output_file, unique_file_names, write_atomic
+from grader.fileio import SubmissionFiles, output_file, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
+from grader.naming import slugs_of
 from grader.plugins import hookimpl
 
 __all__ = ["VISIBILITY", "gradescope_results", "gradescope_tests"]
@@ -137,15 +140,15 @@ def _dumps(data: dict[str, Any]) -> str:
 
 
 def file_names(report: GradingReport) -> dict[str, str]:
-    """A unique, file-name-safe ``<id>.json`` per submission id."""
-    return unique_file_names([s.id for s in report.submissions], ".json")
+    """``<slug>.json`` per submission id (`grader.naming`): unique without regard to case."""
+    return {sid: f"{slug}.json" for sid, slug in slugs_of(report.submissions).items()}
 
 
-def _files(out: Path, ids: list[str], header: GradingReport, config: Any) -> SubmissionFiles:
+def _files(out: Path, items: Sequence[Any], header: GradingReport, config: Any) -> SubmissionFiles:
     def render(sub: SubmissionResult) -> str:
         return _dumps(gradescope_results(header, sub, submission_seconds(config, sub.id)))
 
-    return SubmissionFiles(out / SUBFOLDER, ids, ".json", render, f"--out {out}: cannot write {SUBFOLDER}/")
+    return SubmissionFiles(out / SUBFOLDER, items, ".json", render, f"--out {out}: cannot write {SUBFOLDER}/")
 
 
 @hookimpl
@@ -154,7 +157,7 @@ def grader_collection_finish(submissions: list[Submission], collected: Any, conf
     if config.command != "grade" or config.out_dir is None:
         return
     header = collected.header(config.command)
-    config.stash["gradescope.files"] = _files(config.out_dir, [s.id for s in submissions], header, config)
+    config.stash["gradescope.files"] = _files(config.out_dir, submissions, header, config)
 
 
 @hookimpl
@@ -217,5 +220,5 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         return
     files: SubmissionFiles | None = config.stash.get("gradescope.files")
     if files is None or not files.covers(report.submissions):
-        files = _files(out, [s.id for s in report.submissions], report, config)
+        files = _files(out, report.submissions, report, config)
     files.write_missing(report.submissions)

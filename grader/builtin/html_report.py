@@ -17,8 +17,9 @@ from typing import Any
 import jinja2
 
 from grader.errors import UsageError
-from grader.fileio import SubmissionFiles, unique_file_names, write_atomic
+from grader.fileio import SubmissionFiles, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
+from grader.naming import slugs_of
 from grader.plugins import hookimpl
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -47,8 +48,8 @@ def environment() -> jinja2.Environment:
 
 
 def page_names(report: GradingReport) -> dict[str, str]:
-    """File name of each submission's page, unique and never ``index.html``."""
-    return unique_file_names([s.id for s in report.submissions], ".html", reserved=("index.html",))
+    """File name of each submission's page, ``<slug>.html`` (`grader.naming`): unique, never a class page's."""
+    return {sid: f"{slug}.html" for sid, slug in slugs_of(report.submissions).items()}
 
 
 def render_submission(env: jinja2.Environment, report: GradingReport, sub: SubmissionResult) -> str:
@@ -68,9 +69,9 @@ def render_index(
     return env.get_template("index.html").render(report=report, names=names, links=links)
 
 
-def _pages(out: Path, ids: Sequence[str], header: GradingReport, env: jinja2.Environment) -> SubmissionFiles:
-    return SubmissionFiles(out, ids, ".html", lambda sub: render_submission(env, header, sub),
-                           f"--out {out}: cannot write the reports", reserved=("index.html",))
+def _pages(out: Path, items: Sequence[Any], header: GradingReport, env: jinja2.Environment) -> SubmissionFiles:
+    return SubmissionFiles(out, items, ".html", lambda sub: render_submission(env, header, sub),
+                           f"--out {out}: cannot write the reports")
 
 
 @hookimpl
@@ -79,7 +80,7 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Any, 
     if config.out_dir is None:
         return
     header = collected.header(config.command)
-    config.stash["html_report.pages"] = _pages(config.out_dir, [s.id for s in submissions], header, environment())
+    config.stash["html_report.pages"] = _pages(config.out_dir, submissions, header, environment())
 
 
 @hookimpl
@@ -92,14 +93,14 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
 
 @hookimpl
 def grader_write_reports(report: GradingReport, config: Any) -> None:
-    """Write ``DIR/index.html``, and the pages of ``DIR/<id>.html`` not written yet."""
+    """Write ``DIR/index.html``, and the pages ``DIR/<slug>.html`` not written yet."""
     out = config.out_dir
     if out is None:
         return
     env = environment()
     pages: SubmissionFiles | None = config.stash.get("html_report.pages")
     if pages is None or not pages.covers(report.submissions):
-        pages = _pages(out, [s.id for s in report.submissions], report, env)
+        pages = _pages(out, report.submissions, report, env)
     pages.write_missing(report.submissions)
     try:
         links = config.stash.get("html_report.index_links", ())

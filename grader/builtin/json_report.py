@@ -13,6 +13,7 @@ from typing import Any
 from grader.errors import UsageError
 from grader.fileio import write_atomic
 from grader.models import CheckResult, GradingReport, SubmissionResult
+from grader.naming import slug_base, slugs_of
 from grader.plugins import hookimpl
 
 
@@ -34,10 +35,16 @@ def check_to_dict(c: CheckResult) -> dict[str, Any]:
     return data
 
 
-def submission_to_dict(s: SubmissionResult) -> dict[str, Any]:
-    """One submission's entry in the JSON results, as plain data."""
+def submission_to_dict(s: SubmissionResult, slug: str = "") -> dict[str, Any]:
+    """One submission's entry in the JSON results, as plain data.
+
+    ``id`` is the student id verbatim; ``slug`` the stem of the student's
+    files (``DIR/<slug>.html``, ``DIR/gradescope/<slug>.json``; see
+    `grader.naming`): ``slug`` when given, else the result's own.
+    """
     return {
         "id": s.id,
+        "slug": slug or s.slug or slug_base(s.id),
         "path": s.path,
         "sha256": s.sha256,
         "score": s.score,
@@ -58,15 +65,16 @@ def submission_to_dict(s: SubmissionResult) -> dict[str, Any]:
 
 def report_to_dict(report: GradingReport) -> dict[str, Any]:
     """The JSON results as plain data (see README, "JSON results")."""
+    slugs = slugs_of(report.submissions)
     return {
         "grader_version": report.grader_version,
         "spec_hash": report.spec_hash,
-        "submissions": [submission_to_dict(s) for s in report.submissions],
+        "submissions": [submission_to_dict(s, slugs[s.id]) for s in report.submissions],
     }
 
 
-def _submission_json(s: SubmissionResult) -> str:
-    return json.dumps(submission_to_dict(s), allow_nan=False)
+def _submission_json(s: SubmissionResult, slug: str = "") -> str:
+    return json.dumps(submission_to_dict(s, slug), allow_nan=False)
 
 
 def report_json(report: GradingReport, pieces: dict[str, str] | None = None) -> str:
@@ -78,7 +86,9 @@ def report_json(report: GradingReport, pieces: dict[str, str] | None = None) -> 
     """
     pieces = pieces or {}
     head = json.dumps({"grader_version": report.grader_version, "spec_hash": report.spec_hash})[:-1]
-    lines = [pieces.get(s.id) or _submission_json(s) for s in report.submissions]
+    slugs = slugs_of(report.submissions)  # the submissions' own, unless a result lacks one (as the writers do)
+    lines = [(pieces.get(s.id) if slugs[s.id] == s.slug else None) or _submission_json(s, slugs[s.id])
+             for s in report.submissions]
     body = "[\n" + ",\n".join(lines) + "\n]" if lines else "[]"
     return f'{head}, "submissions": {body}}}\n'
 

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
 import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import replace
@@ -31,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from grader.archive import ArchiveError, safe_extract
-
 from grader.errors import UsageError
 from grader.fileio import scratch_prefix
 from grader.models import Submission
+from grader.naming import display_name
 from grader.plugins import hookimpl
 
 FILENAME = "attention.py"
@@ -42,36 +44,105 @@ MAX_SOURCE_BYTES = 2 * 1024 * 1024
 """Largest submission file graded, in bytes (2 MiB)."""
 
 
-def make_submission(sid: str, path: Path, file: Path | None) -> Submission:
+_KINDS = {
+    stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder",
+}
+
+
+def _shown(path: Path | str) -> str:
+    """A path as valid text (bytes that are not UTF-8 shown as U+FFFD)."""
+    return display_name(str(path))
+
+
+def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b"") -> Submission:
     """Build a `Submission`, hashing the file and noting why it cannot run.
+
+    The file is examined with ``lstat`` before it is opened, and opened
+    without following links and without blocking, so a FIFO, socket or
+    device named ``attention.py`` is reported as what it is, never read.
 
     Parameters
     ----------
     sid : str
-        Student id.
+        Student id (valid text: `grader.naming.display_name` of the name).
     path : pathlib.Path
         What the instructor pointed at (folder or file).
     file : pathlib.Path or None
         The Python file to grade, if one exists.
+    raw_name : bytes
+        The folder's or file's name as the file system holds it (see
+        `grader.models.Submission.raw_name`).
     """
-    if file is not None and file.is_symlink():  # it may point at the reference, or at another student's file
-        return Submission(sid, str(path), None, "", f"{file.name} is a symbolic link; submit the file itself, not a link to it")
-    if file is None or not file.is_file():
-        return Submission(sid, str(path), None, "", f"no {FILENAME} in {path}: the student folder must hold {FILENAME}")
+    shown = _shown(path)
+
+    def problem(text: str, digest: str = "") -> Submission:
+        return Submission(sid, shown, None, digest, text, raw_name=raw_name)
+
+    if file is None:
+        return problem(f"no {FILENAME} in {shown}: the student folder must hold {FILENAME}")
+    name = display_name(file.name)
     try:
-        data = file.read_bytes()
+        info = os.lstat(file)
+    except FileNotFoundError:
+        return problem(f"no {FILENAME} in {shown}: the student folder must hold {FILENAME}")
     except OSError as exc:
-        return Submission(sid, str(path), None, "", f"{file}: cannot read the file ({exc.strerror})")
-    digest = hashlib.sha256(data).hexdigest()
-    if len(data) > MAX_SOURCE_BYTES:
-        return Submission(sid, str(path), None, digest,
-                          f"{file.name} is {len(data):,} bytes; the grader reads files of at most "
-                          f"{MAX_SOURCE_BYTES >> 20} MiB ({MAX_SOURCE_BYTES:,} bytes): leave data out of the file")
-    return Submission(sid, str(path), str(file), digest)
+        return problem(f"{_shown(file)}: cannot read the file ({exc.strerror})")
+    if stat.S_ISLNK(info.st_mode):  # it may point at the reference, or at another student's file
+        return problem(f"{name} is a symbolic link; submit the file itself, not a link to it")
+    if not stat.S_ISREG(info.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
+        return problem(f"{name} is not a regular file ({kind}); submit the file itself")
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:
+            opened = os.fstat(fh.fileno())
+            if not stat.S_ISREG(opened.st_mode):  # swapped after the lstat
+                kind = _KINDS.get(stat.S_IFMT(opened.st_mode), "a special file")
+                return problem(f"{name} is not a regular file ({kind}); submit the file itself")
+            while chunk := fh.read(1 << 20):
+                size += len(chunk)
+                digest.update(chunk)
+    except OSError as exc:
+        return problem(f"{_shown(file)}: cannot read the file ({exc.strerror})")
+    if size > MAX_SOURCE_BYTES:
+        return problem(f"{name} is {size:,} bytes; the grader reads files of at most "
+                       f"{MAX_SOURCE_BYTES >> 20} MiB ({MAX_SOURCE_BYTES:,} bytes): leave data out of the file",
+                       digest.hexdigest())
+    return Submission(sid, shown, str(file), digest.hexdigest(), raw_name=raw_name)
+
+
+def _child(child: Path) -> Submission | None:
+    """The submission of one entry of a class folder, or None when it is not one."""
+    raw = os.fsencode(child.name)
+    name = display_name(child.name)
+    try:
+        info = os.lstat(child)
+    except OSError as exc:
+        sid = name.removesuffix(".py")
+        return Submission(sid, _shown(child), None, "", f"{name}: cannot read it ({exc.strerror})", raw_name=raw)
+    if stat.S_ISLNK(info.st_mode):
+        if child.suffix == ".py" or child.is_dir():
+            sid = name.removesuffix(".py")
+            return Submission(sid, _shown(child), None, "",
+                              f"{name} is a symbolic link; submit the folder or file itself, not a link to it",
+                              raw_name=raw)
+        return None
+    if stat.S_ISDIR(info.st_mode):
+        return make_submission(name, child, child / FILENAME, raw)
+    if name.endswith(".py"):
+        return make_submission(name[:-3], child, child, raw)
+    return None
 
 
 def locate(path: str) -> list[Submission]:
     """Return the submissions behind one PATH (see the module docstring).
+
+    A folder's entries are taken in the order of their names' bytes, so
+    the same folder gives the same list whatever order the file system
+    lists it in. An entry that cannot be read is that student's error.
 
     Raises
     ------
@@ -79,40 +150,48 @@ def locate(path: str) -> list[Submission]:
         If PATH does not exist, or is a folder with nothing to grade.
     """
     p = Path(path)
-    if not p.exists():
-        raise UsageError(f"{path}: no such file or folder; give an {FILENAME}, a student folder or a folder of them")
-    if p.is_file():
+    shown = _shown(path)
+    try:
+        info = os.stat(p)
+    except OSError:
+        info = None
+    if info is None or not os.path.lexists(p):
+        raise UsageError(f"{shown}: no such file or folder; give an {FILENAME}, a student folder or a folder of them")
+    if not stat.S_ISDIR(info.st_mode):
         if p.suffix != ".py":
-            raise UsageError(f"{path}: not a Python file; give an {FILENAME}, a student folder or a folder of them")
-        sid = p.resolve().parent.name if p.name == FILENAME else p.stem
-        return [make_submission(sid, p, p)]
-    if (p / FILENAME).exists():
-        return [make_submission(p.resolve().name, p, p / FILENAME)]
+            raise UsageError(f"{shown}: not a Python file; give an {FILENAME}, a student folder or a folder of them")
+        folder = p.resolve().parent.name if p.name == FILENAME else p.name
+        sid = display_name(folder)
+        return [make_submission(sid[:-3] if p.name != FILENAME else sid, p, p, os.fsencode(folder))]
+    if os.path.lexists(p / FILENAME):
+        folder = p.resolve().name
+        return [make_submission(display_name(folder), p, p / FILENAME, os.fsencode(folder))]
     found: list[Submission] = []
-    for child in sorted(p.iterdir()):
-        if child.name.startswith((".", "_")):
+    try:
+        children = sorted(os.listdir(p), key=os.fsencode)
+    except OSError as exc:
+        raise UsageError(f"{shown}: cannot list the folder ({exc.strerror})") from None
+    for name in children:
+        if name.startswith((".", "_")):
             continue
-        if child.is_symlink() and (child.is_dir() or child.suffix == ".py"):
-            sid = child.stem if child.suffix == ".py" else child.name
-            found.append(Submission(sid, str(child), None, "",
-                                    f"{child.name} is a symbolic link; submit the folder or file itself, not a link to it"))
-            continue
-        if child.is_dir():
-            found.append(make_submission(child.name, child, child / FILENAME))
-        elif child.suffix == ".py":
-            found.append(make_submission(child.stem, child, child))
+        sub = _child(p / name)
+        if sub is not None:
+            found.append(sub)
     if not found:
-        raise UsageError(f"{path}: holds no {FILENAME}, no student folders and no .py files")
+        raise UsageError(f"{shown}: holds no {FILENAME}, no student folders and no .py files")
     return found
 
 
 def locate_archive(path: str, config: Any) -> list[Submission]:
-    """Extract a zip archive to a temporary folder and locate its submissions.
+    """Read a zip archive's students (`grader.archive.safe_extract`) into a temporary folder.
+
+    Each student's problems with the archive (too many files, the file
+    twice, a link, a special or oversized file) are that student's error.
 
     Raises
     ------
     grader.errors.UsageError
-        If the archive is unusable (see `grader.archive.safe_extract`).
+        If the archive is unusable as a whole (see `grader.archive.safe_extract`).
     """
     if not Path(path).is_file():
         raise UsageError(f"{path}: no such file or folder; give an {FILENAME}, a student folder or a folder of them")
@@ -124,18 +203,21 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
         raise UsageError(f"{exc}; export the submissions again") from None
     for problem in extracted.skipped:
         print(f"grader: warning: {path}: skipped {problem}", file=sys.stderr)
-    try:
-        located = locate(str(extracted.root))
-    except UsageError:
-        raise UsageError(f"{path}: holds no {FILENAME}, no student folders and no .py files") from None
+    if not extracted.students:
+        raise UsageError(f"{path}: holds no {FILENAME}, no student folders and no .py files")
     found = []
-    for sub in located:
-        shown = f"{path}:{Path(sub.path).relative_to(extracted.root)}"
-        problem = sub.problem
-        expected = Path(sub.path) / FILENAME if Path(sub.path).is_dir() else Path(sub.path)
-        if expected in extracted.left_out:
-            problem = f"{FILENAME} was left out of {path}: {extracted.left_out[expected]}"
-        found.append(replace(sub, path=shown, problem=problem.replace(str(sub.path), shown)))
+    for student in extracted.students:
+        sid = student.name[:-3] if student.is_file else student.name
+        shown = f"{path}:{student.name}"
+        raw = student.name.encode("utf-8", "surrogatepass")
+        if student.problem:
+            found.append(Submission(sid, shown, None, "", student.problem, raw_name=raw))
+        elif student.file is None:
+            found.append(Submission(sid, shown, None, "",
+                                    f"no {FILENAME} in {shown}: the student folder must hold {FILENAME}", raw_name=raw))
+        else:
+            sub = make_submission(sid, student.file.parent, student.file, raw)
+            found.append(replace(sub, path=shown, problem=sub.problem.replace(str(student.file.parent), shown)))
     return found
 
 
@@ -174,7 +256,7 @@ def read_roster(path: str) -> list[str]:
 def apply_roster(found: list[Submission], roster: list[str]) -> list[Submission]:
     """Add a "no submission" entry for each roster id without one; warn about ids not on it."""
     have = {s.id for s in found}
-    missing = [sid for sid in roster if sid not in have]
+    missing = list(dict.fromkeys(sid for sid in roster if sid not in have))
     unknown = sorted(have - set(roster))
     if unknown:
         print(f"grader: warning: not on the roster: {', '.join(unknown)}", file=sys.stderr)

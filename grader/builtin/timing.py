@@ -64,9 +64,8 @@ def submission_seconds(config: Any, sub_id: str) -> float:
 def check_seconds(config: Any, sub_id: str) -> dict[tuple[str, str], float]:
     """Seconds per check of one submission, keyed by (exercise id, check id).
 
-    Calls are made in the order of the collected checks (see
-    `grader.session.grade_submission`), each check owning
-    ``len(prepared.calls)`` consecutive calls. Empty when the submission did
+    Each check owns the calls at its place in ``collected.slices`` (visible
+    checks' calls are made first: see `grader.session.Collected.run_order`). Empty when the submission did
     not run or the counts do not match.
 
     Parameters
@@ -82,12 +81,6 @@ def check_seconds(config: Any, sub_id: str) -> dict[tuple[str, str], float]:
     collected = config.stash.get("collected")
     if not seconds or collected is None:
         return {}
-    counts = [(ex.id, pc.check.id, len(pc.prepared.calls)) for ex, items in collected.checks for pc in items]
-    if sum(n for _, _, n in counts) != len(seconds):
+    if len(collected.calls) != len(seconds):
         return {}
-    out: dict[tuple[str, str], float] = {}
-    offset = 0
-    for ex_id, check_id, n in counts:
-        out[(ex_id, check_id)] = round(sum(seconds[offset : offset + n]), 3)
-        offset += n
-    return out
+    return {key: round(sum(seconds[where]), 3) for key, where in collected.slices.items()}

@@ -1,0 +1,164 @@
+"""One submission's fault never costs another its grade, nor the batch its files (issue 9, item 1).
+
+A plugin (`FaultPlugin`) raises at one stage for the submission ``victim``
+only: running its calls (where the runner decodes what the job sent),
+judging a check (where diagnosis runs too), scoring an exercise, or writing
+its files. The batch beside it holds an honest classmate, ``sibling``. Each
+test asserts that the victim is graded ``error`` with a one-line reason
+naming the stage and an internal-error id, that the sibling keeps full
+marks, and that every class-level file is written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SUBMISSIONS
+
+from grader.cli import main
+from grader.models import CallResult, RunOutcome, Verdict
+from grader.plugins import hookimpl
+from grader.session import internal_error_id
+
+CLASS_FILES = ("index.html", "summary.html", "results.json", "gradebook.csv", "junit.xml", "gradescope",
+               "gradebook.sqlite", "sibling.html", "victim.html")
+POISON = "poison: raise here"
+
+
+class FaultPlugin:
+    """Raises at ``stage`` for the submission ``victim``; leaves every other submission alone."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+
+    @hookimpl(tryfirst=True)
+    def grader_run_calls(self, submission: Any, calls: Any, config: Any) -> RunOutcome | None:
+        if submission.id != "victim":
+            return None
+        if self.stage == "running":
+            raise ValueError("a fault while decoding the job's frames")
+        # Poisoned, well-formed results: the fault comes later, at the chosen stage.
+        value = [[0.0]]
+        return RunOutcome(tuple(CallResult("returned", value=value, message=POISON) for _ in calls), sha256="")
+
+    @hookimpl(tryfirst=True)
+    def grader_judge_check(self, check: Any, prepared: Any, results: Any, kind: Any, context: Any) -> Verdict | None:
+        if not results or results[0].message != POISON:
+            return None
+        if self.stage == "judging":
+            raise KeyError("a fault while judging")
+        return Verdict("failed", POISON)
+
+    @hookimpl(tryfirst=True)
+    def grader_score_exercise(self, exercise: Any, verdicts: Any, config: Any) -> Any:
+        if self.stage == "scoring" and any(v.message == POISON for _, v in verdicts):
+            raise ZeroDivisionError("a fault while scoring")
+        return None
+
+    @hookimpl(tryfirst=True)
+    def grader_submission_graded(self, result: Any, config: Any) -> None:
+        if self.stage == "writing" and result.id == "victim" and result.status != "error":
+            raise OSError(36, "File name too long")
+
+
+def _class(tmp_path: Path) -> Path:
+    folder = tmp_path / "class"
+    for name in ("sibling", "victim"):
+        (folder / name).mkdir(parents=True)
+        shutil.copy(SUBMISSIONS / "correct_numpy" / "attention.py", folder / name / "attention.py")
+    # The victim's file differs by a comment, so the gradebook cannot answer for it.
+    with open(folder / "victim" / "attention.py", "a") as fh:
+        fh.write("\n# victim\n")
+    return folder
+
+
+@pytest.mark.parametrize(("stage", "words"), [
+    ("running", "running its calls"),
+    ("judging", "judging its checks"),
+    ("scoring", "scoring it"),
+    ("writing", "writing its files"),
+])
+def test_a_fault_at_any_stage_is_that_submissions_error(
+    stage: str, words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import grader.plugins
+
+    plugin = FaultPlugin(stage)
+    real = grader.plugins.get_plugin_manager
+
+    def with_fault(*args: Any, **kwargs: Any) -> Any:
+        pm = real(*args, **kwargs)
+        pm.register(plugin, name="fault")
+        return pm
+
+    monkeypatch.setattr("grader.cli.get_plugin_manager", with_fault)
+    out = tmp_path / "out"
+    code = main(["grade", str(_class(tmp_path)), "--out", str(out), "--insecure", "-q", "--jobs", "2"])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    for name in CLASS_FILES:
+        assert (out / name).exists(), name
+    results = {s["id"]: s for s in json.loads((out / "results.json").read_text())["submissions"]}
+    assert results["sibling"]["status"] == "graded"
+    assert results["sibling"]["score"] == results["sibling"]["max_score"] == 67.0
+    victim = results["victim"]
+    assert victim["status"] == "error" and victim["score"] == 0.0 and victim["max_score"] == 67.0
+    assert f"the grader failed while {words} (internal error " in victim["error"]
+    assert "\n" not in victim["error"]
+    # The exception's message is not in the result (it may hold student text); its type is.
+    assert "a fault while" not in victim["error"] and "File name too long" not in victim["error"]
+    # The log names the submission, the stage and the id, then the traceback.
+    fault_id = victim["error"].split("internal error ")[1][:8]
+    assert f"grader: internal error {fault_id} while {words} for submission 'victim'" in err
+    assert "Traceback (most recent call last)" in err
+    assert f"grader: internal error on 1 submission(s): 'victim' ({fault_id})" in err
+    # The victim's page and Gradescope file say so too; the gradebook keeps no internal-error result.
+    assert fault_id in (out / "victim.html").read_text()
+    assert json.loads((out / "gradescope" / "victim.json").read_text())["score"] == 0.0
+    csv_rows = (out / "gradebook.csv").read_text().splitlines()
+    assert any(row.startswith(('"sibling"', "sibling")) and "67" in row for row in csv_rows)
+
+
+def test_a_failing_report_writer_does_not_stop_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import grader.plugins
+
+    class BrokenWriter:
+        @hookimpl
+        def grader_write_reports(self, report: Any, config: Any) -> None:
+            raise RuntimeError("a writer bug")
+
+    real = grader.plugins.get_plugin_manager
+
+    def with_broken(*args: Any, **kwargs: Any) -> Any:
+        pm = real(*args, **kwargs)
+        pm.register(BrokenWriter(), name="broken_writer")
+        return pm
+
+    monkeypatch.setattr("grader.cli.get_plugin_manager", with_broken)
+    out = tmp_path / "out"
+    code = main(["grade", str(_class(tmp_path)), "--out", str(out), "--insecure", "-q"])
+    err = capsys.readouterr().err
+    assert code == 4
+    for name in CLASS_FILES:
+        assert (out / name).exists(), name
+    assert "1 report writer(s) failed: broken_writer (" in err
+    results = json.loads((out / "results.json").read_text())["submissions"]
+    assert [s["score"] for s in results] == [67.0, 67.0]
+
+
+def test_internal_error_ids_are_stable_and_ignore_the_message() -> None:
+    def fail(message: str) -> BaseException:
+        try:
+            raise ValueError(message)
+        except ValueError as exc:
+            return exc
+
+    first, second = fail("alice's text"), fail("bob's text")
+    assert internal_error_id(first) == internal_error_id(second)
+    assert len(internal_error_id(first)) == 8 and int(internal_error_id(first), 16) >= 0
