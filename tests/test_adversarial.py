@@ -71,6 +71,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import unicodedata
 import xml.etree.ElementTree as ET
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -91,7 +92,10 @@ UIDS = range(61000, 61064)
 PORT = 47914
 UNIX_SOCKET = Path(f"/tmp/grader-adversarial-{PORT}.sock")
 ABSTRACT_SOCKET = f"\0grader-adversarial-{PORT}"
-CANARY = Path("/tmp/grader-adversarial-canary")
+CANARY_IN_ATTACKS = "/tmp/grader-adversarial-canary"
+"""The canary file as the attacks spell it; replaced by this session's own (`CANARY`) when graded."""
+CANARY = Path(f"{CANARY_IN_ATTACKS}-{os.getpid()}")
+"""This session's canary: another session of the suite on the machine has its own."""
 MARK = "ADVERSARIAL-WAS-HERE"
 NOT_SANDBOXED = "ADVERSARIAL-NOT-SANDBOXED"
 OUTSIDE_TARGETS = (
@@ -592,7 +596,7 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     attacks = tmp_path_factory.mktemp("adv-class") / "adversarial"
     shutil.copytree(ADVERSARIAL, attacks)
     for file in attacks.glob("*/attention.py"):  # aim at this checkout of the repository
-        file.write_text(file.read_text().replace(REPO_IN_ATTACKS, str(ROOT)))
+        file.write_text(file.read_text().replace(REPO_IN_ATTACKS, str(ROOT)).replace(CANARY_IN_ATTACKS, str(CANARY)))
     (attacks / CLASSMATE).mkdir()
     shutil.copy(ROOT / "submissions" / "correct_numpy" / "attention.py", attacks / CLASSMATE / "attention.py")
     (attacks / "precompute_seeds").mkdir()
@@ -1091,6 +1095,10 @@ NAMED = {
     "mallory\u202etxt.exe": "honest",  # a right-to-left override
     "Ann": "honest",
     "ann": "correct",  # the same page as Ann on macOS and Windows
+    "jos\u00e9": "honest",  # NFC
+    "jose\u0301": "correct",  # the same name in NFD
+    "CON": "honest",  # a Windows device name
+    "tab\tbed": "honest",  # a TAB: a CSV cell, a terminal column
     "fifo": "fifo",  # attention.py is a named pipe
     "classmate": "correct",
 }
@@ -1224,7 +1232,7 @@ def test_a_student_s_name_changes_nothing_of_their_grade(named_class: dict, name
     page = _page(named_class["out"], sub).read_text(encoding="utf-8")
     assert f"{sub['score']:g}" in page
     if isinstance(name, str) and name.isprintable():
-        assert name.strip() in html.unescape(page)
+        assert unicodedata.normalize("NFC", name.strip()) in unicodedata.normalize("NFC", html.unescape(page))
 
 
 def test_the_class_pages_stay_the_class_s(named_class: dict) -> None:
