@@ -144,6 +144,21 @@ TIMED_OUT = tuple(f"bytes_to_mib did not finish: the call {how}" for how in (
     "took longer than 2 s", "used more than 2 s of CPU time", "took longer than 8 s of wall-clock time"))
 """A hung call, in any of the words a timeout has: its CPU time, its wall-clock backstop (4 times as long)."""
 UNREADABLE = "bytes_to_mib crashed: the grader could not read its answer"
+FOREIGN = "returned something the grader cannot read: the result holds an object of a class of its own"
+"""A result of the submission's own class (its name is student text, not repeated)."""
+HIDDEN_BY_TMP = str(ROOT).startswith("/tmp/")
+"""Jobs see /tmp as their own folder: of a checkout under /tmp they see nothing at all."""
+OUTSIDE = (SANDBOX, "No such file or directory") if HIDDEN_BY_TMP else SANDBOX
+"""What reaching outside the job's folder gives."""
+
+
+def _denied(path: str) -> str | tuple[str, str]:
+    """The error of opening ``path`` outside the job's folder (not there at all, for a checkout under /tmp)."""
+    denied = f"Permission denied: '{path}'" if path else "Permission denied"
+    return (denied, f"No such file or directory: '{path}'" if path else "No such file or directory") \
+        if HIDDEN_BY_TMP else denied
+
+
 CLOSED_FD = ("bytes_to_mib crashed: your code closed or replaced a file descriptor the grader uses "
              "(its result channel)")
 FALSE_BLAME = ("could not set up the job", "used up its CPU time or memory")
@@ -154,16 +169,17 @@ CLASS_FILES = ("index.html", "summary.html", "results.json", "gradebook.csv", "j
 
 ATTACKS = {
     # reading secrets: the reference, the specs, the grader, /proc, fds, memory, classmates
-    "read_reference": Attack((f"Permission denied: '{ROOT}/reference/attention.py'", SANDBOX)),
-    "read_specs": Attack((f"Permission denied: '{ROOT}/exercises/g14/G14.05.yaml'", SANDBOX)),
+    # (a checkout under /tmp is not there for a job: these find nothing and stay honest)
+    "read_reference": Attack((HONEST_WRONG,) if HIDDEN_BY_TMP else (_denied(f"{ROOT}/reference/attention.py"), SANDBOX)),
+    "read_specs": Attack((HONEST_WRONG,) if HIDDEN_BY_TMP else (_denied(f"{ROOT}/exercises/g14/G14.05.yaml"), SANDBOX)),
     "import_grader": Attack(((SANDBOX, "only numpy and the standard library"),)),
     "proc_and_environ": Attack((SANDBOX,)),
     "inherited_fds": Attack(("no inherited file descriptor leads to a secret; open: 0 1 2 3",)),
     "proc_mem": Attack(("ptrace: Operation not permitted", SANDBOX)),
-    "read_classmate": Attack((SANDBOX,)),
+    "read_classmate": Attack((OUTSIDE,)),
     # writing outside the job folder
-    "write_outside": Attack(("Permission denied", SANDBOX)),
-    "fake_report": Attack(("Permission denied", SANDBOX)),
+    "write_outside": Attack((_denied(""), OUTSIDE)),
+    "fake_report": Attack((_denied(""), OUTSIDE)),
     # network
     "network_tcp": Attack(("no network:",)),
     "network_udp": Attack(("no network:",)),
@@ -175,7 +191,7 @@ ATTACKS = {
     "cpu_loop": Attack((TIMED_OUT,)),
     "sleep_forever": Attack((TIMED_OUT,)),
     "ignore_sigterm": Attack((TIMED_OUT,)),
-    "disk_fill": Attack(("No space left on device", "may write at most 64 MiB of files")),
+    "disk_fill": Attack(("may write at most 64 MiB of files",)),  # the error's text is a hidden check's
     "hang_at_import": Attack(("importing the file took longer than 3 s",), baseline="starter"),
     "huge_stdout": Attack(("[output cut at 16 KiB]", "&lt;script&gt;alert(&#39;stdout&#39;)"), in_page=True),
     "huge_stderr": Attack(("[output cut at 16 KiB]", "&lt;img src=x onerror="), in_page=True),
@@ -196,10 +212,11 @@ ATTACKS = {
     # monkeypatching and lying
     "monkeypatch": Attack((HONEST_WRONG,)),
     "patch_worker": Attack((HONEST_WRONG,)),
-    "forged_frames": Attack(("the grader could not read its answer", "not made of numbers"), same=False),
+    "forged_frames": Attack(("the grader could not read its answer", "the result holds a dict",
+                             "the result holds an integer too large to be a float (5001 digits)"), same=False),
     "deep_json_frame": Attack(("bytes_to_mib crashed: the grader could not read its answer",)),
-    "lying_eq": Attack(("returned something the grader cannot read: the result holds a Anything", HONEST_WRONG)),
-    "lying_array": Attack(("returned something the grader cannot read: the result holds a ArrayLike", HONEST_WRONG)),
+    "lying_eq": Attack((FOREIGN, HONEST_WRONG)),
+    "lying_array": Attack((FOREIGN, HONEST_WRONG)),
     "object_array": Attack(("numpy array of dtype object", "dtype complex128", "dtype <U5")),
     "generator": Attack(("the result holds a generator", "the result holds a map", "nested too deeply")),
     # the sandbox itself
@@ -231,9 +248,9 @@ ATTACKS = {
                             ("the result holds a _SlyBytes", "the result holds an object of a class of its own"))),
     # issue 9, outputs: student text is made safe for each reader (terminal, CI log, XML)
     "ansi_import": Attack(("importing the file failed with ValueError",), baseline="starter"),
-    "ansi_in_call": Attack(("bytes_to_mib raised ValueError on valid input", HONEST_WRONG)),
+    "ansi_in_call": Attack(("bytes_to_mib raised ValueError on valid input",)),
     "github_import": Attack(("importing the file failed with ValueError",), baseline="starter"),
-    "github_in_call": Attack(("bytes_to_mib raised ValueError on valid input", HONEST_WRONG)),
+    "github_in_call": Attack(("bytes_to_mib raised ValueError on valid input",)),
     "xml_invalid": Attack(("bytes_to_mib raised ValueError on valid input",), same=False),
     # issue 9, hidden inputs: printed, found in memory, put in messages (see test_hidden_inputs_stay_hidden)
     "print_hidden_args": Attack((HONEST_WRONG,)),
