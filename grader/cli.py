@@ -11,8 +11,10 @@ Exit codes
 1  ``check`` or ``validate``: at least one check did not pass; ``doctor``: a
    layer is missing; ``audit``: a mutant survived an exercise it is tagged
    for, or a correct variant lost a point
-2  usage error: wrong option, missing path, unwritable output folder
-3  configuration error: a malformed spec, a missing reference, a broken plugin
+2  usage error: wrong option, missing path, unwritable output folder, ``-p no:sandbox``
+   or ``-p no:runner`` (only ``--insecure`` grades without the sandbox)
+3  configuration error: a malformed spec, a missing reference, a broken plugin, a
+   sandbox that cannot run a job here (``grade`` runs one before grading)
 4  internal error in the grader or a plugin (a traceback is printed)
 """
 
@@ -30,6 +32,7 @@ from grader.config import Config
 from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, GraderError, UsageError
 from grader.fileio import output_file, remove_stale_scratch
 from grader.plugins import get_plugin_manager
+from grader.safetext import display
 
 __all__ = ["console_main", "main"]
 
@@ -170,7 +173,7 @@ def _run(config: Config) -> int:
     config.hook.grader_terminal_summary(report=report, config=config, write=_write)
     faults = config.stash.get("session.internal_errors", [])
     if faults:
-        shown = ", ".join(f"{sub_id!a} ({fault})" for sub_id, fault in faults[:5])
+        shown = ", ".join(f"{display(repr(sub_id))} ({fault})" for sub_id, fault in faults[:5])
         more = f" and {len(faults) - 5} more" if len(faults) > 5 else ""
         print(f"grader: internal error on {len(faults)} submission(s): {shown}{more}; they are graded 'error', every "
               f"other result and every class file was written (the tracebacks are above)", file=sys.stderr)
@@ -251,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pm.hook.grader_configure(config=config)
         return _run(config)
     except GraderError as exc:
-        print(f"grader: error: {exc}", file=sys.stderr)
+        print(f"grader: error: {display(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("grader: interrupted", file=sys.stderr)

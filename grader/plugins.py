@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import pluggy
 
 from grader import hookspecs
-from grader.errors import PluginError
+from grader.errors import PluginError, UsageError
 
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "get_plugin_manager", "hookimpl"]
 
@@ -44,6 +44,10 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
 )
 """Short names of the built-in plugins, each ``grader.builtin.<name>``."""
 
+UNBLOCKABLE: tuple[str, ...] = ("sandbox", "runner")
+"""Built-ins that ``-p no:NAME`` may not block: without them hidden checks would run unsandboxed
+(or not at all). ``--insecure`` is the one way to grade without the sandbox."""
+
 
 def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = True) -> pluggy.PluginManager:
     """Return a fresh plugin manager for one run.
@@ -66,13 +70,20 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
     grader.errors.PluginError
         If a ``-p`` module cannot be imported, or a plugin implements a hook
         that does not exist (a misspelled ``grader_...`` name).
+    grader.errors.UsageError
+        If ``-p no:NAME`` names the sandbox or the runner (`UNBLOCKABLE`).
     """
     pm = pluggy.PluginManager("grader")
     pm.add_hookspecs(hookspecs)
     plugins = list(plugins)
     for name in plugins:
         if name.startswith("no:"):
-            pm.set_blocked(name[3:])
+            blocked = name[3:]
+            short = blocked.removeprefix("grader.builtin.")
+            if short in UNBLOCKABLE:
+                raise UsageError(f"-p {name}: the {short} cannot be blocked; use --insecure to grade without "
+                                 "the sandbox")
+            pm.set_blocked(blocked)
     for short in BUILTIN_PLUGINS:
         if pm.is_blocked(short):
             continue

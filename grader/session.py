@@ -24,6 +24,7 @@ from grader import __version__
 from grader.builtin.checks import KindContext
 from grader.config import Config
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
+from grader.secret import course_secret
 from grader.models import (
     Call,
     CallResult,
@@ -362,19 +363,23 @@ def _unscored(exercise: Exercise, judged: list[tuple[Check, Verdict]]) -> Exerci
 
 
 def _log_line(line: str) -> None:
+    from grader.safetext import display
+
     try:
-        print(f"grader: {line}", file=sys.stderr, flush=True)
+        print(f"grader: {display(line)}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
 
 
 def _log_internal_error(line: str, exc: BaseException) -> None:
     """Write an internal-error note and its traceback to standard error (escaped: no student text raw)."""
+    from grader.safetext import display
+
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    safe = text.encode("ascii", "backslashreplace").decode("ascii")
-    safe = "".join(ch if ch == "\n" or " " <= ch <= "~" else repr(ch)[1:-1] for ch in safe)
+    # Every line of the traceback behind a "|": no line of it can start a CI workflow command.
+    lines = [f"  | {display(row)}" for row in text.splitlines()]
     try:
-        print(f"grader: {line}\n{safe}", file=sys.stderr, end="" if safe.endswith("\n") else "\n", flush=True)
+        print("\n".join([f"grader: {display(line)}", *lines]), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
 
@@ -413,6 +418,8 @@ def result_key(submission: Submission, collected: Collected, config: Config) -> 
         "after_due_date": config.option("after_due_date", False),
         "published": config.option("published", False),
         "diagnosis": _diagnosis_fingerprint(config),
+        # Hidden inputs derive from the course secret: another secret, other inputs, another result.
+        "course_secret": course_secret(config).fingerprint,
     }
     text = json.dumps([submission.sha256, collected.spec_hash, __version__, settings], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()

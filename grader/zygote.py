@@ -31,17 +31,21 @@ applied if the kernel and the privileges allow it, and reported by
    its slot's cgroups (pids, memory, cpu; v2 for ``cgroup.kill``), then
    unshares mount, ipc and uts namespaces (the network namespace is the
    zygote's own, empty, made once: see `NET_NAMESPACE`), mounts a fresh
-   ``/proc``, takes its three pipes as fds 1-3, closes every other fd, and
-   sets rlimits (CPU, address space, file size, open files, processes, no
-   core dumps);
+   ``/proc`` and its folder, a size-limited tmpfs, at the fixed path
+   `JOB_FOLDER` (its working folder, HOME and TMPDIR), takes its pipes as
+   fds 0-3 (and a set-up reason pipe as fd 4, closed before the submission
+   runs), closes every other fd, and sets rlimits (CPU, address space,
+   file size, open files, processes, no core dumps);
 3. ``PR_SET_NO_NEW_PRIVS``, then a Landlock ruleset: read-only the standard
    library (not its site-packages) and numpy, read-write the job folder,
    nothing else; TCP bind/connect denied; abstract UNIX sockets and signals
    scoped to the job;
 4. drop to a non-root uid/gid (one per worker slot), death with the zygote;
-5. a seccomp filter: no sockets but AF_UNIX (and no connect, sendmsg or
-   sendto with an address: named sockets escape Landlock), no ptrace, mount, unshare,
-   setns, bpf, io_uring, keyctl, namespaced clone, ... (x86_64 only);
+5. a seccomp allow-list (default deny; x86_64 only): the system calls CPython
+   and numpy need, sockets AF_UNIX only (and no connect, sendmsg or sendto with
+   an address: named sockets escape Landlock), clone without namespace flags,
+   no file locks, leases or watches (channels between jobs), no ptrace, mount,
+   unshare, setns, bpf, io_uring, listmount, exec...;
 6. wait for the task on stdin, write the submission into the job folder,
    and run the worker (``worker.run``) on it.
 
@@ -79,8 +83,9 @@ ZYGOTE_PID = os.getpid()
 # Student code may import these; after the uid drop and Landlock, modules
 # not imported yet may be unreadable, so they are imported here, once.
 PREIMPORT = (
-    "abc array base64 bisect calendar cmath collections collections.abc concurrent.futures contextlib "
-    "copy csv dataclasses datetime decimal enum fnmatch fractions functools glob hashlib heapq io "
+    "abc array base64 bisect calendar cmath collections collections.abc concurrent.futures "
+    "concurrent.futures.thread contextlib copy csv dataclasses datetime decimal enum fnmatch fractions "
+    "functools glob hashlib heapq io "
     "itertools json linecache logging math numbers operator pathlib pprint queue random re reprlib "
     "secrets statistics string struct textwrap threading time traceback types typing unittest warnings "
     "numpy numpy.linalg numpy.random numpy.fft numpy.ma numpy.polynomial numpy.testing numpy.typing "
@@ -106,6 +111,9 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
 
 READONLY_RULES = []
 """(O_PATH fd, rights) of every read-only path, opened once by `main`."""
+
+READONLY_PATHS = []
+"""The paths of `READONLY_RULES`."""
 
 ZYGOTE_PIDFD = -1
 """A pidfd of the zygote (readable once it has exited), inherited by jobs."""
@@ -410,22 +418,87 @@ def allowed_paths(numpy_module):
 
 AUDIT_ARCH_X86_64 = 0xC000003E
 RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+
+ALLOWED_SYSCALLS_X86_64 = {
+    0: "read", 1: "write", 2: "open", 3: "close", 4: "stat", 5: "fstat", 6: "lstat", 7: "poll", 8: "lseek",
+    9: "mmap", 10: "mprotect", 11: "munmap", 12: "brk", 13: "rt_sigaction", 14: "rt_sigprocmask",
+    15: "rt_sigreturn", 16: "ioctl", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev", 21: "access",
+    22: "pipe", 23: "select", 24: "sched_yield", 25: "mremap", 26: "msync", 28: "madvise", 32: "dup",
+    33: "dup2", 34: "pause", 35: "nanosleep", 36: "getitimer", 37: "alarm", 38: "setitimer", 39: "getpid",
+    40: "sendfile", 45: "recvfrom", 47: "recvmsg", 48: "shutdown", 51: "getsockname", 52: "getpeername",
+    53: "socketpair", 54: "setsockopt", 55: "getsockopt", 60: "exit", 61: "wait4", 62: "kill", 63: "uname",
+    74: "fsync", 75: "fdatasync", 76: "truncate", 77: "ftruncate", 78: "getdents", 79: "getcwd", 80: "chdir",
+    81: "fchdir", 82: "rename", 83: "mkdir", 84: "rmdir", 85: "creat", 86: "link", 87: "unlink", 88: "symlink",
+    89: "readlink", 90: "chmod", 91: "fchmod", 95: "umask", 96: "gettimeofday", 97: "getrlimit",
+    98: "getrusage", 99: "sysinfo", 100: "times", 102: "getuid", 104: "getgid", 107: "geteuid", 108: "getegid",
+    109: "setpgid", 110: "getppid", 111: "getpgrp", 112: "setsid", 115: "getgroups", 118: "getresuid",
+    120: "getresgid", 121: "getpgid", 124: "getsid", 125: "capget", 127: "rt_sigpending",
+    128: "rt_sigtimedwait", 129: "rt_sigqueueinfo", 130: "rt_sigsuspend", 131: "sigaltstack", 132: "utime",
+    137: "statfs", 138: "fstatfs", 140: "getpriority", 141: "setpriority", 143: "sched_getparam",
+    145: "sched_getscheduler", 146: "sched_get_priority_max", 147: "sched_get_priority_min",
+    148: "sched_rr_get_interval", 157: "prctl", 158: "arch_prctl", 160: "setrlimit", 186: "gettid",
+    187: "readahead", 191: "getxattr", 192: "lgetxattr", 193: "fgetxattr", 194: "listxattr", 195: "llistxattr",
+    196: "flistxattr", 200: "tkill", 201: "time", 202: "futex", 203: "sched_setaffinity",
+    204: "sched_getaffinity", 213: "epoll_create", 217: "getdents64", 218: "set_tid_address",
+    219: "restart_syscall", 221: "fadvise64", 222: "timer_create", 223: "timer_settime", 224: "timer_gettime",
+    225: "timer_getoverrun", 226: "timer_delete", 228: "clock_gettime", 229: "clock_getres",
+    230: "clock_nanosleep", 231: "exit_group", 232: "epoll_wait", 233: "epoll_ctl", 234: "tgkill",
+    235: "utimes", 247: "waitid", 257: "openat", 258: "mkdirat", 261: "futimesat", 262: "newfstatat",
+    263: "unlinkat", 264: "renameat", 265: "linkat", 266: "symlinkat", 267: "readlinkat", 268: "fchmodat",
+    269: "faccessat", 270: "pselect6", 271: "ppoll", 273: "set_robust_list", 277: "sync_file_range",
+    280: "utimensat", 281: "epoll_pwait", 282: "signalfd", 283: "timerfd_create", 284: "eventfd",
+    285: "fallocate", 286: "timerfd_settime", 287: "timerfd_gettime", 289: "signalfd4", 290: "eventfd2",
+    291: "epoll_create1", 292: "dup3", 293: "pipe2", 295: "preadv", 296: "pwritev", 297: "rt_tgsigqueueinfo",
+    299: "recvmmsg", 302: "prlimit64", 309: "getcpu", 315: "sched_getattr", 316: "renameat2", 318: "getrandom",
+    324: "membarrier", 326: "copy_file_range", 327: "preadv2", 328: "pwritev2", 329: "pkey_mprotect",
+    330: "pkey_alloc", 331: "pkey_free", 332: "statx", 334: "rseq", 424: "pidfd_send_signal", 434: "pidfd_open",
+    436: "close_range", 437: "openat2", 439: "faccessat2", 441: "epoll_pwait2", 449: "futex_waitv",
+    452: "fchmodat2", 453: "map_shadow_stack", 454: "futex_wake", 455: "futex_wait", 456: "futex_requeue",
+    462: "mseal",
+}
+"""What a job may call (x86_64): what CPython, numpy (OpenBLAS on one thread), the worker, threads
+and ``os.fork`` use, traced with ``strace -f`` on real jobs (the samples, a job using threads, numpy's
+linear algebra and FFT, temporary files). Everything else is denied: `DENIED_SYSCALLS_X86_64` with
+EPERM (a student reads "Operation not permitted"), `KILLED_SYSCALLS_X86_64` by killing the job, the
+rest with ENOSYS (as for a system call this kernel lacks: libc and CPython fall back where they can)."""
+
+ARGUMENT_CHECKED = {41: "socket", 44: "sendto", 56: "clone", 72: "fcntl", 435: "clone3"}
+"""Allowed only with some arguments (see `seccomp_program`)."""
+
 DENIED_SYSCALLS_X86_64 = {
     101: "ptrace", 103: "syslog", 135: "personality", 153: "vhangup", 155: "pivot_root", 159: "adjtimex",
-    161: "chroot", 163: "acct", 164: "settimeofday", 165: "mount", 166: "umount2", 167: "swapon",
-    168: "swapoff", 169: "reboot", 170: "sethostname", 171: "setdomainname", 172: "iopl", 173: "ioperm",
-    175: "init_module", 176: "delete_module", 179: "quotactl", 212: "lookup_dcookie", 227: "clock_settime",
-    246: "kexec_load", 248: "add_key", 249: "request_key", 250: "keyctl", 272: "unshare",
-    298: "perf_event_open", 303: "name_to_handle_at", 304: "open_by_handle_at", 308: "setns",
-    310: "process_vm_readv", 311: "process_vm_writev", 313: "finit_module", 320: "kexec_file_load",
+    161: "chroot", 163: "acct", 164: "settimeofday", 165: "mount", 166: "umount2", 170: "sethostname",
+    171: "setdomainname", 179: "quotactl", 212: "lookup_dcookie", 227: "clock_settime", 248: "add_key",
+    249: "request_key", 250: "keyctl", 272: "unshare", 298: "perf_event_open", 303: "name_to_handle_at",
+    304: "open_by_handle_at", 308: "setns", 310: "process_vm_readv", 311: "process_vm_writev", 312: "kcmp",
     321: "bpf", 323: "userfaultfd", 425: "io_uring_setup", 426: "io_uring_enter", 427: "io_uring_register",
     428: "open_tree", 429: "move_mount", 430: "fsopen", 431: "fsconfig", 432: "fsmount", 433: "fspick",
-    442: "mount_setattr",
+    438: "pidfd_getfd", 442: "mount_setattr", 443: "quotactl_fd", 457: "statmount", 458: "listmount",
     # Named UNIX sockets are not covered by Landlock or the net namespace: a job could reach a
     # world-writable socket of the machine. Jobs get socketpair() only: no connect, no sendmsg.
-    42: "connect", 46: "sendmsg", 307: "sendmmsg",
+    42: "connect", 43: "accept", 46: "sendmsg", 49: "bind", 50: "listen", 288: "accept4", 307: "sendmmsg",
+    # No other programs, no other ids.
+    59: "execve", 322: "execveat", 105: "setuid", 106: "setgid", 113: "setreuid", 114: "setregid",
+    116: "setgroups", 117: "setresuid", 119: "setresgid", 122: "setfsuid", 123: "setfsgid", 126: "capset",
+    92: "chown", 93: "fchown", 94: "lchown", 260: "fchownat", 133: "mknod", 259: "mknodat",
+    # Channels between jobs side by side, through files they all may read: locks, watches.
+    73: "flock", 253: "inotify_init", 254: "inotify_add_watch", 294: "inotify_init1", 300: "fanotify_init",
+    301: "fanotify_mark",
 }
-SYS_SOCKET, SYS_SENDTO, SYS_CLONE, SYS_CLONE3 = 41, 44, 56, 435
+"""Denied with EPERM: what attacks try, with an error a student's code can report."""
+
+KILLED_SYSCALLS_X86_64 = {
+    167: "swapon", 168: "swapoff", 169: "reboot", 172: "iopl", 173: "ioperm", 175: "init_module",
+    176: "delete_module", 246: "kexec_load", 313: "finit_module", 320: "kexec_file_load",
+}
+"""No code has a reason to try these: the job is killed (SIGSYS)."""
+
+LOCK_COMMANDS = {5: "F_GETLK", 6: "F_SETLK", 7: "F_SETLKW", 36: "F_OFD_GETLK", 37: "F_OFD_SETLK",
+                 38: "F_OFD_SETLKW", 1024: "F_SETLEASE", 1025: "F_GETLEASE", 1026: "F_NOTIFY"}
+"""fcntl commands denied (EPERM): record locks, leases and directory notifications would let two jobs
+side by side pass bits through a file both may read."""
+
+SYS_SOCKET, SYS_SENDTO, SYS_CLONE, SYS_FCNTL, SYS_CLONE3 = 41, 44, 56, 72, 435
 NAMESPACE_FLAGS = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP
 
 
@@ -434,19 +507,28 @@ def _bpf(code, k, jt=0, jf=0):
 
 
 def seccomp_program():
-    """A BPF program (bytes) for x86_64: deny-list with friendly errno values."""
+    """A BPF program (bytes) for x86_64: an allow-list, default deny.
+
+    Order: any other architecture is killed, the x32 ABI denied; then the
+    system calls allowed only with some arguments (`ARGUMENT_CHECKED`):
+    ``socket`` for AF_UNIX only, ``sendto`` without an address, ``clone``
+    without namespace flags, ``fcntl`` without lock, lease or notify
+    commands (`LOCK_COMMANDS`), ``clone3`` never (ENOSYS: glibc falls back to
+    ``clone``, whose flags a filter can read); then `ALLOWED_SYSCALLS_X86_64`,
+    `DENIED_SYSCALLS_X86_64` (EPERM), `KILLED_SYSCALLS_X86_64`; anything
+    else fails with ENOSYS.
+    """
     LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+    eperm, enosys = RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS
     prog = [
         _bpf(LD_W_ABS, 4),                       # arch
         _bpf(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
         _bpf(RET_K, RET_KILL_PROCESS),
         _bpf(LD_W_ABS, 0),                       # syscall number
         _bpf(JGE_K, 0x40000000, 0, 1),           # x32 ABI
-        _bpf(RET_K, RET_ERRNO | errno.EPERM),
+        _bpf(RET_K, eperm),
     ]
-    for nr in sorted(DENIED_SYSCALLS_X86_64):
-        prog += [_bpf(JEQ_K, nr, 0, 1), _bpf(RET_K, RET_ERRNO | errno.EPERM)]
-    prog += [_bpf(JEQ_K, SYS_CLONE3, 0, 1), _bpf(RET_K, RET_ERRNO | errno.ENOSYS)]  # glibc falls back to clone
+    prog += [_bpf(JEQ_K, SYS_CLONE3, 0, 1), _bpf(RET_K, enosys)]
     prog += [  # sendto with a destination address (a datagram to a named socket) is denied
         _bpf(JEQ_K, SYS_SENDTO, 0, 6),
         _bpf(LD_W_ABS, 48),                      # args[4]: dest_addr, low half
@@ -454,7 +536,7 @@ def seccomp_program():
         _bpf(LD_W_ABS, 52),                      # high half
         _bpf(JEQ_K, 0, 0, 1),
         _bpf(RET_K, RET_ALLOW),
-        _bpf(RET_K, RET_ERRNO | errno.EPERM),
+        _bpf(RET_K, eperm),
     ]
     prog += [
         _bpf(JEQ_K, SYS_SOCKET, 0, 4),
@@ -462,12 +544,27 @@ def seccomp_program():
         _bpf(JEQ_K, socket.AF_UNIX, 0, 1),
         _bpf(RET_K, RET_ALLOW),
         _bpf(RET_K, RET_ERRNO | errno.EAFNOSUPPORT),
-        _bpf(JEQ_K, SYS_CLONE, 0, 3),
+        _bpf(JEQ_K, SYS_CLONE, 0, 4),
         _bpf(LD_W_ABS, 16),                      # args[0]: clone flags
         _bpf(JSET_K, NAMESPACE_FLAGS, 0, 1),
-        _bpf(RET_K, RET_ERRNO | errno.EPERM),
+        _bpf(RET_K, eperm),
         _bpf(RET_K, RET_ALLOW),
     ]
+    locks = [_bpf(LD_W_ABS, 24)]                 # args[1]: the fcntl command
+    for cmd in sorted(LOCK_COMMANDS):
+        locks += [_bpf(JEQ_K, cmd, 0, 1), _bpf(RET_K, eperm)]
+    locks.append(_bpf(RET_K, RET_ALLOW))
+    prog += [_bpf(JEQ_K, SYS_FCNTL, 0, len(locks))] + locks
+    prog += [_bpf(LD_W_ABS, 0)]                  # the syscall number again
+    # The tables are disjoint: the allowed come first, the most frequent of them (futex, reads and
+    # writes, memory) at the front, so that an honest call goes through the fewest checks.
+    hot = (202, 0, 1, 9, 11, 10, 28, 12, 3, 257, 262, 5, 8, 14, 13, 228, 7, 271)
+    allowed = list(hot) + sorted(set(ALLOWED_SYSCALLS_X86_64) - set(hot))
+    for table, action in (({nr: "" for nr in allowed}, RET_ALLOW), (DENIED_SYSCALLS_X86_64, eperm),
+                          (KILLED_SYSCALLS_X86_64, RET_KILL_PROCESS)):
+        for nr in table:
+            prog += [_bpf(JEQ_K, nr, 0, 1), _bpf(RET_K, action)]
+    prog.append(_bpf(RET_K, enosys))
     return b"".join(prog)
 
 
@@ -502,17 +599,42 @@ def set_rlimits(limits):
         resource.setrlimit(res, value)
 
 
+JOB_FOLDER = "/tmp"
+"""Where a job sees its folder (its working folder, HOME and TMPDIR): a fixed path, so that
+``getcwd()``, ``__file__`` and tracebacks show nothing of the grader's own temporary folder. A fresh
+tmpfs is mounted there inside the job's mount namespace (the machine's /tmp is hidden from the job,
+and from nothing else); the job then needs no path of the host at all, so a TMPDIR inside a folder
+the job uids cannot enter (mode 0700) does not matter."""
+
+
+def fixed_folder_clash(readonly):
+    """Why the job folder cannot be mounted at `JOB_FOLDER` (a path jobs read lies under it), or ''."""
+    for path in readonly:
+        if path == JOB_FOLDER or path.startswith(JOB_FOLDER.rstrip("/") + "/"):
+            return f"{path} (read by jobs) lies under {JOB_FOLDER}"
+    return ""
+
+
 def job_tmpfs(jobdir, uid, size):
-    """Put the job folder on an empty tmpfs of ``size`` bytes, owned by ``uid``.
+    """Put the job folder on an empty tmpfs of ``size`` bytes, owned by ``uid``; return its path.
 
     The job may write only there (Landlock): without a size limit, a job
     writing 64 MiB files (RLIMIT_FSIZE) until its timeout, call after call,
     could fill the grader's disk. The tmpfs is charged to the job's memory
-    cgroup and vanishes with its mount namespace.
+    cgroup and vanishes with its mount namespace. It is mounted at
+    `JOB_FOLDER` (inside the job's own mount namespace only), unless a path
+    the job reads lies there: then over ``jobdir``, the grader's folder.
+
+    Returns
+    -------
+    str
+        Where the job folder is now (the job's working folder).
     """
+    where = jobdir if fixed_folder_clash(READONLY_PATHS) else JOB_FOLDER
     options = f"size={int(size)},nr_inodes=4096,mode=0700,uid={uid},gid={uid}".encode()
-    _check(libc.mount(b"tmpfs", jobdir.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount tmpfs")
-    os.chdir(jobdir)  # the host's folder is now hidden beneath the tmpfs
+    _check(libc.mount(b"tmpfs", where.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount tmpfs on {where}")
+    os.chdir(where)  # the host's folder is now hidden beneath the tmpfs
+    return where
 
 
 def _read_exactly(fd, n):
@@ -551,8 +673,24 @@ def receive_task(request):
     return dict(request, calls=task["calls"], cpu_seconds=cpu, standby=bool(task.get("standby")))
 
 
+def _move_job_folder(request, where):
+    """Point the request and the environment at the job folder's new place; return it."""
+    old = request["jobdir"]
+    if where != old:
+        request["jobdir"] = where
+        request["file"] = os.path.join(where, os.path.relpath(request["file"], old))
+        for key, value in list(os.environ.items()):
+            if value == old:
+                os.environ[key] = where
+    return where
+
+
 def isolate_job(request, layers):
-    """Apply every layer inside the job (pid 1 of its namespaces). Records what applied."""
+    """Apply every layer inside the job (pid 1 of its namespaces). Records what applied.
+
+    Moves the job folder to `JOB_FOLDER` (``request["jobdir"]`` and
+    ``request["file"]`` are updated, and so are HOME and TMPDIR).
+    """
     limits = request["limits"]
     uid = UID_BASE + int(request["slot"])
     jobdir = request["jobdir"]
@@ -565,10 +703,13 @@ def isolate_job(request, layers):
             layers["fresh_proc"] = str(exc)
         if layers["fresh_proc"] is True:  # / is private now: the mount stays in the job's namespace
             try:
-                job_tmpfs(jobdir, uid, limits["file_bytes"])
+                where = job_tmpfs(jobdir, uid, limits["file_bytes"])
                 layers["job_tmpfs"] = True
+                layers["fixed_cwd"] = True if where == JOB_FOLDER else fixed_folder_clash(READONLY_PATHS)
+                jobdir = _move_job_folder(request, where)
             except OSError as exc:
                 layers["job_tmpfs"] = str(exc)
+    layers.setdefault("fixed_cwd", layers.get("job_tmpfs", "no mount namespace"))
     if layers.get("uts") is True:
         socket.sethostname("grader-job")
     marks = layers.get("_marks", [])
@@ -590,9 +731,9 @@ def isolate_job(request, layers):
     marks.append(("uid", time.perf_counter()))
     try:
         seccomp_install()
-        layers["seccomp"] = True
+        layers["seccomp"] = layers["file_locks"] = True
     except OSError as exc:
-        layers["seccomp"] = str(exc)
+        layers["seccomp"] = layers["file_locks"] = str(exc)
     marks.append(("seccomp", time.perf_counter()))
 
 
@@ -609,10 +750,30 @@ def _close_fds_from(lowest):
                 pass
 
 
-def job(request, fds, control_fd, worker, layers):
+REASON_FD = 4
+"""In a job, until its student code runs: where a set-up failure's reason is written (read by the
+zygote, which passes it to the grader with the exit code on the status pipe)."""
+
+SETUP_FAILED = 70
+"""A job's exit code when its set-up failed (the reason follows on the status pipe)."""
+
+
+def _setup_reason(exc):
+    """One line saying why a job's set-up failed: the exception and where in this file."""
+    tb, line = exc.__traceback__, 0
+    while tb is not None:
+        tb, line = tb.tb_next, tb.tb_lineno
+    text = f"{type(exc).__name__}: {exc} (zygote.py, line {line})"
+    return "".join(c if c.isprintable() else " " for c in text)[:400]
+
+
+def job(request, fds, control_fd, worker, layers, reason_fd=-1):
     """The job itself, just forked: pid 1 of its pid namespace when there is one.
 
-    ``layers`` already says whether the pid namespace applied. Never returns.
+    ``layers`` already says whether the pid namespace applied. If set-up
+    fails, the reason goes to ``reason_fd`` (moved to `REASON_FD`, closed
+    before the submission is run, so student code cannot write there) and
+    the job exits with `SETUP_FAILED`. Never returns.
     """
     try:
         os.setsid()
@@ -636,11 +797,14 @@ def job(request, fds, control_fd, worker, layers):
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.dup2(result_fd, 3)
+        if reason_fd >= 0:
+            os.dup2(reason_fd, REASON_FD)  # reason_fd is 10 or above (`fork_job`)
+            reason_fd = REASON_FD
         os.chdir(request["jobdir"])
         os.environ.clear()
         os.environ.update(request["env"])
         isolate_job(request, layers)  # uses the zygote's O_PATH descriptors, closed next
-        _close_fds_from(4)
+        _close_fds_from(REASON_FD + 1)
         if request.get("probe"):
             marks = layers.pop("_marks")
             layers["setup_ms"] = {b[0]: round((b[1] - a[1]) * 1000, 2) for a, b in zip(marks, marks[1:])}
@@ -650,21 +814,34 @@ def job(request, fds, control_fd, worker, layers):
             # Fail closed: student code never runs without the filesystem allow-list, or as root.
             raise OSError(errno.EPERM, f"a required layer did not apply (landlock: {layers.get('landlock')}, "
                                        f"uid: {layers.get('uid')})")
-        worker.run(receive_task(request), 3)
+        task = receive_task(request)
+        if reason_fd >= 0:
+            os.close(reason_fd)  # before any student code runs
+            reason_fd = -1
+        worker.run(task, 3)
     except BaseException as exc:  # the worker never returns; anything here is a setup failure
         try:
-            tb, line = exc.__traceback__, 0
-            while tb is not None:
-                tb, line = tb.tb_next, tb.tb_lineno
-            os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc} (zygote.py, line {line})\n".encode())
+            reason = _setup_reason(exc)
+            os.write(2, f"sandbox setup failed: {reason}\n".encode())
+            if reason_fd >= 0:
+                os.write(reason_fd, reason.encode())
         finally:
-            os._exit(70)
+            os._exit(SETUP_FAILED)
 
 
 def fork_job(request, fds, control_fd, worker):
-    """Fork one job as pid 1 of a new pid namespace (when possible); return its pid."""
+    """Fork one job as pid 1 of a new pid namespace (when possible).
+
+    Returns
+    -------
+    (int, int)
+        The job's pid, and the read end of its set-up reason pipe (see `job`).
+    """
     layers = {}
     own_pidns = None
+    reason_read, reason_write = os.pipe()
+    reason_write = _high_fd(reason_write)
+    os.set_blocking(reason_read, False)
     if libc.unshare(CLONE_NEWPID) == 0:
         layers["pid"] = True
         own_pidns = OWN_PIDNS_FD
@@ -674,20 +851,26 @@ def fork_job(request, fds, control_fd, worker):
         pid = fork_retrying()
     except OSError:
         pid = -1
+        os.close(reason_read)
         raise
     finally:
+        if pid != 0:
+            os.close(reason_write)
         if pid != 0 and own_pidns is not None:  # the zygote's next children go back to its own namespace
             _check(libc.setns(own_pidns, CLONE_NEWPID), "setns back to the zygote's pid namespace")
     if pid == 0:
-        job(request, fds[:3] + fds[4:5], control_fd, worker, layers)
-    return pid
+        os.close(reason_read)
+        job(request, fds[:3] + fds[4:5], control_fd, worker, layers, reason_write)
+    return pid, reason_read
 
 
 class Running:
     """A job the zygote watches: its pidfd, slot and status pipe."""
 
-    def __init__(self, job_id, pid, slot, status_fd):
+    def __init__(self, job_id, pid, slot, status_fd, reason_fd=-1):
         self.id, self.pid, self.slot, self.status_fd = job_id, pid, slot, status_fd
+        self.reason_fd = reason_fd  # why its set-up failed, if it did (see `job`)
+        self.reason = ""
         self.pidfd = os.pidfd_open(pid)
         self.code = None          # exit code, once reaped
         self.deadline = None      # when stragglers in the slot are killed one by one
@@ -703,6 +886,15 @@ class Running:
         self.code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else (
             os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
         self.deadline = time.monotonic() + 5.0
+        if self.reason_fd >= 0:
+            try:
+                data = os.read(self.reason_fd, 1024) if self.code == SETUP_FAILED else b""
+            except OSError:  # nothing written (the write end may still be open in a straggler)
+                data = b""
+            os.close(self.reason_fd)
+            self.reason_fd = -1
+            text = data.decode("utf-8", errors="replace")
+            self.reason = "".join(c if c.isprintable() else " " for c in text).strip()[:400]
         return True
 
     def settled(self):
@@ -717,8 +909,8 @@ class Running:
                     os.kill(int(p), signal.SIGKILL)
                 except (ProcessLookupError, ValueError):
                     pass
-        try:
-            os.write(self.status_fd, f"{self.code}\n".encode())
+        try:  # one write of less than PIPE_BUF bytes: the grader reads it whole
+            os.write(self.status_fd, f"{self.code} {self.reason}".strip().encode() + b"\n")
         except OSError:
             pass  # the grader stopped waiting
         os.close(self.status_fd)
@@ -771,11 +963,11 @@ def serve(control_fd, worker):
                 slot = int(request["slot"])
                 slots.add(slot)
                 try:
-                    pid = fork_job(request, fds, control_fd, worker)
-                    job_ = Running(request["job"], pid, slot, fds[3])
+                    pid, reason_fd = fork_job(request, fds, control_fd, worker)
+                    job_ = Running(request["job"], pid, slot, fds[3], reason_fd)
                 except OSError as exc:
                     os.write(fds[2], f"sandbox setup failed: {exc}\n".encode())
-                    os.write(fds[3], b"70\n")
+                    os.write(fds[3], f"{SETUP_FAILED} the zygote could not start the job: {exc}"[:400].encode() + b"\n")
                     for fd_ in fds:
                         os.close(fd_)
                     reply = {"pid": None}
@@ -828,9 +1020,10 @@ def main(argv):
 
     cgroup_remove_stale()
     readonly = allowed_paths(numpy)
-    global READONLY_RULES, ZYGOTE_PIDFD, OWN_PIDNS_FD, NET_NAMESPACE
+    global READONLY_RULES, READONLY_PATHS, ZYGOTE_PIDFD, OWN_PIDNS_FD, NET_NAMESPACE
     NET_NAMESPACE = True if libc.unshare(CLONE_NEWNET) == 0 else os.strerror(ctypes.get_errno())
     READONLY_RULES = open_rules(readonly, FS_EXECUTE | FS_READ_FILE | FS_READ_DIR)
+    READONLY_PATHS = readonly
     ZYGOTE_PIDFD = _high_fd(os.pidfd_open(os.getpid()))
     OWN_PIDNS_FD = _high_fd(os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC))
     # Move everything imported so far out of the collector's reach: a job's

@@ -31,6 +31,16 @@ def _not_in_github_actions():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _default_course_secret():
+    """Tests grade with the documented default course secret (none: hidden checks keep their
+    spec seeds, and 'grade' warns once); tests/test_secret.py sets a secret itself."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("GRADER_COURSE_SECRET", raising=False)
+        mp.delenv("GRADER_COURSE_SECRET_FILE", raising=False)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _catalogue_cache(tmp_path_factory: pytest.TempPathFactory):
     """The catalogue's results cache (diagnosis, audit) lives in this session's temporary folder,
     never in the user's ~/.cache: every run starts cold and leaves nothing behind."""

@@ -193,7 +193,8 @@ ATTACKS = {
     "cpu_loop": Attack((TIMED_OUT,)),
     "sleep_forever": Attack((TIMED_OUT,)),
     "ignore_sigterm": Attack((TIMED_OUT,)),
-    "disk_fill": Attack(("may write at most 64 MiB of files",)),  # the error's text is a hidden check's
+    # one-mib is hidden: the exception's type and line are shown, not its text ("No space left on device")
+    "disk_fill": Attack(("raised OSError (attention.py, line", "may write at most 64 MiB of files")),
     "hang_at_import": Attack(("importing the file took longer than 3 s",), baseline="starter"),
     "huge_stdout": Attack(("[output cut at 16 KiB]", "&lt;script&gt;alert(&#39;stdout&#39;)"), in_page=True),
     "huge_stderr": Attack(("[output cut at 16 KiB]", "&lt;img src=x onerror="), in_page=True),

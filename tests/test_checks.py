@@ -3,14 +3,15 @@ reference, hand-make the call results, and judge them. No child process."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import zlib
 
 import numpy as np
 import pytest
-
 from conftest import REFERENCE
+
 from grader.builtin.checks import BUILTIN_KINDS, KindContext
 from grader.builtin.judge import judge
 from grader.builtin.reference import load_reference
@@ -522,6 +523,67 @@ def test_judge_precedence_and_delegation() -> None:
     assert judge(raises, prep3, [CallResult("not_implemented")], KINDS["raises"], ctx3).status == "not_attempted"
     other = CallResult("raised", error_type="IndexError", message="list index out of range")
     assert judge(raises, prep3, [other], KINDS["raises"], ctx3).status == "failed"
+
+
+# --- judge: hidden stays hidden -------------------------------------------------------
+
+LEAK = "Q=[[0.123456789, 0.987654321]] and the expected [[0.5]]"
+
+
+def _hidden_softmax(visibility: str = "hidden") -> tuple[Check, Prepared, KindContext]:
+    check, ctx = make("literal", "softmax", {"scores": [0.0, 0.0]}, {"expect": [0.5, 0.5]})
+    check = dataclasses.replace(check, visibility=visibility)
+    return check, prepare(check, ctx), ctx
+
+
+def test_a_hidden_check_that_raised_shows_type_and_line_never_the_message() -> None:
+    check, prepared, ctx = _hidden_softmax()
+    raised = CallResult("raised", error_type="TypeError", message=LEAK, where="attention.py, line 12")
+    v = judge(check, prepared, [raised], KINDS["literal"], ctx)
+    assert v == Verdict("error", "softmax raised TypeError (attention.py, line 12)")
+    # The same call on a visible check keeps the student's own message.
+    visible, vprep, vctx = _hidden_softmax("visible")
+    v = judge(visible, vprep, [raised], KINDS["literal"], vctx)
+    assert v.message == f"softmax raised TypeError on valid input (attention.py, line 12): {LEAK}"
+    # Released checks follow --after-due-date / --published; unreleased ones are hidden.
+    late, lprep, lctx = _hidden_softmax("after_due_date")
+    assert judge(late, lprep, [raised], KINDS["literal"], lctx, shown=True).message.endswith(LEAK)
+    assert LEAK not in judge(late, lprep, [raised], KINDS["literal"], lctx).message
+
+
+def test_hidden_check_messages_carry_nothing_the_job_wrote() -> None:
+    check, prepared, ctx = _hidden_softmax()
+    cases = [
+        (CallResult("raised", error_type="Q_0_123456789", message=LEAK, where="attention.py, line 3"),
+         "softmax raised an exception of its own class (attention.py, line 3)"),
+        (CallResult("raised", error_type="ValueError", message=LEAK, where=f"attention.py, line 3): {LEAK}"),
+         "softmax raised ValueError"),
+        (CallResult("raised", error_type="LinAlgError", message=LEAK), "softmax raised LinAlgError"),
+        (CallResult("raised", error_type="PermissionError", message=LEAK, where="attention.py, line 9"),
+         ("softmax raised PermissionError (attention.py, line 9) (the grader's sandbox does not allow this: while "
+          "grading, your code may read only its own file, the standard library and numpy, and may not use the network, "
+          "write outside its own folder, or start, stop or inspect other programs)")),
+        (CallResult("not_implemented", message=LEAK),
+         "not attempted: softmax still raises NotImplementedError or is not defined"),
+        (CallResult("bad_return", message=LEAK),
+         "softmax returned something the grader cannot read (return plain numbers, lists of them or numpy arrays)"),
+        (CallResult("bad_return", message="the result holds a Q_0_123; return numbers, lists, tuples or numpy arrays"),
+         ("softmax returned something the grader cannot read: the result holds an object of a class of its own; "
+          "return numbers, lists, tuples or numpy arrays")),
+        (CallResult("bad_return", message="the result holds a generator; return numbers, lists, tuples or numpy arrays"),
+         ("softmax returned something the grader cannot read: the result holds a generator; "
+          "return numbers, lists, tuples or numpy arrays")),
+        (CallResult("bad_return", message="the result holds a numpy array of dtype <U5; return numbers"),
+         ("softmax returned something the grader cannot read: the result holds a numpy array of dtype <U5; "
+          "return numbers")),
+        (CallResult("bad_return", message="the result is nested too deeply"),
+         "softmax returned something the grader cannot read: the result is nested too deeply"),
+    ]
+    for result, message in cases:
+        v = judge(check, prepared, [result], KINDS["literal"], ctx)
+        assert (v.status, v.message, v.details) == ("error" if result.status != "not_implemented" else "not_attempted",
+                                                    message, ()), result
+        assert "0.123" not in v.message
 
 
 # --- format_value ----------------------------------------------------------------------

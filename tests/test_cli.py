@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SUBMISSIONS
 
+from grader.secret import WARNING as SECRET_WARNING
+
 
 def _one_line(err: str) -> str:
     lines = err.strip().splitlines()
@@ -45,6 +47,17 @@ def test_usage_errors_are_one_line_exit_2(cli, args, phrase) -> None:
     line = _one_line(err)
     assert line.startswith("grader: error: ")
     assert phrase in line
+
+
+@pytest.mark.parametrize("plugin", ["sandbox", "runner", "grader.builtin.sandbox"])
+def test_the_sandbox_and_the_runner_cannot_be_blocked(cli, tmp_path: Path, plugin: str) -> None:
+    """Only --insecure grades without the sandbox: -p no:sandbox is refused before anything runs."""
+    code, out, err = cli("grade", "-p", f"no:{plugin}", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "out")
+    assert code == 2 and out == ""
+    short = plugin.removeprefix("grader.builtin.")
+    assert _one_line(err) == (f"grader: error: -p no:{plugin}: the {short} cannot be blocked; use --insecure to "
+                              "grade without the sandbox")
+    assert not (tmp_path / "out").exists()
 
 
 def test_empty_folder_is_a_usage_error(cli, tmp_path: Path) -> None:
@@ -142,9 +155,11 @@ def test_grade_prints_a_table_and_progress(cli, tmp_path: Path) -> None:
     code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", SUBMISSIONS / "mib_decimal", "--out", tmp_path,
                          "--jobs", "1")
     assert code == 0
-    progress = [line.split("  (")[0] for line in err.splitlines()]  # the rate and ETA vary
+    # Tests grade without a course secret: 'grade' says so first, in one line.
+    assert err.splitlines()[0] == f"grader: warning: {SECRET_WARNING}"
+    progress = [line.split("  (")[0] for line in err.splitlines()[1:]]  # the rate and ETA vary
     assert progress == ["[1/2] correct_numpy: 67/67", "[2/2] mib_decimal: 62/67"]
-    assert re.fullmatch(r"\[2/2\] mib_decimal: 62/67(  \(\d+\.\d/s, ETA 0 s\))?", err.splitlines()[1])
+    assert re.fullmatch(r"\[2/2\] mib_decimal: 62/67(  \(\d+\.\d/s, ETA 0 s\))?", err.splitlines()[2])
     assert out.splitlines()[-3:] == [
         "graded 2 submissions (0 could not run)",
         f"reports: {tmp_path / 'index.html'}",
@@ -198,5 +213,5 @@ def test_a_reader_that_goes_away_stops_the_summary_not_the_grading(tmp_path: Pat
     proc = subprocess.run([sys.executable, "-m", "grader", "grade", SUBMISSIONS / "correct_numpy", "--out",
                            tmp_path / "o", "-q"], stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     os.close(write_end)
-    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.returncode == 0 and proc.stderr == f"grader: warning: {SECRET_WARNING}\n"  # no secret in tests
     assert (tmp_path / "o" / "results.json").is_file()

@@ -19,7 +19,9 @@ def _rows(text: str) -> list[dict[str, str]]:
 
 def test_header_and_one_row_per_student(graded: dict) -> None:
     text = (graded["out"] / "gradebook.csv").read_text()
-    assert text.splitlines()[0] == "student," + ",".join(EXERCISES) + ",total,max_score,status"
+    # Every field quoted, numbers included (LMS importers read "7.5" as a number).
+    assert text.splitlines()[0] == ",".join(f'"{h}"' for h in ["student", *EXERCISES, "total", "max_score", "status"])
+    assert text.splitlines()[1].startswith('"')
     rows = _rows(text)
     assert [r["student"] for r in rows] == sorted(EXPECTED)  # the order of the report: sorted folders
     max_score = graded["by_id"]["correct_numpy"]["max_score"]
@@ -62,3 +64,17 @@ def test_csv_option_writes_elsewhere_and_check_writes_none(cli, tmp_path: Path) 
     assert row["student"] == "mib_decimal" and row["G14.05"] == "5"
     code, _, _ = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--csv", tmp_path / "c.csv")
     assert code == 1 and not (tmp_path / "c.csv").exists()
+
+
+def test_student_ids_cannot_forge_formulas_or_rows() -> None:
+    ids = ['=HYPERLINK("x")', " +1", '"-2', "a\r\nb", "@SUM(A1)", "\tx", "-", "'=1", "plain"]
+    report = GradingReport("0", "h", "grade", tuple(_sub(i, [7.5]) for i in ids))
+    text = gradebook_csv(report)
+    # One physical line per row: no CR or LF inside a field.
+    assert len(text.split("\n")) == len(ids) + 2 and "\r" not in text
+    assert text.splitlines()[4] == '"a b","7.5","7.5","10","graded"'
+    rows = list(csv.reader(io.StringIO(text)))
+    assert [r[0] for r in rows[1:]] == [
+        "'=HYPERLINK(\"x\")", "' +1", "'\"-2", "a b", "'@SUM(A1)", "'\tx", "'-", "''=1", "plain",
+    ]
+    assert rows[1] == ["'=HYPERLINK(\"x\")", "7.5", "7.5", "10", "graded"]

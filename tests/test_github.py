@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 from conftest import SUBMISSIONS
 
-from grader.builtin.github import MAX_PER_LEVEL, _md, annotations, escape_data, escape_property
+from grader.builtin.github import MAX_PER_LEVEL, _md, annotations, escape_data, escape_property, step_summary
 from grader.feedback import HIDDEN_NOTE
 from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
 
@@ -145,3 +146,36 @@ def test_at_most_ten_errors_per_step() -> None:
     lines = annotations(GradingReport("0", "h", "check", (sub,)))
     assert len(lines) == MAX_PER_LEVEL
     assert [_unescape(line.split("::")[2]).splitlines()[0] for line in lines] == [f"wrong {i}" for i in range(10)]
+
+
+def _hostile_report(message: str, sid: str = "eve") -> GradingReport:
+    check = CheckResult("c1", "", "error", 0.0, 1.0, "visible", message, "", True)
+    ex = ExerciseResult("G14.02", "Softmax", "s", 0.0, 1.0, (check,))
+    return GradingReport("0", "h", "check", (SubmissionResult(sid, "/nowhere/attention.py", "", "graded", 0.0, 1.0, (ex,)),))
+
+
+def test_student_text_cannot_forge_a_workflow_command() -> None:
+    message = "attention raised ValueError: boom\n::error::forged 100%0A\r::add-mask::x\x1b[31m"
+    [line] = annotations(_hostile_report(message, sid="eve,file=x::y"))
+    # The message: % -> %25, CR -> %0D, LF -> %0A, exactly as GitHub documents; ESC sequences gone.
+    assert line == (
+        "::error file=/nowhere/attention.py,title=G14.02 c1%3A error (0/1 points)::"
+        "attention raised ValueError: boom%0A::error::forged 100%250A%0A::add-mask::x"
+    )
+    assert line.count("\n") == 0 and "\r" not in line and "\x1b" not in line
+    [line] = annotations(
+        GradingReport("0", "h", "check", (SubmissionResult("eve,x:y\n::e", "/n/attention.py", "", "error", 0.0, 1.0, (),
+                                                           error="bad\n::error::forged"),))
+    )
+    assert line == "::error file=/n/attention.py,title=eve%2Cx%3Ay %3A%3Ae%3A the file could not be graded::bad%0A::error::forged"
+
+
+def test_step_summary_escapes_student_html_markdown_and_table_cells() -> None:
+    report = _hostile_report("x")
+    sub = dataclasses.replace(report.submissions[0], id="<script>alert(1)</script>|`x`\n| forged | row |")
+    text = step_summary(dataclasses.replace(report, submissions=(sub,)), "grade")
+    row = text.splitlines()[4]
+    assert row == (
+        "| &lt;script&gt;alert(1)&lt;/script&gt;\\|\\`x\\` \\| forged \\| row \\| |  | 0 / 1 | graded |"
+    )
+    assert "<script>" not in text and len(text.splitlines()) == 6

@@ -169,3 +169,32 @@ def test_visibility_words_are_gradescopes(ours: str) -> None:
     from grader.builtin.gradescope import VISIBILITY as MAPPING
 
     assert MAPPING[ours] in VISIBILITY["enum"]
+
+
+def test_student_text_in_outputs_is_inert_and_valid_json() -> None:
+    from grader.builtin.gradescope import gradescope_results
+    from grader.models import (
+        CheckResult,
+        ExerciseResult,
+        GradingReport,
+        SubmissionResult,
+    )
+
+    hidden = CheckResult("h1", "", "error", 0.0, 1.0, "hidden", "softmax raised TypeError (attention.py, line 12)",
+                         "Reread.", False)
+    visible = CheckResult("v1", "", "error", 0.0, 1.0, "visible", "softmax raised ValueError: \x1b[2Jbad\ud800",
+                          "", True)
+    sub = SubmissionResult("eve\x1b]0;pwn\x07", "p", "", "graded", 0.0, 2.0,
+                           (ExerciseResult("G14.02", "Softmax", "s", 0.0, 2.0, (hidden, visible)),),
+                           stdout="hello\x1b]0;title\x07 world\r\nline 2\n", stderr="\x1b[31m\n")
+    data = gradescope_results(GradingReport("0", "h", "grade", (sub,)), sub)
+    json.dumps(data, ensure_ascii=False).encode("utf-8")  # no lone surrogate left
+    shown = json.dumps({"output": data["output"], "tests": data["tests"]})  # what the student reads
+    assert "\\u001b" not in shown and "\\u0007" not in shown and "\\ud800" not in shown
+    assert data["output"].splitlines()[-2:] == ["hello world", "line 2"]
+    assert "(stderr)" not in data["output"]  # only an escape sequence: nothing to show
+    assert [t["output"] for t in data["tests"]] == [
+        "softmax raised TypeError (attention.py, line 12)\nHint: Reread.",
+        "softmax raised ValueError: bad\ufffd",
+    ]
+    assert data["extra_data"]["id"] == "eve\x1b]0;pwn\x07"  # staff-only: verbatim, JSON-escaped

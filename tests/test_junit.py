@@ -132,8 +132,24 @@ def test_control_characters_a_student_prints_stay_well_formed() -> None:
     text = junit_xml(GradingReport("0", "h", "check", (sub,)))
     root = ET.fromstring(text.encode())
     error = root.find("testsuite/testcase/error")
-    assert error is not None and error.get("message") == "attention raised ValueError: \ufffd[31mred\ufffd\ufffd"
-    assert root.find("testsuite/testcase").get("classname") == "s\ufffd.E1"
+    assert error is not None and error.get("message") == "attention raised ValueError: red"
+    assert root.find("testsuite/testcase").get("classname") == "s.E1"
+
+
+def test_characters_xml_cannot_hold_are_removed_and_junitparser_reads_it(tmp_path: Path) -> None:
+    message = "attention raised ValueError: a\x00b\x0bc\ud800d\ufffee\uffff<&>\"'\x1b]0;pwn\x07"
+    check = CheckResult("c1", "", "failed", 0.0, 1.0, "visible", message, "h\x00int", True, (("got", "\ud800x\ty"),))
+    sub = SubmissionResult("\x00eve\ud800<x>", "s", "", "graded", 0.0, 1.0,
+                           (ExerciseResult("E1", "t", "s", 0.0, 1.0, (check,)),))
+    target = tmp_path / "junit.xml"
+    target.write_text(junit_xml(GradingReport("0", "h", "check", (sub,))), encoding="utf-8")
+    [suite] = list(JUnitXml.fromfile(str(target)))
+    [case] = list(suite)
+    assert case.classname == "eve<x>.E1"
+    [failure] = case.result
+    # VT is a line break (str.splitlines): the message attribute is the first line.
+    assert failure.message == "attention raised ValueError: ab"
+    assert failure.text == "attention raised ValueError: ab\ncde<&>\"'\ngot: x y\nHint: hint"
 
 
 def test_junit_from_grader_check_for_students_ci(cli, graded: dict, tmp_path: Path) -> None:

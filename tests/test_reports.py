@@ -161,3 +161,30 @@ def test_chromium_renders_a_report(graded: dict) -> None:
     assert '<span class="big" id="total">54 / 67</span>' in dom
     assert dom.count('class="pill failed"') == 7
     assert "Chapter section: Mask before normalization" in dom
+
+
+def test_bidi_and_control_characters_in_ids_are_neutralised_on_pages() -> None:
+    from grader.builtin.html_report import environment, render_index, render_submission
+    from grader.models import (
+        CheckResult,
+        ExerciseResult,
+        GradingReport,
+        SubmissionResult,
+    )
+
+    sid = "eve\u202egnp.exe\x1b]0;pwn\x07\x1b[2J<b>"
+    check = CheckResult("c1", "", "error", 0.0, 1.0, "visible", "raised \u2066x\u2069\x1b[31m", "h", True,
+                        (("got", "a\x1b[2Jb\nc"),))
+    sub = SubmissionResult(sid, "p", "", "graded", 0.0, 1.0, (ExerciseResult("E1", "t", "s", 0.0, 1.0, (check,)),),
+                           stdout="out\x1b]0;t\x07put\u202e\n")
+    report = GradingReport("0", "h", "grade", (sub,))
+    env = environment()
+    page = render_submission(env, report, sub)
+    for bad in ("\u202e", "\u2066", "\x1b", "\x07", "<b>"):
+        assert bad not in page, repr(bad)
+    assert "<title>G14 feedback: evegnp.exe&lt;b&gt;</title>" in page
+    assert "<h1>Chapter G14 feedback: evegnp.exe&lt;b&gt;</h1>" in page
+    assert '<p class="msg">raised x</p>' in page and "<pre>ab\nc</pre>" in page and "<pre>output\n</pre>" in page
+    index = render_index(env, report, {sid: "eve.html"})
+    assert '<a href="eve.html">evegnp.exe&lt;b&gt;</a>' in index
+    assert "\u202e" not in index and "\x1b" not in index

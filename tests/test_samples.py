@@ -105,7 +105,8 @@ FAILURES = {
     },
     "transposed_shapes": {
         ("G14.01", "shapes-3x2-5x2-5x4"): "attention raised ValueError on valid input (attention.py, line",
-        ("G14.03", "causal-random"): "attention raised IndexError on valid input",
+        # A hidden check: the type and line only, never the exception text.
+        ("G14.03", "causal-random"): "attention raised IndexError (attention.py, line",
     },
     "mib_decimal": {
         ("G14.05", "mib-n1024"): "mib differs from the expected value",

@@ -168,3 +168,219 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
         worker.close()
         zygote.close()
         shutil.rmtree(workdir)
+
+
+SYSCALLS = '''
+import ctypes
+import fcntl
+import os
+import threading
+
+import numpy
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _errno(result):
+    return ctypes.get_errno() if result == -1 else 0
+
+
+def mount_table():
+    # listmount (458) and statmount (457): the host's mount table, were they allowed
+    return [_errno(_libc.syscall(458, None, None, 0, 0)), _errno(_libc.syscall(457, None, None, 0, 0))]
+
+
+def locks():
+    answers = []
+    with open(numpy.__file__, "rb") as fh:  # a file every job may read
+        for lock in (lambda: fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB),
+                     lambda: fcntl.lockf(fh, fcntl.LOCK_SH | fcntl.LOCK_NB),
+                     lambda: fcntl.fcntl(fh, fcntl.F_SETLEASE, fcntl.F_RDLCK)):
+            try:
+                lock()
+                answers.append(0)
+            except OSError as exc:
+                answers.append(exc.errno)
+    return answers
+
+
+def others():
+    # inotify_init (253): a watch on a shared file is a channel too; 1000: no such system call
+    return [_errno(_libc.syscall(253)), _errno(_libc.syscall(1000))]
+
+
+def honest():
+    # what honest code does: threads, numpy's linear algebra, files in its own folder, fcntl flags
+    box = []
+    thread = threading.Thread(target=lambda: box.append(float((numpy.eye(3) * 2 @ numpy.ones(3)).sum())))
+    thread.start()
+    thread.join()
+    with open("scratch.txt", "w") as fh:
+        fh.write("x")
+        flags = fcntl.fcntl(fh, fcntl.F_GETFL)
+    os.remove("scratch.txt")
+    return [box[0], float(flags >= 0), float(numpy.fft.fft(numpy.ones(4))[0].real)]
+
+
+def where():
+    return [float(os.getcwd() == "/tmp"), float(__file__ == "/tmp/attention.py"),
+            float(os.environ["HOME"] == os.environ["TMPDIR"] == "/tmp"), float(os.listdir(".") == ["attention.py"])]
+
+
+def fails():
+    raise ValueError(os.getcwd())
+
+
+def exits():
+    os._exit(70)
+
+
+def reboot():
+    # reboot (169) with bad magic numbers: harmless even if it ran; the filter kills the job
+    return _libc.syscall(169, 0, 0, 0, 0)
+'''
+
+
+def _sandboxed(tmp_path: Path, source: str, calls: list) -> object:
+    from grader.builtin.runner import run_calls
+
+    path = tmp_path / "attention.py"
+    path.write_text(source)
+    zygote = sandbox.Zygote()
+    workdir = sandbox.make_workdir()
+    worker = sandbox._Worker(zygote, (0, 1), workdir)
+    try:
+        return run_calls(str(path), calls, launch=worker.launch, scratch=False)
+    finally:
+        worker.close()
+        zygote.close()
+        shutil.rmtree(workdir)
+
+
+def test_seccomp_allow_list_denies_mount_table_locks_and_unknown_calls(tmp_path: Path) -> None:
+    import errno
+
+    from grader.models import Call
+
+    out = _sandboxed(tmp_path, SYSCALLS, [Call(name, (), 5.0) for name in ("mount_table", "locks", "others", "honest")])
+    assert [r.status for r in out.results] == ["returned"] * 4, out.results
+    assert out.results[0].value == [errno.EPERM, errno.EPERM]
+    assert out.results[1].value == [errno.EPERM, errno.EPERM, errno.EPERM]  # flock, lockf, a lease
+    assert out.results[2].value == [errno.EPERM, errno.ENOSYS]  # default deny: ENOSYS
+    assert out.results[3].value == [6.0, 1.0, 4.0]
+    out = _sandboxed(tmp_path, SYSCALLS, [Call("reboot", (), 5.0), Call("others", (), 5.0)])
+    assert [(r.status, r.message) for r in out.results] == [
+        ("crashed", "the process was killed by signal SIGSYS"), ("returned", "")]
+
+
+def test_seccomp_tables_are_disjoint() -> None:
+    from grader import zygote
+
+    tables = [set(zygote.ALLOWED_SYSCALLS_X86_64), set(zygote.DENIED_SYSCALLS_X86_64),
+              set(zygote.KILLED_SYSCALLS_X86_64), set(zygote.ARGUMENT_CHECKED)]
+    assert sum(map(len, tables)) == len(set().union(*tables))
+    assert {457, 458, 73, 253, 254, 294} <= tables[1]  # statmount, listmount, flock, inotify
+
+
+def test_a_job_sees_a_fixed_working_folder(tmp_path: Path) -> None:
+    """getcwd(), __file__, HOME and TMPDIR are /tmp, whatever the grader's TMPDIR; tracebacks stay right."""
+    from grader.models import Call
+
+    out = _sandboxed(tmp_path, SYSCALLS, [Call("where", (), 5.0), Call("fails", (), 5.0)])
+    assert out.results[0].value == [1.0, 1.0, 1.0, 1.0]
+    failed = out.results[1]
+    line = SYSCALLS.splitlines().index("def fails():") + 2
+    assert (failed.status, failed.error_type, failed.message, failed.where) == (
+        "raised", "ValueError", "/tmp", f"attention.py, line {line}")
+
+
+def test_a_set_up_failure_says_why_and_student_code_cannot_claim_one(tmp_path: Path) -> None:
+    from grader.builtin.runner import _Child
+    from grader.models import Call
+
+    zygote = sandbox.Zygote()
+    workdir = sandbox.make_workdir()
+    try:  # an open-files limit no kernel allows: setrlimit fails while the job sets up
+        job = sandbox.SandboxJob(zygote, 0, workdir, dict(sandbox.DEFAULT_LIMITS, open_files=1 << 40))
+        child = _Child(job)
+        assert child.read_frame(time_now() + 10.0, {"stdout": bytearray(), "stderr": bytearray()}) == "eof"
+        why = child.exit_description()
+        child.kill()
+        assert why.startswith("the sandbox could not set up the job: ValueError: ")
+        assert "(zygote.py, line " in why
+    finally:
+        zygote.close()
+        shutil.rmtree(workdir)
+    out = _sandboxed(tmp_path, SYSCALLS, [Call("exits", (), 5.0)])
+    assert out.results[0].message == "the process exited with code 70 before answering"
+
+
+def time_now() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def test_correct_samples_score_full_marks_in_the_sandbox(cli, tmp_path: Path) -> None:
+    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", ROOT / "submissions" / "correct_lists",
+                         "--out", tmp_path, "-q")
+    assert code == 0, err
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert {s["id"]: (s["score"], s["max_score"]) for s in results["submissions"]} == {
+        "correct_numpy": (67.0, 67.0), "correct_lists": (67.0, 67.0)}
+
+
+def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path) -> None:
+    """As ``mktemp -d`` makes it: the job uids cannot enter tmp_path. Jobs see their folder at /tmp
+    (a tmpfs in their own mount namespace), so grading works; doctor says so too."""
+    import os
+    import subprocess
+    import sys
+
+    tmp_path.chmod(0o700)
+    tmpdir = tmp_path / "deeper"
+    tmpdir.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmpdir))
+    run = [sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main(sys.argv[1:]))"]
+    out = tmp_path / "out"
+    proc = subprocess.run(run + ["grade", "submissions/correct_numpy", "submissions/correct_lists", "--out", str(out),
+                                 "-q"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert sorted((s["id"], s["score"], s["error"]) for s in results["submissions"]) == [
+        ("correct_lists", 67.0, ""), ("correct_numpy", 67.0, "")]
+    proc = subprocess.run(run + ["doctor"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout
+    assert f"{len(LAYERS)} of {len(LAYERS)} layers active" in proc.stdout
+    assert list(tmpdir.iterdir()) == []  # the sandbox's folders are gone
+
+
+def test_grade_stops_in_one_line_when_a_real_job_cannot_run(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """If the preflight job fails, grade exits 3 before grading anything: never a class of zeros."""
+    monkeypatch.setattr(sandbox, "PREFLIGHT_SOURCE", b"import os\nos._exit(9)\n")
+    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path / "out")
+    assert code == 3
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("grader: error: the sandbox cannot run a job here (importing the "
+                                                   "file failed: the process exited with code 9 before answering)")
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_a_job_folder_the_job_uids_cannot_reach_is_named_with_the_fix() -> None:
+    """Where the job folder cannot be mounted at /tmp, a failing preflight names the folder at fault."""
+    top = Path(tempfile.mkdtemp(dir="/tmp"))  # /tmp itself is 1777: the first folder that blocks is `locked`
+    try:
+        top.chmod(0o755)
+        locked = top / "locked"
+        (locked / "deeper").mkdir(parents=True)
+        locked.chmod(0o700)
+        problem = sandbox._preflight_problem(str(locked / "deeper"), "PermissionError:  denied\n")
+        assert problem == (
+            f"the sandbox's job folder {locked / 'deeper'} is not reachable by the job uids (61000+): {locked} is "
+            "mode 0700; set TMPDIR to a folder such as /tmp, or pass --insecure (PermissionError: denied)")
+        locked.chmod(0o711)
+        assert sandbox._preflight_problem(str(locked / "deeper"), "it answered None") == (
+            "the sandbox cannot run a job here (it answered None); run 'grader doctor' to see each layer, "
+            "or pass --insecure to grade without the sandbox")
+    finally:
+        shutil.rmtree(top)

@@ -3,6 +3,13 @@
 One row per submission: the student id, the points of each exercise, the
 total, the maximum and the status (``graded`` or ``error``). Written by
 ``grader grade`` only; numbers are written as ``10`` or ``7.5``.
+
+Every field is quoted (``"alice","10","7.5"``: Canvas, Moodle, Excel and
+LibreOffice read a quoted number as a number). A student id is text the
+student chose (a folder or file name): it is written on one line (CR and
+LF become spaces) and, when it starts like a formula (``= + - @`` or TAB,
+also after leading spaces or quotes), prefixed with ``'`` so that no
+spreadsheet runs it (`grader.safetext.csv_cell`).
 """
 
 from __future__ import annotations
@@ -16,18 +23,11 @@ from grader.errors import UsageError
 from grader.fileio import output_file, write_atomic
 from grader.models import GradingReport
 from grader.plugins import hookimpl
+from grader.safetext import csv_cell
 
 __all__ = ["gradebook_csv"]
 
 FILENAME = "gradebook.csv"
-
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _cell(text: str) -> str:
-    """Neutralize a text cell a spreadsheet would run as a formula."""
-    return "'" + text if text.startswith(_FORMULA_START) else text
-
 
 def gradebook_csv(report: GradingReport) -> str:
     """The gradebook as CSV text.
@@ -40,23 +40,23 @@ def gradebook_csv(report: GradingReport) -> str:
     -------
     str
         A header ``student,G14.01,...,G14.06,total,max_score,status`` and one
-        row per submission, in the report's order, ``\\n``-terminated. A
-        student id that starts like a spreadsheet formula (``=``, ``+``,
-        ``-``, ``@``) is prefixed with ``'``.
+        row per submission, in the report's order, ``\\n``-terminated, every
+        field quoted. A student id is made inert with
+        `grader.safetext.csv_cell` (one line; ``'`` before a formula).
     """
     ids = [e.id for e in report.exercises] or [e.id for s in report.submissions[:1] for e in s.exercises]
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["student", *ids, "total", "max_score", "status"])
+    writer = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    writer.writerow(["student", *(csv_cell(i) for i in ids), "total", "max_score", "status"])
     for s in report.submissions:
         scores = {e.id: e.score for e in s.exercises}
         writer.writerow(
             [
-                _cell(s.id),
+                csv_cell(s.id),
                 *[f"{scores[i]:g}" if i in scores else "" for i in ids],
                 f"{s.score:g}",
                 f"{s.max_score:g}",
-                s.status,
+                csv_cell(s.status),
             ]
         )
     return buf.getvalue()

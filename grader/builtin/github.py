@@ -18,12 +18,15 @@ GitHub shows at most 10 annotations of each level per step, so no more are
 printed; the summary lists everything. Detail values (a call with random
 inputs) are cut to `DETAIL_LIMIT` characters. What a hidden check reveals follows
 `grader.feedback`: its status and hint, never its inputs or expected
-values. Student text is escaped for workflow commands and for Markdown.
+values. Student text is escaped for workflow commands as GitHub documents
+(`grader.safetext.gh_data`, `grader.safetext.gh_property`: ``%``, CR, LF,
+and ``:`` ``,`` in properties; control characters and escape sequences
+removed first), and for Markdown (`grader.safetext.markdown_inline`), so
+it can never start a workflow command or inject HTML, links or table cells.
 """
 
 from __future__ import annotations
 
-import html
 import os
 import re
 import sys
@@ -33,8 +36,9 @@ from typing import Any
 from grader.feedback import STATUS_LABELS, check_feedback, shorten, student_message, submission_file
 from grader.models import Check, GradingReport, SubmissionResult
 from grader.plugins import hookimpl
+from grader.safetext import display, gh_data, gh_property, in_github_actions, markdown_inline
 
-__all__ = ["annotations", "escape_data", "escape_property", "step_summary"]
+__all__ = ["annotations", "escape_data", "escape_property", "in_github_actions", "step_summary"]
 
 MAX_PER_LEVEL = 10
 """GitHub keeps at most 10 error, 10 warning and 10 notice annotations per step."""
@@ -46,18 +50,22 @@ DETAIL_LIMIT = 300
 
 
 def escape_data(text: str) -> str:
-    """Escape the message of a workflow command (``%``, CR, LF)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Escape the message of a workflow command (``%``, CR, LF); see `grader.safetext.gh_data`."""
+    return gh_data(text)
 
 
 def escape_property(text: str) -> str:
-    """Escape a property value of a workflow command (also ``:`` and ``,``)."""
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+    """Escape a property value of a workflow command (also ``:`` and ``,``); see `grader.safetext.gh_property`."""
+    return gh_property(text)
 
 
 def _command(level: str, message: str, **props: Any) -> str:
-    shown = ",".join(f"{key}={escape_property(str(value))}" for key, value in props.items() if value not in (None, ""))
-    return f"::{level} {shown}::{escape_data(message)}" if shown else f"::{level}::{escape_data(message)}"
+    """One workflow command line; control characters go first, then GitHub's escaping."""
+    shown = ",".join(
+        f"{key}={gh_property(display(str(value)))}" for key, value in props.items() if value not in (None, "")
+    )
+    data = gh_data(display(message, newlines=True))
+    return f"::{level} {shown}::{data}" if shown else f"::{level}::{data}"
 
 
 def _relative(path: Path) -> str:
@@ -146,12 +154,8 @@ def annotations(report: GradingReport) -> list[str]:
     return kept
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~!#])")
-
-
-def _md(text: str) -> str:
-    """Student or spec text as inert inline Markdown (one line, no HTML, no links)."""
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(" ".join(text.split()), quote=False))
+_md = markdown_inline
+"""Student or spec text as inert inline Markdown (one line, no HTML, no links)."""
 
 
 def _exercise_table(sub: SubmissionResult) -> list[str]:
@@ -227,11 +231,6 @@ def step_summary(report: GradingReport, command: str, hidden: int = 0) -> str:
     else:
         lines += _grade_summary(report)
     return "\n".join(lines) + "\n"
-
-
-def in_github_actions() -> bool:
-    """Whether this process runs in a GitHub Actions job (``GITHUB_ACTIONS=true``)."""
-    return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
 @hookimpl

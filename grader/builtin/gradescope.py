@@ -22,6 +22,14 @@ Mapping of our result model:
   id, ``visibility`` ours (the four words are Gradescope's), and ``output``
   the feedback a student may read (`grader.feedback.check_feedback`):
   hidden checks never carry inputs or expected values.
+
+Every text a student controls (what the code printed, exception messages,
+the id) goes through `grader.safetext.display` (escape sequences, control
+and bidi characters removed, the grader's line breaks kept) and lone
+surrogates become U+FFFD, so the file is valid UTF-8 JSON. What the code
+printed is ``RunOutcome.stdout`` / ``stderr``: only what it printed before
+its first hidden call (the runner keeps no more), and a hidden check's
+message names the exception's type and line only (`grader.builtin.judge`).
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from grader.fileio import SubmissionFiles, output_file, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.naming import slugs_of
 from grader.plugins import hookimpl
+from grader.safetext import display, unicode_safe
 
 __all__ = ["VISIBILITY", "gradescope_results", "gradescope_tests"]
 
@@ -71,7 +80,7 @@ def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
     tests = []
     for i, ex in enumerate(sub.exercises, start=1):
         for j, c in enumerate(ex.checks, start=1):
-            name = f"{ex.id} {c.id}" + (f": {c.description}" if c.description else "")
+            name = display(f"{ex.id} {c.id}" + (f": {c.description}" if c.description else ""))
             tests.append(
                 {
                     "name": name,
@@ -79,8 +88,8 @@ def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
                     "score": c.score,
                     "max_score": c.max_score,
                     "status": "passed" if c.status == "passed" else "failed",
-                    "output": check_feedback(c),
-                    "tags": [ex.id],
+                    "output": display(check_feedback(c), newlines=True),
+                    "tags": [display(ex.id)],
                     "visibility": VISIBILITY.get(c.visibility, "hidden"),
                 }
             )
@@ -90,12 +99,14 @@ def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
 def _overall_output(sub: SubmissionResult) -> str:
     lines = []
     if sub.status == "error":
-        lines += [f"Your file could not be graded: {sub.error}", "Fix this first, then run 'grader check attention.py'.", ""]
+        lines += [f"Your file could not be graded: {display(sub.error)}",
+                  "Fix this first, then run 'grader check attention.py'.", ""]
     lines.append(f"Total: {sub.score:g} / {sub.max_score:g}")
-    lines += [f"{e.id} {e.title}: {e.score:g} / {e.max_score:g}" for e in sub.exercises]
+    lines += [f"{display(e.id)} {display(e.title)}: {e.score:g} / {e.max_score:g}" for e in sub.exercises]
     for label, text in (("stdout", sub.stdout), ("stderr", sub.stderr)):
-        if text:
-            lines += ["", f"What your code printed ({label}):", text.rstrip("\n")]
+        shown = display(text or "", newlines=True).rstrip("\n")
+        if shown.strip():
+            lines += ["", f"What your code printed ({label}):", shown]
     return "\n".join(lines)
 
 
@@ -123,7 +134,7 @@ def gradescope_results(report: GradingReport, sub: SubmissionResult, execution_t
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "extra_data": {
-            "id": sub.id,
+            "id": unicode_safe(sub.id),
             "status": sub.status,
             "max_score": sub.max_score,
             "sha256": sub.sha256,

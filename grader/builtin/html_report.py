@@ -21,6 +21,7 @@ from grader.fileio import SubmissionFiles, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.naming import slugs_of
 from grader.plugins import hookimpl
+from grader.safetext import display
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -44,6 +45,9 @@ def environment() -> jinja2.Environment:
     env.globals["status_label"] = lambda s: STATUS_LABELS.get(s, s)
     env.filters["points"] = lambda x: f"{x:g}"
     env.filters["percent"] = lambda s: f"{100.0 * s.score / s.max_score:.0f}%" if s.max_score else "-"
+    # Student text without control, escape or bidi characters (safetext.display); autoescape still applies.
+    env.filters["plain"] = display
+    env.filters["plain_lines"] = lambda text: display(text, newlines=True)
     return env
 
 

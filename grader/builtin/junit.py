@@ -14,7 +14,10 @@ submission (``classname`` is the submission id and the exercise). Statuses:
 ``failed`` -> ``<failure>``, ``error`` and ``timeout`` -> ``<error>`` (the
 call did not return a value), ``not_attempted`` -> ``<skipped>``. Messages
 follow `grader.feedback`: hidden checks never carry inputs or expected
-values. ``time`` is the seconds the check's calls took
+values. Student text (ids, messages) loses escape sequences and control
+characters (`grader.safetext.display`) and every character XML 1.0 cannot
+hold (`grader.safetext.xml_text`: C0 controls but TAB/LF/CR, U+FFFE/FFFF,
+lone surrogates); ElementTree escapes the rest. ``time`` is the seconds the check's calls took
 (`grader.builtin.timing`), so two runs differ in those attributes only.
 """
 
@@ -31,6 +34,7 @@ from grader.feedback import STATUS_LABELS, check_feedback, student_message
 from grader.fileio import output_file, write_atomic
 from grader.models import GradingReport
 from grader.plugins import hookimpl
+from grader.safetext import display, xml_text
 
 __all__ = ["junit_xml"]
 
@@ -39,13 +43,13 @@ FILENAME = "junit.xml"
 OUTCOME = {"failed": "failure", "error": "error", "timeout": "error", "not_attempted": "skipped"}
 """Our check status -> the JUnit child element (none for ``passed``)."""
 
-# Characters XML 1.0 cannot hold, even escaped (control characters a
-# student's exception message or printout may contain).
-_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_SURROGATES = re.compile("[\ud800-\udfff\ufffe\uffff]")
 
 
-def _text(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", text)
+def _text(text: str, newlines: bool = False) -> str:
+    """Student text as an XML attribute or element text: inert, and valid XML 1.0."""
+    # Surrogates and U+FFFE/FFFF go first (display would make U+FFFD of them), escape sequences next.
+    return xml_text(display(_SURROGATES.sub("", text), newlines=newlines))
 
 
 def _seconds(value: float) -> str:
@@ -73,7 +77,7 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
     total_time = 0.0
     exercise_ids = [e.id for e in report.exercises] or [e.id for s in report.submissions[:1] for e in s.exercises]
     for ex_id in exercise_ids:
-        suite = ET.SubElement(root, "testsuite", name=ex_id)
+        suite = ET.SubElement(root, "testsuite", name=_text(ex_id))
         counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
         suite_time = 0.0
         for sub in report.submissions:
@@ -93,7 +97,7 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
                     counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[element]] += 1
                     first_line = (student_message(c) or STATUS_LABELS.get(c.status, c.status)).splitlines()[0]
                     child = ET.SubElement(case, element, type=c.status, message=_text(first_line))
-                    child.text = _text(check_feedback(c))
+                    child.text = _text(check_feedback(c), newlines=True)
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value

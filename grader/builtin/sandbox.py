@@ -8,9 +8,18 @@ seccomp; see the zygote's docstring). This plugin's ``grader_run_calls``
 hands the runner a launcher that asks the zygote for jobs; reading frames,
 deadlines and output caps stay in `grader.builtin.runner`.
 
+Before grading, a *preflight* runs a real job in every slot of the batch
+(the same folder, uids, cgroups and limits; it imports a tiny file and
+makes one call): if it fails, ``grade`` stops with one line saying why,
+rather than grade a class to zeros. ``grader doctor`` runs it too. A job's
+set-up failure reaches the grader with its reason (the zygote's status
+pipe), never through output a submission could forge.
+
 Grading hidden checks without a filesystem isolation layer (Landlock) is
-refused unless ``--insecure`` is given. ``grader check`` (a student's own
-code) and ``grader validate`` (the reference) use the plain child process.
+refused unless ``--insecure`` is given; so is blocking this plugin or the
+runner with ``-p no:NAME`` (`grader.plugins.UNBLOCKABLE`). ``grader check``
+(a student's own code) and ``grader validate`` (the reference) use the plain
+child process.
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
 
 ZYGOTE = str(Path(__file__).resolve().parent.parent / "zygote.py")
+SETUP_FAILED = 70
+"""A job's exit code when its set-up failed (as in the zygote)."""
 UID_BASE = 61000
 """Worker slot k runs as uid and gid ``UID_BASE + k`` (as in the zygote)."""
 
@@ -75,7 +86,10 @@ LAYERS = (
     ("landlock_tcp", "Landlock: TCP bind and connect denied"),
     ("landlock_scopes", "Landlock: abstract UNIX sockets and signals scoped to the job"),
     ("uid", "non-root uid per worker slot"),
-    ("seccomp", "seccomp filter (no sockets but AF_UNIX, no ptrace, mount, unshare, bpf, io_uring...)"),
+    ("seccomp", "seccomp allow-list (default deny; sockets AF_UNIX only, no ptrace, mount, namespaces, bpf...)"),
+    ("file_locks", "file locks denied (flock, fcntl locks, leases, directory notifications)"),
+    ("fixed_cwd", "fixed working folder (the job sees /tmp, never the grader's path)"),
+    ("preflight", "a real job imports a file and answers a call (same folder, uids, cgroups, limits as grade)"),
 )
 """Every isolation layer, in the order ``grader doctor`` prints them."""
 
@@ -232,6 +246,8 @@ class SandboxJob:
         self.pidfd = got[0] if got else None  # to kill the job without asking the zygote
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
+        self.setup_reason = ""
+        """Why the job's set-up failed, as the zygote reported it (empty if it did not fail)."""
         self.ending: list[SandboxJob] | None = None
         """Where a job killed without waiting puts itself, for its worker to `settle` later."""
 
@@ -328,8 +344,10 @@ class SandboxJob:
             ready, _, _ = select.select([self.status_fd], [], [], timeout)
             if not ready:
                 return None
-            data = os.read(self.status_fd, 64).strip()
-            self.status = int(data) if data.isdigit() else 128 + signal.SIGKILL
+            data = os.read(self.status_fd, 1024).decode("utf-8", errors="replace").strip()
+            code, _, reason = data.partition(" ")  # "CODE" or "CODE why the set-up failed"
+            self.status = int(code) if code.isdigit() else 128 + signal.SIGKILL
+            self.setup_reason = reason
             os.close(self.status_fd)
         return self.status
 
@@ -342,8 +360,8 @@ class SandboxJob:
         code = self._reap()
         if 128 < code < 128 + 65:
             return describe_exit(-(code - 128))
-        if code in (70, 71):
-            return "the sandbox could not set up the job (see the captured stderr)"
+        if code == SETUP_FAILED and self.setup_reason:  # reported by the zygote, never by student code
+            return f"the sandbox could not set up the job: {self.setup_reason}"
         return describe_exit(code)
 
 
@@ -376,14 +394,113 @@ def grader_configure(config: Any) -> None:
     from grader.session import worker_count
 
     count = worker_count(config)
-    workdir = tempfile.mkdtemp(prefix=scratch_prefix("sandbox"))
-    os.chmod(workdir, 0o711)  # job folders inside belong to the jobs' uids
+    workdir = make_workdir()
     config.stash["sandbox.workdir"] = workdir
     slots: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
-    for slot in range(count):
-        slots.put(_Worker(zygote, (slot, slot + count), workdir))
+    workers = [_Worker(zygote, (slot, slot + count), workdir) for slot in range(count)]
+    for worker in workers:
+        slots.put(worker)
     config.stash["sandbox.slots"] = slots
     config.stash["sandbox.workers"] = count
+    problem = preflight(workers, workdir)
+    if problem:  # grader_unconfigure stops the zygote and removes the folder
+        raise ConfigError(problem)
+
+
+def make_workdir() -> str:
+    """The folder for the jobs' folders (in the temporary folder), made as ``grade`` makes it.
+
+    Job folders inside belong to the jobs' uids, hence mode 0711. A job
+    sees its own folder at a fixed path (``zygote.JOB_FOLDER``) and needs
+    this one only where that mount is not possible.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the temporary folder is not writable.
+    """
+    try:
+        workdir = tempfile.mkdtemp(prefix=scratch_prefix("sandbox"))
+        os.chmod(workdir, 0o711)
+    except OSError as exc:
+        raise ConfigError(f"the sandbox cannot make its folder in {tempfile.gettempdir()} ({exc.strerror}); "
+                          "set TMPDIR to a writable folder such as /tmp") from None
+    return workdir
+
+
+PREFLIGHT_SOURCE = b"""def grader_preflight(x):
+    return x + 1
+"""
+"""The submission a preflight job imports; its one call, ``grader_preflight(41)``, answers 42."""
+
+
+def preflight(workers: Sequence[_Worker], workdir: str) -> str:
+    """Run a real job in each slot of ``workers``, as grading will; say what is wrong, or ''.
+
+    Each job imports `PREFLIGHT_SOURCE` and makes one call, through the
+    same launcher, folder, uids, cgroups and limits as the batch's jobs (and
+    leaves each worker with its next job started, as after a submission).
+
+    Parameters
+    ----------
+    workers : sequence of _Worker
+        The batch's workers; each runs two jobs (one per slot).
+    workdir : str
+        Their folder for job folders.
+
+    Returns
+    -------
+    str
+        ``""`` if every job answered 42; else one line naming the
+        cause and, where known, the fix.
+    """
+    path = os.path.join(workdir, "preflight.py")
+    with open(path, "wb") as fh:
+        fh.write(PREFLIGHT_SOURCE)
+    try:
+        for worker in workers:
+            for _ in range(2):  # two jobs: in the first slot, then in the other (started ahead)
+                outcome = run_calls(path, [Call("grader_preflight", (41,), 10.0)], import_timeout=10.0,
+                                    submission_timeout=30.0, launch=worker.launch, scratch=False)
+                result = outcome.results[0]
+                if result.status != "returned" or result.value != 42:
+                    why = outcome.import_error or result.message or f"it answered {result.value!r}"
+                    return _preflight_problem(workdir, why)
+    finally:
+        os.unlink(path)
+    return ""
+
+
+def _unreachable_parent(path: str) -> tuple[str, int] | None:
+    """The first folder on ``path`` that a uid other than its owner's may not enter, and its mode."""
+    current = os.path.abspath(path)
+    chain = []
+    while True:
+        chain.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for folder in reversed(chain):
+        try:
+            mode = os.stat(folder).st_mode
+        except OSError:
+            continue
+        if not mode & 0o001:
+            return folder, mode & 0o7777
+    return None
+
+
+def _preflight_problem(workdir: str, why: str) -> str:
+    """One line: why a preflight job failed, and the fix."""
+    why = " ".join(why.split())[:300]
+    blocked = _unreachable_parent(workdir)
+    if blocked is not None:
+        folder, mode = blocked
+        return (f"the sandbox's job folder {workdir} is not reachable by the job uids ({UID_BASE}+): {folder} "
+                f"is mode {mode:04o}; set TMPDIR to a folder such as /tmp, or pass --insecure ({why})")
+    return (f"the sandbox cannot run a job here ({why}); run 'grader doctor' to see each layer, "
+            "or pass --insecure to grade without the sandbox")
 
 
 class _Worker:
@@ -473,31 +590,46 @@ def grader_unconfigure(config: Any) -> None:
 
 
 def probe_layers() -> dict[str, Any]:
-    """Start a zygote, run one empty job, and return which layers applied.
+    """Start a zygote, run a probe job and a preflight (`preflight`), and return what applied.
+
+    The jobs run as ``grader grade`` runs them: in a folder made by
+    `make_workdir` (so under the same TMPDIR), with the same uids, cgroups
+    and limits.
 
     Returns
     -------
     dict
         Layer name to True, or a string saying why it is not active; plus
-        ``"zygote"``: True or the reason it did not start.
+        ``"zygote"``: True or the reason it did not start, and
+        ``"preflight"``: True or why a real job could not run.
     """
     try:
         zygote = Zygote()
     except ConfigError as exc:
         return {"zygote": str(exc)}
     try:
-        with tempfile.TemporaryDirectory(prefix="grader-doctor-") as workdir:
-            job = SandboxJob(zygote, 0, workdir, DEFAULT_LIMITS, probe=True)
-            child = _Child(job)
-            frame = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()})
-            child.kill()
+        workdir = make_workdir()
+    except ConfigError as exc:
+        zygote.close()
+        return {"zygote": True, "job": str(exc)}
+    try:
+        job = SandboxJob(zygote, 0, workdir, DEFAULT_LIMITS, probe=True)
+        child = _Child(job)
+        frame = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()})
+        child.kill()
         layers = frame.get("layers", {}) if isinstance(frame, dict) else {}
         if not layers:
-            return {"zygote": True, "job": f"the probe job did not answer ({frame})"}
+            return {"zygote": True, "job": f"the probe job did not answer ({job.exit_description()})"}
         layers["uid"] = True if layers.get("uid", 0) != 0 else "the job would run as root"
+        worker = _Worker(zygote, (0, 1), workdir)
+        try:
+            layers["preflight"] = preflight([worker], workdir) or True
+        finally:
+            worker.close()
         return {"zygote": True, **layers}
     finally:
         zygote.close()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def doctor(write: Any) -> int:
@@ -505,6 +637,9 @@ def doctor(write: Any) -> int:
     layers = probe_layers()
     if layers.get("zygote") is not True:
         write(f"sandbox: cannot start: {layers['zygote']}")
+        return 1
+    if "job" in layers:
+        write(f"sandbox: cannot run a job: {layers['job']}")
         return 1
     active = 0
     for key, label in LAYERS:
@@ -514,6 +649,8 @@ def doctor(write: Any) -> int:
         detail = f" ({state})" if isinstance(state, str) and ok else ("" if ok else f": {state}")
         write(f"{'active  ' if ok else 'MISSING '} {label}{detail}")
     write(f"{active} of {len(LAYERS)} layers active")
+    if layers.get("preflight") is not True:
+        write(f"'grader grade' refuses to run here: {layers.get('preflight')}")
     filesystem = isinstance(layers.get("landlock"), str) and layers["landlock"].startswith("ABI")
     if not filesystem:
         write("without Landlock, 'grader grade' refuses to run unless --insecure is given")

@@ -35,6 +35,7 @@ from typing import Any
 from grader.archive import ArchiveError, safe_extract
 from grader.errors import UsageError
 from grader.fileio import scratch_prefix
+from grader.safetext import display
 from grader.models import Submission
 from grader.naming import display_name
 from grader.plugins import hookimpl
@@ -202,7 +203,7 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
     except ArchiveError as exc:
         raise UsageError(f"{exc}; export the submissions again") from None
     for problem in extracted.skipped:
-        print(f"grader: warning: {path}: skipped {problem}", file=sys.stderr)
+        print(f"grader: warning: {display(str(path))}: skipped {display(problem)}", file=sys.stderr)
     if not extracted.students:
         raise UsageError(f"{path}: holds no {FILENAME}, no student folders and no .py files")
     found = []
@@ -259,9 +260,10 @@ def apply_roster(found: list[Submission], roster: list[str]) -> list[Submission]
     missing = list(dict.fromkeys(sid for sid in roster if sid not in have))
     unknown = sorted(have - set(roster))
     if unknown:
-        print(f"grader: warning: not on the roster: {', '.join(unknown)}", file=sys.stderr)
+        print(f"grader: warning: not on the roster: {display(', '.join(unknown))}", file=sys.stderr)
     if missing:
-        print(f"grader: warning: {len(missing)} student(s) on the roster sent nothing: {', '.join(missing)}", file=sys.stderr)
+        print(f"grader: warning: {len(missing)} student(s) on the roster sent nothing: {display(', '.join(missing))}",
+              file=sys.stderr)
     return found + [Submission(sid, "", None, "", "no submission from this student") for sid in missing]
 
 

@@ -4,11 +4,18 @@ Specs are parsed with a `yaml.SafeLoader` (no Python tags, no aliases, no
 duplicate keys) and validated with a JSON Schema; every error names the file
 and the key, e.g. ``exercises/g14/G14.02.yaml: checks[3] 'shift'.points: 'x'
 is not of type 'number'``.
+
+A check's seed is the spec's (``seed`` of the check, else the exercise's
+``seed * 1000 + index``); for a check that is not ``visible`` it is then
+derived with the course secret (`grader.secret`), so that the specs alone
+do not reproduce hidden inputs. ``--secret-file FILE`` names the key file;
+without any secret ``grader grade`` warns once.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +25,7 @@ import yaml
 from grader.errors import SpecError
 from grader.models import VISIBILITIES, Check, Exercise
 from grader.plugins import hookimpl
+from grader.secret import WARNING, CourseSecret, course_secret
 
 MAX_SPEC_BYTES = 1 << 20
 """Largest spec file read, in bytes (1 MiB)."""
@@ -153,7 +161,7 @@ def _where(data: dict[str, Any], error_path: list[Any]) -> str:
     return out
 
 
-def exercise_from_data(path: str, data: Any, kinds: dict[str, Any]) -> Exercise:
+def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: CourseSecret | None = None) -> Exercise:
     """Validate spec data and build an `Exercise`.
 
     Parameters
@@ -165,6 +173,10 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any]) -> Exercise:
     kinds : dict of str to check kind
         Known check kinds by name; their ``params`` say which extra keys a
         check of that kind accepts and requires.
+    secret : grader.secret.CourseSecret, optional
+        Derives the seeds of checks that are not ``visible``
+        (`grader.secret.CourseSecret.hidden_seed`); by default (no secret)
+        every check keeps its spec seed.
 
     Returns
     -------
@@ -183,6 +195,7 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any]) -> Exercise:
     if errors:
         err = errors[0]
         raise SpecError(path, _where(data, list(err.absolute_path)) or "top level", err.message)
+    secret = secret or CourseSecret()
     defaults = data.get("defaults", {})
     returns = {fn: tuple(names) for fn, names in data.get("returns", {}).items()}
     checks: list[Check] = []
@@ -209,6 +222,9 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any]) -> Exercise:
         for key, need in accepted.items():
             if need == "required" and key not in params:
                 raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}'")
+        seed = int(raw.get("seed", data["seed"] * 1000 + index))
+        if merged["visibility"] != "visible":  # published checks must match: visible ones keep the spec seed
+            seed = secret.hidden_seed(data["exercise"], raw["id"], seed)
         checks.append(
             Check(
                 id=raw["id"],
@@ -221,7 +237,7 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any]) -> Exercise:
                 description=raw.get("description", ""),
                 args=dict(raw.get("args", {})),
                 params=params,
-                seed=int(raw.get("seed", data["seed"] * 1000 + index)),
+                seed=seed,
             )
         )
     return Exercise(
@@ -234,10 +250,35 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any]) -> Exercise:
     )
 
 
+@hookimpl
+def grader_addoption(parser: Any) -> None:
+    parser.add_argument(
+        "--secret-file", metavar="FILE",
+        help="the course secret's key file, which makes hidden inputs unpredictable from the specs "
+        "(default: $GRADER_COURSE_SECRET_FILE, else $GRADER_COURSE_SECRET, else none)",
+    )
+
+
 @hookimpl(trylast=True)
 def grader_load_exercise(path: str, config: Any) -> Exercise | None:
-    """Load ``*.yaml`` / ``*.yml`` spec files; leave other files to other plugins."""
+    """Load ``*.yaml`` / ``*.yml`` spec files; leave other files to other plugins.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the course secret is set but cannot be read or is too short.
+    """
     if Path(path).suffix.lower() not in (".yaml", ".yml"):
         return None
     kinds = config.stash["check_kinds"]
-    return exercise_from_data(path, parse_yaml(path), kinds)
+    secret = course_secret(config)
+    exercise = exercise_from_data(path, parse_yaml(path), kinds, secret)
+    if (
+        secret.is_default
+        and config.command == "grade"
+        and any(c.visibility != "visible" for c in exercise.checks)
+        and not config.stash.get("yaml_spec.secret_warned")
+    ):
+        config.stash["yaml_spec.secret_warned"] = True
+        print(f"grader: warning: {WARNING}", file=sys.stderr)
+    return exercise

@@ -1,0 +1,101 @@
+"""What the grader prints on the terminal (terminal, safetext.display): student text stays inert."""
+
+from __future__ import annotations
+
+import io
+import re
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from grader.builtin.terminal import Progress, grader_terminal_summary
+from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
+from grader.safetext import display
+
+HOSTILE_ID = "eve\x1b]0;pwn\x07\x1b[2J\r\n::error::forged\u202egnp.exe\x9b31m"
+
+
+def _config(command: str, **options: Any) -> Any:
+    return SimpleNamespace(command=command, option=lambda name, default=None: options.get(name, default),
+                           stash={}, out_dir=None)
+
+
+def _sub(sid: str, message: str = "", status: str = "graded") -> SubmissionResult:
+    check = CheckResult("c1", "", "error", 0.0, 1.0, "visible", message, "Reread the section.", True,
+                        (("exception", message),))
+    ex = ExerciseResult("G14.02", "Softmax", "s", 0.0, 1.0, (check,))
+    return SubmissionResult(sid, f"/class/{sid}", "", status, 0.0, 1.0, (ex,), error=message if status == "error" else "")
+
+
+def test_display_removes_escape_sequences_controls_and_bidi() -> None:
+    assert display("a\x1b]0;pwn\x07b\x1b[2Jc") == "abc"
+    assert display("x\x1b]52;c;ZXZpbA==\x1b\\y") == "xy"  # OSC 52 (clipboard) ended by ST
+    assert display("r\rs\nt\r\nu") == "r s t u"
+    assert display("r\rs\nt", newlines=True) == "r\ns\nt"
+    assert display("\u202egnp.exe\u2066x\u2069") == "gnp.exex"
+    assert display("\x9b31mred\x85\x00\x7f\ud800") == "red \ufffd"
+    assert display("tab\there") == "tab here"
+    # An unterminated OSC ends at the line's end: it cannot swallow the next line.
+    assert display("a\x1b]0;pwn\nnext", newlines=True) == "a\nnext" and display("a\x1b]0;pwn\nb") == "a b"
+
+
+def test_progress_lines_hold_no_escape(monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = io.StringIO()
+    progress = Progress(2, stream=stream)
+    progress.update(_sub(HOSTILE_ID))
+    progress.update(_sub("bob\x1b[31m", "boom\x1b]0;x\x07\nline two", status="error"))
+    out = stream.getvalue()
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out and "\u202e" not in out and "\x9b" not in out
+    lines = out.splitlines()
+    assert lines[0] == "[1/2] eve ::error::forgedgnp.exe: 0/1"
+    assert lines[1].startswith("[2/2] bob: 0/1  error: boom line two")
+    assert len(lines) == 2
+
+
+def test_score_table_and_check_output_hold_no_escape(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    report = GradingReport("0", "h", "grade", (_sub(HOSTILE_ID), _sub("x" * 300)))
+    lines: list[str] = []
+    grader_terminal_summary(report, _config("grade"), lines.append)
+    text = "\n".join(lines)
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text and "\r" not in text
+    assert lines[1].startswith("eve ::error::forgedgnp.exe ")
+    assert lines[2].startswith("x" * 59 + "…  ")  # long ids cut to ID_WIDTH
+    lines.clear()
+    message = "attention raised ValueError: \x1b[2J\x1b]0;pwn\x07cleared\r\n::warning::x"
+    grader_terminal_summary(GradingReport("0", "h", "check", (_sub("me", message),)), _config("check"), lines.append)
+    text = "\n".join(lines)
+    assert "\x1b" not in text and "\x07" not in text and "\r" not in text
+    assert "          attention raised ValueError: cleared ::warning::x" in lines
+    assert not any(line.lstrip().startswith("::") for line in lines)
+
+
+def test_in_github_actions_the_summary_sits_between_stop_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    report = GradingReport("0", "h", "grade", (_sub("::error::forged"),))
+    lines: list[str] = []
+    grader_terminal_summary(report, _config("grade"), lines.append)
+    m = re.fullmatch(r"::stop-commands::([0-9a-f]{32})", lines[0])
+    assert m, lines[0]
+    assert lines[-1] == f"::{m.group(1)}::"
+    assert any(line.startswith("::error::forged") for line in lines[1:-1])  # inert: commands are stopped
+    again: list[str] = []
+    grader_terminal_summary(report, _config("grade"), again.append)
+    assert again[0] != lines[0]  # a fresh, unpredictable token each time
+
+
+def test_progress_bar_on_a_terminal_writes_no_student_escape() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    progress = Progress(2, stream=stream)
+    assert progress.bar is not None  # the tqdm path
+    progress.update(_sub(HOSTILE_ID))
+    progress.update(_sub("bob\x1b]0;pwn\x07", "boom\x1b]8;;http://x\x07link\x1b]8;;\x07", status="error"))
+    progress.close()
+    out = stream.getvalue()
+    assert "\x1b]" not in out and "\x07" not in out and "pwn" not in out and "\u202e" not in out
+    assert "[2/2] bob: 0/1  error: boomlink" in out
