@@ -1328,10 +1328,11 @@ def test_names_change_nothing_outside_the_output_folder(named_class: dict) -> No
 # --- issue 9: the grader's own memory and CPU under hostile frames, a hog beside a classmate ---
 
 PARENT_ATTACKS = {"frame_flood": "mib_decimal", "junk_flood": "mib_decimal", "cpu_hog": "mib_decimal"}
-PARENT_RSS_BOUND = 1 << 30
-"""Peak resident memory of the grading process under the floods (bytes): its own needs plus a
-bounded share per submission in flight."""
-PARENT_CPU_BOUND = 20.0
+PARENT_RSS_BOUND = 256 << 20
+"""Peak resident memory of the grading process under the floods (bytes): its own needs (about
+50 MiB) plus a bounded share per submission in flight (grader.boundary: one frame of at most
+32 MiB at a time). Without that bound the floods took it past 3 GiB."""
+PARENT_CPU_BOUND = 10.0
 """CPU seconds of the grading process itself (not its jobs) for the whole batch."""
 
 
@@ -1376,6 +1377,7 @@ def parent_load(tmp_path_factory: pytest.TempPathFactory) -> dict:
     shutil.copy(SOURCES["correct"], cls / "classmate" / "attention.py")
     out = base / "out"
     before = {p["pid"] for p in _survivors()}
+    snapshot = _snapshot(cls)
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (12 << 30, 12 << 30))
@@ -1412,6 +1414,7 @@ def parent_load(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "cpu": cpu,
         "by_id": {s["id"]: s for s in results["submissions"]},
         "survivors": [p for p in _wait_no_survivors() if p["pid"] not in before],
+        "changed": sorted(set(snapshot.items()) ^ set(_snapshot(cls).items()))[:10],
     }
 
 
@@ -1421,6 +1424,7 @@ def test_the_grader_s_memory_and_cpu_stay_bounded(parent_load: dict) -> None:
     assert parent_load["cpu"] < PARENT_CPU_BOUND, f"the grader used {parent_load['cpu']:.1f} s of CPU"
     _assert_class_files(parent_load["out"], parent_load["by_id"])
     assert parent_load["survivors"] == []
+    assert parent_load["changed"] == []
 
 
 @pytest.mark.parametrize("name", ["classmate", "slow_classmate"])
