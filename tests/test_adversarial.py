@@ -72,6 +72,7 @@ import textwrap
 import threading
 import time
 import unicodedata
+import warnings
 import xml.etree.ElementTree as ET
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -1152,8 +1153,8 @@ def _named_zip(path: Path) -> None:
         for i in range(20_000):
             zf.writestr(f"export/zip_many/notes/n{i:05d}.txt", b"")
         zf.writestr("export/zip_dup/attention.py", honest)
-        with __import__("warnings").catch_warnings():
-            __import__("warnings").simplefilter("ignore")  # zipfile warns of the duplicate it writes
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # zipfile warns of the duplicate it writes
             zf.writestr("export/zip_dup/attention.py", correct)
         zf.writestr(f"export/{'L' * 300}/attention.py", honest)
 
@@ -1246,6 +1247,11 @@ def test_every_student_has_an_id_and_files_of_their_own(named_class: dict) -> No
         assert not TERMINAL_UNSAFE.search(page) and not re.search("[\u200e\u200f\u202a-\u202e\u2066-\u2069/]", page)
     _assert_class_files(named_class["out"], named_class["by_id"])
     assert len(list((named_class["out"] / "gradescope").iterdir())) == len(subs)
+    # the mapping is in results.json; a folder's id is its name, verbatim
+    assert all(_page(named_class["out"], s).name == f"{s['slug']}.html" for s in subs)
+    for name in NAMED:
+        if isinstance(name, str) and not name.endswith(".py"):
+            assert _named(named_class, name)["id"] == name
 
 
 @pytest.mark.parametrize("name", [n for n, kind in NAMED.items() if kind in SCORES],
