@@ -1134,6 +1134,7 @@ ARCHIVED = {
     "zip_correct": "correct",
     "zip_many": "honest + 20,000 other files",
     "zip_dup": "attention.py twice (honest, then correct)",
+    "zip_fifo": "attention.py marked as a FIFO",
     "L" * 300: "honest, under a folder name longer than a file system allows (graded: its files are not named so)",
 }
 SOURCES = {
@@ -1157,6 +1158,9 @@ def _named_zip(path: Path) -> None:
             warnings.simplefilter("ignore")  # zipfile warns of the duplicate it writes
             zf.writestr("export/zip_dup/attention.py", correct)
         zf.writestr(f"export/{'L' * 300}/attention.py", honest)
+        fifo = zipfile.ZipInfo("export/zip_fifo/attention.py")
+        fifo.external_attr = (stat.S_IFIFO | 0o644) << 16
+        zf.writestr(fifo, honest)
 
 
 def _snapshot(folder: Path) -> dict:
@@ -1321,7 +1325,8 @@ def test_archive_problems_are_one_student_s(named_class: dict, name: str) -> Non
         assert sub["status"] == "graded" and sub["score"] == SCORES["correct"]
     else:
         assert sub["status"] == "error" and sub["score"] == 0, sub
-        words = {"zip_many": ("20,001 files", "files"), "zip_dup": ("twice", "more than once", "duplicate")}[name]
+        words = {"zip_many": ("20,001 files", "files"), "zip_dup": ("twice", "more than once", "duplicate"),
+                 "zip_fifo": ("not a regular file (a FIFO)", "FIFO")}[name]
         assert any(w in sub["error"] for w in words), sub["error"]
         assert "Traceback" not in sub["error"]
 
