@@ -39,7 +39,8 @@ attack the writers (not UTF-8, 240 bytes, ``bob/`` beside ``bob.py``,
 ``summary``, ``frank``/``frank-2``/``frank.py``, a CR, formulas, controls
 and bidi characters, ``Ann``/``ann``, a FIFO named ``attention.py``) and an
 archive whose problems are one student's each (20,000 files, a member twice,
-a folder name too long for a file system). A fourth (``parent_load``, in a
+a member marked as a FIFO; a folder name too long for a file system is
+graded as usual, since files are named by the naming rule). A fourth (``parent_load``, in a
 separate process whose peak RSS and CPU time are sampled) grades the attacks
 of ``tests/adversarial/_parent/``: floods of maximal and of junk frames, and
 a CPU hog beside a slow but correct classmate. ``-p no:sandbox`` must be
