@@ -72,6 +72,8 @@ class Student:
     is_file: bool
     file: Path | None = None
     problem: str = ""
+    holds: list[tuple[str, bool]] = field(default_factory=list)
+    """For a folder without ``attention.py``: its entries two levels deep, (relative path, is a folder)."""
 
 
 @dataclass
@@ -147,7 +149,32 @@ def safe_extract(archive: Path, dest: Path) -> Extracted:
         members = zf.infolist()
         if len(members) > MAX_MEMBERS:
             raise ArchiveError(f"{archive}: {len(members):,} members; an archive may list at most {MAX_MEMBERS:,}")
+        for info in members:
+            info.filename = member_name(info)
         return _extract(zf, members, archive, dest)
+
+
+def member_name(info: zipfile.ZipInfo) -> str:
+    """A member's name as its maker meant it.
+
+    A name flagged UTF-8 (bit 11) was decoded as UTF-8 by `zipfile`. An
+    unflagged one was decoded as code page 437; but Info-ZIP's ``zip`` on
+    Linux writes the UTF-8 bytes of the name without the flag. So the name
+    is taken back to its bytes and decoded as UTF-8 when they are valid
+    UTF-8 (``José``, not ``Jos├⌐``), else kept as code page 437 (the legacy
+    DOS code page that Windows tools write).
+    """
+    if info.flag_bits & 0x800:
+        return info.filename
+    try:
+        raw = info.orig_filename.encode("cp437")
+    except UnicodeEncodeError:  # decoded with another metadata_encoding: keep it
+        return info.filename
+    try:
+        name = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return info.filename
+    return name
 
 
 def _extract(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path, dest: Path) -> Extracted:
@@ -219,7 +246,18 @@ def _extract(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path,
             _take(zf, files[(*folder, FILENAME)], student, where, archive, total, skipped)
         elif (*folder, FILENAME) in folders:
             student.problem = f"{FILENAME} in {archive} is a folder, not a file: the student folder must hold {FILENAME}"
+        else:
+            student.holds = _holds(folder, counted, folders)
     return extracted
+
+
+def _holds(folder: tuple[str, ...], counted: list[tuple[str, ...]], folders: set[tuple[str, ...]],
+           limit: int = 200) -> list[tuple[str, bool]]:
+    """What a student folder of the archive holds, two levels deep: (relative path, is a folder)."""
+    n = len(folder)
+    found = {"/".join(p[n:]): False for p in counted if len(p) in (n + 1, n + 2) and p[:n] == folder}
+    found.update({"/".join(p[n:]): True for p in folders if len(p) in (n + 1, n + 2) and p[:n] == folder})
+    return sorted(found.items())[:limit]
 
 
 def _take(

@@ -11,11 +11,16 @@ Exit codes
 1  ``check`` or ``validate``: at least one check did not pass; ``doctor``: a
    layer is missing; ``audit``: a mutant survived an exercise it is tagged
    for, or a correct variant lost a point
-2  usage error: wrong option, missing path, unwritable output folder, ``-p no:sandbox``
-   or ``-p no:runner`` (only ``--insecure`` grades without the sandbox)
-3  configuration error: a malformed spec, a missing reference, a broken plugin, a
-   sandbox that cannot run a job here (``grade`` runs one before grading)
+2  usage error: wrong option or --jobs, missing path, a folder with nothing to grade, an --out
+   or --json that cannot be written, an unreadable roster or one listing an id twice,
+   ``-p no:sandbox`` or ``-p no:runner`` (only ``--insecure`` grades without the sandbox)
+3  configuration error: a malformed spec, a missing reference, a reference or plugin that fails
+   to import (any exception, SyntaxError, SystemExit, KeyboardInterrupt), a reference that fails
+   or is over its budget on a check's arguments, a sandbox that cannot run a job here (``grade``
+   runs one before grading)
 4  internal error in the grader or a plugin (a traceback is printed)
+
+A refused run (2 or 3) leaves nothing behind: ``--out`` is created only when grading starts.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from pathlib import Path
 from grader import __version__
 from grader.config import Config
 from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, GraderError, UsageError
-from grader.fileio import output_file, remove_stale_scratch
+from grader.fileio import check_out_dir, output_file, remove_stale_scratch
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
 
@@ -133,17 +138,11 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
 
 
 def _prepare_out(config: Config) -> None:
+    """Refuse an unusable ``--out`` or ``--json`` now; the folder itself is made when grading starts."""
     out = config.out_dir
     if out is None:
         return
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder; choose another --out")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--out {out}: cannot create the folder ({exc.strerror}); choose another --out") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {out}: the folder is not writable; choose another --out")
+    check_out_dir(out)
     json_path = config.option("json")
     if json_path and Path(json_path).is_dir():
         raise UsageError(f"--json {json_path}: is a folder; give a file name")
@@ -250,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = build_parser(pm).parse_args(argv)
         config = Config(command=options.command, options=options, pluginmanager=pm)
         if config.command == "grade":
-            _prepare_out(config)  # before plugins open files there (the gradebook)
+            _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts
         pm.hook.grader_configure(config=config)
         return _run(config)
     except GraderError as exc:

@@ -19,6 +19,7 @@ __all__ = [
     "PluginError",
     "SpecError",
     "UsageError",
+    "describe_failure",
 ]
 
 EXIT_OK = 0
@@ -88,3 +89,43 @@ class SpecError(ConfigError):
 
 class PluginError(ConfigError):
     """A plugin could not be loaded or registers an unknown hook."""
+
+
+def describe_failure(exc: BaseException, path: str | None = None) -> str:
+    """One line for an exception raised while loading instructor code: where, then what.
+
+    Parameters
+    ----------
+    exc : BaseException
+        Anything raised while importing a reference or a plugin, including
+        `SyntaxError`, `SystemExit` and `KeyboardInterrupt`.
+    path : str, optional
+        The file being loaded; the innermost frame in it is named. Without
+        it (or no frame in it), the innermost frame of the traceback.
+
+    Returns
+    -------
+    str
+        E.g. ``"reference/attention.py, line 12: SystemExit: 0"`` or
+        ``"plugin.py, line 3: SyntaxError: invalid syntax"``.
+    """
+    import os
+
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f"{exc.filename}, line {exc.lineno}"
+        what = f"{type(exc).__name__}: {exc.msg}"
+    else:
+        frames = []
+        tb = exc.__traceback__
+        while tb is not None:
+            frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+            tb = tb.tb_next
+        mine = [f for f in frames if path and os.path.abspath(f[0]) == os.path.abspath(path)]
+        outside = [f for f in frames if "importlib" not in f[0] and "pluggy" not in f[0]]
+        chosen = (mine or outside or frames or [(path or "?", 0)])[-1]
+        where = f"{chosen[0]}, line {chosen[1]}" if chosen[1] else chosen[0]
+        if isinstance(exc, SystemExit):
+            what = f"it called sys.exit({exc.code!r})" if exc.code is not None else "it called sys.exit()"
+        else:
+            what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return " ".join(f"{where}: {what}".split())

@@ -208,3 +208,58 @@ def remove_stale_scratch(folder: str | None = None) -> int:
             shutil.rmtree(path, ignore_errors=True)
             removed += not os.path.exists(path)
     return removed
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse an output folder that could not be made or written, without making it.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If ``out`` exists and is not a writable folder, or does not exist and
+        its nearest existing parent is not a writable folder.
+    """
+    from grader.errors import UsageError
+
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder; choose another --out")
+    if out.is_dir():
+        if not _writable(out):
+            raise UsageError(f"--out {out}: the folder is not writable; choose another --out")
+        return
+    parent = out.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"--out {out}: cannot create the folder ({parent} is not a folder); choose another --out")
+    if not _writable(parent):
+        raise UsageError(f"--out {out}: cannot create the folder ({parent} is not writable); choose another --out")
+
+
+def _writable(folder: Path) -> bool:
+    """Whether a file can be created in ``folder`` (tried: os.access says yes to root everywhere)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".grader-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError:
+        return False
+    return True
+
+
+def make_out_dir(out: Path) -> None:
+    """Create the output folder (when grading starts: a refused run leaves none behind).
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the folder cannot be created.
+    """
+    from grader.errors import UsageError
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot create the folder ({exc.strerror}); choose another --out") from None

@@ -124,7 +124,15 @@ def grader_check_kinds() -> Sequence[Any]:
     (the ``kind:`` used in specs), a ``params`` dict naming the spec keys the
     kind accepts (``{"expect": "required", "rtol": "optional"}``),
     ``prepare(check, ctx) -> Prepared`` and
-    ``judge(check, prepared, results, ctx) -> Verdict``. See
+    ``judge(check, prepared, results, ctx) -> Verdict``; optionally a
+    ``schema``: a JSON Schema (draft 2020-12) of the mapping of the kind's own
+    keys, e.g. ``{"type": "object", "properties": {"atol": {"type": "number",
+    "minimum": 0, "description": "give a tolerance: a number >= 0"}}}``. The
+    spec loader validates a check's kind keys against it and reports the
+    first violation in one line (file, check, key, the message and the
+    violated property's ``description`` as the fix). A kind without a
+    ``schema`` gets only the generic checks: unknown and missing keys, every
+    number finite. See
     ``grader.builtin.checks`` for the built-in kinds. Two kinds with one
     name is an error.
     """

@@ -45,8 +45,20 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["DEVICES", "MAX_SLUG_BYTES", "RESERVED", "assign_slugs", "display_name", "name_bytes", "name_submissions",
-           "slug_base", "slug_key", "slugs_of", "unique_ids"]
+__all__ = [
+    "DEVICES",
+    "MAX_SLUG_BYTES",
+    "RESERVED",
+    "assign_slugs",
+    "display_name",
+    "name_bytes",
+    "name_submissions",
+    "slug_base",
+    "slug_key",
+    "slugs_of",
+    "unique_ids",
+    "what_it_holds",
+]
 
 MAX_SLUG_BYTES = 64
 """Longest slug base, in bytes of UTF-8 (a ``-N`` suffix for duplicates may follow)."""
@@ -276,3 +288,44 @@ def slugs_of(items: Sequence[Any]) -> dict[str, str]:
         return {item.id: slug for item, slug in zip(items, own)}
     ids = [item.id for item in items]
     return dict(zip(ids, assign_slugs(ids)))
+
+
+def what_it_holds(entries: Sequence[tuple[str, bool]], filename: str = "attention.py") -> str:
+    """Say, for a student folder without ``filename``, what it holds and what to do.
+
+    Parameters
+    ----------
+    entries : sequence of (str, bool)
+        The folder's entries as paths relative to it (``"lab/attention.py"``)
+        and whether each is a folder; hidden ones and ``__pycache__`` are skipped.
+    filename : str
+        The file the folder should hold.
+
+    Returns
+    -------
+    str
+        E.g. ``"it holds Attention.PY: rename it attention.py"``, ``"it holds
+        lab/attention.py: move it up into the student folder"``, ``"it holds a
+        notebook, lab.ipynb: save it as attention.py (File > Download as >
+        Python)"``, ``"it holds util.py, notes.txt"`` or ``"it is empty"``.
+    """
+    shown = [(display_name(p), d) for p, d in entries
+             if not any(part.startswith(".") or part == "__pycache__" for part in p.split("/"))]
+    files = [p for p, d in shown if not d]
+    stem = filename.rsplit(".", 1)[0].lower()
+    top = [p for p in files if "/" not in p]
+    near = [p for p in top if p.lower() == filename.lower() or (p.lower().startswith(stem) and ".py" in p.lower())]
+    if near:
+        return f"it holds {', '.join(sorted(near)[:3])}: rename it {filename}"
+    nested = [p for p in files if p.rsplit("/", 1)[-1] == filename and "/" in p]
+    if nested:
+        return f"it holds {min(nested, key=len)}: move it up into the student folder"
+    books = [p for p in files if p.lower().endswith(".ipynb")]
+    if books:
+        return (f"it holds a notebook, {min(books)}: save it as {filename} (File > Download as > Python) "
+                "and send that")
+    if not shown:
+        return "it is empty"
+    listed = sorted(top or files, key=lambda p: (not p.endswith(".py"), p))
+    more = f" and {len(shown) - 4} more" if len(shown) > 4 else ""
+    return f"it holds {', '.join(listed[:4])}{more}, no {filename}"

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import pluggy
 
 from grader import hookspecs
-from grader.errors import PluginError, UsageError
+from grader.errors import PluginError, UsageError, describe_failure
 
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "get_plugin_manager", "hookimpl"]
 
@@ -68,8 +68,10 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
     Raises
     ------
     grader.errors.PluginError
-        If a ``-p`` module cannot be imported, or a plugin implements a hook
-        that does not exist (a misspelled ``grader_...`` name).
+        If a ``-p`` module cannot be imported (any failure while it runs,
+        `SyntaxError`, `SystemExit` and `KeyboardInterrupt` included, named
+        by file and line), or a plugin implements a hook that does not exist
+        (a misspelled ``grader_...`` name).
     grader.errors.UsageError
         If ``-p no:NAME`` names the sandbox or the runner (`UNBLOCKABLE`).
     """
@@ -92,18 +94,25 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
     if load_entrypoints:
         try:
             pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-        except Exception as exc:  # a third-party plugin failed to import
-            raise PluginError(f"a plugin of entry-point group '{ENTRY_POINT_GROUP}' failed to load: {exc}") from exc
+        except BaseException as exc:  # noqa: BLE001 - a third-party plugin failed to import, even by sys.exit()
+            raise PluginError(f"a plugin of entry-point group '{ENTRY_POINT_GROUP}' failed to load at "
+                              f"{describe_failure(exc)}; fix or uninstall it") from None
     for name in plugins:
         if name.startswith("no:") or pm.is_blocked(name) or pm.get_plugin(name) is not None:
             continue
         try:
             module = importlib.import_module(name)
-        except ImportError as exc:
-            raise PluginError(f"-p {name}: cannot import plugin module: {exc}") from exc
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+                raise PluginError(f"-p {name}: no module named {exc.name!r}; check the name, or put its folder "
+                                  "on PYTHONPATH") from None
+            raise PluginError(f"-p {name}: the plugin failed to import at {describe_failure(exc)}") from None
+        except BaseException as exc:  # noqa: BLE001 - SyntaxError, SystemExit, KeyboardInterrupt...: one line
+            raise PluginError(f"-p {name}: the plugin failed to import at {describe_failure(exc)}; fix the "
+                              "plugin") from None
         pm.register(module, name=name)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
-        raise PluginError(f"plugin error: {exc}") from exc
+        raise PluginError(f"plugin error: {exc}; the hooks are the grader_... functions of grader.hookspecs") from exc
     return pm

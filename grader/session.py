@@ -24,6 +24,7 @@ from grader import __version__
 from grader.builtin.checks import KindContext
 from grader.config import Config
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
+from grader.safetext import display
 from grader.secret import course_secret
 from grader.models import (
     Call,
@@ -190,14 +191,30 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
     reference = config.hook.grader_load_reference(path=str(reference_path), config=config)
     exercises: list[Exercise] = []
     used: list[Path] = []
-    for path in sorted(p for p in specs_dir.iterdir() if p.is_file()):
+    not_loaded: list[str] = []
+    for path in sorted(specs_dir.iterdir()):
+        if path.is_dir():
+            not_loaded += [f"{q.relative_to(specs_dir)} (in a subfolder)" for q in _spec_like_files(path)]
+            continue
+        if not path.is_file():
+            continue
         exercise = config.hook.grader_load_exercise(path=str(path), config=config)
         if exercise is None:
+            if _looks_like_spec(path.name):
+                not_loaded.append(f"{path.name} (not named *.yaml)")
             continue
-        if any(e.id == exercise.id for e in exercises):
-            raise ConfigError(f"{path}: exercise '{exercise.id}' is defined twice in {specs_dir}")
+        twin = next((i for i, e in enumerate(exercises) if e.id == exercise.id), None)
+        if twin is not None:
+            newer, older = sorted([path, used[twin]], key=lambda p: (p.stat().st_mtime_ns, p.name), reverse=True)
+            raise ConfigError(f"{newer}: exercise '{exercise.id}' is also defined in {older} (this file is the newer); "
+                              "keep one of the two files in the specs folder")
         exercises.append(exercise)
         used.append(path)
+    if not_loaded and not config.stash.get("session.not_loaded_warned"):
+        config.stash["session.not_loaded_warned"] = True  # validate collects twice: warn once
+        shown = ", ".join(not_loaded[:10]) + (f" and {len(not_loaded) - 10} more" if len(not_loaded) > 10 else "")
+        print(f"grader: warning: {specs_dir}: not loaded: {display(shown)}; specs are the *.yaml and *.yml files "
+              "directly in this folder", file=sys.stderr)
     if not exercises:
         raise ConfigError(f"{specs_dir}: no exercise specs (*.yaml) found")
     prepared = []
@@ -211,6 +228,23 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
             items.append(PreparedCheck(check, kind, context, kind.prepare(check, context)))
         prepared.append((exercise, tuple(items)))
     return Collected(tuple(exercises), tuple(prepared), spec_hash(used, reference_path))
+
+
+def _looks_like_spec(name: str) -> bool:
+    """Whether a file name looks like a spec's (``G14.02.yaml.txt``, ``G14.02.yaml~``, ``.G14.02.yml.swp``)."""
+    lower = name.lower()
+    return ".yaml" in lower or ".yml" in lower
+
+
+def _spec_like_files(folder: Path, limit: int = 1000) -> list[Path]:
+    """Files below ``folder`` that look like specs (at most ``limit`` entries looked at)."""
+    found = []
+    for count, (root, dirs, files) in enumerate(os.walk(folder)):
+        if count >= limit:
+            break
+        dirs.sort()
+        found += [Path(root) / f for f in sorted(files) if _looks_like_spec(f)]
+    return found
 
 
 def _failed_everywhere(collected: Collected, status: str, message: str) -> list[tuple[Exercise, list[tuple[Check, Verdict]]]]:
@@ -400,7 +434,8 @@ def locate_all(paths: list[str], config: Config) -> list[Submission]:
     if config.option("roster") and config.command == "grade":
         from grader.builtin.submission import apply_roster, read_roster
 
-        found = apply_roster(found, read_roster(config.option("roster")))
+        ignore_case = bool(config.option("roster_ignore_case", False))
+        found = apply_roster(found, read_roster(config.option("roster"), ignore_case), ignore_case)
     return name_submissions(found)
 
 
@@ -456,6 +491,10 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     """
     submissions = locate_all(paths, config)
     collected = collect(config, visible_only=visible_only)
+    if config.out_dir is not None:  # only now: a run refused before grading leaves no --out behind
+        from grader.fileio import make_out_dir
+
+        make_out_dir(config.out_dir)
     config.stash["collected"] = collected
     config.stash["total"] = len(submissions)
     config.hook.grader_collection_finish(submissions=submissions, collected=collected, config=config)

@@ -226,7 +226,8 @@ def test_a_zip_student_without_a_python_file_is_listed(cli, tmp_path: Path) -> N
     assert code == 0, err
     results = {s["id"]: s for s in json.loads((tmp_path / "out" / "results.json").read_text())["submissions"]}
     assert list(results) == ["alice", "bob"]
-    assert results["bob"]["error"] == f"no attention.py in {archive}:bob: the student folder must hold attention.py"
+    assert results["bob"]["error"] == (f"no attention.py in {archive}:bob: it holds README.txt, no attention.py; "
+                                       "the student folder must hold attention.py")
 
 
 def test_an_empty_zip_names_the_archive(cli, tmp_path: Path) -> None:

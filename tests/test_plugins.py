@@ -86,7 +86,7 @@ def test_unknown_plugin_module_is_one_line_exit_3(cli) -> None:
     code, out, err = cli("validate", "-p", "no_such_plugin_module")
     assert code == 3
     assert err.strip().splitlines() == [err.strip()]
-    assert "-p no_such_plugin_module: cannot import plugin module" in err
+    assert "-p no_such_plugin_module: no module named 'no_such_plugin_module'; check the name" in err
 
 
 def test_misspelled_hook_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

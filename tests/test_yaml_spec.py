@@ -3,6 +3,7 @@ errors `grader validate` reports in one line (exit code 3)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -220,7 +221,7 @@ def test_exercise_from_data_schema_errors_name_the_key() -> None:
     data["checks"][3]["points"] = "x"
     err = _data_error(data)
     assert err.where == "checks[3] 'softmax-log3'.points"
-    assert err.problem == "'x' is not of type 'number'"
+    assert err.problem == "'x' is not of type 'number'; give a number > 0"
 
     data = _g14_02_data()
     data["checks"][2]["visibility"] = "secret"
@@ -249,7 +250,7 @@ def test_exercise_from_data_kind_keys() -> None:
     del data["checks"][4]["shift"]
     err = _data_error(data)
     assert err.where == "checks[4] 'shift-invariance'"
-    assert err.problem == "kind 'shift_invariance' needs key 'shift'"
+    assert err.problem == "kind 'shift_invariance' needs key 'shift': add it"
 
     data = _g14_02_data()
     data["checks"][5]["expect"] = [1.0]
@@ -430,8 +431,10 @@ def test_cli_exercise_defined_twice(cli, tmp_path: Path) -> None:  # noqa: ANN00
     path = spec_copy(tmp_path)
     twin = path.with_name("G14.02b.yaml")
     shutil.copy(path, twin)
+    os.utime(path, ns=(10**18, 10**18))
+    os.utime(twin, ns=(2 * 10**18, 2 * 10**18))  # the stray copy is the newer: named first
     line = validate_error(cli, path.parent)
-    assert f"{twin}: exercise 'G14.02' is defined twice in {path.parent}" in line
+    assert f"{twin}: exercise 'G14.02' is also defined in {path} (this file is the newer)" in line
 
 
 def test_cli_empty_spec_file(cli, tmp_path: Path) -> None:  # noqa: ANN001

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,14 @@ from typing import Any
 
 import numpy as np
 
-from grader.compare import Mismatch, as_array, compare, format_value, part_names, split_parts
+from grader.compare import (
+    Mismatch,
+    as_array,
+    compare,
+    format_value,
+    part_names,
+    split_parts,
+)
 from grader.errors import SpecError
 from grader.models import Call, CallResult, Check, Exercise, Prepared, Verdict
 from grader.plugins import hookimpl
@@ -54,6 +62,29 @@ DEFAULT_RTOL = 1e-6
 DEFAULT_ATOL = 1e-9
 
 GENERATORS = ("normal", "uniform", "mask", "simplex")
+GENERATOR_EXTRAS = {"normal": ("loc", "scale"), "uniform": ("low", "high"), "mask": (), "simplex": ()}
+"""The keys each generator takes beside its shape or length."""
+
+MAX_ARG_ELEMENTS = 1_000_000
+"""Most elements one generated argument may have (checked before anything is drawn)."""
+MAX_ARG_BYTES = 8 << 20
+"""Most bytes one generated argument may take, at 8 bytes an element (8 MiB)."""
+MAX_CHECK_ELEMENTS = 2_000_000
+"""Most elements a check's generated arguments may have together."""
+MAX_NDIM = 8
+"""Most dimensions of a generated shape."""
+MAX_RESULT_ELEMENTS = 1_000_000
+"""Most elements (all parts together) a reference result may have: what a submission returns
+must fit the worker's limit (`grader.worker.MAX_ITEMS` counts rows too)."""
+MAX_FD_LENGTH = 1_000
+"""Longest ``scores`` of a ``finite_difference`` check (it calls the reference softmax 2n times)."""
+REFERENCE_MEMORY = 2 << 30
+"""Memory (address space, bytes) one reference call may add to the grader's process (2 GiB)."""
+REFERENCE_SECONDS = 30
+"""Wall-clock seconds one reference call may take while checks are prepared."""
+
+TOLERANCE = {"type": "number", "minimum": 0, "description": "give a tolerance: a number >= 0"}
+"""JSON Schema of an ``rtol`` or ``atol`` key."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +134,13 @@ class KindContext:
             a required one is missing, or a generator is malformed.
         """
         rng = rng or self.rng(check)
+        sizes = {name: self.generated_size(check, name, raw) for name, raw in check.args.items()}
+        if sum(sizes.values()) > MAX_CHECK_ELEMENTS:  # refused before anything is drawn
+            shown = ", ".join(f"{name} {check.args[name][_gen(check.args[name])]}" for name, n in sizes.items() if n)
+            raise self.fail(
+                check, "args", f"the generated arguments ({shown}) have {sum(sizes.values()):,} elements together; a "
+                f"check's are limited to {MAX_CHECK_ELEMENTS:,}: make them smaller",
+            )
         values = {name: self.generate(check, name, raw, rng) for name, raw in check.args.items()}
         signature = inspect.signature(self.reference_function(check))
         try:
@@ -111,31 +149,83 @@ class KindContext:
             raise self.fail(check, "args", f"do not fit {check.function}{signature}: {exc}") from None
         return tuple(bound.args)
 
-    def generate(self, check: Check, name: str, raw: Any, rng: np.random.Generator) -> Any:
-        """One argument: ``raw`` itself, or the values its generator draws from ``rng``.
+    def generated_size(self, check: Check, name: str, raw: Any) -> int:
+        """Elements the generator ``raw`` will draw (0 for a literal), checked and bounded; nothing is drawn.
 
         Raises
         ------
         grader.errors.SpecError
-            If a generator has unknown keys or a bad shape or length.
+            If a mapping is not exactly one known generator, or a generator
+            has unknown keys, a bad shape or length, bad bounds, or more than
+            `MAX_NDIM` dimensions, `MAX_ARG_ELEMENTS` elements or
+            `MAX_ARG_BYTES` bytes.
         """
-        if not (isinstance(raw, dict) and len(raw.keys() & set(GENERATORS)) == 1):
-            return raw
-        gen = next(k for k in raw if k in GENERATORS)
+        if not isinstance(raw, dict):
+            return 0
+        key = f"args.{name}" if name in check.args else name
+        known = [k for k in raw if k in GENERATORS]
+        if len(known) != 1:
+            shown = ", ".join(repr(str(k)) for k in raw) or "no key"
+            problem = "names two generators" if known else f"is not a generator (it has {shown})"
+            raise self.fail(check, key, f"{problem}; write one of {', '.join(GENERATORS)}, e.g. {{normal: [3, 2]}}, "
+                            "or a list for a literal value")
+        gen = known[0]
         size = raw[gen]
         extra = {k: v for k, v in raw.items() if k != gen}
-        allowed_extra = {"normal": {"scale", "loc"}, "uniform": {"low", "high"}, "mask": set(), "simplex": set()}[gen]
-        if set(extra) - allowed_extra:
-            raise self.fail(check, f"args.{name}", f"generator '{gen}' takes only {sorted(allowed_extra)}")
+        allowed_extra = GENERATOR_EXTRAS[gen]
+        if set(extra) - set(allowed_extra):
+            unknown = ", ".join(sorted(str(k) for k in set(extra) - set(allowed_extra)))
+            takes = ", ".join(allowed_extra) or "no other key"
+            raise self.fail(check, key, f"generator '{gen}' does not take {unknown} (it takes {takes})")
+        for k, v in extra.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+                raise self.fail(check, f"{key}.{k}", f"{v!r} is not a finite number; give a number")
+        if gen == "uniform" and not float(extra.get("low", -1.0)) < float(extra.get("high", 1.0)):
+            raise self.fail(check, key, "'uniform' needs low < high: swap them, or change one")
         if gen in ("mask", "simplex"):
-            if not isinstance(size, int) or size < 1:
-                raise self.fail(check, f"args.{name}", f"'{gen}' takes a positive length")
-        elif not (isinstance(size, list) and all(isinstance(s, int) and s >= 1 for s in size)):
-            raise self.fail(check, f"args.{name}", f"'{gen}' takes a shape: a list of positive integers")
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise self.fail(check, key, f"'{gen}' takes a positive length, e.g. {{{gen}: 5}}")
+            shape = [size]
+        elif not (isinstance(size, list) and size and all(
+                isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in size)):
+            raise self.fail(check, key, f"'{gen}' takes a shape: a list of positive integers, e.g. {{{gen}: [3, 2]}}")
+        else:
+            shape = size
+        if len(shape) > MAX_NDIM:
+            raise self.fail(check, key, f"'{gen}' shape {shape} has {len(shape)} dimensions; give at most {MAX_NDIM}")
+        elements = 1
+        for s in shape:  # Python integers: no overflow, nothing allocated
+            elements *= s
+        if elements > MAX_ARG_ELEMENTS or elements * 8 > MAX_ARG_BYTES:
+            raise self.fail(
+                check, key,
+                f"'{gen}' shape {shape} has {elements:,} elements ({_mib(elements * 8)}); a generated argument is "
+                f"limited to {MAX_ARG_ELEMENTS:,} elements and {_mib(MAX_ARG_BYTES)}: make it smaller",
+            )
+        return elements
+
+    def generate(self, check: Check, name: str, raw: Any, rng: np.random.Generator) -> Any:
+        """One argument: ``raw`` itself, or the values its generator draws from ``rng``.
+
+        The generator is checked first (`generated_size`): nothing is drawn
+        for one that is malformed or over its budget.
+
+        Raises
+        ------
+        grader.errors.SpecError
+            As `generated_size`.
+        """
+        if not isinstance(raw, dict):
+            return raw
+        self.generated_size(check, name, raw)
+        gen = _gen(raw)
+        size = raw[gen]
+        extra = {k: v for k, v in raw.items() if k != gen}
+        shape = [size] if gen in ("mask", "simplex") else size
         if gen == "normal":
-            value = rng.normal(extra.get("loc", 0.0), 1.0, size) * extra.get("scale", 1.0)
+            value = rng.normal(extra.get("loc", 0.0), 1.0, shape) * extra.get("scale", 1.0)
         elif gen == "uniform":
-            value = rng.uniform(extra.get("low", -1.0), extra.get("high", 1.0), size)
+            value = rng.uniform(extra.get("low", -1.0), extra.get("high", 1.0), shape)
         elif gen == "mask":
             value = rng.random(size) < 0.5
             value[rng.integers(size)] = True
@@ -144,14 +234,53 @@ class KindContext:
         return value.tolist()
 
     def call_reference(self, check: Check, args: Sequence[Any], function: str | None = None) -> Any:
-        """Run the reference on ``args``; SpecError if it raises."""
+        """Run the reference on ``args`` (`guarded_call`), normalised, checked against ``returns``.
+
+        Raises
+        ------
+        grader.errors.SpecError
+            If the reference raises (or exits), runs out of its memory or
+            time, returns more than `MAX_RESULT_ELEMENTS` elements, or
+            returns another number of values than the spec's ``returns``
+            names.
+        """
+        name = function or check.function
         fn = self.reference_function(check, function)
+        shapes = ", ".join(f"{np.shape(a)}" if isinstance(a, list) else type(a).__name__ for a in args)
         try:
-            return normalize(fn(*args))
-        except Exception as exc:
+            value = guarded_call(fn, args)
+        except MemoryError:
             raise self.fail(
-                check, "args", f"the reference raised {type(exc).__name__} on these arguments: {exc}"
+                check, "args", f"the reference needs more than {_mib(REFERENCE_MEMORY)} of memory on arguments of "
+                f"shapes {shapes}; make the arguments smaller",
             ) from None
+        except TimeoutError:
+            raise self.fail(
+                check, "args", f"the reference took more than {REFERENCE_SECONDS} s on arguments of shapes {shapes}; "
+                "make the arguments smaller",
+            ) from None
+        except BaseException as exc:  # noqa: BLE001 - instructor code, reported in one line (also sys.exit)
+            raise self.fail(
+                check, "args", f"the reference raised {type(exc).__name__} on these arguments: {exc}; fix the "
+                "arguments or the reference",
+            ) from None
+        value = normalize(value)
+        parts = value if isinstance(value, tuple) else (value,)
+        elements = sum(int(np.size(p)) for p in parts)
+        if elements > MAX_RESULT_ELEMENTS:
+            got = ", ".join(str(np.shape(p)) for p in parts)
+            raise self.fail(
+                check, "args", f"the reference's result has {elements:,} elements (shapes {got}); results are limited "
+                f"to {MAX_RESULT_ELEMENTS:,} elements: make the arguments smaller",
+            )
+        names = self.exercise.returns.get(name)
+        if names is not None and len(names) != len(parts):
+            raise SpecError(
+                self.exercise.path, f"returns.{name}",
+                f"names {len(names)} part(s) {list(names)} but the reference's {name} returns {len(parts)} "
+                f"value(s) on the arguments of check '{check.id}'; give one name per returned value",
+            )
+        return value
 
     def shown_call(self, check: Check, args: Sequence[Any], function: str | None = None) -> str:
         """Render a call as the student would write it, values shortened."""
@@ -159,6 +288,58 @@ class KindContext:
         params = list(inspect.signature(self.reference_function(check, name)).parameters)
         shown = ", ".join(f"{p}={format_value(a, 300, multiline=False)}" for p, a in zip(params, args))
         return f"{name}({shown})"
+
+
+def _gen(raw: dict[str, Any]) -> str:
+    """The generator named in a (checked) generator mapping."""
+    return next(k for k in raw if k in GENERATORS)
+
+
+def _mib(n: int) -> str:
+    """A byte count in MiB, e.g. ``'8 MiB'`` or ``'74.5 GiB'``."""
+    return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.3g} MiB"
+
+
+def guarded_call(fn: Callable[..., Any], args: Sequence[Any]) -> Any:
+    """Call trusted reference code with bounded memory and time.
+
+    On Linux, in the main thread, the process's address space may grow by
+    at most `REFERENCE_MEMORY` during the call (``RLIMIT_AS``; numpy then
+    raises `MemoryError` instead of the machine swapping) and the call may
+    take `REFERENCE_SECONDS` (``SIGALRM`` raises `TimeoutError`). Elsewhere
+    it is a plain call.
+    """
+    import threading
+
+    try:
+        import resource
+        import signal
+    except ImportError:  # not POSIX
+        return fn(*args)
+    if threading.current_thread() is not threading.main_thread() or not os.path.exists("/proc/self/statm"):
+        return fn(*args)
+    with open("/proc/self/statm") as fh:
+        size = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = size + REFERENCE_MEMORY
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    capped = soft == resource.RLIM_INFINITY or cap < soft
+
+    def _alarm(signum: int, frame: Any) -> None:
+        raise TimeoutError("the reference call took too long")
+
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, REFERENCE_SECONDS)
+    try:
+        if capped:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+        return fn(*args)
+    finally:
+        if capped:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
 
 
 def normalize(value: Any) -> Any:
@@ -196,7 +377,7 @@ def named(check: Check, ctx: KindContext, value: Any, select: Sequence[str] | No
     if select:
         unknown = [s for s in select if s not in parts]
         if unknown:
-            raise ctx.fail(check, "select", f"unknown part(s) {unknown}; the result has {list(names)}")
+            raise ctx.fail(check, "select", f"unknown part(s) {unknown}; the result has {list(names)}: select among them")
         parts = {k: parts[k] for k in select}
     return parts
 
@@ -228,6 +409,36 @@ def shaped_parts(check: Check, ctx: KindContext, got: Any, shapes: dict[str, tup
     return arrays
 
 
+def _schema(**properties: dict[str, Any]) -> dict[str, Any]:
+    """A kind's ``schema``: its keys' JSON Schemas."""
+    return {"type": "object", "properties": properties}
+
+
+LITERAL = {
+    "type": ["number", "array", "object"],
+    "description": "give the hand value: a number, a list of numbers or a mapping from part names to them",
+}
+SHAPES = {
+    "type": "object", "minProperties": 1,
+    "additionalProperties": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+    "description": "give a mapping from part names to shapes, e.g. {weights: [4, 6]}",
+}
+VECTOR = {
+    "type": ["array", "object"],
+    "description": "give a list of numbers or a generator such as {normal: [5]}",
+}
+SELECT = {
+    "type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "minLength": 1},
+    "description": "give a list of part names, e.g. [weights]",
+}
+SHIFT = {
+    "type": "number", "minimum": -1e6, "maximum": 1e6,
+    "description": "give a number between -1e6 and 1e6 (no thousands separators)",
+}
+STEP = {"type": "number", "exclusiveMinimum": 0, "maximum": 0.1, "description": "give a step > 0 and at most 0.1, e.g. 1e-6"}
+REASON = {"type": "string", "minLength": 1, "description": "give the reason in words, e.g. empty scores"}
+
+
 class Kind:
     """Base of the built-in kinds: one call, judged by `check_value`.
 
@@ -237,6 +448,10 @@ class Kind:
         The ``kind:`` of specs.
     params : dict of str to str
         Kind-specific spec keys, each ``"required"`` or ``"optional"``.
+    schema : dict
+        JSON Schema of the kind's own keys (an object's ``properties``):
+        types and ranges, each with a ``description`` saying what to write,
+        which the spec loader adds to its error line.
     expects_raise : bool
         Whether a raised exception is the kind's to judge (else the judge
         reports it as an error).
@@ -244,6 +459,7 @@ class Kind:
 
     name = ""
     params: dict[str, str] = {}
+    schema: dict[str, Any] = {"type": "object"}
     expects_raise = False
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
@@ -280,6 +496,7 @@ class CompareKind(Kind):
 
     name = "compare"
     params = {"select": "optional", "rtol": "optional", "atol": "optional"}
+    schema = _schema(select=SELECT, rtol=TOLERANCE, atol=TOLERANCE)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         return named(check, ctx, ctx.call_reference(check, args), check.params.get("select"))
@@ -293,6 +510,7 @@ class LiteralKind(CompareKind):
 
     name = "literal"
     params = {"expect": "required", "rtol": "optional", "atol": "optional"}
+    schema = _schema(expect=LITERAL, rtol=TOLERANCE, atol=TOLERANCE)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         names = part_names(check.function, ctx.exercise.returns)
@@ -323,6 +541,7 @@ class ShapeKind(Kind):
 
     name = "shape"
     params = {"expect": "required"}
+    schema = _schema(expect=SHAPES)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         names = part_names(check.function, ctx.exercise.returns)
@@ -348,13 +567,20 @@ class RaisesKind(Kind):
 
     name = "raises"
     params = {"reason": "required"}
+    schema = _schema(reason=REASON)
     expects_raise = True
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         try:
-            ctx.reference_function(check)(*args)
+            guarded_call(ctx.reference_function(check), args)
         except ValueError:
             return None
+        except (MemoryError, TimeoutError):
+            raise ctx.fail(check, "args", f"the reference needs more than {_mib(REFERENCE_MEMORY)} or "
+                           f"{REFERENCE_SECONDS} s on these arguments; make them smaller") from None
+        except BaseException as exc:  # noqa: BLE001 - instructor code, one line
+            raise ctx.fail(check, "args", f"the reference raised {type(exc).__name__}, not ValueError, on these "
+                           f"arguments: {exc}") from None
         raise ctx.fail(check, "args", "the reference does not raise ValueError on these arguments")
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
@@ -381,6 +607,7 @@ class RowSumsKind(Kind):
 
     name = "row_sums"
     params = {"atol": "optional"}
+    schema = _schema(atol=TOLERANCE)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         shapes = reference_shapes(check, ctx, args)
@@ -412,10 +639,14 @@ class ShiftInvarianceKind(Kind):
 
     name = "shift_invariance"
     params = {"shift": "required", "rtol": "optional", "atol": "optional"}
+    schema = _schema(shift=SHIFT, rtol=TOLERANCE, atol=TOLERANCE)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         args = ctx.arguments(check)
         shift = float(check.params["shift"])
+        if not (args and isinstance(args[0], list) and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in args[0])):
+            raise ctx.fail(check, "args", "the first argument must be a list of scores (numbers) to shift")
         shifted = ([x + shift for x in args[0]], *args[1:])
         return Prepared(
             calls=(Call(check.function, args, check.timeout), Call(check.function, shifted, check.timeout)),
@@ -440,6 +671,7 @@ class CausalNoninterferenceKind(Kind):
 
     name = "causal_noninterference"
     params = {"atol": "optional"}
+    schema = _schema(atol=TOLERANCE)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)
@@ -482,6 +714,7 @@ class SumToZeroKind(Kind):
 
     name = "sum_to_zero"
     params = {"atol": "optional"}
+    schema = _schema(atol=TOLERANCE)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         return reference_shapes(check, ctx, args)
@@ -511,14 +744,30 @@ class FiniteDifferenceKind(Kind):
 
     name = "finite_difference"
     params = {"scores": "required", "upstream": "required", "step": "optional", "rtol": "optional", "atol": "optional"}
+    schema = _schema(scores=VECTOR, upstream=VECTOR, step=STEP, rtol=TOLERANCE, atol=TOLERANCE)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)
-        scores = np.asarray(ctx.generate(check, "scores", check.params["scores"], rng), dtype=np.float64)
-        u = np.asarray(ctx.generate(check, "upstream", check.params["upstream"], rng), dtype=np.float64)
+        for key in ("scores", "upstream"):
+            raw = check.params[key]
+            n = ctx.generated_size(check, key, raw) or (len(raw) if isinstance(raw, list) else 0)
+            if n > MAX_FD_LENGTH:
+                raise ctx.fail(check, key, f"{n:,} entries are more than {MAX_FD_LENGTH:,}, the most a finite "
+                               "difference takes (it calls softmax twice per entry): make it shorter")
+        try:
+            scores = np.asarray(ctx.generate(check, "scores", check.params["scores"], rng), dtype=np.float64)
+            u = np.asarray(ctx.generate(check, "upstream", check.params["upstream"], rng), dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ctx.fail(check, "scores", "give 'scores' and 'upstream' as lists of numbers or generators") from None
         if check.args or scores.ndim != 1 or u.shape != scores.shape:
             raise ctx.fail(check, "upstream", "give 'scores' and 'upstream' of one length, and no 'args'")
-        softmax = ctx.reference_function(check, "softmax")
+        if not (np.all(np.isfinite(scores)) and np.all(np.isfinite(u))):
+            raise ctx.fail(check, "scores", "'scores' and 'upstream' must hold finite numbers")
+        ctx.reference_function(check, "softmax")
+
+        def softmax(values: list[float]) -> Any:
+            return ctx.call_reference(check, (values,), "softmax")
+
         p = np.asarray(softmax(scores.tolist()), dtype=np.float64)
         h = float(check.params.get("step", 1e-6))
         grad = np.empty_like(scores)
@@ -555,6 +804,7 @@ class NoMutationKind(Kind):
 
     name = "no_mutation"
     params: dict[str, str] = {}
+    schema = _schema()
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         ctx.call_reference(check, copy.deepcopy(args))  # the arguments must be valid input

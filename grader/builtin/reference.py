@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grader.errors import ConfigError
+from grader.errors import ConfigError, describe_failure
 from grader.plugins import hookimpl
 
 
@@ -33,7 +33,9 @@ def load_reference(path: str) -> dict[str, Callable[..., Any]]:
     Raises
     ------
     grader.errors.ConfigError
-        If the file is missing or fails to import.
+        If the file is missing or fails to import: any exception, a
+        `SyntaxError`, a `SystemExit` or a `KeyboardInterrupt` raised while it
+        runs becomes one line naming the file and line.
     """
     file = Path(path)
     if not file.is_file():
@@ -44,8 +46,9 @@ def load_reference(path: str) -> dict[str, Callable[..., Any]]:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # instructor code: report it in one line
-        raise ConfigError(f"{path}: the reference failed to import: {type(exc).__name__}: {exc}") from exc
+    except BaseException as exc:  # noqa: BLE001 - instructor code, even sys.exit() or raise KeyboardInterrupt: one line
+        raise ConfigError(f"{path}: the reference failed to import at {describe_failure(exc, str(file))}; "
+                          "fix the reference (grader validate checks it)") from None
     return {
         name: obj
         for name, obj in vars(module).items()

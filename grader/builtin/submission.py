@@ -37,7 +37,7 @@ from grader.errors import UsageError
 from grader.fileio import scratch_prefix
 from grader.safetext import display
 from grader.models import Submission
-from grader.naming import display_name
+from grader.naming import display_name, what_it_holds
 from grader.plugins import hookimpl
 
 FILENAME = "attention.py"
@@ -54,6 +54,33 @@ _KINDS = {
 def _shown(path: Path | str) -> str:
     """A path as valid text (bytes that are not UTF-8 shown as U+FFFD)."""
     return display_name(str(path))
+
+
+def folder_entries(folder: Path, limit: int = 200) -> list[tuple[str, bool]]:
+    """A folder's entries two levels deep, as (relative path, is a folder), at most ``limit``; [] if unreadable."""
+    found: list[tuple[str, bool]] = []
+    try:
+        top = sorted(os.scandir(folder), key=lambda e: os.fsencode(e.name))
+    except OSError:
+        return found
+    for entry in top[:limit]:
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
+        found.append((entry.name, is_dir))
+        if is_dir and not entry.name.startswith("."):
+            try:
+                below = sorted(os.listdir(entry.path), key=os.fsencode)[:limit]
+            except OSError:
+                continue
+            found += [(f"{entry.name}/{name}", os.path.isdir(os.path.join(entry.path, name))) for name in below]
+    return found[:limit]
+
+
+def missing_file(shown: str, folder: Path) -> str:
+    """The problem of a student folder without the file: what it holds instead, and what to do."""
+    return f"no {FILENAME} in {shown}: {what_it_holds(folder_entries(folder), FILENAME)}; the student folder must hold {FILENAME}"
 
 
 def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b"") -> Submission:
@@ -80,8 +107,9 @@ def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b
     def problem(text: str, digest: str = "") -> Submission:
         return Submission(sid, shown, None, digest, text, raw_name=raw_name)
 
-    if file is None:
-        return problem(f"no {FILENAME} in {shown}: the student folder must hold {FILENAME}")
+    if file is None or not os.path.lexists(file):
+        return problem(missing_file(shown, path) if path.is_dir() else
+                       f"no {FILENAME} in {shown}: the student folder must hold {FILENAME}")
     name = display_name(file.name)
     try:
         info = os.lstat(file)
@@ -179,7 +207,8 @@ def locate(path: str) -> list[Submission]:
         if sub is not None:
             found.append(sub)
     if not found:
-        raise UsageError(f"{shown}: holds no {FILENAME}, no student folders and no .py files")
+        raise UsageError(f"{shown}: holds no {FILENAME}, no student folders and no .py files; "
+                         f"{what_it_holds(folder_entries(p), FILENAME)}")
     return found
 
 
@@ -215,7 +244,8 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
             found.append(Submission(sid, shown, None, "", student.problem, raw_name=raw))
         elif student.file is None:
             found.append(Submission(sid, shown, None, "",
-                                    f"no {FILENAME} in {shown}: the student folder must hold {FILENAME}", raw_name=raw))
+                                    f"no {FILENAME} in {shown}: {what_it_holds(student.holds, FILENAME)}; "
+                                    f"the student folder must hold {FILENAME}", raw_name=raw))
         else:
             sub = make_submission(sid, student.file.parent, student.file, raw)
             found.append(replace(sub, path=shown, problem=sub.problem.replace(str(student.file.parent), shown)))
@@ -226,41 +256,73 @@ ROSTER_COLUMNS = ("id", "student", "student_id", "username", "login", "sis_user_
 """Column names a roster's student ids may stand under (case-insensitive)."""
 
 
-def read_roster(path: str) -> list[str]:
+def read_roster(path: str, ignore_case: bool = False) -> list[str]:
     """Student ids of a roster CSV: the column named in `ROSTER_COLUMNS` (first match).
+
+    Parameters
+    ----------
+    path : str
+        The CSV file.
+    ignore_case : bool
+        Whether ids are compared without regard to case (``--roster-ignore-case``);
+        then ``Alice`` and ``alice`` on one roster are a duplicate too.
 
     Raises
     ------
     grader.errors.UsageError
-        If the file cannot be read or holds no ids.
+        If the file cannot be read, holds no ids, or lists an id twice.
     """
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = [row for row in csv.reader(fh) if row and any(cell.strip() for cell in row)]
+            rows = [(n, row) for n, row in enumerate(csv.reader(fh), 1) if row and any(cell.strip() for cell in row)]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UsageError(f"--roster {path}: cannot read the CSV file ({exc})") from None
     if not rows:
         raise UsageError(f"--roster {path}: the file holds no student ids")
-    header = [cell.strip().lower() for cell in rows[0]]
+    header = [cell.strip().lower() for cell in rows[0][1]]
     column = next((header.index(name) for name in ROSTER_COLUMNS if name in header), None)
     if column is None:
         raise UsageError(
             f"--roster {path}: no student id column; the first row must name the columns, "
             f"one of them {', '.join(repr(c) for c in ROSTER_COLUMNS)}"
         )
-    ids = [row[column].strip() for row in rows[1:] if len(row) > column and row[column].strip()]
+    ids: list[str] = []
+    first: dict[str, tuple[int, str]] = {}
+    for line, row in rows[1:]:
+        if len(row) <= column or not row[column].strip():
+            continue
+        sid = row[column].strip()
+        key = sid.casefold() if ignore_case else sid
+        if key in first:
+            where, other = first[key]
+            same = "" if other == sid else f" (as {display(repr(other))} on line {where}: --roster-ignore-case is on)"
+            raise UsageError(f"--roster {path}: the id {display(repr(sid))} is listed twice, on lines {where} and "
+                             f"{line}{same}; list each student once")
+        first[key] = (line, sid)
+        ids.append(sid)
     if not ids:
         raise UsageError(f"--roster {path}: the file holds no student ids")
     return ids
 
 
-def apply_roster(found: list[Submission], roster: list[str]) -> list[Submission]:
-    """Add a "no submission" entry for each roster id without one; warn about ids not on it."""
-    have = {s.id for s in found}
-    missing = list(dict.fromkeys(sid for sid in roster if sid not in have))
-    unknown = sorted(have - set(roster))
+def apply_roster(found: list[Submission], roster: list[str], ignore_case: bool = False) -> list[Submission]:
+    """Add a "no submission" entry for each roster id without one; warn about ids not on it.
+
+    With ``ignore_case`` an id matches a roster id of another case
+    (``Alice``, ``alice``); without it, an id not on the roster whose case
+    alone differs from a roster id is named with a hint.
+    """
+    fold = (lambda sid: sid.casefold()) if ignore_case else (lambda sid: sid)
+    have = {fold(s.id) for s in found}
+    on_roster = {fold(sid) for sid in roster}
+    missing = [sid for sid in roster if fold(sid) not in have]
+    unknown = sorted({s.id for s in found if fold(s.id) not in on_roster})
     if unknown:
-        print(f"grader: warning: not on the roster: {display(', '.join(unknown))}", file=sys.stderr)
+        by_fold = {sid.casefold(): sid for sid in roster}
+        near = [f"{u} (the roster has {by_fold[u.casefold()]})" for u in unknown if u.casefold() in by_fold]
+        hint = (f"; ids that differ only in case: {', '.join(near)}: pass --roster-ignore-case to match them"
+                if near else "")
+        print(f"grader: warning: not on the roster: {display(', '.join(unknown) + hint)}", file=sys.stderr)
     if missing:
         print(f"grader: warning: {len(missing)} student(s) on the roster sent nothing: {display(', '.join(missing))}",
               file=sys.stderr)
@@ -271,7 +333,12 @@ def apply_roster(found: list[Submission], roster: list[str]) -> list[Submission]
 def grader_addoption(parser: Any) -> None:
     parser.add_argument(
         "--roster", metavar="CSV",
-        help="class list (an 'id' column): students without a submission are graded 'error'",
+        help="class list (an 'id' column): students without a submission are graded 'error'; an id listed "
+        "twice is refused",
+    )
+    parser.add_argument(
+        "--roster-ignore-case", action="store_true",
+        help="match roster ids to folder names without regard to case (Alice is alice)",
     )
 
 

@@ -14,6 +14,7 @@ without any secret ``grader grade`` warns once.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -30,6 +31,12 @@ from grader.secret import WARNING, CourseSecret, course_secret
 MAX_SPEC_BYTES = 1 << 20
 """Largest spec file read, in bytes (1 MiB)."""
 
+MAX_DEPTH = 32
+"""Deepest nesting of lists and mappings in a spec (the G14 specs use at most 6)."""
+
+MAX_INTEGER = 2**53
+"""Largest magnitude of an integer in a spec (what a float holds exactly)."""
+
 CHECK_COMMON_KEYS = ("id", "kind", "function", "description", "points", "visibility", "hint", "timeout", "args", "seed")
 DEFAULTABLE = ("points", "visibility", "hint", "timeout")
 
@@ -37,16 +44,20 @@ _CHECK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["id", "kind", "function"],
     "properties": {
-        "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
-        "kind": {"type": "string", "minLength": 1},
-        "function": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
-        "description": {"type": "string"},
-        "points": {"type": "number", "exclusiveMinimum": 0},
-        "visibility": {"enum": list(VISIBILITIES)},
-        "hint": {"type": "string", "minLength": 1},
-        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-        "args": {"type": "object"},
-        "seed": {"type": "integer", "minimum": 0},
+        "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+               "description": "give an id of letters, digits and . _ - that starts with a letter or digit"},
+        "kind": {"type": "string", "minLength": 1, "description": "give a check kind, e.g. compare"},
+        "function": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+                     "description": "give the name of a reference function, e.g. softmax"},
+        "description": {"type": "string", "description": "give text"},
+        "points": {"type": "number", "exclusiveMinimum": 0, "description": "give a number > 0"},
+        "visibility": {"enum": list(VISIBILITIES), "description": f"give one of {', '.join(VISIBILITIES)}"},
+        "hint": {"type": "string", "minLength": 1, "description": "give non-empty text"},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600,
+                    "description": "give seconds per call: a number > 0 and at most 600"},
+        "args": {"type": "object", "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+                 "description": "give a mapping from the function's parameter names to values or generators"},
+        "seed": {"type": "integer", "minimum": 0, "description": "give an integer >= 0"},
     },
 }
 
@@ -56,20 +67,22 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["exercise", "title", "section", "seed", "checks"],
     "properties": {
-        "exercise": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
-        "title": {"type": "string", "minLength": 1},
-        "section": {"type": "string", "minLength": 1},
-        "seed": {"type": "integer", "minimum": 0},
+        "exercise": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                     "description": "give an id of letters, digits and . _ -, e.g. G14.02"},
+        "title": {"type": "string", "minLength": 1, "description": "give non-empty text"},
+        "section": {"type": "string", "minLength": 1, "description": "give the chapter section's heading"},
+        "seed": {"type": "integer", "minimum": 0, "description": "give an integer >= 0"},
         "returns": {
             "type": "object",
             "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "description": "give a mapping from function names to lists of part names, e.g. {attention: [outputs, weights]}",
         },
         "defaults": {
             "type": "object",
             "additionalProperties": False,
             "properties": {k: _CHECK_SCHEMA["properties"][k] for k in DEFAULTABLE},
         },
-        "checks": {"type": "array", "minItems": 1, "items": _CHECK_SCHEMA},
+        "checks": {"type": "array", "minItems": 1, "items": _CHECK_SCHEMA, "description": "give a list of checks"},
     },
 }
 """JSON Schema of an exercise spec (kind-specific check keys are checked
@@ -83,7 +96,16 @@ class _StrictSafeLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.YAMLError(f"aliases (*name) are not allowed in specs (line {event.start_mark.line + 1})")
-        return super().compose_node(parent, index)
+        depth = getattr(self, "_depth", 0)
+        if depth >= MAX_DEPTH:  # refused before the recursion gets deep (no RecursionError)
+            line = self.peek_event().start_mark.line + 1
+            raise yaml.YAMLError(f"nested more than {MAX_DEPTH} levels deep (line {line}); specs hold plain "
+                                 "lists and mappings a few levels deep")
+        self._depth = depth + 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth = depth
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: set[tuple[type, Any]] = set()
@@ -141,6 +163,46 @@ def parse_yaml(path: str) -> Any:
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())
         raise SpecError(path, "", f"invalid YAML: {problem}") from None
+    except RecursionError:  # belt and braces: MAX_DEPTH refuses deep nesting first
+        raise SpecError(path, "", f"nested too deeply; specs are limited to {MAX_DEPTH} levels") from None
+
+
+def _nonfinite(data: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str] | None:
+    """The first number that is not finite (or an integer over `MAX_INTEGER`): its path and what to say.
+
+    The ``args`` of a ``raises`` check are not looked at: invalid input
+    (``.nan`` scores) is what such a check is about.
+    """
+    if isinstance(data, bool):
+        return None
+    if isinstance(data, float) and math.isnan(data):
+        return path, ".nan is not a finite number; write a number"
+    if isinstance(data, float) and data in (float("inf"), float("-inf")):
+        return path, f"{'-' if data < 0 else ''}.inf is not a finite number; write a finite number"
+    if isinstance(data, int) and abs(data) > MAX_INTEGER:
+        return path, f"a {len(str(abs(data)))}-digit integer is too large (at most 2**53); write a smaller number"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        if key == "args" and len(path) == 2 and path[0] == "checks" and data.get("kind") == "raises":
+            continue  # a raises check's arguments are meant to be invalid input, NaN included
+        found = _nonfinite(value, (*path, key))
+        if found:
+            return found
+    return None
+
+
+def _fix(schema: dict[str, Any], error: Any) -> str:
+    """The ``description`` of the schema part an error is about (what to write), or ""."""
+    part: Any = schema
+    found = ""
+    for step in error.absolute_schema_path:
+        try:
+            part = part[step]
+        except (KeyError, IndexError, TypeError):
+            break
+        if isinstance(part, dict) and isinstance(part.get("description"), str):
+            found = part["description"]
+    return found
 
 
 def _where(data: dict[str, Any], error_path: list[Any]) -> str:
@@ -190,11 +252,21 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
     """
     if not isinstance(data, dict):
         raise SpecError(path, "", "a spec must be a mapping with keys exercise, title, section, seed and checks")
+    bad = _nonfinite(data)
+    if bad is not None:
+        raise SpecError(path, _where(data, list(bad[0])) or "top level", bad[1])
     validator = jsonschema.Draft202012Validator(SCHEMA)
     errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if errors:
         err = errors[0]
-        raise SpecError(path, _where(data, list(err.absolute_path)) or "top level", err.message)
+        if err.validator == "additionalProperties":
+            fix = "the keys are " + ", ".join(err.schema.get("properties", {}))
+        elif err.validator == "required":
+            fix = "add it"
+        else:
+            fix = _fix(SCHEMA, err)
+        raise SpecError(path, _where(data, list(err.absolute_path)) or "top level",
+                        err.message + (f"; {fix}" if fix else ""))
     secret = secret or CourseSecret()
     defaults = data.get("defaults", {})
     returns = {fn: tuple(names) for fn, names in data.get("returns", {}).items()}
@@ -221,7 +293,19 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
                 raise SpecError(path, f"{where}.{key}", f"unknown key for kind '{kind.name}' (its keys: {allowed})")
         for key, need in accepted.items():
             if need == "required" and key not in params:
-                raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}'")
+                raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}': add it")
+        kind_schema = getattr(kind, "schema", None)
+        if kind_schema:  # a kind without a schema gets only the checks above
+            kind_errors = sorted(
+                jsonschema.Draft202012Validator(kind_schema).iter_errors(params),
+                key=lambda e: (list(map(str, e.absolute_path)), e.message),
+            )
+            if kind_errors:
+                err = kind_errors[0]
+                key = ".".join(map(str, err.absolute_path)) if err.absolute_path else ""
+                fix = _fix(kind_schema, err)
+                raise SpecError(path, f"{where}.{key}" if key else where,
+                                f"{err.message}" + (f"; {fix}" if fix else "") + f" (kind '{kind.name}')")
         seed = int(raw.get("seed", data["seed"] * 1000 + index))
         if merged["visibility"] != "visible":  # published checks must match: visible ones keep the spec seed
             seed = secret.hidden_seed(data["exercise"], raw["id"], seed)

@@ -23,6 +23,9 @@ class IsProbability:
 
     name = "is_probability"
     params = {"atol": "optional"}
+    # JSON Schema of the kind's own keys; the spec loader names the key and adds the description.
+    schema = {"type": "object", "properties": {"atol": {"type": "number", "minimum": 0, "maximum": 0.5,
+                                                         "description": "give a tolerance between 0 and 0.5"}}}
     expects_raise = False
 
     def prepare(self, check: Check, ctx) -> Prepared:  # noqa: ANN001

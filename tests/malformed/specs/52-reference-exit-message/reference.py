@@ -1,0 +1,3 @@
+import sys
+
+sys.exit('no numpy here')

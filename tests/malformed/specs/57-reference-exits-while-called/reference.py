@@ -1,0 +1,4 @@
+import sys
+
+def softmax(scores, allowed=None):
+    sys.exit(3)

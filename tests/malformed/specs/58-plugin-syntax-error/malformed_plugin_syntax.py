@@ -1,0 +1,1 @@
+def grader_configure(config:

@@ -1,0 +1,5 @@
+from grader import hookimpl
+
+@hookimpl
+def grader_configur(config):
+    pass
