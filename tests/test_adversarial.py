@@ -142,9 +142,10 @@ class Attack:
 
 
 HONEST_WRONG = "mib differs from the expected value"
-TIMED_OUT = tuple(f"bytes_to_mib did not finish: the call {how}" for how in (
-    "took longer than 2 s", "used more than 2 s of CPU time", "took longer than 8 s of wall-clock time"))
-"""A hung call, in any of the words a timeout has: its CPU time, its wall-clock backstop (4 times as long)."""
+CPU_TIME_OUT = "bytes_to_mib did not finish: the call used more than 2 s of CPU time"
+WALL_TIME_OUT = "bytes_to_mib did not finish: the call took longer than 8 s of wall-clock time"
+TIMED_OUT = (CPU_TIME_OUT, WALL_TIME_OUT)
+"""A hung call: its CPU time, or its wall-clock backstop (4 times as long) for a call that waits."""
 UNREADABLE = "bytes_to_mib crashed: the grader could not read its answer"
 FOREIGN = "returned something the grader cannot read: the result holds an object of a class of its own"
 """A result of the submission's own class (its name is student text, not repeated)."""
@@ -192,9 +193,9 @@ ATTACKS = {
     "fork_bomb": Attack((TIMED_OUT,), same=False),
     "memory_bomb": Attack(("bytes_to_mib raised MemoryError", "more memory than the grader allows",
                            ("used up its CPU time or memory", *TIMED_OUT)), same=False),
-    "cpu_loop": Attack((TIMED_OUT,)),
-    "sleep_forever": Attack((TIMED_OUT,)),
-    "ignore_sigterm": Attack((TIMED_OUT,)),
+    "cpu_loop": Attack((CPU_TIME_OUT,)),
+    "sleep_forever": Attack((WALL_TIME_OUT,)),
+    "ignore_sigterm": Attack((WALL_TIME_OUT,)),
     # one-mib is hidden: the exception's type and line are shown, not its text ("No space left on device")
     "disk_fill": Attack(("raised OSError (attention.py, line", "may write at most 64 MiB of files")),
     "hang_at_import": Attack(("importing the file took longer than 3 s",), baseline="starter"),
