@@ -218,8 +218,7 @@ ATTACKS = {
     # monkeypatching and lying
     "monkeypatch": Attack((HONEST_WRONG,)),
     "patch_worker": Attack((HONEST_WRONG,)),
-    "forged_frames": Attack(("the grader could not read its answer", "the result holds a dict",
-                             "the result holds an integer too large to be a float (5001 digits)"), same=False),
+    "forged_frames": Attack(("returned something the grader cannot read: the result holds a dict",), same=False),
     "deep_json_frame": Attack(("bytes_to_mib crashed: the grader could not read its answer",)),
     "lying_eq": Attack((FOREIGN, HONEST_WRONG)),
     "lying_array": Attack((FOREIGN, HONEST_WRONG)),
