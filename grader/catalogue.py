@@ -16,6 +16,7 @@ only the calls it has not seen.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -268,17 +269,21 @@ def cache_dir() -> Path | None:
 
 
 _WORKER = Path(__file__).resolve().parent / "worker.py"
+_DECODING = (_WORKER, _WORKER.parent / "boundary.py", _WORKER.parent / "builtin" / "runner.py")
+"""The files that decide what a job's answer becomes: a change to any of them makes cached results stale."""
 
 
 def _entry_key(entry: Entry, config: Any) -> str:
     """What an entry's results depend on besides the call: its bytes, the worker, Python, numpy, the runners."""
     runners = [config.pluginmanager.get_name(impl.plugin) for impl in config.hook.grader_run_calls.get_hookimpls()]
-    parts = [entry.sha256, hashlib.sha256(_WORKER.read_bytes()).hexdigest(), sys.version, np.__version__, runners]
+    code = [hashlib.sha256(path.read_bytes()).hexdigest() for path in _DECODING if path.is_file()]
+    parts = [entry.sha256, code, sys.version, np.__version__, runners]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
 def _call_key(call: Call) -> str:
-    text = json.dumps([call.function, list(call.args), call.timeout], allow_nan=True, separators=(",", ":"))
+    budget = dataclasses.astuple(call.budget) if call.budget is not None else None  # larger answers are refused
+    text = json.dumps([call.function, list(call.args), call.timeout, budget], allow_nan=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -238,21 +238,21 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
     A call's budget (`grader.boundary.budget_for`) is a few times the size
     of what the reference returns on the same arguments: a job's answer
     larger than that is refused before it is read. A call on which the
-    reference raises (a ``raises`` check) gets the slack alone. A call is
+    reference raises (a ``raises`` check) gets `grader.boundary.DEFAULT_BUDGET`. A call is
     hidden when its check is not ``visible``: the submission's output is
     shown only up to the first hidden call.
     """
-    from grader.boundary import budget_for
+    from grader.boundary import DEFAULT_BUDGET, budget_for
     from grader.builtin.checks import guarded_call
 
     calls = []
     for call in prepared.calls:
         fn = context.reference.get(call.function)
         try:
-            value = guarded_call(fn, copy.deepcopy(call.args)) if fn is not None else None
+            budget = budget_for(guarded_call(fn, copy.deepcopy(call.args))) if fn is not None else DEFAULT_BUDGET
         except BaseException:  # noqa: BLE001 - the reference is meant to raise here (a raises check)
-            value = None
-        calls.append(dataclasses.replace(call, budget=budget_for(value), hidden=_hidden(check)))
+            budget = DEFAULT_BUDGET  # what a submission that does not raise returns has no reference size
+        calls.append(dataclasses.replace(call, budget=budget, hidden=_hidden(check)))
     return dataclasses.replace(prepared, calls=tuple(calls))
 
 

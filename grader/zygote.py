@@ -640,19 +640,41 @@ def set_rlimits(limits):
         resource.setrlimit(res, value)
 
 
+JOB_FOLDER_CHOICES = ("/tmp", "/mnt", "/srv", "/media")
+"""Where a job may see its folder, in order of preference (see `choose_job_folder`)."""
+
 JOB_FOLDER = "/tmp"
 """Where a job sees its folder (its working folder, HOME and TMPDIR): a fixed path, so that
 ``getcwd()``, ``__file__`` and tracebacks show nothing of the grader's own temporary folder. A fresh
-tmpfs is mounted there inside the job's mount namespace (the machine's /tmp is hidden from the job,
+tmpfs is mounted there inside the job's mount namespace (the machine's folder is hidden from the job,
 and from nothing else); the job then needs no path of the host at all, so a TMPDIR inside a folder
-the job uids cannot enter (mode 0700) does not matter."""
+the job uids cannot enter (mode 0700) does not matter. Set by `main` with `choose_job_folder`: /tmp,
+unless something jobs read (a virtual environment's numpy) lies under it; "" when every choice
+clashes (the job folder then stays the grader's own)."""
 
 
-def fixed_folder_clash(readonly):
-    """Why the job folder cannot be mounted at `JOB_FOLDER` (a path jobs read lies under it), or ''."""
+def fixed_folder_clash(readonly, folder=None):
+    """Why the job folder cannot be mounted at ``folder`` (a path jobs read lies under it), or ''."""
+    folder = JOB_FOLDER if folder is None else folder
+    if not folder:
+        return f"every fixed folder ({', '.join(JOB_FOLDER_CHOICES)}) holds a path jobs read"
     for path in readonly:
-        if path == JOB_FOLDER or path.startswith(JOB_FOLDER.rstrip("/") + "/"):
-            return f"{path} (read by jobs) lies under {JOB_FOLDER}"
+        if path == folder or path.startswith(folder.rstrip("/") + "/"):
+            return f"{path} (read by jobs) lies under {folder}"
+    return ""
+
+
+def choose_job_folder(readonly, choices=JOB_FOLDER_CHOICES):
+    """The first of ``choices`` that is a real folder and holds nothing jobs read, or ''.
+
+    A checkout or virtual environment under /tmp (``git clone . /tmp/fresh``)
+    holds the numpy jobs import: mounting the job's tmpfs over /tmp would
+    hide it, so the next choice is taken. The choice is the same for every
+    job of the machine's grader, and never names the grader's own folders.
+    """
+    for folder in choices:
+        if os.path.isdir(folder) and not os.path.islink(folder) and not fixed_folder_clash(readonly, folder):
+            return folder
     return ""
 
 
@@ -671,7 +693,7 @@ def job_tmpfs(jobdir, uid, size):
     str
         Where the job folder is now (the job's working folder).
     """
-    where = jobdir if fixed_folder_clash(READONLY_PATHS) else JOB_FOLDER
+    where = jobdir if not JOB_FOLDER or fixed_folder_clash(READONLY_PATHS) else JOB_FOLDER
     options = f"size={int(size)},nr_inodes=4096,mode=0700,uid={uid},gid={uid}".encode()
     _check(libc.mount(b"tmpfs", where.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount tmpfs on {where}")
     os.chdir(where)  # the host's folder is now hidden beneath the tmpfs
@@ -1063,10 +1085,11 @@ def main(argv):
 
     cgroup_remove_stale()
     readonly = allowed_paths(numpy)
-    global READONLY_RULES, READONLY_PATHS, ZYGOTE_PIDFD, OWN_PIDNS_FD, NET_NAMESPACE
+    global READONLY_RULES, READONLY_PATHS, ZYGOTE_PIDFD, OWN_PIDNS_FD, NET_NAMESPACE, JOB_FOLDER
     NET_NAMESPACE = True if libc.unshare(CLONE_NEWNET) == 0 else os.strerror(ctypes.get_errno())
     READONLY_RULES = open_rules(readonly, FS_EXECUTE | FS_READ_FILE | FS_READ_DIR)
     READONLY_PATHS = readonly
+    JOB_FOLDER = choose_job_folder(readonly)
     ZYGOTE_PIDFD = _high_fd(os.pidfd_open(os.getpid()))
     OWN_PIDNS_FD = _high_fd(os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC))
     # Move everything imported so far out of the collector's reach: a job's
@@ -1075,7 +1098,7 @@ def main(argv):
     gc.collect()
     gc.freeze()
     sock = socket.socket(fileno=os.dup(control_fd))
-    sock.sendall(json.dumps({"ready": True, "pid": os.getpid(), "readonly": readonly,
+    sock.sendall(json.dumps({"ready": True, "pid": os.getpid(), "readonly": readonly, "job_folder": JOB_FOLDER,
                              "landlock_abi": landlock_abi()}).encode() + b"\n")
     sock.detach()
     serve(control_fd, worker)

@@ -149,7 +149,17 @@ TIMED_OUT = (CPU_TIME_OUT, WALL_TIME_OUT)
 UNREADABLE = "bytes_to_mib crashed: the grader could not read its answer"
 FOREIGN = "returned something the grader cannot read: the result holds an object of a class of its own"
 """A result of the submission's own class (its name is student text, not repeated)."""
-HIDDEN_BY_TMP = str(ROOT).startswith("/tmp/")
+def _job_folder() -> str:
+    import numpy
+
+    from grader.zygote import allowed_paths, choose_job_folder
+
+    return choose_job_folder(allowed_paths(numpy))
+
+
+JOB_FOLDER = _job_folder()
+"""Where jobs see their folder: /tmp, or the next fixed folder when this checkout's numpy lies under /tmp."""
+HIDDEN_BY_TMP = str(ROOT).startswith("/tmp/") and JOB_FOLDER == "/tmp"
 """Jobs see /tmp as their own folder: of a checkout under /tmp they see nothing at all."""
 OUTSIDE = (SANDBOX, "No such file or directory") if HIDDEN_BY_TMP else SANDBOX
 """What reaching outside the job's folder gives."""
@@ -219,7 +229,8 @@ ATTACKS = {
     "monkeypatch": Attack((HONEST_WRONG,)),
     "patch_worker": Attack((HONEST_WRONG,)),
     "forged_frames": Attack(("returned something the grader cannot read: the result holds a dict",), same=False),
-    "deep_json_frame": Attack(("bytes_to_mib crashed: the grader could not read its answer",)),
+    # Refused by its length prefix (larger than the call's budget), or, when it fits, by its depth.
+    "deep_json_frame": Attack(((UNREADABLE, "bytes_to_mib crashed: the result is far larger than the reference's"),)),
     "lying_eq": Attack((FOREIGN, HONEST_WRONG)),
     "lying_array": Attack((FOREIGN, HONEST_WRONG)),
     "object_array": Attack(("numpy array of dtype object", "dtype complex128", "dtype <U5")),
@@ -238,7 +249,8 @@ ATTACKS = {
     # NaN is data a worker may send (a NaN result): the forged answer may be judged, and the job's exit costs
     # the next call
     "forged_nan_literal": Attack(((UNREADABLE, "mib differs from the expected value"),), same=False),
-    "forged_deep_dict": Attack((("the result is larger than the grader accepts", "nested more than", UNREADABLE),),
+    "forged_deep_dict": Attack((("the result is larger than the grader accepts", "nested more than", UNREADABLE,
+                                 "bytes_to_mib crashed: the result is far larger than the reference's"),),
                                same=False),
     "forged_wide_junk": Attack((("bytes_to_mib crashed: the result is larger than the grader accepts",
                                  "bytes_to_mib crashed: the result is far larger than the reference's", UNREADABLE),)),
@@ -264,7 +276,7 @@ ATTACKS = {
     # issue 9, system calls
     "listmount": Attack(((SANDBOX, "Function not implemented"),), absent=("LISTMOUNT-WORKED",)),
     "flock_shared": Attack((SANDBOX,), absent=("FLOCK-WORKED",)),
-    "getcwd_host": Attack(("bytes_to_mib raised ValueError on valid input", "CWD=/tmp FILE=/tmp/attention.py"),
+    "getcwd_host": Attack(("bytes_to_mib raised ValueError on valid input", f"CWD={JOB_FOLDER} FILE={JOB_FOLDER}/attention.py"),
                           absent=("grader-sandbox", "grader-job", str(ROOT))),
 }
 BUILT = {

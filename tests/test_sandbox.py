@@ -377,9 +377,9 @@ def honest():
     return [box[0], float(flags >= 0), float(numpy.fft.fft(numpy.ones(4))[0].real)]
 
 
-def where():
-    return [float(os.getcwd() == "/tmp"), float(__file__ == "/tmp/attention.py"),
-            float(os.environ["HOME"] == os.environ["TMPDIR"] == "/tmp"), float(os.listdir(".") == ["attention.py"])]
+def where(folder):
+    return [float(os.getcwd() == folder), float(__file__ == folder + "/attention.py"),
+            float(os.environ["HOME"] == os.environ["TMPDIR"] == folder), float(os.listdir(".") == ["attention.py"])]
 
 
 def fails():
@@ -438,15 +438,35 @@ def test_seccomp_tables_are_disjoint() -> None:
 
 
 def test_a_job_sees_a_fixed_working_folder(tmp_path: Path) -> None:
-    """getcwd(), __file__, HOME and TMPDIR are /tmp, whatever the grader's TMPDIR; tracebacks stay right."""
-    from grader.models import Call
+    """getcwd(), __file__, HOME and TMPDIR are the fixed folder, whatever the grader's TMPDIR; tracebacks stay right.
 
-    out = _sandboxed(tmp_path, SYSCALLS, [Call("where", (), 5.0), Call("fails", (), 5.0)])
+    The folder is /tmp, or the next of `JOB_FOLDER_CHOICES` when numpy lies under /tmp (a checkout
+    there); the test computes it as the zygote does.
+    """
+    import numpy
+
+    from grader.models import Call
+    from grader.zygote import allowed_paths, choose_job_folder
+
+    folder = choose_job_folder(allowed_paths(numpy))
+    assert folder in ("/tmp", "/mnt", "/srv", "/media")
+    out = _sandboxed(tmp_path, SYSCALLS, [Call("where", (folder,), 5.0), Call("fails", (), 5.0)])
     assert out.results[0].value == [1.0, 1.0, 1.0, 1.0]
     failed = out.results[1]
     line = SYSCALLS.splitlines().index("def fails():") + 2
     assert (failed.status, failed.error_type, failed.message, failed.where) == (
-        "raised", "ValueError", "/tmp", f"attention.py, line {line}")
+        "raised", "ValueError", folder, f"attention.py, line {line}")
+
+
+def test_the_fixed_folder_moves_off_tmp_when_jobs_read_something_there() -> None:
+    from grader.zygote import choose_job_folder, fixed_folder_clash
+
+    fresh = ["/usr/lib/python3.11/json", "/tmp/fresh/.venv/lib/python3.11/site-packages/numpy"]
+    assert fixed_folder_clash(fresh, "/tmp") == (
+        "/tmp/fresh/.venv/lib/python3.11/site-packages/numpy (read by jobs) lies under /tmp")
+    assert choose_job_folder(fresh, ("/tmp", "/mnt")) == "/mnt"
+    assert choose_job_folder(["/usr/lib/python3.11/json"], ("/tmp", "/mnt")) == "/tmp"
+    assert choose_job_folder(fresh, ("/tmp", "/no/such/folder")) == ""
 
 
 def test_a_set_up_failure_says_why_and_student_code_cannot_claim_one(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ LAYERS = (
     ("uid", "non-root uid per worker slot"),
     ("seccomp", "seccomp allow-list (default deny; sockets AF_UNIX only, no ptrace, mount, namespaces, bpf...)"),
     ("file_locks", "file locks denied (flock, fcntl locks, leases, directory notifications)"),
-    ("fixed_cwd", "fixed working folder (the job sees /tmp, never the grader's path)"),
+    ("fixed_cwd", "fixed working folder (the job sees /tmp or another fixed folder, never the grader's path)"),
     ("preflight", "a real job imports a file and answers a call (same folder, uids, cgroups, limits as grade)"),
 )
 """Every isolation layer, in the order ``grader doctor`` prints them."""
