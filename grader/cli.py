@@ -34,7 +34,7 @@ from pathlib import Path
 
 from grader import __version__
 from grader.config import Config
-from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, GraderError, UsageError
+from grader.errors import EXIT_CHECKS_FAILED, ConfigError, EXIT_INTERNAL, EXIT_OK, GraderError, UsageError
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
@@ -208,16 +208,31 @@ def _validate(config: Config) -> int:
 def _publish(config: Config) -> int:
     from grader import session
     from grader.fileio import write_atomic
-    from grader.public import dumps, publish
+    from grader.builtin import diagnosis
+    from grader.catalogue import load_catalogue
+    from grader.public import dumps, publish, visible_part
 
-    bundle = publish(session.collect(config))
+    collected = session.collect(config)
+    table = None
+    if config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False):
+        try:
+            catalogue = load_catalogue(config.option("mutants") or DEFAULT_MUTANTS)
+        except ConfigError:
+            if config.option("mutants") not in (None, DEFAULT_MUTANTS):
+                raise
+            catalogue = None
+        if catalogue is not None:  # each mistake's results on the visible checks: data for 'check' anywhere
+            table = diagnosis.build_table(config, visible_part(collected), catalogue)
+    bundle = publish(collected, table)
     target = Path(config.option("bundle"))
     try:
         write_atomic(target, dumps(bundle))
     except OSError as exc:
         raise UsageError(f"--out {target}: cannot write the file ({exc.strerror})") from None
     visible = sum(len(e["checks"]) for e in bundle["exercises"])
-    _write(f"{target}: {visible} visible checks, prepared; {bundle['hidden_count']} hidden checks left out")
+    mistakes = len({m["name"] for e in bundle["exercises"] for c in e["checks"] for m in c["mistakes"]})
+    _write(f"{target}: {visible} visible checks, prepared; {bundle['hidden_count']} hidden checks left out; "
+           f"{mistakes} catalogued mistakes' results on them, for diagnosis")
     return EXIT_OK
 
 
