@@ -91,9 +91,9 @@ def test_check_on_a_correct_file(cli) -> None:
     code, out, err = cli("check", SUBMISSIONS / "correct_lists" / "attention.py")
     assert code == 0
     lines = out.splitlines()
-    assert "15 passed, 0 failed" in lines
-    assert lines[-1] == "visible checks: 26/26 points; 27 hidden checks run at grading"
-    assert "G14.02 Softmax weights and mixed outputs: 5/5" in lines
+    assert "19 passed, 0 failed" in lines
+    assert lines[-1] == "visible checks: 30/30 points; 27 hidden checks run at grading"
+    assert "G14.02 Softmax weights and mixed outputs: 6/6" in lines
 
 
 def test_check_shows_call_expected_got_and_hint(cli) -> None:
@@ -106,7 +106,7 @@ def test_check_shows_call_expected_got_and_hint(cli) -> None:
     assert "expected: [[5.0]]" in text
     assert "got: [[0.0]]" in text
     assert 'hint: Normalize the scores with softmax first' in text
-    assert "11 passed, 4 failed" in text
+    assert "14 passed, 5 failed" in text
     assert "changing only the last key and value changed outputs[0]: an earlier position used a future one" in text
 
 
@@ -121,7 +121,7 @@ def test_check_on_starter_says_not_attempted(cli) -> None:
     assert code == 1
     assert "  TODO    zero-scores" in out
     assert "not attempted: attention" in out
-    assert "0 passed, 0 failed, 15 not attempted" in out
+    assert "0 passed, 0 failed, 19 not attempted" in out
 
 
 def test_check_on_syntax_error(cli) -> None:
@@ -135,8 +135,8 @@ def test_validate(cli) -> None:
     code, out, err = cli("validate")
     assert code == 0
     assert out.splitlines() == [
-        "specs: 6 exercises, 42 checks; 13 hand values agree with the reference",
-        "reference scores 67/67: valid",
+        "specs: 6 exercises, 46 checks; 13 hand values agree with the reference",
+        "reference scores 70/70: valid",
     ]
 
 
@@ -158,8 +158,8 @@ def test_grade_prints_a_table_and_progress(cli, tmp_path: Path) -> None:
     # Tests grade without a course secret: 'grade' says so first, in one line.
     assert err.splitlines()[0] == f"grader: warning: {SECRET_WARNING}"
     progress = [line.split("  (")[0] for line in err.splitlines()[1:]]  # the rate and ETA vary
-    assert progress == ["[1/2] correct_numpy: 67/67", "[2/2] mib_decimal: 62/67"]
-    assert re.fullmatch(r"\[2/2\] mib_decimal: 62/67(  \(\d+\.\d/s, ETA 0 s\))?", err.splitlines()[2])
+    assert progress == ["[1/2] correct_numpy: 70/70", "[2/2] mib_decimal: 65/70"]
+    assert re.fullmatch(r"\[2/2\] mib_decimal: 65/70(  \(\d+\.\d/s, ETA 0 s\))?", err.splitlines()[2])
     assert out.splitlines()[-3:] == [
         "graded 2 submissions (0 could not run)",
         f"reports: {tmp_path / 'index.html'}",

@@ -158,8 +158,8 @@ def test_chromium_renders_a_report(graded: dict) -> None:
             capture_output=True, text=True, timeout=120,
         )
     dom = proc.stdout
-    assert '<span class="big" id="total">54 / 67</span>' in dom
-    assert dom.count('class="pill failed"') == 7
+    assert '<span class="big" id="total">56 / 70</span>' in dom
+    assert dom.count('class="pill failed"') == 8
     assert "Chapter section: Mask before normalization" in dom
 
 
