@@ -34,7 +34,7 @@ from pathlib import Path
 
 from grader import __version__
 from grader.config import Config
-from grader.errors import EXIT_CHECKS_FAILED, ConfigError, EXIT_INTERNAL, EXIT_OK, GraderError, UsageError
+from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, ConfigError, GraderError, UsageError
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
@@ -71,8 +71,39 @@ def _plugin_args(argv: Sequence[str]) -> list[str]:
     return known.p
 
 
-def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
-    """Build the parser; plugins add options through ``grader_addoption``."""
+INSTRUCTOR_ONLY = ("jobs", "roster", "roster_ignore_case", "gradebook", "regrade", "csv", "gradescope",
+                   "after_due_date", "published", "secret_file")
+"""Options of the built-in plugins that only ``grade`` uses (a class, its gradebook and its files)."""
+
+UNUSED: dict[str, tuple[str, ...]] = {
+    "grade": (),
+    "check": INSTRUCTOR_ONLY,
+    "publish": (*INSTRUCTOR_ONLY, "junit", "quiet"),
+    "audit": tuple(o for o in (*INSTRUCTOR_ONLY, "junit", "quiet") if o != "secret_file"),
+    "validate": tuple(o for o in (*INSTRUCTOR_ONLY, "junit", "quiet", "mutants", "no_diagnosis") if o != "secret_file"),
+    "doctor": (*INSTRUCTOR_ONLY, "junit", "quiet", "specs", "reference", "mutants", "no_diagnosis",
+               "import_timeout", "submission_timeout"),
+}
+"""Per command, the shared options (by ``dest``) it does not use: they are neither listed in its
+``--help`` nor accepted (given anyway, they are a usage error, not silently ignored). Options a
+third-party plugin adds are kept everywhere."""
+
+
+def _drop_options(parser: argparse.ArgumentParser, dests: Sequence[str]) -> None:
+    """Remove the options whose ``dest`` is in ``dests`` from ``parser`` (and its groups)."""
+    for action in list(parser._actions):
+        if action.dest not in dests or not action.option_strings:
+            continue
+        parser._remove_action(action)
+        for option in action.option_strings:
+            parser._option_string_actions.pop(option, None)
+        for group in parser._action_groups:
+            if action in group._group_actions:
+                group._group_actions.remove(action)
+
+
+def _common(pm, command: str) -> argparse.ArgumentParser:  # noqa: ANN001
+    """The options shared by the commands, as ``command`` uses them (see `UNUSED`)."""
     common = _Parser(add_help=False)
     common.add_argument("--specs", default=DEFAULT_SPECS, metavar="DIR", help=f"exercise specs folder (default: {DEFAULT_SPECS})")
     common.add_argument(
@@ -91,13 +122,21 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
         help="load a plugin module by name, or block one with -p no:NAME (repeatable)",
     )
     pm.hook.grader_addoption(parser=common)
+    _drop_options(common, UNUSED.get(command, ()))
+    return common
 
+
+def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
+    """Build the parser; plugins add options through ``grader_addoption``.
+
+    Each command lists (and accepts) only the options it uses (`UNUSED`).
+    """
     parser = _Parser(prog="grader", description="Grade chapter G14 attention exercises.")
     parser.add_argument("--version", action="version", version=f"grader {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     grade = sub.add_parser(
-        "grade", parents=[common], help="grade submissions and write reports",
+        "grade", parents=[_common(pm, "grade")], help="grade submissions and write reports",
         description="Grade one attention.py, a student folder, or a folder of student folders.",
     )
     grade.add_argument("paths", nargs="+", metavar="PATH", help="attention.py, a student folder, or a folder of them")
@@ -105,7 +144,7 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
     grade.add_argument("--json", metavar="FILE", type=output_file,
                        help="write the JSON results here (default: DIR/results.json)")
     check = sub.add_parser(
-        "check", parents=[common], help="run the visible checks on your own attention.py",
+        "check", parents=[_common(pm, "check")], help="run the visible checks on your own attention.py",
         description="Run the visible checks on one attention.py and print a summary.",
     )
     check.add_argument("paths", nargs=1, metavar="FILE", help="your attention.py")
@@ -115,23 +154,23 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
         "else the checks shipped with the grader)",
     )
     publish = sub.add_parser(
-        "publish", parents=[common], help="write the visible checks, prepared, for 'grader check'",
+        "publish", parents=[_common(pm, "publish")], help="write the visible checks, prepared, for 'grader check'",
         description="Prepare the visible checks (calls and expected values) into one JSON file that "
         "'grader check' runs without the specs or the reference.",
     )
     publish.add_argument("--out", dest="bundle", default="grader/data/g14-public.json", metavar="FILE",
                          help="where to write it (default: grader/data/g14-public.json, shipped with the package)")
     sub.add_parser(
-        "doctor", parents=[common], help="show which sandbox layers are active on this machine",
+        "doctor", parents=[_common(pm, "doctor")], help="show which sandbox layers are active on this machine",
         description="Start the sandbox, run an empty job in it, and list every isolation layer.",
     )
     sub.add_parser(
-        "audit", parents=[common], help="grade the catalogued mutants and correct variants; print the kill matrix",
+        "audit", parents=[_common(pm, "audit")], help="grade the catalogued mutants and correct variants; print the kill matrix",
         description="Grade every mutant and correct variant of the catalogue (--mutants). Fails if a mutant "
         "survives an exercise it is tagged for, or a correct variant loses a point.",
     )
     sub.add_parser(
-        "validate", parents=[common], help="check the specs against the reference",
+        "validate", parents=[_common(pm, "validate")], help="check the specs against the reference",
         description="Check every hand value against the reference, then grade the reference: it must score full marks.",
     )
     return parser
@@ -207,9 +246,9 @@ def _validate(config: Config) -> int:
 
 def _publish(config: Config) -> int:
     from grader import session
-    from grader.fileio import write_atomic
     from grader.builtin import diagnosis
     from grader.catalogue import load_catalogue
+    from grader.fileio import write_atomic
     from grader.public import dumps, publish, visible_part
 
     collected = session.collect(config)
