@@ -188,6 +188,24 @@ def _not_attempted(sub: SubmissionResult, functions: dict[tuple[str, str], str])
     return todo
 
 
+def failure_lines(c: Any) -> list[str]:
+    """What ``check`` prints under a check that did not pass (also pytest's failure text).
+
+    The message, the details it does not already state (each number once),
+    the likely mistake and the hint, wrapped to `width`, student text inert.
+    """
+    lines = _wrapped(c.message).split("\n")
+    limit = max(20, width() - len(INDENT) - 20)
+    for label, value in c.details:
+        if not _said(value, c.message):
+            lines.append(f"{INDENT}{display(label)}: {_one_line(value, limit)}")
+    for d in c.diagnosis:
+        lines += _wrapped(f"likely mistake: {d.misconception} See the chapter section \"{d.section}\".").split("\n")
+    if c.hint:
+        lines += _wrapped("hint: " + c.hint).split("\n")
+    return lines
+
+
 def _check_lines(sub: SubmissionResult, config: Any, functions: dict[tuple[str, str], str],
                  write: Callable[[str], None]) -> None:
     quiet = config.option("quiet")
@@ -205,14 +223,8 @@ def _check_lines(sub: SubmissionResult, config: Any, functions: dict[tuple[str, 
             write(f"  {MARKS.get(c.status, c.status.upper()):7} {display(c.id)}")
             if c.status == "passed":
                 continue
-            write(_wrapped(c.message))
-            limit = max(20, width() - len(INDENT) - 20)
-            for label, value in c.details:
-                if not _said(value, c.message):
-                    write(f"{INDENT}{display(label)}: {_one_line(value, limit)}")
-            for d in c.diagnosis:
-                write(_wrapped(f"likely mistake: {d.misconception} See the chapter section \"{d.section}\"."))
-            write(_wrapped("hint: " + c.hint))
+            for line in failure_lines(c):
+                write(line)
 
 
 def _printed(sub: SubmissionResult, write: Callable[[str], None]) -> None:
