@@ -75,14 +75,19 @@ INSTRUCTOR_ONLY = ("jobs", "roster", "roster_ignore_case", "gradebook", "regrade
                    "after_due_date", "published", "secret_file")
 """Options of the built-in plugins that only ``grade`` uses (a class, its gradebook and its files)."""
 
+STUDENT_CI = ("points_notice", "classroom50")
+"""Options of the built-in plugins that only ``check`` uses (a student's CI)."""
+
 UNUSED: dict[str, tuple[str, ...]] = {
-    "grade": (),
+    "grade": STUDENT_CI,
     "check": INSTRUCTOR_ONLY,
-    "publish": (*INSTRUCTOR_ONLY, "junit", "quiet"),
-    "audit": tuple(o for o in (*INSTRUCTOR_ONLY, "junit", "quiet") if o != "secret_file"),
-    "validate": tuple(o for o in (*INSTRUCTOR_ONLY, "junit", "quiet", "mutants", "no_diagnosis") if o != "secret_file"),
-    "doctor": (*INSTRUCTOR_ONLY, "junit", "quiet", "specs", "reference", "mutants", "no_diagnosis",
+    "publish": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet"),
+    "audit": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet") if o != "secret_file"),
+    "validate": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "mutants", "no_diagnosis")
+                      if o != "secret_file"),
+    "doctor": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "specs", "reference", "mutants", "no_diagnosis",
                "import_timeout", "submission_timeout"),
+    "build-student-package": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet")),
 }
 """Per command, the shared options (by ``dest``) it does not use: they are neither listed in its
 ``--help`` nor accepted (given anyway, they are a usage error, not silently ignored). Options a
@@ -160,6 +165,26 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
     )
     publish.add_argument("--out", dest="bundle", default="grader/data/g14-public.json", metavar="FILE",
                          help="where to write it (default: grader/data/g14-public.json, shipped with the package)")
+    package = sub.add_parser(
+        "build-student-package", parents=[_common(pm, "build-student-package")],
+        help="build the wheel and sdist a course gives its students (public checks, starter, diagnosis data)",
+        description="Publish the visible checks afresh, then build the student wheel and sdist: the grader, the "
+        "public checks with each catalogued mistake's results on them, and the starter; never the reference, a "
+        "spec, a hidden input or expected value, or mutant code. Every artifact is opened and inspected.",
+    )
+    package.add_argument("--out", dest="package_out", default="dist", metavar="DIR",
+                         help="folder for the .whl and .tar.gz (default: dist)")
+    init_ci = sub.add_parser(
+        "init-ci", help="write CI files for a student repository (github, gitlab or classroom50)",
+        description="Write the CI files of a student template repository. CI runs the visible checks only "
+        "(grader check); the grade comes from 'grader grade'.",
+    )
+    init_ci.add_argument("target", choices=("github", "gitlab", "classroom50"), help="the CI to write files for")
+    init_ci.add_argument("--dir", dest="ci_dir", default=".", metavar="DIR",
+                         help="the repository to write into (default: the current folder)")
+    init_ci.add_argument("--package", default="g14-grader", metavar="SPEC",
+                         help="what CI installs with pip: the course's student wheel (URL or path; default: g14-grader)")
+    init_ci.add_argument("--force", action="store_true", help="overwrite files that exist")
     sub.add_parser(
         "doctor", parents=[_common(pm, "doctor")], help="show which sandbox layers are active on this machine",
         description="Start the sandbox, run an empty job in it, and list every isolation layer.",
@@ -198,6 +223,16 @@ def _run(config: Config) -> int:
         return audit(config, _write)
     if config.command == "publish":
         return _publish(config)
+    if config.command == "build-student-package":
+        return _build_student_package(config)
+    if config.command == "init-ci":
+        from grader.ci import NOTE, init_ci
+
+        for path in init_ci(config.option("target"), Path(config.option("ci_dir")), config.option("package"),
+                            bool(config.option("force"))):
+            _write(f"wrote {display(str(path))}")
+        _write(NOTE)
+        return EXIT_OK
     if config.command == "doctor":
         from grader.builtin.sandbox import doctor
 
@@ -244,12 +279,12 @@ def _validate(config: Config) -> int:
     return EXIT_OK if ok else EXIT_CHECKS_FAILED
 
 
-def _publish(config: Config) -> int:
+def _bundle(config: Config) -> dict:
+    """The public checks of the specs, with each catalogued mistake's results on them (see `grader.public`)."""
     from grader import session
     from grader.builtin import diagnosis
     from grader.catalogue import load_catalogue
-    from grader.fileio import write_atomic
-    from grader.public import dumps, publish, visible_part
+    from grader.public import publish, visible_part
 
     collected = session.collect(config)
     table = None
@@ -262,7 +297,32 @@ def _publish(config: Config) -> int:
             catalogue = None
         if catalogue is not None:  # each mistake's results on the visible checks: data for 'check' anywhere
             table = diagnosis.build_table(config, visible_part(collected), catalogue)
-    bundle = publish(collected, table)
+    return publish(collected, table)
+
+
+def _build_student_package(config: Config) -> int:
+    from grader.package import build_student_package, member_names
+    from grader.public import dumps
+
+    specs = Path(config.option("specs"))
+    bundle = _bundle(config)
+    artifacts = build_student_package(
+        Path(config.option("package_out")), dumps(bundle), specs, Path(config.option("reference")),
+        Path(config.option("mutants") or DEFAULT_MUTANTS), specs / "attention.py",
+    )
+    visible = sum(len(e["checks"]) for e in bundle["exercises"])
+    for artifact in artifacts:
+        _write(f"{display(str(artifact))}: {len(member_names(artifact))} files; inspected: no reference, spec, "
+               "hidden check or mutant code")
+    _write(f"the public checks: {visible} visible checks; {bundle['hidden_count']} hidden checks left out")
+    return EXIT_OK
+
+
+def _publish(config: Config) -> int:
+    from grader.fileio import write_atomic
+    from grader.public import dumps
+
+    bundle = _bundle(config)
     target = Path(config.option("bundle"))
     try:
         write_atomic(target, dumps(bundle))
