@@ -34,7 +34,14 @@ from pathlib import Path
 
 from grader import __version__
 from grader.config import Config
-from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, ConfigError, GraderError, UsageError
+from grader.errors import (
+    EXIT_CHECKS_FAILED,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    ConfigError,
+    GraderError,
+    UsageError,
+)
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
@@ -107,7 +114,7 @@ def _drop_options(parser: argparse.ArgumentParser, dests: Sequence[str]) -> None
                 group._group_actions.remove(action)
 
 
-def _common(pm, command: str) -> argparse.ArgumentParser:  # noqa: ANN001
+def _common(pm, command: str) -> argparse.ArgumentParser:
     """The options shared by the commands, as ``command`` uses them (see `UNUSED`)."""
     common = _Parser(add_help=False)
     common.add_argument("--specs", default=DEFAULT_SPECS, metavar="DIR", help=f"exercise specs folder (default: {DEFAULT_SPECS})")
@@ -131,7 +138,7 @@ def _common(pm, command: str) -> argparse.ArgumentParser:  # noqa: ANN001
     return common
 
 
-def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
+def build_parser(pm) -> argparse.ArgumentParser:
     """Build the parser; plugins add options through ``grader_addoption``.
 
     Each command lists (and accepts) only the options it uses (`UNUSED`).

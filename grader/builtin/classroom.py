@@ -30,7 +30,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ RUNNER_FIELDS = {
 
 
 def _int(points: float) -> int:
-    return int(round(points))
+    return round(points)
 
 
 def points_notices(report: GradingReport) -> list[str]:
@@ -73,7 +73,7 @@ def _commit_date(folder: Path) -> str:
         return ""
     if out.returncode != 0 or not out.stdout.strip().isdigit():
         return ""
-    return datetime.fromtimestamp(int(out.stdout.strip()), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(int(out.stdout.strip()), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def classroom50_result(report: GradingReport, env: dict[str, str] | None = None, folder: Path | None = None) -> dict:
