@@ -274,7 +274,8 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
             _printed(sub, write)
         hidden = collected.hidden_count if collected else 0
         write(f"{passed} passed, {failed} failed" + (f", {todo_n} not attempted" if todo_n else ""))
-        write(f"visible checks: {sub.score:g}/{sub.max_score:g} points; {hidden} hidden checks run at grading")
+        write(_wrapped(f"visible checks: {sub.score:g}/{sub.max_score:g} points; {hidden} hidden checks run at "
+                       "grading", first="", rest="  "))
         if many:
             write("")
 
