@@ -287,3 +287,32 @@ def test_the_readme_shows_this_matrix(audited) -> None:  # noqa: ANN001
     block = readme[readme.index("$ grader audit\n") :]
     for line in lines[: 3 + len(MATRIX)] + lines[-1:]:
         assert line in block, line
+
+
+def test_a_mutant_that_passes_every_visible_check_fails_the_audit(tmp_path: Path) -> None:
+    """Without its visible twin, fill_minus_1e9 is caught by a hidden check only: CI would stay green."""
+    specs = tmp_path / "specs"
+    shutil.copytree(ROOT / "exercises" / "g14", specs)
+    g14_06 = specs / "G14.06.yaml"
+    text = g14_06.read_text()
+    start = text.index("  - id: masked-scores-above-very-low-allowed")
+    g14_06.write_text(text[:start] + text[text.index("  - id: rejects-nan-value"):])
+    folder = _mini_catalogue(
+        tmp_path,
+        """
+entries:
+  - name: fill_minus_1e9
+    kind: mutant
+    misconception: Masked scores are set to -1e9 instead of being left out.
+    section: Mask before normalization
+    exercises: [G14.06]
+""",
+        ("fill_minus_1e9",),
+    )
+    code, out, err = run_cli("audit", "--specs", specs, "--mutants", folder, "--no-diagnosis")
+    assert code == 1, err
+    lines = out.splitlines()
+    assert lines[3] == "fill_minus_1e9  -         -         -         -         -         killed    NO"
+    assert "FAIL fill_minus_1e9 passes every visible check: a student's 'grader check' and CI stay green on it" in lines
+    assert lines[-1] == ("1/1 tagged cells killed; 0/0 correct variants at full marks; "
+                         "0/1 mutants fail a visible check: FAILED")

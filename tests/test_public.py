@@ -69,3 +69,19 @@ def test_public_option_and_a_broken_file(cli, tmp_path: Path) -> None:
     assert err.strip() == f"grader: error: {bad}: not a public-checks file of format 1; run 'grader publish' again"
     code, out, err = cli("check", SUBMISSIONS / "correct_numpy" / "attention.py", "--public", BUNDLE)
     assert code == 0 and "19 passed, 0 failed" in out
+
+
+def test_check_names_the_likely_mistake_offline_from_the_shipped_data(cli, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A student's folder: no specs, no reference, no mutants; the diagnosis comes from the public file."""
+    import shutil
+
+    shutil.copy(Path(__file__).resolve().parents[1] / "mutants" / "divide_by_dk" / "attention.py", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GRADER_CACHE_DIR", "")
+    code, out, err = cli("check", "attention.py")
+    assert code == 1, err
+    text = " ".join(out.split())
+    assert "likely mistake: The scores are divided by d_k instead of sqrt(d_k)" in text
+    assert "visible checks: 29/30 points" in text
+    code, out, _ = cli("check", "attention.py", "--no-diagnosis")
+    assert "likely mistake" not in out
