@@ -138,7 +138,7 @@ def test_init_ci_refuses_to_overwrite_and_an_unknown_target(tmp_path: Path, cli)
     code, out, err = cli("init-ci", "github", "--dir", tmp_path)
     assert code == 2 and "exists; remove it or pass --force" in err
     assert cli("init-ci", "github", "--dir", tmp_path, "--force")[0] == 0
-    code, out, err = cli("init-ci", "jenkins")
+    code, _, err = cli("init-ci", "jenkins")
     assert code == 2 and "invalid choice: 'jenkins'" in err
 
 

@@ -74,7 +74,7 @@ def test_grade_takes_notebooks_in_a_class_folder(cli, tmp_path: Path) -> None:  
     _notebook(klass / "ann" / "attention.ipynb", ("code", MUTANT))
     _notebook(klass / "bob.ipynb", ("code", MUTANT))
     (klass / "eve.ipynb").write_text("[]")
-    code, out, err = cli("grade", klass, "--out", tmp_path / "out", "-q")
+    code, _, err = cli("grade", klass, "--out", tmp_path / "out", "-q")
     assert code == 0, err
     results = {s["id"]: s for s in json.loads((tmp_path / "out" / "results.json").read_text())["submissions"]}
     assert results["ann"]["score"] == results["bob"]["score"] == 56.0 and results["ann"]["max_score"] == 70.0

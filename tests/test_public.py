@@ -75,7 +75,7 @@ def test_check_names_the_likely_mistake_offline_from_the_shipped_data(cli, tmp_p
     """A student's folder: no specs, no reference, no mutants; the diagnosis comes from the public file."""
     import shutil
 
-    shutil.copy(Path(__file__).resolve().parents[1] / "mutants" / "divide_by_dk" / "attention.py", tmp_path)
+    shutil.copy(ROOT / "mutants" / "divide_by_dk" / "attention.py", tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GRADER_CACHE_DIR", "")
     code, out, err = cli("check", "attention.py")

@@ -13,7 +13,14 @@ import pytest
 from grader.builtin import terminal
 from grader.builtin.terminal import colourize, grader_terminal_summary, use_colour
 from grader.cli import main
-from grader.models import Check, CheckResult, Exercise, ExerciseResult, GradingReport, SubmissionResult
+from grader.models import (
+    Check,
+    CheckResult,
+    Exercise,
+    ExerciseResult,
+    GradingReport,
+    SubmissionResult,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBMISSIONS = ROOT / "submissions"
