@@ -1,4 +1,7 @@
-"""The ``grader`` command line: ``grade``, ``check`` and ``validate``.
+"""The ``grader`` command line: ``grade``, ``check``, ``validate``, ``publish``, ``audit``, ``doctor``,
+``build-student-package`` and ``init-ci``.
+
+Each command lists in its ``--help``, and accepts, only the options it uses (`UNUSED`).
 
 ``main(argv)`` returns an exit code and never lets a `GraderError` escape as
 a traceback: it prints one line, ``grader: error: ...``, and returns the
@@ -14,7 +17,8 @@ Exit codes
 2  usage error: wrong option or --jobs, missing path, a folder with nothing to grade, an --out
    or --json that cannot be written, an unreadable roster or one listing an id twice,
    ``-p no:sandbox`` or ``-p no:runner`` (only ``--insecure`` grades without the sandbox)
-3  configuration error: a malformed spec, a missing reference, a reference or plugin that fails
+3  configuration error: a student package that fails to build or would hold something non-public,
+   a malformed spec, a missing reference, a reference or plugin that fails
    to import (any exception, SyntaxError, SystemExit, KeyboardInterrupt), a reference that fails
    or is over its budget on a check's arguments, a sandbox that cannot run a job here (``grade``
    runs one before grading)
