@@ -32,7 +32,22 @@ from grader.errors import ConfigError
 __all__ = ["FORBIDDEN_PARTS", "build_student_package", "inspect_artifact", "stage"]
 
 ROOT = Path(__file__).resolve().parent.parent
-"""The repository (the folder holding ``grader/`` and ``pyproject.toml``)."""
+"""Where this ``grader`` package sits (the repository, for an editable install)."""
+
+
+def repository(start: Path | None = None) -> Path:
+    """The grader's repository to build from: the current folder, else where the package sits.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If neither holds ``pyproject.toml`` and ``grader/cli.py``.
+    """
+    for root in (start or Path.cwd(), ROOT):
+        if (root / "pyproject.toml").is_file() and (root / "grader" / "cli.py").is_file():
+            return root
+    raise ConfigError("build-student-package: run it in the grader's repository (the folder holding "
+                      "pyproject.toml and grader/)")
 
 FORBIDDEN_PARTS = ("reference", "mutants", "exercises", "submissions", "tests", "benchmarks", "reports")
 """Folder names that never appear in a student artifact's paths."""
@@ -170,7 +185,7 @@ def inspect_artifact(artifact: Path, specs: Path, reference: Path, mutants: Path
 
 
 def build_student_package(out: Path, bundle_text: str, specs: Path, reference: Path, mutants: Path,
-                          starter: Path, root: Path = ROOT) -> list[Path]:
+                          starter: Path, root: Path | None = None) -> list[Path]:
     """Stage, build (wheel and sdist) and inspect the student package.
 
     Returns
@@ -184,6 +199,9 @@ def build_student_package(out: Path, bundle_text: str, specs: Path, reference: P
         If the build fails, or an artifact holds something non-public
         (the artifacts are then removed).
     """
+    root = root or repository()
+    if not starter.is_file():
+        raise ConfigError(f"{starter}: the starter is missing (it goes into the student package)")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="grader-student-package-") as tmp:
         tree = stage(Path(tmp) / "src", bundle_text, starter, root)
