@@ -117,7 +117,8 @@ def test_check_runs_no_hidden_check(cli) -> None:
         assert hidden_id not in out
 
 
-def test_check_on_starter_says_not_attempted(cli) -> None:
+def test_check_on_starter_says_not_attempted(cli, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("COLUMNS", "80")  # an 80x24 terminal
     code, out, err = cli("check", "exercises/g14/attention.py")
     assert code == 1
     lines = out.splitlines()
