@@ -185,6 +185,12 @@ def build_parser(pm) -> argparse.ArgumentParser:
     )
     package.add_argument("--out", dest="package_out", default="dist", metavar="DIR",
                          help="folder for the .whl and .tar.gz (default: dist)")
+    starter = sub.add_parser(
+        "starter", help="copy the starter attention.py into a folder (default: here)",
+        description="Copy the starter attention.py (shipped in the student package) into DIR; an existing "
+        "attention.py is never overwritten.",
+    )
+    starter.add_argument("starter_dir", nargs="?", default=".", metavar="DIR", help="where to put it (default: .)")
     init_ci = sub.add_parser(
         "init-ci", help="write CI files for a student repository (github, gitlab or classroom50)",
         description="Write the CI files of a student template repository. CI runs the visible checks only "
@@ -236,6 +242,8 @@ def _run(config: Config) -> int:
         return _publish(config)
     if config.command == "build-student-package":
         return _build_student_package(config)
+    if config.command == "starter":
+        return _starter(config)
     if config.command == "init-ci":
         from grader.ci import NOTE, init_ci
 
@@ -288,6 +296,23 @@ def _validate(config: Config) -> int:
     ok = not bad and not result.error and result.score == result.max_score
     _write(f"reference scores {result.score:g}/{result.max_score:g}: " + ("valid" if ok else "INVALID"))
     return EXIT_OK if ok else EXIT_CHECKS_FAILED
+
+
+def _starter(config: Config) -> int:
+    """Copy the starter: the student package's copy, else the specs folder's (in the course repository)."""
+    import shutil
+
+    shipped = Path(__file__).resolve().parent / "data" / "starter" / "attention.py"
+    source = shipped if shipped.is_file() else Path(DEFAULT_SPECS) / "attention.py"
+    if not source.is_file():
+        raise ConfigError("no starter here: install the course's student package (it ships the starter)")
+    target = Path(config.option("starter_dir")) / "attention.py"
+    if target.exists():
+        raise UsageError(f"{target}: exists; the starter never overwrites your file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    _write(f"wrote {display(str(target))}: fill in the five functions, then run 'grader check {display(str(target))}'")
+    return EXIT_OK
 
 
 def _bundle(config: Config) -> dict:

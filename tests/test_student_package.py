@@ -147,3 +147,17 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
     assert "FAILED attention.ipynb::G14.02::scaled-scores-dk3" in notebook_tests.stdout
     assert "1 failed, 18 passed" in notebook_tests.stdout
     assert sys.prefix not in check.stdout  # not the development environment
+    # The starter comes with the package.
+    made = run(str(bin_dir / "grader"), "starter", "fresh")
+    assert made.returncode == 0, made.stderr
+    assert (home / "fresh" / "attention.py").read_bytes() == (SPECS / "attention.py").read_bytes()
+    assert run(str(bin_dir / "grader"), "starter", "fresh").returncode == 2  # never overwrites
+
+
+def test_starter_in_the_course_repository(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    monkeypatch.chdir(ROOT)
+    code, out, err = cli("starter", tmp_path / "me")
+    assert code == 0, err
+    assert (tmp_path / "me" / "attention.py").read_bytes() == (SPECS / "attention.py").read_bytes()
+    code, _, err = cli("starter", tmp_path / "me")
+    assert code == 2 and "exists; the starter never overwrites your file" in err

@@ -135,7 +135,7 @@ INSTRUCTOR = ("--roster", "--gradebook", "--regrade", "--csv", "--gradescope", "
 
 
 @pytest.mark.parametrize("command", ["check", "publish", "doctor", "audit", "validate", "init-ci",
-                                     "build-student-package"])
+                                     "build-student-package", "starter"])
 def test_each_command_lists_only_the_options_it_uses(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([command, "--help"])
