@@ -52,11 +52,12 @@ def test_builtins_are_registered_through_the_same_hooks() -> None:
     # pluggy calls the last registered first: the sandbox, then the plain runner.
     runs = pm.hook.grader_run_calls.get_hookimpls()
     assert sorted(pm.get_name(i.plugin) for i in runs if not i.wrapper) == ["runner", "sandbox"]
-    # timing only wraps whichever runner answers, to record call durations for the exporters.
-    assert [pm.get_name(i.plugin) for i in runs if i.wrapper] == ["timing"]
+    # timing only wraps whichever runner answers, to record call durations for the exporters;
+    # submission relocates a notebook's line numbers to its cells.
+    assert sorted(pm.get_name(i.plugin) for i in runs if i.wrapper) == ["submission", "timing"]
     assert impls["grader_load_exercise"] == ["yaml_spec"]
     assert sorted(impls["grader_write_reports"]) == [
-        "csv_gradebook", "github", "gradescope", "html_report", "json_report", "junit", "summary_page",
+        "classroom", "csv_gradebook", "github", "gradescope", "html_report", "json_report", "junit", "summary_page",
     ]
 
 

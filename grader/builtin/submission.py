@@ -427,9 +427,12 @@ def _relocated(result: CallResult, nb: Any) -> CallResult:
     return dataclasses.replace(result, where=nb.relocate(result.where), message=nb.relocate(result.message))
 
 
-@hookimpl(wrapper=True)
+@hookimpl(wrapper=True, trylast=True)
 def grader_run_calls(submission: Submission, calls: Any, config: Any) -> Any:
-    """For a notebook, point every line number the runner brings back at the cell and the line in it."""
+    """For a notebook, point every line number the runner brings back at the cell and the line in it.
+
+    ``trylast``: the innermost wrapper, so timing and third-party wrappers see the relocated results.
+    """
     outcome = yield
     with _NB_LOCK:
         nb = _NOTEBOOKS.get(submission.file or "")
