@@ -14,15 +14,19 @@ column per exercise:
 ``-``
     not tagged and untouched.
 
+and a ``visible`` column: whether the mutant fails at least one visible
+check, i.e. whether ``grader check`` (and a student's CI) shows the mistake.
+
 then the checks that caught each mutant, and each correct variant's score.
 The audit fails (exit 1) if a mutant survives an exercise it is tagged for,
-a correct variant loses a point, an entry cannot be imported, or (with
+a correct variant loses a point, a mutant passes every visible check, an
+entry cannot be imported, or (with
 diagnosis on) a mutant's own report does not name its misconception.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +54,10 @@ class AuditRow:
     named : bool or None
         Whether some check of the mutant's report names its own
         misconception; None when diagnosis is off or for a correct variant.
+    visible : tuple of str
+        For a mutant, the visible checks it did not pass, as
+        ``"G14.03 causal-two-positions"``: what ``grader check`` shows a
+        student who made this mistake. Empty for a correct variant.
     """
 
     entry: Entry
@@ -57,6 +65,7 @@ class AuditRow:
     cells: dict[str, str]
     caught: dict[str, tuple[str, ...]]
     named: bool | None
+    visible: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -65,10 +74,13 @@ class AuditRow:
             return False
         if self.entry.kind == "correct":
             return self.result.score == self.result.max_score
-        return "SURVIVED" not in self.cells.values() and self.named is not False
+        return "SURVIVED" not in self.cells.values() and self.named is not False and bool(self.visible)
 
 
-def audit_rows(catalogue: Catalogue, results: Mapping[str, SubmissionResult], diagnosis: bool) -> list[AuditRow]:
+def audit_rows(
+    catalogue: Catalogue, results: Mapping[str, SubmissionResult], diagnosis: bool,
+    visible: Collection[tuple[str, str]] | None = None,
+) -> list[AuditRow]:
     """Turn the entries' grades into audit rows (see the module docstring).
 
     Parameters
@@ -78,6 +90,10 @@ def audit_rows(catalogue: Catalogue, results: Mapping[str, SubmissionResult], di
         Each entry's grade, by entry name.
     diagnosis : bool
         Whether reports carry diagnoses (then ``named`` is checked).
+    visible : collection of (str, str), optional
+        The ``(exercise id, check id)`` of every visible check; a mutant
+        must fail one of them (``AuditRow.visible``). None: every check
+        counts as visible.
 
     Returns
     -------
@@ -101,7 +117,10 @@ def audit_rows(catalogue: Catalogue, results: Mapping[str, SubmissionResult], di
                 named = any(
                     d.misconception == entry.misconception for ex in result.exercises for c in ex.checks for d in c.diagnosis
                 )
-        rows.append(AuditRow(entry, result, cells, {k: v for k, v in caught.items() if v}, named))
+        seen = tuple(
+            f"{ex} {cid}" for ex, ids in caught.items() for cid in ids if visible is None or (ex, cid) in visible
+        ) if entry.kind == "mutant" else ()
+        rows.append(AuditRow(entry, result, cells, {k: v for k, v in caught.items() if v}, named, seen))
     return rows
 
 
@@ -126,14 +145,16 @@ def format_matrix(rows: Sequence[AuditRow], exercises: Sequence[str]) -> list[st
     correct = [r for r in rows if r.entry.kind == "correct"]
     width = max([len(r.entry.name) for r in rows] + [len("mutant")])
     show_named = any(r.named is not None for r in mutants)
-    head = f"{'mutant':{width}}  " + "  ".join(f"{e:8}" for e in exercises) + ("  named" if show_named else "")
+    head = f"{'mutant':{width}}  " + "  ".join(f"{e:8}" for e in exercises) + "  visible" + (
+        "  named" if show_named else "")
     lines = [head.rstrip()]
     for r in mutants:
         cells = "  ".join(f"{r.cells.get(e, '-'):8}" for e in exercises)
         named = ("  yes" if r.named else "  NO") if show_named else ""
+        seen = f"  {'yes' if r.visible else 'NO':7}"
         if r.result.status != "graded":
-            cells, named = f"ERROR: {r.result.error}", ""
-        lines.append(f"{r.entry.name:{width}}  {cells}{named}".rstrip())
+            cells, seen, named = f"ERROR: {r.result.error}", "", ""
+        lines.append(f"{r.entry.name:{width}}  {cells}{seen}{named}".rstrip())
     lines.append("")
     lines.append("caught by (exercise: checks not passed)")
     for r in mutants:
@@ -195,7 +216,8 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         e.name: session.grade_submission(e.submission, collected, config, outcome=outcomes[e.name])
         for e in catalogue.entries
     }
-    rows = audit_rows(catalogue, results, with_diagnosis)
+    visible = {(ex.id, pc.check.id) for ex, items in collected.checks for pc in items if pc.check.visibility == "visible"}
+    rows = audit_rows(catalogue, results, with_diagnosis, visible)
     checks = sum(len(e.checks) for e in collected.exercises)
     write(f"audit of {catalogue.path}: {len(catalogue.mutants)} mutants, {len(catalogue.correct)} correct variants; "
           f"{len(exercises)} exercises, {checks} checks")
@@ -207,6 +229,7 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     tagged = sum(len(r.entry.exercises) for r in mutants)
     survived = [(r.entry.name, ex) for r in mutants for ex, cell in r.cells.items() if cell == "SURVIVED"]
     unnamed = [r.entry.name for r in mutants if r.named is False]
+    unseen = [r.entry.name for r in mutants if r.result.status == "graded" and not r.visible]
     broken = [r.entry.name for r in rows if r.result.status != "graded"]
     short = [r.entry.name for r in rows if r.entry.kind == "correct" and r.result.score != r.result.max_score]
     for name, ex in survived:
@@ -215,11 +238,14 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         write(f"FAIL correct variant {name} loses points")
     for name in unnamed:
         write(f"FAIL {name}: no check of its report names its misconception")
+    for name in unseen:
+        write(f"FAIL {name} passes every visible check: a student's 'grader check' and CI stay green on it")
     for name in broken:
         write(f"FAIL {name} could not be graded")
     ok = all(r.ok for r in rows)
     killed = tagged - len(survived)
     write(f"{killed}/{tagged} tagged cells killed; {len(catalogue.correct) - len(short)}/{len(catalogue.correct)} "
-          f"correct variants at full marks" + (f"; {len(mutants) - len(unnamed)}/{len(mutants)} mutants named"
+          f"correct variants at full marks; {len(mutants) - len(unseen)}/{len(mutants)} mutants fail a visible check"
+          + (f"; {len(mutants) - len(unnamed)}/{len(mutants)} mutants named"
                                                 if with_diagnosis else "") + (": OK" if ok else ": FAILED"))
     return EXIT_OK if ok else EXIT_CHECKS_FAILED

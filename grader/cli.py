@@ -1,4 +1,7 @@
-"""The ``grader`` command line: ``grade``, ``check`` and ``validate``.
+"""The ``grader`` command line: ``grade``, ``check``, ``validate``, ``publish``, ``audit``, ``doctor``,
+``build-student-package`` and ``init-ci``.
+
+Each command lists in its ``--help``, and accepts, only the options it uses (`UNUSED`).
 
 ``main(argv)`` returns an exit code and never lets a `GraderError` escape as
 a traceback: it prints one line, ``grader: error: ...``, and returns the
@@ -14,7 +17,8 @@ Exit codes
 2  usage error: wrong option or --jobs, missing path, a folder with nothing to grade, an --out
    or --json that cannot be written, an unreadable roster or one listing an id twice,
    ``-p no:sandbox`` or ``-p no:runner`` (only ``--insecure`` grades without the sandbox)
-3  configuration error: a malformed spec, a missing reference, a reference or plugin that fails
+3  configuration error: a student package that fails to build or would hold something non-public,
+   a malformed spec, a missing reference, a reference or plugin that fails
    to import (any exception, SyntaxError, SystemExit, KeyboardInterrupt), a reference that fails
    or is over its budget on a check's arguments, a sandbox that cannot run a job here (``grade``
    runs one before grading)
@@ -34,7 +38,14 @@ from pathlib import Path
 
 from grader import __version__
 from grader.config import Config
-from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, GraderError, UsageError
+from grader.errors import (
+    EXIT_CHECKS_FAILED,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    ConfigError,
+    GraderError,
+    UsageError,
+)
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
@@ -71,8 +82,46 @@ def _plugin_args(argv: Sequence[str]) -> list[str]:
     return known.p
 
 
-def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
-    """Build the parser; plugins add options through ``grader_addoption``."""
+INSTRUCTOR_ONLY = ("jobs", "roster", "roster_ignore_case", "gradebook", "regrade", "csv", "gradescope",
+                   "after_due_date", "published", "secret_file", "manual", "policy", "attempt", "lms_times",
+                   "canvas_assignment", "canvas_push", "staff", "similarity", "starter", "similarity_threshold")
+"""Options of the built-in plugins that only ``grade`` uses (a class, its gradebook and its files)."""
+
+STUDENT_CI = ("points_notice", "classroom50")
+"""Options of the built-in plugins that only ``check`` uses (a student's CI)."""
+
+UNUSED: dict[str, tuple[str, ...]] = {
+    "grade": STUDENT_CI,
+    "similarity": STUDENT_CI,
+    "check": INSTRUCTOR_ONLY,
+    "publish": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet"),
+    "audit": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet") if o != "secret_file"),
+    "validate": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "mutants", "no_diagnosis")
+                      if o != "secret_file"),
+    "doctor": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "specs", "reference", "mutants", "no_diagnosis",
+               "import_timeout", "submission_timeout"),
+    "build-student-package": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet")),
+}
+"""Per command, the shared options (by ``dest``) it does not use: they are neither listed in its
+``--help`` nor accepted (given anyway, they are a usage error, not silently ignored). Options a
+third-party plugin adds are kept everywhere."""
+
+
+def _drop_options(parser: argparse.ArgumentParser, dests: Sequence[str]) -> None:
+    """Remove the options whose ``dest`` is in ``dests`` from ``parser`` (and its groups)."""
+    for action in list(parser._actions):
+        if action.dest not in dests or not action.option_strings:
+            continue
+        parser._remove_action(action)
+        for option in action.option_strings:
+            parser._option_string_actions.pop(option, None)
+        for group in parser._action_groups:
+            if action in group._group_actions:
+                group._group_actions.remove(action)
+
+
+def _common(pm, command: str) -> argparse.ArgumentParser:
+    """The options shared by the commands, as ``command`` uses them (see `UNUSED`)."""
     common = _Parser(add_help=False)
     common.add_argument("--specs", default=DEFAULT_SPECS, metavar="DIR", help=f"exercise specs folder (default: {DEFAULT_SPECS})")
     common.add_argument(
@@ -91,13 +140,21 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
         help="load a plugin module by name, or block one with -p no:NAME (repeatable)",
     )
     pm.hook.grader_addoption(parser=common)
+    _drop_options(common, UNUSED.get(command, ()))
+    return common
 
+
+def build_parser(pm) -> argparse.ArgumentParser:
+    """Build the parser; plugins add options through ``grader_addoption``.
+
+    Each command lists (and accepts) only the options it uses (`UNUSED`).
+    """
     parser = _Parser(prog="grader", description="Grade chapter G14 attention exercises.")
     parser.add_argument("--version", action="version", version=f"grader {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     grade = sub.add_parser(
-        "grade", parents=[common], help="grade submissions and write reports",
+        "grade", parents=[_common(pm, "grade")], help="grade submissions and write reports",
         description="Grade one attention.py, a student folder, or a folder of student folders.",
     )
     grade.add_argument("paths", nargs="+", metavar="PATH", help="attention.py, a student folder, or a folder of them")
@@ -108,7 +165,7 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
                        help="grade only these students again; the others' results come from the gradebook "
                        "(left out when it has none)")
     similarity = sub.add_parser(
-        "similarity", parents=[common], help="grade and write DIR/similarity.html: copied code, identical wrong values",
+        "similarity", parents=[_common(pm, "similarity")], help="grade and write DIR/similarity.html: copied code, identical wrong values",
         description="Grade the class (like 'grade --similarity') and flag pairs of submissions: code that shares "
         "most of its tokens (copydetect, starter as boilerplate) and identical wrong values on hidden checks.",
     )
@@ -122,7 +179,7 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
     diff.add_argument("old", metavar="OLD.json")
     diff.add_argument("new", metavar="NEW.json")
     check = sub.add_parser(
-        "check", parents=[common], help="run the visible checks on your own attention.py",
+        "check", parents=[_common(pm, "check")], help="run the visible checks on your own attention.py",
         description="Run the visible checks on one attention.py and print a summary.",
     )
     check.add_argument("paths", nargs=1, metavar="FILE", help="your attention.py")
@@ -132,23 +189,49 @@ def build_parser(pm) -> argparse.ArgumentParser:  # noqa: ANN001
         "else the checks shipped with the grader)",
     )
     publish = sub.add_parser(
-        "publish", parents=[common], help="write the visible checks, prepared, for 'grader check'",
+        "publish", parents=[_common(pm, "publish")], help="write the visible checks, prepared, for 'grader check'",
         description="Prepare the visible checks (calls and expected values) into one JSON file that "
         "'grader check' runs without the specs or the reference.",
     )
     publish.add_argument("--out", dest="bundle", default="grader/data/g14-public.json", metavar="FILE",
                          help="where to write it (default: grader/data/g14-public.json, shipped with the package)")
+    package = sub.add_parser(
+        "build-student-package", parents=[_common(pm, "build-student-package")],
+        help="build the wheel and sdist a course gives its students (public checks, starter, diagnosis data)",
+        description="Publish the visible checks afresh, then build the student wheel and sdist: the grader, the "
+        "public checks with each catalogued mistake's results on them, and the starter; never the reference, a "
+        "spec, a hidden input or expected value, or mutant code. Every artifact is opened and inspected.",
+    )
+    package.add_argument("--out", dest="package_out", default="dist", metavar="DIR",
+                         help="folder for the .whl and .tar.gz (default: dist)")
+    starter = sub.add_parser(
+        "starter", help="copy the starter attention.py into a folder (default: here)",
+        description="Copy the starter attention.py (shipped in the student package) into DIR; an existing "
+        "attention.py is never overwritten.",
+    )
+    starter.add_argument("starter_dir", nargs="?", default=".", metavar="DIR", help="where to put it (default: .)")
+    init_ci = sub.add_parser(
+        "init-ci", help="write CI files for a student repository (github, gitlab or classroom50)",
+        description="Write the CI files of a student template repository. CI runs the visible checks only "
+        "(grader check); the grade comes from 'grader grade'.",
+    )
+    init_ci.add_argument("target", choices=("github", "gitlab", "classroom50"), help="the CI to write files for")
+    init_ci.add_argument("--dir", dest="ci_dir", default=".", metavar="DIR",
+                         help="the repository to write into (default: the current folder)")
+    init_ci.add_argument("--package", default="g14-grader", metavar="SPEC",
+                         help="what CI installs with pip: the course's student wheel (URL or path; default: g14-grader)")
+    init_ci.add_argument("--force", action="store_true", help="overwrite files that exist")
     sub.add_parser(
-        "doctor", parents=[common], help="show which sandbox layers are active on this machine",
+        "doctor", parents=[_common(pm, "doctor")], help="show which sandbox layers are active on this machine",
         description="Start the sandbox, run an empty job in it, and list every isolation layer.",
     )
     sub.add_parser(
-        "audit", parents=[common], help="grade the catalogued mutants and correct variants; print the kill matrix",
+        "audit", parents=[_common(pm, "audit")], help="grade the catalogued mutants and correct variants; print the kill matrix",
         description="Grade every mutant and correct variant of the catalogue (--mutants). Fails if a mutant "
         "survives an exercise it is tagged for, or a correct variant loses a point.",
     )
     sub.add_parser(
-        "validate", parents=[common], help="check the specs against the reference",
+        "validate", parents=[_common(pm, "validate")], help="check the specs against the reference",
         description="Check every hand value against the reference, then grade the reference: it must score full marks.",
     )
     return parser
@@ -181,6 +264,18 @@ def _run(config: Config) -> int:
 
         for line in diff_results(load_results(config.option("old")), load_results(config.option("new"))):
             _write(display(line))
+        return EXIT_OK
+    if config.command == "build-student-package":
+        return _build_student_package(config)
+    if config.command == "starter":
+        return _starter(config)
+    if config.command == "init-ci":
+        from grader.ci import NOTE, init_ci
+
+        for path in init_ci(config.option("target"), Path(config.option("ci_dir")), config.option("package"),
+                            bool(config.option("force"))):
+            _write(f"wrote {display(str(path))}")
+        _write(NOTE)
         return EXIT_OK
     if config.command == "doctor":
         from grader.builtin.sandbox import doctor
@@ -228,19 +323,76 @@ def _validate(config: Config) -> int:
     return EXIT_OK if ok else EXIT_CHECKS_FAILED
 
 
-def _publish(config: Config) -> int:
-    from grader import session
-    from grader.fileio import write_atomic
-    from grader.public import dumps, publish
+def _starter(config: Config) -> int:
+    """Copy the starter: the student package's copy, else the specs folder's (in the course repository)."""
+    import shutil
 
-    bundle = publish(session.collect(config))
+    shipped = Path(__file__).resolve().parent / "data" / "starter" / "attention.py"
+    source = shipped if shipped.is_file() else Path(DEFAULT_SPECS) / "attention.py"
+    if not source.is_file():
+        raise ConfigError("no starter here: install the course's student package (it ships the starter)")
+    target = Path(config.option("starter_dir")) / "attention.py"
+    if target.exists():
+        raise UsageError(f"{target}: exists; the starter never overwrites your file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    _write(f"wrote {display(str(target))}: fill in the five functions, then run 'grader check {display(str(target))}'")
+    return EXIT_OK
+
+
+def _bundle(config: Config) -> dict:
+    """The public checks of the specs, with each catalogued mistake's results on them (see `grader.public`)."""
+    from grader import session
+    from grader.builtin import diagnosis
+    from grader.catalogue import load_catalogue
+    from grader.public import publish, visible_part
+
+    collected = session.collect(config)
+    table = None
+    if config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False):
+        try:
+            catalogue = load_catalogue(config.option("mutants") or DEFAULT_MUTANTS)
+        except ConfigError:
+            if config.option("mutants") not in (None, DEFAULT_MUTANTS):
+                raise
+            catalogue = None
+        if catalogue is not None:  # each mistake's results on the visible checks: data for 'check' anywhere
+            table = diagnosis.build_table(config, visible_part(collected), catalogue)
+    return publish(collected, table)
+
+
+def _build_student_package(config: Config) -> int:
+    from grader.package import build_student_package, member_names
+    from grader.public import dumps
+
+    specs = Path(config.option("specs"))
+    bundle = _bundle(config)
+    artifacts = build_student_package(
+        Path(config.option("package_out")), dumps(bundle), specs, Path(config.option("reference")),
+        Path(config.option("mutants") or DEFAULT_MUTANTS), specs / "attention.py",
+    )
+    visible = sum(len(e["checks"]) for e in bundle["exercises"])
+    for artifact in artifacts:
+        _write(f"{display(str(artifact))}: {len(member_names(artifact))} files; inspected: no reference, spec, "
+               "hidden check or mutant code")
+    _write(f"the public checks: {visible} visible checks; {bundle['hidden_count']} hidden checks left out")
+    return EXIT_OK
+
+
+def _publish(config: Config) -> int:
+    from grader.fileio import write_atomic
+    from grader.public import dumps
+
+    bundle = _bundle(config)
     target = Path(config.option("bundle"))
     try:
         write_atomic(target, dumps(bundle))
     except OSError as exc:
         raise UsageError(f"--out {target}: cannot write the file ({exc.strerror})") from None
     visible = sum(len(e["checks"]) for e in bundle["exercises"])
-    _write(f"{target}: {visible} visible checks, prepared; {bundle['hidden_count']} hidden checks left out")
+    mistakes = len({m["name"] for e in bundle["exercises"] for c in e["checks"] for m in c["mistakes"]})
+    _write(f"{target}: {visible} visible checks, prepared; {bundle['hidden_count']} hidden checks left out; "
+           f"{mistakes} catalogued mistakes' results on them, for diagnosis")
     return EXIT_OK
 
 

@@ -308,8 +308,8 @@ def what_it_holds(entries: Sequence[tuple[str, bool]], filename: str = "attentio
     str
         E.g. ``"it holds Attention.PY: rename it attention.py"``, ``"it holds
         lab/attention.py: move it up into the student folder"``, ``"it holds a
-        notebook, lab.ipynb: save it as attention.py (File > Download as >
-        Python)"``, ``"it holds util.py, notes.txt"`` or ``"it is empty"``.
+        notebook, lab.ipynb: rename it attention.ipynb (notebooks are graded
+        too) or save it as attention.py"``, ``"it holds util.py, notes.txt"`` or ``"it is empty"``.
     """
     shown = [(display_name(p), d) for p, d in entries
              if not any(part.startswith(".") or part == "__pycache__" for part in p.split("/"))]
@@ -324,8 +324,9 @@ def what_it_holds(entries: Sequence[tuple[str, bool]], filename: str = "attentio
         return f"it holds {min(nested, key=len)}: move it up into the student folder"
     books = [p for p in files if p.lower().endswith(".ipynb")]
     if books:
-        return (f"it holds a notebook, {min(books)}: save it as {filename} (File > Download as > Python) "
-                "and send that")
+        stem = filename.rsplit(".", 1)[0]
+        return (f"it holds a notebook, {min(books)}: rename it {stem}.ipynb (notebooks are graded too) "
+                f"or save it as {filename}")
     if not shown:
         return "it is empty"
     listed = sorted(top or files, key=lambda p: (not p.endswith(".py"), p))

@@ -46,6 +46,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "junit",
     "github",
     "summary_page",
+    "classroom",  # after "github": called before it, so its Classroom notices come before the annotations
 )
 """Short names of the built-in plugins, each ``grader.builtin.<name>``."""
 

@@ -7,6 +7,14 @@ it as ``grader/data/g14-public.json``, so ``grader check attention.py``
 works in a student's own folder or CI with nothing else. Hidden checks are
 only counted. Judging needs no reference: every check kind computes what it
 needs when the check is prepared.
+
+With a mutant catalogue (``--mutants``), each visible check also lists the
+catalogued mistakes that fail it and what each returned there
+(``"mistakes"``: name, misconception, chapter section, and the returned
+data of every call): the diagnosis plugin reads them back
+(`load_mistakes`), so ``grader check`` names the likely mistake in a
+student's own folder, offline. That is data computed on visible inputs
+only: no mutant code, no hidden input, no expected value of a hidden check.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from grader.builtin.checks import KindContext
 from grader.errors import ConfigError
 from grader.models import Call, Check, Exercise, Prepared
 
-__all__ = ["BUNDLE", "FORMAT", "decode", "encode", "load_bundle", "publish"]
+__all__ = ["BUNDLE", "FORMAT", "decode", "encode", "load_bundle", "load_mistakes", "publish", "visible_part"]
 
 FORMAT = 1
 """Version of the bundle's layout."""
@@ -69,8 +77,42 @@ def decode(data: Any) -> Any:
     return data
 
 
-def publish(collected: Any) -> dict[str, Any]:
-    """The visible checks of a `grader.session.Collected`, prepared, as JSON data."""
+def visible_part(collected: Any) -> Any:
+    """The same `grader.session.Collected` with only its visible checks prepared (what mutants run on)."""
+    import dataclasses
+
+    checks = tuple((ex, tuple(pc for pc in items if pc.check.visibility == "visible")) for ex, items in collected.checks)
+    return dataclasses.replace(collected, checks=checks)
+
+
+def _mistakes(table: Any, exercise_id: str, check_id: str) -> list[dict[str, Any]]:
+    if table is None:
+        return []
+    out = []
+    for entry, results in table.rows.get((exercise_id, check_id), ()):
+        out.append({
+            "name": entry.name, "misconception": entry.misconception, "section": entry.section,
+            "results": [{"value": encode(r.value), "mutated": list(r.mutated_args)} for r in results],
+        })
+    return out
+
+
+def publish(collected: Any, table: Any = None) -> dict[str, Any]:
+    """The visible checks of a `grader.session.Collected`, prepared, as JSON data.
+
+    Parameters
+    ----------
+    collected : grader.session.Collected
+    table : grader.builtin.diagnosis.DiagnosisTable, optional
+        The catalogued mistakes failing each visible check, with their
+        returned data (built on `visible_part` of ``collected``); each
+        check then carries ``"mistakes"``, and the bundle ``"chapter_url"``.
+
+    Returns
+    -------
+    dict
+        JSON data; `dumps` gives its text.
+    """
     exercises = []
     for exercise, items in collected.checks:
         checks = []
@@ -86,6 +128,7 @@ def publish(collected: Any) -> dict[str, Any]:
                           for call in pc.prepared.calls],
                 "expected": encode(pc.prepared.expected),
                 "shown_call": pc.prepared.shown_call,
+                "mistakes": _mistakes(table, exercise.id, c.id),
             })
         exercises.append({
             "id": exercise.id, "title": exercise.title, "section": exercise.section,
@@ -96,6 +139,7 @@ def publish(collected: Any) -> dict[str, Any]:
         "grader_version": __version__,
         "spec_hash": collected.spec_hash,
         "hidden_count": collected.hidden_count,
+        "chapter_url": table.catalogue.chapter_url if table is not None else "",
         "exercises": exercises,
     }
 
@@ -147,3 +191,36 @@ def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Any, int]:
         exercises.append(exercise)
         prepared.append((exercise, tuple(items)))
     return Collected(tuple(exercises), tuple(prepared), data["spec_hash"]), int(data.get("hidden_count", 0))
+
+
+def load_mistakes(path: Path) -> Any:
+    """The precomputed diagnosis of a bundle, as a `grader.builtin.diagnosis.DiagnosisTable`.
+
+    Returns
+    -------
+    DiagnosisTable or None
+        None when the bundle lists no mistakes (published without a
+        catalogue) or cannot be read.
+    """
+    from grader.builtin.diagnosis import DiagnosisTable
+    from grader.catalogue import Catalogue, Entry
+    from grader.models import CallResult
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        rows: dict[tuple[str, str], list[Any]] = {}
+        entries: dict[str, Entry] = {}
+        for ex in data["exercises"]:
+            for c in ex["checks"]:
+                for m in c.get("mistakes", ()):
+                    entry = entries.setdefault(m["name"], Entry(
+                        name=str(m["name"]), kind="mutant", file="", sha256="",
+                        misconception=str(m["misconception"]), section=str(m["section"])))
+                    results = tuple(CallResult("returned", decode(r["value"]), mutated_args=tuple(r["mutated"]))
+                                    for r in m["results"])
+                    rows.setdefault((ex["id"], c["id"]), []).append((entry, results))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not rows:
+        return None
+    return DiagnosisTable(rows, Catalogue(str(path), tuple(entries.values()), str(data.get("chapter_url", ""))))

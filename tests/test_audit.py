@@ -105,8 +105,9 @@ def audited() -> tuple[int, list[str]]:
 def test_the_audit_passes(audited) -> None:  # noqa: ANN001
     code, lines = audited
     assert code == 0
-    assert lines[0] == "audit of mutants/catalogue.yaml: 29 mutants, 6 correct variants; 6 exercises, 42 checks"
-    assert lines[-1] == "69/69 tagged cells killed; 6/6 correct variants at full marks; 29/29 mutants named: OK"
+    assert lines[0] == "audit of mutants/catalogue.yaml: 29 mutants, 6 correct variants; 6 exercises, 46 checks"
+    assert lines[-1] == ("69/69 tagged cells killed; 6/6 correct variants at full marks; "
+                         "29/29 mutants fail a visible check; 29/29 mutants named: OK")
     assert not any(line.startswith("FAIL") for line in lines)
 
 
@@ -114,12 +115,12 @@ def test_the_whole_kill_matrix(audited) -> None:  # noqa: ANN001
     _, lines = audited
     width = len("k_reshaped_not_transposed")
     cell = {"K": "killed", "-": "-"}
-    expected = [f"{'mutant':{width}}  " + "  ".join(f"{e:8}" for e in EXERCISES) + "  named"]
+    expected = [f"{'mutant':{width}}  " + "  ".join(f"{e:8}" for e in EXERCISES) + "  visible  named"]
     for name, row in MATRIX.items():
-        expected.append(f"{name:{width}}  " + "  ".join(f"{cell[c]:8}" for c in row) + "  yes")
+        expected.append(f"{name:{width}}  " + "  ".join(f"{cell[c]:8}" for c in row) + "  yes      yes")
     assert lines[2 : 3 + len(MATRIX)] == expected
     correct_at = lines.index(f"{'correct variant':{width}}  score")
-    assert lines[correct_at + 1 : correct_at + 1 + len(CORRECT)] == [f"{n:{width}}  67/67" for n in CORRECT]
+    assert lines[correct_at + 1 : correct_at + 1 + len(CORRECT)] == [f"{n:{width}}  70/70" for n in CORRECT]
 
 
 def test_tags_in_the_catalogue_are_the_killed_cells() -> None:
@@ -135,22 +136,24 @@ def test_the_checks_that_catch_each_mistake(audited) -> None:  # noqa: ANN001
     caught = dict(line.strip().split(": ", 1) for line in lines if line.startswith("  ") and ": " in line)
     assert set(caught) == set(MATRIX)
     assert caught["mutates_input"] == "G14.06 softmax-leaves-scores-unchanged"
-    assert caught["fill_minus_1e4"] == caught["fill_minus_1e9"] == "G14.06 masked-scores-above-allowed"
-    assert caught["causal_unequal_accepted"] == "G14.06 rejects-causal-unequal"
-    assert caught["no_finite_check"] == "G14.06 rejects-nan-score"
+    assert caught["fill_minus_1e4"] == caught["fill_minus_1e9"] == (
+        "G14.06 masked-scores-above-allowed masked-scores-above-very-low-allowed")
+    assert caught["causal_unequal_accepted"] == "G14.06 rejects-causal-unequal rejects-causal-more-queries"
+    assert caught["no_finite_check"] == "G14.06 rejects-nan-score rejects-nan-value"
     assert caught["mib_decimal"] == "G14.05 mib-n1024 mib-n2048 one-mib"
     assert caught["forgets_batch"] == "G14.05 bytes-n1024 bytes-n2048 itemsize"
     assert caught["backward_drops_pk"] == "G14.04 chapter-example sums-to-zero finite-difference random-compare"
     assert caught["mask_after_softmax"] == (
         "G14.03 causal-two-positions one-allowed-key causal-random masked-softmax-random; "
-        "G14.06 causal-rows-sum-to-one masked-scores-above-allowed causal-noninterference"
+        "G14.06 causal-rows-sum-to-one masked-scores-above-allowed causal-noninterference "
+        "masked-scores-above-very-low-allowed"
     )
     assert caught["no_sqrt_dk"] == (
-        "G14.01 unequal-counts-and-widths more-queries-than-keys; G14.02 random-outputs; "
+        "G14.01 unequal-counts-and-widths more-queries-than-keys; G14.02 random-outputs scaled-scores-dk3; "
         "G14.03 causal-random; G14.06 unequal-counts"
     )
     # Hard-coded chapter answers pass every hand value and fail everything seeded.
-    assert "G14.02 shift-invariance random-softmax random-outputs;" in caught["hardcoded_answers"]
+    assert "G14.02 shift-invariance random-softmax random-outputs scaled-scores-dk3;" in caught["hardcoded_answers"]
     assert "G14.05 one-mib itemsize;" in caught["hardcoded_answers"]
 
 
@@ -209,13 +212,14 @@ entries:
     code, out, err = run_cli("audit", "--mutants", folder, "--no-diagnosis")
     assert code == 1, err
     lines = out.splitlines()
-    assert lines[2] == "mutant         G14.01    G14.02    G14.03    G14.04    G14.05    G14.06"  # no "named"
-    assert lines[3] == "mib_decimal    -         -         -         SURVIVED  killed    -"
-    assert "no_sqrt_dk     56/67  LOST POINTS: G14.01 unequal-counts-and-widths more-queries-than-keys; " \
-           "G14.02 random-outputs; G14.03 causal-random; G14.06 unequal-counts" in lines
+    assert lines[2] == "mutant         G14.01    G14.02    G14.03    G14.04    G14.05    G14.06    visible"  # no "named"
+    assert lines[3] == "mib_decimal    -         -         -         SURVIVED  killed    -         yes"
+    assert "no_sqrt_dk     58/70  LOST POINTS: G14.01 unequal-counts-and-widths more-queries-than-keys; " \
+           "G14.02 random-outputs scaled-scores-dk3; G14.03 causal-random; G14.06 unequal-counts" in lines
     assert "FAIL mib_decimal survives G14.04, which it is tagged for: the checks of G14.04 do not catch it" in lines
     assert "FAIL correct variant no_sqrt_dk loses points" in lines
-    assert lines[-1] == "1/2 tagged cells killed; 1/2 correct variants at full marks: FAILED"
+    assert lines[-1] == ("1/2 tagged cells killed; 1/2 correct variants at full marks; "
+                         "1/1 mutants fail a visible check: FAILED")
 
 
 def test_an_untagged_loss_is_shown_but_allowed(tmp_path: Path) -> None:
@@ -233,7 +237,7 @@ entries:
     )
     code, out, err = run_cli("audit", "--mutants", folder)
     assert code == 0, out + err
-    assert "float16_arithmetic  lost      lost      lost      killed    -         lost      yes" in out.splitlines()
+    assert "float16_arithmetic  lost      lost      lost      killed    -         lost      yes      yes" in out.splitlines()
 
 
 @pytest.mark.parametrize(
@@ -283,3 +287,32 @@ def test_the_readme_shows_this_matrix(audited) -> None:  # noqa: ANN001
     block = readme[readme.index("$ grader audit\n") :]
     for line in lines[: 3 + len(MATRIX)] + lines[-1:]:
         assert line in block, line
+
+
+def test_a_mutant_that_passes_every_visible_check_fails_the_audit(tmp_path: Path) -> None:
+    """Without its visible twin, fill_minus_1e9 is caught by a hidden check only: CI would stay green."""
+    specs = tmp_path / "specs"
+    shutil.copytree(ROOT / "exercises" / "g14", specs)
+    g14_06 = specs / "G14.06.yaml"
+    text = g14_06.read_text()
+    start = text.index("  - id: masked-scores-above-very-low-allowed")
+    g14_06.write_text(text[:start] + text[text.index("  - id: rejects-nan-value"):])
+    folder = _mini_catalogue(
+        tmp_path,
+        """
+entries:
+  - name: fill_minus_1e9
+    kind: mutant
+    misconception: Masked scores are set to -1e9 instead of being left out.
+    section: Mask before normalization
+    exercises: [G14.06]
+""",
+        ("fill_minus_1e9",),
+    )
+    code, out, err = run_cli("audit", "--specs", specs, "--mutants", folder, "--no-diagnosis")
+    assert code == 1, err
+    lines = out.splitlines()
+    assert lines[3] == "fill_minus_1e9  -         -         -         -         -         killed    NO"
+    assert "FAIL fill_minus_1e9 passes every visible check: a student's 'grader check' and CI stay green on it" in lines
+    assert lines[-1] == ("1/1 tagged cells killed; 0/0 correct variants at full marks; "
+                         "0/1 mutants fail a visible check: FAILED")

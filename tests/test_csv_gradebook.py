@@ -62,8 +62,9 @@ def test_csv_option_writes_elsewhere_and_check_writes_none(cli, tmp_path: Path) 
     assert not (tmp_path / "o" / "gradebook.csv").exists()
     [row] = _rows((tmp_path / "book.csv").read_text())
     assert row["student"] == "mib_decimal" and row["G14.05"] == "5"
-    code, _, _ = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--csv", tmp_path / "c.csv")
-    assert code == 1 and not (tmp_path / "c.csv").exists()
+    code, _, err = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--csv", tmp_path / "c.csv")
+    assert code == 2 and "unrecognized arguments: --csv" in err  # check has no --csv: refused, not ignored
+    assert not (tmp_path / "c.csv").exists()
 
 
 def test_student_ids_cannot_forge_formulas_or_rows() -> None:

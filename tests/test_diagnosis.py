@@ -167,7 +167,8 @@ def test_check_prints_the_likely_mistake(cli) -> None:
     text = " ".join(out.split())
     entry = CATALOGUE["mask_after_softmax"]
     assert f'likely mistake: {entry.misconception} See the chapter section "Mask before normalization".' in text
-    assert text.count("likely mistake:") == 3  # causal-two-positions, one-allowed-key, causal-noninterference
+    assert text.count("likely mistake:") == 4  # causal-two-positions, one-allowed-key, causal-noninterference,
+    # masked-scores-above-very-low-allowed
 
 
 def test_no_diagnosis_option(cli, tmp_path: Path) -> None:

@@ -104,9 +104,9 @@ def test_a_fault_at_any_stage_is_that_submissions_error(
         assert (out / name).exists(), name
     results = {s["id"]: s for s in json.loads((out / "results.json").read_text())["submissions"]}
     assert results["sibling"]["status"] == "graded"
-    assert results["sibling"]["score"] == results["sibling"]["max_score"] == 67.0
+    assert results["sibling"]["score"] == results["sibling"]["max_score"] == 70.0
     victim = results["victim"]
-    assert victim["status"] == "error" and victim["score"] == 0.0 and victim["max_score"] == 67.0
+    assert victim["status"] == "error" and victim["score"] == 0.0 and victim["max_score"] == 70.0
     assert f"the grader failed while {words} (internal error " in victim["error"]
     assert "\n" not in victim["error"]
     # The exception's message is not in the result (it may hold student text); its type is.
@@ -120,7 +120,7 @@ def test_a_fault_at_any_stage_is_that_submissions_error(
     assert fault_id in (out / "victim.html").read_text()
     assert json.loads((out / "gradescope" / "victim.json").read_text())["score"] == 0.0
     csv_rows = (out / "gradebook.csv").read_text().splitlines()
-    assert any(row.startswith(('"sibling"', "sibling")) and "67" in row for row in csv_rows)
+    assert any(row.startswith(('"sibling"', "sibling")) and "70" in row for row in csv_rows)
 
 
 def test_a_failing_report_writer_does_not_stop_the_others(
@@ -149,7 +149,7 @@ def test_a_failing_report_writer_does_not_stop_the_others(
         assert (out / name).exists(), name
     assert "1 report writer(s) failed: broken_writer (" in err
     results = json.loads((out / "results.json").read_text())["submissions"]
-    assert [s["score"] for s in results] == [67.0, 67.0]
+    assert [s["score"] for s in results] == [70.0, 70.0]
 
 
 def test_internal_error_ids_are_stable_and_ignore_the_message() -> None:

@@ -121,7 +121,7 @@ def test_hidden_checks_in_grade_reveal_only_status_and_hint(cli, actions: Path, 
     assert "differs" not in message and "call:" not in message
     summary = actions.read_text()
     assert summary.startswith("## G14 grades: 1 submission\n")
-    assert re.search(r"^\| no\\_sqrt\\_dk \| 4 \| 9 \| 7 \| 10 \| 10 \| \d+ \| \d+ / \d+ \| graded \|$", summary, re.M)
+    assert re.search(r"^\| no\\_sqrt\\_dk \| 4 \| 8 \| 7 \| 10 \| 10 \| \d+ \| \d+ / \d+ \| graded \|$", summary, re.M)
 
 
 def test_nothing_outside_github_actions(cli, tmp_path: Path) -> None:

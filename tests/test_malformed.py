@@ -175,8 +175,9 @@ BAD_COMMAND_LINES = [
      ["it holds Attention.PY: rename it attention.py"]),
     ("folder-with-a-backup", lambda t: ["grade", _folder(t, {"attention.py.bak": "x = 1\n"})], 2,
      ["it holds attention.py.bak: rename it attention.py"]),
-    ("folder-with-a-notebook", lambda t: ["grade", _folder(t, {"lab.ipynb": "{}"})], 2,
-     ["it holds a notebook, lab.ipynb: save it as attention.py"]),
+    # (a folder holding lab.ipynb is a class of one student now: notebooks are graded, see test_notebook.py)
+    ("check-with-a-roster", lambda t: ["check", CORRECT, "--roster", t / "r.csv"], 2,
+     ["unrecognized arguments: --roster"]),
     ("unknown-option", lambda t: ["grade", CORRECT, "--frobnicate"], 2, ["unrecognized arguments: --frobnicate"]),
     ("unknown-command", lambda t: ["regrade"], 2, ["invalid choice: 'regrade'"]),
     ("block-the-sandbox", lambda t: ["grade", CORRECT, "-p", "no:sandbox"], 2, ["-p no:sandbox: the sandbox cannot be blocked"]),
@@ -282,8 +283,8 @@ def test_folder_hints_for_students_of_a_class(tmp_path: Path, capsys: pytest.Cap
                "must hold attention.py",
         "cy": f"no attention.py in {cls}/cy: it holds lab/attention.py: move it up into the student folder; the "
               "student folder must hold attention.py",
-        "dee": f"no attention.py in {cls}/dee: it holds a notebook, lab.ipynb: save it as attention.py (File > "
-               "Download as > Python) and send that; the student folder must hold attention.py",
+        "dee": f"no attention.py in {cls}/dee: it holds a notebook, lab.ipynb: rename it attention.ipynb "
+               "(notebooks are graded too) or save it as attention.py; the student folder must hold attention.py",
         "eve": f"no attention.py in {cls}/eve: it holds notes.txt, no attention.py; the student folder must hold "
                "attention.py",
         "fay": f"no attention.py in {cls}/fay: it is empty; the student folder must hold attention.py",

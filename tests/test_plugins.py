@@ -52,13 +52,14 @@ def test_builtins_are_registered_through_the_same_hooks() -> None:
     # pluggy calls the last registered first: the sandbox, then the plain runner.
     runs = pm.hook.grader_run_calls.get_hookimpls()
     assert sorted(pm.get_name(i.plugin) for i in runs if not i.wrapper) == ["runner", "sandbox"]
-    # timing only wraps whichever runner answers, to record call durations for the exporters.
-    # timing, the staff pages and similarity keep what came back (staff: values; similarity: digests).
-    assert sorted(pm.get_name(i.plugin) for i in runs if i.wrapper) == ["similarity", "staff", "timing"]
+    # timing only wraps whichever runner answers, to record call durations for the exporters;
+    # the staff pages and similarity keep what came back (staff: values; similarity: digests);
+    # submission relocates a notebook's line numbers to its cells.
+    assert sorted(pm.get_name(i.plugin) for i in runs if i.wrapper) == ["similarity", "staff", "submission", "timing"]
     assert impls["grader_load_exercise"] == ["yaml_spec"]
     assert sorted(impls["grader_write_reports"]) == [
-        "csv_gradebook", "github", "gradescope", "html_report", "json_report", "junit", "lms", "similarity", "staff",
-        "summary_page",
+        "classroom", "csv_gradebook", "github", "gradescope", "html_report", "json_report", "junit", "lms",
+        "similarity", "staff", "summary_page",
     ]
 
 
@@ -137,14 +138,14 @@ def test_third_party_check_kind_spec_format_and_writer_via_p(cli, tmp_path: Path
     assert code == 0, err
     assert (out / "book.csv").read_text().splitlines() == [
         "student,G14.01,G14.02,G14.03,G14.04,G14.05,G14.06,X01,total",
-        "correct_numpy,10,10,10,10,10,17,4,71",
-        "mib_decimal,10,10,10,10,5,17,4,66",
+        "correct_numpy,10,10,10,10,10,20,4,74",
+        "mib_decimal,10,10,10,10,5,20,4,69",
     ]
     assert "extras: 2 submission(s) seen" in stdout
     assert g14_extras.EVENTS[0] == "configure:grade"
     assert g14_extras.EVENTS[-1] == "unconfigure"
     assert "judged:softmax-is-probability:passed" in g14_extras.EVENTS
-    assert "graded:mib_decimal:66" in g14_extras.EVENTS
+    assert "graded:mib_decimal:69" in g14_extras.EVENTS
     # 2 submissions and 7 exercises (the spec of the extra kind included) are known before any is graded.
     first_judged = next(i for i, e in enumerate(g14_extras.EVENTS) if e.startswith("judged:"))
     assert g14_extras.EVENTS.index("collected:2:7") < first_judged
@@ -164,12 +165,12 @@ def test_third_party_plugin_via_entry_point(cli, tmp_path: Path, examples_on_pat
     specs = _specs_with_extras(tmp_path)
     code, stdout, err = cli("grade", SUBMISSIONS / "correct_lists", "--specs", specs, "--out", tmp_path / "o", "-q")
     assert code == 0, err
-    assert (tmp_path / "o" / "grades.csv").read_text().splitlines()[1] == "correct_lists,10,10,10,10,10,17,4,71"
+    assert (tmp_path / "o" / "grades.csv").read_text().splitlines()[1] == "correct_lists,10,10,10,10,10,20,4,74"
     code, stdout, err = cli("validate", "--specs", specs)
-    assert code == 0 and "specs: 7 exercises, 43 checks" in stdout
+    assert code == 0 and "specs: 7 exercises, 47 checks" in stdout
     # Blocked, the plugin's JSON spec is not read at all: no plugin claims it.
     code, stdout, err = cli("validate", "--specs", specs, "-p", "no:extras")
-    assert code == 0 and "specs: 6 exercises, 42 checks" in stdout
+    assert code == 0 and "specs: 6 exercises, 46 checks" in stdout
 
 
 def test_runner_locator_reference_and_scorer_are_overridable(cli, tmp_path: Path, examples_on_path) -> None:
@@ -181,8 +182,8 @@ def test_runner_locator_reference_and_scorer_are_overridable(cli, tmp_path: Path
     sub = results["submissions"][0]
     assert sub["id"] == "ghost" and sub["score"] == 0.0
     assert {c["status"] for e in sub["exercises"] for c in e["checks"]} == {"not_attempted"}
-    # 42 checks, of which shift_invariance and causal_noninterference make 2 calls each.
-    assert g14_fake_runner.SEEN["calls"] == 44
+    # 46 checks, of which shift_invariance and causal_noninterference make 2 calls each.
+    assert g14_fake_runner.SEEN["calls"] == 48
     assert g14_fake_runner.SEEN["reference"] == "reference/attention.py"
     [(sid, key)] = g14_fake_runner.SEEN["keys"]
     assert sid == "ghost" and len(key) == 64

@@ -15,7 +15,8 @@ def test_the_shipped_file_is_up_to_date(cli, tmp_path: Path) -> None:
     """A spec or reference change must come with 'grader publish' (this test says so)."""
     code, out, err = cli("publish", "--out", tmp_path / "public.json")
     assert code == 0, err
-    assert out.strip() == f"{tmp_path / 'public.json'}: 15 visible checks, prepared; 27 hidden checks left out"
+    assert out.strip() == (f"{tmp_path / 'public.json'}: 19 visible checks, prepared; 27 hidden checks left out; "
+                           "29 catalogued mistakes' results on them, for diagnosis")
     assert (tmp_path / "public.json").read_bytes() == BUNDLE.read_bytes(), (
         "grader/data/g14-public.json is stale: run 'grader publish' and commit it"
     )
@@ -67,4 +68,20 @@ def test_public_option_and_a_broken_file(cli, tmp_path: Path) -> None:
     assert code == 3
     assert err.strip() == f"grader: error: {bad}: not a public-checks file of format 1; run 'grader publish' again"
     code, out, err = cli("check", SUBMISSIONS / "correct_numpy" / "attention.py", "--public", BUNDLE)
-    assert code == 0 and "15 passed, 0 failed" in out
+    assert code == 0 and "19 passed, 0 failed" in out
+
+
+def test_check_names_the_likely_mistake_offline_from_the_shipped_data(cli, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A student's folder: no specs, no reference, no mutants; the diagnosis comes from the public file."""
+    import shutil
+
+    shutil.copy(ROOT / "mutants" / "divide_by_dk" / "attention.py", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GRADER_CACHE_DIR", "")
+    code, out, err = cli("check", "attention.py")
+    assert code == 1, err
+    text = " ".join(out.split())
+    assert "likely mistake: The scores are divided by d_k instead of sqrt(d_k)" in text
+    assert "visible checks: 29/30 points" in text
+    code, out, _ = cli("check", "attention.py", "--no-diagnosis")
+    assert "likely mistake" not in out

@@ -53,7 +53,7 @@ def test_json_flag_writes_elsewhere(cli, tmp_path: Path) -> None:
     code, _, _ = cli("grade", SUBMISSIONS / "mib_decimal", "--out", tmp_path / "o", "--json", tmp_path / "r.json", "-q")
     assert code == 0
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["submissions"][0]["score"] == 62.0
+    assert data["submissions"][0]["score"] == 65.0
     assert not (tmp_path / "o" / "results.json").exists()
 
 
@@ -158,8 +158,8 @@ def test_chromium_renders_a_report(graded: dict) -> None:
             capture_output=True, text=True, timeout=120,
         )
     dom = proc.stdout
-    assert '<span class="big" id="total">54 / 67</span>' in dom
-    assert dom.count('class="pill failed"') == 7
+    assert '<span class="big" id="total">56 / 70</span>' in dom
+    assert dom.count('class="pill failed"') == 8
     assert "Chapter section: Mask before normalization" in dom
 
 

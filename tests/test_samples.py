@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")
-FULL = (10, 10, 10, 10, 10, 17)
+FULL = (10, 10, 10, 10, 10, 20)
 
 # Expected points per exercise, in the order of EXERCISES.
 EXPECTED = {
@@ -17,14 +17,14 @@ EXPECTED = {
     "correct_numpy": FULL,
     "starter": (0, 0, 0, 0, 0, 0),
     "syntax_error": (0, 0, 0, 0, 0, 0),
-    "hangs": (10, 10, 10, 0, 10, 17),
-    "mask_after_softmax": (10, 10, 0, 10, 10, 14),
-    "masked_row_nan": (10, 10, 10, 10, 10, 16),
-    "mib_decimal": (10, 10, 10, 10, 5, 17),
-    "no_max_subtraction": (10, 10, 10, 10, 10, 13),
-    "no_sqrt_dk": (4, 9, 7, 10, 10, 16),
-    "transposed_shapes": (2, 5, 7, 10, 10, 12),
-    "unnormalized_scores": (4, 5, 4, 10, 10, 14),
+    "hangs": (10, 10, 10, 0, 10, 20),
+    "mask_after_softmax": (10, 10, 0, 10, 10, 16),
+    "masked_row_nan": (10, 10, 10, 10, 10, 19),
+    "mib_decimal": (10, 10, 10, 10, 5, 20),
+    "no_max_subtraction": (10, 10, 10, 10, 10, 15),
+    "no_sqrt_dk": (4, 8, 7, 10, 10, 19),
+    "transposed_shapes": (2, 4, 7, 10, 10, 15),
+    "unnormalized_scores": (4, 4, 4, 10, 10, 17),
 }
 
 
@@ -41,7 +41,7 @@ def test_score_per_exercise(graded: dict, name: str) -> None:
     sub = graded["by_id"][name]
     got = {e["id"]: e["score"] for e in sub["exercises"]}
     assert got == dict(zip(EXERCISES, map(float, EXPECTED[name])))
-    assert sub["max_score"] == 67.0
+    assert sub["max_score"] == 70.0
     assert sub["score"] == float(sum(EXPECTED[name]))
 
 

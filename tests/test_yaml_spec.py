@@ -26,6 +26,7 @@ G14_02_IDS = (
     "shift-invariance",
     "random-softmax",
     "random-outputs",
+    "scaled-scores-dk3",
 )
 
 
@@ -77,12 +78,12 @@ def test_real_g14_02_loads_with_defaults_filled_in() -> None:
     assert exercise.returns["attention"] == ("outputs", "weights")
     assert tuple(c.id for c in exercise.checks) == G14_02_IDS
     assert [c.kind for c in exercise.checks] == [
-        "literal", "literal", "literal", "literal", "shift_invariance", "compare", "compare",
+        "literal", "literal", "literal", "literal", "shift_invariance", "compare", "compare", "compare",
     ]
-    assert [c.points for c in exercise.checks] == [2.0, 2.0, 1.0, 1.0, 2.0, 1.0, 1.0]
+    assert [c.points for c in exercise.checks] == [2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     assert exercise.max_score == 10.0
     assert [c.visibility for c in exercise.checks] == [
-        "visible", "visible", "visible", "hidden", "hidden", "hidden", "hidden",
+        "visible", "visible", "visible", "hidden", "hidden", "hidden", "hidden", "visible",
     ]
     # defaults fill in timeout and hint; a check's own hint wins
     assert all(c.timeout == 2.0 and isinstance(c.timeout, float) for c in exercise.checks)
@@ -92,11 +93,11 @@ def test_real_g14_02_loads_with_defaults_filled_in() -> None:
     assert default_hint == parse_yaml(path)["defaults"]["hint"]
     raw = parse_yaml(path)["checks"]
     own_hint = ["hint" in r for r in raw]
-    assert own_hint[4] and not any(own_hint[:4]) and not own_hint[5]
+    assert own_hint[4] and not any(own_hint[:4]) and not own_hint[5] and own_hint[7]
     assert [c.hint == default_hint for c in exercise.checks] == [not h for h in own_hint]
     assert exercise.checks[4].hint.startswith("The common factor exp(c) cancels")
     # seeds: exercise seed * 1000 + index; kind-specific keys go to params
-    assert [c.seed for c in exercise.checks] == [1402000 + i for i in range(7)]
+    assert [c.seed for c in exercise.checks] == [1402000 + i for i in range(8)]
     zero = exercise.checks[0]
     assert zero.function == "attention"
     assert zero.args == {"Q": [[0.0]], "K": [[0.0], [0.0]], "V": [[2.0], [8.0]]}
@@ -110,22 +111,22 @@ def test_check_seed_overrides_the_derived_seed(tmp_path: Path) -> None:
     path = spec_copy(tmp_path)
     edit(path, "  - id: random-softmax\n", "  - id: random-softmax\n    seed: 77\n")
     exercise = exercise_from_data(str(path), parse_yaml(str(path)), KINDS)
-    assert [c.seed for c in exercise.checks] == [1402000, 1402001, 1402002, 1402003, 1402004, 77, 1402006]
+    assert [c.seed for c in exercise.checks] == [1402000, 1402001, 1402002, 1402003, 1402004, 77, 1402006, 1402007]
 
 
 def test_validate_real_specs(cli) -> None:  # noqa: ANN001
     code, out, err = cli("validate")
     assert code == 0, err
     assert err == ""
-    assert "specs: 6 exercises, 42 checks; 13 hand values agree with the reference" in out
-    assert "reference scores 67/67: valid" in out
+    assert "specs: 6 exercises, 46 checks; 13 hand values agree with the reference" in out
+    assert "reference scores 70/70: valid" in out
 
 
 def test_validate_a_copied_spec_alone(cli, tmp_path: Path) -> None:  # noqa: ANN001
     path = spec_copy(tmp_path)
     code, out, err = cli("validate", "--specs", path.parent, "--reference", REFERENCE)
     assert code == 0, err
-    assert "specs: 1 exercises, 7 checks; 4 hand values agree with the reference" in out
+    assert "specs: 1 exercises, 8 checks; 4 hand values agree with the reference" in out
     assert "reference scores 10/10: valid" in out
 
 

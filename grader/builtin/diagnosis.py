@@ -14,8 +14,14 @@ on disk (`grader.catalogue.run_entries`). The comparison happens here, in
 the grader's process, on returned data only. A diagnosis holds no input and
 no expected value, so it is shown for hidden checks too.
 
-``--no-diagnosis`` turns it off. A missing catalogue turns it off silently
-unless ``--mutants`` was given explicitly.
+Without a catalogue (a student's own folder, where ``grader check`` runs
+the public checks shipped with the package), the table comes from the
+public-checks file instead: ``grader publish`` stored there each mistake's
+returned data on each visible check (`grader.public.load_mistakes`), so
+the diagnosis works offline with no mutant code installed.
+
+``--no-diagnosis`` turns it off. A missing catalogue (and no precomputed
+data) turns it off silently unless ``--mutants`` was given explicitly.
 """
 
 from __future__ import annotations
@@ -169,6 +175,19 @@ def _catalogue(config: Any) -> Catalogue | None:
         return None
 
 
+def _precomputed(config: Any) -> DiagnosisTable | None:
+    """The table stored in the public-checks file this session runs, if it runs one."""
+    from pathlib import Path
+
+    from grader.public import load_mistakes
+    from grader.session import public_bundle
+
+    if config.command != "check":
+        return None
+    bundle = public_bundle(config, Path(config.option("specs") or ""))
+    return load_mistakes(bundle) if bundle is not None else None
+
+
 def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> DiagnosisTable | None:
     """This session's table, built on first use (thread-safe).
 
@@ -195,7 +214,10 @@ def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> Diag
         if _TABLE not in config.stash:
             collected = config.stash.get("collected")
             catalogue = _catalogue(config) if collected is not None else None
-            config.stash[_TABLE] = build_table(config, collected, catalogue, outcomes) if catalogue else None
+            if catalogue:
+                config.stash[_TABLE] = build_table(config, collected, catalogue, outcomes)
+            else:
+                config.stash[_TABLE] = _precomputed(config) if collected is not None else None
     return config.stash[_TABLE]
 
 

@@ -17,17 +17,28 @@ With ``--roster FILE`` (a CSV whose first row names an ``id`` column, see
 
 A student folder without ``attention.py`` still becomes a submission, graded
 "error" with the reason, so that no student silently disappears.
+
+A notebook (``attention.ipynb``, or ``<student>.ipynb`` in a class folder,
+or a student folder holding ``attention.ipynb`` and no ``attention.py``)
+is read with nbformat, never run in a kernel: its code cells are joined
+into an ``attention.py`` in a scratch folder (`grader.notebook`), which is
+graded; IPython lines are left out with a note on stderr, and every line
+number in what the runner brings back names the cell and the line in it
+(a ``grader_run_calls`` wrapper).
 """
 
 from __future__ import annotations
 
+import atexit
 import csv
+import dataclasses
 import hashlib
 import os
 import shutil
 import stat
 import sys
 import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,12 +46,17 @@ from typing import Any
 from grader.archive import ArchiveError, safe_extract
 from grader.errors import UsageError
 from grader.fileio import scratch_prefix
-from grader.safetext import display
-from grader.models import Submission
+from grader.models import CallResult, Submission
 from grader.naming import display_name, what_it_holds
 from grader.plugins import hookimpl
+from grader.safetext import display
 
 FILENAME = "attention.py"
+NOTEBOOK = "attention.ipynb"
+
+_NOTEBOOKS: dict[str, Any] = {}
+"""Scratch file of each converted notebook -> its `grader.notebook.Notebook` (line map)."""
+_NB_LOCK = threading.Lock()
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
 """Largest submission file graded, in bytes (2 MiB)."""
 
@@ -143,6 +159,44 @@ def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b
     return Submission(sid, shown, str(file), digest.hexdigest(), raw_name=raw_name)
 
 
+def notebook_submission(sid: str, path: Path, notebook: Path, raw_name: bytes = b"") -> Submission:
+    """A notebook's submission: the notebook checked like a file, then its code cells as a scratch ``attention.py``.
+
+    The scratch folder is removed when the process ends (``atexit``) or by
+    ``grader_unconfigure``.
+    """
+    from grader.notebook import NotebookError, convert
+
+    sub = make_submission(sid, path, notebook, raw_name)
+    if sub.problem:
+        return sub
+    try:
+        nb = convert(notebook)
+    except NotebookError as exc:
+        return replace(sub, file=None, problem=str(exc))
+    for note in nb.notes:
+        print(f"grader: note: {display(note)}", file=sys.stderr)
+    folder = Path(tempfile.mkdtemp(prefix=scratch_prefix("nb")))
+    _scratch_folders.append(folder)
+    target = folder / FILENAME
+    data = nb.source.encode("utf-8", "surrogatepass")
+    target.write_bytes(data)
+    with _NB_LOCK:
+        _NOTEBOOKS[str(target)] = nb
+    return replace(sub, file=str(target), sha256=hashlib.sha256(data).hexdigest())
+
+
+_scratch_folders: list[Path] = []
+
+
+def _remove_scratch() -> None:
+    while _scratch_folders:
+        shutil.rmtree(_scratch_folders.pop(), ignore_errors=True)
+
+
+atexit.register(_remove_scratch)
+
+
 def _child(child: Path) -> Submission | None:
     """The submission of one entry of a class folder, or None when it is not one."""
     raw = os.fsencode(child.name)
@@ -160,9 +214,13 @@ def _child(child: Path) -> Submission | None:
                               raw_name=raw)
         return None
     if stat.S_ISDIR(info.st_mode):
+        if not os.path.lexists(child / FILENAME) and os.path.lexists(child / NOTEBOOK):
+            return notebook_submission(name, child, child / NOTEBOOK, raw)
         return make_submission(name, child, child / FILENAME, raw)
     if name.endswith(".py"):
         return make_submission(name[:-3], child, child, raw)
+    if name.endswith(".ipynb"):
+        return notebook_submission(name[:-6], child, child, raw)
     return None
 
 
@@ -187,6 +245,9 @@ def locate(path: str) -> list[Submission]:
     if info is None or not os.path.lexists(p):
         raise UsageError(f"{shown}: no such file or folder; give an {FILENAME}, a student folder or a folder of them")
     if not stat.S_ISDIR(info.st_mode):
+        if p.suffix == ".ipynb":
+            folder = p.resolve().parent.name if p.name == NOTEBOOK else p.name[:-6]
+            return [notebook_submission(display_name(folder), p, p, os.fsencode(folder))]
         if p.suffix != ".py":
             raise UsageError(f"{shown}: not a Python file; give an {FILENAME}, a student folder or a folder of them")
         folder = p.resolve().parent.name if p.name == FILENAME else p.name
@@ -195,6 +256,9 @@ def locate(path: str) -> list[Submission]:
     if os.path.lexists(p / FILENAME):
         folder = p.resolve().name
         return [make_submission(display_name(folder), p, p / FILENAME, os.fsencode(folder))]
+    if os.path.lexists(p / NOTEBOOK):
+        folder = p.resolve().name
+        return [notebook_submission(display_name(folder), p, p / NOTEBOOK, os.fsencode(folder))]
     found: list[Submission] = []
     try:
         children = sorted(os.listdir(p), key=os.fsencode)
@@ -354,3 +418,27 @@ def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
 def grader_unconfigure(config: Any) -> None:
     for folder in config.stash.pop("submission.tempdirs", []):
         shutil.rmtree(folder, ignore_errors=True)
+    _remove_scratch()
+    with _NB_LOCK:
+        _NOTEBOOKS.clear()
+
+
+def _relocated(result: CallResult, nb: Any) -> CallResult:
+    return dataclasses.replace(result, where=nb.relocate(result.where), message=nb.relocate(result.message))
+
+
+@hookimpl(wrapper=True, trylast=True)
+def grader_run_calls(submission: Submission, calls: Any, config: Any) -> Any:
+    """For a notebook, point every line number the runner brings back at the cell and the line in it.
+
+    ``trylast``: the innermost wrapper, so timing and third-party wrappers see the relocated results.
+    """
+    outcome = yield
+    with _NB_LOCK:
+        nb = _NOTEBOOKS.get(submission.file or "")
+    if nb is None or outcome is None:
+        return outcome
+    return dataclasses.replace(
+        outcome, results=tuple(_relocated(r, nb) for r in outcome.results),
+        import_error=nb.relocate(outcome.import_error), stdout=outcome.stdout, stderr=nb.relocate(outcome.stderr),
+    )

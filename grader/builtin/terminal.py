@@ -4,8 +4,11 @@
 and ETA on a terminal (tqdm), or a plain line at most every 2 seconds (and
 for every submission that cannot run) when stderr is not a terminal; then a
 table of scores per exercise. ``check`` prints every visible check with what went
-wrong, then "N passed, N failed" and how many hidden checks run at grading.
-``-q`` prints only the final lines.
+wrong (one line per function not attempted yet, each number once, wrapped
+to the terminal's width, marks coloured on a terminal unless ``NO_COLOR``
+is set), what the file printed, then "N passed, N failed" and how many
+hidden checks run at grading; a folder of students gets a header per
+student. ``-q`` prints only the final lines.
 
 Student text (ids, paths, exception messages, what the code printed) goes
 through `grader.safetext.display` first: no escape sequence, control or
@@ -17,6 +20,9 @@ student text can run as a workflow command.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import sys
 import textwrap
 import time
@@ -115,14 +121,45 @@ def grader_unconfigure(config: Any) -> None:
 
 INDENT = " " * 10
 
+PRINTED_LINES = 12
+"""Lines of what a submission printed that ``check`` shows (the rest is counted)."""
+
+COLOURS = {"PASS": "32", "FAIL": "31", "ERROR": "31", "TIMEOUT": "31", "TODO": "33"}
+"""ANSI colour of each mark at the start of a ``check`` line (green, red, yellow)."""
+
+_MARK_AT_START = re.compile(r"^(\s*)(PASS|FAIL|ERROR|TIMEOUT|TODO)\b")
+
+
+def use_colour(stream: Any = None) -> bool:
+    """Whether to colour the marks: a terminal, ``NO_COLOR`` unset or empty (no-color.org), ``TERM`` not dumb."""
+    stream = stream if stream is not None else sys.stdout
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def colourize(line: str) -> str:
+    """Colour the mark that starts a line (the grader's own word, never student text)."""
+    return _MARK_AT_START.sub(lambda m: f"{m.group(1)}\x1b[{COLOURS[m.group(2)]}m{m.group(2)}\x1b[0m", line, count=1)
+
+
+def width() -> int:
+    """Columns to wrap to: the terminal's (``COLUMNS`` when set), between 40 and 100; 100 off a terminal."""
+    columns = shutil.get_terminal_size((100, 24)).columns
+    return max(40, min(columns, 100))
+
 
 def shown_id(sid: str, limit: int = ID_WIDTH) -> str:
     """A student id as the terminal shows it: inert (`grader.safetext.display`), one line, cut to ``limit``."""
     return _one_line(sid, limit)
 
 
-def _wrapped(text: str) -> str:
-    return textwrap.fill(" ".join(display(text).split()), width=100, initial_indent=INDENT, subsequent_indent=INDENT + "  ")
+def _wrapped(text: str, first: str = INDENT, rest: str = INDENT + "  ") -> str:
+    return textwrap.fill(" ".join(display(text).split()), width=width(), initial_indent=first, subsequent_indent=rest,
+                         break_long_words=True, break_on_hyphens=False)
 
 
 def _one_line(text: str, limit: int = 160) -> str:
@@ -130,37 +167,117 @@ def _one_line(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _said(value: str, message: str) -> bool:
+    """Whether a detail's value is already in the message (each number is stated once)."""
+    value = " ".join(display(value).split())
+    return bool(value) and value in " ".join(display(message).split())
+
+
+def _not_attempted(sub: SubmissionResult, functions: dict[tuple[str, str], str]) -> dict[str, list[Any]]:
+    """Function name to [checks, points, exercise ids] of its not-attempted checks, in first-seen order."""
+    todo: dict[str, list[Any]] = {}
+    for ex in sub.exercises:
+        for c in ex.checks:
+            if c.status != "not_attempted":
+                continue
+            row = todo.setdefault(functions.get((ex.id, c.id), "") or "a function", [0, 0.0, []])
+            row[0] += 1
+            row[1] += c.max_score
+            if ex.id not in row[2]:
+                row[2].append(ex.id)
+    return todo
+
+
+def failure_lines(c: Any) -> list[str]:
+    """What ``check`` prints under a check that did not pass (also pytest's failure text).
+
+    The message, the details it does not already state (each number once),
+    the likely mistake and the hint, wrapped to `width`, student text inert.
+    """
+    lines = _wrapped(c.message).split("\n")
+    limit = max(20, width() - len(INDENT) - 20)
+    for label, value in c.details:
+        if not _said(value, c.message):
+            lines.append(f"{INDENT}{display(label)}: {_one_line(value, limit)}")
+    for d in c.diagnosis:
+        lines += _wrapped(f"likely mistake: {d.misconception} See the chapter section \"{d.section}\".").split("\n")
+    if c.hint:
+        lines += _wrapped("hint: " + c.hint).split("\n")
+    return lines
+
+
+def _check_lines(sub: SubmissionResult, config: Any, functions: dict[tuple[str, str], str],
+                 write: Callable[[str], None]) -> None:
+    quiet = config.option("quiet")
+    for ex in sub.exercises:
+        if quiet:
+            continue
+        marks = {c.status for c in ex.checks}
+        if marks == {"passed"}:
+            write(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g}  PASS all {len(ex.checks)}")
+            continue
+        write(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g}")
+        for c in ex.checks:
+            if c.status == "not_attempted" or (sub.status == "error" and c.status == "error"):
+                continue  # one line per function below; a file that cannot run is said once
+            write(f"  {MARKS.get(c.status, c.status.upper()):7} {display(c.id)}")
+            if c.status == "passed":
+                continue
+            for line in failure_lines(c):
+                write(line)
+
+
+def _printed(sub: SubmissionResult, write: Callable[[str], None]) -> None:
+    """What the submission printed while the visible checks ran (``check`` runs no hidden call)."""
+    text = display(sub.stdout, newlines=True).rstrip("\n")
+    if not text.strip():
+        return
+    lines = text.split("\n")
+    write("your prints (what the file printed while the visible checks ran):")
+    for line in lines[:PRINTED_LINES]:
+        write("  | " + _one_line(line, max(20, width() - 4)))
+    if len(lines) > PRINTED_LINES:
+        write(f"  | ... and {len(lines) - PRINTED_LINES} more lines")
+
+
 def summary_check(report: GradingReport, config: Any, write: Callable[[str], None]) -> None:
-    """The student-facing summary of ``grader check``."""
+    """The student-facing summary of ``grader check``.
+
+    Per exercise a line with its points (``PASS all N`` when every check
+    passes), then each check that was run: its mark, and for one that did
+    not pass, the message, the details the message does not already state,
+    the likely mistake and the hint. Checks of a function that still raises
+    ``NotImplementedError`` are one line per function. Then what the file
+    printed, and the totals. With several submissions (a folder), each
+    starts with a header naming the student.
+    """
     collected = config.stash.get("collected")
+    functions = {(e.id, c.id): c.function for e in report.exercises for c in e.checks}
+    many = len(report.submissions) > 1
     for sub in report.submissions:
+        if many:
+            write(f"== {shown_id(sub.id)} ({_one_line(sub.path, 80)}) ==")
         if sub.status == "error":
             write(f"ERROR {display(sub.path)}: {display(sub.error)}")
-        passed = failed = todo = 0
-        for ex in sub.exercises:
-            if not config.option("quiet"):
-                write(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g}")
-            for c in ex.checks:
-                if c.status == "passed":
-                    passed += 1
-                elif c.status == "not_attempted":
-                    todo += 1
-                else:
-                    failed += 1
-                if config.option("quiet") or (sub.status == "error" and c.status == "error"):
-                    continue
-                write(f"  {MARKS.get(c.status, c.status.upper()):7} {display(c.id)}")
-                if c.status != "passed":
-                    write(_wrapped(c.message))
-                    for label, value in c.details:
-                        if label != "call" or c.status != "not_attempted":
-                            write(f"{INDENT}{display(label)}: {_one_line(value, 200)}")
-                    for d in c.diagnosis:
-                        write(_wrapped(f"likely mistake: {d.misconception} See the chapter section \"{d.section}\"."))
-                    write(_wrapped("hint: " + c.hint))
+        passed = sum(1 for e in sub.exercises for c in e.checks if c.status == "passed")
+        todo_n = sum(1 for e in sub.exercises for c in e.checks if c.status == "not_attempted")
+        failed = sum(len(e.checks) for e in sub.exercises) - passed - todo_n
+        _check_lines(sub, config, functions, write)
+        if not config.option("quiet"):
+            todo = _not_attempted(sub, functions)
+            for function, (count, points, exercises) in todo.items():
+                word = "check" if count == 1 else "checks"
+                write(_wrapped(f"{display(function)}: {count} {word} not attempted ({' '.join(map(display, exercises))})",
+                               first="  TODO    ", rest=INDENT))
+            if todo:
+                write(f"{INDENT}(not attempted: the function still raises NotImplementedError)")
+            _printed(sub, write)
         hidden = collected.hidden_count if collected else 0
-        write(f"{passed} passed, {failed} failed" + (f", {todo} not attempted" if todo else ""))
-        write(f"visible checks: {sub.score:g}/{sub.max_score:g} points; {hidden} hidden checks run at grading")
+        write(f"{passed} passed, {failed} failed" + (f", {todo_n} not attempted" if todo_n else ""))
+        write(_wrapped(f"visible checks: {sub.score:g}/{sub.max_score:g} points; {hidden} hidden checks run at "
+                       "grading", first="", rest="  "))
+        if many:
+            write("")
 
 
 def summary_grade(report: GradingReport, config: Any, write: Callable[[str], None]) -> None:
@@ -192,8 +309,11 @@ def grader_terminal_summary(report: GradingReport, config: Any, write: Callable[
     if config.command not in ("check", "grade"):
         return
 
+    colour = config.command == "check" and use_colour()
+
     def safe(line: str) -> None:
-        write(display(line, newlines=True))  # line breaks here are the grader's (wrapped text)
+        line = display(line, newlines=True)  # line breaks here are the grader's (wrapped text)
+        write(colourize(line) if colour else line)  # colour after display: only the grader's own marks
 
     summary = summary_check if config.command == "check" else summary_grade
     if not in_github_actions():

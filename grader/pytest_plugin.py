@@ -1,0 +1,145 @@
+"""The visible checks as pytest tests, in a student's folder (entry point ``pytest11``: ``grader``).
+
+Run ``pytest`` in the folder holding your ``attention.py`` (or
+``attention.ipynb``): it collects one test per visible check, named by
+exercise and check id (``attention.py::G14.03::causal-two-positions``), so
+``-k G14.03`` selects an exercise. A check that does not pass fails with
+the text ``grader check`` prints for it; a function that still raises
+``NotImplementedError`` skips its checks ("not attempted"). Points are in
+the terminal summary and, with ``--junitxml``, as the properties
+``points``, ``max_points``, ``exercise`` and ``check`` of each test case.
+Hidden checks run only at grading (``grader grade``), never here.
+
+When it is on
+-------------
+The ini option ``grader_checks`` decides (``pytest.ini``, ``tox.ini``,
+``setup.cfg`` or ``pyproject.toml``'s ``[tool.pytest.ini_options]``):
+
+``auto`` (default)
+    on when the root folder (pytest's ``rootdir``) holds ``attention.py``
+    or ``attention.ipynb`` and is not the grader's own repository (no
+    ``grader/cli.py`` and no ``exercises/`` folder there), so the
+    grader's own test suite is never disturbed;
+``true``
+    on wherever ``attention.py`` sits in the root folder;
+``false``
+    off. ``-p no:grader`` turns the plugin off too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NAMES = ("attention.py", "attention.ipynb")
+_RUN = pytest.StashKey[Any]()
+
+
+def pytest_addoption(parser: Any) -> None:
+    parser.addini("grader_checks", "run the G14 visible checks as tests: auto (default), true or false",
+                  default="auto")
+
+
+def active(config: Any) -> bool:
+    """Whether the plugin collects the checks in this session (see the module docstring)."""
+    value = str(config.getini("grader_checks") or "auto").strip().lower()
+    if value in ("false", "0", "no", "off"):
+        return False
+    root = Path(config.rootpath)
+    if not any((root / name).is_file() for name in NAMES):
+        return False
+    if value in ("true", "1", "yes", "on"):
+        return True
+    return not (root / "grader" / "cli.py").is_file() and not (root / "exercises").is_dir()
+
+
+def pytest_collect_file(file_path: Path, parent: Any) -> Any:
+    config = parent.config
+    if file_path.name not in NAMES or Path(file_path).parent != Path(config.rootpath) or not active(config):
+        return None
+    if file_path.name == "attention.ipynb" and (file_path.parent / "attention.py").is_file():
+        return None  # the .py is the submission when both are there
+    return SubmissionFile.from_parent(parent, path=file_path)
+
+
+class CheckFailed(Exception):
+    """A visible check that did not pass; its text is what ``grader check`` prints."""
+
+
+class SubmissionFile(pytest.File):
+    """The student's file: graded once, one collector per exercise."""
+
+    def collect(self) -> Any:
+        from grader.errors import GraderError
+        from grader.student import run_check
+
+        try:
+            run = run_check(str(self.path))
+        except GraderError as exc:
+            raise self.CollectError(f"grader: error: {exc}") from None
+        self.config.stash[_RUN] = run
+        sub = run.report.submissions[0]
+        for ex in sub.exercises:
+            yield ExerciseNode.from_parent(self, name=ex.id, result=ex, submission=sub, run=run)
+
+
+class ExerciseNode(pytest.Collector):
+    def __init__(self, *, result: Any, submission: Any, run: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.result, self.submission, self.run = result, submission, run
+
+    def collect(self) -> Any:
+        for c in self.result.checks:
+            yield CheckItem.from_parent(self, name=c.id, check=c)
+
+
+class CheckItem(pytest.Item):
+    def __init__(self, *, check: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.check = check
+        ex = self.parent.result
+        self.user_properties += [("exercise", ex.id), ("check", check.id),
+                                 ("points", f"{check.score:g}"), ("max_points", f"{check.max_score:g}")]
+
+    def runtest(self) -> None:
+        from grader.safetext import display
+
+        c = self.check
+        if c.status == "passed":
+            return
+        sub = self.parent.submission
+        if sub.status == "error":
+            raise CheckFailed(f"{display(sub.path)}: {display(sub.error)}")
+        if c.status == "not_attempted":
+            function = self.parent.run.functions.get((self.parent.result.id, c.id), "the function")
+            pytest.skip(f"not attempted: {display(function)} still raises NotImplementedError")
+        from grader.builtin.terminal import MARKS, failure_lines
+
+        raise CheckFailed("\n".join([f"{MARKS.get(c.status, c.status.upper())} {display(c.id)}",
+                                     *failure_lines(c)]))
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+        if isinstance(excinfo.value, CheckFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"{self.parent.result.id} {self.check.id} ({self.check.max_score:g} points)"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
+    """Points per exercise and in total, for the checks that ran."""
+    run = config.stash.get(_RUN, None)
+    if run is None:
+        return
+    from grader.safetext import display
+
+    terminalreporter.section("G14 visible checks")
+    sub = run.report.submissions[0]
+    for ex in sub.exercises:
+        terminalreporter.write_line(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g} points")
+    terminalreporter.write_line(
+        f"visible checks: {sub.score:g}/{sub.max_score:g} points; {run.hidden_count} hidden checks run at grading "
+        "(the grade comes from 'grader grade', not from this run)")
