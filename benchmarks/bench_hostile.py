@@ -19,8 +19,8 @@ Three measures, each printed with what it is compared with:
   submission (it burns 0.3 s of CPU in each G14.04 call, whose timeout is
   2 s) is graded beside a job-side CPU hog (threads spinning at import and
   in every call) while two outside processes keep both cores busy. The
-  correct submission must keep 67/67 every time.
-* The honest sibling of the flood keeps 67/67.
+  correct submission must keep full marks every time.
+* The honest sibling of the flood keeps full marks.
 
 Every figure comes from this one run, on this machine.
 """
@@ -119,6 +119,7 @@ def grade(folder: Path, out: Path, jobs: int) -> dict:
         raise SystemExit(f"grader failed:\n{proc.stdout}\n{proc.stderr}") from None
     results = json.loads((out / "results.json").read_text())["submissions"]
     figures["scores"] = {s["id"]: s["score"] for s in results}
+    figures["max_score"] = max((s["max_score"] for s in results), default=0.0)
     figures["errors"] = {s["id"]: s["error"] for s in results}
     return figures
 
@@ -134,7 +135,7 @@ def flood(base: Path, n: int, jobs: int) -> None:
           f"{1000 * a['cpu'] / n:.1f} ms of grader CPU per submission")
     print(f"flood class: {n} hostile + 1 honest; grader peak RSS {b['maxrss_mib']:.0f} MiB, "
           f"{1000 * b['cpu'] / (n + 1):.1f} ms of grader CPU per submission; "
-          f"the honest sibling scored {b['scores']['sibling']:g}/67")
+          f"the honest sibling scored {b['scores']['sibling']:g}/{b['max_score']:g}")
     sample = b["errors"].get("f000", "")
     print(f"  a flooder's result: score {b['scores']['f000']:g}; error {sample!r}")
 
@@ -143,18 +144,20 @@ def fairness(base: Path, runs: int, jobs: int) -> None:
     folder = base / "fair"
     write_class(folder, {"slow_correct": CORRECT + SLOW, "hog": CORRECT.replace("import numpy as np", "import numpy as np" + HOG, 1)})
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
-    scores = []
+    scores, full_marks = [], 0.0
     try:
         for run in range(runs):
             out = base / f"out-fair-{run}"
-            scores.append(grade(folder, out, jobs)["scores"]["slow_correct"])
+            figures = grade(folder, out, jobs)
+            scores.append(figures["scores"]["slow_correct"])
+            full_marks = figures["max_score"]
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
-    full = sum(1 for s in scores if s == 67.0)
+    full = sum(1 for s in scores if s == full_marks)
     print(f"fairness under load ({len(hogs)} outside CPU hogs, a job-side hog graded beside): the slow but correct "
-          f"submission scored 67/67 in {full} of {runs} runs (scores: {sorted(set(scores))})")
+          f"submission scored {full_marks:g}/{full_marks:g} in {full} of {runs} runs (scores: {sorted(set(scores))})")
 
 
 def main() -> None:

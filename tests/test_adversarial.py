@@ -141,6 +141,8 @@ class Attack:
     absent: tuple = ()
 
 
+FULL_MARKS = 70.0
+"""The course's total (the specs' points): an honest correct classmate's score."""
 HONEST_WRONG = "mib differs from the expected value"
 CPU_TIME_OUT = "bytes_to_mib did not finish: the call used more than 2 s of CPU time"
 WALL_TIME_OUT = "bytes_to_mib did not finish: the call took longer than 8 s of wall-clock time"
@@ -714,7 +716,7 @@ def test_the_baselines_are_graded_as_usual(attacked: dict) -> None:
 def test_the_honest_classmate_keeps_full_marks(attacked: dict) -> None:
     classmate = attacked["by_id"][CLASSMATE]
     assert classmate["status"] == "graded", classmate["error"]
-    assert classmate["score"] == classmate["max_score"] == 67
+    assert classmate["score"] == classmate["max_score"] == FULL_MARKS
 
 
 def test_every_class_level_file_is_written(attacked: dict) -> None:
@@ -1155,7 +1157,7 @@ SOURCES = {
     "correct": ROOT / "submissions" / "correct_numpy" / "attention.py",
     "starter": ROOT / "submissions" / "starter" / "attention.py",
 }
-SCORES = {"honest": 62.0, "correct": 67.0, "starter": 0.0}
+SCORES = {"honest": FULL_MARKS - 5, "correct": FULL_MARKS, "starter": 0.0}
 
 
 def _named_zip(path: Path) -> None:
@@ -1455,7 +1457,7 @@ def test_the_grader_s_memory_and_cpu_stay_bounded(parent_load: dict) -> None:
 def test_classmates_beside_a_hog_keep_full_marks(parent_load: dict, name: str) -> None:
     sub = parent_load["by_id"][name]
     assert sub["status"] == "graded", sub["error"]
-    assert sub["score"] == sub["max_score"] == 67, [c for e in sub["exercises"] for c in e["checks"]
+    assert sub["score"] == sub["max_score"] == FULL_MARKS, [c for e in sub["exercises"] for c in e["checks"]
                                                      if c["status"] != "passed"][:3]
 
 
