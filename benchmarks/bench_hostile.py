@@ -10,7 +10,7 @@ Three measures, each printed with what it is compared with:
   the grader the largest frames it can on every call (results of millions
   of numbers, forged frames with a length prefix near the 64 MiB cap,
   deep and wide junk), graded beside one honest classmate. Printed: the
-  grader process's own peak RSS (``ru_maxrss`` of that process alone, not
+  grader process's own peak RSS (``VmHWM`` of that process alone, not
   of the zygote and jobs) and its CPU seconds per submission, against the
   same figures for ``--n`` honest submissions. Bounded means: the flood's
   peak RSS stays within a fixed margin of the honest class's, whatever
@@ -92,12 +92,13 @@ def softmax_backward(p, u):
 '''
 
 MEASURE = """
-import json, resource, sys, time
+import json, sys, time
 from grader.cli import main
 start = time.process_time()
 code = main(sys.argv[1:])
-usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"code": code, "cpu": time.process_time() - start, "maxrss_mib": usage.ru_maxrss / 1024}))
+with open("/proc/self/status") as fh:  # this process's own peak (ru_maxrss may hold the parent's, after vfork)
+    hwm = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+print(json.dumps({"code": code, "cpu": time.process_time() - start, "maxrss_mib": hwm / 1024}))
 """
 
 
