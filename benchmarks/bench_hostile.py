@@ -172,7 +172,8 @@ def main() -> None:
     os.chmod(base, 0o755)
     try:
         flood(base, args.n, args.jobs)
-        fairness(base, args.runs, args.jobs)
+        if args.runs:
+            fairness(base, args.runs, args.jobs)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
