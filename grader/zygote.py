@@ -700,18 +700,7 @@ def job_tmpfs(jobdir, uid, size):
     return where
 
 
-def _read_exactly(fd, n):
-    chunks = []
-    while n > 0:
-        chunk = os.read(fd, min(n, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-def receive_task(request):
+def receive_task(request, read_exactly):
     """Wait on stdin for the job's task; write the submission into the job folder; return the request.
 
     A job is started before the grader knows which submission it will run
@@ -721,13 +710,15 @@ def receive_task(request):
     instead means the job is not needed: it leaves. The worker then reads
     its calls, one at a time, from the same pipe (see ``worker.run``): a
     call's arguments reach the job only when the call is made.
+    ``read_exactly(fd, n)`` is the worker's own reader (n bytes, or None at
+    end-of-file).
     """
-    header = _read_exactly(0, 8)
+    header = read_exactly(0, 8)
     if header is None:
         os._exit(0)
     n_task, n_source = struct.unpack(">II", header)
-    task = json.loads(_read_exactly(0, n_task) or b"null")
-    source = _read_exactly(0, n_source) if n_source else b""
+    task = json.loads(read_exactly(0, n_task) or b"null")
+    source = read_exactly(0, n_source) if n_source else b""
     if not isinstance(task, dict) or source is None:
         os._exit(0)
     with open(request["file"], "wb") as fh:
@@ -878,7 +869,7 @@ def job(request, fds, control_fd, worker, layers, reason_fd=-1):
             # Fail closed: student code never runs without the filesystem allow-list, or as root.
             raise OSError(errno.EPERM, f"a required layer did not apply (landlock: {layers.get('landlock')}, "
                                        f"uid: {layers.get('uid')})")
-        task = receive_task(request)
+        task = receive_task(request, worker._read_exactly)
         if reason_fd >= 0:
             os.close(reason_fd)  # before any student code runs
             reason_fd = -1
