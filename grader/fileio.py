@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,6 +32,9 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
         If the folder is not writable; the destination is then unchanged.
     """
     dest = Path(path)
+    kind = not_regular(dest)
+    if kind:  # a rename would replace a device, a FIFO or a link (even /dev/null, as root)
+        raise OSError(errno.EEXIST, f"{dest} is {kind}, not a regular file")
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
     try:
@@ -43,6 +48,20 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def not_regular(path: str | os.PathLike[str]) -> str:
+    """What ``path`` is when it exists and is not a regular file ("a symbolic link", "a FIFO"...), else ""."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return ""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return ""
 
 
 def safe_name(text: str) -> str:
@@ -151,6 +170,9 @@ def output_file(text: str) -> str:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    kind = not_regular(path)
+    if kind:
+        raise argparse.ArgumentTypeError(f"{text} is {kind}, which the grader would replace; give a regular file's path")
     folder = path.absolute().parent
     while not folder.exists():
         folder = folder.parent

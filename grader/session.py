@@ -570,7 +570,10 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         submissions=tuple(r for r in results if r is not None),
         exercises=collected.exercises,
     )
-    failed = call_each(config, "grader_write_reports", report=report, config=config)
+    errors: list[GraderError] = []
+    failed = call_each(config, "grader_write_reports", report=report, config=config, _errors=errors)
+    if errors:  # a writer's one-line error (a refused Canvas push): the other writers' files are written
+        raise errors[0]
     if failed:
         names = ", ".join(f"{plugin} ({fault})" for plugin, fault in failed)
         raise WriterError(f"{len(failed)} report writer(s) failed: {names}; every other file was written "
@@ -636,11 +639,15 @@ def call_each(config: Config, hook_name: str, /, **kwargs: Any) -> list[tuple[st
     not stop the others (pluggy stops at the first). A hook with a wrapper
     is called as a whole instead, so wrappers keep their meaning.
 
+    A `grader.errors.GraderError` (a one-line error) is appended to
+    ``_errors`` when that list is given, and raised otherwise.
+
     Returns
     -------
     list of (str, str)
         (plugin name, internal-error id) of each implementation that raised.
     """
+    errors = kwargs.pop("_errors", None)
     caller = getattr(config.hook, hook_name)
     impls = caller.get_hookimpls()
     if any(impl.hookwrapper or impl.wrapper for impl in impls):
@@ -657,6 +664,10 @@ def call_each(config: Config, hook_name: str, /, **kwargs: Any) -> list[tuple[st
     for impl in reversed(impls):  # pluggy's own order: last registered first
         try:
             impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except GraderError as exc:
+            if errors is None:
+                raise
+            errors.append(exc)  # one line, the caller's to report once every implementation ran
         except Exception as exc:  # noqa: BLE001
             fault = internal_error_id(exc)
             _log_internal_error(f"internal error {fault} in the {impl.plugin_name} plugin's {hook_name}", exc)

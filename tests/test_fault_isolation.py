@@ -162,3 +162,44 @@ def test_internal_error_ids_are_stable_and_ignore_the_message() -> None:
     first, second = fail("alice's text"), fail("bob's text")
     assert internal_error_id(first) == internal_error_id(second)
     assert len(internal_error_id(first)) == 8 and int(internal_error_id(first), 16) >= 0
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_an_output_option_never_replaces_a_special_file_or_a_link(kind: str, tmp_path: Path, cli) -> None:
+    """Writing through a rename would replace a device, a FIFO or a link (as root, even /dev/null)."""
+    import os
+
+    target = tmp_path / "results.xml"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(tmp_path / "elsewhere.xml")
+    code, _, err = cli("check", SUBMISSIONS / "correct_numpy" / "attention.py", "--junit", target, "-q")
+    what = "a FIFO" if kind == "fifo" else "a symbolic link"
+    assert code == 2
+    assert err.strip().startswith(f"grader: error: argument --junit: {target} is {what}, which the grader would "
+                                  "replace; give a regular file's path")
+    assert target.is_symlink() if kind == "symlink" else target.is_fifo()
+
+
+def test_the_output_folder_inside_the_class_folder_is_no_student(tmp_path: Path, cli) -> None:
+    folder = _class(tmp_path)
+    for _ in range(2):
+        code, _, err = cli("grade", folder, "--out", folder / "reports", "--insecure", "-q")
+        assert code == 0, err
+    ids = [s["id"] for s in json.loads((folder / "reports" / "results.json").read_text())["submissions"]]
+    assert ids == ["sibling", "victim"]
+
+
+def test_canvas_push_settings_are_checked_before_grading(tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CANVAS_API_TOKEN", raising=False)
+    out = tmp_path / "out"
+    for url, line in (
+        ("http://x", "grader: error: --canvas-push http://x: not an assignment's address; give "
+                     "https://HOST/courses/COURSE/assignments/ASSIGNMENT"),
+        ("https://canvas.example/courses/1/assignments/2",
+         "grader: error: --canvas-push: set CANVAS_API_TOKEN to a Canvas access token"),
+    ):
+        code, _, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", out, "--canvas-push", url)
+        assert (code, err.strip()) == (3, line)
+        assert not out.exists()

@@ -259,6 +259,9 @@ def push_to_canvas(report: GradingReport, url: str, token: str) -> int:
     except CanvasException as exc:
         raise ConfigError(f"--canvas-push {url}: Canvas refused ({type(exc).__name__}: {exc}); check the token "
                           "and the address") from None
+    except OSError as exc:  # the network: requests' ConnectionError and timeouts are OSErrors
+        raise ConfigError(f"--canvas-push {url}: Canvas could not be reached ({type(exc).__name__}); check the "
+                          "address and the network; the other files were written") from None
     return posted
 
 
@@ -283,6 +286,29 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         if not token:
             raise ConfigError("--canvas-push: set CANVAS_API_TOKEN to a Canvas access token")
         config.stash["lms.pushed"] = push_to_canvas(report, url, token)
+
+
+@hookimpl
+def grader_configure(config: Any) -> None:
+    """Check ``--canvas-push`` before anything is graded: its address, the token, canvasapi.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        In one line, with the fix.
+    """
+    url = config.option("canvas_push")
+    if not url:
+        return
+    if _PUSH.match(url) is None:
+        raise ConfigError(f"--canvas-push {url}: not an assignment's address; give "
+                          "https://HOST/courses/COURSE/assignments/ASSIGNMENT")
+    if not os.environ.get("CANVAS_API_TOKEN", ""):
+        raise ConfigError("--canvas-push: set CANVAS_API_TOKEN to a Canvas access token")
+    try:
+        import canvasapi  # noqa: F401
+    except ImportError:
+        raise ConfigError("--canvas-push: canvasapi is not installed; pip install 'g14-grader[canvas]'") from None
 
 
 @hookimpl

@@ -224,12 +224,14 @@ def _child(child: Path) -> Submission | None:
     return None
 
 
-def locate(path: str) -> list[Submission]:
+def locate(path: str, skip: Path | None = None) -> list[Submission]:
     """Return the submissions behind one PATH (see the module docstring).
 
     A folder's entries are taken in the order of their names' bytes, so
     the same folder gives the same list whatever order the file system
     lists it in. An entry that cannot be read is that student's error.
+    ``skip`` (the output folder, when it lies in a class folder) is never a
+    student: ``grade CLASS --out CLASS/reports`` twice grades the same class.
 
     Raises
     ------
@@ -264,9 +266,12 @@ def locate(path: str) -> list[Submission]:
         children = sorted(os.listdir(p), key=os.fsencode)
     except OSError as exc:
         raise UsageError(f"{shown}: cannot list the folder ({exc.strerror})") from None
+    skipped = skip.resolve() if skip is not None else None
     for name in children:
         if name.startswith((".", "_")):
             continue
+        if skipped is not None and (p / name).resolve() == skipped:
+            continue  # the grader's own output folder
         sub = _child(p / name)
         if sub is not None:
             found.append(sub)
@@ -411,7 +416,7 @@ def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
     """Locate submissions on the filesystem with `locate` (zip archives: `locate_archive`)."""
     if path.lower().endswith(".zip"):
         return locate_archive(path, config)
-    return locate(path)
+    return locate(path, skip=config.out_dir)
 
 
 @hookimpl
