@@ -236,7 +236,10 @@ def check_length(size: int, limit: int, budget: ResultBudget | None = None, what
     if size <= limit:
         return
     if what != "call":
-        raise BoundaryError(f"the job's {what} message was {_size_words(size)}, far more than it may be")
+        # The worker's own import and probe messages are small: a longer one is bytes the submission
+        # wrote on the grader's channel.
+        raise BoundaryError(f"the grader could not read the job's {what} message (it announced "
+                            f"{_size_words(size)}): does your code write to a file descriptor it did not open?")
     if budget is None:
         raise BoundaryError(f"the result is larger than the grader accepts ({_size_words(size)})")
     raise BoundaryError(f"the result is far larger than the reference's ({_size_words(size)})")

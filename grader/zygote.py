@@ -873,6 +873,7 @@ def job(request, fds, control_fd, worker, layers, reason_fd=-1):
         if reason_fd >= 0:
             os.close(reason_fd)  # before any student code runs
             reason_fd = -1
+        sys.argv = [task["file"]]  # as if run as a script: the zygote's path (the grader's install) is not shown
         worker.run(task, 3)
     except BaseException as exc:  # the worker never returns; anything here is a setup failure
         try:

@@ -329,6 +329,7 @@ SYSCALLS = '''
 import ctypes
 import fcntl
 import os
+import sys
 import threading
 
 import numpy
@@ -379,7 +380,8 @@ def honest():
 
 def where(folder):
     return [float(os.getcwd() == folder), float(__file__ == folder + "/attention.py"),
-            float(os.environ["HOME"] == os.environ["TMPDIR"] == folder), float(os.listdir(".") == ["attention.py"])]
+            float(os.environ["HOME"] == os.environ["TMPDIR"] == folder), float(os.listdir(".") == ["attention.py"]),
+            float(sys.argv == [folder + "/attention.py"])]
 
 
 def fails():
@@ -451,7 +453,7 @@ def test_a_job_sees_a_fixed_working_folder(tmp_path: Path) -> None:
     folder = choose_job_folder(allowed_paths(numpy))
     assert folder in ("/tmp", "/mnt", "/srv", "/media")
     out = _sandboxed(tmp_path, SYSCALLS, [Call("where", (folder,), 5.0), Call("fails", (), 5.0)])
-    assert out.results[0].value == [1.0, 1.0, 1.0, 1.0]
+    assert out.results[0].value == [1.0, 1.0, 1.0, 1.0, 1.0]  # sys.argv too: not the zygote's installed path
     failed = out.results[1]
     line = SYSCALLS.splitlines().index("def fails():") + 2
     assert (failed.status, failed.error_type, failed.message, failed.where) == (
