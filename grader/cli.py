@@ -182,7 +182,7 @@ def build_parser(pm) -> argparse.ArgumentParser:
         "check", parents=[_common(pm, "check")], help="run the visible checks on your own attention.py",
         description="Run the visible checks on one attention.py and print a summary.",
     )
-    check.add_argument("paths", nargs=1, metavar="FILE", help="your attention.py")
+    check.add_argument("paths", nargs=1, metavar="FILE", help="your attention.py, attention.ipynb, or the folder holding it")
     check.add_argument(
         "--public", metavar="FILE",
         help="public checks made by 'grader publish' (default: the specs folder if present, "

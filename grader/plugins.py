@@ -9,6 +9,7 @@ name with ``-p MODULE``; ``-p no:NAME`` blocks a plugin (built-in or not).
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Iterable
 
 import pluggy
@@ -117,6 +118,9 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
             raise PluginError(f"-p {name}: the plugin failed to import at {describe_failure(exc)}; fix the "
                               "plugin") from None
         pm.register(module, name=name)
+        if not pm.get_hookcallers(module):
+            print(f"grader: warning: -p {name}: the module implements no grader hook (no function marked "
+                  "@grader.hookimpl named grader_...), so it changes nothing", file=sys.stderr)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:

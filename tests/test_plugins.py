@@ -188,3 +188,11 @@ def test_runner_locator_reference_and_scorer_are_overridable(cli, tmp_path: Path
     [(sid, key)] = g14_fake_runner.SEEN["keys"]
     assert sid == "ghost" and len(key) == 64
     assert g14_fake_runner.SEEN["scored"] == ["G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06"]
+
+
+def test_a_module_without_hooks_given_with_p_is_named_in_a_warning(capsys) -> None:  # noqa: ANN001
+    get_plugin_manager(["json"], load_entrypoints=False)
+    assert capsys.readouterr().err == (
+        "grader: warning: -p json: the module implements no grader hook (no function marked @grader.hookimpl "
+        "named grader_...), so it changes nothing\n"
+    )

@@ -499,3 +499,13 @@ def test_cli_date_argument(cli, tmp_path: Path) -> None:  # noqa: ANN001
     code, out, err = cli("validate", "--specs", path.parent, "--reference", REFERENCE)
     assert code == 0, err
     assert "reference scores 12/12: valid" in out
+
+
+def test_cli_misspelt_key_gets_a_did_you_mean(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    path = spec_copy(tmp_path)
+    roundtrip(path, lambda d: d["checks"][0].update(visiblity="visible"))
+    line = validate_error(cli, path.parent)
+    assert line.endswith(
+        f"{path}: checks[0] 'zero-scores'.visiblity: unknown key for kind 'literal' (its keys: atol, expect, "
+        "rtol); did you mean 'visibility'?"
+    )

@@ -57,7 +57,7 @@ def _text(value: Any) -> str:
 @hookimpl
 def grader_addoption(parser: Any) -> None:
     parser.add_argument("--staff", action="store_true",
-                        help="also write staff-only pages, DIR/staff/<id>.html: hidden checks' inputs, expected and "
+                        help="also write staff-only pages, DIR/staff/<slug>.html: hidden checks' inputs, expected and "
                         "returned values (never in students' files)")
 
 

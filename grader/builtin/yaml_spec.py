@@ -14,6 +14,8 @@ without any secret ``grader grade`` warns once.
 
 from __future__ import annotations
 
+import difflib
+
 import math
 import os
 import sys
@@ -290,7 +292,10 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
         for key in params:
             if key not in accepted:
                 allowed = ", ".join(sorted(accepted)) or "none"
-                raise SpecError(path, f"{where}.{key}", f"unknown key for kind '{kind.name}' (its keys: {allowed})")
+                near = difflib.get_close_matches(str(key), [*CHECK_COMMON_KEYS, *accepted], n=1, cutoff=0.75)
+                hint = f"; did you mean '{near[0]}'?" if near else ""
+                raise SpecError(path, f"{where}.{key}",
+                                f"unknown key for kind '{kind.name}' (its keys: {allowed}){hint}")
         for key, need in accepted.items():
             if need == "required" and key not in params:
                 raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}': add it")
