@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,27 @@ ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "exercises" / "g14"
 REFERENCE = ROOT / "reference" / "attention.py"
 SUBMISSIONS = ROOT / "submissions"
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run")
+
+
+def run_chromium(*args: str) -> subprocess.CompletedProcess:
+    """Run Debian's headless ``chromium`` with ``args`` in a fresh profile; return the finished process.
+
+    Without Chromium the calling test is skipped, with the reason, on a developer's machine, and
+    fails under ``CI=true`` (``.ci/run`` installs it, so the browser tests always run there).
+    """
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        why = "chromium is not installed: run 'apt-get install -y chromium' (.ci/run does)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=120, check=False)
+
 
 # Hostile submissions (tests/test_adversarial.py grades them); one plants a conftest.py
 # that pytest must never import.

@@ -68,7 +68,6 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -81,6 +80,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import run_chromium
 
 from grader.cli import main
 
@@ -979,21 +979,8 @@ def test_attack_reports_render_in_chromium(attacked: dict, tmp_path: Path) -> No
     Every attack's page is rendered (two Chromium processes at a time); the
     rendered text must hold one of the attack's phrases.
     """
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("chromium is not installed: run 'apt-get install -y chromium' (.ci/run does)")
-
     def render(name: str) -> str:
-        with tempfile.TemporaryDirectory(dir=tmp_path) as profile:
-            proc = subprocess.run(
-                [
-                    chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-                    "--dump-dom", _page(attacked["out"], attacked["by_id"][name]).as_uri(),
-                ],
-                capture_output=True, text=True, timeout=120,
-            )
-        return html.unescape(proc.stdout)
+        return html.unescape(run_chromium("--dump-dom", _page(attacked["out"], attacked["by_id"][name]).as_uri()).stdout)
 
     with ThreadPoolExecutor(2) as pool:
         doms = dict(zip(sorted(ATTACKS), pool.map(render, sorted(ATTACKS))))

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
-import pytest
-from conftest import SUBMISSIONS
+from conftest import SUBMISSIONS, run_chromium
 
 CHECK_KEYS = ["id", "status", "score", "max_score", "visibility", "message"]
 
@@ -145,19 +142,7 @@ def test_syntax_error_page_explains_and_has_no_traceback(graded: dict) -> None:
 
 def test_chromium_renders_a_report(graded: dict) -> None:
     """Headless Chromium (Debian's chromium, installed by .ci/run) renders the page."""
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("chromium is not installed: run 'apt-get install -y chromium' (.ci/run does)")
-    with tempfile.TemporaryDirectory() as profile:
-        proc = subprocess.run(
-            [
-                chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-                "--dump-dom", (graded["out"] / "mask_after_softmax.html").as_uri(),
-            ],
-            capture_output=True, text=True, timeout=120,
-        )
-    dom = proc.stdout
+    dom = run_chromium("--dump-dom", (graded["out"] / "mask_after_softmax.html").as_uri()).stdout
     assert '<span class="big" id="total">56 / 70</span>' in dom
     assert dom.count('class="pill failed"') == 8
     assert "Chapter section: Mask before normalization" in dom

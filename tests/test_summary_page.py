@@ -8,14 +8,12 @@ screenshot must show each chart's colour.
 from __future__ import annotations
 
 import math
-import shutil
 import subprocess
-import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
-import pytest
+from conftest import run_chromium
 from PIL import Image
 
 # Fill colours of the charts' marks (grader/templates/summary.html).
@@ -23,17 +21,7 @@ COLOURS = {"hist": (9, 105, 218), "pass": (26, 127, 55), "failed": (198, 40, 40)
 
 
 def _chromium(*args: str) -> subprocess.CompletedProcess:
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("chromium is not installed: run 'apt-get install -y chromium' (.ci/run does)")
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run(
-            [
-                chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}", *args,
-            ],
-            capture_output=True, text=True, timeout=120,
-        )
+    return run_chromium(*args)
 
 
 class _Charts(HTMLParser):
