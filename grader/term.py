@@ -309,6 +309,21 @@ MANUAL_COLUMNS = ("student", "check", "points", "comment", "grader")
 """The columns of ``manual.csv`` (``exercise`` is accepted for ``check``)."""
 
 
+def read_csv_rows(path: str, option: str, error: type[Exception]) -> list[list[str]]:
+    """Every row of a CSV file given with ``option`` (UTF-8, a BOM allowed).
+
+    Raises
+    ------
+    Exception
+        ``error("<option> <path>: cannot read the CSV file (...)")`` if it cannot be read or parsed.
+    """
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            return list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise error(f"{option} {path}: cannot read the CSV file ({exc})") from None
+
+
 def read_manual(path: str) -> list[ManualRow]:
     """Read ``manual.csv``: a header row naming `MANUAL_COLUMNS`, then one row per score.
 
@@ -317,11 +332,7 @@ def read_manual(path: str) -> list[ManualRow]:
     grader.errors.ConfigError
         In one line naming the file, the line, the column and the fix.
     """
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.reader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ConfigError(f"--manual {path}: cannot read the CSV file ({exc})") from None
+    rows = read_csv_rows(path, "--manual", ConfigError)
     if not rows:
         raise ConfigError(f"--manual {path}: empty; the first row must name the columns {', '.join(MANUAL_COLUMNS)}")
     header = [c.strip().lower() for c in rows[0]]

@@ -48,6 +48,7 @@ from grader.term import (
     adjustment_lines,
     parse_lms_name,
     parse_time,
+    read_csv_rows,
     submission_feedback,
 )
 
@@ -122,11 +123,7 @@ def read_times(path: str) -> dict[str, str]:
     grader.errors.UsageError
         If the file cannot be read or has no id or time column.
     """
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.reader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UsageError(f"--lms-times {path}: cannot read the CSV file ({exc})") from None
+    rows = read_csv_rows(path, "--lms-times", UsageError)
     if not rows:
         raise UsageError(f"--lms-times {path}: empty; export the grading worksheet again")
     header = [c.strip().lower() for c in rows[0]]
