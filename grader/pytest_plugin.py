@@ -38,6 +38,7 @@ _RUN = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: Any) -> None:
+    """Add the ``grader_checks`` ini option (``auto``, ``true`` or ``false``; see `active`)."""
     parser.addini("grader_checks", "run the G14 visible checks as tests: auto (default), true or false",
                   default="auto")
 
@@ -56,6 +57,10 @@ def active(config: Any) -> bool:
 
 
 def pytest_collect_file(file_path: Path, parent: Any) -> Any:
+    """Collect a student's ``attention.py`` (or notebook) in pytest's root folder as an `ExerciseNode` per exercise.
+
+    Returns None for any other file, or when the plugin is not `active`.
+    """
     config = parent.config
     if file_path.name not in NAMES or Path(file_path).parent != Path(config.rootpath) or not active(config):
         return None
@@ -86,6 +91,8 @@ class SubmissionFile(pytest.File):
 
 
 class ExerciseNode(pytest.Collector):
+    """One exercise of the visible checks (``G14.03``): its items are the exercise's checks."""
+
     def __init__(self, *, result: Any, submission: Any, run: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.result, self.submission, self.run = result, submission, run
@@ -96,6 +103,8 @@ class ExerciseNode(pytest.Collector):
 
 
 class CheckItem(pytest.Item):
+    """One visible check as a test: it fails with the same message as ``grader check``; points as properties."""
+
     def __init__(self, *, check: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check = check

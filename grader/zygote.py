@@ -155,6 +155,7 @@ def _check(result, what):
 
 
 def prctl(option, arg2=0, arg3=0, arg4=0, arg5=0):
+    """libc ``prctl``; raises OSError (with errno) when it fails."""
     return _check(libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(arg3),
                              ctypes.c_ulong(arg4), ctypes.c_ulong(arg5)), f"prctl({option})")
 
@@ -628,6 +629,7 @@ def seccomp_install():
 
 
 def set_rlimits(limits):
+    """Apply a job's rlimits from ``limits``: CPU seconds, address space, file size, open files, processes; no core."""
     cpu = max(1, int(limits["cpu_seconds"]))
     for res, value in (
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),  # pid 1 ignores SIGXCPU: the hard limit's SIGKILL ends it
@@ -1061,6 +1063,7 @@ def _kill(job_):
 
 
 def main(argv):
+    """Script entry: ``zygote.py CONTROL_FD``; import numpy and the pre-imported modules, then `serve`."""
     control_fd = int(argv[1])
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:
