@@ -11,6 +11,7 @@ marks, and that every class-level file is written.
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -119,8 +120,9 @@ def test_a_fault_at_any_stage_is_that_submissions_error(
     # The victim's page and Gradescope file say so too; the gradebook keeps no internal-error result.
     assert fault_id in (out / "victim.html").read_text()
     assert json.loads((out / "gradescope" / "victim.json").read_text())["score"] == 0.0
-    csv_rows = (out / "gradebook.csv").read_text().splitlines()
-    assert any(row.startswith(('"sibling"', "sibling")) and "70" in row for row in csv_rows)
+    rows = {row["student"]: row for row in csv.DictReader((out / "gradebook.csv").open())}
+    assert (rows["sibling"]["total"], rows["sibling"]["status"]) == ("70", "graded")
+    assert (rows["victim"]["total"], rows["victim"]["status"]) == ("0", "error")
 
 
 def test_a_failing_report_writer_does_not_stop_the_others(
