@@ -288,8 +288,10 @@ def _call_key(call: Call) -> str:
 
 
 def _to_frame(result: CallResult) -> dict[str, Any]:
+    from grader.boundary import plain_data
+
     return {
-        "status": result.status, "value": result.value, "type": result.error_type, "value_error": result.value_error,
+        "status": result.status, "value": plain_data(result.value), "type": result.error_type, "value_error": result.value_error,
         "message": result.message, "where": result.where, "seconds": result.seconds, "mutated": list(result.mutated_args),
     }
 

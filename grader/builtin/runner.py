@@ -5,11 +5,14 @@ child ``python -I -B -u grader/worker.py`` starts in a fresh temporary
 folder, with a scrubbed environment (BLAS threads pinned to 1), its own
 session (process group), and rlimits on CPU time, core dumps and file size.
 Its task (the request file) names only the submission's file: the child
-imports it and reports on a dedicated result pipe, then gets ONE call at a
-time on its stdin (the call pipe) and answers each with one frame before the
-next is sent, so no call's arguments are in its memory before the call is
-made. Frames are length-prefixed JSON, each checked by `grader.boundary`
-before it is kept; stdout and stderr are read against a deadline and capped.
+imports it and reports on a dedicated result pipe, then gets its calls on
+its stdin (the call pipe) in two hand-overs (`phases`): the visible calls,
+then, once each has answered and the output so far is kept, the hidden
+ones; it answers each call with its own frame as soon as it is done. So no
+hidden argument is in its memory at import or during a visible call.
+Frames are length-prefixed JSON (numpy arrays as raw binary after the
+JSON), each checked by `grader.boundary` before it is kept; stdout and
+stderr are read against a deadline and capped.
 
 Timeouts count the job's CPU time, not the clock: a call's timeout is CPU
 seconds of the job (`Job.cpu_seconds`), with a wall-clock backstop
@@ -17,7 +20,8 @@ seconds of the job (`Job.cpu_seconds`), with a wall-clock backstop
 so load elsewhere on the machine never costs a correct submission a point.
 Where the job's CPU time cannot be read, the timeout is wall-clock time.
 Durations (`grader.models.CallResult.seconds`) are measured here, from
-writing the call to reading its answer, never taken from the job.
+the hand-over (or the previous answer) to reading the call's answer, never
+taken from the job.
 
 A call that times out or kills its process costs only that call: the child
 is killed and a fresh one runs the calls that remain (started as a standby
@@ -39,6 +43,7 @@ import argparse
 import contextlib
 import errno
 import hashlib
+import itertools
 import json
 import os
 import select
@@ -65,7 +70,7 @@ from grader.boundary import (
     frame_limit,
 )
 from grader.fileio import scratch_prefix
-from grader.models import Call, CallResult, RunOutcome, Submission
+from grader.models import Call, CallResult, RunOutcome, Submission, phase_wire
 from grader.plugins import hookimpl
 
 WORKER = str(Path(__file__).resolve().parent.parent / "worker.py")
@@ -336,10 +341,13 @@ class _Child:
         self.finished = False  # set when every call was answered
         self.bytes_read = 0  # of the result pipe: what the grader took in from this job
 
-    def send(self, call: Call, deadline: float) -> str:
-        """Write one call to the job's call pipe: ``"sent"``, ``"closed"`` (the pipe is gone) or ``"timeout"``."""
+    def send(self, call: Call | bytes, deadline: float) -> str:
+        """Write a phase of calls (`grader.models.phase_wire`; a `Call`: that call alone) to the job's call pipe.
+
+        Returns ``"sent"``, ``"closed"`` (the pipe is gone) or ``"timeout"``.
+        """
         fd = self.job.call_fd
-        view = memoryview(call.wire)
+        view = memoryview(call.wire if isinstance(call, Call) else call)
         while view:
             try:
                 view = view[os.write(fd, view):]
@@ -396,8 +404,8 @@ class _Child:
                         return exc
                     need = 4 + size - len(self.buffer)
                     if need <= 0:
-                        data = bytes(self.buffer[4:])
-                        self.buffer.clear()
+                        data = bytes(self.buffer[4:4 + size])
+                        del self.buffer[:4 + size]
                         try:
                             return decode_frame(data, expect, budget)
                         except BoundaryError as exc:
@@ -508,6 +516,18 @@ STANDBY_LEAD_SECONDS = 0.25
 started as a standby (seconds): more than a plain worker takes to start and import numpy."""
 
 
+def phases(calls: Sequence[Call]) -> list[tuple[int, int]]:
+    """The hand-overs of ``calls``: ``(start, end)`` of the calls before the first hidden one, then of the rest.
+
+    A job is handed a phase at once; the hidden phase only once every
+    visible call has answered and what the submission printed until then
+    is kept (see `run_calls`). One phase when no call (or every call) is hidden.
+    """
+    first_hidden = next((i for i, c in enumerate(calls) if c.hidden), len(calls))
+    cuts = [0, first_hidden, len(calls)]
+    return [(x, y) for x, y in itertools.pairwise(cuts) if y > x]
+
+
 def run_calls(
     file: str,
     calls: Sequence[Call],
@@ -516,16 +536,20 @@ def run_calls(
     launch: Launcher = PlainJob,
     scratch: bool = True,
 ) -> RunOutcome:
-    """Run ``calls`` against the submission ``file`` in child processes, one call at a time.
+    """Run ``calls`` against the submission ``file`` in child processes, a phase of calls at a time.
 
-    Each call is written to the job when it is made, and timed from then
-    until its answer is read. Its timeout counts the job's CPU time, with a
+    The calls are handed to the job in two *phases* (`phases`): every call
+    before the first hidden one, then, once each of those has answered and
+    the submission's output so far is kept, the hidden calls. The job
+    answers each call with its own frame as soon as it is done; a call is
+    timed from the previous answer's arrival (or the phase's hand-over) to
+    its own. Its timeout counts the job's CPU time in that span, with a
     wall-clock backstop of `WALL_BACKSTOP_FACTOR` times the timeout (wall
     time only, where the job's CPU time cannot be read). A call that times
     out or kills its process costs only that call: the calls after it run
     in a fresh worker. That worker is started as a *standby*
     `STANDBY_LEAD_SECONDS` before the call's limit (it sets up and imports
-    the file, then waits for a call), so when the call does time out the
+    the file, then waits for its calls), so when the call does time out the
     remaining calls go on at once and a hanging call costs its timeout and
     nothing more. A standby not needed (the call returned) is killed before
     it gets any call.
@@ -569,6 +593,7 @@ def run_calls(
     import_error = ""
     budget_end = time.monotonic() + submission_timeout
     over_budget = f"the submission used up its {submission_timeout:g} s budget"
+    phase_ends = [end for _, end in phases(calls)]
 
     def cpu_for(pending: Sequence[Call]) -> float:
         return import_timeout + sum(c.timeout for c in pending) + 5.0
@@ -602,23 +627,22 @@ def run_calls(
                         break
                     child.imported = True
                     stop_at = len(calls)
-                    for j in range(start, len(calls)):
-                        call = calls[j]
-                        if call.hidden and mark is None:
+                    j = start
+                    while j < len(calls):
+                        end = next(e for e in phase_ends if e > j)
+                        if calls[j].hidden and mark is None:
                             child.drain(sink)
                             mark = (len(sink["stdout"]), len(sink["stderr"]))
-                        pending = calls[j + 1 :]
-                        result, standby = _make_call(
-                            child, call, bool(pending), budget_end, over_budget, sink,
-                            lambda pending=pending: launch(source, workdir, cpu_for(pending), standby=True),
+                        got, failed, standby = _run_phase(
+                            child, calls, j, end, budget_end, over_budget, sink,
+                            lambda pending: launch(source, workdir, cpu_for(pending), standby=True),
                         )
-                        if not isinstance(result, _Failed):
-                            results[j] = result
-                            continue
-                        results[j] = result.result
-                        handover = standby is not None
-                        stop_at = j + 1
-                        break
+                        results[j:j + len(got)] = got
+                        if failed:
+                            handover = standby is not None
+                            stop_at = j + len(got)
+                            break
+                        j = end
                     else:
                         child.finished = True
                         child.drain(sink)  # what it printed with its last answer
@@ -635,74 +659,86 @@ def run_calls(
     return RunOutcome(tuple(out), import_error, stdout, stderr, sha256)
 
 
-class _Failed:
-    """A call after which its job cannot go on: its result, and the job is replaced."""
+def _run_phase(
+    child: _Child, calls: Sequence[Call], start: int, end: int, budget_end: float, over_budget: str,
+    sink: dict[str, bytearray], start_standby: Callable[[Sequence[Call]], Job],
+) -> tuple[list[CallResult], bool, _Child | None]:
+    """Hand ``calls[start:end]`` to ``child`` at once and read one answer per call, each against its own limits.
 
-    __slots__ = ("result",)
+    Call ``k`` is timed from the moment the answer before it was read (the
+    phase's hand-over, for the first) until its own answer is read; its
+    CPU time is the job's in that span (every call before it had answered,
+    so no later call had started). A frame already in the pipe is read
+    without waiting.
 
-    def __init__(self, result: CallResult) -> None:
-        self.result = result
-
-
-def _make_call(
-    child: _Child, call: Call, more: bool, budget_end: float, over_budget: str, sink: dict[str, bytearray],
-    start_standby: Callable[[], Job],
-) -> tuple[CallResult | _Failed, _Child | None]:
-    """Send one call to ``child`` and wait for its answer against its CPU-time limit and wall backstop.
-
-    Returns the result (a `_Failed` when the job must be replaced) and the
-    standby started meanwhile (None if none is, or it is not needed: a
-    standby not needed is killed here).
+    Returns
+    -------
+    (list of CallResult, bool, _Child or None)
+        The results of the calls answered (the last one the call that
+        failed, when the job cannot go on), whether the job must be
+        replaced, and the standby started meanwhile (None if none is, or it
+        is not needed: a standby not needed is killed here).
     """
+    got: list[CallResult] = []
     began = time.monotonic()
-    cpu0 = child.job.cpu_seconds()
-    wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
-    backstop = min(began + wall_limit, budget_end)
+    first = calls[start]
+    cpu_timed = child.job.cpu_seconds() is not None
+    sent = child.send(phase_wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget_end))
     standby: _Child | None = None
-    want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
-    sent = child.send(call, backstop)
-    frame: dict[str, Any] | str | BoundaryError = sent
-    if sent == "sent":
-        polled = False
-        while True:
-            now = time.monotonic()
-            if cpu0 is None:
-                used = now - began
-            elif polled:
-                cpu = child.job.cpu_seconds()
-                used = (cpu - cpu0) if cpu is not None else now - began
-            else:
-                used = 0.0  # nothing ran yet that a wait of the whole budget could overrun
-            remaining = min(call.timeout - used, backstop - now)
-            if call.timeout - used <= 0:
-                frame = "cpu" if cpu0 is not None else "wall"
-                break
-            if backstop - now <= 0:
-                frame = "wall"
-                break
-            if want_standby and standby is None and remaining <= STANDBY_LEAD_SECONDS:
-                standby = _Child(start_standby())  # the call may hang: get its successor ready
-            lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0
-            wait = max(remaining - lead, MIN_POLL_SECONDS)
-            frame = child.read_frame(min(now + wait, backstop), sink, "call", call.budget)
-            polled = True
-            if frame != "timeout":
-                break
-    seconds = time.monotonic() - began
-    if isinstance(frame, dict):
-        result: CallResult = _result_of(frame, seconds)
-    elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
-        result = CallResult("bad_return", message=frame.message, seconds=seconds)
-    else:
-        return _Failed(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget_end, over_budget,
-                                    seconds)), standby
-    if more and child.pending():
-        # More than one answer to one call (frames the submission wrote itself), or the job ended
-        # right after answering: the next call goes to a fresh job, never to a stale answer.
-        return _Failed(result), standby
-    if standby is not None:  # the call answered in time after all
-        standby.kill()
-    return result, None
+    for j in range(start, end):
+        call = calls[j]
+        if j > start:
+            began = time.monotonic()
+        cpu0 = child.job.cpu_seconds() if cpu_timed else None
+        wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
+        backstop = min(began + wall_limit, budget_end)
+        more = j + 1 < len(calls)
+        want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
+        frame: dict[str, Any] | str | BoundaryError = sent
+        if sent == "sent":
+            polled = False
+            while True:
+                now = time.monotonic()
+                if cpu0 is None:
+                    used = now - began
+                elif polled:
+                    cpu = child.job.cpu_seconds()
+                    used = (cpu - cpu0) if cpu is not None else now - began
+                else:
+                    used = 0.0  # nothing ran yet that a wait of the whole budget could overrun
+                remaining = min(call.timeout - used, backstop - now)
+                if call.timeout - used <= 0:
+                    frame = "cpu" if cpu0 is not None else "wall"
+                    break
+                if backstop - now <= 0:
+                    frame = "wall"
+                    break
+                if want_standby and standby is None and remaining <= STANDBY_LEAD_SECONDS:
+                    standby = _Child(start_standby(calls[j + 1:]))  # the call may hang: get its successor ready
+                lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0
+                wait = max(remaining - lead, MIN_POLL_SECONDS)
+                frame = child.read_frame(min(now + wait, backstop), sink, "call", call.budget)
+                polled = True
+                if frame != "timeout":
+                    break
+        seconds = time.monotonic() - began
+        if isinstance(frame, dict):
+            result: CallResult = _result_of(frame, seconds)
+        elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
+            result = CallResult("bad_return", message=frame.message, seconds=seconds)
+        else:
+            got.append(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget_end, over_budget,
+                                    seconds))
+            return got, True, standby
+        got.append(result)
+        if standby is not None:  # the call answered in time after all
+            standby.kill()
+            standby = None
+    if end < len(calls) and child.pending():
+        # More answers than calls (frames the submission wrote itself), or the job ended right after
+        # answering: the next phase goes to a fresh job, never to a stale answer.
+        return got, True, None
+    return got, False, None
 
 
 def _failed_call(frame: str | BoundaryError, child: _Child, call: Call, cpu_timed: bool, budget_bound: bool,

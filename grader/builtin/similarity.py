@@ -28,6 +28,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
+from grader.boundary import plain_data
 from grader.errors import ConfigError, UsageError
 from grader.fileio import write_atomic
 from grader.naming import slugs_of
@@ -98,7 +99,7 @@ def grader_run_calls(submission: Any, calls: Any, config: Any) -> Any:
                 got = collected.results_of(outcome.results, exercise, pc.check)
                 if not got or any(r.status != "returned" for r in got):
                     continue
-                text = json.dumps([r.value for r in got], sort_keys=True, allow_nan=True)
+                text = json.dumps([plain_data(r.value) for r in got], sort_keys=True, allow_nan=True)
                 digests[f"{exercise.id}/{pc.check.id}"] = hashlib.sha256(text.encode()).hexdigest()
         with _LOCK:
             config.stash.setdefault("similarity.values", {})[submission.id] = digests
