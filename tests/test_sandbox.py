@@ -236,13 +236,13 @@ def two_processes(seconds):
 '''
 
 
-def test_a_sandboxed_job_holds_no_call_before_it_is_made(tmp_path: Path) -> None:
+def test_a_sandboxed_job_holds_no_hidden_call_before_the_hidden_phase(tmp_path: Path) -> None:
     from test_runner import SCANNER
 
     path = tmp_path / "attention.py"
     path.write_text(textwrap.dedent(SCANNER))
     with _sandbox((0, 1)) as (_, (worker,)):
-        out = _run(worker, path, Call("found", (), 5.0), Call("take", ([271828.1828, 1.0],), 5.0))
+        out = _run(worker, path, Call("found", (), 5.0), Call("take", ([271828.1828, 1.0],), 5.0, hidden=True))
     assert [r.value for r in out.results] == [[[False, False], [False, False]], [True, False]]
 
 
