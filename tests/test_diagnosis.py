@@ -27,7 +27,7 @@ from grader.config import Config
 from grader.models import Call, CallResult, Check
 from grader.plugins import get_plugin_manager, hookimpl
 
-MUTANTS = ROOT / "mutants"
+MUTANTS = ROOT / "g14" / "mutants"
 CATALOGUE = {e.name: e for e in load_catalogue(MUTANTS).entries}
 
 # mutant -> a check whose report must carry the mutant's diagnosis: (exercise, check, visibility)
@@ -182,7 +182,7 @@ def test_no_diagnosis_option(cli, tmp_path: Path) -> None:
 
 def test_without_a_catalogue_diagnosis_is_off_unless_asked_for(cli, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # no mutants/ here
-    specs, ref = ROOT / "exercises" / "g14", ROOT / "reference" / "attention.py"
+    specs, ref = ROOT / "g14" / "specs", ROOT / "g14" / "reference" / "attention.py"
     code, out, err = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--specs", specs, "--reference", ref)
     assert code == 1 and "mib differs" in out and "likely mistake" not in out and err == ""
     code, out, err = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--specs", specs, "--reference", ref,

@@ -18,7 +18,7 @@ from grader.cli import main
 from grader.package import inspect_artifact, member_names
 
 ROOT = Path(__file__).resolve().parents[1]
-SPECS, REFERENCE, MUTANTS = ROOT / "exercises" / "g14", ROOT / "reference" / "attention.py", ROOT / "mutants"
+SPECS, REFERENCE, MUTANTS = ROOT / "g14" / "specs", ROOT / "g14" / "reference" / "attention.py", ROOT / "g14" / "mutants"
 
 
 @pytest.fixture(scope="module")
