@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from grader import __version__
-from grader.builtin.checks import KindContext
+from grader.kinds import KindContext
 from grader.errors import ConfigError
 from grader.models import Call, Check, Exercise, Prepared
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import __version__, packs
-from grader.builtin.checks import KindContext
+from grader.kinds import KindContext
 from grader.config import Config
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
 from grader.models import (
@@ -240,7 +240,7 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
     shown only up to the first hidden call.
     """
     from grader.boundary import DEFAULT_BUDGET, budget_for
-    from grader.builtin.checks import guarded_call
+    from grader.kinds import guarded_call
 
     calls = []
     for call in prepared.calls:

@@ -19,6 +19,7 @@ from grader.package import inspect_artifact, member_names
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS, REFERENCE, MUTANTS = ROOT / "g14" / "specs", ROOT / "g14" / "reference" / "attention.py", ROOT / "g14" / "mutants"
+STARTER = ROOT / "g14" / "starter" / "attention.py"
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(bu
         assert _problems(artifact) == []
     with zipfile.ZipFile(built["wheel"]) as zf:
         bundle = json.loads(zf.read("grader/data/g14-public.json"))
-        assert zf.read("grader/data/starter/attention.py") == (SPECS / "attention.py").read_bytes()
+        assert zf.read("grader/data/starter/attention.py") == (STARTER).read_bytes()
         entry_points = zf.read("g14_grader-0.1.0.dist-info/entry_points.txt").decode()
     assert "[pytest11]\ngrader = grader.pytest_plugin" in entry_points
     checks = [c for e in bundle["exercises"] for c in e["checks"]]
@@ -150,7 +151,7 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
     # The starter comes with the package.
     made = run(str(bin_dir / "grader"), "starter", "fresh")
     assert made.returncode == 0, made.stderr
-    assert (home / "fresh" / "attention.py").read_bytes() == (SPECS / "attention.py").read_bytes()
+    assert (home / "fresh" / "attention.py").read_bytes() == (STARTER).read_bytes()
     assert run(str(bin_dir / "grader"), "starter", "fresh").returncode == 2  # never overwrites
 
 
@@ -158,6 +159,6 @@ def test_starter_in_the_course_repository(cli, tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(ROOT)
     code, out, err = cli("starter", tmp_path / "me")
     assert code == 0, err
-    assert (tmp_path / "me" / "attention.py").read_bytes() == (SPECS / "attention.py").read_bytes()
+    assert (tmp_path / "me" / "attention.py").read_bytes() == (STARTER).read_bytes()
     code, _, err = cli("starter", tmp_path / "me")
     assert code == 2 and "exists; the starter never overwrites your file" in err
