@@ -377,8 +377,8 @@ def _build_student_package(config: Config) -> int:
     bundle = _bundle(config)
     mutants, _ = mutants_dir(config)
     artifacts = build_student_package(
-        Path(config.option("package_out")), dumps(bundle), specs_dir(config), reference_file(config),
-        mutants or config.pack.mutants, config.pack.starter,
+        Path(config.option("package_out")), dumps(bundle), config.pack, specs_dir(config), reference_file(config),
+        mutants or config.pack.mutants,
     )
     visible = sum(len(e["checks"]) for e in bundle["exercises"])
     for artifact in artifacts:
