@@ -22,7 +22,6 @@ from pathlib import Path
 __all__ = ["Notebook", "NotebookError", "convert"]
 
 _IPYTHON_LINE = re.compile(r"^\s*[%!]")
-_WHERE = re.compile(r"\(?attention\.py, line (\d+)\)?")
 
 
 class NotebookError(ValueError):
@@ -52,6 +51,8 @@ class Notebook:
     source: str
     lines: tuple[tuple[int, int], ...]
     notes: tuple[str, ...] = field(default=())
+    source_name: str = "submission.py"
+    """The file name the joined code is graded as (the course pack's submission file)."""
 
     def where(self, line: int) -> str:
         """``"attention.ipynb, cell 3, line 2"`` for a line of `source` (the file's name alone if unknown)."""
@@ -61,24 +62,28 @@ class Notebook:
         return self.name
 
     def relocate(self, text: str) -> str:
-        """Replace every ``attention.py, line N`` in a message by the cell and line it came from."""
+        """Replace every ``<source_name>, line N`` in a message by the cell and line it came from."""
         if not text:
             return text
+        pattern = re.compile(r"\(?" + re.escape(self.source_name) + r", line (\d+)\)?")
 
         def repl(m: re.Match[str]) -> str:
             shown = self.where(int(m.group(1)))
             return f"({shown})" if m.group(0).startswith("(") else shown
 
-        return _WHERE.sub(repl, text)
+        return pattern.sub(repl, text)
 
 
-def convert(path: str | Path) -> Notebook:
+def convert(path: str | Path, source_name: str = "submission.py") -> Notebook:
     """Read a notebook (never executed) and join its code cells.
 
     Parameters
     ----------
     path : path-like
         An ``.ipynb`` file.
+    source_name : str
+        The file the joined code is graded as (the course pack's submission
+        file): its tracebacks' ``<source_name>, line N`` are relocated.
 
     Returns
     -------
@@ -97,7 +102,7 @@ def convert(path: str | Path) -> Notebook:
     except Exception as exc:  # noqa: BLE001 - nbformat raises JSON, validation and version errors alike
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise NotebookError(f"{path.name} is not a notebook nbformat can read ({first}); save it again from "
-                            f"Jupyter, or hand in attention.py") from None
+                            f"Jupyter, or hand in {source_name}") from None
     out: list[str] = []
     where: list[tuple[int, int]] = []
     notes: list[str] = []
@@ -126,4 +131,4 @@ def convert(path: str | Path) -> Notebook:
             else:
                 out.append(line)
             where.append((number, k))
-    return Notebook(path.name, "\n".join(out) + "\n", tuple(where), tuple(notes))
+    return Notebook(path.name, "\n".join(out) + "\n", tuple(where), tuple(notes), source_name)
