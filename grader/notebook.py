@@ -1,12 +1,13 @@
 """Jupyter notebooks as submissions: their code cells as one Python file, with a line map.
 
-Many students hand in ``attention.ipynb``. The grader never runs a kernel:
-the notebook is read as JSON with nbformat, its code cells are joined in
-order into one ``attention.py`` (in a scratch folder), and that file is
+Many students hand in a notebook (the course pack's notebook name, e.g.
+``attention.ipynb``). The grader never runs a kernel: the notebook is read
+as JSON with nbformat, its code cells are joined in order into one
+submission file (e.g. ``attention.py``, in a scratch folder), and that file is
 graded like any other. IPython-only lines (``%magic``, ``!shell``, and
 whole ``%%cell`` magics) are not Python: each is replaced by a comment and
 reported as a note. `Notebook.where` maps a line of the joined file back to
-the cell and the line in it, so every message says ``attention.ipynb, cell
+the cell and the line in it, so every message says (e.g.) ``attention.ipynb, cell
 3, line 2`` instead of a line of a file the student never saw.
 
 Cells are numbered as the notebook shows them, from 1, counting every cell

@@ -362,7 +362,7 @@ def read_manual(path: str) -> list[ManualRow]:
         if not cell("student") or not cell("check"):
             which = "student" if not cell("student") else "check"
             raise ConfigError(f"--manual {path}: line {line}: {which}: empty; give the student id and "
-                              "G14.02 or G14.02/check-id")
+                              "an exercise id or EXERCISE/check-id")
         out.append(ManualRow(line, cell("student"), cell("check"), points, cell("comment"), cell("grader")))
     return out
 

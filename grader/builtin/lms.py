@@ -67,7 +67,7 @@ def grader_addoption(parser: Any) -> None:
                        help="the LMS's submission times (Moodle grading worksheet, or ID + submitted_at columns)")
     group.add_argument("--canvas-assignment", default=None, metavar="NAME",
                        help="the assignment column of DIR/canvas.csv, as Canvas names it: 'Name (id)' "
-                       "(default: the pack's chapter and module, e.g. 'G14 attention')")
+                       "(default: the pack's chapter and module names)")
     group.add_argument("--canvas-push", metavar="URL",
                        help="post final scores and feedback to Canvas: https://HOST/courses/C/assignments/A "
                        "(token in CANVAS_API_TOKEN; needs the 'canvas' extra)")

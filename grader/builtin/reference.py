@@ -2,7 +2,7 @@
 
 The reference is trusted instructor code: it runs in the grader's process,
 on seeded inputs, to compute expected values. It is loaded under a private
-module name so it can never be mistaken for a student's ``attention``.
+module name so it can never be mistaken for a student's module (e.g. ``attention``).
 """
 
 from __future__ import annotations
