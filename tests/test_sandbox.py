@@ -523,7 +523,7 @@ def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path
     env = dict(os.environ, TMPDIR=str(tmpdir))
     run = [sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main(sys.argv[1:]))"]
     out = tmp_path / "out"
-    proc = subprocess.run(run + ["grade", "submissions/correct_numpy", "submissions/correct_lists", "--out", str(out),
+    proc = subprocess.run(run + ["grade", "g14/submissions/correct_numpy", "g14/submissions/correct_lists", "--out", str(out),
                                  "-q"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     results = json.loads((out / "results.json").read_text())
