@@ -82,6 +82,7 @@ from pathlib import Path
 import pytest
 from conftest import run_chromium
 
+from grader.child.limits import UID_BASE
 from grader.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,8 +90,8 @@ ADVERSARIAL = ROOT / "tests" / "adversarial"
 REPO_IN_ATTACKS = "/work/main"
 """The repository's path as the attacks spell it; replaced by this checkout's path when graded."""
 HONEST = ROOT / "g14" / "submissions" / "mib_decimal" / "attention.py"
-UIDS = range(61000, 61064)
-"""uids of the sandbox's worker slots (grader.zygote.UID_BASE + slot)."""
+UIDS = range(UID_BASE, UID_BASE + 64)
+"""uids of the sandbox's worker slots (grader.child.limits.UID_BASE + slot)."""
 PORT = 47914
 UNIX_SOCKET = Path(f"/tmp/grader-adversarial-{PORT}.sock")
 ABSTRACT_SOCKET = f"\0grader-adversarial-{PORT}"
@@ -154,7 +155,8 @@ FOREIGN = "returned something the grader cannot read: the result holds an object
 def _job_folder() -> str:
     import numpy
 
-    from grader.zygote import allowed_paths, choose_job_folder
+    from grader.child.jobsetup import choose_job_folder
+    from grader.child.landlock import allowed_paths
 
     return choose_job_folder(allowed_paths(numpy))
 
