@@ -2,8 +2,8 @@
 
 The archive is read as a listing first: its students are the folders and
 ``.py`` files under its root (the archive's single top-level folder, when it
-has one, descended while it holds one folder and no ``attention.py``). Only
-each student's ``attention.py`` (or the ``<id>.py`` file itself) is
+has one, descended while it holds one folder and no submission file). Only
+each student's submission file (the pack's, e.g. ``attention.py``; or the ``<id>.py`` file itself) is
 extracted, each to a folder of its own with a name the grader makes
 (``00003/attention.py``), so no member name, however long, odd or
 case-folded, decides a path on disk.

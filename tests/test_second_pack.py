@@ -158,3 +158,19 @@ def test_the_manifest_is_checked_key_by_key(cli, tmp_path: Path) -> None:  # noq
     assert err.strip().endswith("; give the file students hand in, e.g. solution.py")
     code, out, err = cli("validate", "--pack", tmp_path / "nowhere")
     assert code == 3 and "no such folder and no installed course pack of that name" in err
+
+
+def test_the_student_package_holds_the_packs_public_part_only(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    import zipfile
+
+    code, out, err = cli("build-student-package", "--pack", PACK, "--out", tmp_path)
+    assert code == 0, err
+    (wheel,) = tmp_path.glob("r3_grader-0.1.0-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        entry_points = zf.read("r3_grader-0.1.0.dist-info/entry_points.txt").decode()
+        assert json.loads(zf.read("r3/public.json"))["hidden_count"] == 2
+    assert sorted(n for n in names if n.startswith("r3/")) == [
+        "r3/__init__.py", "r3/course.yaml", "r3/kinds.py", "r3/public.json", "r3/starter/activations.py"]
+    assert not [n for n in names if n.startswith("g14/")]
+    assert "[grader.packs]\nr3 = r3" in entry_points
