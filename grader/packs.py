@@ -47,9 +47,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import jsonschema
-import yaml
-
 from grader.errors import ConfigError, describe_failure
 
 __all__ = [
@@ -219,6 +216,9 @@ def load_pack(folder: str | Path, package: str = "") -> Pack:
 
 @functools.cache
 def _load(root: Path, package: str) -> Pack:
+    import jsonschema  # here, not at import: 'grader check' starts without them when it can
+    import yaml
+
     path = root / MANIFEST
     if not path.is_file():
         raise ConfigError(f"{root}: not a course pack (no {MANIFEST}); pass --pack DIR with a pack's folder")
@@ -252,11 +252,13 @@ def _load(root: Path, package: str) -> Pack:
     )
 
 
+@functools.cache
 def installed_packs() -> dict[str, tuple[str, Path]]:
     """The packs registered under `ENTRY_POINT_GROUP`: entry-point name to (package, folder).
 
     A registration whose package cannot be found is left out (with a
-    warning): an uninstalled pack must not stop another from loading.
+    warning): an uninstalled pack must not stop another from loading. Read
+    once per process.
     """
     found: dict[str, tuple[str, Path]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
