@@ -332,9 +332,30 @@ def _validate(config: Config) -> int:
         _write(f"FAIL {ex_id} {c.id}: {c.status}: {c.message}")
     if result.error:
         _write(f"FAIL the reference could not run: {result.error}")
-    ok = not bad and not result.error and result.score == result.max_score
+    manifest = _manifest_problems(config, collected.exercises)
+    for line in manifest:
+        _write(f"FAIL {line}")
+    ok = not bad and not result.error and result.score == result.max_score and not manifest
     _write(f"reference scores {result.score:g}/{result.max_score:g}: " + ("valid" if ok else "INVALID"))
     return EXIT_OK if ok else EXIT_CHECKS_FAILED
+
+
+def _manifest_problems(config: Config, exercises) -> list[str]:
+    """Where the specs and the pack's manifest disagree: a function no student writes, a section renamed."""
+    try:
+        pack = config.pack
+    except GraderError:
+        return []
+    problems = []
+    for ex in exercises:
+        unknown = sorted({c.function for c in ex.checks} - set(pack.functions))
+        if unknown:
+            problems.append(f"{ex.id}: checks call {', '.join(unknown)}, not among the functions of "
+                            f"{pack.root / 'course.yaml'} ({', '.join(pack.functions)}); list them there")
+        if ex.id in pack.sections and pack.sections[ex.id] != ex.section:
+            problems.append(f"{ex.id}: its section is {ex.section!r} but course.yaml's sections say "
+                            f"{pack.sections[ex.id]!r}; make them agree")
+    return problems
 
 
 def _starter(config: Config) -> int:
@@ -371,7 +392,7 @@ def _bundle(config: Config) -> dict:
     if config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False):
         folder, explicit = mutants_dir(config)
         try:
-            catalogue = load_catalogue(folder, config.pack.submission) if folder is not None else None
+            catalogue = load_catalogue(folder, config.pack.submission, config.pack.chapter_url) if folder is not None else None
         except ConfigError:
             if explicit:
                 raise
