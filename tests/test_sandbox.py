@@ -79,14 +79,14 @@ def test_grading_without_landlock_is_refused(cli, tmp_path: Path, monkeypatch: p
             self.landlock_abi = 0
 
     monkeypatch.setattr(sandbox, "Zygote", NoLandlock)
-    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path)
+    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path)
     assert code == 3
     assert err.strip().splitlines() == [
         "grader: error: no filesystem isolation here (Landlock needs Linux 5.13 or newer, enabled); grading "
         "hidden checks would let submissions read them. Run 'grader doctor', or pass --insecure to grade anyway"
     ]
     assert not (tmp_path / "results.json").exists()
-    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path, "--insecure", "-q")
+    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path, "--insecure", "-q")
     assert code == 0
 
 
@@ -95,7 +95,7 @@ def test_check_and_validate_start_no_zygote(cli, monkeypatch: pytest.MonkeyPatch
         raise AssertionError("the zygote must not start")
 
     monkeypatch.setattr(sandbox, "Zygote", boom)
-    assert cli("check", ROOT / "submissions" / "correct_numpy" / "attention.py")[0] == 0
+    assert cli("check", ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py")[0] == 0
     assert cli("validate")[0] == 0
 
 
@@ -502,7 +502,7 @@ def time_now() -> float:
 
 
 def test_correct_samples_score_full_marks_in_the_sandbox(cli, tmp_path: Path) -> None:
-    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", ROOT / "submissions" / "correct_lists",
+    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", ROOT / "g14" / "submissions" / "correct_lists",
                          "--out", tmp_path, "-q")
     assert code == 0, err
     results = json.loads((tmp_path / "results.json").read_text())
@@ -523,7 +523,7 @@ def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path
     env = dict(os.environ, TMPDIR=str(tmpdir))
     run = [sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main(sys.argv[1:]))"]
     out = tmp_path / "out"
-    proc = subprocess.run(run + ["grade", "submissions/correct_numpy", "submissions/correct_lists", "--out", str(out),
+    proc = subprocess.run(run + ["grade", "g14/submissions/correct_numpy", "g14/submissions/correct_lists", "--out", str(out),
                                  "-q"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     results = json.loads((out / "results.json").read_text())
@@ -538,7 +538,7 @@ def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path
 def test_grade_stops_in_one_line_when_a_real_job_cannot_run(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """If the preflight job fails, grade exits 3 before grading anything: never a class of zeros."""
     monkeypatch.setattr(sandbox, "PREFLIGHT_SOURCE", b"import os\nos._exit(9)\n")
-    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path / "out")
+    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path / "out")
     assert code == 3
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("grader: error: the sandbox cannot run a job here (importing the "
