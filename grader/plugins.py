@@ -48,6 +48,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "github",
     "summary_page",
     "classroom",  # after "github": called before it, so its Classroom notices come before the annotations
+    "shard_record",
+    "dask_cluster",
 )
 """Short names of the built-in plugins, each ``grader.builtin.<name>``."""
 
