@@ -60,11 +60,19 @@ def _positive(text: str) -> int:
 @hookimpl
 def grader_addoption(parser: Any) -> None:
     group = parser.add_argument_group("dask")
-    group.add_argument("--dask", metavar="ADDRESS",
-                       help="run the submissions on this Dask scheduler (tcp://host:8786); judging and reports stay "
-                       "here (needs the 'dask' extra)")
-    group.add_argument("--dask-chunk", type=_positive, default=DEFAULT_CHUNK, metavar="N",
-                       help=f"submissions per Dask task (default: {DEFAULT_CHUNK})")
+    group.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="run the submissions on this Dask scheduler (tcp://host:8786); judging and reports stay "
+        "here (needs the 'dask' extra)",
+    )
+    group.add_argument(
+        "--dask-chunk",
+        type=_positive,
+        default=DEFAULT_CHUNK,
+        metavar="N",
+        help=f"submissions per Dask task (default: {DEFAULT_CHUNK})",
+    )
 
 
 @hookimpl
@@ -75,12 +83,16 @@ def grader_configure(config: Any) -> None:
     try:
         from distributed import Client
     except ImportError:
-        raise ConfigError("--dask: the Dask client is not installed; pip install 'g14-grader[dask]'") from None
+        raise ConfigError(
+            "--dask: the Dask client is not installed; pip install 'g14-grader[dask]'"
+        ) from None
     try:
         config.stash["dask.client"] = Client(address, timeout=30, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
-        raise UsageError(f"--dask {address}: cannot reach the Dask scheduler ({type(exc).__name__}: {exc}); "
-                         "give the address 'dask scheduler' prints (tcp://HOST:8786)") from None
+        raise UsageError(
+            f"--dask {address}: cannot reach the Dask scheduler ({type(exc).__name__}: {exc}); "
+            "give the address 'dask scheduler' prints (tcp://HOST:8786)"
+        ) from None
 
 
 def encode_calls(calls: Sequence[Call]) -> str:
@@ -89,9 +101,20 @@ def encode_calls(calls: Sequence[Call]) -> str:
 
     rows = []
     for c in calls:
-        budget = None if c.budget is None else [c.budget.max_items, c.budget.max_depth, c.budget.max_bytes]
-        rows.append({"function": c.function, "args": encode_nonfinite(list(c.args)), "timeout": c.timeout,
-                     "budget": budget, "hidden": c.hidden})
+        budget = (
+            None
+            if c.budget is None
+            else [c.budget.max_items, c.budget.max_depth, c.budget.max_bytes]
+        )
+        rows.append(
+            {
+                "function": c.function,
+                "args": encode_nonfinite(list(c.args)),
+                "timeout": c.timeout,
+                "budget": budget,
+                "hidden": c.hidden,
+            }
+        )
     return json.dumps(rows, allow_nan=False)
 
 
@@ -107,20 +130,31 @@ def decode_calls(text: str) -> tuple[Call, ...]:
         return value
 
     return tuple(
-        Call(row["function"], tuple(floats(row["args"])), float(row["timeout"]),
-             None if row["budget"] is None else ResultBudget(*row["budget"]), bool(row["hidden"]))
+        Call(
+            row["function"],
+            tuple(floats(row["args"])),
+            float(row["timeout"]),
+            None if row["budget"] is None else ResultBudget(*row["budget"]),
+            bool(row["hidden"]),
+        )
         for row in json.loads(text)
     )
 
 
 def _settings(config: Any) -> dict[str, Any]:
     """What a worker's runner is configured with: the run options that change how calls run."""
-    return {"import_timeout": config.option("import_timeout"), "submission_timeout": config.option("submission_timeout"),
-            "insecure": bool(config.option("insecure", False)), "plugins": list(config.option("p") or ())}
+    return {
+        "import_timeout": config.option("import_timeout"),
+        "submission_timeout": config.option("submission_timeout"),
+        "insecure": bool(config.option("insecure", False)),
+        "plugins": list(config.option("p") or ()),
+    }
 
 
 @hookimpl
-def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call], config: Any) -> None:
+def grader_batch_start(
+    submissions: Sequence[Submission], calls: Sequence[Call], config: Any
+) -> None:
     """Send the batch to the cluster in chunks; keep each submission's future and place in its chunk."""
     client = config.stash.get("dask.client")
     if client is None or not submissions:
@@ -134,20 +168,36 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
     batch = os.urandom(4).hex()
     for start in range(0, len(submissions), size):
         items = []
-        for sub in submissions[start:start + size]:
+        for sub in submissions[start : start + size]:
             if sub.file is None:
                 continue
             try:
                 data = Path(sub.file).read_bytes()
             except OSError:
                 continue  # graded here: the local runner says what is wrong with the file
-            items.append((sub, {"id": sub.id, "name": Path(sub.file).name, "sha256": sub.sha256,
-                                "data": base64.b64encode(data).decode()}))
+            items.append(
+                (
+                    sub,
+                    {
+                        "id": sub.id,
+                        "name": Path(sub.file).name,
+                        "sha256": sub.sha256,
+                        "data": base64.b64encode(data).decode(),
+                    },
+                )
+            )
         if not items:
             continue
         payload = json.dumps([item for _, item in items])
-        future = client.submit(run_chunk, payload, scattered, settings, key=f"grader-chunk-{batch}-{start}",
-                               pure=False, retries=1)
+        future = client.submit(
+            run_chunk,
+            payload,
+            scattered,
+            settings,
+            key=f"grader-chunk-{batch}-{start}",
+            pure=False,
+            retries=1,
+        )
         for position, (sub, _) in enumerate(items):
             pending[sub.id] = (future, position, len(items))
     config.stash["dask.pending"] = pending
@@ -159,10 +209,14 @@ def _chunk_limit(calls: Sequence[Call], count: int) -> int:
     """Bytes a chunk's answer may hold: per submission every call's frame limit, its texts, and some slack."""
     from grader.boundary import frame_limit
 
-    return count * (sum(frame_limit(c.budget) + 8192 for c in calls) + (256 << 10)) + (64 << 10)
+    return count * (sum(frame_limit(c.budget) + 8192 for c in calls) + (256 << 10)) + (
+        64 << 10
+    )
 
 
-def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> list[Any] | None:
+def _chunk(
+    future: Any, count: int, calls: Sequence[Call], config: Any
+) -> list[Any] | None:
     """The decoded JSON of a chunk's answer (once per chunk), or None when the cluster could not finish it."""
     chunks = config.stash["dask.chunks"]
     with _LOCK:
@@ -174,26 +228,38 @@ def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> list[
         try:
             text = future.result()
         except Exception as exc:  # noqa: BLE001 - a lost chunk: its submissions are graded here instead
-            print(f"grader: warning: the Dask cluster could not run chunk {future.key} ({type(exc).__name__}: "
-                  f"{str(exc)[:200]}); its submissions are graded here", file=sys.stderr, flush=True)
+            print(
+                f"grader: warning: the Dask cluster could not run chunk {future.key} ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); its submissions are graded here",
+                file=sys.stderr,
+                flush=True,
+            )
             done.append(None)
             return None
         data = None
         if type(text) is str and len(text) <= _chunk_limit(calls, count):
             try:
-                data = json.loads(text, parse_constant=lambda name: (_ for _ in ()).throw(ValueError(name)))
+                data = json.loads(
+                    text,
+                    parse_constant=lambda name: (_ for _ in ()).throw(ValueError(name)),
+                )
             except (ValueError, RecursionError):
                 data = None
         if type(data) is not list:
-            print(f"grader: warning: chunk {future.key} came back unreadable; its submissions are graded here",
-                  file=sys.stderr, flush=True)
+            print(
+                f"grader: warning: chunk {future.key} came back unreadable; its submissions are graded here",
+                file=sys.stderr,
+                flush=True,
+            )
             data = None
         done.append(data)
         return data
 
 
 @hookimpl(tryfirst=True)
-def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
+def grader_run_calls(
+    submission: Submission, calls: Sequence[Call], config: Any
+) -> RunOutcome | None:
     """The outcome the cluster brought back for this submission (taken once), or None to run it here."""
     pending = config.stash.get("dask.pending")
     if not pending:
@@ -210,12 +276,19 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
     from grader.shards import OutcomeError, decode_outcome
 
     try:
-        if type(item) is not dict or set(item) != {"id", "outcome"} or item["id"] != submission.id:
+        if (
+            type(item) is not dict
+            or set(item) != {"id", "outcome"}
+            or item["id"] != submission.id
+        ):
             raise OutcomeError("not this submission's outcome")
         return decode_outcome(item["outcome"], calls)
     except OutcomeError as exc:
-        print(f"grader: warning: the cluster's outcome of {submission.id!a} is unreadable ({exc}); graded here",
-              file=sys.stderr, flush=True)
+        print(
+            f"grader: warning: the cluster's outcome of {submission.id!a} is unreadable ({exc}); graded here",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
 
 
@@ -254,9 +327,17 @@ def _runner(settings: dict[str, Any]) -> Any:
         except (ImportError, ValueError, AttributeError):
             slots = 1
         pm = get_plugin_manager(settings["plugins"])
-        argv = ["grade", "-", "--import-timeout", repr(float(settings["import_timeout"])), "--submission-timeout",
-                repr(float(settings["submission_timeout"])), "--jobs", str(slots),
-                *(["--insecure"] if settings["insecure"] else [])]
+        argv = [
+            "grade",
+            "-",
+            "--import-timeout",
+            repr(float(settings["import_timeout"])),
+            "--submission-timeout",
+            repr(float(settings["submission_timeout"])),
+            "--jobs",
+            str(slots),
+            *(["--insecure"] if settings["insecure"] else []),
+        ]
         options = build_parser(pm).parse_args(argv)
         options.out = None  # a worker writes no file: results go back to the instructor
         config = Config(command="grade", options=options, pluginmanager=pm)
@@ -321,6 +402,8 @@ def run_chunk(payload: str, calls_text: str, settings: dict[str, Any]) -> str:
             path = folder / Path(item["name"]).name
             path.write_bytes(base64.b64decode(item["data"]))
             sub = Submission(item["id"], str(folder), str(path), item["sha256"])
-            outcome = config.hook.grader_run_calls(submission=sub, calls=list(calls), config=config)
+            outcome = config.hook.grader_run_calls(
+                submission=sub, calls=list(calls), config=config
+            )
             out.append({"id": item["id"], "outcome": encode_outcome(outcome)})
     return json.dumps(out, allow_nan=False)

@@ -34,7 +34,9 @@ def _sharded(config: Any) -> bool:
 
 
 @hookimpl
-def grader_collection_finish(submissions: Sequence[Submission], collected: Any, config: Any) -> None:
+def grader_collection_finish(
+    submissions: Sequence[Submission], collected: Any, config: Any
+) -> None:
     if _sharded(config):
         config.stash["shard_record.submissions"] = {s.id: s for s in submissions}
         config.stash["shard_record.outcomes"] = {}
@@ -42,7 +44,9 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Any, 
 
 
 @hookimpl(wrapper=True, tryfirst=True)
-def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> Generator[None, Any, Any]:
+def grader_run_calls(
+    submission: Submission, calls: Sequence[Call], config: Any
+) -> Generator[None, Any, Any]:
     """Keep the outcome every other wrapper saw (outermost: ``tryfirst``)."""
     outcome = yield
     if outcome is not None and _sharded(config):
@@ -52,7 +56,9 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
 
 
 @hookimpl(tryfirst=True, specname="grader_run_calls")
-def replay_outcome(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
+def replay_outcome(
+    submission: Submission, calls: Sequence[Call], config: Any
+) -> RunOutcome | None:
     """In a merge: the outcome the shard recorded for this submission (no code runs)."""
     return config.stash.get(REPLAY_KEY, {}).get(submission.id)
 
@@ -66,7 +72,9 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
         return
     with _LOCK:
         outcome = config.stash["shard_record.outcomes"].get(result.id)
-    config.stash["shard_record.lines"][result.id] = record_line(submission, result, outcome)
+    config.stash["shard_record.lines"][result.id] = record_line(
+        submission, result, outcome
+    )
 
 
 @hookimpl(trylast=True)
@@ -76,13 +84,18 @@ def grader_write_reports(report: Any, config: Any) -> None:
         return
     lines = config.stash.get("shard_record.lines", {})
     ids = [s.id for s in report.submissions if s.id in lines]
-    write_record(config.out_dir / SUBFOLDER, manifest(config, config.stash["collected"], ids),
-                 [lines[i] for i in ids])
+    write_record(
+        config.out_dir / SUBFOLDER,
+        manifest(config, config.stash["collected"], ids),
+        [lines[i] for i in ids],
+    )
 
 
 @hookimpl
 def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
     if _sharded(config):
         spec = config.stash[STASH_KEY]
-        write(f"shard {spec}: {len(report.submissions)} of {len(config.stash.get('shards.class_ids', ()))} "
-              f"submissions; merge every shard with 'grader merge DIR... --out DIR'")
+        write(
+            f"shard {spec}: {len(report.submissions)} of {len(config.stash.get('shards.class_ids', ()))} "
+            f"submissions; merge every shard with 'grader merge DIR... --out DIR'"
+        )
