@@ -27,6 +27,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "reference",
     "checks",
     "submission",
+    "dask_cluster",  # before "sandbox": its outcomes from a Dask cluster (--dask) are asked for first
+    "shard_record",  # before "sandbox": in a merge, the shards' recorded outcomes answer (no code runs)
     "sandbox",  # before "runner": among trylast impls, pluggy asks the first registered first
     "runner",
     "judge",
@@ -48,8 +50,6 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "github",
     "summary_page",
     "classroom",  # after "github": called before it, so its Classroom notices come before the annotations
-    "shard_record",
-    "dask_cluster",
 )
 """Short names of the built-in plugins, each ``grader.builtin.<name>``."""
 

@@ -256,7 +256,7 @@ def _chunk(
         return data
 
 
-@hookimpl(tryfirst=True)
+@hookimpl(trylast=True)
 def grader_run_calls(
     submission: Submission, calls: Sequence[Call], config: Any
 ) -> RunOutcome | None:

@@ -55,7 +55,7 @@ def grader_run_calls(
     return outcome
 
 
-@hookimpl(tryfirst=True, specname="grader_run_calls")
+@hookimpl(trylast=True, specname="grader_run_calls")
 def replay_outcome(
     submission: Submission, calls: Sequence[Call], config: Any
 ) -> RunOutcome | None:
