@@ -115,6 +115,7 @@ LOCATION_OPTIONS = frozenset(
         "policy",
         "lms_times",
         "starter",
+        "pack",
     }
 )
 """Options that say where a run reads or writes, or how fast it goes, not what it gives: not compared
@@ -505,8 +506,10 @@ def manifest(config: Any, collected: Any, ids: Sequence[str]) -> dict[str, Any]:
     from grader.secret import course_secret
     from grader.session import result_settings
 
+    from grader.packs import reference_file
+
     spec: ShardSpec = config.stash[STASH_KEY]
-    reference = Path(config.option("reference") or "")
+    reference = reference_file(config)
     class_ids = list(config.stash.get("shards.class_ids", ids))
     return {
         "format": FORMAT,

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, SPECS
 from scale_support import (
     assert_same_exports,
     exports,
@@ -272,7 +272,7 @@ def test_merge_refuses_other_specs_than_its_own(
     graded: dict[str, Path], tmp_path: Path
 ) -> None:
     specs = tmp_path / "specs"
-    shutil.copytree(ROOT / "exercises" / "g14", specs)
+    shutil.copytree(SPECS, specs)
     spec = specs / "G14.05.yaml"
     spec.write_text(spec.read_text() + "\n# changed\n")
     shards = [graded[f"shard{k}"] for k in range(1, N + 1)]
