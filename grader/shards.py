@@ -503,10 +503,9 @@ def manifest(config: Any, collected: Any, ids: Sequence[str]) -> dict[str, Any]:
     ids : sequence of str
         The ids of the shard's results, in the class's order.
     """
+    from grader.packs import reference_file
     from grader.secret import course_secret
     from grader.session import result_settings
-
-    from grader.packs import reference_file
 
     spec: ShardSpec = config.stash[STASH_KEY]
     reference = reference_file(config)
