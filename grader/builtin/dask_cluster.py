@@ -142,13 +142,22 @@ def decode_calls(text: str) -> tuple[Call, ...]:
 
 
 def _settings(config: Any) -> dict[str, Any]:
-    """What a worker's runner is configured with: the run options that change how calls run."""
+    """What a worker's runner is configured with: the run options that change how calls run.
+
+    ``pack`` is the run's ``--pack`` (None: the pack installed on the worker), ``plugins`` its ``-p``.
+    """
     return {
         "import_timeout": config.option("import_timeout"),
         "submission_timeout": config.option("submission_timeout"),
         "insecure": bool(config.option("insecure", False)),
         "plugins": list(config.option("p") or ()),
+        "pack": _absolute(config.option("pack")),
     }
+
+
+def _absolute(pack: str | None) -> str | None:
+    """A ``--pack`` folder as an absolute path (a worker's folder is not ours); an installed pack's id as is."""
+    return str(Path(pack).resolve()) if pack and Path(pack).is_dir() else pack
 
 
 @hookimpl
@@ -326,7 +335,7 @@ def _runner(settings: dict[str, Any]) -> Any:
             slots = max(1, int(get_worker().state.nthreads))
         except (ImportError, ValueError, AttributeError):
             slots = 1
-        pm = get_plugin_manager(settings["plugins"])
+        pm = get_plugin_manager(settings["plugins"], pack=settings.get("pack"))
         argv = [
             "grade",
             "-",
@@ -337,6 +346,7 @@ def _runner(settings: dict[str, Any]) -> Any:
             "--jobs",
             str(slots),
             *(["--insecure"] if settings["insecure"] else []),
+            *(["--pack", settings["pack"]] if settings.get("pack") else []),
         ]
         options = build_parser(pm).parse_args(argv)
         options.out = None  # a worker writes no file: results go back to the instructor
