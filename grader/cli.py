@@ -99,6 +99,8 @@ UNUSED: dict[str, tuple[str, ...]] = {
     "doctor": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "specs", "reference", "mutants", "no_diagnosis",
                "import_timeout", "submission_timeout"),
     "build-student-package": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet")),
+    "merge": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "import_timeout", "submission_timeout", "insecure",
+                               "dask", "dask_chunk", "no_diagnosis") if o not in ("csv", "secret_file")),
 }
 """Per command, the shared options (by ``dest``) it does not use: they are neither listed in its
 ``--help`` nor accepted (given anyway, they are a usage error, not silently ignored). Options a
@@ -175,6 +177,10 @@ def build_parser(pm, pack=None) -> argparse.ArgumentParser:
     grade.add_argument("--only", nargs="+", metavar="ID",
                        help="grade only these students again; the others' results come from the gradebook "
                        "(left out when it has none)")
+    grade.add_argument("--shard", metavar="K/N",
+                       help="grade only the K-th of N slices of the class (K from 1; auto/N: K from "
+                       "JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID or GRADER_SHARD_INDEX) and write DIR/shard/ "
+                       "for 'grader merge'")
     similarity = sub.add_parser(
         "similarity", parents=[_common(pm, "similarity")], help="grade and write DIR/similarity.html: copied code, identical wrong values",
         description="Grade the class (like 'grade --similarity') and flag pairs of submissions: code that shares "
@@ -183,6 +189,15 @@ def build_parser(pm, pack=None) -> argparse.ArgumentParser:
     similarity.add_argument("paths", nargs="+", metavar="PATH", help="a folder of student folders, or a zip export")
     similarity.add_argument("--out", default="reports", metavar="DIR", help="folder for the reports (default: reports)")
     similarity.add_argument("--json", metavar="FILE", type=output_file, help="write the JSON results here")
+    merge = sub.add_parser(
+        "merge", parents=[_common(pm, "merge")], help="merge the folders of 'grade --shard K/N' runs into one run's files",
+        description="Combine the --out folders of every shard of a class into exactly the files one unsharded "
+        "'grader grade' writes. Refuses shards made with other specs, reference, grader, secret or settings, and "
+        "names shards missing or given twice.",
+    )
+    merge.add_argument("shard_dirs", nargs="+", metavar="SHARD_DIR", help="the --out folder of each shard")
+    merge.add_argument("--out", default="reports", metavar="DIR", help="folder for the merged reports (default: reports)")
+    merge.add_argument("--json", metavar="FILE", type=output_file, help="write the JSON results here (default: DIR/results.json)")
     diff = sub.add_parser(
         "diff", help="compare two results.json: who changed, by how much, on which checks",
         description="List the students whose score or checks differ between two results files (a regrade).",
@@ -295,6 +310,12 @@ def _run(config: Config) -> int:
         from grader.builtin.sandbox import doctor
 
         return doctor(_write)
+    if getattr(config.options, "_shards", None) is not None:  # grader merge
+        from grader.shards import merge
+
+        report = merge(config)
+        config.hook.grader_terminal_summary(report=report, config=config, write=_write)
+        return EXIT_OK
     remove_stale_scratch()  # what graders killed with kill -9 left in the temporary folder
     if config.command == "check":
         config.options.out = None
@@ -473,6 +494,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = build_parser(pm, _pack_or_none(argv)).parse_args(argv)
         if options.command == "similarity":  # 'grade --similarity' under its own name
             options.command, options.similarity = "grade", True
+        if options.command == "merge":  # an unsharded 'grade' run's writers, fed from the shards' records
+            from grader.shards import merge_options
+
+            options = merge_options(options, build_parser(pm))
+            options.command = "grade"
         config = Config(command=options.command, options=options, pluginmanager=pm)
         if config.command == "grade":
             _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts
