@@ -48,7 +48,13 @@ def test_the_uid_base_and_the_limits_are_written_once() -> None:
         if path.name == "limits.py":
             continue
         text = path.read_text(encoding="utf-8")
-        for pattern in (r"\b61000\b", r"\b3600\b", r"\bsoft \+ [12]\b", r"\bcpu \+ 1\b", r"\b64 << 20\b"):
+        for pattern in (
+            r"\b61000\b",  # the uid base
+            r"\b(UID_BASE|SETUP_FAILED|CEILING_CPU_SECONDS|DEFAULT_LIMITS|JOB_NICE) = ",  # a second definition
+            r"RLIMIT_CPU, \(",  # a CPU rlimit pair not made by cpu_rlimit()
+            r"RLIMIT_FSIZE, \(\d",  # a file-size limit spelled out
+            r'"address_space_bytes": \d',
+        ):
             spelled += [f"{path.relative_to(ROOT)}: {pattern}" for _ in re.finditer(pattern, text)]
     assert spelled == []
 
