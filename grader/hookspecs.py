@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from grader.config import Config
-    from grader.session import Collected
     from grader.models import (
         Call,
         CallResult,
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
         SubmissionResult,
         Verdict,
     )
+    from grader.session import Collected
 
 hookspec = pluggy.HookspecMarker("grader")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REFERENCE, SPECS
+
 from grader.builtin.checks import BUILTIN_KINDS
 from grader.builtin.yaml_spec import MAX_SPEC_BYTES, exercise_from_data, parse_yaml
 from grader.errors import EXIT_CONFIG, SpecError

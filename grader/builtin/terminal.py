@@ -265,7 +265,7 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
         _check_lines(sub, config, functions, write)
         if not config.option("quiet"):
             todo = _not_attempted(sub, functions)
-            for function, (count, points, exercises) in todo.items():
+            for function, (count, _points, exercises) in todo.items():
                 word = "check" if count == 1 else "checks"
                 write(_wrapped(f"{display(function)}: {count} {word} not attempted ({' '.join(map(display, exercises))})",
                                first="  TODO    ", rest=INDENT))

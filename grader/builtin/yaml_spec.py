@@ -15,7 +15,6 @@ without any secret ``grader grade`` warns once.
 from __future__ import annotations
 
 import difflib
-
 import math
 import os
 import sys
