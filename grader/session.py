@@ -24,6 +24,7 @@ from typing import Any
 from grader import __version__
 from grader.builtin.checks import KindContext
 from grader.config import Config
+from grader.disclosure import secret_while_grading
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
 from grader.models import (
     Call,
@@ -83,7 +84,7 @@ class Collected:
         student printed showable. Within each group, the specs' order.
         """
         pairs = [(exercise, pc) for exercise, items in self.checks for pc in items]
-        return tuple([p for p in pairs if not _hidden(p[1].check)] + [p for p in pairs if _hidden(p[1].check)])
+        return tuple([p for p in pairs if not secret_while_grading(p[1].check)] + [p for p in pairs if secret_while_grading(p[1].check)])
 
     @functools.cached_property
     def calls(self) -> tuple[Call, ...]:
@@ -110,11 +111,6 @@ class Collected:
         """Number of checks that are not ``visible``."""
         listed = sum(1 for ex in self.exercises for c in ex.checks if c.visibility != "visible")
         return listed + self.unlisted_hidden
-
-
-def _hidden(check: Check) -> bool:
-    """Whether a check's inputs are secret while grading (anything not ``visible``)."""
-    return check.visibility != "visible"
 
 
 def check_kinds(config: Config) -> dict[str, Any]:
@@ -252,7 +248,7 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
             budget = budget_for(guarded_call(fn, copy.deepcopy(call.args))) if fn is not None else DEFAULT_BUDGET
         except BaseException:  # noqa: BLE001 - the reference is meant to raise here (a raises check)
             budget = DEFAULT_BUDGET  # what a submission that does not raise returns has no reference size
-        calls.append(dataclasses.replace(call, budget=budget, hidden=_hidden(check)))
+        calls.append(dataclasses.replace(call, budget=budget, hidden=secret_while_grading(check)))
     return dataclasses.replace(prepared, calls=tuple(calls))
 
 

@@ -13,10 +13,10 @@ import pytest
 from conftest import REFERENCE
 
 from grader.builtin.checks import BUILTIN_KINDS, KindContext
-from grader.builtin.judge import judge
 from grader.builtin.reference import load_reference
 from grader.compare import Mismatch, as_array, compare, format_value, split_parts
 from grader.errors import SpecError
+from grader.judging import judge
 from grader.models import CallResult, Check, Exercise, Prepared, Verdict
 
 KINDS = {kind.name: kind for kind in BUILTIN_KINDS}

@@ -144,7 +144,7 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
     -------
     DiagnosisTable
     """
-    from grader.builtin.judge import judge  # the built-in rules: no plugin sees mutant verdicts
+    from grader.judging import judge  # the built-in rules: no plugin sees mutant verdicts
 
     calls = list(collected.calls)
     mutants = catalogue.mutants

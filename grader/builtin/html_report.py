@@ -20,35 +20,8 @@ from grader.errors import UsageError
 from grader.fileio import SubmissionFiles, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.naming import slugs_of
+from grader.pages import environment
 from grader.plugins import hookimpl
-from grader.safetext import display
-
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-
-STATUS_LABELS = {
-    "passed": "Passed",
-    "failed": "Failed",
-    "error": "Error",
-    "timeout": "Timed out",
-    "not_attempted": "Not attempted",
-}
-
-
-def environment() -> jinja2.Environment:
-    """The jinja2 environment of the report templates (autoescape on)."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    env.globals["status_label"] = lambda s: STATUS_LABELS.get(s, s)
-    env.filters["points"] = lambda x: f"{x:g}"
-    env.filters["percent"] = lambda s: f"{100.0 * s.score / s.max_score:.0f}%" if s.max_score else "-"
-    # Student text without control, escape or bidi characters (safetext.display); autoescape still applies.
-    env.filters["plain"] = display
-    env.filters["plain_lines"] = lambda text: display(text, newlines=True)
-    return env
 
 
 def page_names(report: GradingReport) -> dict[str, str]:

@@ -20,10 +20,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from grader.builtin.html_report import environment
 from grader.errors import UsageError
 from grader.fileio import write_atomic
 from grader.models import GradingReport
+from grader.pages import environment
 from grader.plugins import hookimpl
 
 __all__ = ["BINS", "Bar", "Chart", "failing_chart", "histogram_chart", "pass_rate_chart", "render_summary"]
