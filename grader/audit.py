@@ -33,6 +33,7 @@ from typing import Any
 from grader.catalogue import Catalogue, Entry, load_catalogue, run_entries
 from grader.errors import EXIT_CHECKS_FAILED, EXIT_OK, ConfigError
 from grader.models import SubmissionResult
+from grader.stash import COLLECTED
 
 __all__ = ["AuditRow", "audit", "audit_rows", "format_matrix"]
 
@@ -199,7 +200,7 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
 
     catalogue = load_catalogue(config.option("mutants") or "mutants")
     collected = session.collect(config)
-    config.stash["collected"] = collected
+    config.stash[COLLECTED] = collected
     exercises = [e.id for e in collected.exercises]
     for index, entry in enumerate(catalogue.entries):
         unknown = [x for x in entry.exercises if x not in exercises]

@@ -49,6 +49,7 @@ from grader.errors import (
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
+from grader.stash import INTERNAL_ERRORS
 
 __all__ = ["console_main", "main"]
 
@@ -288,7 +289,7 @@ def _run(config: Config) -> int:
     else:
         report = session.grade(config, config.options.paths)
     config.hook.grader_terminal_summary(report=report, config=config, write=_write)
-    faults = config.stash.get("session.internal_errors", [])
+    faults = config.stash.get(INTERNAL_ERRORS, [])
     if faults:
         shown = ", ".join(f"{display(repr(sub_id))} ({fault})" for sub_id, fault in faults[:5])
         more = f" and {len(faults) - 5} more" if len(faults) > 5 else ""

@@ -9,6 +9,8 @@ from typing import Any
 
 import pluggy
 
+from grader.stash import Stash
+
 __all__ = ["Config"]
 
 
@@ -24,14 +26,14 @@ class Config:
         Parsed command-line options, including those added by plugins.
     pluginmanager : pluggy.PluginManager
         The run's own plugin manager (a fresh one per run).
-    stash : dict
-        Free space for plugins, keyed by plugin name.
+    stash : grader.stash.Stash
+        Per-run state of plugins, under typed keys (`grader.stash.StashKey`).
     """
 
     command: str
     options: argparse.Namespace
     pluginmanager: pluggy.PluginManager
-    stash: dict[str, Any] = field(default_factory=dict)
+    stash: Stash = field(default_factory=Stash)
 
     @property
     def hook(self) -> Any:

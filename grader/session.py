@@ -16,10 +16,11 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from grader import __version__
 from grader.builtin.checks import KindContext
@@ -28,7 +29,6 @@ from grader.disclosure import secret_while_grading
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
 from grader.models import (
     Call,
-    CallResult,
     Check,
     CheckResult,
     Exercise,
@@ -42,6 +42,12 @@ from grader.models import (
 )
 from grader.safetext import display
 from grader.secret import course_secret
+from grader.stash import CHECK_KINDS, COLLECTED, INTERNAL_ERRORS, StashKey
+
+_NOT_LOADED_WARNED = StashKey[bool]()
+_CATALOGUE_FINGERPRINT = StashKey[str]()
+
+T = TypeVar("T")
 
 __all__ = ["Collected", "PreparedCheck", "collect", "grade", "grade_submission", "result_key", "spec_hash", "worker_count"]
 
@@ -102,9 +108,23 @@ class Collected:
             offset += n
         return out
 
-    def results_of(self, results: Any, exercise: Exercise, check: Check) -> list[CallResult]:
-        """The results of one check's calls, out of a submission's results (in `calls` order)."""
-        return list(results[self.slices[(exercise.id, check.id)]])
+    def split(self, results: Sequence[T]) -> list[tuple[Exercise, PreparedCheck, list[T]]]:
+        """Each prepared check with its own part of a submission's results, in the specs' order.
+
+        Parameters
+        ----------
+        results : sequence
+            One item per call of `calls`, in that order (`grader.models.CallResult`, or any
+            per-call value such as its seconds); a shorter sequence gives the checks past its
+            end fewer items (none).
+
+        Returns
+        -------
+        list of (grader.models.Exercise, PreparedCheck, list)
+            Every check of `checks`, exercise by exercise, with the items of its own calls.
+        """
+        return [(exercise, pc, list(results[self.slices[(exercise.id, pc.check.id)]]))
+                for exercise, items in self.checks for pc in items]
 
     @property
     def hidden_count(self) -> int:
@@ -173,7 +193,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
         two specs share an exercise id, or a spec is malformed
         (`grader.errors.SpecError`).
     """
-    config.stash["check_kinds"] = kinds = check_kinds(config)
+    config.stash[CHECK_KINDS] = kinds = check_kinds(config)
     specs_dir = Path(config.option("specs"))
     if visible_only:
         bundle = public_bundle(config, specs_dir)
@@ -207,8 +227,8 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
                               "keep one of the two files in the specs folder")
         exercises.append(exercise)
         used.append(path)
-    if not_loaded and not config.stash.get("session.not_loaded_warned"):
-        config.stash["session.not_loaded_warned"] = True  # validate collects twice: warn once
+    if not_loaded and not config.stash.get(_NOT_LOADED_WARNED):
+        config.stash[_NOT_LOADED_WARNED] = True  # validate collects twice: warn once
         shown = ", ".join(not_loaded[:10]) + (f" and {len(not_loaded) - 10} more" if len(not_loaded) > 10 else "")
         print(f"grader: warning: {specs_dir}: not loaded: {display(shown)}; specs are the *.yaml and *.yml files "
               "directly in this folder", file=sys.stderr)
@@ -322,21 +342,17 @@ def _grade_submission(
                 raise RuntimeError(f"the runner returned {len(outcome.results) if outcome else 'no'} results "
                                    f"for {len(calls)} calls")
             stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
-            results = outcome.results
-            verdicts = []
             stage.name = "judging its checks"
-            for exercise, items in collected.checks:
-                judged = []
-                for pc in items:
-                    mine = collected.results_of(results, exercise, pc.check)
-                    verdict = config.hook.grader_judge_check(
-                        check=pc.check, prepared=pc.prepared, results=mine, kind=pc.kind, context=pc.context,
-                        config=config,
-                    )
-                    if pc.prepared.shown_call:
-                        verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
-                    judged.append((pc.check, verdict))
-                verdicts.append((exercise, judged))
+            judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
+            for exercise, pc, mine in collected.split(outcome.results):
+                verdict = config.hook.grader_judge_check(
+                    check=pc.check, prepared=pc.prepared, results=mine, kind=pc.kind, context=pc.context,
+                    config=config,
+                )
+                if pc.prepared.shown_call:
+                    verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
+                judged[exercise.id].append((pc.check, verdict))
+            verdicts = [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
         stage.name = "scoring it"
         exercise_results = tuple(
             config.hook.grader_score_exercise(exercise=exercise, verdicts=judged, config=config)
@@ -385,7 +401,7 @@ def internal_error_result(
     """
     fault = internal_error_id(exc)
     _log_internal_error(f"internal error {fault} while {stage} for submission {submission.id!a}", exc)
-    config.stash.setdefault("session.internal_errors", []).append((submission.id, fault))
+    config.stash.setdefault(INTERNAL_ERRORS, []).append((submission.id, fault))
     message = (f"the grader failed while {stage} (internal error {fault}, {type(exc).__name__}); this submission "
                f"was not graded: this is a bug in the grader or a plugin, please report it with that id")
     verdicts = _failed_everywhere(collected, "error", message)
@@ -487,11 +503,11 @@ def _diagnosis_fingerprint(config: Config) -> str:
     """The catalogue behind diagnoses (its fingerprint), or "" when diagnosis is off; computed once."""
     if config.option("no_diagnosis", False) or config.pluginmanager.get_plugin("diagnosis") is None:
         return ""
-    if "session.catalogue_fingerprint" not in config.stash:
+    if _CATALOGUE_FINGERPRINT not in config.stash:
         from grader.catalogue import fingerprint
 
-        config.stash["session.catalogue_fingerprint"] = fingerprint(config.option("mutants") or "mutants")
-    return config.stash["session.catalogue_fingerprint"]
+        config.stash[_CATALOGUE_FINGERPRINT] = fingerprint(config.option("mutants") or "mutants")
+    return config.stash[_CATALOGUE_FINGERPRINT]
 
 
 def worker_count(config: Config) -> int:
@@ -526,8 +542,7 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         from grader.fileio import make_out_dir
 
         make_out_dir(config.out_dir)
-    config.stash["collected"] = collected
-    config.stash["total"] = len(submissions)
+    config.stash[COLLECTED] = collected
     config.hook.grader_collection_finish(submissions=submissions, collected=collected, config=config)
     results: list[SubmissionResult | None] = [None] * len(submissions)
     todo = []
@@ -598,7 +613,7 @@ def adjust_result(result: SubmissionResult, submission: Submission, config: Conf
             fault = internal_error_id(exc)
             _log_internal_error(f"internal error {fault} in the {impl.plugin_name} plugin's grader_adjust_result "
                                 f"for submission {submission.id!a}", exc)
-            config.stash.setdefault("session.internal_errors", []).append((submission.id, fault))
+            config.stash.setdefault(INTERNAL_ERRORS, []).append((submission.id, fault))
             return automatic
         if changed is not None:
             result = changed

@@ -153,3 +153,30 @@ def test_import_session_loads_no_numpy() -> None:
     code = "import sys, grader.session; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
+
+
+def test_plugins_share_state_under_typed_keys_not_strings() -> None:
+    from grader.stash import Stash, StashKey
+
+    stash = Stash()
+    count = StashKey[int]()
+    other = StashKey[int]()
+    stash[count] = 1
+    assert stash[count] == 1 and count in stash and other not in stash
+    assert stash.get(other) is None and stash.get(other, 5) == 5
+    assert stash.setdefault(other, 2) == 2 and len(stash) == 2
+    assert stash.pop(count) == 1 and stash.pop(count, None) is None
+    with pytest.raises(KeyError):
+        stash.pop(count)
+    with pytest.raises(TypeError, match="StashKey"):
+        stash["collected"] = 1  # type: ignore[index]
+
+
+def test_no_plugin_uses_a_string_stash_key() -> None:
+    """Every ``config.stash[...]`` of the package is a `StashKey`, never a string literal."""
+    import re
+
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted(PACKAGE.rglob("*.py"))
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"stash(\[|\.get\(|\.setdefault\(|\.pop\()\s*['\"]", line)]
+    assert found == []

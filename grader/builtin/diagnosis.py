@@ -36,6 +36,7 @@ from grader.catalogue import Catalogue, Entry, load_catalogue, run_entries
 from grader.errors import ConfigError
 from grader.models import CallResult, Check, Diagnosis, Prepared, RunOutcome, Verdict
 from grader.plugins import hookimpl
+from grader.stash import COLLECTED, StashKey
 
 __all__ = ["DiagnosisTable", "build_table", "same_data"]
 
@@ -45,8 +46,8 @@ MATCH_ATOL = 1e-9
 tolerances, but never tighter than these (two ways of computing the same
 mistake may differ in the last bits)."""
 
-_TABLE = "diagnosis.table"
-_LOCK = "diagnosis.lock"
+_TABLE = StashKey["DiagnosisTable | None"]()
+_LOCK = StashKey[threading.Lock]()
 
 
 def same_data(a: Any, b: Any, rtol: float, atol: float) -> bool:
@@ -151,17 +152,18 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
     if outcomes is None:
         outcomes = run_entries(config, mutants, calls)
     rows: dict[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]] = {}
-    for exercise, items in collected.checks:
-        for pc in items:
-            for entry in mutants:
-                outcome = outcomes.get(entry.name)
-                if outcome is None or outcome.import_error or len(outcome.results) != len(calls):
-                    continue
-                theirs = tuple(collected.results_of(outcome.results, exercise, pc.check))
-                if any(r.status != "returned" for r in theirs):
-                    continue
-                if judge(pc.check, pc.prepared, theirs, pc.kind, pc.context).status == "failed":
-                    rows.setdefault((exercise.id, pc.check.id), []).append((entry, theirs))
+    split = {entry.name: collected.split(outcome.results) for entry in mutants
+             if (outcome := outcomes.get(entry.name)) is not None and not outcome.import_error
+             and len(outcome.results) == len(calls)}
+    for index, (exercise, pc, _) in enumerate(collected.split(calls)):
+        for entry in mutants:
+            if entry.name not in split:
+                continue
+            theirs = tuple(split[entry.name][index][2])
+            if any(r.status != "returned" for r in theirs):
+                continue
+            if judge(pc.check, pc.prepared, theirs, pc.kind, pc.context).status == "failed":
+                rows.setdefault((exercise.id, pc.check.id), []).append((entry, theirs))
     return DiagnosisTable(rows, catalogue)
 
 
@@ -212,7 +214,7 @@ def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> Diag
     lock = config.stash.setdefault(_LOCK, threading.Lock())
     with lock:
         if _TABLE not in config.stash:
-            collected = config.stash.get("collected")
+            collected = config.stash.get(COLLECTED)
             catalogue = _catalogue(config) if collected is not None else None
             if catalogue:
                 config.stash[_TABLE] = build_table(config, collected, catalogue, outcomes)

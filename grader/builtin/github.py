@@ -37,6 +37,7 @@ from grader.feedback import STATUS_LABELS, check_feedback, shorten, student_mess
 from grader.models import Check, GradingReport, SubmissionResult
 from grader.plugins import hookimpl
 from grader.safetext import display, gh_data, gh_property, in_github_actions, markdown_inline
+from grader.stash import COLLECTED
 
 __all__ = ["annotations", "escape_data", "escape_property", "in_github_actions", "step_summary"]
 
@@ -242,7 +243,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         print(line, file=sys.stdout, flush=True)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        collected = config.stash.get("collected")
+        collected = config.stash.get(COLLECTED)
         hidden = collected.hidden_count if collected is not None else 0
         try:
             with open(summary, "a", encoding="utf-8") as fh:

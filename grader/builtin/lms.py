@@ -44,6 +44,7 @@ from grader.models import GradingReport, Submission
 from grader.naming import display_name
 from grader.plugins import hookimpl
 from grader.safetext import csv_cell, display
+from grader.stash import StashKey
 from grader.term import (
     adjustment_lines,
     parse_lms_name,
@@ -51,6 +52,9 @@ from grader.term import (
     read_csv_rows,
     submission_feedback,
 )
+
+_TIMES = StashKey[Any]()
+_PUSHED = StashKey[int]()
 
 CANVAS_FILE = "canvas.csv"
 MOODLE_FILE = "moodle.csv"
@@ -156,9 +160,9 @@ def grader_locate_submissions(path: str, config: Any) -> Any:
     found, notes = choose_attempts(found, config.option("attempt") or "latest")
     for note in notes:
         print(f"grader: {display(note)}", file=sys.stderr)
-    times = config.stash.get("lms.times")
+    times = config.stash.get(_TIMES)
     if times is None and config.option("lms_times"):
-        times = config.stash["lms.times"] = read_times(config.option("lms_times"))
+        times = config.stash[_TIMES] = read_times(config.option("lms_times"))
     if times:
         found = [_timed(s, times) for s in found]
     return found
@@ -282,7 +286,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         token = os.environ.get("CANVAS_API_TOKEN", "")
         if not token:
             raise ConfigError("--canvas-push: set CANVAS_API_TOKEN to a Canvas access token")
-        config.stash["lms.pushed"] = push_to_canvas(report, url, token)
+        config.stash[_PUSHED] = push_to_canvas(report, url, token)
 
 
 @hookimpl
@@ -310,5 +314,5 @@ def grader_configure(config: Any) -> None:
 
 @hookimpl
 def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
-    if "lms.pushed" in config.stash:
-        write(f"canvas: {config.stash['lms.pushed']} score(s) and comments posted")
+    if _PUSHED in config.stash:
+        write(f"canvas: {config.stash[_PUSHED]} score(s) and comments posted")

@@ -48,6 +48,12 @@ from grader.errors import ConfigError
 from grader.fileio import scratch_prefix
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
+from grader.stash import StashKey
+
+_ZYGOTE = StashKey["Zygote"]()
+_WORKDIR = StashKey[str]()
+_SLOTS = StashKey["queue.SimpleQueue[_Worker]"]()
+_WORKERS = StashKey[int]()
 
 ZYGOTE = str(Path(__file__).resolve().parent.parent / "zygote.py")
 SETUP_FAILED = 70
@@ -433,18 +439,18 @@ def grader_configure(config: Any) -> None:
             "no filesystem isolation here (Landlock needs Linux 5.13 or newer, enabled); grading hidden "
             "checks would let submissions read them. Run 'grader doctor', or pass --insecure to grade anyway"
         )
-    config.stash["sandbox.zygote"] = zygote
+    config.stash[_ZYGOTE] = zygote
     from grader.session import worker_count
 
     count = worker_count(config)
     workdir = make_workdir()
-    config.stash["sandbox.workdir"] = workdir
+    config.stash[_WORKDIR] = workdir
     slots: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
     workers = [_Worker(zygote, (slot, slot + count), workdir) for slot in range(count)]
     for worker in workers:
         slots.put(worker)
-    config.stash["sandbox.slots"] = slots
-    config.stash["sandbox.workers"] = count
+    config.stash[_SLOTS] = slots
+    config.stash[_WORKERS] = count
     problem = preflight(workers, workdir)
     if problem:  # grader_unconfigure stops the zygote and removes the folder
         raise ConfigError(problem)
@@ -602,10 +608,10 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
     ``trylast`` like the plain runner, but registered before it, so pluggy
     asks the sandbox first; any third-party runner is asked before both.
     """
-    zygote = config.stash.get("sandbox.zygote")
+    zygote = config.stash.get(_ZYGOTE)
     if zygote is None or submission.file is None:
         return None
-    slots = config.stash["sandbox.slots"]
+    slots = config.stash[_SLOTS]
     worker = slots.get()  # one worker per concurrent submission; each has its own uids
     try:
         return run_calls(
@@ -622,17 +628,17 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
 
 @hookimpl
 def grader_unconfigure(config: Any) -> None:
-    zygote = config.stash.pop("sandbox.zygote", None)
+    zygote = config.stash.pop(_ZYGOTE, None)
     if zygote is None:
         return
-    slots = config.stash.pop("sandbox.slots")
-    for _ in range(config.stash.pop("sandbox.workers")):
+    slots = config.stash.pop(_SLOTS)
+    for _ in range(config.stash.pop(_WORKERS)):
         try:
             slots.get_nowait().close()
         except (queue.Empty, OSError, ConfigError):
             pass
     zygote.close()
-    shutil.rmtree(config.stash.pop("sandbox.workdir"), ignore_errors=True)
+    shutil.rmtree(config.stash.pop(_WORKDIR), ignore_errors=True)
 
 
 def probe_layers() -> dict[str, Any]:

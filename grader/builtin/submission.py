@@ -50,6 +50,9 @@ from grader.models import CallResult, Submission
 from grader.naming import display_name, what_it_holds
 from grader.plugins import hookimpl
 from grader.safetext import display
+from grader.stash import StashKey
+
+_TEMPDIRS = StashKey[list[str]]()
 
 FILENAME = "attention.py"
 NOTEBOOK = "attention.ipynb"
@@ -295,7 +298,7 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
     if not Path(path).is_file():
         raise UsageError(f"{path}: no such file or folder; give an {FILENAME}, a student folder or a folder of them")
     dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
-    config.stash.setdefault("submission.tempdirs", []).append(dest)
+    config.stash.setdefault(_TEMPDIRS, []).append(dest)
     try:
         extracted = safe_extract(Path(path), dest)
     except ArchiveError as exc:
@@ -421,7 +424,7 @@ def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
 
 @hookimpl
 def grader_unconfigure(config: Any) -> None:
-    for folder in config.stash.pop("submission.tempdirs", []):
+    for folder in config.stash.pop(_TEMPDIRS, []):
         shutil.rmtree(folder, ignore_errors=True)
     _remove_scratch()
     with _NB_LOCK:

@@ -26,12 +26,16 @@ import shutil
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from grader.models import GradingReport, SubmissionResult
+from grader.models import GradingReport, Submission, SubmissionResult
 from grader.plugins import hookimpl
 from grader.safetext import display, in_github_actions, stop_commands
+from grader.stash import COLLECTED, StashKey
+
+_PROGRESS = StashKey["Progress"]()
+_TOTAL = StashKey[int]()
 
 MAX_TABLE_ROWS = 50
 """Rows of the score table printed by ``grade``; the reports hold every submission."""
@@ -102,19 +106,25 @@ class Progress:
 
 
 @hookimpl
+def grader_collection_finish(submissions: Sequence[Submission], config: Any) -> None:
+    """Learn the batch's size, for the progress bar."""
+    config.stash[_TOTAL] = len(submissions)
+
+
+@hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     """Show progress (``grade`` only, not with ``-q``)."""
     if config.command != "grade" or config.option("quiet"):
         return
-    progress = config.stash.get("terminal.progress")
+    progress = config.stash.get(_PROGRESS)
     if progress is None:
-        progress = config.stash["terminal.progress"] = Progress(config.stash.get("total", 0))
+        progress = config.stash[_PROGRESS] = Progress(config.stash.get(_TOTAL, 0))
     progress.update(result)
 
 
 @hookimpl
 def grader_unconfigure(config: Any) -> None:
-    progress = config.stash.pop("terminal.progress", None)
+    progress = config.stash.pop(_PROGRESS, None)
     if progress is not None:
         progress.close()
 
@@ -251,7 +261,7 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
     printed, and the totals. With several submissions (a folder), each
     starts with a header naming the student.
     """
-    collected = config.stash.get("collected")
+    collected = config.stash.get(COLLECTED)
     functions = {(e.id, c.id): c.function for e in report.exercises for c in e.checks}
     many = len(report.submissions) > 1
     for sub in report.submissions:
@@ -303,7 +313,7 @@ def summary_grade(report: GradingReport, config: Any, write: Callable[[str], Non
 @hookimpl
 def grader_terminal_summary(report: GradingReport, config: Any, write: Callable[[str], None]) -> None:
     """Print the summary of ``check`` or ``grade`` (between stop-commands markers in GitHub Actions)."""
-    progress = config.stash.pop("terminal.progress", None)
+    progress = config.stash.pop(_PROGRESS, None)
     if progress is not None:
         progress.close()
     if config.command not in ("check", "grade"):

@@ -28,6 +28,9 @@ from grader.errors import SpecError
 from grader.models import VISIBILITIES, Check, Exercise
 from grader.plugins import hookimpl
 from grader.secret import WARNING, CourseSecret, course_secret
+from grader.stash import CHECK_KINDS, StashKey
+
+_SECRET_WARNED = StashKey[bool]()
 
 MAX_SPEC_BYTES = 1 << 20
 """Largest spec file read, in bytes (1 MiB)."""
@@ -358,15 +361,15 @@ def grader_load_exercise(path: str, config: Any) -> Exercise | None:
     """
     if Path(path).suffix.lower() not in (".yaml", ".yml"):
         return None
-    kinds = config.stash["check_kinds"]
+    kinds = config.stash[CHECK_KINDS]
     secret = course_secret(config)
     exercise = exercise_from_data(path, parse_yaml(path), kinds, secret)
     if (
         secret.is_default
         and config.command == "grade"
         and any(c.visibility != "visible" for c in exercise.checks)
-        and not config.stash.get("yaml_spec.secret_warned")
+        and not config.stash.get(_SECRET_WARNED)
     ):
-        config.stash["yaml_spec.secret_warned"] = True
+        config.stash[_SECRET_WARNED] = True
         print(f"grader: warning: {WARNING}", file=sys.stderr)
     return exercise
