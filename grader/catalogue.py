@@ -275,7 +275,7 @@ _DECODING = (_WORKER, _WORKER.parent / "boundary.py", _WORKER.parent / "builtin"
 
 def _entry_key(entry: Entry, config: Any) -> str:
     """What an entry's results depend on besides the call: its bytes, the worker, Python, numpy, the runners."""
-    runners = [config.pluginmanager.get_name(impl.plugin) for impl in config.hook.grader_run_calls.get_hookimpls()]
+    runners = [config.pluginmanager.get_name(impl.plugin) for impl in config.hooks.implementations("grader_run_calls")]
     code = [hashlib.sha256(path.read_bytes()).hexdigest() for path in _DECODING if path.is_file()]
     parts = [entry.sha256, code, sys.version, np.__version__, runners]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
@@ -316,7 +316,7 @@ def _run_one(entry: Entry, calls: Sequence[Call], config: Any, folder: Path | No
             results[i] = _call_result(frame)
     missing = [i for i, r in enumerate(results) if r is None]
     if missing:
-        outcome = config.hook.grader_run_calls(submission=entry.submission, calls=[calls[i] for i in missing], config=config)
+        outcome = config.hooks.run_calls(submission=entry.submission, calls=[calls[i] for i in missing], config=config)
         if outcome.import_error:
             return RunOutcome(tuple(outcome.results), outcome.import_error)
         fresh = {}

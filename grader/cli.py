@@ -1,7 +1,8 @@
 """The ``grader`` command line: ``grade``, ``check``, ``validate``, ``publish``, ``audit``, ``doctor``,
 ``build-student-package`` and ``init-ci``.
 
-Each command lists in its ``--help``, and accepts, only the options it uses (`UNUSED`).
+Each command lists in its ``--help``, and accepts, only the options it uses: a plugin adds its options
+to the subcommands it serves (``grader_addoption(parser, command)``).
 
 ``main(argv)`` returns an exit code and never lets a `GraderError` escape as
 a traceback: it prints one line, ``grader: error: ...``, and returns the
@@ -36,6 +37,8 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+import pluggy
+
 from grader import __version__
 from grader.config import Config
 from grader.errors import (
@@ -47,6 +50,7 @@ from grader.errors import (
     UsageError,
 )
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
+from grader.hooks import Hooks
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
 from grader.stash import INTERNAL_ERRORS
@@ -83,72 +87,47 @@ def _plugin_args(argv: Sequence[str]) -> list[str]:
     return known.p
 
 
-INSTRUCTOR_ONLY = ("jobs", "roster", "roster_ignore_case", "gradebook", "regrade", "csv", "gradescope",
-                   "after_due_date", "published", "secret_file", "manual", "policy", "attempt", "lms_times",
-                   "canvas_assignment", "canvas_push", "staff", "similarity", "starter", "similarity_threshold")
-"""Options of the built-in plugins that only ``grade`` uses (a class, its gradebook and its files)."""
+GRADING = ("grade", "similarity")
+"""The commands that grade a class (hidden checks, its gradebook and its files)."""
 
-STUDENT_CI = ("points_notice", "classroom50")
-"""Options of the built-in plugins that only ``check`` uses (a student's CI)."""
+USES_SPECS = ("grade", "similarity", "check", "validate", "publish", "audit", "build-student-package")
+"""The commands that read the specs and the reference."""
 
-UNUSED: dict[str, tuple[str, ...]] = {
-    "grade": STUDENT_CI,
-    "similarity": STUDENT_CI,
-    "check": INSTRUCTOR_ONLY,
-    "publish": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet"),
-    "audit": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet") if o != "secret_file"),
-    "validate": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "mutants", "no_diagnosis")
-                      if o != "secret_file"),
-    "doctor": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "specs", "reference", "mutants", "no_diagnosis",
-               "import_timeout", "submission_timeout"),
-    "build-student-package": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet")),
-}
-"""Per command, the shared options (by ``dest``) it does not use: they are neither listed in its
-``--help`` nor accepted (given anyway, they are a usage error, not silently ignored). Options a
-third-party plugin adds are kept everywhere."""
+USES_MUTANTS = ("grade", "similarity", "check", "publish", "audit", "build-student-package")
+"""The commands that read the catalogue of known mistakes (diagnosis, audit)."""
 
 
-def _drop_options(parser: argparse.ArgumentParser, dests: Sequence[str]) -> None:
-    """Remove the options whose ``dest`` is in ``dests`` from ``parser`` (and its groups)."""
-    for action in list(parser._actions):
-        if action.dest not in dests or not action.option_strings:
-            continue
-        parser._remove_action(action)
-        for option in action.option_strings:
-            parser._option_string_actions.pop(option, None)
-        for group in parser._action_groups:
-            if action in group._group_actions:
-                group._group_actions.remove(action)
-
-
-def _common(pm, command: str) -> argparse.ArgumentParser:
-    """The options shared by the commands, as ``command`` uses them (see `UNUSED`)."""
+def _common(pm: pluggy.PluginManager, command: str) -> argparse.ArgumentParser:
+    """The options of ``command``: the core's, then those the plugins add for it (``grader_addoption``)."""
     common = _Parser(add_help=False)
-    common.add_argument("--specs", default=DEFAULT_SPECS, metavar="DIR", help=f"exercise specs folder (default: {DEFAULT_SPECS})")
-    common.add_argument(
-        "--reference", default=DEFAULT_REFERENCE, metavar="FILE", help=f"reference implementation (default: {DEFAULT_REFERENCE})"
-    )
-    common.add_argument(
-        "-j", "--jobs", type=_positive_int, default=None, metavar="N",
-        help="submissions graded at once (default: one per core)",
-    )
-    common.add_argument(
-        "--mutants", default=DEFAULT_MUTANTS, metavar="DIR",
-        help=f"catalogue of known mistakes, for diagnosis and 'audit' (default: {DEFAULT_MUTANTS})",
-    )
+    if command in USES_SPECS:
+        common.add_argument("--specs", default=DEFAULT_SPECS, metavar="DIR",
+                            help=f"exercise specs folder (default: {DEFAULT_SPECS})")
+        common.add_argument("--reference", default=DEFAULT_REFERENCE, metavar="FILE",
+                            help=f"reference implementation (default: {DEFAULT_REFERENCE})")
+    if command in GRADING:
+        common.add_argument(
+            "-j", "--jobs", type=_positive_int, default=None, metavar="N",
+            help="submissions graded at once (default: one per core)",
+        )
+    if command in USES_MUTANTS:
+        common.add_argument(
+            "--mutants", default=DEFAULT_MUTANTS, metavar="DIR",
+            help=f"catalogue of known mistakes, for diagnosis and 'audit' (default: {DEFAULT_MUTANTS})",
+        )
     common.add_argument(
         "-p", action="append", default=[], metavar="PLUGIN",
         help="load a plugin module by name, or block one with -p no:NAME (repeatable)",
     )
-    pm.hook.grader_addoption(parser=common)
-    _drop_options(common, UNUSED.get(command, ()))
+    Hooks(pm).addoption(parser=common, command=command)
     return common
 
 
-def build_parser(pm) -> argparse.ArgumentParser:
-    """Build the parser; plugins add options through ``grader_addoption``.
+def build_parser(pm: pluggy.PluginManager) -> argparse.ArgumentParser:
+    """Build the parser; plugins add each subcommand's options through ``grader_addoption``.
 
-    Each command lists (and accepts) only the options it uses (`UNUSED`).
+    Each command lists (and accepts) only the options it uses: the core's own
+    (`USES_SPECS`, `GRADING`, `USES_MUTANTS`) and those its plugins add for it.
     """
     parser = _Parser(prog="grader", description="Grade chapter G14 attention exercises.")
     parser.add_argument("--version", action="version", version=f"grader {__version__}")
@@ -288,7 +267,7 @@ def _run(config: Config) -> int:
         report = session.grade(config, config.options.paths, visible_only=True)
     else:
         report = session.grade(config, config.options.paths)
-    config.hook.grader_terminal_summary(report=report, config=config, write=_write)
+    config.hooks.terminal_summary(report=report, config=config, write=_write)
     faults = config.stash.get(INTERNAL_ERRORS, [])
     if faults:
         shown = ", ".join(f"{display(repr(sub_id))} ({fault})" for sub_id, fault in faults[:5])
@@ -428,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = Config(command=options.command, options=options, pluginmanager=pm)
         if config.command == "grade":
             _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts
-        pm.hook.grader_configure(config=config)
+        config.hooks.configure(config)
         return _run(config)
     except GraderError as exc:
         print(f"grader: error: {display(str(exc))}", file=sys.stderr)
@@ -443,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
     finally:
         if config is not None:
-            config.hook.grader_unconfigure(config=config)
+            config.hooks.unconfigure(config)
 
 
 def console_main() -> None:

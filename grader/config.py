@@ -9,6 +9,7 @@ from typing import Any
 
 import pluggy
 
+from grader.hooks import Hooks
 from grader.stash import Stash
 
 __all__ = ["Config"]
@@ -37,8 +38,13 @@ class Config:
 
     @property
     def hook(self) -> Any:
-        """The plugin manager's hook relay (``config.hook.grader_...``)."""
+        """The plugin manager's hook relay (``config.hook.grader_...``), untyped; the core uses `hooks`."""
         return self.pluginmanager.hook
+
+    @property
+    def hooks(self) -> Hooks:
+        """The hooks as typed methods (`grader.hooks.Hooks`): ``config.hooks.run_calls(...)``."""
+        return Hooks(self.pluginmanager)
 
     @property
     def out_dir(self) -> Path | None:

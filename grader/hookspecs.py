@@ -51,17 +51,24 @@ hookspec = pluggy.HookspecMarker("grader")
 
 
 @hookspec
-def grader_addoption(parser: argparse.ArgumentParser) -> None:
-    """Add command-line options for every subcommand.
+def grader_addoption(parser: argparse.ArgumentParser, command: str) -> None:
+    """Add the command-line options of one subcommand.
 
-    Called once per run, after every plugin is registered and before the
-    command line is parsed. All implementations are called.
+    Called once per subcommand that takes the shared options (``grade``,
+    ``similarity``, ``check``, ``validate``, ``publish``, ``audit``,
+    ``doctor``, ``build-student-package``), after every plugin is registered
+    and before the command line is parsed. All implementations are called.
+    A plugin adds its options only to the subcommands it serves, so each
+    subcommand's ``--help`` lists what it uses, and an option given to a
+    subcommand that does not use it is a usage error. An implementation that
+    does not take ``command`` adds its options to every subcommand.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
-        The parent parser shared by ``grade``, ``check`` and ``validate``;
-        call ``parser.add_argument``.
+        The subcommand's parent parser; call ``parser.add_argument``.
+    command : str
+        The subcommand's name, e.g. ``"grade"``.
     """
 
 

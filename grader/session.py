@@ -142,7 +142,7 @@ def check_kinds(config: Config) -> dict[str, Any]:
         If two kinds share a name.
     """
     kinds: dict[str, Any] = {}
-    for contributed in config.hook.grader_check_kinds():
+    for contributed in config.hooks.check_kinds():
         for kind in contributed or ():
             if kind.name in kinds and kinds[kind.name] is not kind:
                 raise PluginError(f"two plugins define the check kind '{kind.name}'")
@@ -205,7 +205,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
     if not specs_dir.is_dir():
         raise ConfigError(f"{specs_dir}: specs folder not found; run from the project folder or pass --specs DIR")
     reference_path = Path(config.option("reference"))
-    reference = config.hook.grader_load_reference(path=str(reference_path), config=config)
+    reference = config.hooks.load_reference(path=str(reference_path), config=config)
     exercises: list[Exercise] = []
     used: list[Path] = []
     not_loaded: list[str] = []
@@ -215,7 +215,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
             continue
         if not path.is_file():
             continue
-        exercise = config.hook.grader_load_exercise(path=str(path), config=config)
+        exercise = config.hooks.load_exercise(path=str(path), config=config)
         if exercise is None:
             if _looks_like_spec(path.name):
                 not_loaded.append(f"{path.name} (not named *.yaml)")
@@ -336,7 +336,7 @@ def _grade_submission(
         else:
             calls = list(collected.calls)
             if outcome is None:
-                outcome = config.hook.grader_run_calls(submission=submission, calls=calls, config=config)
+                outcome = config.hooks.run_calls(submission=submission, calls=calls, config=config)
             stage.name = "reading its results"
             if outcome is None or len(outcome.results) != len(calls):
                 raise RuntimeError(f"the runner returned {len(outcome.results) if outcome else 'no'} results "
@@ -345,7 +345,7 @@ def _grade_submission(
             stage.name = "judging its checks"
             judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
             for exercise, pc, mine in collected.split(outcome.results):
-                verdict = config.hook.grader_judge_check(
+                verdict = config.hooks.judge_check(
                     check=pc.check, prepared=pc.prepared, results=mine, kind=pc.kind, context=pc.context,
                     config=config,
                 )
@@ -355,7 +355,7 @@ def _grade_submission(
             verdicts = [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
         stage.name = "scoring it"
         exercise_results = tuple(
-            config.hook.grader_score_exercise(exercise=exercise, verdicts=judged, config=config)
+            config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config)
             for exercise, judged in verdicts
         )
         return SubmissionResult(
@@ -408,7 +408,7 @@ def internal_error_result(
     exercise_results = []
     for exercise, judged in verdicts:
         try:
-            exercise_results.append(config.hook.grader_score_exercise(exercise=exercise, verdicts=judged, config=config))
+            exercise_results.append(config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config))
         except Exception:  # noqa: BLE001 - the scorer itself is at fault: keep the result scoreless
             exercise_results.append(_unscored(exercise, judged))
     return SubmissionResult(
@@ -469,7 +469,7 @@ def locate_all(paths: list[str], config: Config) -> list[Submission]:
 
     found: list[Submission] = []
     for path in paths:
-        found.extend(config.hook.grader_locate_submissions(path=path, config=config))
+        found.extend(config.hooks.locate_submissions(path=path, config=config))
     if config.option("roster") and config.command == "grade":
         from grader.builtin.submission import apply_roster, read_roster
 
@@ -543,7 +543,7 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
 
         make_out_dir(config.out_dir)
     config.stash[COLLECTED] = collected
-    config.hook.grader_collection_finish(submissions=submissions, collected=collected, config=config)
+    config.hooks.collection_finish(submissions=submissions, collected=collected, config=config)
     results: list[SubmissionResult | None] = [None] * len(submissions)
     todo = []
     left_out: list[str] = []
@@ -551,7 +551,7 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         cached = None
         if submission.file is not None and not submission.problem:
             key = result_key(submission, collected, config)
-            cached = config.hook.grader_cached_result(submission=submission, key=key, config=config)
+            cached = config.hooks.cached_result(submission=submission, key=key, config=config)
         if only and submission.id not in only and cached is None:
             left_out.append(submission.id)  # --only: another student, and the gradebook has no result of theirs
             continue
@@ -603,7 +603,7 @@ def adjust_result(result: SubmissionResult, submission: Submission, config: Conf
 
     result = dataclasses.replace(strip_adjustments(result), lms=dict(submission.lms))
     automatic = result
-    for impl in reversed(config.hook.grader_adjust_result.get_hookimpls()):  # pluggy's own call order
+    for impl in reversed(config.hooks.implementations("grader_adjust_result")):  # pluggy's own call order
         kwargs = {"result": result, "submission": submission, "config": config}
         try:
             changed = impl.function(**{name: kwargs[name] for name in impl.argnames})
@@ -634,7 +634,7 @@ def _hand_over(result: SubmissionResult, submission: Submission, collected: Coll
     files stay consistent; a writer that fails on that too is logged.
     """
     try:
-        config.hook.grader_submission_graded(result=result, config=config)
+        config.hooks.submission_graded(result=result, config=config)
         return result
     except Exception as exc:  # noqa: BLE001 - one submission's files never cost the batch
         failed = internal_error_result(submission, collected, config, exc, "writing its files")
@@ -659,14 +659,13 @@ def call_each(config: Config, hook_name: str, /, **kwargs: Any) -> list[tuple[st
         (plugin name, internal-error id) of each implementation that raised.
     """
     errors = kwargs.pop("_errors", None)
-    caller = getattr(config.hook, hook_name)
-    impls = caller.get_hookimpls()
+    impls = config.hooks.implementations(hook_name)
     if any(impl.hookwrapper or impl.wrapper for impl in impls):
         impls = []
     failed: list[tuple[str, str]] = []
     if not impls:
         try:
-            caller(**kwargs)
+            config.hooks.call(hook_name, **kwargs)
         except Exception as exc:  # noqa: BLE001
             fault = internal_error_id(exc)
             _log_internal_error(f"internal error {fault} in {hook_name}", exc)

@@ -224,7 +224,9 @@ def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> Diag
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity", "check", "publish", "audit", "build-student-package"):
+        return
     group = parser.add_argument_group("diagnosis")
     group.add_argument(
         "--no-diagnosis", action="store_true",

@@ -106,7 +106,9 @@ class Gradebook:
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     group = parser.add_argument_group("gradebook")
     group.add_argument("--gradebook", metavar="FILE", type=output_file, help="SQLite gradebook (default: DIR/gradebook.sqlite)")
     group.add_argument("--regrade", action="store_true", help="grade every submission again, ignoring stored results")

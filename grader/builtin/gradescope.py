@@ -187,7 +187,9 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     parser.add_argument(
         "--gradescope", metavar="FILE", type=output_file,
         help="write Gradescope's results.json for a run of one submission here "

@@ -63,7 +63,9 @@ MOODLE_COLUMNS = ("Identifier", "Full name", "Grade", "Maximum Grade", "Feedback
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     group = parser.add_argument_group("LMS")
     group.add_argument("--attempt", choices=("latest", "first"), default="latest",
                        help="which of a student's attempts in a Canvas export is graded (default: latest)")

@@ -32,7 +32,9 @@ _ROWS = StashKey[Any]()
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     parser.add_argument("--manual", metavar="CSV",
                         help="manual scores (student, check or exercise, points, comment, grader), merged into every "
                         "output and kept by --regrade")

@@ -26,7 +26,9 @@ SOURCES = {"lms": "time from the LMS export", "arrival": "time the grader first 
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     parser.add_argument("--policy", metavar="YAML",
                         help="course policy: due date, late penalty per day or hour, cap, grace, late days")
 

@@ -112,7 +112,9 @@ def positive_seconds(text: str) -> float:
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command == "doctor":
+        return
     group = parser.add_argument_group("running submissions")
     group.add_argument(
         "--import-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",

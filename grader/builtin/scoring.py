@@ -17,7 +17,9 @@ from grader.plugins import hookimpl
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     group = parser.add_argument_group("visibility")
     group.add_argument(
         "--after-due-date", action="store_true",

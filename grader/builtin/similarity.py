@@ -57,7 +57,9 @@ starter as boilerplate); identical wrong values on hidden checks that match no c
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     group = parser.add_argument_group("similarity")
     group.add_argument("--similarity", action="store_true", help=f"also write DIR/{FILENAME} (what 'grader similarity' does)")
     group.add_argument("--starter", default=DEFAULT_STARTER, metavar="FILE",

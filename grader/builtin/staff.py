@@ -58,7 +58,9 @@ def _text(value: Any) -> str:
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     parser.add_argument("--staff", action="store_true",
                         help="also write staff-only pages, DIR/staff/<slug>.html: hidden checks' inputs, expected and "
                         "returned values (never in students' files)")

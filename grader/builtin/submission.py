@@ -402,7 +402,9 @@ def apply_roster(found: list[Submission], roster: list[str], ignore_case: bool =
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     parser.add_argument(
         "--roster", metavar="CSV",
         help="class list (an 'id' column): students without a submission are graded 'error'; an id listed "

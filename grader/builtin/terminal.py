@@ -47,7 +47,9 @@ MARKS = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEO
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity", "check"):
+        return
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
 
 

@@ -342,7 +342,9 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity", "audit", "validate"):
+        return
     parser.add_argument(
         "--secret-file", metavar="FILE",
         help="the course secret's key file, which makes hidden inputs unpredictable from the specs "
