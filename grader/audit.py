@@ -197,8 +197,12 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     """
     from grader import session
     from grader.builtin import diagnosis
+    from grader.packs import mutants_dir
 
-    catalogue = load_catalogue(config.option("mutants") or "mutants")
+    folder, _ = mutants_dir(config)
+    if folder is None:
+        raise ConfigError("no mutant catalogue: the pack has none; pass --mutants DIR")
+    catalogue = load_catalogue(folder)
     collected = session.collect(config)
     config.stash[COLLECTED] = collected
     exercises = [e.id for e in collected.exercises]

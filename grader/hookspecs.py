@@ -141,7 +141,9 @@ def grader_check_kinds() -> Sequence[Any]:
     violated property's ``description`` as the fix). A kind without a
     ``schema`` gets only the generic checks: unknown and missing keys, every
     number finite. See
-    ``grader.builtin.checks`` for the built-in kinds. Two kinds with one
+    ``grader.kinds`` for the protocol (`grader.kinds.CheckKind`), and
+    ``grader.builtin.checks`` for the generic kinds; a course pack's plugin
+    adds its own. Two kinds with one
     name is an error.
     """
 
@@ -224,7 +226,7 @@ def grader_judge_check(
         One per call in ``prepared.calls``.
     kind : object
         The check kind named by ``check.kind``.
-    context : grader.builtin.checks.KindContext
+    context : grader.kinds.KindContext
         The exercise and the reference functions.
     """
 

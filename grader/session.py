@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from grader import __version__
-from grader.builtin.checks import KindContext
+from grader import __version__, packs
 from grader.config import Config
 from grader.disclosure import secret_while_grading
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
+from grader.kinds import KindContext
 from grader.models import (
     Call,
     Check,
@@ -163,17 +163,14 @@ def spec_hash(spec_files: list[Path], reference: Path) -> str:
 def public_bundle(config: Config, specs_dir: Path) -> Path | None:
     """The public-checks file ``grader check`` should use, or None to read the specs.
 
-    ``--public FILE`` names one; without it, the file shipped with the
-    package is used when the specs folder was left at its default and is
-    not here (a student's own folder).
+    ``--public FILE`` names one; without it, the pack's public-checks file
+    is used when ``--specs`` was not given and the pack holds no specs (a
+    student package's pack).
     """
-    from grader.cli import DEFAULT_SPECS
-    from grader.public import BUNDLE
-
     if config.option("public"):
         return Path(config.option("public"))
-    if config.option("specs") == DEFAULT_SPECS and not specs_dir.is_dir() and BUNDLE.is_file():
-        return BUNDLE
+    if not config.option("specs") and not specs_dir.is_dir() and config.pack.public.is_file():
+        return config.pack.public
     return None
 
 
@@ -194,7 +191,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
         (`grader.errors.SpecError`).
     """
     config.stash[CHECK_KINDS] = kinds = check_kinds(config)
-    specs_dir = Path(config.option("specs"))
+    specs_dir = packs.specs_dir(config)
     if visible_only:
         bundle = public_bundle(config, specs_dir)
         if bundle is not None:
@@ -204,7 +201,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
             return dataclasses.replace(collected, unlisted_hidden=hidden)
     if not specs_dir.is_dir():
         raise ConfigError(f"{specs_dir}: specs folder not found; run from the project folder or pass --specs DIR")
-    reference_path = Path(config.option("reference"))
+    reference_path = packs.reference_file(config)
     reference = config.hooks.load_reference(path=str(reference_path), config=config)
     exercises: list[Exercise] = []
     used: list[Path] = []
@@ -259,7 +256,7 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
     shown only up to the first hidden call.
     """
     from grader.boundary import DEFAULT_BUDGET, budget_for
-    from grader.builtin.checks import guarded_call
+    from grader.kinds import guarded_call
 
     calls = []
     for call in prepared.calls:
@@ -271,6 +268,12 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
         calls.append(dataclasses.replace(call, budget=budget, hidden=secret_while_grading(check)))
     return dataclasses.replace(prepared, calls=tuple(calls))
 
+
+
+def _catalogue_fingerprint(config: Config, fingerprint: Any) -> str:
+    """The mutant catalogue's fingerprint ("" when the run has none)."""
+    folder = packs.mutants_dir(config)[0]
+    return fingerprint(folder) if folder is not None else ""
 
 
 def _looks_like_spec(name: str) -> bool:
@@ -506,7 +509,7 @@ def _diagnosis_fingerprint(config: Config) -> str:
     if _CATALOGUE_FINGERPRINT not in config.stash:
         from grader.catalogue import fingerprint
 
-        config.stash[_CATALOGUE_FINGERPRINT] = fingerprint(config.option("mutants") or "mutants")
+        config.stash[_CATALOGUE_FINGERPRINT] = _catalogue_fingerprint(config, fingerprint)
     return config.stash[_CATALOGUE_FINGERPRINT]
 
 

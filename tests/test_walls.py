@@ -22,7 +22,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "grader"
 CHILD = {"grader.zygote", "grader.worker"}
-"""Scripts of the sandbox child: run by path in the job, they import nothing of the grader."""
+"""Scripts of the sandbox child (with ``grader/child/``): run by path in the job, they import nothing
+of the grader outside the child."""
+CHILD_DATA = {"grader.child.limits"}
+"""The child's one module the grader imports too: the limits both sides agree on (no code runs)."""
 
 
 def module_name(path: Path, package: Path) -> str:
@@ -61,7 +64,7 @@ def imported(path: Path, package: Path) -> set[str]:
 
 def layer(module: str) -> str:
     """``child``, ``builtin`` or ``core``."""
-    if module in CHILD:
+    if module in CHILD or module == "grader.child" or module.startswith("grader.child."):
         return "child"
     if module.startswith("grader.builtin.") or module == "grader.builtin":
         return "builtin"
@@ -75,19 +78,19 @@ def violations(package: Path) -> list[str]:
         importer = module_name(path, package)
         kind = layer(importer)
         for target in sorted(imported(path, package)):
-            if target == importer or target in ("grader", "grader.builtin"):
+            if target == importer or target in ("grader", "grader.builtin", "grader.child"):
                 if kind == "child" and target == "grader":
                     out.append(f"{importer} -> {target}: the child imports nothing of the grader")
                 continue
             other = layer(target)
-            if kind == "child":
+            if kind == "child" and other != "child":
                 out.append(f"{importer} -> {target}: the child imports nothing of the grader")
+            elif kind != "child" and other == "child" and target not in CHILD_DATA:
+                out.append(f"{importer} -> {target}: the child is started by path, never imported")
             elif kind == "core" and other == "builtin":
                 out.append(f"{importer} -> {target}: the core imports no built-in")
             elif kind == "builtin" and other == "builtin":
                 out.append(f"{importer} -> {target}: a built-in imports only the core")
-            elif kind == "builtin" and other == "child":
-                out.append(f"{importer} -> {target}: a built-in starts the child by path, never imports it")
     return out
 
 
