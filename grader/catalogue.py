@@ -193,7 +193,7 @@ def load_catalogue(folder: str | os.PathLike[str]) -> Catalogue:
         share a name, an entry's ``attention.py`` is missing, or a ``base``
         is not a correct variant of the catalogue.
     """
-    from grader.builtin.yaml_spec import parse_yaml  # the same safe loader as the specs
+    from grader.yamlfile import parse_yaml  # the same safe loader as the specs
 
     root = Path(folder)
     path = root / CATALOGUE_FILE

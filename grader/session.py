@@ -474,7 +474,7 @@ def locate_all(paths: list[str], config: Config) -> list[Submission]:
     for path in paths:
         found.extend(config.hooks.locate_submissions(path=path, config=config))
     if config.option("roster") and config.command == "grade":
-        from grader.builtin.submission import apply_roster, read_roster
+        from grader.roster import apply_roster, read_roster
 
         ignore_case = bool(config.option("roster_ignore_case", False))
         found = apply_roster(found, read_roster(config.option("roster"), ignore_case), ignore_case)

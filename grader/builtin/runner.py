@@ -65,7 +65,7 @@ from grader.boundary import (
     frame_limit,
 )
 from grader.child.limits import CPU_RLIMIT_MARGIN_SECONDS
-from grader.fileio import scratch_prefix
+from grader.fileio import MAX_SOURCE_BYTES, scratch_prefix
 from grader.judging import explain_error
 from grader.models import Call, CallResult, RunOutcome, Submission
 from grader.plugins import hookimpl
@@ -136,8 +136,6 @@ def read_source(path: str) -> bytes:
         If the path is a symbolic link (``ELOOP``), gone, unreadable, or
         larger than the locator's limit (``EFBIG``).
     """
-    from grader.builtin.submission import MAX_SOURCE_BYTES
-
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as fh:
         data = fh.read(MAX_SOURCE_BYTES + 1)
