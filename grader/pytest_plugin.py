@@ -124,7 +124,7 @@ class CheckItem(pytest.Item):
         if c.status == "not_attempted":
             function = self.parent.run.functions.get((self.parent.result.id, c.id), "the function")
             pytest.skip(f"not attempted: {display(function)} still raises NotImplementedError")
-        from grader.builtin.terminal import MARKS, failure_lines
+        from grader.checktext import MARKS, failure_lines
 
         raise CheckFailed("\n".join([f"{MARKS.get(c.status, c.status.upper())} {display(c.id)}",
                                      *failure_lines(c)]))
