@@ -196,7 +196,6 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         specs do not have.
     """
     from grader import session
-    from grader.builtin import diagnosis
     from grader.packs import mutants_dir
 
     folder, _ = mutants_dir(config)
@@ -216,7 +215,8 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     outcomes = run_entries(config, catalogue.entries, list(collected.calls))
     with_diagnosis = config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False)
     if with_diagnosis:
-        diagnosis.table(config, outcomes={e.name: outcomes[e.name] for e in catalogue.mutants})
+        config.hooks.mistake_table(collected=collected, catalogue=catalogue,
+                                   outcomes={e.name: outcomes[e.name] for e in catalogue.mutants}, config=config)
     results = {
         e.name: session.grade_submission(e.submission, collected, config, outcome=outcomes[e.name])
         for e in catalogue.entries

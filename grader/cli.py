@@ -265,9 +265,10 @@ def _run(config: Config) -> int:
         _write(NOTE)
         return EXIT_OK
     if config.command == "doctor":
-        from grader.builtin.sandbox import doctor
-
-        return doctor(_write)
+        code = config.hooks.doctor(write=_write, config=config)
+        if code is None:
+            raise ConfigError("no plugin can say which sandbox layers are active (grader_doctor)")
+        return code
     remove_stale_scratch()  # what graders killed with kill -9 left in the temporary folder
     if config.command == "check":
         config.options.out = None
@@ -330,7 +331,6 @@ def _starter(config: Config) -> int:
 def _bundle(config: Config) -> dict:
     """The public checks of the specs, with each catalogued mistake's results on them (see `grader.public`)."""
     from grader import session
-    from grader.builtin import diagnosis
     from grader.catalogue import load_catalogue
     from grader.public import publish, visible_part
 
@@ -345,7 +345,8 @@ def _bundle(config: Config) -> dict:
                 raise
             catalogue = None
         if catalogue is not None:  # each mistake's results on the visible checks: data for 'check' anywhere
-            table = diagnosis.build_table(config, visible_part(collected), catalogue)
+            table = config.hooks.mistake_table(collected=visible_part(collected), catalogue=catalogue, outcomes=None,
+                                               config=config)
     return publish(collected, table)
 
 

@@ -114,6 +114,13 @@ class Hooks:
         return cast("Verdict | None", self._pm.hook.grader_judge_check(
             check=check, prepared=prepared, results=results, kind=kind, context=context, config=config))
 
+    def mistake_table(
+        self, collected: Collected, catalogue: Any, outcomes: Mapping[str, RunOutcome] | None, config: Config
+    ) -> Any | None:
+        """The catalogued mistakes failing each check of ``collected`` (first result)."""
+        return self._pm.hook.grader_mistake_table(collected=collected, catalogue=catalogue, outcomes=outcomes,
+                                                  config=config)
+
     def score_exercise(
         self, exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]], config: Config
     ) -> ExerciseResult | None:
@@ -149,6 +156,10 @@ class Hooks:
     def terminal_summary(self, report: GradingReport, config: Config, write: Callable[[str], None]) -> None:
         """Let every plugin print its summary lines (all called)."""
         self._pm.hook.grader_terminal_summary(report=report, config=config, write=write)
+
+    def doctor(self, write: Callable[[str], None], config: Config) -> int | None:
+        """Print which isolation layers are active here; the exit code (first result)."""
+        return cast("int | None", self._pm.hook.grader_doctor(write=write, config=config))
 
     def unconfigure(self, config: Config) -> None:
         """Release what ``configure`` started (all called)."""

@@ -232,6 +232,35 @@ def grader_judge_check(
 
 
 @hookspec(firstresult=True)
+def grader_mistake_table(
+    collected: Collected, catalogue: Any, outcomes: Mapping[str, RunOutcome] | None, config: Config
+) -> Any | None:
+    """The catalogued mistakes that fail each check of ``collected``, with what each returned.
+
+    Called by ``grader publish`` (on the visible checks) and ``grader audit``
+    (with the mutants' outcomes it already ran). First non-None result wins;
+    the built-in diagnosis plugin answers, None when diagnosis is off
+    (``--no-diagnosis``). When ``collected`` is the session's
+    (`grader.stash.COLLECTED`), the table is also the one the session's
+    verdicts are diagnosed with.
+
+    Parameters
+    ----------
+    collected : grader.session.Collected
+    catalogue : grader.catalogue.Catalogue
+    outcomes : mapping of str to grader.models.RunOutcome, optional
+        The mutants' outcomes on ``collected.calls`` by entry name; run when None.
+
+    Returns
+    -------
+    object
+        With ``rows``: (exercise id, check id) to a list of
+        (`grader.catalogue.Entry`, results) for every mutant that fails the
+        check, and ``catalogue``.
+    """
+
+
+@hookspec(firstresult=True)
 def grader_score_exercise(
     exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]], config: Config
 ) -> ExerciseResult | None:
@@ -319,6 +348,21 @@ def grader_terminal_summary(report: GradingReport, config: Config, write: Callab
 
     All implementations are called, in registration order reversed (last
     registered first), like any pluggy hook.
+    """
+
+
+@hookspec(firstresult=True)
+def grader_doctor(write: Callable[[str], None], config: Config) -> int | None:
+    """Say which isolation layers are active on this machine (``grader doctor``).
+
+    First non-None result wins; the built-in sandbox plugin (``trylast``)
+    starts its zygote, runs an empty job and a preflight, and writes one line
+    per layer with ``write(line)``.
+
+    Returns
+    -------
+    int
+        The exit code: 0 when every layer is active, 1 otherwise.
     """
 
 

@@ -192,15 +192,16 @@ def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Any, int]:
 
 
 def load_mistakes(path: Path) -> Any:
-    """The precomputed diagnosis of a bundle, as a `grader.builtin.diagnosis.DiagnosisTable`.
+    """The precomputed diagnosis of a bundle: each visible check's failing mistakes and their results.
 
     Returns
     -------
-    DiagnosisTable or None
-        None when the bundle lists no mistakes (published without a
+    (dict, grader.catalogue.Catalogue) or None
+        The rows (``(exercise id, check id)`` to a list of (`grader.catalogue.Entry`,
+        results)) and the catalogue they come from, as the diagnosis plugin's table holds
+        them; None when the bundle lists no mistakes (published without a
         catalogue) or cannot be read.
     """
-    from grader.builtin.diagnosis import DiagnosisTable
     from grader.catalogue import Catalogue, Entry
     from grader.models import CallResult
 
@@ -221,4 +222,4 @@ def load_mistakes(path: Path) -> Any:
         return None
     if not rows:
         return None
-    return DiagnosisTable(rows, Catalogue(str(path), tuple(entries.values()), str(data.get("chapter_url", ""))))
+    return rows, Catalogue(str(path), tuple(entries.values()), str(data.get("chapter_url", "")))

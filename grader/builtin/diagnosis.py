@@ -189,7 +189,8 @@ def _precomputed(config: Any) -> DiagnosisTable | None:
     if config.command != "check":
         return None
     bundle = public_bundle(config, specs_dir(config))
-    return load_mistakes(bundle) if bundle is not None else None
+    found = load_mistakes(bundle) if bundle is not None else None
+    return DiagnosisTable(*found) if found is not None else None
 
 
 def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> DiagnosisTable | None:
@@ -234,6 +235,18 @@ def grader_addoption(parser: Any, command: str) -> None:
         "--no-diagnosis", action="store_true",
         help="do not compare failing results with the catalogued mistakes (--mutants)",
     )
+
+
+@hookimpl(trylast=True)
+def grader_mistake_table(
+    collected: Any, catalogue: Catalogue, outcomes: Mapping[str, RunOutcome] | None, config: Any
+) -> DiagnosisTable | None:
+    """`build_table`; for the session's own checks, the session's table (`table`)."""
+    if config.option("no_diagnosis", False):
+        return None
+    if collected is config.stash.get(COLLECTED):
+        return table(config, outcomes)
+    return build_table(config, collected, catalogue, outcomes)
 
 
 @hookimpl

@@ -668,6 +668,12 @@ def probe_layers() -> dict[str, Any]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+@hookimpl(trylast=True)
+def grader_doctor(write: Any, config: Any) -> int:
+    """``grader doctor``: `doctor`."""
+    return doctor(write)
+
+
 def doctor(write: Any) -> int:
     """Print which isolation layers are active here; return 0 if all are."""
     layers = probe_layers()
