@@ -20,13 +20,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from grader import __version__, packs
 from grader.config import Config
 from grader.disclosure import secret_while_grading
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
-from grader.kinds import KindContext
 from grader.models import (
     Call,
     Check,
@@ -43,6 +42,9 @@ from grader.models import (
 from grader.safetext import display
 from grader.secret import course_secret
 from grader.stash import CHECK_KINDS, COLLECTED, INTERNAL_ERRORS, StashKey
+
+if TYPE_CHECKING:
+    from grader.kinds import KindContext  # imported when checks are prepared: it loads numpy
 
 _NOT_LOADED_WARNED = StashKey[bool]()
 _CATALOGUE_FINGERPRINT = StashKey[str]()
@@ -231,6 +233,8 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
               "directly in this folder", file=sys.stderr)
     if not exercises:
         raise ConfigError(f"{specs_dir}: no exercise specs (*.yaml) found")
+    from grader.kinds import KindContext
+
     prepared = []
     for exercise in exercises:
         context = KindContext(exercise, dict(reference))
