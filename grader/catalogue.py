@@ -309,7 +309,7 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 
 def _run_one(entry: Entry, calls: Sequence[Call], config: Any, folder: Path | None) -> RunOutcome:
-    from grader.builtin.runner import _call_result  # validates a frame exactly as one from the child
+    from grader.jobs import call_result  # validates a frame exactly as one from the child
 
     keys = [_call_key(c) for c in calls]
     path = folder / f"{entry.name}-{_entry_key(entry, config)[:32]}.json" if folder else None
@@ -318,7 +318,7 @@ def _run_one(entry: Entry, calls: Sequence[Call], config: Any, folder: Path | No
     for i, key in enumerate(keys):
         frame = cached.get(key)
         if isinstance(frame, dict) and frame.get("status") in CACHEABLE:
-            results[i] = _call_result(frame)
+            results[i] = call_result(frame)
     missing = [i for i, r in enumerate(results) if r is None]
     if missing:
         outcome = config.hooks.run_calls(submission=entry.submission, calls=[calls[i] for i in missing], config=config)

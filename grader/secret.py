@@ -195,7 +195,7 @@ def read_secret(secret_file: str | os.PathLike[str] | None = None, environ: Mapp
     return CourseSecret()
 
 
-_SECRET = StashKey["CourseSecret"]()
+_SECRET: StashKey[CourseSecret] = StashKey()
 """The session's course secret, once read."""
 
 

@@ -19,6 +19,9 @@ Shared keys
 `INDEX_LINKS`, `SUMMARY_LINKS`
     (label, file name) pairs that the class index page and the summary page link to; a plugin
     writing a class-wide page (similarity, the summary page) appends its own.
+`JOB_LAUNCHERS`
+    The sandbox's workers (`grader.jobs.LauncherPool`), set by the sandbox plugin when it starts;
+    the runner plugin runs every ``grade`` submission in one of them.
 `CALL_SECONDS`
     The seconds of each call, by submission id (the ``timing`` plugin records them), read through
     `submission_seconds` and `check_seconds` by the Gradescope and JUnit writers.
@@ -29,7 +32,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 if TYPE_CHECKING:
-    pass
+    from grader.jobs import LauncherPool
+    from grader.session import Collected
 
 __all__ = [
     "CALL_SECONDS",
@@ -37,6 +41,7 @@ __all__ = [
     "COLLECTED",
     "INDEX_LINKS",
     "INTERNAL_ERRORS",
+    "JOB_LAUNCHERS",
     "SUMMARY_LINKS",
     "Stash",
     "StashKey",
@@ -134,7 +139,7 @@ class Stash:
         return len(self._storage)
 
 
-COLLECTED = StashKey["Collected"]()
+COLLECTED: StashKey[Collected] = StashKey()
 """The session's collected checks (see the module docstring)."""
 CHECK_KINDS = StashKey[dict[str, Any]]()
 """The run's check kinds by name."""
@@ -144,6 +149,8 @@ INDEX_LINKS = StashKey[list[tuple[str, str]]]()
 """(label, file name) pairs the class index page (``index.html``) links to."""
 SUMMARY_LINKS = StashKey[list[tuple[str, str]]]()
 """(label, file name) pairs the summary page (``summary.html``) links to."""
+JOB_LAUNCHERS: StashKey[LauncherPool] = StashKey()
+"""The sandbox's workers, lent one submission at a time."""
 CALL_SECONDS = StashKey[dict[str, list[float]]]()
 """The seconds of each call of each submission, by submission id (in ``Collected.calls`` order)."""
 

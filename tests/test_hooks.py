@@ -80,3 +80,27 @@ def test_blocking_an_essential_plugin_is_a_one_line_usage_error(name: str, capsy
     assert main(["grade", "submissions/correct_numpy", "-p", f"no:{name}"]) == UsageError.exit_code
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "cannot be blocked" in err
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_one_runner_answers_whatever_the_registration_order(monkeypatch, order: int) -> None:  # noqa: ANN001
+    from grader import plugins
+
+    monkeypatch.setattr(plugins, "BUILTIN_PLUGINS", plugins.BUILTIN_PLUGINS[::order])
+    pm = get_plugin_manager(load_entrypoints=False)
+    runs = [pm.get_name(i.plugin) for i in pm.hook.grader_run_calls.get_hookimpls() if not i.wrapper]
+    assert runs == ["runner"]
+
+
+def test_the_runner_never_falls_back_to_plain_processes_when_grade_has_no_sandbox() -> None:
+    import argparse
+
+    from grader.builtin.runner import grader_run_calls
+    from grader.config import Config
+    from grader.errors import ConfigError
+    from grader.models import Submission
+
+    pm = get_plugin_manager(load_entrypoints=False)
+    config = Config("grade", argparse.Namespace(insecure=False), pm)  # configured without the sandbox started
+    with pytest.raises(ConfigError, match="the sandbox is not running"):
+        grader_run_calls(Submission("ann", "ann", "/nonexistent/attention.py"), [], config)

@@ -47,7 +47,7 @@ MATCH_ATOL = 1e-9
 tolerances, but never tighter than these (two ways of computing the same
 mistake may differ in the last bits)."""
 
-_TABLE = StashKey["DiagnosisTable | None"]()
+_TABLE: StashKey[DiagnosisTable | None] = StashKey()
 _LOCK = StashKey[threading.Lock]()
 
 

@@ -24,7 +24,7 @@ from grader.models import Submission, SubmissionResult, result_from_dict, result
 from grader.plugins import hookimpl
 from grader.stash import COLLECTED, StashKey
 
-_BOOK = StashKey["Gradebook"]()
+_BOOK: StashKey[Gradebook] = StashKey()
 _KEYS = StashKey[dict[str, tuple[str, str]]]()
 _REUSED = StashKey[set[str]]()
 

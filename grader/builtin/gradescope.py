@@ -49,7 +49,7 @@ from grader.safetext import display, unicode_safe
 from grader.stash import StashKey, submission_seconds
 from grader.term import adjustment_lines
 
-_FILES = StashKey["SubmissionFiles"]()
+_FILES: StashKey[SubmissionFiles] = StashKey()
 _LOCATED = StashKey[int]()
 
 __all__ = ["VISIBILITY", "gradescope_results", "gradescope_tests"]

@@ -24,7 +24,7 @@ from grader.pages import environment
 from grader.plugins import hookimpl
 from grader.stash import INDEX_LINKS, StashKey
 
-_PAGES = StashKey["SubmissionFiles"]()
+_PAGES: StashKey[SubmissionFiles] = StashKey()
 
 
 def page_names(report: GradingReport) -> dict[str, str]:

@@ -35,7 +35,7 @@ from grader.plugins import hookimpl
 from grader.safetext import display, in_github_actions, stop_commands
 from grader.stash import COLLECTED, StashKey
 
-_PROGRESS = StashKey["Progress"]()
+_PROGRESS: StashKey[Progress] = StashKey()
 _TOTAL = StashKey[int]()
 
 MAX_TABLE_ROWS = 50
