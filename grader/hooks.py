@@ -96,6 +96,10 @@ class Hooks:
         """Tell every plugin the batch and the prepared checks (all called)."""
         self._pm.hook.grader_collection_finish(submissions=submissions, collected=collected, config=config)
 
+    def batch_start(self, submissions: Sequence[Submission], calls: Sequence[Call], config: Config) -> None:
+        """Tell every plugin the submissions about to be run and their calls (all called)."""
+        self._pm.hook.grader_batch_start(submissions=submissions, calls=calls, config=config)
+
     def run_calls(self, submission: Submission, calls: Sequence[Call], config: Config) -> RunOutcome | None:
         """Run a submission's calls away from the grader's process (first result)."""
         return cast("RunOutcome | None",

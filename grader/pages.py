@@ -9,10 +9,12 @@ rendered from this environment; what a page shows of a check that is not shown f
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
 from grader.disclosure import HIDDEN_NOTE, message_shown
+from grader.packs import find_pack
 from grader.safetext import display
 
 __all__ = ["STATUS_LABELS", "TEMPLATES", "environment"]
@@ -30,8 +32,12 @@ STATUS_LABELS = {
 """Words for each check status on a page."""
 
 
-def environment() -> jinja2.Environment:
-    """The jinja2 environment of the report templates (autoescape on)."""
+def environment(pack: Any = None) -> jinja2.Environment:
+    """The jinja2 environment of the report templates (autoescape on).
+
+    ``pack`` (default: the installed course pack, `grader.packs.find_pack`) is the templates'
+    ``course``: its ``chapter``, ``title`` and ``submission`` file name head every page.
+    """
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,
@@ -47,4 +53,5 @@ def environment() -> jinja2.Environment:
     # Student text without control, escape or bidi characters (safetext.display); autoescape still applies.
     env.filters["plain"] = display
     env.filters["plain_lines"] = lambda text: display(text, newlines=True)
+    env.globals["course"] = pack or find_pack()
     return env

@@ -27,6 +27,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "reference",
     "checks",
     "submission",
+    "dask_cluster",  # its outcomes from a Dask cluster (--dask), when asked for
+    "shard_record",  # in a merge, the shards' recorded outcomes (no code runs)
     "sandbox",
     "runner",
     "judge",

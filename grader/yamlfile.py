@@ -21,7 +21,7 @@ MAX_SPEC_BYTES = 1 << 20
 """Largest spec file read, in bytes (1 MiB)."""
 
 MAX_DEPTH = 32
-"""Deepest nesting of lists and mappings in a spec (the G14 specs use at most 6)."""
+"""Deepest nesting of lists and mappings in a spec (the first pack's specs use at most 6)."""
 
 
 class _StrictSafeLoader(yaml.SafeLoader):

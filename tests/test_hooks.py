@@ -84,12 +84,22 @@ def test_blocking_an_essential_plugin_is_a_one_line_usage_error(name: str, capsy
 
 @pytest.mark.parametrize("order", [1, -1])
 def test_one_runner_answers_whatever_the_registration_order(monkeypatch, order: int) -> None:  # noqa: ANN001
+    """The other run_calls built-ins answer only when their option asks (--dask, grader merge)."""
+    import argparse
+
     from grader import plugins
+    from grader.config import Config
+    from grader.models import RunOutcome, Submission
 
     monkeypatch.setattr(plugins, "BUILTIN_PLUGINS", plugins.BUILTIN_PLUGINS[::order])
     pm = get_plugin_manager(load_entrypoints=False)
-    runs = [pm.get_name(i.plugin) for i in pm.hook.grader_run_calls.get_hookimpls() if not i.wrapper]
-    assert runs == ["runner"]
+    config = Config("grade", argparse.Namespace(insecure=True, dask=None), pm)
+    kwargs = {"submission": Submission("ann", "ann", "/nonexistent/attention.py"), "calls": [], "config": config}
+    answers = {pm.get_name(i.plugin): i.function(**{name: kwargs[name] for name in i.argnames})
+               for i in pm.hook.grader_run_calls.get_hookimpls() if not i.wrapper}
+    assert sorted(answers) == ["dask_cluster", "runner", "shard_record"]
+    assert answers["dask_cluster"] is None and answers["shard_record"] is None
+    assert isinstance(answers["runner"], RunOutcome) and "No such file" in answers["runner"].import_error
 
 
 def test_the_runner_never_falls_back_to_plain_processes_when_grade_has_no_sandbox() -> None:

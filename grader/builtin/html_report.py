@@ -60,7 +60,7 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Any, 
     if config.out_dir is None:
         return
     header = collected.header(config.command)
-    config.stash[_PAGES] = _pages(config.out_dir, submissions, header, environment())
+    config.stash[_PAGES] = _pages(config.out_dir, submissions, header, environment(config.pack))
 
 
 @hookimpl
@@ -77,7 +77,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     out = config.out_dir
     if out is None:
         return
-    env = environment()
+    env = environment(config.pack)
     pages: SubmissionFiles | None = config.stash.get(_PAGES)
     if pages is None or not pages.covers(report.submissions):
         pages = _pages(out, report.submissions, report, env)

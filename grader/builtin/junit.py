@@ -123,7 +123,7 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
 
 @hookimpl
 def grader_addoption(parser: Any, command: str) -> None:
-    if command not in ("grade", "similarity", "check"):
+    if command not in ("grade", "similarity", "check", "merge"):
         return
     parser.add_argument(
         "--junit", metavar="FILE", type=output_file, help=f"write JUnit XML here, for CI (any command; default for grade: DIR/{FILENAME})"

@@ -2,7 +2,7 @@
 
 Specs are parsed with a `yaml.SafeLoader` (no Python tags, no aliases, no
 duplicate keys) and validated with a JSON Schema; every error names the file
-and the key, e.g. ``exercises/g14/G14.02.yaml: checks[3] 'shift'.points: 'x'
+and the key, e.g. ``g14/specs/G14.02.yaml: checks[3] 'shift'.points: 'x'
 is not of type 'number'``.
 
 A check's seed is the spec's (``seed`` of the check, else the exercise's
@@ -65,14 +65,14 @@ SCHEMA: dict[str, Any] = {
     "required": ["exercise", "title", "section", "seed", "checks"],
     "properties": {
         "exercise": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-                     "description": "give an id of letters, digits and . _ -, e.g. G14.02"},
+                     "description": "give an id of letters, digits and . _ -, e.g. ch3.02"},
         "title": {"type": "string", "minLength": 1, "description": "give non-empty text"},
         "section": {"type": "string", "minLength": 1, "description": "give the chapter section's heading"},
         "seed": {"type": "integer", "minimum": 0, "description": "give an integer >= 0"},
         "returns": {
             "type": "object",
             "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            "description": "give a mapping from function names to lists of part names, e.g. {attention: [outputs, weights]}",
+            "description": "give a mapping from function names to lists of part names, e.g. {solve: [value, steps]}",
         },
         "defaults": {
             "type": "object",
@@ -258,7 +258,7 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
 
 @hookimpl
 def grader_addoption(parser: Any, command: str) -> None:
-    if command not in ("grade", "similarity", "audit", "validate"):
+    if command not in ("grade", "similarity", "audit", "validate", "merge"):
         return
     parser.add_argument(
         "--secret-file", metavar="FILE",
