@@ -83,7 +83,7 @@ def _plugin_args(argv: Sequence[str]) -> list[str]:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("-p", action="append", default=[])
     known, _ = pre.parse_known_args(list(argv))
-    return known.p
+    return [str(p) for p in known.p]
 
 
 GRADING = ("grade", "similarity")
@@ -103,7 +103,7 @@ def _pack_argument(parser: argparse.ArgumentParser) -> None:
                         "(default: the one installed)")
 
 
-def _common(pm: pluggy.PluginManager, command: str) -> argparse.ArgumentParser:
+def _common(pm: pluggy.PluginManager, command: str) -> _Parser:
     """The options of ``command``: the core's, then those the plugins add for it (``grader_addoption``)."""
     common = _Parser(add_help=False)
     _pack_argument(common)
@@ -359,7 +359,7 @@ def _starter(config: Config) -> int:
 _NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
 
 
-def _bundle(config: Config) -> dict:
+def _bundle(config: Config) -> dict[str, Any]:
     """The public checks of the specs, with each catalogued mistake's results on them (see `grader.public`)."""
     from grader import session
     from grader.catalogue import load_catalogue
@@ -416,7 +416,7 @@ def _publish(config: Config) -> int:
     return EXIT_OK
 
 
-def _pack_or_none(argv: Sequence[str]):
+def _pack_or_none(argv: Sequence[str]) -> Any:
     """The run's course pack for the help texts, or None when there is none (yet): the commands that need one say so."""
     try:
         return find_pack(pack_option(list(argv)))

@@ -125,7 +125,7 @@ def grader_load_reference(path: str, config: Config) -> Mapping[str, Callable[..
 
 
 @hookspec
-def grader_check_kinds() -> Sequence[Any]:
+def grader_check_kinds() -> Sequence[Any] | None:
     """Contribute check kinds.
 
     All results are collected; each is a sequence of objects with a ``name``

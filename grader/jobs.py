@@ -164,7 +164,10 @@ class Job(Protocol):
     result_fd: int
     stdout_fd: int
     stderr_fd: int
-    call_fd: int
+
+    @property
+    def call_fd(self) -> int:
+        """Write end of the job's call pipe, or -1 once closed (`end_calls`)."""
 
     def cpu_seconds(self) -> float | None:
         """CPU seconds the job has used so far (all its processes, as far as the job type can see), or None.
@@ -480,8 +483,10 @@ def _call_result(frame: dict[str, Any]) -> CallResult:
     """
     status = frame.get("status")
     keys = CALL_KEYS.get(status) if isinstance(status, str) else None
-    seconds = frame.get("seconds")
-    seconds = float(seconds) if type(seconds) in (int, float) and 0 <= seconds < 1e9 else 0.0
+    raw = frame.get("seconds")
+    seconds = 0.0
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and 0 <= raw < 1e9:  # JSON numbers, no true/false
+        seconds = float(raw)
     if keys is None:
         return CallResult("crashed", message=UNREADABLE)
     wire = {key: value for key, value in frame.items() if key in keys}
@@ -498,6 +503,11 @@ def _call_result(frame: dict[str, Any]) -> CallResult:
 STANDBY_LEAD_SECONDS = 0.25
 """How long before a call's limit (of CPU time, or of wall-clock time) its successor worker is
 started as a standby (seconds): more than a plain worker takes to start and import numpy."""
+
+
+def _standby(launch: Launcher, source: bytes, workdir: str, cpu: float) -> Job:
+    """Start a worker ahead, as a standby (see `Launcher`)."""
+    return launch(source, workdir, cpu, standby=True)
 
 
 def run_calls(
@@ -608,7 +618,7 @@ def run_calls(
                         pending = calls[j + 1 :]
                         result, standby = _make_call(
                             child, call, bool(pending), budget_end, over_budget, sink,
-                            lambda pending=pending: launch(source, workdir, cpu_for(pending), standby=True),
+                            functools.partial(_standby, launch, source, workdir, cpu_for(pending)),
                         )
                         if not isinstance(result, _Failed):
                             results[j] = result

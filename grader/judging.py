@@ -136,4 +136,5 @@ def judge(
                     f"{explain_error(r.error_type, r.message)}",
                     (("exception", f"{r.error_type}: {r.message}"),),
                 )
-    return kind.judge(check, prepared, results, context)
+    verdict: Verdict = kind.judge(check, prepared, results, context)
+    return verdict

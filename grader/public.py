@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from grader import __version__
 from grader.errors import ConfigError
 from grader.kinds import KindContext
 from grader.models import Call, Check, Exercise, Prepared
+
+if TYPE_CHECKING:
+    from grader.session import Collected
 
 __all__ = ["FORMAT", "decode", "encode", "load_bundle", "load_mistakes", "publish", "visible_part"]
 
@@ -147,7 +150,7 @@ def dumps(bundle: dict[str, Any]) -> str:
     return json.dumps(bundle, indent=1, sort_keys=True, allow_nan=True) + "\n"
 
 
-def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Any, int]:
+def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Collected, int]:
     """Rebuild a `grader.session.Collected` of the visible checks from a bundle.
 
     Returns

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Callable
 
 from grader.errors import UsageError
 from grader.models import Submission
@@ -76,7 +77,7 @@ def apply_roster(found: list[Submission], roster: list[str], ignore_case: bool =
     (``Alice``, ``alice``); without it, an id not on the roster whose case
     alone differs from a roster id is named with a hint.
     """
-    fold = (lambda sid: sid.casefold()) if ignore_case else (lambda sid: sid)
+    fold: Callable[[str], str] = str.casefold if ignore_case else str
     have = {fold(s.id) for s in found}
     on_roster = {fold(sid) for sid in roster}
     missing = [sid for sid in roster if fold(sid) not in have]

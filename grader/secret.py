@@ -213,7 +213,8 @@ def course_secret(config: Any) -> CourseSecret:
     """
     stash = getattr(config, "stash", None)
     if stash is not None and _SECRET in stash:
-        return stash[_SECRET]
+        cached: CourseSecret = stash[_SECRET]
+        return cached
     option = getattr(config, "option", None)
     path = option("secret_file") if option else None
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from grader import __version__, packs
 from grader.config import Config
@@ -135,6 +135,17 @@ class Collected:
         return listed + self.unlisted_hidden
 
 
+def answered(value: T | None, hook: str) -> T:
+    """A first-result hook's answer, or a `grader.errors.PluginError` when no plugin gave one.
+
+    The built-ins answer every such hook the grading protocol calls; None means a third-party
+    plugin replaced one and returned nothing.
+    """
+    if value is None:
+        raise PluginError(f"no plugin answered {hook}")
+    return value
+
+
 def check_kinds(config: Config) -> dict[str, Any]:
     """Merge the kinds contributed through ``grader_check_kinds``.
 
@@ -172,7 +183,7 @@ def public_bundle(config: Config, specs_dir: Path) -> Path | None:
     if config.option("public"):
         return Path(config.option("public"))
     if not config.option("specs") and not specs_dir.is_dir() and config.pack.public.is_file():
-        return config.pack.public
+        return Path(config.pack.public)
     return None
 
 
@@ -205,6 +216,8 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
         raise ConfigError(f"{specs_dir}: specs folder not found; run from the project folder or pass --specs DIR")
     reference_path = packs.reference_file(config)
     reference = config.hooks.load_reference(path=str(reference_path), config=config)
+    if reference is None:
+        raise ConfigError(f"{reference_path}: no plugin loads the reference (grader_load_reference)")
     exercises: list[Exercise] = []
     used: list[Path] = []
     not_loaded: list[str] = []
@@ -352,17 +365,17 @@ def _grade_submission(
             stage.name = "judging its checks"
             judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
             for exercise, pc, mine in collected.split(outcome.results):
-                verdict = config.hooks.judge_check(
+                verdict = answered(config.hooks.judge_check(
                     check=pc.check, prepared=pc.prepared, results=mine, kind=pc.kind, context=pc.context,
                     config=config,
-                )
+                ), "grader_judge_check")
                 if pc.prepared.shown_call:
                     verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
                 judged[exercise.id].append((pc.check, verdict))
             verdicts = [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
         stage.name = "scoring it"
         exercise_results = tuple(
-            config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config)
+            answered(config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config), "grader_score_exercise")
             for exercise, judged in verdicts
         )
         return SubmissionResult(
@@ -415,7 +428,7 @@ def internal_error_result(
     exercise_results = []
     for exercise, judged in verdicts:
         try:
-            exercise_results.append(config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config))
+            exercise_results.append(answered(config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config), "grader_score_exercise"))
         except Exception:  # noqa: BLE001 - the scorer itself is at fault: keep the result scoreless
             exercise_results.append(_unscored(exercise, judged))
     return SubmissionResult(
@@ -476,7 +489,7 @@ def locate_all(paths: list[str], config: Config) -> list[Submission]:
 
     found: list[Submission] = []
     for path in paths:
-        found.extend(config.hooks.locate_submissions(path=path, config=config))
+        found.extend(answered(config.hooks.locate_submissions(path=path, config=config), "grader_locate_submissions"))
     if config.option("roster") and config.command == "grade":
         from grader.roster import apply_roster, read_roster
 
@@ -627,7 +640,7 @@ def adjust_result(result: SubmissionResult, submission: Submission, config: Conf
     for impl in reversed(config.hooks.implementations("grader_adjust_result")):  # pluggy's own call order
         kwargs = {"result": result, "submission": submission, "config": config}
         try:
-            changed = impl.function(**{name: kwargs[name] for name in impl.argnames})
+            changed = cast("SubmissionResult | None", impl.function(**{name: kwargs[name] for name in impl.argnames}))
         except GraderError:
             raise  # a configuration error (manual.csv, policy.yaml): the run stops with its one line
         except Exception as exc:  # noqa: BLE001 - a plugin's bug costs this student their adjustments only

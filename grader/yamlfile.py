@@ -29,11 +29,11 @@ class _StrictSafeLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's stubs leave it untyped
             raise yaml.YAMLError(f"aliases (*name) are not allowed in specs (line {event.start_mark.line + 1})")
         depth = getattr(self, "_depth", 0)
         if depth >= MAX_DEPTH:  # refused before the recursion gets deep (no RecursionError)
-            line = self.peek_event().start_mark.line + 1
+            line = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
             raise yaml.YAMLError(f"nested more than {MAX_DEPTH} levels deep (line {line}); specs hold plain "
                                  "lists and mappings a few levels deep")
         self._depth = depth + 1
@@ -59,7 +59,8 @@ class _StrictSafeLoader(yaml.SafeLoader):
 
 
 # Specs hold plain data: dates stay text; binary, sets and ordered maps are refused.
-_StrictSafeLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+_StrictSafeLoader.add_constructor(  # type: ignore[type-var]  # the stubs want a constructor of the subclass
+    "tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
 for _tag in ("binary", "set", "omap", "pairs"):
     _StrictSafeLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _StrictSafeLoader._refuse)
 

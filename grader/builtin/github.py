@@ -104,7 +104,7 @@ def _line_in(text: str, filename: str) -> int | None:
     return None
 
 
-def annotations(report: GradingReport, pack: Any = None) -> list[str]:
+def workflow_commands(report: GradingReport, pack: Any = None) -> list[str]:
     """The workflow commands for a session, at most `MAX_PER_LEVEL` per level.
 
     Parameters
@@ -152,10 +152,10 @@ def annotations(report: GradingReport, pack: Any = None) -> list[str]:
                                            title=f"{name}: not attempted yet")))
     kept: list[str] = []
     per_level: dict[str, int] = {}
-    for level, line in out:
+    for level, command in out:
         per_level[level] = per_level.get(level, 0) + 1
         if per_level[level] <= MAX_PER_LEVEL:
-            kept.append(line)
+            kept.append(command)
     return kept
 
 
@@ -247,7 +247,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     """Print annotations and append the step summary, in GitHub Actions only."""
     if not in_github_actions():
         return
-    for line in annotations(report, config.pack):
+    for line in workflow_commands(report, config.pack):
         print(line, file=sys.stdout, flush=True)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:

@@ -45,15 +45,13 @@ def grader_addoption(parser: Any, command: str) -> None:
 def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome:
     """Run the calls with `grader.jobs.run_calls`, in the launcher the configuration asks for."""
     assert submission.file is not None
-    timeouts = {
-        "import_timeout": float(config.option("import_timeout", 10.0)),
-        "submission_timeout": float(config.option("submission_timeout", 120.0)),
-    }
+    import_timeout = float(config.option("import_timeout", 10.0))
+    submission_timeout = float(config.option("submission_timeout", 120.0))
     if not sandboxed(config):
-        return run_calls(submission.file, calls, filename=config.pack.submission, **timeouts)
+        return run_calls(submission.file, calls, import_timeout, submission_timeout, filename=config.pack.submission)
     pool = config.stash.get(JOB_LAUNCHERS)
     if pool is None:
         raise ConfigError("the sandbox is not running, so no submission is run; grade with --insecure only for "
                           "trusted code")
     with pool.slot() as launch:
-        return run_calls(submission.file, calls, launch=launch, scratch=False, **timeouts)
+        return run_calls(submission.file, calls, import_timeout, submission_timeout, launch=launch, scratch=False)

@@ -228,6 +228,7 @@ class SandboxJob:
         }
         # result, stdout, stderr, the status the zygote reports; the task pipe (the job's stdin)
         pipes = [os.pipe() for _ in range(4)]
+        self.task_fd: int | None
         task_read, self.task_fd = os.pipe()
         sent = [w for _, w in pipes] + [task_read]
         try:
@@ -318,6 +319,8 @@ class SandboxJob:
         self._close_task()
         if self._read_status(0.5 if finished and wait else 0.0) is None:
             try:
+                if self.pidfd is None:
+                    raise OSError("no pidfd")
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)  # pid 1: its namespace goes with it
             except (OSError, TypeError):  # gone already, or no pidfd: the zygote kills it
                 self.zygote.request({"op": "kill", "job": self.id})
