@@ -3,6 +3,8 @@
 - The core (``grader/*.py``) imports no built-in plugin (``grader.builtin.*``).
 - A built-in plugin imports only the core, never another built-in.
 - The sandbox child (``grader/zygote.py``, ``grader/worker.py``) imports nothing of the grader.
+- Nothing in ``grader/`` imports a course pack (``g14``, the test packs): packs are found by the
+  loader (`grader.packs`), by path or entry point.
 - ``import grader.session`` loads no numpy (a cheap ``grader check`` start).
 
 Imports are read with `ast` (module level, inside functions and under ``TYPE_CHECKING`` alike), so
@@ -94,6 +96,23 @@ def violations(package: Path) -> list[str]:
     return out
 
 
+PACKS = {p.parent.name for p in [*ROOT.glob("*/course.yaml"), *ROOT.glob("tests/packs/*/course.yaml")]}
+"""Top-level names of the course packs in this repository."""
+
+
+def pack_imports(package: Path) -> list[str]:
+    """Every import of a course pack by a module of the package."""
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            out += [f"{module_name(path, package)} -> {n}: the grader imports no pack" for n in names
+                    if n.split(".")[0] in PACKS]
+    return out
+
+
 def import_map(package: Path) -> dict[str, set[str]]:
     """Each module's grader imports (what a reader of this file sees as the map of the layers)."""
     return {module_name(p, package): imported(p, package) for p in sorted(package.rglob("*.py"))}
@@ -101,6 +120,14 @@ def import_map(package: Path) -> dict[str, set[str]]:
 
 def test_no_import_crosses_a_wall() -> None:
     assert violations(PACKAGE) == []
+
+
+def test_the_grader_imports_no_pack(copy_of_grader: Path) -> None:
+    assert PACKS >= {"g14", "r3"}
+    assert pack_imports(PACKAGE) == []
+    kinds = copy_of_grader / "kinds.py"
+    kinds.write_text(kinds.read_text(encoding="utf-8") + "\n\ndef _late():\n    import g14.kinds\n", encoding="utf-8")
+    assert pack_imports(copy_of_grader) == ["grader.kinds -> g14.kinds: the grader imports no pack"]
 
 
 def test_the_map_holds_every_layer() -> None:
