@@ -836,6 +836,9 @@ def merge(config: Any) -> Any:
     by the shard plugin from ``config.stash[REPLAY_KEY]``, so every wrapper
     of that hook sees it) and its final result through
     ``grader_submission_graded``, and ``grader_write_reports`` once.
+    ``grader_cached_result`` is asked too, as in a grading run (its answer
+    is not used): the SQLite gradebook then keeps every result under the
+    shards' keys, so ``grader grade`` into the merged folder resumes from it.
 
     Raises
     ------
@@ -909,8 +912,14 @@ def merge(config: Any) -> Any:
         submissions=[s for s, _, _ in order], collected=collected, config=config
     )
     replay = config.stash.setdefault(REPLAY_KEY, {})
+    # The result keys are the shards' (a later unsharded run resumes from the merged gradebook): the shards'
+    # sandbox setting, now that configuring is over (a merge starts no sandbox).
+    config.options.insecure = m0["settings"].get("insecure", False)
     results = []
     for sub, result, outcome in order:
+        if sub.file is not None and not sub.problem:  # as a grading run asks: the gradebook learns the key
+            key = session.result_key(sub, collected, config)
+            config.hook.grader_cached_result(submission=sub, key=key, config=config)
         if outcome is not None:
             replay[sub.id] = outcome
             config.hook.grader_run_calls(

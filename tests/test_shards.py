@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -77,6 +78,21 @@ def test_four_shards_merged_are_one_unsharded_run(graded: dict[str, Path]) -> No
         assert name in merged
     assert len(ids_of(graded["merged"])) == 16
     assert ids_of(graded["merged"]) == sorted(ids_of(graded["merged"]))
+
+
+def test_the_merged_gradebook_is_the_unsharded_runs(graded: dict[str, Path]) -> None:
+    """Same keys, same stored results: an unsharded run into the merged folder resumes from it."""
+    rows = []
+    for name in ("full", "merged"):
+        book = sqlite3.connect(graded[name] / "gradebook.sqlite")
+        rows.append(sorted(book.execute("SELECT key, sha256, spec_hash, student, result FROM results")))
+        book.close()
+    assert len(rows[0]) == 16 and rows[0] == rows[1]  # every student of the class (an import error is a result)
+    resumed = graded["tmp"] / "resumed"
+    shutil.copytree(graded["merged"], resumed)
+    done = run("grade", graded["class"], "--out", resumed, *OPTIONS[:-2])
+    assert "16 result(s) reused" in done.stdout
+    assert (resumed / "results.json").read_bytes() == (graded["full"] / "results.json").read_bytes()
 
 
 def test_each_student_is_in_exactly_one_shard_by_its_id(
