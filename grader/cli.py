@@ -72,8 +72,9 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _shard(text: str):  # noqa: ANN202 - a grader.shards.ShardSpec, imported only when --shard is given
-    """``--shard K/N`` or ``auto/N``, read when the command line is (a wrong one is refused before anything runs)."""
+def _shard(text: str) -> object:
+    """``--shard K/N`` or ``auto/N`` as a `grader.shards.ShardSpec`, read with the command line (a wrong one is
+    refused before anything runs)."""
     from grader.shards import parse_shard
 
     return parse_shard(text)
