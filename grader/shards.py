@@ -581,6 +581,7 @@ class Shard:
 
     @property
     def name(self) -> str:
+        """``K/N (folder)``, as messages name the shard."""
         return f"{self.manifest['shard']['k']}/{self.manifest['shard']['n']} ({self.folder})"
 
 
