@@ -32,8 +32,8 @@ from grader.kinds import (
     TOLERANCE,
     Kind,
     KindContext,
+    keys_schema,
     reference_shapes,
-    schema,
     shaped_parts,
     tolerances,
 )
@@ -58,7 +58,7 @@ class RowSumsKind(Kind):
 
     name = "row_sums"
     params = {"atol": "optional"}
-    schema = schema(atol=TOLERANCE)
+    schema = keys_schema(atol=TOLERANCE)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         shapes = reference_shapes(check, ctx, args)
@@ -90,7 +90,7 @@ class ShiftInvarianceKind(Kind):
 
     name = "shift_invariance"
     params = {"shift": "required", "rtol": "optional", "atol": "optional"}
-    schema = schema(shift=SHIFT, rtol=TOLERANCE, atol=TOLERANCE)
+    schema = keys_schema(shift=SHIFT, rtol=TOLERANCE, atol=TOLERANCE)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         args = ctx.arguments(check)
@@ -122,7 +122,7 @@ class CausalNoninterferenceKind(Kind):
 
     name = "causal_noninterference"
     params = {"atol": "optional"}
-    schema = schema(atol=TOLERANCE)
+    schema = keys_schema(atol=TOLERANCE)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)
@@ -165,7 +165,7 @@ class SumToZeroKind(Kind):
 
     name = "sum_to_zero"
     params = {"atol": "optional"}
-    schema = schema(atol=TOLERANCE)
+    schema = keys_schema(atol=TOLERANCE)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         return reference_shapes(check, ctx, args)
@@ -195,7 +195,7 @@ class FiniteDifferenceKind(Kind):
 
     name = "finite_difference"
     params = {"scores": "required", "upstream": "required", "step": "optional", "rtol": "optional", "atol": "optional"}
-    schema = schema(scores=VECTOR, upstream=VECTOR, step=STEP, rtol=TOLERANCE, atol=TOLERANCE)
+    schema = keys_schema(scores=VECTOR, upstream=VECTOR, step=STEP, rtol=TOLERANCE, atol=TOLERANCE)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)

@@ -145,8 +145,8 @@ def grader_check_kinds() -> Sequence[Any]:
 def grader_locate_submissions(path: str, config: Config) -> Sequence[Submission] | None:
     """Turn one command-line PATH into submissions.
 
-    First non-None result wins. The built-in locator takes an
-    ``attention.py``, a folder holding one, or a folder of student folders.
+    First non-None result wins. The built-in locator takes a
+    submission file (e.g. ``attention.py``), a folder holding one, or a folder of student folders.
     Ids need not be unique across PATHs: `grader.session.locate_all` tells
     colliding ids apart and gives every submission its ``slug``
     (`grader.naming`); set ``raw_name`` to the name as found.

@@ -37,7 +37,7 @@ from grader.models import Call, CallResult, Check, Exercise, Prepared, Verdict
 
 __all__ = [
     "DEFAULT_ATOL", "DEFAULT_RTOL", "LITERAL", "REASON", "SELECT", "SHAPES", "TOLERANCE", "CheckKind", "Kind",
-    "KindContext", "compare_parts", "guarded_call", "mib", "named", "normalize", "reference_shapes", "schema",
+    "KindContext", "compare_parts", "guarded_call", "mib", "keys_schema", "named", "normalize", "reference_shapes",
     "shaped_parts", "tolerances",
 ]
 
@@ -390,8 +390,8 @@ def shaped_parts(check: Check, ctx: KindContext, got: Any, shapes: dict[str, tup
     return arrays
 
 
-def schema(**properties: dict[str, Any]) -> dict[str, Any]:
-    """A kind's ``schema``: its keys' JSON Schemas, e.g. ``schema(atol=TOLERANCE)``."""
+def keys_schema(**properties: dict[str, Any]) -> dict[str, Any]:
+    """A kind's ``schema``: its keys' JSON Schemas, e.g. ``keys_schema(atol=TOLERANCE)``."""
     return {"type": "object", "properties": properties}
 
 

@@ -257,7 +257,7 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
 def _catalogue_fingerprint(config: Config, fingerprint: Any) -> str:
     """The mutant catalogue's fingerprint ("" when the run has none)."""
     folder = packs.mutants_dir(config)[0]
-    return fingerprint(folder) if folder is not None else ""
+    return fingerprint(folder, config.pack.submission) if folder is not None else ""
 
 
 def _looks_like_spec(name: str) -> bool:

@@ -191,7 +191,7 @@ def test_runner_locator_reference_and_scorer_are_overridable(cli, tmp_path: Path
     assert {c["status"] for e in sub["exercises"] for c in e["checks"]} == {"not_attempted"}
     # 46 checks, of which shift_invariance and causal_noninterference make 2 calls each.
     assert g14_fake_runner.SEEN["calls"] == 48
-    assert g14_fake_runner.SEEN["reference"] == "reference/attention.py"
+    assert g14_fake_runner.SEEN["reference"] == "g14/reference/attention.py"
     [(sid, key)] = g14_fake_runner.SEEN["keys"]
     assert sid == "ghost" and len(key) == 64
     assert g14_fake_runner.SEEN["scored"] == ["G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06"]

@@ -43,10 +43,10 @@ from grader.kinds import (
     KindContext,
     compare_parts,
     guarded_call,
+    keys_schema,
     mib,
     named,
     normalize,
-    schema,
     shaped_parts,
 )
 from grader.models import CallResult, Check, Prepared, Verdict
@@ -58,7 +58,7 @@ class CompareKind(Kind):
 
     name = "compare"
     params = {"select": "optional", "rtol": "optional", "atol": "optional"}
-    schema = schema(select=SELECT, rtol=TOLERANCE, atol=TOLERANCE)
+    schema = keys_schema(select=SELECT, rtol=TOLERANCE, atol=TOLERANCE)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         return named(check, ctx, ctx.call_reference(check, args), check.params.get("select"))
@@ -72,7 +72,7 @@ class LiteralKind(CompareKind):
 
     name = "literal"
     params = {"expect": "required", "rtol": "optional", "atol": "optional"}
-    schema = schema(expect=LITERAL, rtol=TOLERANCE, atol=TOLERANCE)
+    schema = keys_schema(expect=LITERAL, rtol=TOLERANCE, atol=TOLERANCE)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         names = part_names(check.function, ctx.exercise.returns)
@@ -99,11 +99,11 @@ def _plain(value: Any) -> Any:
 
 
 class ShapeKind(Kind):
-    """Only the shapes of the result's parts (``expect``); G14.01, "The central question"."""
+    """Only the shapes of the result's parts (``expect``)."""
 
     name = "shape"
     params = {"expect": "required"}
-    schema = schema(expect=SHAPES)
+    schema = keys_schema(expect=SHAPES)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         names = part_names(check.function, ctx.exercise.returns)
@@ -125,11 +125,11 @@ class ShapeKind(Kind):
 
 
 class RaisesKind(Kind):
-    """The call must raise ``ValueError``; ``reason`` says why the input is invalid (G14.06)."""
+    """The call must raise ``ValueError``; ``reason`` says why the input is invalid."""
 
     name = "raises"
     params = {"reason": "required"}
-    schema = schema(reason=REASON)
+    schema = keys_schema(reason=REASON)
     expects_raise = True
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
@@ -169,13 +169,12 @@ class NoMutationKind(Kind):
 
     The worker compares the JSON text of every argument before and after
     the call (``CallResult.mutated_args``); nothing about the result is
-    judged here, only that the function works on copies. Chapter section
-    "Independent practice: G14.06 (lab)": the lab's functions are pure.
+    judged here, only that the function works on copies (pure functions).
     """
 
     name = "no_mutation"
     params: dict[str, str] = {}
-    schema = schema()
+    schema = keys_schema()
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         ctx.call_reference(check, copy.deepcopy(args))  # the arguments must be valid input
