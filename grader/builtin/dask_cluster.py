@@ -16,8 +16,8 @@ report stay in the instructor's process, exactly as in a local run.
 Each submission's outcome is taken once (``pending`` is popped): a chunk that
 the scheduler runs again (a worker lost mid-chunk, a retry) resolves its
 future once, so nothing is graded twice in the outputs. A chunk the cluster
-cannot finish is graded here instead, with a warning. The extra
-``dask[distributed]`` provides the client (the grader's ``dask`` extra).
+cannot finish is graded here instead, with a warning. The client is
+``dask[distributed]`` (the grader's ``dask`` extra).
 """
 
 from __future__ import annotations
