@@ -305,6 +305,7 @@ _RESULT_KEYS = frozenset(
     }
 )
 _OUTPUT_LIMIT = 64 << 10
+_MESSAGE_LIMIT = 16 << 10
 
 
 def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
@@ -321,7 +322,6 @@ def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
     """
     from grader.boundary import (
         MAX_NAME,
-        MAX_TEXT,
         MAX_WHERE,
         BoundaryError,
         decode_frame,
@@ -378,7 +378,7 @@ def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
                 value=value,
                 error_type=_text(row["error_type"], MAX_NAME, "error_type"),
                 value_error=row["value_error"],
-                message=_text(row["message"], MAX_TEXT + 200, "message"),
+                message=_text(row["message"], _MESSAGE_LIMIT, "message"),
                 where=_text(row["where"], MAX_WHERE, "where"),
                 seconds=float(seconds),
                 mutated_args=tuple(mutated),
@@ -918,7 +918,9 @@ def merge(config: Any) -> Any:
     config.options.insecure = m0["settings"].get("insecure", False)
     results = []
     for sub, result, outcome in order:
-        if sub.file is not None and not sub.problem:  # as a grading run asks: the gradebook learns the key
+        if (
+            sub.file is not None and not sub.problem
+        ):  # as a grading run asks: the gradebook learns the key
             key = session.result_key(sub, collected, config)
             config.hook.grader_cached_result(submission=sub, key=key, config=config)
         if outcome is not None:
