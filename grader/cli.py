@@ -78,6 +78,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _shard(text: str) -> object:
+    """``--shard K/N`` or ``auto/N`` as a `grader.shards.ShardSpec`, read with the command line (a wrong one is
+    refused before anything runs)."""
+    from grader.shards import parse_shard
+
+    return parse_shard(text)
+
+
 def _plugin_args(argv: Sequence[str]) -> list[str]:
     """The ``-p`` values, read before the full parser exists."""
     pre = argparse.ArgumentParser(add_help=False)
@@ -155,7 +163,7 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     grade.add_argument("--only", nargs="+", metavar="ID",
                        help="grade only these students again; the others' results come from the gradebook "
                        "(left out when it has none)")
-    grade.add_argument("--shard", metavar="K/N",
+    grade.add_argument("--shard", metavar="K/N", type=_shard,
                        help="grade only the K-th of N slices of the class (K from 1; auto/N: K from "
                        "JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID or GRADER_SHARD_INDEX) and write DIR/shard/ "
                        "for 'grader merge'")
