@@ -24,12 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.builtin.runner import PlainJob, run_calls
 from grader.builtin.sandbox import DEFAULT_LIMITS, SandboxJob, Zygote, _Worker
+from grader.jobs import PlainJob, run_calls
 from grader.models import Call
 
 ROOT = Path(__file__).resolve().parent.parent
-FILE = str(ROOT / "submissions" / "correct_numpy" / "attention.py")
+FILE = str(ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py")
 CALLS = [Call("softmax", ([0.0, 1.0, 2.0],), 5.0)]
 
 
@@ -50,7 +50,7 @@ def main() -> None:
     zygote = Zygote()
     jobs = tempfile.mkdtemp(prefix="grader-sandbox-")
     os.chmod(jobs, 0o711)  # as the sandbox plugin makes it: the jobs' uids reach their folders
-    worker = _Worker(zygote, (0, 1), jobs)
+    worker = _Worker(zygote, (0, 1), jobs, "attention.py")
     try:
         def sandboxed(source, workdir, cpu, standby=False):
             job = SandboxJob(zygote, 2, jobs, DEFAULT_LIMITS)

@@ -1,6 +1,6 @@
 """The catalogue of known implementations: mutants and correct variants.
 
-``mutants/catalogue.yaml`` lists known-wrong ``attention.py`` files
+``mutants/catalogue.yaml`` lists known-wrong submission files
 ("mutants"), each tagged with the misconception it embodies, the chapter
 section that addresses it and the exercises it must lose points on, and
 correct variants that must score full marks. ``grader audit`` grades them
@@ -39,8 +39,13 @@ __all__ = ["CATALOGUE_FILE", "Catalogue", "Entry", "cache_dir", "fingerprint", "
 CATALOGUE_FILE = "catalogue.yaml"
 """The catalogue's file name inside the mutants folder."""
 
-ENTRY_FILE = "attention.py"
-"""Each entry's code: ``<mutants folder>/<name>/attention.py``."""
+def _entry_file(filename: str | None) -> str:
+    """Each entry's code is ``<mutants folder>/<name>/<filename>``: the course pack's submission file."""
+    if filename:
+        return filename
+    from grader.packs import find_pack
+
+    return find_pack().submission
 
 CACHEABLE = ("returned", "raised", "bad_return")
 """Call statuses worth caching; timeouts and crashes are run again."""
@@ -89,7 +94,7 @@ class Entry:
     kind : str
         ``"mutant"`` (known wrong) or ``"correct"``.
     file : str
-        Its ``attention.py``.
+        Its submission file.
     sha256 : str
         Hex digest of the file's bytes.
     misconception : str
@@ -173,13 +178,18 @@ def _where(data: Any, path: Sequence[Any]) -> str:
     return out or "top level"
 
 
-def load_catalogue(folder: str | os.PathLike[str]) -> Catalogue:
+def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None, chapter_url: str = "") -> Catalogue:
     """Read and check ``<folder>/catalogue.yaml``.
 
     Parameters
     ----------
     folder : path-like
-        The mutants folder (``--mutants``, default ``mutants``).
+        The mutants folder (``--mutants``, default: the pack's).
+    filename : str, optional
+        Each entry's file name (default: the installed pack's submission file).
+    chapter_url : str
+        The chapter's address when ``catalogue.yaml`` gives none (the
+        pack's ``chapter_url``): section links start there.
 
     Returns
     -------
@@ -190,11 +200,12 @@ def load_catalogue(folder: str | os.PathLike[str]) -> Catalogue:
     grader.errors.ConfigError
         If the folder or the catalogue is missing, the YAML is unsafe or
         malformed (the message names the file and the key), two entries
-        share a name, an entry's ``attention.py`` is missing, or a ``base``
+        share a name, an entry's file is missing, or a ``base``
         is not a correct variant of the catalogue.
     """
-    from grader.builtin.yaml_spec import parse_yaml  # the same safe loader as the specs
+    from grader.yamlfile import parse_yaml  # the same safe loader as the specs
 
+    entry_file = _entry_file(filename)
     root = Path(folder)
     path = root / CATALOGUE_FILE
     if not path.is_file():
@@ -216,7 +227,7 @@ def load_catalogue(folder: str | os.PathLike[str]) -> Catalogue:
         where = f"{path}: entries[{index}] '{raw['name']}'"
         if any(e.name == raw["name"] for e in entries):
             raise ConfigError(f"{where}: the name is used twice")
-        file = root / raw["name"] / ENTRY_FILE
+        file = root / raw["name"] / entry_file
         if not file.is_file():
             raise ConfigError(f"{where}: {file} not found")
         entries.append(
@@ -236,11 +247,11 @@ def load_catalogue(folder: str | os.PathLike[str]) -> Catalogue:
     for index, entry in enumerate(entries):
         if entry.base and entry.base not in correct:
             raise ConfigError(f"{path}: entries[{index}] '{entry.name}'.base: '{entry.base}' is not a correct variant here")
-    return Catalogue(str(path), tuple(entries), data.get("chapter_url", ""))
+    return Catalogue(str(path), tuple(entries), data.get("chapter_url", "") or chapter_url)
 
 
-def fingerprint(folder: str | os.PathLike[str]) -> str:
-    """SHA-256 of ``catalogue.yaml`` and every ``*/attention.py`` in ``folder``; ``""`` without a catalogue.
+def fingerprint(folder: str | os.PathLike[str], filename: str | None = None) -> str:
+    """SHA-256 of ``catalogue.yaml`` and every ``*/<filename>`` in ``folder``; ``""`` without a catalogue.
 
     A stored grade depends on it when diagnosis is on (the diagnoses come
     from these files).
@@ -249,7 +260,7 @@ def fingerprint(folder: str | os.PathLike[str]) -> str:
     if not (root / CATALOGUE_FILE).is_file():
         return ""
     h = hashlib.sha256()
-    for path in [root / CATALOGUE_FILE, *sorted(root.glob(f"*/{ENTRY_FILE}"))]:
+    for path in [root / CATALOGUE_FILE, *sorted(root.glob(f"*/{_entry_file(filename)}"))]:
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -269,13 +280,18 @@ def cache_dir() -> Path | None:
 
 
 _WORKER = Path(__file__).resolve().parent / "worker.py"
-_DECODING = (_WORKER, _WORKER.parent / "boundary.py", _WORKER.parent / "builtin" / "runner.py")
-"""The files that decide what a job's answer becomes: a change to any of them makes cached results stale."""
+_DECODING = (
+    _WORKER, _WORKER.parent / "boundary.py", _WORKER.parent / "builtin" / "runner.py", _WORKER.parent / "zygote.py",
+    *sorted((_WORKER.parent / "child").glob("*.py")),
+)
+"""The files that decide what a job's answer becomes (the worker, the decoder, the runner, the sandbox
+child: ``zygote.py`` and every module of ``grader/child``): a change to any of them makes cached
+results stale."""
 
 
 def _entry_key(entry: Entry, config: Any) -> str:
     """What an entry's results depend on besides the call: its bytes, the worker, Python, numpy, the runners."""
-    runners = [config.pluginmanager.get_name(impl.plugin) for impl in config.hook.grader_run_calls.get_hookimpls()]
+    runners = [config.pluginmanager.get_name(impl.plugin) for impl in config.hooks.implementations("grader_run_calls")]
     code = [hashlib.sha256(path.read_bytes()).hexdigest() for path in _DECODING if path.is_file()]
     parts = [entry.sha256, code, sys.version, np.__version__, runners]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
@@ -306,7 +322,7 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 
 def _run_one(entry: Entry, calls: Sequence[Call], config: Any, folder: Path | None) -> RunOutcome:
-    from grader.builtin.runner import _call_result  # validates a frame exactly as one from the child
+    from grader.jobs import call_result  # validates a frame exactly as one from the child
 
     keys = [_call_key(c) for c in calls]
     path = folder / f"{entry.name}-{_entry_key(entry, config)[:32]}.json" if folder else None
@@ -315,10 +331,10 @@ def _run_one(entry: Entry, calls: Sequence[Call], config: Any, folder: Path | No
     for i, key in enumerate(keys):
         frame = cached.get(key)
         if isinstance(frame, dict) and frame.get("status") in CACHEABLE:
-            results[i] = _call_result(frame)
+            results[i] = call_result(frame)
     missing = [i for i, r in enumerate(results) if r is None]
     if missing:
-        outcome = config.hook.grader_run_calls(submission=entry.submission, calls=[calls[i] for i in missing], config=config)
+        outcome = config.hooks.run_calls(submission=entry.submission, calls=[calls[i] for i in missing], config=config)
         if outcome.import_error:
             return RunOutcome(tuple(outcome.results), outcome.import_error)
         fresh = {}

@@ -1,7 +1,8 @@
 """The ``grader`` command line: ``grade``, ``check``, ``validate``, ``publish``, ``audit``, ``doctor``,
 ``build-student-package`` and ``init-ci``.
 
-Each command lists in its ``--help``, and accepts, only the options it uses (`UNUSED`).
+Each command lists in its ``--help``, and accepts, only the options it uses: a plugin adds its options
+to the subcommands it serves (``grader_addoption(parser, command)``).
 
 ``main(argv)`` returns an exit code and never lets a `GraderError` escape as
 a traceback: it prints one line, ``grader: error: ...``, and returns the
@@ -35,6 +36,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import pluggy
 
 from grader import __version__
 from grader.config import Config
@@ -47,14 +51,14 @@ from grader.errors import (
     UsageError,
 )
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
+from grader.hooks import Hooks
+from grader.packs import find_pack, mutants_dir, pack_option, reference_file, specs_dir
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
+from grader.stash import INTERNAL_ERRORS
 
 __all__ = ["console_main", "main"]
 
-DEFAULT_SPECS = "exercises/g14"
-DEFAULT_REFERENCE = "reference/attention.py"
-DEFAULT_MUTANTS = "mutants"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,96 +78,95 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _shard(text: str) -> object:
+    """``--shard K/N`` or ``auto/N`` as a `grader.shards.ShardSpec`, read with the command line (a wrong one is
+    refused before anything runs)."""
+    from grader.shards import parse_shard
+
+    return parse_shard(text)
+
+
 def _plugin_args(argv: Sequence[str]) -> list[str]:
     """The ``-p`` values, read before the full parser exists."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("-p", action="append", default=[])
     known, _ = pre.parse_known_args(list(argv))
-    return known.p
+    return [str(p) for p in known.p]
 
 
-INSTRUCTOR_ONLY = ("jobs", "roster", "roster_ignore_case", "gradebook", "regrade", "csv", "gradescope",
-                   "after_due_date", "published", "secret_file", "manual", "policy", "attempt", "lms_times",
-                   "canvas_assignment", "canvas_push", "staff", "similarity", "starter", "similarity_threshold")
-"""Options of the built-in plugins that only ``grade`` uses (a class, its gradebook and its files)."""
+GRADING = ("grade", "similarity")
+"""The commands that grade a class (hidden checks, its gradebook and its files)."""
 
-STUDENT_CI = ("points_notice", "classroom50")
-"""Options of the built-in plugins that only ``check`` uses (a student's CI)."""
+USES_SPECS = ("grade", "similarity", "check", "validate", "publish", "audit", "build-student-package", "merge")
+"""The commands that read the specs and the reference."""
 
-UNUSED: dict[str, tuple[str, ...]] = {
-    "grade": STUDENT_CI,
-    "similarity": STUDENT_CI,
-    "check": INSTRUCTOR_ONLY,
-    "publish": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet"),
-    "audit": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet") if o != "secret_file"),
-    "validate": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "mutants", "no_diagnosis")
-                      if o != "secret_file"),
-    "doctor": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "specs", "reference", "mutants", "no_diagnosis",
-               "import_timeout", "submission_timeout"),
-    "build-student-package": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet")),
-}
-"""Per command, the shared options (by ``dest``) it does not use: they are neither listed in its
-``--help`` nor accepted (given anyway, they are a usage error, not silently ignored). Options a
-third-party plugin adds are kept everywhere."""
+USES_MUTANTS = ("grade", "similarity", "check", "publish", "audit", "build-student-package", "merge")
+"""The commands that read the catalogue of known mistakes (diagnosis, audit)."""
 
 
-def _drop_options(parser: argparse.ArgumentParser, dests: Sequence[str]) -> None:
-    """Remove the options whose ``dest`` is in ``dests`` from ``parser`` (and its groups)."""
-    for action in list(parser._actions):
-        if action.dest not in dests or not action.option_strings:
-            continue
-        parser._remove_action(action)
-        for option in action.option_strings:
-            parser._option_string_actions.pop(option, None)
-        for group in parser._action_groups:
-            if action in group._group_actions:
-                group._group_actions.remove(action)
+def _pack_argument(parser: argparse.ArgumentParser) -> None:
+    """``--pack``: the course pack to grade (read before the parser too: it registers the pack's plugin)."""
+    parser.add_argument("--pack", default=None, metavar="DIR",
+                        help="the course pack: its folder (holding course.yaml) or an installed pack's id "
+                        "(default: the one installed)")
 
 
-def _common(pm, command: str) -> argparse.ArgumentParser:
-    """The options shared by the commands, as ``command`` uses them (see `UNUSED`)."""
+def _common(pm: pluggy.PluginManager, command: str) -> _Parser:
+    """The options of ``command``: the core's, then those the plugins add for it (``grader_addoption``)."""
     common = _Parser(add_help=False)
-    common.add_argument("--specs", default=DEFAULT_SPECS, metavar="DIR", help=f"exercise specs folder (default: {DEFAULT_SPECS})")
-    common.add_argument(
-        "--reference", default=DEFAULT_REFERENCE, metavar="FILE", help=f"reference implementation (default: {DEFAULT_REFERENCE})"
-    )
-    common.add_argument(
-        "-j", "--jobs", type=_positive_int, default=None, metavar="N",
-        help="submissions graded at once (default: one per core)",
-    )
-    common.add_argument(
-        "--mutants", default=DEFAULT_MUTANTS, metavar="DIR",
-        help=f"catalogue of known mistakes, for diagnosis and 'audit' (default: {DEFAULT_MUTANTS})",
-    )
+    _pack_argument(common)
+    if command in USES_SPECS:
+        common.add_argument("--specs", default=None, metavar="DIR", help="exercise specs folder (default: the pack's)")
+        common.add_argument("--reference", default=None, metavar="FILE",
+                            help="reference implementation (default: the pack's)")
+    if command in GRADING:
+        common.add_argument(
+            "-j", "--jobs", type=_positive_int, default=None, metavar="N",
+            help="submissions graded at once (default: one per core)",
+        )
+    if command in USES_MUTANTS:
+        common.add_argument(
+            "--mutants", default=None, metavar="DIR",
+            help="catalogue of known mistakes, for diagnosis and 'audit' (default: the pack's, if it has one)",
+        )
     common.add_argument(
         "-p", action="append", default=[], metavar="PLUGIN",
         help="load a plugin module by name, or block one with -p no:NAME (repeatable)",
     )
-    pm.hook.grader_addoption(parser=common)
-    _drop_options(common, UNUSED.get(command, ()))
+    Hooks(pm).addoption(parser=common, command=command)
     return common
 
 
-def build_parser(pm) -> argparse.ArgumentParser:
-    """Build the parser; plugins add options through ``grader_addoption``.
+def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.ArgumentParser:
+    """Build the parser; plugins add each subcommand's options through ``grader_addoption``.
 
-    Each command lists (and accepts) only the options it uses (`UNUSED`).
+    Each command lists (and accepts) only the options it uses: the core's own
+    (`USES_SPECS`, `GRADING`, `USES_MUTANTS`) and those its plugins add for it.
+    ``pack`` (a `grader.packs.Pack`, if one was found) names the chapter
+    and the submission file in the help.
     """
-    parser = _Parser(prog="grader", description="Grade chapter G14 attention exercises.")
+    file = pack.submission if pack is not None else "submission file"
+    notebook = pack.notebook if pack is not None else "notebook"
+    what = f"chapter {pack.chapter} ({pack.title})" if pack is not None else "a course pack's"
+    parser = _Parser(prog="grader", description=f"Grade {what} exercises.")
     parser.add_argument("--version", action="version", version=f"grader {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     grade = sub.add_parser(
         "grade", parents=[_common(pm, "grade")], help="grade submissions and write reports",
-        description="Grade one attention.py, a student folder, or a folder of student folders.",
+        description=f"Grade one {file}, a student folder, or a folder of student folders.",
     )
-    grade.add_argument("paths", nargs="+", metavar="PATH", help="attention.py, a student folder, or a folder of them")
+    grade.add_argument("paths", nargs="+", metavar="PATH", help=f"{file}, a student folder, or a folder of them")
     grade.add_argument("--out", default="reports", metavar="DIR", help="folder for the HTML and JSON reports (default: reports)")
     grade.add_argument("--json", metavar="FILE", type=output_file,
                        help="write the JSON results here (default: DIR/results.json)")
     grade.add_argument("--only", nargs="+", metavar="ID",
                        help="grade only these students again; the others' results come from the gradebook "
                        "(left out when it has none)")
+    grade.add_argument("--shard", metavar="K/N", type=_shard,
+                       help="grade only the K-th of N slices of the class (K from 1; auto/N: K from "
+                       "JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID or GRADER_SHARD_INDEX) and write DIR/shard/ "
+                       "for 'grader merge'")
     similarity = sub.add_parser(
         "similarity", parents=[_common(pm, "similarity")], help="grade and write DIR/similarity.html: copied code, identical wrong values",
         description="Grade the class (like 'grade --similarity') and flag pairs of submissions: code that shares "
@@ -172,6 +175,15 @@ def build_parser(pm) -> argparse.ArgumentParser:
     similarity.add_argument("paths", nargs="+", metavar="PATH", help="a folder of student folders, or a zip export")
     similarity.add_argument("--out", default="reports", metavar="DIR", help="folder for the reports (default: reports)")
     similarity.add_argument("--json", metavar="FILE", type=output_file, help="write the JSON results here")
+    merge = sub.add_parser(
+        "merge", parents=[_common(pm, "merge")], help="merge the folders of 'grade --shard K/N' runs into one run's files",
+        description="Combine the --out folders of every shard of a class into exactly the files one unsharded "
+        "'grader grade' writes. Refuses shards made with other specs, reference, grader, secret or settings, and "
+        "names shards missing or given twice.",
+    )
+    merge.add_argument("shard_dirs", nargs="+", metavar="SHARD_DIR", help="the --out folder of each shard")
+    merge.add_argument("--out", default="reports", metavar="DIR", help="folder for the merged reports (default: reports)")
+    merge.add_argument("--json", metavar="FILE", type=output_file, help="write the JSON results here (default: DIR/results.json)")
     diff = sub.add_parser(
         "diff", help="compare two results.json: who changed, by how much, on which checks",
         description="List the students whose score or checks differ between two results files (a regrade).",
@@ -179,10 +191,10 @@ def build_parser(pm) -> argparse.ArgumentParser:
     diff.add_argument("old", metavar="OLD.json")
     diff.add_argument("new", metavar="NEW.json")
     check = sub.add_parser(
-        "check", parents=[_common(pm, "check")], help="run the visible checks on your own attention.py",
-        description="Run the visible checks on one attention.py and print a summary.",
+        "check", parents=[_common(pm, "check")], help=f"run the visible checks on your own {file}",
+        description=f"Run the visible checks on one {file} and print a summary.",
     )
-    check.add_argument("paths", nargs=1, metavar="FILE", help="your attention.py, attention.ipynb, or the folder holding it")
+    check.add_argument("paths", nargs=1, metavar="FILE", help=f"your {file}, {notebook}, or the folder holding it")
     check.add_argument(
         "--public", metavar="FILE",
         help="public checks made by 'grader publish' (default: the specs folder if present, "
@@ -193,8 +205,8 @@ def build_parser(pm) -> argparse.ArgumentParser:
         description="Prepare the visible checks (calls and expected values) into one JSON file that "
         "'grader check' runs without the specs or the reference.",
     )
-    publish.add_argument("--out", dest="bundle", default="grader/data/g14-public.json", metavar="FILE",
-                         help="where to write it (default: grader/data/g14-public.json, shipped with the package)")
+    publish.add_argument("--out", dest="bundle", default=None, metavar="FILE",
+                         help="where to write it (default: the pack's public-checks file, shipped with it)")
     package = sub.add_parser(
         "build-student-package", parents=[_common(pm, "build-student-package")],
         help="build the wheel and sdist a course gives its students (public checks, starter, diagnosis data)",
@@ -205,11 +217,12 @@ def build_parser(pm) -> argparse.ArgumentParser:
     package.add_argument("--out", dest="package_out", default="dist", metavar="DIR",
                          help="folder for the .whl and .tar.gz (default: dist)")
     starter = sub.add_parser(
-        "starter", help="copy the starter attention.py into a folder (default: here)",
-        description="Copy the starter attention.py (shipped in the student package) into DIR; an existing "
-        "attention.py is never overwritten.",
+        "starter", help=f"copy the starter {file} into a folder (default: here)",
+        description=f"Copy the starter {file} (shipped in the student package) into DIR; an existing "
+        f"{file} is never overwritten.",
     )
     starter.add_argument("starter_dir", nargs="?", default=".", metavar="DIR", help="where to put it (default: .)")
+    _pack_argument(starter)
     init_ci = sub.add_parser(
         "init-ci", help="write CI files for a student repository (github, gitlab or classroom50)",
         description="Write the CI files of a student template repository. CI runs the visible checks only "
@@ -218,9 +231,11 @@ def build_parser(pm) -> argparse.ArgumentParser:
     init_ci.add_argument("target", choices=("github", "gitlab", "classroom50"), help="the CI to write files for")
     init_ci.add_argument("--dir", dest="ci_dir", default=".", metavar="DIR",
                          help="the repository to write into (default: the current folder)")
-    init_ci.add_argument("--package", default="g14-grader", metavar="SPEC",
-                         help="what CI installs with pip: the course's student wheel (URL or path; default: g14-grader)")
+    init_ci.add_argument("--package", default=None, metavar="SPEC",
+                         help="what CI installs with pip: the course's student wheel (URL or path; default: the "
+                         "pack's student package name)")
     init_ci.add_argument("--force", action="store_true", help="overwrite files that exist")
+    _pack_argument(init_ci)
     sub.add_parser(
         "doctor", parents=[_common(pm, "doctor")], help="show which sandbox layers are active on this machine",
         description="Start the sandbox, run an empty job in it, and list every isolation layer.",
@@ -273,22 +288,29 @@ def _run(config: Config) -> int:
         from grader.ci import NOTE, init_ci
 
         for path in init_ci(config.option("target"), Path(config.option("ci_dir")), config.option("package"),
-                            bool(config.option("force"))):
+                            bool(config.option("force")), config.pack):
             _write(f"wrote {display(str(path))}")
         _write(NOTE)
         return EXIT_OK
     if config.command == "doctor":
-        from grader.builtin.sandbox import doctor
+        code = config.hooks.doctor(write=_write, config=config)
+        if code is None:
+            raise ConfigError("no plugin can say which sandbox layers are active (grader_doctor)")
+        return code
+    if getattr(config.options, "_shards", None) is not None:  # grader merge
+        from grader.shards import merge
 
-        return doctor(_write)
+        report = merge(config)
+        config.hooks.terminal_summary(report=report, config=config, write=_write)
+        return EXIT_OK
     remove_stale_scratch()  # what graders killed with kill -9 left in the temporary folder
     if config.command == "check":
         config.options.out = None
         report = session.grade(config, config.options.paths, visible_only=True)
     else:
         report = session.grade(config, config.options.paths)
-    config.hook.grader_terminal_summary(report=report, config=config, write=_write)
-    faults = config.stash.get("session.internal_errors", [])
+    config.hooks.terminal_summary(report=report, config=config, write=_write)
+    faults = config.stash.get(INTERNAL_ERRORS, [])
     if faults:
         shown = ", ".join(f"{display(repr(sub_id))} ({fault})" for sub_id, fault in faults[:5])
         more = f" and {len(faults) - 5} more" if len(faults) > 5 else ""
@@ -306,7 +328,7 @@ def _validate(config: Config) -> int:
     from grader import session
 
     config.options.out = None
-    config.options.paths = [config.option("reference")]
+    config.options.paths = [str(reference_file(config))]
     collected = session.collect(config)
     literals = sum(1 for ex in collected.exercises for c in ex.checks if c.kind == "literal")
     _write(f"specs: {len(collected.exercises)} exercises, {sum(len(e.checks) for e in collected.exercises)} checks; "
@@ -318,46 +340,73 @@ def _validate(config: Config) -> int:
         _write(f"FAIL {ex_id} {c.id}: {c.status}: {c.message}")
     if result.error:
         _write(f"FAIL the reference could not run: {result.error}")
-    ok = not bad and not result.error and result.score == result.max_score
+    manifest = _manifest_problems(config, collected.exercises)
+    for line in manifest:
+        _write(f"FAIL {line}")
+    ok = not bad and not result.error and result.score == result.max_score and not manifest
     _write(f"reference scores {result.score:g}/{result.max_score:g}: " + ("valid" if ok else "INVALID"))
     return EXIT_OK if ok else EXIT_CHECKS_FAILED
+
+
+def _manifest_problems(config: Config, exercises) -> list[str]:
+    """Where the specs and the pack's manifest disagree: a function no student writes, a section renamed."""
+    try:
+        pack = config.pack
+    except GraderError:
+        return []
+    problems = []
+    for ex in exercises:
+        unknown = sorted({c.function for c in ex.checks} - set(pack.functions))
+        if unknown:
+            problems.append(f"{ex.id}: checks call {', '.join(unknown)}, not among the functions of "
+                            f"{pack.root / 'course.yaml'} ({', '.join(pack.functions)}); list them there")
+        if ex.id in pack.sections and pack.sections[ex.id] != ex.section:
+            problems.append(f"{ex.id}: its section is {ex.section!r} but course.yaml's sections say "
+                            f"{pack.sections[ex.id]!r}; make them agree")
+    return problems
 
 
 def _starter(config: Config) -> int:
     """Copy the starter: the student package's copy, else the specs folder's (in the course repository)."""
     import shutil
 
-    shipped = Path(__file__).resolve().parent / "data" / "starter" / "attention.py"
-    source = shipped if shipped.is_file() else Path(DEFAULT_SPECS) / "attention.py"
+    pack = config.pack
+    source = pack.starter
     if not source.is_file():
-        raise ConfigError("no starter here: install the course's student package (it ships the starter)")
-    target = Path(config.option("starter_dir")) / "attention.py"
+        raise ConfigError(f"{source}: the pack has no starter; install the course's student package (it ships one)")
+    target = Path(config.option("starter_dir")) / pack.submission
     if target.exists():
         raise UsageError(f"{target}: exists; the starter never overwrites your file")
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target)
-    _write(f"wrote {display(str(target))}: fill in the five functions, then run 'grader check {display(str(target))}'")
+    count = len(pack.functions)
+    _write(f"wrote {display(str(target))}: fill in the {_NUMBERS.get(count, str(count))} function{'s' if count != 1 else ''}, "
+           f"then run 'grader check {display(str(target))}'")
     return EXIT_OK
 
 
-def _bundle(config: Config) -> dict:
+_NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+
+
+def _bundle(config: Config) -> dict[str, Any]:
     """The public checks of the specs, with each catalogued mistake's results on them (see `grader.public`)."""
     from grader import session
-    from grader.builtin import diagnosis
     from grader.catalogue import load_catalogue
     from grader.public import publish, visible_part
 
     collected = session.collect(config)
     table = None
     if config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False):
+        folder, explicit = mutants_dir(config)
         try:
-            catalogue = load_catalogue(config.option("mutants") or DEFAULT_MUTANTS)
+            catalogue = load_catalogue(folder, config.pack.submission, config.pack.chapter_url) if folder is not None else None
         except ConfigError:
-            if config.option("mutants") not in (None, DEFAULT_MUTANTS):
+            if explicit:
                 raise
             catalogue = None
         if catalogue is not None:  # each mistake's results on the visible checks: data for 'check' anywhere
-            table = diagnosis.build_table(config, visible_part(collected), catalogue)
+            table = config.hooks.mistake_table(collected=visible_part(collected), catalogue=catalogue, outcomes=None,
+                                               config=config)
     return publish(collected, table)
 
 
@@ -365,11 +414,11 @@ def _build_student_package(config: Config) -> int:
     from grader.package import build_student_package, member_names
     from grader.public import dumps
 
-    specs = Path(config.option("specs"))
     bundle = _bundle(config)
+    mutants, _ = mutants_dir(config)
     artifacts = build_student_package(
-        Path(config.option("package_out")), dumps(bundle), specs, Path(config.option("reference")),
-        Path(config.option("mutants") or DEFAULT_MUTANTS), specs / "attention.py",
+        Path(config.option("package_out")), dumps(bundle), config.pack, specs_dir(config), reference_file(config),
+        mutants or config.pack.mutants,
     )
     visible = sum(len(e["checks"]) for e in bundle["exercises"])
     for artifact in artifacts:
@@ -384,7 +433,7 @@ def _publish(config: Config) -> int:
     from grader.public import dumps
 
     bundle = _bundle(config)
-    target = Path(config.option("bundle"))
+    target = Path(config.option("bundle") or config.pack.public)
     try:
         write_atomic(target, dumps(bundle))
     except OSError as exc:
@@ -394,6 +443,14 @@ def _publish(config: Config) -> int:
     _write(f"{target}: {visible} visible checks, prepared; {bundle['hidden_count']} hidden checks left out; "
            f"{mistakes} catalogued mistakes' results on them, for diagnosis")
     return EXIT_OK
+
+
+def _pack_or_none(argv: Sequence[str]) -> Any:
+    """The run's course pack for the help texts, or None when there is none (yet): the commands that need one say so."""
+    try:
+        return find_pack(pack_option(list(argv)))
+    except GraderError:
+        return None
 
 
 def _write(line: str) -> None:
@@ -420,14 +477,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     config = None
     try:
-        pm = get_plugin_manager(_plugin_args(argv))
-        options = build_parser(pm).parse_args(argv)
+        pm = get_plugin_manager(_plugin_args(argv), pack=pack_option(argv))
+        options = build_parser(pm, _pack_or_none(argv)).parse_args(argv)
         if options.command == "similarity":  # 'grade --similarity' under its own name
             options.command, options.similarity = "grade", True
+        if options.command == "merge":  # an unsharded 'grade' run's writers, fed from the shards' records
+            from grader.shards import merge_options
+
+            options = merge_options(options, build_parser(pm))
+            options.command = "grade"
         config = Config(command=options.command, options=options, pluginmanager=pm)
         if config.command == "grade":
             _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts
-        pm.hook.grader_configure(config=config)
+        config.hooks.configure(config)
         return _run(config)
     except GraderError as exc:
         print(f"grader: error: {display(str(exc))}", file=sys.stderr)
@@ -435,14 +497,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("grader: interrupted", file=sys.stderr)
         return 130
-    except Exception:
+    except Exception:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
         traceback.print_exc()
         print("grader: internal error: this is a bug in the grader or a plugin; please report it with the traceback above",
               file=sys.stderr)
         return EXIT_INTERNAL
     finally:
         if config is not None:
-            config.hook.grader_unconfigure(config=config)
+            config.hooks.unconfigure(config)
 
 
 def console_main() -> None:

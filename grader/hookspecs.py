@@ -11,7 +11,7 @@ Phases, in order:
 1. Set-up: `grader_addoption`, `grader_configure`.
 2. Collection: `grader_load_exercise`, `grader_load_reference`,
    `grader_check_kinds`, `grader_locate_submissions`.
-3. Grading: `grader_collection_finish` once, then per submission
+3. Grading: `grader_collection_finish` once, `grader_batch_start` once, then per submission
    `grader_cached_result`, `grader_run_calls`, `grader_judge_check`,
    `grader_score_exercise`, `grader_adjust_result` (also for cached
    results; it may call `grader_submission_time`), `grader_submission_graded`.
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from grader.config import Config
-    from grader.session import Collected
     from grader.models import (
         Call,
         CallResult,
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
         SubmissionResult,
         Verdict,
     )
+    from grader.session import Collected
 
 hookspec = pluggy.HookspecMarker("grader")
 
@@ -51,17 +51,24 @@ hookspec = pluggy.HookspecMarker("grader")
 
 
 @hookspec
-def grader_addoption(parser: argparse.ArgumentParser) -> None:
-    """Add command-line options for every subcommand.
+def grader_addoption(parser: argparse.ArgumentParser, command: str) -> None:
+    """Add the command-line options of one subcommand.
 
-    Called once per run, after every plugin is registered and before the
-    command line is parsed. All implementations are called.
+    Called once per subcommand that takes the shared options (``grade``,
+    ``similarity``, ``check``, ``validate``, ``publish``, ``audit``,
+    ``doctor``, ``build-student-package``), after every plugin is registered
+    and before the command line is parsed. All implementations are called.
+    A plugin adds its options only to the subcommands it serves, so each
+    subcommand's ``--help`` lists what it uses, and an option given to a
+    subcommand that does not use it is a usage error. An implementation that
+    does not take ``command`` adds its options to every subcommand.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
-        The parent parser shared by ``grade``, ``check`` and ``validate``;
-        call ``parser.add_argument``.
+        The subcommand's parent parser; call ``parser.add_argument``.
+    command : str
+        The subcommand's name, e.g. ``"grade"``.
     """
 
 
@@ -118,7 +125,7 @@ def grader_load_reference(path: str, config: Config) -> Mapping[str, Callable[..
 
 
 @hookspec
-def grader_check_kinds() -> Sequence[Any]:
+def grader_check_kinds() -> Sequence[Any] | None:
     """Contribute check kinds.
 
     All results are collected; each is a sequence of objects with a ``name``
@@ -134,7 +141,9 @@ def grader_check_kinds() -> Sequence[Any]:
     violated property's ``description`` as the fix). A kind without a
     ``schema`` gets only the generic checks: unknown and missing keys, every
     number finite. See
-    ``grader.builtin.checks`` for the built-in kinds. Two kinds with one
+    ``grader.kinds`` for the protocol (`grader.kinds.CheckKind`), and
+    ``grader.builtin.checks`` for the generic kinds; a course pack's plugin
+    adds its own. Two kinds with one
     name is an error.
     """
 
@@ -143,8 +152,8 @@ def grader_check_kinds() -> Sequence[Any]:
 def grader_locate_submissions(path: str, config: Config) -> Sequence[Submission] | None:
     """Turn one command-line PATH into submissions.
 
-    First non-None result wins. The built-in locator takes an
-    ``attention.py``, a folder holding one, or a folder of student folders.
+    First non-None result wins. The built-in locator takes a
+    submission file (e.g. ``attention.py``), a folder holding one, or a folder of student folders.
     Ids need not be unique across PATHs: `grader.session.locate_all` tells
     colliding ids apart and gives every submission its ``slug``
     (`grader.naming`); set ``raw_name`` to the name as found.
@@ -169,6 +178,19 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Colle
     `grader_submission_graded` learn the whole list of ids here (to give
     each a unique file name) and progress displays learn the total. All
     implementations are called, in the main thread.
+    """
+
+
+@hookspec
+def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call], config: Config) -> None:
+    """Called once before grading starts, with the submissions about to be run (not those reused from a cache).
+
+    ``submissions`` are in report order, ``calls`` what `grader_run_calls`
+    will be given for each. A runner that grades elsewhere (the ``dask``
+    built-in: a Dask cluster) sends the whole batch ahead here, then answers
+    `grader_run_calls` for each submission with what came back; judging,
+    the gradebook, progress and the reports stay in the grader's process.
+    All implementations are called, in the main thread.
     """
 
 
@@ -217,8 +239,37 @@ def grader_judge_check(
         One per call in ``prepared.calls``.
     kind : object
         The check kind named by ``check.kind``.
-    context : grader.builtin.checks.KindContext
+    context : grader.kinds.KindContext
         The exercise and the reference functions.
+    """
+
+
+@hookspec(firstresult=True)
+def grader_mistake_table(
+    collected: Collected, catalogue: Any, outcomes: Mapping[str, RunOutcome] | None, config: Config
+) -> Any | None:
+    """The catalogued mistakes that fail each check of ``collected``, with what each returned.
+
+    Called by ``grader publish`` (on the visible checks) and ``grader audit``
+    (with the mutants' outcomes it already ran). First non-None result wins;
+    the built-in diagnosis plugin answers, None when diagnosis is off
+    (``--no-diagnosis``). When ``collected`` is the session's
+    (`grader.stash.COLLECTED`), the table is also the one the session's
+    verdicts are diagnosed with.
+
+    Parameters
+    ----------
+    collected : grader.session.Collected
+    catalogue : grader.catalogue.Catalogue
+    outcomes : mapping of str to grader.models.RunOutcome, optional
+        The mutants' outcomes on ``collected.calls`` by entry name; run when None.
+
+    Returns
+    -------
+    object
+        With ``rows``: (exercise id, check id) to a list of
+        (`grader.catalogue.Entry`, results) for every mutant that fails the
+        check, and ``catalogue``.
     """
 
 
@@ -310,6 +361,21 @@ def grader_terminal_summary(report: GradingReport, config: Config, write: Callab
 
     All implementations are called, in registration order reversed (last
     registered first), like any pluggy hook.
+    """
+
+
+@hookspec(firstresult=True)
+def grader_doctor(write: Callable[[str], None], config: Config) -> int | None:
+    """Say which isolation layers are active on this machine (``grader doctor``).
+
+    First non-None result wins; the built-in sandbox plugin (``trylast``)
+    starts its zygote, runs an empty job and a preflight, and writes one line
+    per layer with ``write(line)``.
+
+    Returns
+    -------
+    int
+        The exit code: 0 when every layer is active, 1 otherwise.
     """
 
 

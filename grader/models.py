@@ -156,7 +156,7 @@ class Submission:
     path : str
         The path the instructor gave, or the student folder.
     file : str or None
-        The ``attention.py`` to grade; None when none was found.
+        The submission file to grade (e.g. ``attention.py``); None when none was found.
     sha256 : str
         Hex digest of the file's bytes (empty when there is no file).
     problem : str
@@ -199,7 +199,7 @@ class Call:
         Positional arguments, plain JSON data (lists, floats, bools, ints).
     timeout : float
         Seconds of CPU time the call may use (the runner's wall-clock
-        backstop is `grader.builtin.runner.WALL_BACKSTOP_FACTOR` times more).
+        backstop is `grader.jobs.WALL_BACKSTOP_FACTOR` times more).
     budget : grader.boundary.ResultBudget or None
         How large the returned value may be (`grader.boundary.budget_for`
         the reference's value); None: `grader.boundary.DEFAULT_BUDGET`.

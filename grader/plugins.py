@@ -17,7 +17,7 @@ import pluggy
 from grader import hookspecs
 from grader.errors import PluginError, UsageError, describe_failure
 
-__all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "get_plugin_manager", "hookimpl"]
+__all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "ESSENTIAL", "get_plugin_manager", "hookimpl"]
 
 ENTRY_POINT_GROUP = "grader"
 hookimpl = pluggy.HookimplMarker("grader")
@@ -27,7 +27,9 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "reference",
     "checks",
     "submission",
-    "sandbox",  # before "runner": among trylast impls, pluggy asks the first registered first
+    "dask_cluster",  # its outcomes from a Dask cluster (--dask), when asked for
+    "shard_record",  # in a merge, the shards' recorded outcomes (no code runs)
+    "sandbox",
     "runner",
     "judge",
     "diagnosis",
@@ -51,12 +53,20 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
 )
 """Short names of the built-in plugins, each ``grader.builtin.<name>``."""
 
-UNBLOCKABLE: tuple[str, ...] = ("sandbox", "runner")
-"""Built-ins that ``-p no:NAME`` may not block: without them hidden checks would run unsandboxed
-(or not at all). ``--insecure`` is the one way to grade without the sandbox."""
+ESSENTIAL: tuple[str, ...] = ("runner", "sandbox")
+"""Built-ins that ``-p no:NAME`` may not block (pytest's ``essential_plugins``): the runner, the one
+answer to ``grader_run_calls``, which chooses its launcher from the configuration, and the sandbox
+it runs ``grade`` submissions in. Without them hidden checks would run unsandboxed (or not at
+all); ``--insecure`` is the one way to grade without the sandbox. Which runner answers does not
+depend on the order of `BUILTIN_PLUGINS`: no other built-in implements ``grader_run_calls``
+except as a wrapper."""
+
+UNBLOCKABLE = ESSENTIAL
+"""The former name of `ESSENTIAL`."""
 
 
-def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = True) -> pluggy.PluginManager:
+def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = True,
+                       pack: str | None = None) -> pluggy.PluginManager:
     """Return a fresh plugin manager for one run.
 
     Parameters
@@ -67,6 +77,10 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
         short name, an entry point's name, or a module name).
     load_entrypoints : bool
         Whether to load the ``grader`` entry-point group.
+    pack : str, optional
+        ``--pack``: the course pack (a folder or an installed pack's id)
+        whose plugin is registered under the pack's id; without it, the
+        one installed pack's (none when there is not exactly one).
 
     Returns
     -------
@@ -80,7 +94,9 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
         by file and line), or a plugin implements a hook that does not exist
         (a misspelled ``grader_...`` name).
     grader.errors.UsageError
-        If ``-p no:NAME`` names the sandbox or the runner (`UNBLOCKABLE`).
+        If ``-p no:NAME`` names the sandbox or the runner (`ESSENTIAL`).
+    grader.errors.ConfigError
+        If ``pack`` names no pack, or the pack's plugin fails to import.
     """
     pm = pluggy.PluginManager("grader")
     pm.add_hookspecs(hookspecs)
@@ -89,7 +105,7 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
         if name.startswith("no:"):
             blocked = name[3:]
             short = blocked.removeprefix("grader.builtin.")
-            if short in UNBLOCKABLE:
+            if short in ESSENTIAL:
                 raise UsageError(f"-p {name}: the {short} cannot be blocked; use --insecure to grade without "
                                  "the sandbox")
             pm.set_blocked(blocked)
@@ -98,6 +114,7 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
             continue
         module = importlib.import_module(f"grader.builtin.{short}")
         pm.register(module, name=short)
+    _register_pack(pm, pack)
     if load_entrypoints:
         try:
             pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
@@ -126,3 +143,19 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
     except pluggy.PluginValidationError as exc:
         raise PluginError(f"plugin error: {exc}; the hooks are the grader_... functions of grader.hookspecs") from exc
     return pm
+
+
+def _register_pack(pm: pluggy.PluginManager, option: str | None) -> None:
+    """Register the course pack's plugin (its own check kinds) under the pack's id."""
+    from grader.errors import ConfigError
+    from grader.packs import find_pack
+
+    try:
+        pack = find_pack(option)
+    except ConfigError:
+        if option:
+            raise
+        return  # no pack, or several: the commands that grade say so
+    module = pack.load_plugin()
+    if module is not None and not pm.is_blocked(pack.id) and pm.get_plugin(pack.id) is None:
+        pm.register(module, name=pack.id)

@@ -2,8 +2,8 @@
 
 Students have neither the hidden specs nor the reference. ``grader publish``
 prepares the *visible* checks (their calls and expected values, which the
-student may see anyway) and writes them to one JSON file; the package ships
-it as ``grader/data/g14-public.json``, so ``grader check attention.py``
+student may see anyway) and writes them to one JSON file; the course pack
+ships it (its manifest's ``public``, e.g. ``g14/public.json``), so ``grader check``
 works in a student's own folder or CI with nothing else. Hidden checks are
 only counted. Judging needs no reference: every check kind computes what it
 needs when the check is prepared.
@@ -21,21 +21,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from grader import __version__
-from grader.builtin.checks import KindContext
 from grader.errors import ConfigError
+from grader.kinds import KindContext
 from grader.models import Call, Check, Exercise, Prepared
 
-__all__ = ["BUNDLE", "FORMAT", "decode", "encode", "load_bundle", "load_mistakes", "publish", "visible_part"]
+if TYPE_CHECKING:
+    from grader.session import Collected
+
+__all__ = ["FORMAT", "decode", "encode", "load_bundle", "load_mistakes", "publish", "visible_part"]
 
 FORMAT = 1
 """Version of the bundle's layout."""
-BUNDLE = Path(__file__).resolve().parent / "data" / "g14-public.json"
-"""The bundle shipped with the package (made by ``grader publish``)."""
 
 
 def encode(value: Any) -> Any:
@@ -149,7 +150,7 @@ def dumps(bundle: dict[str, Any]) -> str:
     return json.dumps(bundle, indent=1, sort_keys=True, allow_nan=True) + "\n"
 
 
-def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Any, int]:
+def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Collected, int]:
     """Rebuild a `grader.session.Collected` of the visible checks from a bundle.
 
     Returns
@@ -194,15 +195,16 @@ def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Any, int]:
 
 
 def load_mistakes(path: Path) -> Any:
-    """The precomputed diagnosis of a bundle, as a `grader.builtin.diagnosis.DiagnosisTable`.
+    """The precomputed diagnosis of a bundle: each visible check's failing mistakes and their results.
 
     Returns
     -------
-    DiagnosisTable or None
-        None when the bundle lists no mistakes (published without a
+    (dict, grader.catalogue.Catalogue) or None
+        The rows (``(exercise id, check id)`` to a list of (`grader.catalogue.Entry`,
+        results)) and the catalogue they come from, as the diagnosis plugin's table holds
+        them; None when the bundle lists no mistakes (published without a
         catalogue) or cannot be read.
     """
-    from grader.builtin.diagnosis import DiagnosisTable
     from grader.catalogue import Catalogue, Entry
     from grader.models import CallResult
 
@@ -223,4 +225,4 @@ def load_mistakes(path: Path) -> Any:
         return None
     if not rows:
         return None
-    return DiagnosisTable(rows, Catalogue(str(path), tuple(entries.values()), str(data.get("chapter_url", ""))))
+    return rows, Catalogue(str(path), tuple(entries.values()), str(data.get("chapter_url", "")))

@@ -283,6 +283,7 @@ def late_penalty(policy: Policy, student: str, max_score: float, score: float, s
         taken = max_score * taken_pct / 100.0
         rule = f"-{policy.percent:g}% of {max_score:g} per {policy.per}" + (f", at most {policy.cap:g}%" if policy.cap is not None else "")
     else:
+        assert policy.points is not None  # load_policy gives a policy points or percent
         taken = float(policy.points) * units
         if policy.cap is not None:
             taken = min(taken, policy.cap)
@@ -362,7 +363,7 @@ def read_manual(path: str) -> list[ManualRow]:
         if not cell("student") or not cell("check"):
             which = "student" if not cell("student") else "check"
             raise ConfigError(f"--manual {path}: line {line}: {which}: empty; give the student id and "
-                              "G14.02 or G14.02/check-id")
+                              "an exercise id or EXERCISE/check-id")
         out.append(ManualRow(line, cell("student"), cell("check"), points, cell("comment"), cell("grader")))
     return out
 
@@ -459,9 +460,12 @@ def adjustment_lines(result: SubmissionResult) -> list[str]:
     return lines
 
 
-def submission_feedback(result: SubmissionResult) -> str:
-    """A short comment for the LMS: the final score, each exercise's, the adjustments (no hidden detail)."""
-    lines = [f"G14: {result.score:g} / {result.max_score:g}"]
+def submission_feedback(result: SubmissionResult, chapter: str) -> str:
+    """A short comment for the LMS: the final score, each exercise's, the adjustments (no hidden detail).
+
+    ``chapter`` (the course pack's short name) heads the comment.
+    """
+    lines = [f"{chapter}: {result.score:g} / {result.max_score:g}"]
     lines += [f"{e.id} {e.title}: {e.score:g} / {e.max_score:g}" for e in result.exercises]
     if result.status == "error":
         lines.append(f"Your file could not be graded: {result.error}")

@@ -74,11 +74,28 @@ class BadReturn(Exception):
     """The returned value is not plain numeric data."""
 
 
+def _shared_limits():
+    """``grader/child/limits.py`` (what the grader and its children agree on), loaded by path.
+
+    The worker runs as a script with ``python -I``: the grader package is
+    not on its path, and is never imported here.
+    """
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child", "limits.py")
+    spec = importlib.util.spec_from_file_location("_grader_child_limits", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _limits(cpu_seconds):
+    """The plain child's rlimits: no core dumps, CPU seconds (a backstop), file size."""
+    shared = _shared_limits()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    soft = max(1, int(cpu_seconds))
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 2))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
+    resource.setrlimit(resource.RLIMIT_CPU, shared.cpu_rlimit(cpu_seconds))
+    file_bytes = shared.DEFAULT_LIMITS["file_bytes"]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
 
 def _finite(value):
@@ -140,7 +157,7 @@ def _text(exc):
 
 
 def _where(tb, filename):
-    """'attention.py, line N' for the innermost traceback frame in the submission.
+    """'<file>, line N' (e.g. 'attention.py, line 12') for the innermost traceback frame in the submission.
 
     Walks the traceback itself: ``traceback.extract_tb`` would read source
     lines from disk for every frame.
@@ -302,9 +319,10 @@ def run(request, fd):
     import importlib.util
 
     try:
-        spec = importlib.util.spec_from_file_location("attention", filename)
+        module_name = os.path.splitext(os.path.basename(filename))[0]  # the course pack's module name
+        spec = importlib.util.spec_from_file_location(module_name, filename)
         module = importlib.util.module_from_spec(spec)
-        sys.modules["attention"] = module
+        sys.modules[module_name] = module
         spec.loader.exec_module(module)
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):
@@ -343,7 +361,7 @@ def _answer(module, name, args, pristine, np, filename, blobs=None):
     """Make one call; return its frame (the bytes of the arrays it names appended to ``blobs``)."""
     fn = getattr(module, name, None) if type(name) is str else None
     if not callable(fn):
-        return {"event": "call", "status": "not_implemented", "message": "attention.py defines no function %s" % name}
+        return {"event": "call", "status": "not_implemented", "message": "%s defines no function %s" % (os.path.basename(filename), name)}
     try:
         value = fn(*args)
     except NotImplementedError as exc:

@@ -31,7 +31,7 @@ def examples_on_path(monkeypatch: pytest.MonkeyPatch):
 
 def test_every_hook_has_a_docstring_and_is_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert len(hookspecs.HOOK_NAMES) == 17
+    assert len(hookspecs.HOOK_NAMES) == 20
     for name in hookspecs.HOOK_NAMES:
         doc = inspect.getdoc(getattr(hookspecs, name))
         assert doc and len(doc) > 40, name
@@ -49,17 +49,21 @@ def test_builtins_are_registered_through_the_same_hooks() -> None:
     names = {pm.get_name(p) for p in pm.get_plugins()}
     assert set(BUILTIN_PLUGINS) <= names
     impls = {name: [pm.get_name(i.plugin) for i in getattr(pm.hook, name).get_hookimpls()] for name in hookspecs.HOOK_NAMES}
-    # pluggy calls the last registered first: the sandbox, then the plain runner.
     runs = pm.hook.grader_run_calls.get_hookimpls()
-    assert sorted(pm.get_name(i.plugin) for i in runs if not i.wrapper) == ["runner", "sandbox"]
+    # One runner answers (it chooses its launcher from the configuration); a Dask cluster's outcomes (--dask)
+    # and a shard's recorded ones (grader merge) are asked first, and only when they apply.
+    assert [pm.get_name(i.plugin) for i in runs if not i.wrapper][::-1] == ["dask_cluster", "shard_record", "runner"]
     # timing only wraps whichever runner answers, to record call durations for the exporters;
     # the staff pages and similarity keep what came back (staff: values; similarity: digests);
     # submission relocates a notebook's line numbers to its cells.
-    assert sorted(pm.get_name(i.plugin) for i in runs if i.wrapper) == ["similarity", "staff", "submission", "timing"]
+    # shard_record keeps, for a shard's record, the outcome every other wrapper saw (outermost).
+    assert sorted(pm.get_name(i.plugin) for i in runs if i.wrapper) == ["shard_record", "similarity", "staff",
+                                                                        "submission", "timing"]
+    assert pm.get_name(runs[-1].plugin) == "shard_record" and runs[-1].wrapper
     assert impls["grader_load_exercise"] == ["yaml_spec"]
     assert sorted(impls["grader_write_reports"]) == [
         "classroom", "csv_gradebook", "github", "gradescope", "html_report", "json_report", "junit", "lms",
-        "similarity", "staff", "summary_page",
+        "shard_record", "similarity", "staff", "summary_page",
     ]
 
 
@@ -149,6 +153,8 @@ def test_third_party_check_kind_spec_format_and_writer_via_p(cli, tmp_path: Path
     # 2 submissions and 7 exercises (the spec of the extra kind included) are known before any is graded.
     first_judged = next(i for i, e in enumerate(g14_extras.EVENTS) if e.startswith("judged:"))
     assert g14_extras.EVENTS.index("collected:2:7") < first_judged
+    batch = next(i for i, e in enumerate(g14_extras.EVENTS) if e.startswith("batch:2:"))  # both to run, every call
+    assert g14_extras.EVENTS.index("collected:2:7") < batch < first_judged
     results = json.loads((out / "results.json").read_text())
     assert [e["id"] for e in results["submissions"][0]["exercises"]][-1] == "X01"
 
@@ -184,10 +190,27 @@ def test_runner_locator_reference_and_scorer_are_overridable(cli, tmp_path: Path
     assert {c["status"] for e in sub["exercises"] for c in e["checks"]} == {"not_attempted"}
     # 46 checks, of which shift_invariance and causal_noninterference make 2 calls each.
     assert g14_fake_runner.SEEN["calls"] == 48
-    assert g14_fake_runner.SEEN["reference"] == "reference/attention.py"
+    assert g14_fake_runner.SEEN["reference"] == "g14/reference/attention.py"
     [(sid, key)] = g14_fake_runner.SEEN["keys"]
     assert sid == "ghost" and len(key) == 64
     assert g14_fake_runner.SEEN["scored"] == ["G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06"]
+
+
+def test_doctor_and_the_mistake_table_are_overridable(cli, tmp_path: Path, examples_on_path) -> None:
+    import g14_fake_runner
+
+    code, stdout, err = cli("doctor", "-p", "g14_fake_runner")
+    assert (code, stdout) == (0, "fake: no sandbox here; every call is 'not implemented'\n"), err
+    # publish asks for the table through the hook: the fake runner's mutants return nothing, so no
+    # catalogued mistake fails a visible check (the built-in diagnosis still answers).
+    code, stdout, err = cli("publish", "--out", tmp_path / "public.json", "-p", "g14_fake_runner")
+    assert code == 0, err
+    from grader.catalogue import load_catalogue
+
+    mutants, rows = g14_fake_runner.SEEN["mistake_table"]
+    assert mutants == len(load_catalogue(SPECS.parent / "mutants").mutants) and rows == {}
+    published = json.loads((tmp_path / "public.json").read_text())
+    assert all(c["mistakes"] == [] for e in published["exercises"] for c in e["checks"])
 
 
 def test_a_module_without_hooks_given_with_p_is_named_in_a_warning(capsys) -> None:  # noqa: ANN001

@@ -26,7 +26,7 @@ def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _student(tmp_path: Path, name: str = "no_sqrt_dk") -> Path:
     folder = tmp_path / "me"
     folder.mkdir()
-    shutil.copy(ROOT / "mutants" / name / "attention.py", folder / "attention.py")
+    shutil.copy(ROOT / "g14" / "mutants" / name / "attention.py", folder / "attention.py")
     return folder
 
 
@@ -62,7 +62,7 @@ def test_k_selects_an_exercise_and_the_starter_skips(tmp_path: Path) -> None:
     proc = _pytest(folder, "-k", "G14.03", "-vv")
     assert "2 passed, 17 deselected" in proc.stdout
     assert "attention.py::G14.03::causal-two-positions PASSED" in proc.stdout
-    shutil.copy(ROOT / "exercises" / "g14" / "attention.py", folder / "attention.py")
+    shutil.copy(ROOT / "g14" / "starter" / "attention.py", folder / "attention.py")
     proc = _pytest(folder, "-rs")
     assert "19 skipped" in proc.stdout
     assert "not attempted: attention still raises NotImplementedError" in proc.stdout
@@ -70,14 +70,14 @@ def test_k_selects_an_exercise_and_the_starter_skips(tmp_path: Path) -> None:
 
 def test_it_stays_off_in_this_repository_and_when_asked(tmp_path: Path) -> None:
     def config(root: Path, value: str = "auto") -> SimpleNamespace:
-        return SimpleNamespace(rootpath=root, getini=lambda name: value)
+        return SimpleNamespace(rootpath=root, getini=lambda name: value, stash={})
 
     assert active(config(ROOT)) is False  # no attention.py at the root, and it is the grader's repository
     folder = _student(tmp_path)
     assert active(config(folder)) is True and active(config(folder, "false")) is False
-    (folder / "exercises").mkdir()
+    (folder / "course.yaml").write_text("id: x\n")  # a course pack's own folder
     assert active(config(folder)) is False and active(config(folder, "true")) is True
-    (folder / "exercises").rmdir()
+    (folder / "course.yaml").unlink()
     (folder / "pytest.ini").write_text("[pytest]\ngrader_checks = false\n")
     assert "no tests ran" in _pytest(folder).stdout
     (folder / "pytest.ini").unlink()

@@ -31,7 +31,7 @@ def test_json_results_shape(graded: dict) -> None:
                 assert check["status"] in ("passed", "failed", "error", "timeout", "not_attempted")
                 assert check["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
     numpy = graded["by_id"]["correct_numpy"]
-    assert numpy["path"] == "submissions/correct_numpy"
+    assert numpy["path"] == "g14/submissions/correct_numpy"
     import hashlib
 
     assert numpy["sha256"] == hashlib.sha256((SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()).hexdigest()
@@ -101,7 +101,7 @@ def test_hidden_failure_shows_only_name_status_and_hint(graded: dict) -> None:
 
 def test_after_due_date_details_follow_the_option(cli, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
-    shutil.copytree("exercises/g14", specs)
+    shutil.copytree("g14/specs", specs)
     spec = specs / "G14.05.yaml"
     spec.write_text(spec.read_text().replace("  - id: mib-n2048\n", "  - id: mib-n2048\n    visibility: after_due_date\n"))
     for flag, shown in (([], False), (["--after-due-date"], True)):
