@@ -129,12 +129,18 @@ def _judge_all(collected, outcomes: list) -> int:
     from grader.builtin.judge import judge
     from grader.models import CallResult
 
-    results = [CallResult("returned", value=o[1]) if o[0] == "returned" else
-               CallResult("raised", error_type=o[1], value_error=o[2]) for o in outcomes]
+    results = [
+        CallResult("returned", value=o[1])
+        if o[0] == "returned"
+        else CallResult("raised", error_type=o[1], value_error=o[2])
+        for o in outcomes
+    ]
     failed = 0
     for exercise, items in collected.checks:
         for pc in items:
-            verdict = judge(pc.check, pc.prepared, collected.results_of(results, exercise, pc.check), pc.kind, pc.context)
+            verdict = judge(
+                pc.check, pc.prepared, collected.results_of(results, exercise, pc.check), pc.kind, pc.context
+            )
             failed += verdict.status != "passed"
     return failed
 
@@ -167,7 +173,7 @@ def run_bare_fork(files: list[Path], jobs: int) -> float:
                         data = json.dumps(_call_all(_load(path), calls)).encode()
                         view = memoryview(data)
                         while view:
-                            view = view[os.write(write_fd, view):]
+                            view = view[os.write(write_fd, view) :]
                         os._exit(0)
                     os.close(write_fd)
                     chunks = []
@@ -255,9 +261,13 @@ def _wait(proc: subprocess.Popen) -> tuple[float, float, float, int]:
 def grade(folder: Path, out: Path, jobs: int, extra: list[str]) -> tuple[float, float, float]:
     """Run ``grader grade``; return (seconds, CPU seconds, peak RSS MiB); check every submission got full marks."""
     shutil.rmtree(out, ignore_errors=True)
-    proc = subprocess.Popen([sys.executable, "-m", "grader", "grade", str(folder), "--out", str(out), "-q",
-                             "--jobs", str(jobs), *extra], cwd=ROOT, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grader", "grade", str(folder), "--out", str(out), "-q", "--jobs", str(jobs), *extra],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     seconds, cpu, rss, code = _wait(proc)
     stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if code != 0:
@@ -278,17 +288,40 @@ def run_mode(mode: str, folder: Path, work: Path, jobs: int) -> tuple[float, flo
     if mode == "pytest":
         test = work / "test_bench_class.py"
         test.write_text(PYTEST_FILE)
-        env = dict(ENV, BENCH_CLASS=str(folder), PYTHONPATH=os.pathsep.join([str(ROOT / "benchmarks"),
-                                                                           ENV.get("PYTHONPATH", "")]))
-        proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:grader",
-                                 "--rootdir", str(work), str(test)], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        env = dict(
+            ENV,
+            BENCH_CLASS=str(folder),
+            PYTHONPATH=os.pathsep.join([str(ROOT / "benchmarks"), ENV.get("PYTHONPATH", "")]),
+        )
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:grader",
+                "--rootdir",
+                str(work),
+                str(test),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         seconds, cpu, _, code = _wait(proc)
         if code != 0:
             raise SystemExit(f"the pytest session failed ({code}): {proc.stdout.read().decode()[-2000:]}")
         return seconds, cpu
-    proc = subprocess.Popen([sys.executable, __file__, "--run", mode, str(folder), "--jobs", str(jobs)], cwd=ROOT,
-                            env=ENV, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--run", mode, str(folder), "--jobs", str(jobs)],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+    )
     _, cpu, _, code = _wait(proc)
     if code != 0:
         raise SystemExit(f"{mode} failed ({code})")
@@ -330,8 +363,11 @@ def big_cost(work: Path, n: int, jobs: int) -> tuple[float, float]:
     """CPU ms per submission that one 512x64 compare check adds (grader tree), and its 'with' run's CPU ms per sub."""
     folder = work / "big-class"
     write_class(folder, n)
-    reference = next(p for p in [ROOT / "reference" / "attention.py", *sorted(ROOT.glob("**/reference/attention.py"))]
-                     if p.is_file() and ".venv" not in p.parts)
+    reference = next(
+        p
+        for p in [ROOT / "reference" / "attention.py", *sorted(ROOT.glob("**/reference/attention.py"))]
+        if p.is_file() and ".venv" not in p.parts
+    )
     cpus = {}
     for label, big in (("without", ""), ("with", BIG_CHECK)):
         specs = work / f"big-specs-{label}"
@@ -339,8 +375,9 @@ def big_cost(work: Path, n: int, jobs: int) -> tuple[float, float]:
         (specs / "BIG.01.yaml").write_text(BIG_SPEC.format(big=big))
         runs = []
         for _ in range(2):
-            _, cpu, _ = grade(folder, work / "big-out", jobs, ["--specs", str(specs), "--reference", str(reference),
-                                                               "--no-diagnosis"])
+            _, cpu, _ = grade(
+                folder, work / "big-out", jobs, ["--specs", str(specs), "--reference", str(reference), "--no-diagnosis"]
+            )
             runs.append(cpu)
         cpus[label] = min(runs)
     return 1000 * (cpus["with"] - cpus["without"]) / n, 1000 * cpus["with"] / n
@@ -370,14 +407,16 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="grader-limits-"))
     try:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"machine: {os.cpu_count()} cores, load average {load:.1f}; python {sys.version.split()[0]}; "
-              f"n={a.n}, jobs={a.jobs}, repeats={a.repeats}")
+        print(
+            f"machine: {os.cpu_count()} cores, load average {load:.1f}; python {sys.version.split()[0]}; "
+            f"n={a.n}, jobs={a.jobs}, repeats={a.repeats}"
+        )
         folder = work / "class"
         write_class(folder, a.n)
         rates: dict[str, list[float]] = {m: [] for m in modes}
         cpu_ms: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(a.repeats):
-            order = modes[r % len(modes):] + modes[:r % len(modes)]
+            order = modes[r % len(modes) :] + modes[: r % len(modes)]
             for mode in order:
                 seconds, cpu = run_mode(mode, folder, work, a.jobs)
                 rates[mode].append(a.n / seconds)
@@ -386,8 +425,13 @@ def main() -> None:
         for mode in modes:
             print(f"{mode:<12} {_spread(rates[mode]):>27}   {statistics.median(cpu_ms[mode]):6.1f}")
         med = {m: statistics.median(v) for m, v in rates.items()}
-        pairs = [("sandboxed", "bare fork"), ("sandboxed", "pytest"), ("--insecure", "sandboxed"),
-                 ("--insecure", "pytest"), ("sandboxed", "in-process")]
+        pairs = [
+            ("sandboxed", "bare fork"),
+            ("sandboxed", "pytest"),
+            ("--insecure", "sandboxed"),
+            ("--insecure", "pytest"),
+            ("sandboxed", "in-process"),
+        ]
         shown = [f"{x} / {y} = {med[x] / med[y]:.2f}x" for x, y in pairs if x in med and y in med]
         if shown:
             print("ratios of the medians: " + "; ".join(shown))
@@ -403,8 +447,10 @@ def main() -> None:
             print("peak RSS of grader grade (sandboxed): " + "; ".join(figures))
         if a.big:
             added, total = big_cost(work, a.big, a.jobs)
-            print(f"a compare check on 512x64 Q, K, V: {added:.1f} ms of CPU per submission "
-                  f"(grader and jobs; {total:.1f} ms per submission for the run with it, {a.big} submissions)")
+            print(
+                f"a compare check on 512x64 Q, K, V: {added:.1f} ms of CPU per submission "
+                f"(grader and jobs; {total:.1f} ms per submission for the run with it, {a.big} submissions)"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

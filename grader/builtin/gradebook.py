@@ -12,7 +12,6 @@ no gradebook.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -63,6 +62,8 @@ class Gradebook:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.lock = threading.Lock()
+        import sqlite3  # here, not at the top: 'grader check' keeps no gradebook (issue 16)
+
         try:
             self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")

@@ -25,7 +25,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import numpy as np
 
 from grader.boundary import plain_data
@@ -166,6 +165,8 @@ def grader_write_reports(report: Any, config: Any) -> None:
         pairs.append({"a": a, "b": b, "pages": (f"{slugs[a]}.html", f"{slugs[b]}.html"),
                       "code": f"{100 * code[(a, b)]:.0f}%" if (a, b) in code else "-", "checks": values.get((a, b), [])})
     config.stash[_PAIRS] = pairs
+    import jinja2  # here: only --similarity renders this page
+
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     try:
         write_atomic(config.out_dir / FILENAME, env.from_string(_PAGE).render(
