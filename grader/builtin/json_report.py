@@ -24,6 +24,7 @@ from grader.naming import slug_base, slugs_of
 from grader.plugins import hookimpl
 from grader.stash import StashKey
 
+
 class _Spool:
     """Submissions' lines of the results, in an anonymous temporary file: where each is, by id."""
 
