@@ -165,9 +165,9 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
                         launch=worker.launch)
         assert [r.status for r in out.results] == ["returned", "timeout", "returned"]
         assert [out.results[0].value, out.results[2].value] == [UID_BASE + 0, UID_BASE + 5]
-        assert len(worker.ending) <= 2  # the hung job and the finished one, killed without waiting, until needed
+        assert worker.unsettled <= 2  # the hung job and the finished one, killed without waiting, settled apart
         worker.close()
-        assert worker.ending == [] and worker.free == {0, 5}
+        assert worker.unsettled == 0 and worker.free == {0, 5}
         assert slot_processes(0, zygote.proc.pid) == set() and slot_processes(5, zygote.proc.pid) == set()
     finally:
         worker.close()
