@@ -297,6 +297,163 @@ class PlainJob:
         return describe_exit(code)
 
 
+FORKSERVER = str(Path(__file__).resolve().parent / "forkserver.py")
+
+
+class ForkServer:
+    """The grader's handle on a warm fork server (``grader/forkserver.py``), for ``--insecure``.
+
+    One process imports numpy once and forks a plain worker per job (no isolation layer), so
+    trusted code is graded without starting an interpreter per submission. Linux and macOS
+    only (``os.fork``); `available` says whether it can run here. Thread-safe.
+
+    Raises
+    ------
+    OSError
+        If the server does not start.
+    """
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-u", FORKSERVER, str(theirs.fileno())],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+            env=dict(CHILD_ENV, HOME="/nonexistent"), cwd="/", start_new_session=True,
+        )
+        theirs.close()
+        self.sock = ours
+        self.sock.settimeout(60.0)
+        self.lock = threading.Lock()
+        self._buffer = b""
+        if self._line() != {"ready": True}:
+            self.close()
+            raise OSError("the fork server did not start")
+
+    @staticmethod
+    def available() -> bool:
+        """Whether a fork server can run here (``os.fork`` and descriptor passing: not Windows)."""
+        import socket
+
+        return hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"
+
+    def _line(self) -> dict[str, Any]:
+        while b"\n" not in self._buffer:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise OSError("the fork server stopped answering")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def request(self, message: dict[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
+        """Send one request (with descriptors) and return the answer."""
+        import socket
+
+        data = json.dumps(message).encode() + b"\n"
+        with self.lock:
+            if fds:
+                socket.send_fds(self.sock, [data], list(fds))
+            else:
+                self.sock.sendall(data)
+            return self._line()
+
+    def close(self) -> None:
+        """Stop the server (it kills the jobs it still has)."""
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class ForkJob:
+    """A plain worker forked by the warm `ForkServer` (``--insecure``): `PlainJob`'s rules, no interpreter start.
+
+    Its CPU time is read from ``/proc/<pid>/stat``, its exit code comes on a status pipe from
+    the server (which reaps it), and it is killed through the server, which signals its
+    process group only while the job is its own.
+    """
+
+    def __init__(self, server: ForkServer, source: bytes, workdir: str, cpu_seconds: float,
+                 standby: bool = False, filename: str = "submission.py") -> None:
+        folder = tempfile.mkdtemp(prefix="worker-", dir=workdir)
+        file = os.path.join(folder, filename)
+        with open(file, "wb") as fh:
+            fh.write(source)
+        self.server = server
+        pipes = [os.pipe() for _ in range(5)]  # result, stdout, stderr, call, status
+        theirs = [pipes[0][1], pipes[1][1], pipes[2][1], pipes[3][0], pipes[4][1]]
+        env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
+        try:
+            reply = server.request({"op": "launch", "file": file, "cpu_seconds": cpu_seconds, "cwd": workdir,
+                                    "env": env}, theirs)
+        except BaseException:
+            for fd in (pipes[0][0], pipes[1][0], pipes[2][0], pipes[3][1], pipes[4][0]):
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        self.pid = int(reply["pid"])
+        self.result_fd, self.stdout_fd, self.stderr_fd = pipes[0][0], pipes[1][0], pipes[2][0]
+        self.call_fd = pipes[3][1]
+        self._status_fd: int | None = pipes[4][0]
+        self._status: int | None = None
+        self._stat_fd: int | None = None
+        try:
+            self._stat_fd = os.open(f"/proc/{self.pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            pass
+
+    def cpu_seconds(self) -> float | None:
+        if self._stat_fd is None:
+            return None
+        try:
+            fields = os.pread(self._stat_fd, 4096, 0).rsplit(b")", 1)[1].split()
+            return sum(int(f) for f in fields[11:15]) / _CLOCK_TICKS  # utime stime cutime cstime
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def end_calls(self) -> None:
+        if self.call_fd >= 0:
+            os.close(self.call_fd)
+            self.call_fd = -1
+
+    def exit_code(self, timeout: float) -> int | None:
+        if self._status is None and self._status_fd is not None:
+            ready, _, _ = select.select([self._status_fd], [], [], max(timeout, 0.0))
+            if not ready:
+                return None
+            text = os.read(self._status_fd, 64).decode("ascii", "replace").strip()
+            os.close(self._status_fd)
+            self._status_fd = None
+            self._status = int(text) if text.lstrip("-").isdigit() else -signal.SIGKILL
+        return self._status
+
+    def kill(self, finished: bool = False, wait: bool = True) -> None:
+        self.end_calls()
+        if self.exit_code(0.5 if finished else 0.0) is None:
+            try:
+                self.server.request({"op": "kill", "pid": self.pid})
+            except OSError:
+                pass
+            self.exit_code(5.0)
+        if self._stat_fd is not None:
+            os.close(self._stat_fd)
+            self._stat_fd = None
+
+    def describe_exit(self, code: int, imported: bool) -> str:
+        return describe_exit(code)
+
+
 def describe_exit(code: int) -> str:
     """Words for a worker's exit code (negative: killed by that signal)."""
     if code < 0:
