@@ -106,8 +106,9 @@ def _junit_by_tree(report, seconds):
                 for c in ex.checks:
                     t = seconds.get(sub.id, {}).get((ex.id, c.id), 0.0)
                     suite_time += t
-                    case = ET.SubElement(suite, "testcase", classname=_text(f"{sub.id}.{ex.id}"), name=_text(c.id),
-                                         time=_seconds(t))
+                    case = ET.SubElement(
+                        suite, "testcase", classname=_text(f"{sub.id}.{ex.id}"), name=_text(c.id), time=_seconds(t)
+                    )
                     counts["tests"] += 1
                     element = OUTCOME.get(c.status)
                     if element is None:
@@ -123,8 +124,9 @@ def _junit_by_tree(report, seconds):
         total_time += suite_time
     adjusted = [sub for sub in report.submissions if sub.adjustments]
     if adjusted:
-        suite = ET.SubElement(root, "testsuite", name="final scores", tests="0", failures="0", errors="0",
-                              skipped="0", time="0.000")
+        suite = ET.SubElement(
+            root, "testsuite", name="final scores", tests="0", failures="0", errors="0", skipped="0", time="0.000"
+        )
         props = ET.SubElement(suite, "properties")
         for sub in adjusted:
             ET.SubElement(props, "property", name=_text(sub.id), value=_text(" | ".join(adjustment_lines(sub)[::-1])))
@@ -133,25 +135,61 @@ def _junit_by_tree(report, seconds):
     root.set("time", _seconds(total_time))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=False).join(
-        ('<?xml version="1.0" encoding="utf-8"?>\n', "\n"))
+        ('<?xml version="1.0" encoding="utf-8"?>\n', "\n")
+    )
 
 
 def _reports():
     from grader.models import Adjustment, CheckResult, Exercise, ExerciseResult, GradingReport, SubmissionResult
 
     def check(cid, status, message=""):
-        return CheckResult(id=cid, description="d", status=status, score=1.0 if status == "passed" else 0.0,
-                           max_score=1.0, visibility="visible", message=message, hint="h <&> \"q\"", shown=True)
+        return CheckResult(
+            id=cid,
+            description="d",
+            status=status,
+            score=1.0 if status == "passed" else 0.0,
+            max_score=1.0,
+            visibility="visible",
+            message=message,
+            hint='h <&> "q"',
+            shown=True,
+        )
 
-    ex1 = ExerciseResult("E1", "One", "s", 1.0, 3.0, (check("a", "passed"), check("b", "failed", "wrong <b>\nmore"),
-                                                       check("c", "timeout", "slow")))
+    ex1 = ExerciseResult(
+        "E1",
+        "One",
+        "s",
+        1.0,
+        3.0,
+        (check("a", "passed"), check("b", "failed", "wrong <b>\nmore"), check("c", "timeout", "slow")),
+    )
     ex2 = ExerciseResult("E2", "Two", "s", 0.0, 2.0, (check("d", "not_attempted"), check("e", "error", "\x1b[31mx")))
     empty = ExerciseResult("E3", "Three", "s", 0.0, 0.0, ())
-    subs = tuple(SubmissionResult(id=name, path=name, sha256="", status="graded", score=1.0, max_score=5.0,
-                                  exercises=(ex1, ex2, empty), slug=name) for name in ("ann", "bob & co", "c\u202ed"))
-    late = SubmissionResult(id="late", path="late", sha256="", status="graded", score=0.5, max_score=5.0,
-                            exercises=(ex1, ex2), slug="late", raw_score=1.0,
-                            adjustments=(Adjustment(kind="late", points=-0.5, reason="1 day late"),))
+    subs = tuple(
+        SubmissionResult(
+            id=name,
+            path=name,
+            sha256="",
+            status="graded",
+            score=1.0,
+            max_score=5.0,
+            exercises=(ex1, ex2, empty),
+            slug=name,
+        )
+        for name in ("ann", "bob & co", "c\u202ed")
+    )
+    late = SubmissionResult(
+        id="late",
+        path="late",
+        sha256="",
+        status="graded",
+        score=0.5,
+        max_score=5.0,
+        exercises=(ex1, ex2),
+        slug="late",
+        raw_score=1.0,
+        adjustments=(Adjustment(kind="late", points=-0.5, reason="1 day late"),),
+    )
     exercises = tuple(Exercise(id=i, title=i, section="s", path="", checks=()) for i in ("E1", "E2", "E3"))
     return [
         GradingReport("0", "h", "grade", subs, exercises),
@@ -172,3 +210,92 @@ def test_junit_streamed_is_byte_identical_to_the_whole_tree(index: int) -> None:
     expected = _junit_by_tree(report, seconds)
     assert junit_xml(report, seconds) == expected
     assert "".join(junit_pieces(report, lambda sub_id: seconds.get(sub_id, {}))) == expected
+
+
+# --- the gradebook stores compressed results and still reads plain ones; --insecure's fork server --------
+
+
+def test_the_gradebook_keeps_results_compressed_and_reads_plain_json_rows(tmp_path: Path) -> None:
+    import sqlite3
+    import zlib
+
+    from grader.builtin.gradebook import Gradebook
+    from grader.models import CheckResult, ExerciseResult, SubmissionResult, result_to_dict
+
+    check = CheckResult(
+        id="c",
+        description="d",
+        status="passed",
+        score=1.0,
+        max_score=1.0,
+        visibility="visible",
+        message="",
+        hint="a hint " * 40,
+        shown=True,
+    )
+    result = SubmissionResult(
+        id="ann",
+        path="ann",
+        sha256="ab",
+        status="graded",
+        score=46.0,
+        max_score=46.0,
+        exercises=(ExerciseResult("E", "T", "s", 46.0, 46.0, (check,) * 46),),
+        slug="ann",
+    )
+    book = Gradebook(tmp_path / "g.sqlite")
+    book.put("k1", "spec", result)
+    assert book.get("k1") == result
+    plain = json.dumps(result_to_dict(result))
+    book.db.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)", ("k0", "ab", "spec", "0", "ann", plain))
+    assert book.get("k0") == result  # a row of a gradebook written before: plain JSON text
+    stored = book.db.execute("SELECT result FROM results WHERE key = 'k1'").fetchone()[0]
+    book.close()
+    assert isinstance(stored, bytes) and len(stored) * 10 < len(plain)
+    assert json.loads(zlib.decompress(stored)) == json.loads(plain)
+    with sqlite3.connect(tmp_path / "g.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 2
+
+
+def test_the_fork_server_runs_plain_jobs_and_reports_how_they_end(tmp_path: Path) -> None:
+    import functools
+
+    from grader.jobs import ForkJob, ForkServer, run_calls
+    from grader.models import Call
+
+    if not ForkServer.available():
+        pytest.skip("no os.fork here: --insecure starts a fresh worker per submission")
+    path = tmp_path / "attention.py"
+    path.write_text(
+        "import os\nimport numpy as np\nprint('hello')\n"
+        "def pid():\n    return os.getpid()\n"
+        "def big():\n    return np.arange(5000.0)\n"
+        "def spin():\n    while True:\n        pass\n"
+        "def leave():\n    os._exit(3)\n"
+    )
+    server = ForkServer()
+    try:
+        launch = functools.partial(ForkJob, server, filename="attention.py")
+        out = run_calls(
+            str(path),
+            [
+                Call("pid", (), 2.0),
+                Call("big", (), 2.0),
+                Call("spin", (), 0.3),
+                Call("pid", (), 2.0),
+                Call("leave", (), 2.0),
+                Call("pid", (), 2.0),
+            ],
+            launch=launch,
+        )
+        first, big, spin, after, left, last = out.results
+        # three jobs (the first, the one after the timeout, the one after the exit), each printing at import
+        assert out.stdout == "hello\n" * 3 and first.status == "returned" and first.value != server.proc.pid
+        assert big.status == "returned" and big.value.tolist() == [float(i) for i in range(5000)]
+        assert spin.status == "timeout" and spin.message == "the call used more than 0.3 s of CPU time"
+        assert after.status == "returned" and after.value != first.value  # a fresh job after the timeout
+        assert left.status == "crashed" and left.message == "the process exited with code 3 before answering"
+        assert last.status == "returned"
+    finally:
+        server.close()
+    assert server.proc.returncode is not None
