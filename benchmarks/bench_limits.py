@@ -126,7 +126,7 @@ def _call_all(module, calls) -> list:
 
 def _judge_all(collected, outcomes: list) -> int:
     """Judge every check of one submission; return how many did not pass."""
-    from grader.builtin.judge import judge
+    from grader.judging import judge
     from grader.models import CallResult
 
     results = [
@@ -136,12 +136,9 @@ def _judge_all(collected, outcomes: list) -> int:
         for o in outcomes
     ]
     failed = 0
-    for exercise, items in collected.checks:
-        for pc in items:
-            verdict = judge(
-                pc.check, pc.prepared, collected.results_of(results, exercise, pc.check), pc.kind, pc.context
-            )
-            failed += verdict.status != "passed"
+    for _exercise, pc, mine in collected.split(results):
+        verdict = judge(pc.check, pc.prepared, mine, pc.kind, pc.context)
+        failed += verdict.status != "passed"
     return failed
 
 
@@ -203,7 +200,7 @@ from pathlib import Path
 import pytest
 
 from bench_limits import _collected, _plain
-from grader.builtin.judge import judge
+from grader.judging import judge
 from grader.models import CallResult
 
 FILES = sorted(Path(os.environ["BENCH_CLASS"]).glob("*/attention.py"))
