@@ -27,6 +27,8 @@ from grader.shards import parse_shard, shard_of
 
 N = 4
 OPTIONS = ("--staff", "-q", "--jobs", "1")
+ROSTER: list[str] = []
+"""``--roster FILE`` of the class (set by the fixture): two students on it sent nothing."""
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +36,19 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A class of 16 graded once unsharded and as 4 shards in 4 parallel processes, then merged."""
     tmp = tmp_path_factory.mktemp("shards")
     klass = make_class(tmp / "class")
+    roster = tmp / "roster.csv"
+    ids = sorted(p.name for p in klass.iterdir())
+    roster.write_text(
+        "id\n" + "".join(f"{i}\n" for i in [*ids, "absent-one", "absent-two"])
+    )
+    ROSTER[:] = ["--roster", str(roster)]
     env = grader_env()
     shards = [tmp / f"shard{k}" for k in range(1, N + 1)]
     procs = [
         subprocess.Popen(
-            grader_cmd("grade", klass, "--out", out, "--shard", f"{k}/{N}", *OPTIONS),
+            grader_cmd(
+                "grade", klass, "--out", out, "--shard", f"{k}/{N}", *OPTIONS, *ROSTER
+            ),
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -47,7 +57,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         )
         for k, out in enumerate(shards, start=1)
     ]
-    run("grade", klass, "--out", tmp / "full", *OPTIONS)
+    run("grade", klass, "--out", tmp / "full", *OPTIONS, *ROSTER)
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
@@ -76,8 +86,15 @@ def test_four_shards_merged_are_one_unsharded_run(graded: dict[str, Path]) -> No
         "staff/correct_numpy-0.html",
     ):
         assert name in merged
-    assert len(ids_of(graded["merged"])) == 16
-    assert ids_of(graded["merged"]) == sorted(ids_of(graded["merged"]))
+    assert len(ids_of(graded["merged"])) == 18 and "absent-two" in ids_of(
+        graded["merged"]
+    )
+    # the class's order: the folder's students sorted, then those on the roster who sent nothing
+    assert ids_of(graded["merged"]) == [
+        *sorted(p.name for p in graded["class"].iterdir()),
+        "absent-one",
+        "absent-two",
+    ]
 
 
 def test_the_merged_gradebook_is_the_unsharded_runs(graded: dict[str, Path]) -> None:
@@ -98,8 +115,8 @@ def test_the_merged_gradebook_is_the_unsharded_runs(graded: dict[str, Path]) -> 
     )  # every student of the class (an import error is a result)
     resumed = graded["tmp"] / "resumed"
     shutil.copytree(graded["merged"], resumed)
-    done = run("grade", graded["class"], "--out", resumed, *OPTIONS[:-2])
-    assert "16 result(s) reused" in done.stdout
+    done = run("grade", graded["class"], "--out", resumed, *OPTIONS[:-2], *ROSTER)
+    assert "16 result(s) reused" in done.stdout  # the two absent students have no file
     assert (resumed / "results.json").read_bytes() == (
         graded["full"] / "results.json"
     ).read_bytes()
@@ -141,7 +158,14 @@ def test_a_shard_keeps_a_resumable_gradebook(graded: dict[str, Path]) -> None:
     shard = graded["shard1"]
     before = (shard / "results.json").read_bytes()
     done = run(
-        "grade", graded["class"], "--out", shard, "--shard", f"1/{N}", *OPTIONS[:-3]
+        "grade",
+        graded["class"],
+        "--out",
+        shard,
+        "--shard",
+        f"1/{N}",
+        *OPTIONS[:-3],
+        *ROSTER,
     )
     assert "reused" in done.stdout
     assert (shard / "results.json").read_bytes() == before
@@ -309,6 +333,7 @@ def test_merge_refuses_a_shard_graded_with_other_settings(
         "--import-timeout",
         "5",
         *OPTIONS,
+        *ROSTER,
     )
     line = _merge_error(
         graded["shard1"],
@@ -382,3 +407,44 @@ def test_an_empty_shard_merges(tmp_path: Path) -> None:
         ).count(b'"id"')
         == 0
     )
+
+
+def test_an_lms_export_with_a_policy_and_manual_scores_merges(tmp_path: Path) -> None:
+    """A Canvas zip, late penalties and TA scores: canvas.csv and every other file as one unsharded run's."""
+    import zipfile
+
+    from conftest import SUBMISSIONS
+
+    numpy = (SUBMISSIONS / "correct_numpy" / "attention.py").read_text()
+    wrong = (SUBMISSIONS / "no_sqrt_dk" / "attention.py").read_text()
+    export = tmp_path / "canvas.zip"
+    with zipfile.ZipFile(export, "w") as zf:
+        zf.writestr("smithbob_340934_208490284_attention.py", numpy)
+        zf.writestr(
+            "smithbob_340934_208490299_attention-1.py", wrong
+        )  # the latest attempt is graded
+        zf.writestr("jonesann_LATE_340935_208490300_attention.py", numpy)
+        zf.writestr("leeamy_340936_208490301_attention.py", wrong + "\n# amy\n")
+        zf.writestr("kimdan_LATE_340937_208490302_attention.py", numpy + "\n# dan\n")
+    (tmp_path / "policy.yaml").write_text(
+        "due: 2026-03-01T23:59:00+00:00\npenalty: {per: day, percent: 10, cap: 50}\n"
+    )
+    (tmp_path / "manual.csv").write_text(
+        'student,check,points,comment,grader\nsmithbob,G14.01,8,"partial credit",ta-lee\n'
+        'jonesann,G14.02/zero-scores,0,"copied",prof\n'
+    )
+    common = (
+        "--policy",
+        tmp_path / "policy.yaml",
+        "--manual",
+        tmp_path / "manual.csv",
+        "-q",
+        "--insecure",
+    )
+    run("grade", export, "--out", tmp_path / "full", *common)
+    for k in (1, 2):
+        run("grade", export, "--out", tmp_path / f"s{k}", "--shard", f"{k}/2", *common)
+    run("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "merged", "-q")
+    assert_same_exports(tmp_path / "full", tmp_path / "merged")
+    canvas = (tmp_path / "merged" / "canvas.csv").read_text()
+    assert "marked LATE" in canvas and "340937" in canvas and "partial credit" in canvas
