@@ -854,6 +854,13 @@ def merge(config: Any) -> Any:
 
     shards: list[Shard] = config.options._shards
     check_shards(shards, config)
+    out = Path(config.out_dir).resolve()
+    for shard in shards:
+        if out == shard.folder.parent.resolve():
+            raise UsageError(
+                f"merge: --out {config.out_dir} is shard {shard.name}'s own folder; merge into "
+                "another folder"
+            )
     m0 = shards[0].manifest
     collected = session.collect(config)
     if collected.spec_hash != m0["spec_hash"]:
