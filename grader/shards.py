@@ -857,9 +857,9 @@ def merge(config: Any) -> Any:
     out = Path(config.out_dir).resolve()
     for shard in shards:
         if out == shard.folder.parent.resolve():
+            k, n = shard.manifest["shard"]["k"], shard.manifest["shard"]["n"]
             raise UsageError(
-                f"merge: --out {config.out_dir} is shard {shard.name}'s own folder; merge into "
-                "another folder"
+                f"merge: --out {config.out_dir}: that is shard {k}/{n}'s own folder; merge into another folder"
             )
     m0 = shards[0].manifest
     collected = session.collect(config)
