@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 
 from grader import session
-from grader.builtin.judge import judge
 from grader.cli import build_parser
 from grader.config import Config
+from grader.judging import judge
 from grader.models import CallResult
 from grader.plugins import get_plugin_manager
 
