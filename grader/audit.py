@@ -33,6 +33,7 @@ from typing import Any
 from grader.catalogue import Catalogue, Entry, load_catalogue, run_entries
 from grader.errors import EXIT_CHECKS_FAILED, EXIT_OK, ConfigError
 from grader.models import SubmissionResult
+from grader.stash import COLLECTED
 
 __all__ = ["AuditRow", "audit", "audit_rows", "format_matrix"]
 
@@ -195,16 +196,14 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         specs do not have.
     """
     from grader import session
-    from grader.builtin import diagnosis
-
     from grader.packs import mutants_dir
 
     folder, _ = mutants_dir(config)
     if folder is None:
         raise ConfigError("no mutant catalogue: the pack has none; pass --mutants DIR")
-    catalogue = load_catalogue(folder, config.pack.submission)
+    catalogue = load_catalogue(folder, config.pack.submission, config.pack.chapter_url)
     collected = session.collect(config)
-    config.stash["collected"] = collected
+    config.stash[COLLECTED] = collected
     exercises = [e.id for e in collected.exercises]
     for index, entry in enumerate(catalogue.entries):
         unknown = [x for x in entry.exercises if x not in exercises]
@@ -216,7 +215,8 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     outcomes = run_entries(config, catalogue.entries, list(collected.calls))
     with_diagnosis = config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False)
     if with_diagnosis:
-        diagnosis.table(config, outcomes={e.name: outcomes[e.name] for e in catalogue.mutants})
+        config.hooks.mistake_table(collected=collected, catalogue=catalogue,
+                                   outcomes={e.name: outcomes[e.name] for e in catalogue.mutants}, config=config)
     results = {
         e.name: session.grade_submission(e.submission, collected, config, outcome=outcomes[e.name])
         for e in catalogue.entries

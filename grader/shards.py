@@ -43,6 +43,7 @@ from grader.models import (
     Submission,
     SubmissionResult,
 )
+from grader.stash import COLLECTED, StashKey
 
 __all__ = [
     "FORMAT",
@@ -66,11 +67,13 @@ SUBFOLDER = "shard"
 """Where a shard's record goes inside its ``--out`` folder."""
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl.gz"
-REPLAY_KEY = "shards.replay"
+REPLAY_KEY = StashKey[dict[str, Any]]()
 """``config.stash`` key: during a merge, each submission's recorded outcome by id (the shard plugin's
 ``grader_run_calls`` answers with it, so every wrapper of that hook sees it as in the shard's run)."""
-STASH_KEY = "shards.spec"
+STASH_KEY: StashKey[ShardSpec] = StashKey()
 """``config.stash`` key: the run's `ShardSpec`, when it grades a shard."""
+CLASS_IDS = StashKey[list[str]]()
+"""``config.stash`` key: every submission id of the class, when the run grades one shard of it."""
 
 SCHEDULER_VARIABLES = (
     ("JOB_COMPLETION_INDEX", "a Kubernetes Indexed Job"),
@@ -236,7 +239,7 @@ def select(submissions: Sequence[Submission], config: Any) -> list[Submission]:
         return list(submissions)
     spec = text if isinstance(text, ShardSpec) else parse_shard(str(text))
     config.stash[STASH_KEY] = spec
-    config.stash["shards.class_ids"] = [s.id for s in submissions]
+    config.stash[CLASS_IDS] = [s.id for s in submissions]
     return [s for s in submissions if shard_of(s.id, spec.n) == spec.k]
 
 
@@ -509,7 +512,7 @@ def manifest(config: Any, collected: Any, ids: Sequence[str]) -> dict[str, Any]:
 
     spec: ShardSpec = config.stash[STASH_KEY]
     reference = reference_file(config)
-    class_ids = list(config.stash.get("shards.class_ids", ids))
+    class_ids = list(config.stash.get(CLASS_IDS, ids))
     return {
         "format": FORMAT,
         "grader_version": __version__,
@@ -914,9 +917,8 @@ def merge(config: Any) -> Any:
         )
     make_out_dir(config.out_dir)
     order = [entries[sid] for sid in class_ids]
-    config.stash["collected"] = collected
-    config.stash["total"] = len(order)
-    config.hook.grader_collection_finish(
+    config.stash[COLLECTED] = collected
+    config.hooks.collection_finish(
         submissions=[s for s, _, _ in order], collected=collected, config=config
     )
     replay = config.stash.setdefault(REPLAY_KEY, {})
@@ -932,7 +934,7 @@ def merge(config: Any) -> Any:
             config.hook.grader_cached_result(submission=sub, key=key, config=config)
         if outcome is not None:
             replay[sub.id] = outcome
-            config.hook.grader_run_calls(
+            config.hooks.run_calls(
                 submission=sub, calls=list(calls), config=config
             )
             replay.pop(sub.id, None)

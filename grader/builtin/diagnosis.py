@@ -37,6 +37,7 @@ from grader.errors import ConfigError
 from grader.models import CallResult, Check, Diagnosis, Prepared, RunOutcome, Verdict
 from grader.packs import mutants_dir, specs_dir
 from grader.plugins import hookimpl
+from grader.stash import COLLECTED, StashKey
 
 __all__ = ["DiagnosisTable", "build_table", "same_data"]
 
@@ -46,8 +47,8 @@ MATCH_ATOL = 1e-9
 tolerances, but never tighter than these (two ways of computing the same
 mistake may differ in the last bits)."""
 
-_TABLE = "diagnosis.table"
-_LOCK = "diagnosis.lock"
+_TABLE: StashKey[DiagnosisTable | None] = StashKey()
+_LOCK = StashKey[threading.Lock]()
 
 
 def same_data(a: Any, b: Any, rtol: float, atol: float) -> bool:
@@ -145,24 +146,25 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
     -------
     DiagnosisTable
     """
-    from grader.builtin.judge import judge  # the built-in rules: no plugin sees mutant verdicts
+    from grader.judging import judge  # the built-in rules: no plugin sees mutant verdicts
 
     calls = list(collected.calls)
     mutants = catalogue.mutants
     if outcomes is None:
         outcomes = run_entries(config, mutants, calls)
     rows: dict[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]] = {}
-    for exercise, items in collected.checks:
-        for pc in items:
-            for entry in mutants:
-                outcome = outcomes.get(entry.name)
-                if outcome is None or outcome.import_error or len(outcome.results) != len(calls):
-                    continue
-                theirs = tuple(collected.results_of(outcome.results, exercise, pc.check))
-                if any(r.status != "returned" for r in theirs):
-                    continue
-                if judge(pc.check, pc.prepared, theirs, pc.kind, pc.context).status == "failed":
-                    rows.setdefault((exercise.id, pc.check.id), []).append((entry, theirs))
+    split = {entry.name: collected.split(outcome.results) for entry in mutants
+             if (outcome := outcomes.get(entry.name)) is not None and not outcome.import_error
+             and len(outcome.results) == len(calls)}
+    for index, (exercise, pc, _) in enumerate(collected.split(calls)):
+        for entry in mutants:
+            if entry.name not in split:
+                continue
+            theirs = tuple(split[entry.name][index][2])
+            if any(r.status != "returned" for r in theirs):
+                continue
+            if judge(pc.check, pc.prepared, theirs, pc.kind, pc.context).status == "failed":
+                rows.setdefault((exercise.id, pc.check.id), []).append((entry, theirs))
     return DiagnosisTable(rows, catalogue)
 
 
@@ -172,7 +174,7 @@ def _catalogue(config: Any) -> Catalogue | None:
     if folder is None:
         return None
     try:
-        return load_catalogue(folder, config.pack.submission)
+        return load_catalogue(folder, config.pack.submission, config.pack.chapter_url)
     except ConfigError:
         if explicit:
             raise  # an explicit --mutants that is wrong is an error
@@ -187,7 +189,8 @@ def _precomputed(config: Any) -> DiagnosisTable | None:
     if config.command != "check":
         return None
     bundle = public_bundle(config, specs_dir(config))
-    return load_mistakes(bundle) if bundle is not None else None
+    found = load_mistakes(bundle) if bundle is not None else None
+    return DiagnosisTable(*found) if found is not None else None
 
 
 def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> DiagnosisTable | None:
@@ -214,7 +217,7 @@ def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> Diag
     lock = config.stash.setdefault(_LOCK, threading.Lock())
     with lock:
         if _TABLE not in config.stash:
-            collected = config.stash.get("collected")
+            collected = config.stash.get(COLLECTED)
             catalogue = _catalogue(config) if collected is not None else None
             if catalogue:
                 config.stash[_TABLE] = build_table(config, collected, catalogue, outcomes)
@@ -224,12 +227,26 @@ def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> Diag
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity", "check", "publish", "audit", "build-student-package"):
+        return
     group = parser.add_argument_group("diagnosis")
     group.add_argument(
         "--no-diagnosis", action="store_true",
         help="do not compare failing results with the catalogued mistakes (--mutants)",
     )
+
+
+@hookimpl(trylast=True)
+def grader_mistake_table(
+    collected: Any, catalogue: Catalogue, outcomes: Mapping[str, RunOutcome] | None, config: Any
+) -> DiagnosisTable | None:
+    """`build_table`; for the session's own checks, the session's table (`table`)."""
+    if config.option("no_diagnosis", False):
+        return None
+    if collected is config.stash.get(COLLECTED):
+        return table(config, outcomes)
+    return build_table(config, collected, catalogue, outcomes)
 
 
 @hookimpl
