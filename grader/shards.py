@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import os
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -814,7 +815,7 @@ def merge(config: Any) -> Any:
             f"{config.option('specs')} --reference {config.option('reference')} (spec hash "
             f"{_short(m0['spec_hash'])} vs {_short(collected.spec_hash)}); merge with the same"
         )
-    entries: dict[str, tuple[Submission, SubmissionResult, RunOutcome | None]] = {}
+    entries: dict[str, tuple[Submission, SubmissionResult, bytes | None]] = {}
     calls = collected.calls
     for shard in shards:
         expected = shard.manifest["ids"]
@@ -830,7 +831,11 @@ def merge(config: Any) -> Any:
                     raise ValueError("not a record")
                 sub = _submission_from(data["submission"])
                 result = result_from_dict(data["result"])
-                outcome = decode_outcome(data["outcome"], calls) if data["outcome"] is not None else None
+                outcome = None
+                if data["outcome"] is not None:
+                    decode_outcome(data["outcome"], calls)  # checked now: a refused merge writes nothing
+                    # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
+                    outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
             except (KeyError, TypeError, ValueError) as exc:
                 raise UsageError(f"{where}: not a shard record ({exc}); grade that shard again") from None
             if result.id != sub.id:
@@ -863,7 +868,7 @@ def merge(config: Any) -> Any:
             key = session.result_key(sub, collected, config)
             config.hook.grader_cached_result(submission=sub, key=key, config=config)
         if outcome is not None:
-            replay[sub.id] = outcome
+            replay[sub.id] = decode_outcome(json.loads(zlib.decompress(outcome)), calls)
             config.hooks.run_calls(submission=sub, calls=list(calls), config=config)
             replay.pop(sub.id, None)
         results.append(session._hand_over(result, sub, collected, config))
