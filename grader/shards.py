@@ -29,7 +29,7 @@ import json
 import math
 import os
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -516,10 +516,10 @@ def record_line(submission: Submission, result: SubmissionResult, outcome: RunOu
         "result": result_to_dict(result),
         "outcome": encode_outcome(outcome) if outcome is not None else None,
     }
-    return json.dumps(data, allow_nan=False, ensure_ascii=False) + "\n"
+    return json.dumps(data, allow_nan=False, ensure_ascii=True) + "\n"
 
 
-def write_record(folder: Path, manifest_data: dict[str, Any], lines: Sequence[str]) -> None:
+def write_record(folder: Path, manifest_data: dict[str, Any], lines: Iterable[str]) -> None:
     """Write ``manifest.json`` and ``records.jsonl.gz`` into ``folder`` (each through a rename; gzip without a time,
     so the same shard gives the same bytes). The manifest is written last: a folder with one is complete."""
     from grader.fileio import write_atomic
@@ -535,7 +535,7 @@ def write_record(folder: Path, manifest_data: dict[str, Any], lines: Sequence[st
     os.replace(tmp, folder / RECORDS)
     write_atomic(
         folder / MANIFEST,
-        json.dumps(manifest_data, indent=1, ensure_ascii=False) + "\n",
+        json.dumps(manifest_data, indent=1, ensure_ascii=True) + "\n",
     )
 
 
