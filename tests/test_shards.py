@@ -394,3 +394,26 @@ def test_an_lms_export_with_a_policy_and_manual_scores_merges(tmp_path: Path) ->
     assert_same_exports(tmp_path / "full", tmp_path / "merged")
     canvas = (tmp_path / "merged" / "canvas.csv").read_text()
     assert "marked LATE" in canvas and "340937" in canvas and "partial credit" in canvas
+
+
+def test_odd_names_keep_their_slugs_across_shards(tmp_path: Path) -> None:
+    """Ids that collide by case, RTL and non-UTF-8 names: slugs are made class-wide, so the merge is the same."""
+    import os
+
+    from conftest import SUBMISSIONS
+
+    source = (SUBMISSIONS / "correct_numpy" / "attention.py").read_text()
+    klass = tmp_path / "class"
+    for i, name in enumerate(
+        [b"zo\xc3\xab \xf0\x9f\x91\xa9", b"bad\xff\xfename", b"\xe2\x80\xaertl", b"Frank", b"frank"]
+    ):
+        folder = os.path.join(bytes(klass), name)
+        os.makedirs(folder)
+        with open(os.path.join(folder, b"attention.py"), "w") as f:
+            f.write(source + f"\n# {i}\n")
+    for k in (1, 2, 3):
+        run("grade", klass, "--out", tmp_path / f"s{k}", "--shard", f"{k}/3", "-q", "--insecure")
+    run("grade", klass, "--out", tmp_path / "full", "-q", "--insecure")
+    run("merge", *(tmp_path / f"s{k}" for k in (1, 2, 3)), "--out", tmp_path / "merged", "-q")
+    assert_same_exports(tmp_path / "full", tmp_path / "merged")
+    assert {"Frank.html", "frank-2.html", "rtl.html"} <= {p.name for p in (tmp_path / "merged").iterdir()}
