@@ -21,6 +21,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from grader.config import Config
+    from grader.kinds import CheckKind, KindContext
     from grader.models import (
         Call,
         CallResult,
@@ -82,9 +83,9 @@ class Hooks:
         return cast("Mapping[str, Callable[..., Any]] | None",
                     self._pm.hook.grader_load_reference(path=path, config=config))
 
-    def check_kinds(self) -> list[Sequence[Any]]:
+    def check_kinds(self) -> list[Sequence[CheckKind]]:
         """Every plugin's check kinds (all collected)."""
-        return cast("list[Sequence[Any]]", self._pm.hook.grader_check_kinds())
+        return cast("list[Sequence[CheckKind]]", self._pm.hook.grader_check_kinds())
 
     def locate_submissions(self, path: str, config: Config) -> Sequence[Submission] | None:
         """The submissions behind one command-line PATH (first result)."""
@@ -110,8 +111,8 @@ class Hooks:
         check: Check,
         prepared: Prepared,
         results: Sequence[CallResult],
-        kind: Any,
-        context: Any,
+        kind: CheckKind,
+        context: KindContext,
         config: Config,
     ) -> Verdict | None:
         """Decide one check from its call results (first result)."""
