@@ -28,19 +28,19 @@ distributed = pytest.importorskip(
 
 def _sandboxed() -> list[bool]:
     """In a worker: whether each grader runner this process keeps has a running sandbox zygote."""
-    from grader.builtin import dask_cluster
+    from grader.builtin import dask_cluster, sandbox
 
     return [
-        config.stash.get("sandbox.zygote") is not None
+        config.stash.get(sandbox._ZYGOTE) is not None
         for config in dask_cluster._RUNNERS.values()
     ]
 
 
 def _zygote_pids() -> list[int]:
-    from grader.builtin import dask_cluster
+    from grader.builtin import dask_cluster, sandbox
 
     return [
-        config.stash["sandbox.zygote"].proc.pid
+        config.stash[sandbox._ZYGOTE].proc.pid
         for config in dask_cluster._RUNNERS.values()
     ]
 
