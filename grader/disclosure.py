@@ -152,22 +152,66 @@ def hidden_where(result: CallResult) -> str:
 
 
 _RETURN_TAIL = "; return numbers, lists, tuples or numpy arrays"
-_BAD_RETURN_FIXED = frozenset({
-    "the result is too large",
-    "the result is nested too deeply",
-    "the function returned None (is a return statement missing?)" + _RETURN_TAIL,
-})
-_BAD_RETURN_DTYPE = re.compile(r"the result holds a numpy (?:array of dtype [A-Za-z0-9<>|=]{1,16}; return numbers"
-                               r"|[A-Za-z0-9<>|=]{1,16} scalar)")
+_BAD_RETURN_FIXED = frozenset(
+    {
+        "the result is too large",
+        "the result is nested too deeply",
+        "the function returned None (is a return statement missing?)" + _RETURN_TAIL,
+    }
+)
+_BAD_RETURN_DTYPE = re.compile(
+    r"the result holds a numpy (?:array of dtype [A-Za-z0-9<>|=]{1,16}; return numbers"
+    r"|[A-Za-z0-9<>|=]{1,16} scalar)"
+)
 _BAD_RETURN_TYPE = re.compile(r"the result holds a ([A-Za-z_][A-Za-z0-9_]{0,40})" + re.escape(_RETURN_TAIL))
 
-PLAIN_TYPES = frozenset({
-    "generator", "map", "filter", "zip", "range", "dict", "set", "frozenset", "str", "bytes", "bytearray",
-    "complex", "function", "builtin_function_or_method", "method", "module", "type", "object", "NoneType",
-    "dict_keys", "dict_values", "dict_items", "enumerate", "reversed", "memoryview", "slice", "ellipsis",
-    "coroutine", "async_generator", "list_iterator", "tuple_iterator", "Decimal", "Fraction", "matrix",
-    "MaskedArray", "float128", "longdouble", "clongdouble", "str_", "bytes_", "void", "datetime64", "timedelta64",
-})
+PLAIN_TYPES = frozenset(
+    {
+        "generator",
+        "map",
+        "filter",
+        "zip",
+        "range",
+        "dict",
+        "set",
+        "frozenset",
+        "str",
+        "bytes",
+        "bytearray",
+        "complex",
+        "function",
+        "builtin_function_or_method",
+        "method",
+        "module",
+        "type",
+        "object",
+        "NoneType",
+        "dict_keys",
+        "dict_values",
+        "dict_items",
+        "enumerate",
+        "reversed",
+        "memoryview",
+        "slice",
+        "ellipsis",
+        "coroutine",
+        "async_generator",
+        "list_iterator",
+        "tuple_iterator",
+        "Decimal",
+        "Fraction",
+        "matrix",
+        "MaskedArray",
+        "float128",
+        "longdouble",
+        "clongdouble",
+        "str_",
+        "bytes_",
+        "void",
+        "datetime64",
+        "timedelta64",
+    }
+)
 """Type names a hidden check's "cannot read" message may name (they say nothing of the inputs)."""
 
 
@@ -192,5 +236,3 @@ def hidden_bad_return(message: str) -> str:
     if m:
         return ": the result holds an object of a class of its own" + _RETURN_TAIL
     return " (return plain numbers, lists of them or numpy arrays)"
-
-

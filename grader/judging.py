@@ -106,7 +106,9 @@ def judge(
     for r in results:
         if r.status == "not_implemented":
             if not shown:
-                return Verdict("not_attempted", f"not attempted: {fn} still raises NotImplementedError or is not defined")
+                return Verdict(
+                    "not_attempted", f"not attempted: {fn} still raises NotImplementedError or is not defined"
+                )
             said = r.message if r.message and r.message != fn else f"{fn} still raises NotImplementedError"
             return Verdict("not_attempted", f"not attempted: {said}")
     for r in results:
@@ -127,7 +129,8 @@ def judge(
         for r in results:
             if r.status == "raised" and not shown:
                 return Verdict(
-                    "error", f"{fn} raised {hidden_type(r.error_type)}{hidden_where(r)}{explain_error(r.error_type, r.message)}"
+                    "error",
+                    f"{fn} raised {hidden_type(r.error_type)}{hidden_where(r)}{explain_error(r.error_type, r.message)}",
                 )
             if r.status == "raised":
                 return Verdict(
