@@ -201,7 +201,7 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     folder, _ = mutants_dir(config)
     if folder is None:
         raise ConfigError("no mutant catalogue: the pack has none; pass --mutants DIR")
-    catalogue = load_catalogue(folder, config.pack.submission)
+    catalogue = load_catalogue(folder, config.pack.submission, config.pack.chapter_url)
     collected = session.collect(config)
     config.stash[COLLECTED] = collected
     exercises = [e.id for e in collected.exercises]

@@ -178,7 +178,7 @@ def _where(data: Any, path: Sequence[Any]) -> str:
     return out or "top level"
 
 
-def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None) -> Catalogue:
+def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None, chapter_url: str = "") -> Catalogue:
     """Read and check ``<folder>/catalogue.yaml``.
 
     Parameters
@@ -187,6 +187,9 @@ def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None) 
         The mutants folder (``--mutants``, default: the pack's).
     filename : str, optional
         Each entry's file name (default: the installed pack's submission file).
+    chapter_url : str
+        The chapter's address when ``catalogue.yaml`` gives none (the
+        pack's ``chapter_url``): section links start there.
 
     Returns
     -------
@@ -244,7 +247,7 @@ def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None) 
     for index, entry in enumerate(entries):
         if entry.base and entry.base not in correct:
             raise ConfigError(f"{path}: entries[{index}] '{entry.name}'.base: '{entry.base}' is not a correct variant here")
-    return Catalogue(str(path), tuple(entries), data.get("chapter_url", ""))
+    return Catalogue(str(path), tuple(entries), data.get("chapter_url", "") or chapter_url)
 
 
 def fingerprint(folder: str | os.PathLike[str], filename: str | None = None) -> str:

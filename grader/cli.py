@@ -78,6 +78,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _shard(text: str) -> object:
+    """``--shard K/N`` or ``auto/N`` as a `grader.shards.ShardSpec`, read with the command line (a wrong one is
+    refused before anything runs)."""
+    from grader.shards import parse_shard
+
+    return parse_shard(text)
+
+
 def _plugin_args(argv: Sequence[str]) -> list[str]:
     """The ``-p`` values, read before the full parser exists."""
     pre = argparse.ArgumentParser(add_help=False)
@@ -155,7 +163,7 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     grade.add_argument("--only", nargs="+", metavar="ID",
                        help="grade only these students again; the others' results come from the gradebook "
                        "(left out when it has none)")
-    grade.add_argument("--shard", metavar="K/N",
+    grade.add_argument("--shard", metavar="K/N", type=_shard,
                        help="grade only the K-th of N slices of the class (K from 1; auto/N: K from "
                        "JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID or GRADER_SHARD_INDEX) and write DIR/shard/ "
                        "for 'grader merge'")
@@ -332,9 +340,30 @@ def _validate(config: Config) -> int:
         _write(f"FAIL {ex_id} {c.id}: {c.status}: {c.message}")
     if result.error:
         _write(f"FAIL the reference could not run: {result.error}")
-    ok = not bad and not result.error and result.score == result.max_score
+    manifest = _manifest_problems(config, collected.exercises)
+    for line in manifest:
+        _write(f"FAIL {line}")
+    ok = not bad and not result.error and result.score == result.max_score and not manifest
     _write(f"reference scores {result.score:g}/{result.max_score:g}: " + ("valid" if ok else "INVALID"))
     return EXIT_OK if ok else EXIT_CHECKS_FAILED
+
+
+def _manifest_problems(config: Config, exercises: Sequence[Any]) -> list[str]:
+    """Where the specs and the pack's manifest disagree: a function no student writes, a section renamed."""
+    try:
+        pack = config.pack
+    except GraderError:
+        return []
+    problems = []
+    for ex in exercises:
+        unknown = sorted({c.function for c in ex.checks} - set(pack.functions))
+        if unknown:
+            problems.append(f"{ex.id}: checks call {', '.join(unknown)}, not among the functions of "
+                            f"{pack.root / 'course.yaml'} ({', '.join(pack.functions)}); list them there")
+        if ex.id in pack.sections and pack.sections[ex.id] != ex.section:
+            problems.append(f"{ex.id}: its section is {ex.section!r} but course.yaml's sections say "
+                            f"{pack.sections[ex.id]!r}; make them agree")
+    return problems
 
 
 def _starter(config: Config) -> int:
@@ -370,7 +399,7 @@ def _bundle(config: Config) -> dict[str, Any]:
     if config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False):
         folder, explicit = mutants_dir(config)
         try:
-            catalogue = load_catalogue(folder, config.pack.submission) if folder is not None else None
+            catalogue = load_catalogue(folder, config.pack.submission, config.pack.chapter_url) if folder is not None else None
         except ConfigError:
             if explicit:
                 raise

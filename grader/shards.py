@@ -308,6 +308,7 @@ _RESULT_KEYS = frozenset(
     }
 )
 _OUTPUT_LIMIT = 64 << 10
+_MESSAGE_LIMIT = 16 << 10
 
 
 def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
@@ -324,7 +325,6 @@ def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
     """
     from grader.boundary import (
         MAX_NAME,
-        MAX_TEXT,
         MAX_WHERE,
         BoundaryError,
         decode_frame,
@@ -381,7 +381,7 @@ def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
                 value=value,
                 error_type=_text(row["error_type"], MAX_NAME, "error_type"),
                 value_error=row["value_error"],
-                message=_text(row["message"], MAX_TEXT + 200, "message"),
+                message=_text(row["message"], _MESSAGE_LIMIT, "message"),
                 where=_text(row["where"], MAX_WHERE, "where"),
                 seconds=float(seconds),
                 mutated_args=tuple(mutated),
@@ -584,6 +584,7 @@ class Shard:
 
     @property
     def name(self) -> str:
+        """``K/N (folder)``, as messages name the shard."""
         return f"{self.manifest['shard']['k']}/{self.manifest['shard']['n']} ({self.folder})"
 
 
@@ -839,6 +840,9 @@ def merge(config: Any) -> Any:
     by the shard plugin from ``config.stash[REPLAY_KEY]``, so every wrapper
     of that hook sees it) and its final result through
     ``grader_submission_graded``, and ``grader_write_reports`` once.
+    ``grader_cached_result`` is asked too, as in a grading run (its answer
+    is not used): the SQLite gradebook then keeps every result under the
+    shards' keys, so ``grader grade`` into the merged folder resumes from it.
 
     Raises
     ------
@@ -911,8 +915,16 @@ def merge(config: Any) -> Any:
         submissions=[s for s, _, _ in order], collected=collected, config=config
     )
     replay = config.stash.setdefault(REPLAY_KEY, {})
+    # The result keys are the shards' (a later unsharded run resumes from the merged gradebook): the shards'
+    # sandbox setting, now that configuring is over (a merge starts no sandbox).
+    config.options.insecure = m0["settings"].get("insecure", False)
     results = []
     for sub, result, outcome in order:
+        if (
+            sub.file is not None and not sub.problem
+        ):  # as a grading run asks: the gradebook learns the key
+            key = session.result_key(sub, collected, config)
+            config.hook.grader_cached_result(submission=sub, key=key, config=config)
         if outcome is not None:
             replay[sub.id] = outcome
             config.hooks.run_calls(

@@ -28,19 +28,21 @@ distributed = pytest.importorskip(
 
 def _sandboxed() -> list[bool]:
     """In a worker: whether each grader runner this process keeps has a running sandbox zygote."""
-    from grader.builtin import dask_cluster, sandbox
+    from grader.builtin import dask_cluster
+    from grader.builtin.sandbox import _ZYGOTE
 
     return [
-        config.stash.get(sandbox._ZYGOTE) is not None
+        config.stash.get(_ZYGOTE) is not None
         for config in dask_cluster._RUNNERS.values()
     ]
 
 
 def _zygote_pids() -> list[int]:
-    from grader.builtin import dask_cluster, sandbox
+    from grader.builtin import dask_cluster
+    from grader.builtin.sandbox import _ZYGOTE
 
     return [
-        config.stash[sandbox._ZYGOTE].proc.pid
+        config.stash[_ZYGOTE].proc.pid
         for config in dask_cluster._RUNNERS.values()
     ]
 

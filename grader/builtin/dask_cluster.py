@@ -16,8 +16,8 @@ report stay in the instructor's process, exactly as in a local run.
 Each submission's outcome is taken once (``pending`` is popped): a chunk that
 the scheduler runs again (a worker lost mid-chunk, a retry) resolves its
 future once, so nothing is graded twice in the outputs. A chunk the cluster
-cannot finish is graded here instead, with a warning. The extra
-``dask[distributed]`` provides the client: ``pip install 'g14-grader[dask]'``.
+cannot finish is graded here instead, with a warning. The client is
+``dask[distributed]`` (the grader's ``dask`` extra).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def grader_configure(config: Any) -> None:
         from distributed import Client
     except ImportError:
         raise ConfigError(
-            "--dask: the Dask client is not installed; pip install 'g14-grader[dask]'"
+            "--dask: the Dask client is not installed; install the grader's 'dask' extra (pip install 'dask[distributed]')"
         ) from None
     try:
         config.stash[_CLIENT] = Client(address, timeout=30, set_as_default=False)

@@ -174,7 +174,7 @@ def _catalogue(config: Any) -> Catalogue | None:
     if folder is None:
         return None
     try:
-        return load_catalogue(folder, config.pack.submission)
+        return load_catalogue(folder, config.pack.submission, config.pack.chapter_url)
     except ConfigError:
         if explicit:
             raise  # an explicit --mutants that is wrong is an error
