@@ -38,6 +38,7 @@ __all__ = [
     "hidden_bad_return",
     "hidden_type",
     "hidden_where",
+    "is_public",
     "is_released",
     "is_shown",
     "message_shown",
@@ -52,9 +53,18 @@ MESSAGE_ALWAYS_SHOWN = ("not_attempted", "timeout", "error")
 """Statuses whose message a student reads on every check (it names no input or expected value)."""
 
 
+def is_public(check: Check) -> bool:
+    """Whether a check's inputs and expected values may be published: only a ``visible`` check's.
+
+    The public checks (``grader publish``, the student package), ``grader check`` and a student's
+    CI hold and run these only.
+    """
+    return check.visibility == "visible"
+
+
 def secret_while_grading(check: Check) -> bool:
-    """Whether a check's inputs are secret while grading (anything not ``visible``)."""
-    return check.visibility != "visible"
+    """Whether a check's inputs are secret while grading (anything not `is_public`)."""
+    return not is_public(check)
 
 
 def is_shown(visibility: str, after_due_date: bool = False, published: bool = False) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grader.disclosure import hidden_bad_return, hidden_type, hidden_where
+from grader.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
 from grader.models import CallResult, Check, Prepared, Verdict
 
 __all__ = ["SANDBOX_RULES", "explain_error", "judge"]
@@ -99,7 +99,7 @@ def judge(
     """
     fn = check.function
     if shown is None:
-        shown = check.visibility == "visible"
+        shown = is_public(check)
     for r in results:
         if r.status == "skipped":
             return Verdict("error", f"not run: {r.message}")
