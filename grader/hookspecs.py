@@ -84,8 +84,9 @@ def grader_configure(config: Config) -> None:
     Parameters
     ----------
     config : grader.config.Config
-        Parsed options (``config.options``), the plugin manager and a
-        ``config.stash`` dict for plugin state.
+        Parsed options (``config.options``), the plugin manager, the typed
+        hooks (``config.hooks``) and ``config.stash`` for plugin state, under
+        `grader.stash.StashKey` keys.
     """
 
 
