@@ -29,18 +29,20 @@ distributed = pytest.importorskip(
 def _sandboxed() -> list[bool]:
     """In a worker: whether each grader runner this process keeps has a running sandbox zygote."""
     from grader.builtin import dask_cluster
+    from grader.builtin.sandbox import _ZYGOTE
 
     return [
-        config.stash.get("sandbox.zygote") is not None
+        config.stash.get(_ZYGOTE) is not None
         for config in dask_cluster._RUNNERS.values()
     ]
 
 
 def _zygote_pids() -> list[int]:
     from grader.builtin import dask_cluster
+    from grader.builtin.sandbox import _ZYGOTE
 
     return [
-        config.stash["sandbox.zygote"].proc.pid
+        config.stash[_ZYGOTE].proc.pid
         for config in dask_cluster._RUNNERS.values()
     ]
 
