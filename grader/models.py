@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -216,13 +217,24 @@ class Call:
     hidden: bool = False
 
     @functools.cached_property
-    def body(self) -> bytes:
-        """The call as JSON, ``{"function": ..., "args": [...]}`` (NaN and infinities as JSON's extension
-        literals): one item of a phase the worker reads (see `phase_wire`).
+    def encoded(self) -> tuple[bytes, tuple[bytes, ...]]:
+        """The call as the worker reads it: ``{"function": ..., "args": [...]}`` as JSON (NaN and
+        infinities as JSON's extension literals), and the raw bytes of its large arguments.
 
-        Made once per call: every submission of a batch makes the same calls.
+        An argument that is a rectangular list of at least `BINARY_ARG_ITEMS` floats travels as
+        ``{"$array": ["<f8", SHAPE]}`` in the JSON and its little-endian doubles after it (the worker
+        makes the same lists of it, ``tolist``, without parsing a number). Made once per call:
+        every submission of a batch makes the same calls.
         """
-        return json.dumps({"function": self.function, "args": list(self.args)}, allow_nan=True).encode()
+        blobs: list[bytes] = []
+        args = [_binary_arg(arg, blobs) for arg in self.args]
+        body = json.dumps({"function": self.function, "args": args}, allow_nan=True).encode()
+        return body, tuple(blobs)
+
+    @property
+    def body(self) -> bytes:
+        """The call's JSON (see `encoded`): one item of a phase the worker reads (`phase_wire`)."""
+        return self.encoded[0]
 
     @functools.cached_property
     def wire(self) -> bytes:
@@ -230,13 +242,48 @@ class Call:
         return phase_wire((self,))
 
 
+BINARY_ARG_ITEMS = 4096
+"""A call argument that is a rectangular list of at least this many floats travels as raw doubles."""
+
+
+def _float_shape(value: list[Any]) -> tuple[int, ...] | None:
+    """The shape of a non-empty rectangular list whose leaves are all floats (no int, no bool), else None."""
+    if not value:
+        return None
+    if set(map(type, value)) == {float}:
+        return (len(value),)
+    if not all(type(v) is list for v in value):
+        return None
+    inner = _float_shape(value[0])
+    if inner is None or any(_float_shape(v) != inner for v in value[1:]):
+        return None
+    return (len(value), *inner)
+
+
+def _binary_arg(arg: Any, blobs: list[bytes]) -> Any:
+    if type(arg) is not list:
+        return arg
+    shape = _float_shape(arg)
+    if shape is None or math.prod(shape) < BINARY_ARG_ITEMS:
+        return arg
+    import numpy as np
+
+    blobs.append(np.asarray(arg, dtype="<f8").tobytes())
+    return {"$array": ["<f8", list(shape)]}
+
+
 def phase_wire(calls: Sequence[Call]) -> bytes:
     """A phase of calls as the worker reads it from its call pipe: a 4-byte big-endian length,
-    then ``{"calls": [{"function": ..., "args": [...]}, ...]}`` as JSON.
+    then ``{"calls": [{"function": ..., "args": [...]}, ...]}`` as JSON; when an argument travels
+    as raw doubles (`Call.encoded`), ``b"\\x00"``, the JSON's length (4 bytes, big-endian), the
+    JSON, then the arguments' bytes in the order the JSON names them.
 
     The worker makes the calls in order and answers each with its own frame.
     """
-    data = b'{"calls":[' + b",".join(c.body for c in calls) + b"]}"
+    data = b'{"calls":[' + b",".join(c.encoded[0] for c in calls) + b"]}"
+    blobs = [blob for c in calls for blob in c.encoded[1]]
+    if blobs:
+        data = b"".join([b"\x00", len(data).to_bytes(4, "big"), data, *blobs])
     return len(data).to_bytes(4, "big") + data
 
 

@@ -299,3 +299,31 @@ def test_the_fork_server_runs_plain_jobs_and_reports_how_they_end(tmp_path: Path
     finally:
         server.close()
     assert server.proc.returncode is not None
+
+
+def test_large_float_arguments_travel_as_doubles_and_arrive_as_the_same_lists(tmp_path: Path) -> None:
+    import numpy as np
+
+    from grader.jobs import run_calls
+    from grader.models import Call
+
+    rng = np.random.default_rng(1)
+    big = rng.normal(size=(100, 64)).tolist()
+    big[3][5] = float("nan")
+    small = [[1.0, 2.0], [3.0, 4.0]]
+    mixed = [[1, 2.0]] * 3000  # ints among the floats: stays JSON, so the ints stay ints
+    call = Call("look", (big, small, mixed), 5.0)
+    assert len(call.encoded[1]) == 1 and len(call.encoded[1][0]) == 100 * 64 * 8  # only `big` is binary
+    path = tmp_path / "attention.py"
+    path.write_text(
+        "import math\n"
+        "def look(a, b, c):\n"
+        "    kinds = sorted({type(x).__name__ for row in a for x in row})\n"
+        "    a[0][0] = 7.5\n"  # changed in place: reported as mutated
+        "    return [len(a), len(a[0]), kinds == ['float'], math.isnan(a[3][5]), sum(a[1]), type(c[0][0]) is int]\n"
+    )
+    out = run_calls(str(path), [call, call])
+    for r in out.results:
+        assert r.status == "returned" and r.mutated_args == (0,)
+        assert r.value[:4] == [100, 64, True, True] and r.value[5] is True
+        assert r.value[4] == sum(big[1])
