@@ -214,9 +214,50 @@ def load_pack(folder: str | Path, package: str = "") -> Pack:
     return _load(root, package)
 
 
+_FAST_KEYWORDS = frozenset({"type", "additionalProperties", "required", "properties", "pattern", "minLength",
+                            "minItems", "uniqueItems", "items", "description"})
+_FAST_TYPES = {"object": dict, "string": str, "array": list}
+
+
+def _plainly_valid(data: Any, schema: dict[str, Any]) -> bool:
+    """Whether ``data`` meets ``schema`` for certain, checked without jsonschema (False: ask jsonschema).
+
+    Knows only the keywords `_SCHEMA` uses (`_FAST_KEYWORDS`); any other keyword, or any doubt,
+    answers False, and the caller validates with jsonschema, which words the error. Importing
+    jsonschema costs more than the rest of a ``grader check`` start-up (issue 16).
+    """
+    if not schema.keys() <= _FAST_KEYWORDS or schema.get("type", "object") not in _FAST_TYPES:
+        return False
+    kind = _FAST_TYPES[schema.get("type", "object")]
+    if type(data) is not kind:
+        return False
+    if kind is str:
+        return len(data) >= schema.get("minLength", 0) and ("pattern" not in schema or
+                                                            re.search(schema["pattern"], data) is not None)
+    if kind is list:
+        items = schema.get("items")
+        return (len(data) >= schema.get("minItems", 0)
+                and (not schema.get("uniqueItems") or len({repr(x) for x in data}) == len(data))
+                and (items is None or all(_plainly_valid(x, items) for x in data)))
+    properties, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
+    if any(key not in data for key in schema.get("required", ())) or any(type(key) is not str for key in data):
+        return False
+    for key, value in data.items():
+        if key in properties:
+            sub = properties[key]
+        elif extra is False:
+            return False
+        elif extra is True:
+            continue
+        else:
+            sub = extra
+        if not _plainly_valid(value, sub):
+            return False
+    return True
+
+
 @functools.cache
 def _load(root: Path, package: str) -> Pack:
-    import jsonschema  # here, not at import: 'grader check' starts without them when it can
     import yaml
 
     path = root / MANIFEST
@@ -229,7 +270,12 @@ def _load(root: Path, package: str) -> Pack:
         data = yaml.safe_load(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read the manifest ({exc})") from None
-    error = next(iter(sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data), key=lambda e: e.path)), None)
+    error = None
+    if not _plainly_valid(data, _SCHEMA):
+        import jsonschema  # here, not at import: a valid manifest is checked without it
+
+        error = next(iter(sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data), key=lambda e: e.path)),
+                     None)
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "the manifest"
         hint = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
