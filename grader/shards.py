@@ -67,6 +67,9 @@ SUBFOLDER = "shard"
 """Where a shard's record goes inside its ``--out`` folder."""
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl.gz"
+SEAL = "seal"
+"""File in a shard folder: `seal_of` its manifest and records, under the course secret."""
+_SEAL_LABEL = b"grader shard seal v1"
 REPLAY_KEY = StashKey[dict[str, Any]]()
 """``config.stash`` key: during a merge, each submission's recorded outcome by id (the shard plugin's
 ``grader_run_calls`` answers with it, so every wrapper of that hook sees it as in the shard's run)."""
@@ -550,12 +553,74 @@ def record_line(
     return json.dumps(data, allow_nan=False, ensure_ascii=False) + "\n"
 
 
+def _file_sha256(path: Path) -> bytes:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.digest()
+
+
+def seal_of(folder: Path, manifest_bytes: bytes, secret: Any) -> str:
+    """The seal of a shard folder: HMAC-SHA256 under the course secret of its manifest and its records' SHA-256.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The shard folder (holding `RECORDS`).
+    manifest_bytes : bytes
+        The manifest file's bytes.
+    secret : grader.secret.CourseSecret
+        The course secret (every shard and the merge share it).
+
+    Returns
+    -------
+    str
+        64 hex digits: a record edited after grading (a score, a status, a
+        returned value) no longer matches it, and only a holder of the
+        course secret can make a matching one.
+    """
+    return str(secret.seal(_SEAL_LABEL, manifest_bytes, _file_sha256(folder / RECORDS)))
+
+
+def check_seal(shard: Shard, secret: Any) -> None:
+    """Refuse a shard whose records or manifest changed after grading (or were sealed under another secret).
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the seal is missing, malformed, or does not match.
+    """
+    import hmac
+
+    path = shard.folder / SEAL
+    again = f"grade shard {shard.manifest['shard']['k']}/{shard.manifest['shard']['n']} again"
+    try:
+        told = path.read_bytes()[:200].decode("ascii").strip()
+        manifest_bytes = (shard.folder / MANIFEST).read_bytes()
+        records = shard.folder / RECORDS
+        if not records.is_file():
+            raise UsageError(f"{records}: missing; {again}")
+        want = seal_of(shard.folder, manifest_bytes, secret)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing (the shard is unsealed or cut short); {again}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: unreadable ({exc}); {again}") from None
+    if not hmac.compare_digest(told.encode(), want.encode()):
+        raise UsageError(
+            f"{shard.folder}: the seal does not match its manifest and records (they were changed after "
+            f"grading, or sealed under another course secret); never merge an edited shard: {again}"
+        )
+
+
 def write_record(
-    folder: Path, manifest_data: dict[str, Any], lines: Sequence[str]
+    folder: Path, manifest_data: dict[str, Any], lines: Sequence[str], secret: Any = None
 ) -> None:
-    """Write ``manifest.json`` and ``records.jsonl.gz`` into ``folder`` (each through a rename; gzip without a time,
-    so the same shard gives the same bytes). The manifest is written last: a folder with one is complete."""
+    """Write ``manifest.json``, ``records.jsonl.gz`` and the `SEAL` into ``folder`` (each through a rename; gzip
+    without a time, so the same shard gives the same bytes). The manifest is written last: a folder with one is
+    complete. ``secret`` (a `grader.secret.CourseSecret`, default: none set) keys the seal."""
     from grader.fileio import write_atomic
+    from grader.secret import CourseSecret
 
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{RECORDS}.tmp"
@@ -566,10 +631,10 @@ def write_record(
         for line in lines:
             gz.write(line.encode("utf-8", "surrogatepass"))
     os.replace(tmp, folder / RECORDS)
-    write_atomic(
-        folder / MANIFEST,
-        json.dumps(manifest_data, indent=1, ensure_ascii=False) + "\n",
-    )
+    text = json.dumps(manifest_data, indent=1, ensure_ascii=False) + "\n"
+    seal = seal_of(folder, text.encode("utf-8"), secret if secret is not None else CourseSecret())
+    write_atomic(folder / SEAL, seal + "\n")
+    write_atomic(folder / MANIFEST, text)
 
 
 # --- the merge -------------------------------------------------------------------------------------
@@ -854,9 +919,12 @@ def merge(config: Any) -> Any:
     from grader.errors import GraderError
     from grader.fileio import make_out_dir
     from grader.models import GradingReport, result_from_dict
+    from grader.secret import course_secret
 
     shards: list[Shard] = config.options._shards
     check_shards(shards, config)
+    for shard in shards:  # before a record is read: an edited shard is never trusted
+        check_seal(shard, course_secret(config))
     m0 = shards[0].manifest
     collected = session.collect(config)
     if collected.spec_hash != m0["spec_hash"]:
