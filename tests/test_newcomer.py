@@ -1,0 +1,115 @@
+"""What a new instructor writing a pack, and a student with an incomplete file, read: one line naming the fix.
+
+A manifest key missing or unknown names the key and what to write; a path in
+the manifest may not leave the pack's folder (absolute, ``..``, or a symbolic
+link out): the pack is what the student package and the audit take, and a
+path out of it would grade with files nobody reviewed with the pack.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+PACK = ROOT / "tests" / "packs" / "r3"
+
+
+def _pack(tmp_path: Path, old: str = "", new: str = "") -> Path:
+    pack = tmp_path / "r3"
+    shutil.copytree(PACK, pack, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = pack / "course.yaml"
+    text = manifest.read_text()
+    assert old in text
+    manifest.write_text(text.replace(old, new))
+    return pack
+
+
+def _one_line(cli, pack: Path) -> str:  # noqa: ANN001
+    code, out, err = cli("validate", "--pack", pack)
+    assert code == 3 and out == "", (code, out, err)
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err.strip().removeprefix("grader: error: ")
+
+
+def test_a_missing_key_is_named_with_what_to_write(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    pack = _pack(tmp_path, "chapter: R3\n", "")
+    assert _one_line(cli, pack) == f"{pack / 'course.yaml'}: chapter: missing; give the chapter's short name, e.g. CH3"
+    pack = _pack(tmp_path / "b", "  file: activations.py\n", "  module: activations\n")
+    assert _one_line(cli, pack) == (
+        f"{pack / 'course.yaml'}: submission.file: missing; give the file students hand in, e.g. solution.py"
+    )
+
+
+def test_an_unknown_key_is_named_with_the_keys_there_are(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    pack = _pack(tmp_path, "plugin: kinds.py\n", "plugin: kinds.py\ncolour: blue\n")
+    assert _one_line(cli, pack) == (
+        f"{pack / 'course.yaml'}: colour: not a key of the manifest; remove it or fix its spelling (the keys are "
+        "id, title, chapter, chapter_url, sections, submission, functions, imports, distribution, specs, reference, "
+        "starter, mutants, samples, public, plugin)"
+    )
+    pack = _pack(tmp_path / "b", "  file: activations.py\n", "  file: activations.py\n  fiel: x.py\n")
+    assert _one_line(cli, pack) == (
+        f"{pack / 'course.yaml'}: submission.fiel: not a key of the manifest here; remove it or fix its spelling "
+        "(the keys are file, module, notebook)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (
+            "../../r3/reference/activations.py",
+            "leads out of the pack's folder; give a path relative to {root}, e.g. reference/activations.py",
+        ),
+        ("{outside}", "is an absolute path; give a path relative to {root}, e.g. reference/activations.py"),
+    ],
+)
+def test_a_path_out_of_the_pack_is_refused(cli, tmp_path: Path, value: str, words: str) -> None:  # noqa: ANN001
+    outside = tmp_path / "elsewhere" / "activations.py"  # a real file: refused for where it is, not as missing
+    outside.parent.mkdir()
+    shutil.copyfile(PACK / "reference" / "activations.py", outside)
+    shutil.copytree(PACK, tmp_path / "r3", ignore=shutil.ignore_patterns("__pycache__"))  # what ../r3/ reaches
+    pack = _pack(tmp_path / "p", "reference: reference/activations.py", "reference: " + value.format(outside=outside))
+    shown = value.format(outside=outside)
+    assert _one_line(cli, pack) == f"{pack / 'course.yaml'}: reference: '{shown}' " + words.format(root=pack)
+
+
+def test_a_symbolic_link_out_of_the_pack_is_refused(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    pack = _pack(tmp_path)
+    (pack / "reference" / "activations.py").unlink()
+    (pack / "reference" / "activations.py").symlink_to(PACK / "reference" / "activations.py")
+    assert _one_line(cli, pack) == (
+        f"{pack / 'course.yaml'}: reference: 'reference/activations.py' leads out of the pack's folder through a "
+        "symbolic link; copy what it links to into the pack"
+    )
+    pack = _pack(tmp_path / "b")
+    shutil.rmtree(pack / "specs")
+    (pack / "specs").symlink_to(PACK / "specs", target_is_directory=True)
+    assert _one_line(cli, pack).startswith(f"{pack / 'course.yaml'}: specs: 'specs' leads out of the pack's folder")
+
+
+def test_a_link_inside_the_pack_and_the_pack_itself_still_load(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    pack = _pack(tmp_path)
+    (pack / "ref").symlink_to(pack / "reference", target_is_directory=True)  # stays inside: fine
+    (pack / "course.yaml").write_text(
+        (pack / "course.yaml").read_text().replace("reference: reference/", "reference: ref/")
+    )
+    code, out, err = cli("validate", "--pack", pack)
+    assert code == 0 and out.splitlines()[-1] == "reference scores 6/6: valid", err
+
+
+def test_check_names_a_function_the_file_does_not_define(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    student = tmp_path / "activations.py"
+    student.write_text("def relu(xs):\n    return [x if x > 0 else 0.0 for x in xs]\n")
+    code, out, err = cli("check", "--pack", PACK, student)
+    assert code == 1
+    lines = out.splitlines()
+    assert "  TODO    relu_grad: 1 check not attempted (R3.01): activations.py defines no function relu_grad" in lines
+    assert not any("still raises NotImplementedError" in line for line in lines)
+    assert lines[-2:] == [
+        "2 passed, 0 failed, 1 not attempted",
+        "visible checks: 2/3 points; 2 hidden checks run at grading",
+    ]
