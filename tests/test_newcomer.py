@@ -113,3 +113,35 @@ def test_check_names_a_function_the_file_does_not_define(cli, tmp_path: Path) ->
         "2 passed, 0 failed, 1 not attempted",
         "visible checks: 2/3 points; 2 hidden checks run at grading",
     ]
+
+
+def test_the_student_package_of_another_pack_describes_that_pack(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    import zipfile
+
+    code, out, err = cli("build-student-package", "--pack", PACK, "--out", tmp_path)
+    assert code == 0, err
+    (wheel,) = tmp_path.glob("r3_grader-0.1.0-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        metadata = zf.read("r3_grader-0.1.0.dist-info/METADATA").decode()
+    assert "Summary: R3 (Rectifiers and their gradients): visible checks for students' activations.py" in metadata
+    readme = metadata.split("\n\n", 1)[1]
+    assert readme.lstrip().startswith("# R3 grader for students")
+    assert "grader check activations.py          # or activations.ipynb" in readme
+    assert "(`relu`, `relu_grad`)" in readme and "python -m pip install r3-grader" in readme
+    assert "G14" not in metadata and "attention" not in metadata
+
+
+def test_build_student_package_says_what_to_install(cli, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    import importlib.util
+
+    from grader.package import _build_needs
+
+    assert _build_needs(ROOT) == ["build", "'setuptools>=68'"]  # pyproject.toml's [build-system] requires
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "build" else real(name, *a))
+    code, out, err = cli("build-student-package", "--pack", PACK, "--out", tmp_path / "dist")
+    assert code == 3 and err == (
+        "grader: error: build-student-package needs the 'build' package in this environment (it builds offline, "
+        "with this environment's backend): pip install build 'setuptools>=68'\n"
+    )
+    assert not (tmp_path / "dist").exists()
