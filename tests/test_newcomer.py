@@ -145,3 +145,36 @@ def test_build_student_package_says_what_to_install(cli, tmp_path: Path, monkeyp
         "with this environment's backend): pip install build 'setuptools>=68'\n"
     )
     assert not (tmp_path / "dist").exists()
+
+
+@pytest.mark.parametrize(
+    ("plugin", "hook"),
+    [
+        ("judge", "grader_judge_check"),
+        ("scoring", "grader_score_exercise"),
+        ("submission", "grader_locate_submissions"),
+        ("yaml_spec", "grader_load_exercise"),
+        ("reference", "grader_load_reference"),
+    ],
+)
+def test_blocking_a_builtin_nothing_replaces_is_one_line(cli, tmp_path: Path, plugin: str, hook: str) -> None:  # noqa: ANN001
+    code, out, err = cli(
+        "grade", "--pack", PACK, PACK / "submissions", "--out", tmp_path / "o", "-q", "-p", f"no:{plugin}"
+    )
+    assert code == 2 and out == ""
+    assert err == (
+        f"grader: error: -p no:{plugin}: then no plugin answers {hook} (the {plugin} plugin did); unblock it, "
+        f"or load one that implements {hook} with -p MODULE\n"
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_block_naming_no_plugin_is_a_warning(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    code, out, err = cli("validate", "--pack", PACK, "-p", "no:diagnosys")
+    assert code == 0 and out.splitlines()[-1] == "reference scores 6/6: valid"
+    assert err.startswith("grader: warning: -p no:diagnosys: no plugin is named 'diagnosys', so nothing was blocked")
+    for name in ("diagnosis", "numpy"):  # a built-in, a module: no warning
+        code, out, err = cli("validate", "--pack", PACK, "-p", f"no:{name}")
+        assert code == 0 and err == "", (name, err)
+    code, out, err = cli("validate", "--pack", PACK, "-p", "no:r3")  # the pack's plugin: blocked indeed
+    assert code == 3 and "warning" not in err and "unknown check kind 'nondecreasing'" in err
