@@ -582,6 +582,74 @@ def check_seal(shard: Shard, secret: Any) -> None:
         )
 
 
+MAX_POINTS = 1e9
+"""Largest absolute number of points a recorded result may hold."""
+
+
+def check_result_data(data: Any) -> None:
+    """Refuse recorded result data that `grader.models.result_from_dict` would take but a writer would choke on.
+
+    Every field of `SubmissionResult`, `ExerciseResult`, `CheckResult`,
+    `Diagnosis` and `Adjustment` must have its type: a ``str`` field a
+    string, a ``bool`` a bool, a ``float`` a finite number (not a bool) of
+    at most `MAX_POINTS` in magnitude; ``details`` pairs of strings and
+    ``lms`` strings to strings. (The seal is what refuses a forged result; this
+    keeps a malformed one from reaching the writers when the seal's key is
+    public, with no course secret set.)
+
+    Raises
+    ------
+    ValueError
+        Naming the field at fault.
+    """
+    import dataclasses
+
+    from grader.models import Adjustment, CheckResult, Diagnosis, ExerciseResult, SubmissionResult
+
+    def fields_of(cls: Any, value: Any, where: str) -> None:
+        if type(value) is not dict:
+            raise ValueError(f"{where} is not an object")
+        for f in dataclasses.fields(cls):
+            if f.name not in value:
+                continue
+            v, at, kind = value[f.name], f"{where}.{f.name}", str(f.type)
+            optional = kind.endswith(" | None")
+            kind = kind.removesuffix(" | None")
+            if v is None and optional:
+                continue
+            if kind == "str" and type(v) is not str:
+                raise ValueError(f"{at} is not a string")
+            if kind == "bool" and type(v) is not bool:
+                raise ValueError(f"{at} is not true or false")
+            if kind == "float" and not (type(v) in (int, float) and -MAX_POINTS <= v <= MAX_POINTS):  # NaN fails
+                raise ValueError(f"{at} is not a number of points")
+        unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"{where} has unknown keys {sorted(unknown)}")
+
+    def items(value: Any, where: str) -> list[Any]:
+        if type(value) is not list:
+            raise ValueError(f"{where} is not a list")
+        return value
+
+    fields_of(SubmissionResult, data, "result")
+    for i, ex in enumerate(items(data.get("exercises"), "result.exercises")):
+        fields_of(ExerciseResult, ex, f"result.exercises[{i}]")
+        for j, c in enumerate(items(ex.get("checks"), f"result.exercises[{i}].checks")):
+            at = f"result.exercises[{i}].checks[{j}]"
+            fields_of(CheckResult, c, at)
+            for pair in items(c.get("details", []), f"{at}.details"):
+                if type(pair) is not list or len(pair) != 2 or any(type(x) is not str for x in pair):
+                    raise ValueError(f"{at}.details holds something other than pairs of strings")
+            for k, d in enumerate(items(c.get("diagnosis", []), f"{at}.diagnosis")):
+                fields_of(Diagnosis, d, f"{at}.diagnosis[{k}]")
+    for i, a in enumerate(items(data.get("adjustments", []), "result.adjustments")):
+        fields_of(Adjustment, a, f"result.adjustments[{i}]")
+    lms = data.get("lms", {})
+    if type(lms) is not dict or any(type(k) is not str or type(v) is not str for k, v in lms.items()):
+        raise ValueError("result.lms is not a mapping of strings to strings")
+
+
 def write_record(
     folder: Path, manifest_data: dict[str, Any], lines: Iterable[str], secret: Any = None
 ) -> None:
@@ -900,6 +968,7 @@ def merge(config: Any) -> Any:
                 }:
                     raise ValueError("not a record")
                 sub = _submission_from(data["submission"])
+                check_result_data(data["result"])
                 result = result_from_dict(data["result"])
                 outcome = None
                 if data["outcome"] is not None:

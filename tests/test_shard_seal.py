@@ -140,3 +140,58 @@ def test_the_untouched_shards_merge_and_a_missing_seal_is_refused(cli, monkeypat
     (unsealed / "shard" / "seal").unlink()
     code, out, err = _merge(cli, monkeypatch, unsealed, shards["s2"], "--out", tmp_path / "m2")
     assert code == 2 and err.strip().startswith(f"grader: error: {unsealed / 'shard' / 'seal'}: missing")
+
+
+def _wrong_result(shards: dict[str, Path]) -> dict:
+    k, _ = _holding_wrong(shards)
+    records = gzip.decompress((shards[k] / "shard" / "records.jsonl.gz").read_bytes()).splitlines()
+    return next(json.loads(r)["result"] for r in records if json.loads(r)["submission"]["id"] == "wrong")
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda r: r.update(score=10**400), "result.score is not a number of points"),
+        (lambda r: r.update(score=True), "result.score is not a number of points"),
+        (lambda r: r["exercises"][0].update(max_score=float("inf")), "result.exercises[0].max_score is not a number"),
+        (lambda r: r["exercises"][0]["checks"][0].update(score="2"), "result.exercises[0].checks[0].score is not"),
+        (lambda r: r["exercises"][0]["checks"][0].update(message=7), "result.exercises[0].checks[0].message is not a"),
+        (lambda r: r["exercises"][0]["checks"][0].update(shown="yes"), "checks[0].shown is not true or false"),
+        (lambda r: r["exercises"][0]["checks"][0].update(details=[["a"]]), "details holds something other than"),
+        (lambda r: r.update(lms={"a": 1}), "result.lms is not a mapping of strings to strings"),
+        (lambda r: r.update(exercises={}), "result.exercises is not a list"),
+        (lambda r: r.update(extra=1), "result has unknown keys ['extra']"),
+    ],
+)
+def test_a_recorded_result_is_decoded_strictly(shards, edit, words: str) -> None:  # noqa: ANN001
+    from grader.shards import check_result_data
+
+    result = _wrong_result(shards)
+    check_result_data(result)  # as recorded: accepted
+    edit(result)
+    with pytest.raises(ValueError, match=None) as info:
+        check_result_data(result)
+    assert words in str(info.value)
+
+
+def test_without_a_secret_a_resealed_malformed_record_is_still_one_line(cli, monkeypatch, shards, tmp_path) -> None:  # noqa: ANN001
+    """With no course secret the seal's key is public: a record edited and sealed again is decoded strictly."""
+    from grader.shards import SEAL, seal_of
+
+    plain = {}
+    for k in ("s1", "s2"):  # the shards graded again without a secret
+        monkeypatch.delenv("GRADER_COURSE_SECRET", raising=False)
+        code, out, err = cli(
+            "grade", "--pack", PACK, PACK / "submissions", "--shard", f"{k[1]}/2", "--out", tmp_path / k, "-q"
+        )
+        assert code == 0, err
+        plain[k] = tmp_path / k
+    plain["tmp"] = tmp_path
+    edited = _edited(plain, "resealed", lambda r: r.update(score=10**400))
+    folder = edited / "shard"
+    (folder / SEAL).write_text(seal_of(folder, (folder / "manifest.json").read_bytes(), CourseSecret()) + "\n")
+    code, out, err = cli("merge", "--pack", PACK, edited, plain[_holding_wrong(plain)[1]], "--out", tmp_path / "m")
+    lines = [line for line in err.splitlines() if not line.startswith("grader: warning: no course secret set")]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("grader: error: "), err
+    assert "records.jsonl.gz: line" in err and "not a shard record (result.score is not a number of points)" in err
+    assert not (tmp_path / "m").exists()
