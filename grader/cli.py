@@ -306,6 +306,12 @@ def _run(config: Config) -> int:
     remove_stale_scratch()  # what graders killed with kill -9 left in the temporary folder
     if config.command == "check":
         config.options.out = None
+        pack = config.pack
+        for path in config.options.paths:  # a file of another pack: every function would read as missing
+            if Path(path).is_file() and Path(path).name not in (pack.submission, pack.notebook):
+                print(f"grader: warning: {display(path)}: the course pack {pack.id} ({pack.chapter}) grades "
+                      f"{pack.submission}; pass --pack DIR if {display(Path(path).name)} is another pack's",
+                      file=sys.stderr)
         report = session.grade(config, config.options.paths, visible_only=True)
     else:
         report = session.grade(config, config.options.paths)

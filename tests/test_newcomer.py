@@ -178,3 +178,18 @@ def test_a_block_naming_no_plugin_is_a_warning(cli, tmp_path: Path) -> None:  # 
         assert code == 0 and err == "", (name, err)
     code, out, err = cli("validate", "--pack", PACK, "-p", "no:r3")  # the pack's plugin: blocked indeed
     assert code == 3 and "warning" not in err and "unknown check kind 'nondecreasing'" in err
+
+
+def test_check_warns_about_a_file_another_pack_grades(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    student = tmp_path / "norms.py"
+    student.write_text((PACK / "submissions" / "right" / "activations.py").read_text())
+    code, out, err = cli("check", "--pack", PACK, student)
+    assert err == (
+        f"grader: warning: {student}: the course pack r3 (R3) grades activations.py; pass --pack DIR if norms.py "
+        "is another pack's\n"
+    )
+    assert out.splitlines()[-2] == "3 passed, 0 failed"  # still checked, as the pack's file
+    right = tmp_path / "activations.py"
+    right.write_text(student.read_text())
+    code, out, err = cli("check", "--pack", PACK, right)
+    assert code == 0 and err == ""
