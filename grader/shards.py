@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -151,6 +152,12 @@ class ShardSpec:
         return f"{self.k}/{self.n}"
 
 
+def _digits(text: str) -> bool:
+    """Whether ``text`` (stripped) is ASCII digits only: ``str.isdigit`` also takes "²" (which ``int`` refuses)
+    and "١" (which it reads as 1)."""
+    return re.fullmatch(r"[0-9]+", text.strip()) is not None
+
+
 def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpec:
     """Read ``--shard K/N`` (``K`` 1-based) or ``--shard auto/N`` (``K`` from the scheduler).
 
@@ -175,27 +182,27 @@ def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpe
     """
     env = os.environ if environ is None else environ
     k_text, sep, n_text = text.partition("/")
-    if not sep or not n_text.strip().isdigit() or not (1 <= int(n_text) <= MAX_SHARDS):
+    if not sep or not _digits(n_text) or not (1 <= int(n_text) <= MAX_SHARDS):
         raise UsageError(
             f"--shard {text}: give K/N, the K-th of N shards (e.g. 2/4, K from 1), or auto/N to take "
             "K from the scheduler"
         )
     n = int(n_text)
     if k_text.strip().lower() != "auto":
-        if not k_text.strip().isdigit() or not 1 <= int(k_text) <= n:
+        if not _digits(k_text) or not 1 <= int(k_text) <= n:
             raise UsageError(f"--shard {text}: K must be a whole number from 1 to {n} (shards are counted from 1)")
         return ShardSpec(int(k_text), n)
     for name, what in SCHEDULER_VARIABLES:
         value = env.get(name, "").strip()
         if not value:
             continue
-        if not value.isdigit():
+        if not _digits(value):
             raise UsageError(f"--shard {text}: {name}={value!r} ({what}) is not a whole number")
         index = int(value)
         if name == "SLURM_ARRAY_TASK_ID":
             low = env.get("SLURM_ARRAY_TASK_MIN", "0").strip() or "0"
             count = env.get("SLURM_ARRAY_TASK_COUNT", "").strip()
-            if not low.isdigit():
+            if not _digits(low):
                 raise UsageError(f"--shard {text}: SLURM_ARRAY_TASK_MIN={low!r} is not a whole number")
             if count and count != str(n):
                 raise UsageError(

@@ -193,3 +193,35 @@ def test_check_warns_about_a_file_another_pack_grades(cli, tmp_path: Path) -> No
     right.write_text(student.read_text())
     code, out, err = cli("check", "--pack", PACK, right)
     assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "environ", "words"),
+    [
+        ("²/3", {}, "--shard ²/3: K must be a whole number from 1 to 3"),  # isdigit() took it; int() refused
+        ("١/3", {}, "--shard ١/3: K must be a whole number from 1 to 3"),  # int() read it as 1
+        ("1/³", {}, "--shard 1/³: give K/N"),
+        ("auto/3", {"JOB_COMPLETION_INDEX": "²"}, "JOB_COMPLETION_INDEX='²' (a Kubernetes Indexed Job) is not a whole"),
+        (
+            "auto/3",
+            {"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_MIN": "١"},
+            "SLURM_ARRAY_TASK_MIN='١' is not a whole",
+        ),
+    ],
+)
+def test_shard_numbers_are_ascii_digits(text: str, environ: dict, words: str) -> None:
+    from grader.errors import UsageError
+    from grader.shards import parse_shard
+
+    with pytest.raises(UsageError) as info:
+        parse_shard(text, environ)
+    assert words in str(info.value)
+    assert (parse_shard("2/3", {}).k, parse_shard("auto/3", {"JOB_COMPLETION_INDEX": "2"}).k) == (2, 3)
+
+
+def test_a_superscript_shard_is_one_line_naming_the_variable(cli, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "²")
+    code, out, err = cli("grade", "--pack", PACK, PACK / "submissions", "--shard", "auto/3", "--out", tmp_path / "o")
+    assert code == 2 and err == (
+        "grader: error: --shard auto/3: JOB_COMPLETION_INDEX='²' (a Kubernetes Indexed Job) is not a whole number\n"
+    )
