@@ -271,6 +271,11 @@ def _load(root: Path, package: str) -> Pack:
     error = next(iter(sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data), key=lambda e: e.path)), None)
     if error is not None:
         raise ConfigError(f"{path}: {_schema_problem(error)}")
+    from grader.plugins import BUILTIN_PLUGINS
+
+    if data["id"] in BUILTIN_PLUGINS:  # the pack's plugin is registered under its id: it would never load
+        raise ConfigError(f"{path}: id: {data['id']!r} is the name of a built-in plugin; give the pack another id, "
+                          f"e.g. {data['id']}-pack")
     sub = data["submission"]
     stem = sub["file"][: -len(".py")]
 

@@ -225,3 +225,11 @@ def test_a_superscript_shard_is_one_line_naming_the_variable(cli, tmp_path: Path
     assert code == 2 and err == (
         "grader: error: --shard auto/3: JOB_COMPLETION_INDEX='²' (a Kubernetes Indexed Job) is not a whole number\n"
     )
+
+
+def test_a_pack_id_may_not_be_a_builtins_name(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    pack = _pack(tmp_path, "id: r3\n", "id: judge\n")  # its plugin would be registered under 'judge': never loaded
+    assert _one_line(cli, pack) == (
+        f"{pack / 'course.yaml'}: id: 'judge' is the name of a built-in plugin; give the pack another id, "
+        "e.g. judge-pack"
+    )
