@@ -381,6 +381,8 @@ def _starter(config: Config) -> int:
     if not source.is_file():
         raise ConfigError(f"{source}: the pack has no starter; install the course's student package (it ships one)")
     target = Path(config.option("starter_dir")) / pack.submission
+    if target.is_symlink():  # even a dangling one: copying would create the file it points to, elsewhere
+        raise UsageError(f"{target}: a symbolic link; the starter writes only a file of its own (remove the link)")
     if target.exists():
         raise UsageError(f"{target}: exists; the starter never overwrites your file")
     target.parent.mkdir(parents=True, exist_ok=True)

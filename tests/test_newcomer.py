@@ -233,3 +233,21 @@ def test_a_pack_id_may_not_be_a_builtins_name(cli, tmp_path: Path) -> None:  # n
         f"{pack / 'course.yaml'}: id: 'judge' is the name of a built-in plugin; give the pack another id, "
         "e.g. judge-pack"
     )
+
+
+def test_starter_and_init_ci_never_write_through_a_link(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    target = tmp_path / "elsewhere.py"  # dangling: 'exists()' is False, yet a copy would create it
+    (tmp_path / "st").mkdir()
+    (tmp_path / "st" / "activations.py").symlink_to(target)
+    code, out, err = cli("starter", "--pack", PACK, tmp_path / "st")
+    assert code == 2 and not target.exists()
+    assert err == (
+        f"grader: error: {tmp_path / 'st' / 'activations.py'}: a symbolic link; the starter writes only a file of "
+        "its own (remove the link)\n"
+    )
+    workflow = tmp_path / "repo" / ".github" / "workflows" / "r3-checks.yml"
+    workflow.parent.mkdir(parents=True)
+    workflow.symlink_to(target)
+    code, out, err = cli("init-ci", "github", "--pack", PACK, "--dir", tmp_path / "repo", "--force")
+    assert code == 2 and not target.exists()
+    assert err == f"grader: error: {workflow}: a symbolic link; remove it (init-ci writes only files of its own)\n"
