@@ -192,6 +192,7 @@ def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpe
         if not _digits(k_text) or not 1 <= int(k_text) <= n:
             raise UsageError(f"--shard {text}: K must be a whole number from 1 to {n} (shards are counted from 1)")
         return ShardSpec(int(k_text), n)
+    found: list[tuple[str, int]] = []
     for name, what in SCHEDULER_VARIABLES:
         value = env.get(name, "").strip()
         if not value:
@@ -215,7 +216,12 @@ def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpe
                 f"--shard {text}: {name}={value} ({what}) is outside 0..{n - 1}; the scheduler's "
                 f"indices must count the {n} shards from 0"
             )
-        return ShardSpec(index + 1, n, name)
+        found.append((name, index))
+    if len({index for _, index in found}) > 1:  # two schedulers' variables that disagree: neither is trusted
+        said = " but ".join(f"{name} says shard {index + 1}" for name, index in found)
+        raise UsageError(f"--shard {text}: {said}; unset the variable that is not this job's, or give K/N")
+    if found:
+        return ShardSpec(found[0][1] + 1, n, found[0][0])
     names = ", ".join(name for name, _ in SCHEDULER_VARIABLES)
     raise UsageError(f"--shard {text}: no scheduler index in the environment (looked for {names}); give K/N instead")
 

@@ -251,3 +251,17 @@ def test_starter_and_init_ci_never_write_through_a_link(cli, tmp_path: Path) -> 
     code, out, err = cli("init-ci", "github", "--pack", PACK, "--dir", tmp_path / "repo", "--force")
     assert code == 2 and not target.exists()
     assert err == f"grader: error: {workflow}: a symbolic link; remove it (init-ci writes only files of its own)\n"
+
+
+def test_two_schedulers_indices_must_agree() -> None:
+    from grader.errors import UsageError
+    from grader.shards import parse_shard
+
+    agree = parse_shard("auto/3", {"JOB_COMPLETION_INDEX": "1", "GRADER_SHARD_INDEX": "1"})
+    assert (agree.k, agree.n, agree.source) == (2, 3, "JOB_COMPLETION_INDEX")
+    with pytest.raises(UsageError) as info:
+        parse_shard("auto/3", {"JOB_COMPLETION_INDEX": "1", "SLURM_ARRAY_TASK_ID": "2"})
+    assert str(info.value) == (
+        "--shard auto/3: JOB_COMPLETION_INDEX says shard 2 but SLURM_ARRAY_TASK_ID says shard 3; unset the "
+        "variable that is not this job's, or give K/N"
+    )
