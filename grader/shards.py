@@ -45,7 +45,7 @@ from grader.models import (
     Submission,
     SubmissionResult,
 )
-from grader.stash import COLLECTED, StashKey
+from grader.stash import COLLECTED, OUTCOME_SOURCES, StashKey
 
 __all__ = [
     "FORMAT",
@@ -1011,6 +1011,8 @@ def merge(config: Any) -> Any:
     config.stash[COLLECTED] = collected
     config.hooks.collection_finish(submissions=[s for s, _, _ in order], collected=collected, config=config)
     replay = config.stash.setdefault(REPLAY_KEY, {})
+    # The runner takes each submission's recorded outcome from here: no code runs in a merge.
+    config.stash.setdefault(OUTCOME_SOURCES, []).append(lambda sub, calls: replay.get(sub.id))
     # The result keys are the shards' (a later unsharded run resumes from the merged gradebook): the shards'
     # sandbox setting, now that configuring is over (a merge starts no sandbox).
     config.options.insecure = m0["settings"].get("insecure", False)

@@ -16,12 +16,11 @@ import zlib
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from grader.models import Call, RunOutcome, Submission, SubmissionResult
+from grader.models import Call, Submission, SubmissionResult
 from grader.plugins import hookimpl
 from grader.secret import course_secret
 from grader.shards import (
     CLASS_IDS,
-    REPLAY_KEY,
     STASH_KEY,
     SUBFOLDER,
     manifest,
@@ -57,12 +56,6 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
         with _LOCK:
             config.stash[_OUTCOMES][submission.id] = outcome
     return outcome
-
-
-@hookimpl(trylast=True, specname="grader_run_calls")
-def replay_outcome(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
-    """In a merge: the outcome the shard recorded for this submission (no code runs)."""
-    return config.stash.get(REPLAY_KEY, {}).get(submission.id)
 
 
 @hookimpl
