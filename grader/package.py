@@ -370,6 +370,9 @@ def build_student_package(out: Path, bundle_text: str, pack: Any, specs: Path, r
         problems = [p for a in artifacts for p in inspect_artifact(a, specs, reference, mutants, allowed)]
         if problems:
             raise ConfigError("the student package would hold what students must not see: " + "; ".join(problems[:5]))
+        linked = [out / a.name for a in artifacts if (out / a.name).is_symlink()]
+        if linked:  # a copy would go wherever the link points
+            raise ConfigError(f"{linked[0]}: a symbolic link where the artifact goes; remove it")
         final = []
         for artifact in artifacts:
             target = out / artifact.name

@@ -265,3 +265,20 @@ def test_two_schedulers_indices_must_agree() -> None:
         "--shard auto/3: JOB_COMPLETION_INDEX says shard 2 but SLURM_ARRAY_TASK_ID says shard 3; unset the "
         "variable that is not this job's, or give K/N"
     )
+
+
+def test_build_student_package_never_writes_through_a_link(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    out = tmp_path / "dist"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere.whl"
+    (out / "r3_grader-0.1.0-py3-none-any.whl").symlink_to(elsewhere)
+    code, _, err = cli("build-student-package", "--pack", PACK, "--out", out)
+    assert (
+        code == 3
+        and not elsewhere.exists()
+        and sorted(p.name for p in out.iterdir()) == ["r3_grader-0.1.0-py3-none-any.whl"]
+    )
+    assert err == (
+        f"grader: error: {out / 'r3_grader-0.1.0-py3-none-any.whl'}: a symbolic link where the artifact goes; "
+        "remove it\n"
+    )
