@@ -26,18 +26,24 @@ Where ``os.fork`` does not exist (Windows), the grader does not start this serve
 runs each submission in a fresh ``python worker.py`` (`grader.jobs.PlainJob`), as before.
 """
 
+from __future__ import annotations
+
 import importlib.util
 import json
 import os
 import signal
 import socket
 import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _load_worker():
+def _load_worker() -> ModuleType:
     spec = importlib.util.spec_from_file_location("_grader_worker", os.path.join(HERE, "worker.py"))
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -46,12 +52,12 @@ def _load_worker():
 class Server:
     """The jobs the server forked and has not reaped, with their status pipes."""
 
-    def __init__(self, sock, worker):
+    def __init__(self, sock: socket.socket, worker: ModuleType) -> None:
         self.sock = sock
         self.worker = worker
-        self.jobs = {}  # pid -> status pipe's write end
+        self.jobs: dict[int, int] = {}  # pid -> status pipe's write end
 
-    def reap(self, *_):
+    def reap(self, *_: object) -> None:
         """Reap every job that ended; report each one's exit code on its status pipe."""
         while self.jobs:
             try:
@@ -68,7 +74,7 @@ class Server:
                     pass
                 os.close(fd)
 
-    def launch(self, request, fds):
+    def launch(self, request: dict[str, Any], fds: Sequence[int]) -> dict[str, Any]:
         result_w, stdout_w, stderr_w, call_r, status_w = fds
         # No reaping between the fork and the job's registration: a job that ends at once is reported too.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
@@ -100,7 +106,7 @@ class Server:
             os.close(fd)
         return {"pid": pid}
 
-    def kill(self, pid):
+    def kill(self, pid: int) -> dict[str, Any]:
         if pid in self.jobs:  # not reaped: the pid (and its group) is still this job's
             try:
                 os.killpg(pid, signal.SIGKILL)
@@ -108,9 +114,9 @@ class Server:
                 pass
         return {"ok": True}
 
-    def serve(self):
+    def serve(self) -> None:
         buffer = b""
-        fds = []
+        fds: list[int] = []
         while True:
             try:
                 data, got, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 8)
@@ -132,7 +138,7 @@ class Server:
             self.reap()
 
 
-def main(argv):
+def main(argv: Sequence[str]) -> None:
     sock = socket.socket(fileno=int(argv[1]))
     worker = _load_worker()
     import numpy  # noqa: F401 - imported once here, so every job starts with it
