@@ -34,6 +34,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -56,7 +57,7 @@ class Server:
         self.worker = worker
         self.jobs: dict[int, int] = {}  # pid -> status pipe's write end
 
-    def reap(self, *_: Any) -> None:
+    def reap(self, *_: object) -> None:
         """Reap every job that ended; report each one's exit code on its status pipe."""
         while self.jobs:
             try:
@@ -73,7 +74,7 @@ class Server:
                     pass
                 os.close(fd)
 
-    def launch(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    def launch(self, request: dict[str, Any], fds: Sequence[int]) -> dict[str, Any]:
         result_w, stdout_w, stderr_w, call_r, status_w = fds
         # No reaping between the fork and the job's registration: a job that ends at once is reported too.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
@@ -137,7 +138,7 @@ class Server:
             self.reap()
 
 
-def main(argv: list[str]) -> None:
+def main(argv: Sequence[str]) -> None:
     sock = socket.socket(fileno=int(argv[1]))
     worker = _load_worker()
     import numpy  # noqa: F401 - imported once here, so every job starts with it

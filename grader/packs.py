@@ -256,6 +256,45 @@ def _plainly_valid(data: Any, schema: dict[str, Any]) -> bool:
     return True
 
 
+def _schema_problem(error: Any) -> str:
+    """One jsonschema error as ``KEY: what is wrong; what to write`` (the key named, the fix given)."""
+    where = ".".join(str(p) for p in error.absolute_path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    properties = schema.get("properties", {})
+    if error.validator == "required":
+        missing = next((k for k in schema.get("required", ()) if k not in error.instance), "")
+        key = f"{where}.{missing}" if where else missing
+        hint = properties.get(missing, {}).get("description", "add it")
+        return f"{key}: missing; {hint}"
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(properties))
+        key = ".".join([*([where] if where else []), str(extra[0])]) if extra else where
+        return (f"{key}: not a key of the manifest{' here' if where else ''}; remove it or fix its spelling "
+                f"(the keys are {', '.join(properties)})")
+    hint = schema.get("description", "")
+    return f"{where or 'the manifest'}: {error.message}" + (f"; {hint}" if hint else "")
+
+
+def _inside(root: Path, manifest: Path, key: str, value: str, example: str) -> Path:
+    """``root / value``, refused unless it stays in the pack's folder (no absolute path, no ``..``, no link out).
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        Naming the manifest, the key and what to write instead.
+    """
+    given = Path(value)
+    target = root / given
+    resolved = target.resolve()
+    if given.is_absolute() or not resolved.is_relative_to(root):
+        linked = not given.is_absolute() and ".." not in given.parts
+        why = ("is an absolute path" if given.is_absolute()
+               else "leads out of the pack's folder" + (" through a symbolic link" if linked else ""))
+        fix = "; copy what it links to into the pack" if linked else f"; give a path relative to {root}, e.g. {example}"
+        raise ConfigError(f"{manifest}: {key}: {value!r} {why}{fix}")
+    return target
+
+
 @functools.cache
 def _load(root: Path, package: str) -> Pack:
     import yaml
@@ -277,15 +316,17 @@ def _load(root: Path, package: str) -> Pack:
         error = next(iter(sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data), key=lambda e: e.path)),
                      None)
     if error is not None:
-        where = ".".join(str(p) for p in error.absolute_path) or "the manifest"
-        hint = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
-        raise ConfigError(f"{path}: {where}: {error.message}" + (f"; {hint}" if hint else ""))
+        raise ConfigError(f"{path}: {_schema_problem(error)}")
+    from grader.plugins import BUILTIN_PLUGINS
+
+    if data["id"] in BUILTIN_PLUGINS:  # the pack's plugin is registered under its id: it would never load
+        raise ConfigError(f"{path}: id: {data['id']!r} is the name of a built-in plugin; give the pack another id, "
+                          f"e.g. {data['id']}-pack")
     sub = data["submission"]
     stem = sub["file"][: -len(".py")]
 
     def rel(key: str, default: str) -> Path:
-        path: Path = root / data.get(key, default)
-        return path
+        return _inside(root, path, key, data.get(key, default), default or f"{key}/{sub['file']}")
 
     return Pack(
         id=data["id"], title=data["title"], chapter=data["chapter"], root=root,
@@ -293,7 +334,7 @@ def _load(root: Path, package: str) -> Pack:
         functions=tuple(data["functions"]), imports=tuple(data.get("imports", ())),
         specs=rel("specs", "specs"), reference=rel("reference", ""), starter=rel("starter", "starter/" + sub["file"]),
         mutants=rel("mutants", "mutants"), samples=rel("samples", "submissions"), public=rel("public", "public.json"),
-        plugin=root / data["plugin"] if data.get("plugin") else None,
+        plugin=_inside(root, path, "plugin", data["plugin"], "kinds.py") if data.get("plugin") else None,
         chapter_url=data.get("chapter_url", ""), sections=dict(data.get("sections", {})),
         distribution=data.get("distribution", f"{data['id']}-grader"), package=package,
     )

@@ -22,6 +22,10 @@ Shared keys
 `JOB_LAUNCHERS`
     The sandbox's workers (`grader.jobs.LauncherPool`), set by the sandbox plugin when it starts;
     the runner plugin runs every ``grade`` submission in one of them.
+`OUTCOME_SOURCES`
+    Where outcomes already exist (a merge's shard records, a Dask cluster's answers): the runner
+    asks each in turn before it runs anything, so which one answers follows the configuration,
+    never the order in which plugins were registered.
 `CALL_SECONDS`
     The seconds of each call, by submission id (the ``timing`` plugin records them), read through
     `submission_seconds` and `check_seconds` by the Gradescope and JUnit writers.
@@ -29,11 +33,12 @@ Shared keys
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 if TYPE_CHECKING:
     from grader.jobs import LauncherPool
+    from grader.models import Call, RunOutcome, Submission
     from grader.session import Collected
 
 __all__ = [
@@ -43,6 +48,7 @@ __all__ = [
     "INDEX_LINKS",
     "INTERNAL_ERRORS",
     "JOB_LAUNCHERS",
+    "OUTCOME_SOURCES",
     "SUMMARY_LINKS",
     "Stash",
     "StashKey",
@@ -152,6 +158,8 @@ SUMMARY_LINKS = StashKey[list[tuple[str, str]]]()
 """(label, file name) pairs the summary page (``summary.html``) links to."""
 JOB_LAUNCHERS: StashKey[LauncherPool] = StashKey()
 """The sandbox's workers, lent one submission at a time."""
+OUTCOME_SOURCES: StashKey[list[Callable[[Submission, Sequence[Call]], RunOutcome | None]]] = StashKey()
+"""Callables ``(submission, calls) -> RunOutcome | None`` the runner asks before it runs the calls."""
 CALL_SECONDS = StashKey[dict[str, Sequence[float]]]()
 """The seconds of each call of each submission, by submission id (in ``Collected.calls`` order)."""
 

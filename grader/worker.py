@@ -45,10 +45,15 @@ If the submission closes or replaces the result descriptor, or the call
 pipe, the worker exits with `CHANNEL_LOST_EXIT`, so that the grader can say so.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import resource
 import sys
+from collections.abc import Sequence
+from types import ModuleType, TracebackType
+from typing import Any, NoReturn
 
 MAX_MESSAGE = 2000
 MAX_DEPTH = 8
@@ -69,12 +74,15 @@ _encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 _decode = json.JSONDecoder().decode
 _snapshot_encode = json.JSONEncoder(allow_nan=True, separators=(",", ":")).encode
 
+JSON = Any
+"""JSON data: what `to_data` makes and a call's arguments are (numbers, booleans, strings, lists, dicts, None)."""
+
 
 class BadReturn(Exception):
     """The returned value is not plain numeric data."""
 
 
-def _shared_limits():
+def _shared_limits() -> ModuleType:
     """``grader/child/limits.py`` (what the grader and its children agree on), loaded by path.
 
     The worker runs as a script with ``python -I``: the grader package is
@@ -84,21 +92,25 @@ def _shared_limits():
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child", "limits.py")
     spec = importlib.util.spec_from_file_location("_grader_child_limits", path)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def _limits(cpu_seconds):
+_SHARED = _shared_limits()
+"""Loaded once, with the worker: a fork server's jobs (``grader/forkserver.py``) read no file for it."""
+
+
+def _limits(cpu_seconds: float) -> None:
     """The plain child's rlimits: no core dumps, CPU seconds (a backstop), file size."""
-    shared = _shared_limits()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, shared.cpu_rlimit(cpu_seconds))
-    file_bytes = shared.DEFAULT_LIMITS["file_bytes"]
+    resource.setrlimit(resource.RLIMIT_CPU, _SHARED.cpu_rlimit(cpu_seconds))
+    file_bytes = _SHARED.DEFAULT_LIMITS["file_bytes"]
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
 
-def _finite(value):
+def _finite(value: JSON) -> JSON:
     """``value`` with every non-finite float replaced by its ``{"$float": ...}`` encoding."""
     if type(value) is float:
         if value != value:
@@ -113,7 +125,7 @@ def _finite(value):
     return value
 
 
-def _emit(fd, obj, blobs=()):
+def _emit(fd: int, obj: JSON, blobs: Sequence[bytes] = ()) -> None:
     """Write one frame: ``obj`` as JSON, then ``blobs`` (the raw bytes of the arrays it names) if any."""
     try:
         text = _encode(obj)
@@ -131,12 +143,12 @@ def _emit(fd, obj, blobs=()):
         view = view[n:]
 
 
-def _identity(fd):
+def _identity(fd: int) -> tuple[int, int]:
     st = os.fstat(fd)
     return st.st_dev, st.st_ino
 
 
-def _send(fd, identity, obj, blobs=()):
+def _send(fd: int, identity: tuple[int, int], obj: JSON, blobs: Sequence[bytes] = ()) -> None:
     """Write one frame to the grader, or leave if the submission closed or replaced ``fd``."""
     try:
         if _identity(fd) != identity:
@@ -146,7 +158,7 @@ def _send(fd, identity, obj, blobs=()):
         os._exit(CHANNEL_LOST_EXIT)
 
 
-def _text(exc):
+def _text(exc: BaseException) -> str:
     try:
         text = str(exc)
     except BaseException:  # a student exception whose __str__ fails
@@ -156,7 +168,7 @@ def _text(exc):
     return text[:MAX_MESSAGE]
 
 
-def _where(tb, filename):
+def _where(tb: TracebackType | None, filename: str) -> str:
     """'<file>, line N' (e.g. 'attention.py, line 12') for the innermost traceback frame in the submission.
 
     Walks the traceback itself: ``traceback.extract_tb`` would read source
@@ -170,7 +182,7 @@ def _where(tb, filename):
     return found
 
 
-def _digits(n):
+def _digits(n: int) -> str:
     """How many decimal digits ``n`` has, in words (exact up to about 4000 digits)."""
     bits = abs(n).bit_length()
     if bits <= 13000:
@@ -178,7 +190,7 @@ def _digits(n):
     return "about %d digits" % int(bits * 0.30103 + 1)
 
 
-def _number(value):
+def _number(value: Any) -> JSON:
     """A bool, int or float (or a subclass) as its plain base value; an int must fit a float."""
     for base in (bool, int, float):
         if isinstance(value, base):
@@ -189,7 +201,7 @@ def _number(value):
     return value
 
 
-def _numpy_kind(dtype, what):
+def _numpy_kind(dtype: Any, what: str) -> str | None:
     """Why a numpy value of ``dtype`` cannot be returned, and how to convert it (None: it can)."""
     if dtype.kind in "biu" or (dtype.kind == "f" and dtype.itemsize <= 8):
         return None
@@ -204,7 +216,9 @@ def _numpy_kind(dtype, what):
     return "the result holds a numpy %s scalar; return numbers" % dtype
 
 
-def to_data(value, np, depth=0, budget=None, blobs=None):
+def to_data(
+    value: Any, np: Any, depth: int = 0, budget: list[int] | None = None, blobs: list[bytes] | None = None
+) -> JSON:
     """Convert a return value to JSON data, or raise BadReturn.
 
     With ``blobs`` (a list), a numpy array of one dimension or more becomes
@@ -247,7 +261,7 @@ def to_data(value, np, depth=0, budget=None, blobs=None):
     raise BadReturn("the result holds a %s; return numbers, lists, tuples or numpy arrays" % kind.__name__)
 
 
-def main(argv):
+def main(argv: list[str]) -> NoReturn:
     """Script entry: read the request file, set limits, then `run`."""
     request_path, fd = argv[1], int(argv[2])
     with open(request_path, encoding="utf-8") as fh:
@@ -256,7 +270,7 @@ def main(argv):
     run(request, fd)
 
 
-def _stdin_aside():
+def _stdin_aside() -> int:
     """Keep stdin (the grader's call pipe) aside on a new descriptor; point fd 0 at /dev/null.
 
     ``os.dup`` gives a close-on-exec descriptor: a program the submission
@@ -269,7 +283,7 @@ def _stdin_aside():
     return call_fd
 
 
-def _read_exactly(fd, n):
+def _read_exactly(fd: int, n: int) -> bytes | None:
     chunks = []
     while n > 0:
         chunk = os.read(fd, min(n, 1 << 20))
@@ -280,7 +294,7 @@ def _read_exactly(fd, n):
     return b"".join(chunks)
 
 
-def _next_call(call_fd):
+def _next_call(call_fd: int) -> bytes:
     """The next call message's bytes; leaves at end-of-file (the grader needs nothing more)."""
     try:
         header = os.read(call_fd, 4)
@@ -299,7 +313,7 @@ def _next_call(call_fd):
     return data
 
 
-def run(request, fd):
+def run(request: dict[str, Any], fd: int) -> NoReturn:
     """Import the submission named in ``request``, then answer calls from stdin, writing frames to ``fd``.
 
     Also used by the sandbox's zygote, inside an isolated job. ``request``
@@ -310,6 +324,7 @@ def run(request, fd):
     """
     call_fd = _stdin_aside()
     identity = _identity(fd)
+    np: Any
     try:
         import numpy as np  # imported once, before the submission, for conversions
     except ImportError:  # pragma: no cover - numpy is a grader dependency
@@ -321,17 +336,18 @@ def run(request, fd):
     try:
         module_name = os.path.splitext(os.path.basename(filename))[0]  # the course pack's module name
         spec = importlib.util.spec_from_file_location(module_name, filename)
+        assert spec is not None and spec.loader is not None  # a path ending in .py always has both
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):
             where = os.path.basename(filename) + (", line %s" % exc.lineno if exc.lineno else "")
-            message = exc.msg[:MAX_MESSAGE] if type(exc.msg) is str else ""
+            why = exc.msg[:MAX_MESSAGE] if type(exc.msg) is str else ""
         else:
             where = _where(exc.__traceback__, filename)
-            message = _text(exc)
-        _send(fd, identity, {"event": "import", "ok": False, "type": type(exc).__name__, "message": message,
+            why = _text(exc)
+        _send(fd, identity, {"event": "import", "ok": False, "type": type(exc).__name__, "message": why,
                              "where": where})
         os._exit(0)
     _send(fd, identity, {"event": "import", "ok": True})
@@ -362,13 +378,13 @@ def run(request, fd):
         del message, text, calls, blob
         while work:
             name, args, clean = work.pop(0)
-            blobs = []
+            blobs: list[bytes] = []
             frame = _answer(module, name, args, clean, np, filename, blobs)
             _send(fd, identity, frame, blobs)
             del args, clean, frame, blobs
 
 
-def _unpack(arg, np, blob, offset):
+def _unpack(arg: JSON, np: Any, blob: memoryview, offset: list[int]) -> JSON:
     """An argument of a phase with raw doubles: ``{"$array": ["<f8", SHAPE]}`` becomes its nested lists."""
     if type(arg) is not dict or list(arg) != [ARRAY_KEY]:
         return arg
@@ -385,7 +401,7 @@ def _unpack(arg, np, blob, offset):
     return array.tolist()
 
 
-def _copy(value):
+def _copy(value: JSON) -> JSON:
     """A pristine copy of JSON data (what parsing the message again gives, at the cost of list copies).
 
     Numbers, strings, booleans and None are immutable: a list of them is copied by slicing.
@@ -403,7 +419,10 @@ def _copy(value):
 _SCALARS = frozenset({float, int, bool, str, type(None)})
 
 
-def _answer(module, name, args, pristine, np, filename, blobs=None):
+def _answer(
+    module: ModuleType, name: Any, args: JSON, pristine: JSON, np: Any, filename: str,
+    blobs: list[bytes] | None = None,
+) -> dict[str, JSON]:
     """Make one call; return its frame (the bytes of the arrays it names appended to ``blobs``)."""
     fn = getattr(module, name, None) if type(name) is str else None
     if not callable(fn):
@@ -433,7 +452,7 @@ def _answer(module, name, args, pristine, np, filename, blobs=None):
                 % (type(value).__name__, type(exc).__name__)}
 
 
-def _snapshot(arg):
+def _snapshot(arg: JSON) -> str | None:
     """The JSON text of one argument, or None if it no longer serializes."""
     try:
         return _snapshot_encode(arg)
@@ -441,7 +460,7 @@ def _snapshot(arg):
         return None
 
 
-def _mutated(args, pristine):
+def _mutated(args: list[JSON], pristine: list[JSON]) -> list[int]:
     """Positions of the arguments the call changed in place (lists it was handed)."""
     changed = []
     for i, (a, p) in enumerate(zip(args, pristine)):
@@ -454,7 +473,7 @@ def _mutated(args, pristine):
     return changed
 
 
-def _same(a, p):
+def _same(a: JSON, p: JSON) -> bool:
     """Whether ``a`` is still exactly the JSON data ``p``: same types, same values, NaN equal to NaN.
 
     Flat lists are compared in C (their element types, then their values);
@@ -473,7 +492,7 @@ def _same(a, p):
         return a == p or (a != a and p != p)
     if type(a) is dict:
         return _snapshot(a) == _snapshot(p)
-    return a == p
+    return bool(a == p)  # int, str, bool or None (the same type): == is already a bool
 
 
 if __name__ == "__main__":

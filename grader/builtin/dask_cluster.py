@@ -23,6 +23,7 @@ cannot finish is graded here instead, with a warning. The client is
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -36,7 +37,7 @@ from typing import Any
 from grader.errors import ConfigError, UsageError
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
-from grader.stash import StashKey
+from grader.stash import OUTCOME_SOURCES, StashKey
 
 _CLIENT = StashKey[Any]()
 _PENDING = StashKey[Any]()
@@ -230,6 +231,8 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
         for position, (sub, _) in enumerate(items):
             pending[sub.id] = (future, position, len(items))
     config.stash[_PENDING] = pending
+    # The runner asks the cluster's answers first (grader.stash.OUTCOME_SOURCES); None runs a submission here.
+    config.stash.setdefault(OUTCOME_SOURCES, []).append(functools.partial(cluster_outcome, config=config))
     config.stash[_CHUNKS] = {}
     config.stash[_CALLS_KEY] = calls_key
 
@@ -281,8 +284,7 @@ def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> list[
         return data
 
 
-@hookimpl(trylast=True)
-def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
+def cluster_outcome(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
     """The outcome the cluster brought back for this submission (taken once), or None to run it here."""
     pending = config.stash.get(_PENDING)
     if not pending:

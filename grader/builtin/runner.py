@@ -6,6 +6,8 @@ which plugins were registered (`grader.jobs.sandboxed`):
 * ``grader grade`` runs them in the sandbox: a job of the zygote that the sandbox plugin started
   (``grader.builtin.sandbox``), lent through `grader.stash.JOB_LAUNCHERS`. Without it the
   submission is an internal error, never run unsandboxed.
+* ``grader merge`` and ``grade --dask`` take outcomes that already exist: the shards' records and the
+  cluster's answers, offered through `grader.stash.OUTCOME_SOURCES`.
 * ``--insecure``, and the commands that run trusted code only (``check`` on a student's own file,
   ``validate``, ``audit``, ``publish``), run them in plain child processes (`grader.jobs.PlainJob`).
 
@@ -25,7 +27,7 @@ from grader.errors import ConfigError
 from grader.jobs import ForkJob, ForkServer, positive_seconds, run_calls, sandboxed
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
-from grader.stash import JOB_LAUNCHERS, StashKey
+from grader.stash import JOB_LAUNCHERS, OUTCOME_SOURCES, StashKey
 
 
 @hookimpl
@@ -82,7 +84,15 @@ def grader_unconfigure(config: Any) -> None:
 
 @hookimpl(trylast=True)
 def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome:
-    """Run the calls with `grader.jobs.run_calls`, in the launcher the configuration asks for."""
+    """Run the calls with `grader.jobs.run_calls`, in the launcher the configuration asks for.
+
+    An outcome that already exists (`grader.stash.OUTCOME_SOURCES`: a merge's shard records, a Dask
+    cluster's answers) is taken instead, and nothing runs here.
+    """
+    for source in config.stash.get(OUTCOME_SOURCES, ()):
+        outcome = source(submission, calls)
+        if outcome is not None:
+            return outcome
     assert submission.file is not None
     import_timeout = float(config.option("import_timeout", 10.0))
     submission_timeout = float(config.option("submission_timeout", 120.0))

@@ -16,11 +16,11 @@ import zlib
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from grader.models import Call, RunOutcome, Submission, SubmissionResult
+from grader.models import Call, Submission, SubmissionResult
 from grader.plugins import hookimpl
+from grader.secret import course_secret
 from grader.shards import (
     CLASS_IDS,
-    REPLAY_KEY,
     STASH_KEY,
     SUBFOLDER,
     manifest,
@@ -58,12 +58,6 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
     return outcome
 
 
-@hookimpl(trylast=True, specname="grader_run_calls")
-def replay_outcome(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
-    """In a merge: the outcome the shard recorded for this submission (no code runs)."""
-    return config.stash.get(REPLAY_KEY, {}).get(submission.id)
-
-
 @hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     if not _sharded(config):
@@ -88,6 +82,7 @@ def grader_write_reports(report: Any, config: Any) -> None:
         config.out_dir / SUBFOLDER,
         manifest(config, config.stash[COLLECTED], ids),
         (zlib.decompress(lines[i]).decode() for i in ids),
+        secret=course_secret(config),
     )
 
 
