@@ -23,9 +23,8 @@ rotated order, so load elsewhere on the machine falls on every mode alike):
     the same with ``--insecure`` (no sandbox);
 ``pytest``
     one plain ``pytest`` session over the same checks, one test per
-    submission (it imports the submission into the test process and judges
-    every check with the grader's kinds): no isolation, no per-call timeout,
-    no reports.
+    (submission, check), importing every submission into the test process:
+    no isolation, no per-call timeout, no reports.
 
 It prints each mode's submissions/s (min / median / max over the repeats)
 and the ratios of the medians; the grader's CPU per submission (its whole
@@ -192,7 +191,7 @@ def run_bare_fork(files: list[Path], jobs: int) -> float:
 
 
 PYTEST_FILE = '''\
-"""One plain pytest session over the grader's checks: a test per submission, no isolation."""
+"""One plain pytest session over the grader's checks: a test per (submission, check), no isolation."""
 import importlib.util
 import json
 import os
@@ -206,29 +205,35 @@ from grader.models import CallResult
 
 FILES = sorted(Path(os.environ["BENCH_CLASS"]).glob("*/attention.py"))
 COLLECTED = _collected()
+CHECKS = [(exercise, pc) for exercise, items in COLLECTED.checks for pc in items]
+_MODULES = {}
+
+
+def _module(path):
+    if path not in _MODULES:
+        spec = importlib.util.spec_from_file_location("attention", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _MODULES.clear()
+        _MODULES[path] = module
+    return _MODULES[path]
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.parent.name for p in FILES])
-def test_submission(path):
-    spec = importlib.util.spec_from_file_location("attention", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    failed = []
-    for exercise, items in COLLECTED.checks:
-        for pc in items:
-            results = []
-            for call in pc.prepared.calls:
-                try:
-                    value = getattr(module, call.function)(*json.loads(json.dumps(list(call.args))))
-                except Exception as exc:
-                    results.append(CallResult("raised", error_type=type(exc).__name__,
-                                              value_error=isinstance(exc, ValueError)))
-                else:
-                    results.append(CallResult("returned", value=_plain(value)))
-            verdict = judge(pc.check, pc.prepared, results, pc.kind, pc.context)
-            if verdict.status != "passed":
-                failed.append(f"{exercise.id}/{pc.check.id}: {verdict.message}")
-    assert not failed, failed
+@pytest.mark.parametrize("index", range(len(CHECKS)), ids=[f"{e.id}-{pc.check.id}" for e, pc in CHECKS])
+def test_check(path, index):
+    exercise, pc = CHECKS[index]
+    module = _module(path)
+    results = []
+    for call in pc.prepared.calls:
+        try:
+            value = getattr(module, call.function)(*json.loads(json.dumps(list(call.args))))
+        except Exception as exc:
+            results.append(CallResult("raised", error_type=type(exc).__name__, value_error=isinstance(exc, ValueError)))
+        else:
+            results.append(CallResult("returned", value=_plain(value)))
+    verdict = judge(pc.check, pc.prepared, results, pc.kind, pc.context)
+    assert verdict.status == "passed", verdict.message
 '''
 
 
