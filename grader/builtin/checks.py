@@ -47,11 +47,15 @@ from typing import Any
 import numpy as np
 
 from grader.compare import (
+    DEFAULT_WHY,
+    EPS,
+    FLOOR_WHY,
     Mismatch,
     as_array,
     compare,
     format_value,
     part_names,
+    rounding_floor,
     split_parts,
 )
 from grader.errors import SpecError
@@ -60,6 +64,18 @@ from grader.plugins import hookimpl
 
 DEFAULT_RTOL = 1e-6
 DEFAULT_ATOL = 1e-9
+"""Default tolerances of ``compare`` and ``literal``; why: `grader.compare.DEFAULT_WHY`. A check's
+inputs may widen them (`grader.compare.rounding_floor`), never narrow them."""
+ROW_SUM_ATOL = 1e-9
+"""How far a row of weights may sum from 1: m float64 weights, each within a few ulps, sum to
+1 within about m * 2.2e-16; 1e-9 refuses nothing float64 can do and any real normalisation bug."""
+FLOOR_KEY = "~floor"
+"""Key of a prepared expectation holding the float64 rounding floor of each part (when nonzero)."""
+REF_KEY = "~ref"
+"""Key of a property check's prepared expectation holding the reference's result, for the contract gate."""
+ORDER_MARGIN = 1e-3
+"""Two reference weights ordered by more than this relative margin must be ordered the same way
+in a result for it to meet the contract (a larger score gets a larger weight)."""
 
 GENERATORS = ("normal", "uniform", "mask", "simplex")
 GENERATOR_EXTRAS = {"normal": ("loc", "scale"), "uniform": ("low", "high"), "mask": (), "simplex": ()}
@@ -361,13 +377,136 @@ def compare_parts(
 ) -> Verdict:
     """Compare the named parts in ``expected`` with the returned value ``got``."""
     rtol, atol = tolerances(check)
+    floors = expected.get(FLOOR_KEY, {})
+    why = check.params.get("why") or (FLOOR_WHY if floors else DEFAULT_WHY)
     try:
         parts = split_parts(part_names(function or check.function, ctx.exercise.returns), got)
         for name, value in expected.items():
-            compare(name, value, parts[name], rtol, atol)
+            if name.startswith("~"):
+                continue
+            compare(name, value, parts[name], rtol, atol, floors.get(name), why)
     except Mismatch as m:
         return Verdict("failed", m.message, m.details)
     return Verdict("passed", fraction=1.0)
+
+
+def with_floor(check: Check, ctx: KindContext, args: Sequence[Any], expected: dict[str, Any]) -> dict[str, Any]:
+    """``expected`` plus, under `FLOOR_KEY`, each part's float64 rounding floor on ``args`` when it is not zero.
+
+    The floor (`grader.compare.rounding_floor`) is what float64 rounding of inputs of this size can
+    move the result by; a check's tolerance is its ``rtol``/``atol`` plus that floor, so correct
+    float64 code passes on any inputs, however large.
+
+    Raises
+    ------
+    grader.errors.SpecError
+        If the floor is so large (over 1e-2 of the largest expected value) that the check would
+        prove nothing: the inputs are too ill-conditioned for float64; choose others.
+    """
+    fn = ctx.reference_function(check)
+    names = part_names(check.function, ctx.exercise.returns)
+    floats = {k: v for k, v in expected.items() if isinstance(v, np.ndarray) and v.dtype.kind == "f"}
+    if not floats:
+        return expected
+    seed = zlib.crc32(f"{ctx.exercise.id}/{check.id}".encode())
+    floor = rounding_floor(lambda *a: normalize(guarded_call(fn, a)), args, floats, names, seed)
+    floor = {k: v for k, v in floor.items() if np.any(v > 0)}
+    for part, values in floor.items():
+        scale = float(np.max(np.abs(floats[part]))) if floats[part].size else 0.0
+        if float(np.max(values)) > 1e-2 * max(scale, 1e-300):
+            raise ctx.fail(
+                check, "args", f"float64 rounding of these inputs moves {part} by up to {float(np.max(values)):.3g} "
+                f"(of at most {scale:.3g}): the check would prove nothing; choose better-conditioned inputs",
+            )
+    return {**expected, FLOOR_KEY: floor} if floor else expected
+
+
+def tolerance_of(check: Check, expected: dict[str, Any], part: str) -> tuple[float, float, np.ndarray]:
+    """The tolerance a prepared compare/literal check asks of ``part``: ``(rtol, atol, floor)``.
+
+    An element passes when ``|got - expected| <= atol + rtol * |expected| + floor``.
+    """
+    rtol, atol = tolerances(check)
+    value = np.asarray(expected[part], dtype=np.float64)
+    floor = expected.get(FLOOR_KEY, {}).get(part)
+    return rtol, atol, np.zeros(value.shape) if floor is None else np.broadcast_to(np.asarray(floor), value.shape)
+
+
+def contract_problem(parts: dict[str, np.ndarray], reference: dict[str, Any]) -> str | None:
+    """Why a result does not meet the function's basic contract, or None when it does.
+
+    A property (shift invariance, causal noninterference, rows summing to one, no mutation, a
+    gradient summing to zero) holds trivially for a constant, for uniform weights or for zeros,
+    so a property check pays only when the result also meets the basic contract, judged against
+    the reference's result on the same call:
+
+    * every part is finite;
+    * ``weights``: each row nonnegative, summing to 1 (within `ROW_SUM_ATOL`), 0 where the
+      reference's is exactly 0 (masked), and ordered like the reference's: where the reference's
+      largest weight of a row exceeds its smallest allowed one by `ORDER_MARGIN` (relative),
+      the result's must be larger too (a larger score gets a larger weight);
+    * ``gradient``: the reference's sign wherever the reference is clearly nonzero (over 1e-6 of
+      its largest entry): a score moves the loss in the direction the chapter's formula says.
+
+    Parameters
+    ----------
+    parts : dict of str to ndarray
+        The result's parts, shapes already checked.
+    reference : dict of str to array_like
+        The reference's parts on the same call.
+    """
+    for name, got in parts.items():
+        if not np.all(np.isfinite(got)):
+            return f"{name} holds a value that is not finite"
+        ref = np.asarray(reference.get(name, got), dtype=np.float64)
+        if name == "weights":
+            rows, refs = np.atleast_2d(got), np.atleast_2d(ref)
+            if rows.min() < -ROW_SUM_ATOL:
+                return "the weights hold a negative entry"
+            sums = rows.sum(axis=-1)
+            if np.any(np.abs(sums - 1.0) > ROW_SUM_ATOL * max(1, rows.shape[-1])):
+                return "the weights do not sum to 1 in every row"
+            if np.any(np.abs(rows[refs == 0.0]) > 1e-12):
+                return "a masked weight is not 0"
+            for i, (row, r) in enumerate(zip(rows, refs)):
+                allowed = r > 0
+                hi = int(np.argmax(r))
+                lo = int(np.flatnonzero(allowed)[np.argmin(r[allowed])])
+                if r[hi] > r[lo] * (1 + ORDER_MARGIN) and not row[hi] > row[lo]:
+                    return (f"in row {i} the weights ignore the scores: the largest score's weight is not above "
+                            "the smallest allowed score's")
+        elif name == "gradient":
+            clear = np.abs(ref) > 1e-6 * float(np.max(np.abs(ref), initial=0.0))
+            if np.any(np.sign(got[clear]) != np.sign(ref[clear])):
+                return "the gradient points the wrong way for some score (its sign differs from p_k (u_k - sum_j p_j u_j))"
+    return None
+
+
+def gated(
+    check: Check, ctx: KindContext, got: Any, expected: dict[str, Any], prop: str, ref_key: str = REF_KEY,
+) -> Verdict | None:
+    """A failed verdict when ``got`` does not meet the basic contract (`contract_problem`), else None.
+
+    ``expected`` holds the parts' shapes and, under ``ref_key``, the reference's result on the same call.
+    """
+    shapes = {k: v for k, v in expected.items() if not k.startswith("~")}
+    try:
+        parts = shaped_parts(check, ctx, got, shapes)
+    except Mismatch as m:
+        return Verdict("failed", m.message, m.details)
+    problem = contract_problem(parts, expected.get(ref_key, {}))
+    if problem is None:
+        return None
+    return Verdict(
+        "failed", f"{problem}, so {prop} earns nothing here: a property pays only for a result that meets the "
+        f"basic contract", tuple((k, format_value(v)) for k, v in parts.items()),
+    )
+
+
+def reference_parts(check: Check, ctx: KindContext, args: Sequence[Any]) -> dict[str, Any]:
+    """Shapes of the reference's parts on ``args`` plus, under `REF_KEY`, the parts themselves."""
+    parts = named(check, ctx, ctx.call_reference(check, args))
+    return {**{k: np.shape(v) for k, v in parts.items()}, REF_KEY: {k: np.asarray(v, dtype=np.float64) for k, v in parts.items()}}
 
 
 def named(check: Check, ctx: KindContext, value: Any, select: Sequence[str] | None = None) -> dict[str, Any]:
@@ -399,6 +538,8 @@ def shaped_parts(check: Check, ctx: KindContext, got: Any, shapes: dict[str, tup
     parts = split_parts(part_names(check.function, ctx.exercise.returns), got)
     arrays = {}
     for name, shape in shapes.items():
+        if name.startswith("~"):
+            continue
         arr = as_array(name, parts[name])
         if arr.shape != shape:
             raise Mismatch(
@@ -437,6 +578,11 @@ SHIFT = {
 }
 STEP = {"type": "number", "exclusiveMinimum": 0, "maximum": 0.1, "description": "give a step > 0 and at most 0.1, e.g. 1e-6"}
 REASON = {"type": "string", "minLength": 1, "description": "give the reason in words, e.g. empty scores"}
+WHY = {"type": "string", "minLength": 10, "description": "say in words why the check asks this tolerance"}
+VALID = {
+    "type": "object", "minProperties": 1,
+    "description": "give the arguments of a valid call next to the invalid one, e.g. {scores: [1.0, 0.0]}",
+}
 
 
 class Kind:
@@ -495,11 +641,11 @@ class CompareKind(Kind):
     """Expected value: the reference on the same (seeded) arguments. Keys: ``select``, ``rtol``, ``atol``."""
 
     name = "compare"
-    params = {"select": "optional", "rtol": "optional", "atol": "optional"}
-    schema = _schema(select=SELECT, rtol=TOLERANCE, atol=TOLERANCE)
+    params = {"select": "optional", "rtol": "optional", "atol": "optional", "why": "optional"}
+    schema = _schema(select=SELECT, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
-        return named(check, ctx, ctx.call_reference(check, args), check.params.get("select"))
+        return with_floor(check, ctx, args, named(check, ctx, ctx.call_reference(check, args), check.params.get("select")))
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
         return compare_parts(check, ctx, expected, got)
@@ -509,17 +655,17 @@ class LiteralKind(CompareKind):
     """Expected value: a hand value from the chapter (``expect``), which the reference must reproduce."""
 
     name = "literal"
-    params = {"expect": "required", "rtol": "optional", "atol": "optional"}
-    schema = _schema(expect=LITERAL, rtol=TOLERANCE, atol=TOLERANCE)
+    params = {"expect": "required", "rtol": "optional", "atol": "optional", "why": "optional", "companion": "optional"}
+    schema = _schema(expect=LITERAL, rtol=TOLERANCE, atol=TOLERANCE, why=WHY, companion=VALID)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         names = part_names(check.function, ctx.exercise.returns)
         expect = check.params["expect"]
         if len(names) == 1:
-            return {names[0]: normalize(expect)}
+            return with_floor(check, ctx, args, {names[0]: normalize(expect)})
         if not isinstance(expect, dict) or not expect or set(expect) - set(names):
             raise ctx.fail(check, "expect", f"give a mapping with some of the parts {list(names)}")
-        return {k: normalize(v) for k, v in expect.items()}
+        return with_floor(check, ctx, args, {k: normalize(v) for k, v in expect.items()})
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         """Prepare, and refuse a hand value that the reference disagrees with."""
@@ -528,7 +674,34 @@ class LiteralKind(CompareKind):
         verdict = compare_parts(check, ctx, prepared.expected, parts if len(parts) > 1 else parts[0])
         if verdict.status != "passed":
             raise ctx.fail(check, "expect", f"the reference disagrees with this hand value: {verdict.message}")
-        return prepared
+        companion = check.params.get("companion")
+        if companion is None:
+            return prepared
+        signature = inspect.signature(ctx.reference_function(check))
+        try:
+            twin = tuple(signature.bind(**companion).args)
+        except TypeError as exc:
+            raise ctx.fail(check, "companion", f"does not fit {check.function}{signature}: {exc}") from None
+        reference = reference_parts(check, ctx, twin)
+        return Prepared(
+            calls=(*prepared.calls, Call(check.function, twin, check.timeout)),
+            expected={**prepared.expected, "~companion": reference},
+            shown_call=f"{prepared.shown_call}, and {ctx.shown_call(check, twin)}",
+        )
+
+    def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
+        """The hand value; with a ``companion``, its result must also meet the basic contract.
+
+        Uniform weights are right at zero scores, and a one-allowed-key row is (0, 1, 0) for any
+        code that only counts the allowed keys: such a hand value pays only when the same function
+        also meets the contract (`contract_problem`: weights ordered like the scores) on the
+        companion call, whose scores differ.
+        """
+        verdict = self.check_value(check, prepared.expected, results[0].value, ctx)
+        companion = prepared.expected.get("~companion")
+        if verdict.status != "passed" or companion is None or len(results) < 2:
+            return verdict
+        return gated(check, ctx, results[1].value, companion, "this hand value") or verdict
 
 
 def _plain(value: Any) -> Any:
@@ -566,9 +739,36 @@ class RaisesKind(Kind):
     """The call must raise ``ValueError``; ``reason`` says why the input is invalid (G14.06)."""
 
     name = "raises"
-    params = {"reason": "required"}
-    schema = _schema(reason=REASON)
+    params = {"reason": "required", "valid": "optional"}
+    schema = _schema(reason=REASON, valid=VALID)
     expects_raise = True
+
+    def prepare(self, check: Check, ctx: KindContext) -> Prepared:
+        """The invalid call and, with ``valid``, the valid call next to it (which must return).
+
+        Without its valid twin a ValueError check pays a file that raises ValueError on every
+        input; with it, the points go only to code that tells the invalid input from a valid one.
+        """
+        prepared = super().prepare(check, ctx)
+        valid = check.params.get("valid")
+        if valid is None:
+            return prepared
+        signature = inspect.signature(ctx.reference_function(check))
+        try:
+            bound = signature.bind(**valid)
+        except TypeError as exc:
+            raise ctx.fail(check, "valid", f"does not fit {check.function}{signature}: {exc}") from None
+        twin = tuple(bound.args)
+        try:
+            guarded_call(ctx.reference_function(check), copy.deepcopy(twin))
+        except BaseException as exc:  # noqa: BLE001 - instructor data, one line
+            raise ctx.fail(check, "valid", f"the reference raised {type(exc).__name__} on these arguments, which "
+                           f"should be valid: {exc}") from None
+        return Prepared(
+            calls=(*prepared.calls, Call(check.function, twin, check.timeout)),
+            expected=prepared.expected,
+            shown_call=f"{prepared.shown_call}, and the valid {ctx.shown_call(check, twin)}",
+        )
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         try:
@@ -587,6 +787,14 @@ class RaisesKind(Kind):
         result = results[0]
         reason = check.params["reason"]
         if result.status == "raised" and result.value_error:
+            twin = results[1] if len(results) > 1 else None
+            if twin is not None and twin.status == "raised":
+                return Verdict(
+                    "failed",
+                    f"raised ValueError for {reason}, but also {twin.error_type} for the valid input next to it: "
+                    "an error on every input does not show that this one was checked",
+                    (("valid input raised", f"{twin.error_type}: {twin.message}"),),
+                )
             return Verdict("passed", fraction=1.0)
         if result.status == "raised":
             where = f" ({result.where})" if result.where else ""
@@ -606,17 +814,17 @@ class RowSumsKind(Kind):
     """Every row of ``weights`` is nonnegative and sums to one (G14.06, "Mask before normalization")."""
 
     name = "row_sums"
-    params = {"atol": "optional"}
-    schema = _schema(atol=TOLERANCE)
+    params = {"atol": "optional", "why": "optional"}
+    schema = _schema(atol=TOLERANCE, why=WHY)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
-        shapes = reference_shapes(check, ctx, args)
+        shapes = reference_parts(check, ctx, args)
         if "weights" not in shapes or len(shapes["weights"]) != 2:
             raise ctx.fail(check, "function", "row_sums needs a function whose result has a 'weights' matrix")
-        return {"weights": shapes["weights"]}
+        return shapes
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
-        atol = float(check.params.get("atol", 1e-9))
+        atol = float(check.params.get("atol", ROW_SUM_ATOL))
         try:
             weights = shaped_parts(check, ctx, got, expected)["weights"]
         except Mismatch as m:
@@ -628,18 +836,19 @@ class RowSumsKind(Kind):
         if abs(sums[worst] - 1.0) > atol:
             return Verdict(
                 "failed",
-                f"row {worst} of weights sums to {sums[worst]:.12g}, not 1",
+                f"row {worst} of weights sums to {sums[worst]:.12g}, not 1; asked: within {atol:g} "
+                f"({check.params.get('why') or 'float64 sums m weights to 1 within about m * 2.2e-16'})",
                 (("row sums", format_value(sums)),),
             )
-        return Verdict("passed", fraction=1.0)
+        return gated(check, ctx, got, expected, "summing to one") or Verdict("passed", fraction=1.0)
 
 
 class ShiftInvarianceKind(Kind):
     """softmax(s + shift) equals softmax(s) (G14.02, "A numerical example before the general architecture")."""
 
     name = "shift_invariance"
-    params = {"shift": "required", "rtol": "optional", "atol": "optional"}
-    schema = _schema(shift=SHIFT, rtol=TOLERANCE, atol=TOLERANCE)
+    params = {"shift": "required", "rtol": "optional", "atol": "optional", "why": "optional"}
+    schema = _schema(shift=SHIFT, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         args = ctx.arguments(check)
@@ -648,19 +857,31 @@ class ShiftInvarianceKind(Kind):
                 isinstance(x, (int, float)) and not isinstance(x, bool) for x in args[0])):
             raise ctx.fail(check, "args", "the first argument must be a list of scores (numbers) to shift")
         shifted = ([x + shift for x in args[0]], *args[1:])
+        expected = reference_parts(check, ctx, args)
+        # Shifting rounds each score to float64's spacing at |s| + |shift|; the weights of the two
+        # calls may differ by that much relative (times a few, for the route's own rounding).
+        largest = max((abs(x) for x in args[0]), default=0.0) + abs(shift)
+        expected["~rtol"] = max(tolerances(check)[0], 16 * EPS * largest)
         return Prepared(
             calls=(Call(check.function, args, check.timeout), Call(check.function, shifted, check.timeout)),
-            expected=reference_shapes(check, ctx, args),
+            expected=expected,
             shown_call=f"{ctx.shown_call(check, args)} and the same scores plus {shift:g}",
         )
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
         rtol, atol = tolerances(check)
+        rtol = float(prepared.expected.get("~rtol", rtol))
+        why = check.params.get("why") or (
+            "the shift itself rounds each score to float64's spacing at |score| + |shift|")
+        for result in results:
+            failed = gated(check, ctx, result.value, prepared.expected, "shift invariance")
+            if failed is not None:
+                return failed
         try:
             before = shaped_parts(check, ctx, results[0].value, prepared.expected)
             after = shaped_parts(check, ctx, results[1].value, prepared.expected)
             for name in before:
-                compare(f"{name} after the shift", before[name], after[name].tolist(), rtol, atol)
+                compare(f"{name} after the shift", before[name], after[name].tolist(), rtol, atol, why=why)
         except Mismatch as m:
             return Verdict("failed", "adding the same constant to every score changed the weights: " + m.message, m.details)
         return Verdict("passed", fraction=1.0)
@@ -670,8 +891,8 @@ class CausalNoninterferenceKind(Kind):
     """Changing the last key and value leaves earlier causal rows unchanged (G14.06, "Mask before normalization")."""
 
     name = "causal_noninterference"
-    params = {"atol": "optional"}
-    schema = _schema(atol=TOLERANCE)
+    params = {"atol": "optional", "why": "optional"}
+    schema = _schema(atol=TOLERANCE, why=WHY)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)
@@ -682,14 +903,24 @@ class CausalNoninterferenceKind(Kind):
         k[-1] = (np.asarray(k[-1]) + rng.normal(0.0, 3.0, len(k[-1]))).tolist()
         v[-1] = (np.asarray(v[-1]) + rng.normal(0.0, 3.0, len(v[-1]))).tolist()
         changed = (q, k, v, *args[3:])
+        expected = reference_parts(check, ctx, args)
+        expected["~ref_changed"] = reference_parts(check, ctx, changed)[REF_KEY]
+        # Earlier rows use the same numbers before and after (the changed key's weight is 0); a
+        # route whose summation order depends on the data may still differ by m roundings of |V|.
+        largest = max((abs(x) for row in (*args[2], *v) for x in row), default=0.0)
+        expected["~atol"] = max(float(check.params.get("atol", 1e-12)), 4 * len(k) * EPS * max(largest, 1.0))
         return Prepared(
             calls=(Call(check.function, args, check.timeout), Call(check.function, changed, check.timeout)),
-            expected=reference_shapes(check, ctx, args),
+            expected=expected,
             shown_call=f"{ctx.shown_call(check, args)}, then again with the last key and value changed",
         )
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
-        atol = float(check.params.get("atol", 1e-12))
+        atol = float(prepared.expected.get("~atol", check.params.get("atol", 1e-12)))
+        for result, key in zip(results, (REF_KEY, "~ref_changed")):
+            failed = gated(check, ctx, result.value, prepared.expected, "causal noninterference", key)
+            if failed is not None:
+                return failed
         try:
             before = shaped_parts(check, ctx, results[0].value, prepared.expected)
             after = shaped_parts(check, ctx, results[1].value, prepared.expected)
@@ -701,7 +932,8 @@ class CausalNoninterferenceKind(Kind):
                     row = int(np.flatnonzero(moved.any(axis=1))[0])
                     raise Mismatch(
                         f"changing only the last key and value changed {part}[{row}]: "
-                        f"an earlier position used a future one",
+                        f"an earlier position used a future one (asked: unchanged within {atol:.3g}, m roundings "
+                        "of the values)",
                         ((f"{part}[{row}] before", format_value(a[row])), (f"{part}[{row}] after", format_value(b[row]))),
                     )
         except Mismatch as m:
@@ -713,11 +945,20 @@ class SumToZeroKind(Kind):
     """The softmax-backward gradient sums to zero (G14.04, "Differentiate the mixing operation")."""
 
     name = "sum_to_zero"
-    params = {"atol": "optional"}
-    schema = _schema(atol=TOLERANCE)
+    params = {"atol": "optional", "why": "optional"}
+    schema = _schema(atol=TOLERANCE, why=WHY)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
-        return reference_shapes(check, ctx, args)
+        expected = reference_parts(check, ctx, args)
+        # sum_k p_k (u_k - mean) cancels terms of size |p_k u_k| and |mean| p_k: float64 leaves
+        # about m roundings of their total.
+        try:
+            p, u = (np.asarray(a, dtype=np.float64) for a in args[:2])
+            size = float(np.sum(np.abs(p * u)) + abs(float(p @ u)) * float(np.sum(np.abs(p))))
+        except (TypeError, ValueError):
+            size = 1.0
+        expected["~atol"] = 8 * (len(args[0]) + 1) * EPS * size
+        return expected
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
         atol = float(check.params.get("atol", 1e-12))
@@ -727,11 +968,13 @@ class SumToZeroKind(Kind):
             return Verdict("failed", m.message, m.details)
         total = float(np.sum(grad))
         scale = 1.0 + float(np.sum(np.abs(grad))) if np.all(np.isfinite(grad)) else 1.0
-        if not np.isfinite(total) or abs(total) > atol * scale:
+        allowed = max(atol * scale, float(expected.get("~atol", 0.0)))
+        if not np.isfinite(total) or abs(total) > allowed:
             return Verdict(
-                "failed", f"the gradient's entries sum to {total:.6g}, not 0", (("gradient", format_value(grad)),)
+                "failed", f"the gradient's entries sum to {total:.6g}, not 0; asked: within {allowed:.3g} "
+                "(m float64 roundings of the terms that cancel)", (("gradient", format_value(grad)),)
             )
-        return Verdict("passed", fraction=1.0)
+        return gated(check, ctx, got, expected, "summing to zero") or Verdict("passed", fraction=1.0)
 
 
 class FiniteDifferenceKind(Kind):
@@ -777,17 +1020,22 @@ class FiniteDifferenceKind(Kind):
             down[k] -= h
             grad[k] = (np.dot(u, softmax(up.tolist())) - np.dot(u, softmax(down.tolist()))) / (2 * h)
         args = (p.tolist(), u.tolist())
+        # Error of the central difference of f = u . softmax(s): truncation h^2 / 6 |f^(3)| (at
+        # most a few sum|u|) and rounding about 2 eps sum|u| / h; a margin of 8 on both.
+        total = float(np.sum(np.abs(u)))
         return Prepared(
             calls=(Call(check.function, args, check.timeout),),
-            expected={"gradient": grad},
+            expected={"gradient": grad, "~atol": 8 * (h * h * total + 2 * EPS * total / h)},
             shown_call=ctx.shown_call(check, args),
         )
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
         rtol = float(check.params.get("rtol", 1e-5))
-        atol = float(check.params.get("atol", 1e-7))
+        atol = max(float(check.params.get("atol", 1e-7)), float(expected.get("~atol", 0.0)))
+        why = check.params.get("why") or (
+            "a central difference with step h is off by about h^2 |f^(3)| in truncation and eps |f| / h in rounding")
         try:
-            compare("gradient", expected["gradient"], got, rtol, atol)
+            compare("gradient", expected["gradient"], got, rtol, atol, why=why)
         except Mismatch as m:
             return Verdict("failed", "disagrees with a finite-difference gradient: " + m.message, m.details)
         return Verdict("passed", fraction=1.0)
@@ -807,14 +1055,16 @@ class NoMutationKind(Kind):
     schema = _schema()
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
-        ctx.call_reference(check, copy.deepcopy(args))  # the arguments must be valid input
-        # The parameter names, for the message (kept here: judging needs no reference).
-        return {"params": list(inspect.signature(ctx.reference_function(check)).parameters)}
+        # The parameter names, for the message; the reference's result, for the contract gate.
+        parts = reference_parts(check, ctx, copy.deepcopy(args))  # the arguments must be valid input
+        return {"params": list(inspect.signature(ctx.reference_function(check)).parameters), "~parts": parts}
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
         changed = results[0].mutated_args
         if not changed:
-            return Verdict("passed", fraction=1.0)
+            parts = prepared.expected.get("~parts")
+            failed = gated(check, ctx, results[0].value, parts, "leaving the arguments unchanged") if parts else None
+            return failed or Verdict("passed", fraction=1.0)
         params = prepared.expected["params"]
         names = ", ".join(params[i] if i < len(params) else f"argument {i + 1}" for i in changed)
         return Verdict(
