@@ -2,9 +2,8 @@
 
 Inputs are validated as the contract asks (so the ValueError checks pass
 honestly), but softmax ignores the scores: each allowed column gets
-1/(number allowed). attention mixes the values with those uniform weights,
-softmax_backward returns the gradient of a function that ignores its scores
-(zeros), and the memory functions return 0. On zero scores (the chapter's
+1/(number allowed). attention mixes the values with those uniform weights;
+the other functions are still the starter's. On zero scores (the chapter's
 worked examples) uniform weights are right, so those hand values alone must
 not pay.
 """
@@ -62,15 +61,12 @@ def attention(Q, K, V, causal=False):
 
 
 def softmax_backward(p, u):
-    pv, uv = _vector(p), _vector(u)
-    if len(pv) != len(uv):
-        raise ValueError("p and u lengths differ")
-    return [0.0] * len(pv)
+    raise NotImplementedError("softmax_backward")
 
 
 def score_array_bytes(B, H, N, itemsize=4):
-    return 0
+    raise NotImplementedError("score_array_bytes")
 
 
 def bytes_to_mib(nbytes):
-    return 0.0
+    raise NotImplementedError("bytes_to_mib")
