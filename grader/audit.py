@@ -330,7 +330,8 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
             figure = degenerate_figure(r.result, kinds)
             fine = r.result.score <= figure
             above += not fine
-            write(f"{r.entry.name:24} {r.result.score:g}/{r.result.max_score:g}{'':4} {figure:g}"
+            score = f"{r.result.score:g}/{r.result.max_score:g}"
+            write(f"{r.entry.name:24} {score:8} {figure:g}"
                   + ("" if fine else "  FAIL: points on other checks are vacuous"))
         ok = ok and not above
         tail.append(f"{len(degenerate) - above}/{len(degenerate)} degenerate files at their figure")
