@@ -288,7 +288,9 @@ def rounding_floor(
     args : sequence
         The check's arguments (plain data).
     expected : dict of str to ndarray
-        The reference's result on ``args``, by part name.
+        The parts to measure, by name (their shapes; a hand value may stand
+        for the reference's result: the changes are measured from the
+        reference's own result on ``args``).
     names : sequence of str
         The names of the result's parts, in order.
     seed : int
@@ -304,6 +306,11 @@ def rounding_floor(
     rng = np.random.default_rng(seed)
     rel = max(4, _terms(list(args))) * EPS
     floor = {k: np.zeros(np.shape(v)) for k, v in expected.items()}
+    try:
+        base = fn(*args)
+    except Exception:  # noqa: BLE001 - the caller reports a reference that fails on the inputs
+        return floor
+    base_parts = dict(zip(names, base if len(names) > 1 else (base,)))
     for _ in range(trials):
         try:
             value = fn(*perturb(list(args), rng, rel))
@@ -317,8 +324,8 @@ def rounding_floor(
                 arr = np.asarray(part, dtype=np.float64)
             except (TypeError, ValueError):
                 continue
-            ref = np.asarray(expected[name], dtype=np.float64)
-            if arr.shape != ref.shape or not np.all(np.isfinite(arr)):
+            ref = np.asarray(base_parts[name], dtype=np.float64)
+            if arr.shape != ref.shape or ref.shape != floor[name].shape or not np.all(np.isfinite(arr)):
                 continue
             floor[name] = np.maximum(floor[name], SAFETY * np.abs(arr - ref))
     return floor
