@@ -128,11 +128,11 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
     check = run(str(bin_dir / "grader"), "check", "attention.py")
     assert check.returncode == 1, check.stderr
     assert "likely mistake: The scores are Q K^T without the 1/sqrt(d_k) scale" in " ".join(check.stdout.split())
-    assert "visible checks: 29/30 points; 27 hidden checks run at grading" in check.stdout
+    assert "visible checks: 33/34 points; 37 hidden checks run at grading" in check.stdout
     tests = run(str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert tests.returncode == 1
     assert "FAILED attention.py::G14.02::scaled-scores-dk3" in tests.stdout
-    assert "1 failed, 18 passed" in tests.stdout and "visible checks: 29/30 points" in tests.stdout
+    assert "1 failed, 20 passed" in tests.stdout and "visible checks: 33/34 points" in tests.stdout
     assert "likely mistake: The scores are Q K^T without the 1/sqrt(d_k) scale" in " ".join(tests.stdout.split())
     # The same code as a notebook gets the same results.
     (home / "attention.py").unlink()
@@ -141,11 +141,11 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
                 nbformat.v4.new_code_cell(source)]
     nbformat.write(nb, str(home / "attention.ipynb"))
     again = run(str(bin_dir / "grader"), "check", "attention.ipynb")
-    assert again.returncode == 1 and "visible checks: 29/30 points" in again.stdout
+    assert again.returncode == 1 and "visible checks: 33/34 points" in again.stdout
     assert "cell 2, line 1: '%load_ext autoreload' is an IPython line" in again.stderr
     notebook_tests = run(str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert "FAILED attention.ipynb::G14.02::scaled-scores-dk3" in notebook_tests.stdout
-    assert "1 failed, 18 passed" in notebook_tests.stdout
+    assert "1 failed, 20 passed" in notebook_tests.stdout
     assert sys.prefix not in check.stdout  # not the development environment
     # The starter comes with the package.
     made = run(str(bin_dir / "grader"), "starter", "fresh")
