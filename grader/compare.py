@@ -239,8 +239,8 @@ DEFAULT_WHY = (
 """Why the default tolerances (rtol 1e-6, atol 1e-9) are what a check asks."""
 
 FLOOR_WHY = (
-    "the default, widened by what float64 rounding of inputs of this size can move the result "
-    "(a backward-stable route is exact for inputs perturbed by a few ulps)"
+    "the default, widened by what correct float64 code may be off by on inputs of this size: near a "
+    "score of 1e12 float64's spacing is about 1e-4, and a log-sum-exp route rounds to it"
 )
 """Why a computed `rounding_floor` widens a check's tolerance."""
 
@@ -262,6 +262,20 @@ def perturb(value: Any, rng: np.random.Generator, rel: float) -> Any:
     return value
 
 
+def _signed(value: Any, pattern: int, counter: list[int], rel: float) -> Any:
+    """A copy of plain data with float number i multiplied by ``1 + rel`` or ``1 - rel``, as bit
+    ``pattern`` of i says (so that every two floats move apart in one pattern or another)."""
+    if isinstance(value, list):
+        return [_signed(v, pattern, counter, rel) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_signed(v, pattern, counter, rel) for v in value)
+    if isinstance(value, float):
+        index = counter[0]
+        counter[0] += 1
+        return value * (1.0 + (rel if (index >> pattern) & 1 else -rel))
+    return value
+
+
 def _terms(value: Any) -> int:
     """The longest list in nested data: the most terms one sum over it can have."""
     if not isinstance(value, (list, tuple)):
@@ -277,7 +291,9 @@ def rounding_floor(
     A backward-stable float64 route (max subtraction, log-sum-exp, renormalising, ``math.fsum``)
     computes the exact result of inputs perturbed by a few units in the last place, ``k * EPS``
     relative with ``k`` the longest sum (at least 4). So the reference ``fn`` is called on
-    ``trials`` such perturbations (random signs, seeded) and each element's largest change,
+    such perturbations (sign patterns by the bits of each float's index, so that every two
+    inputs move apart in one of them, then ``trials`` with random signs, seeded) and each
+    element's largest change,
     times `SAFETY`, is the floor: about 0 on well-conditioned inputs, about 1e-3 for weights of
     scores near 1e12, where float64's spacing is 1e-4.
 
@@ -305,15 +321,20 @@ def rounding_floor(
     """
     rng = np.random.default_rng(seed)
     rel = max(4, _terms(list(args))) * EPS
+    floats = [0]
+    _signed(list(args), 0, floats, 0.0)  # count them
+    patterns = max(1, int(floats[0]).bit_length())
     floor = {k: np.zeros(np.shape(v)) for k, v in expected.items()}
     try:
         base = fn(*args)
     except Exception:  # noqa: BLE001 - the caller reports a reference that fails on the inputs
         return floor
     base_parts = dict(zip(names, base if len(names) > 1 else (base,)))
-    for _ in range(trials):
+    for trial in range(patterns + trials):
+        # Sign patterns first (each pair of inputs moves apart in one of them), then random signs.
+        moved = _signed(list(args), trial, [0], rel) if trial < patterns else perturb(list(args), rng, rel)
         try:
-            value = fn(*perturb(list(args), rng, rel))
+            value = fn(*moved)
         except Exception:  # noqa: BLE001, S112 - a perturbed input the reference refuses: no evidence
             continue
         parts = value if len(names) > 1 else (value,)

@@ -390,12 +390,105 @@ def compare_parts(
     return Verdict("passed", fraction=1.0)
 
 
-def with_floor(check: Check, ctx: KindContext, args: Sequence[Any], expected: dict[str, Any]) -> dict[str, Any]:
-    """``expected`` plus, under `FLOOR_KEY`, each part's float64 rounding floor on ``args`` when it is not zero.
+FLOOR_SAFETY = 4.0
+"""Margin of `score_rounding` over the error bound it states."""
 
-    The floor (`grader.compare.rounding_floor`) is what float64 rounding of inputs of this size can
-    move the result by; a check's tolerance is its ``rtol``/``atol`` plus that floor, so correct
-    float64 code passes on any inputs, however large.
+
+def _lse(x: np.ndarray) -> np.ndarray:
+    """log(sum(exp(x))) along the last axis, stably."""
+    top = np.max(x, axis=-1, keepdims=True)
+    return (top + np.log(np.sum(np.exp(x - top), axis=-1, keepdims=True)))[..., 0]
+
+
+def row_weight_bound(scores: np.ndarray, allowed: np.ndarray, score_error: np.ndarray) -> np.ndarray:
+    """How far correct float64 code may put each weight of one softmax row (absolute), see `score_rounding`.
+
+    Two parts: the interval of each weight when every score may be off by ``score_error``
+    (its exact extremes: its own score up and the others down, and the reverse), and the
+    log-sum-exp route's common factor ``exp(c) - 1``, ``c = min(eps |top|, log sum_k exp(s_k -
+    top)) + (m + 4) eps``: it rounds ``top + log(sum)`` to float64's spacing at ``|top|``, or
+    drops the log entirely when it is below that spacing. 0 where masked, and on a row with one
+    allowed key (its weight is exactly 1 in every route).
+    """
+    out = np.zeros(scores.shape)
+    idx = np.flatnonzero(allowed)
+    if idx.size <= 1:
+        return out
+    s, e = scores[idx], score_error[idx]
+    diff = s[None, :] - s[:, None]  # [j, k] = s_k - s_j
+    spread = e[None, :] + e[:, None]
+    np.fill_diagonal(spread, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = np.exp(-_lse(diff))
+        high = np.exp(-_lse(diff - spread))
+        low = np.exp(-_lse(diff + spread))
+    top = float(np.max(s))
+    common = min(EPS * abs(top), float(_lse(s - top))) + (idx.size + 4) * EPS
+    out[idx] = np.maximum(high - p, p - low) + p * np.expm1(common)
+    return out
+
+
+def score_rounding(function: str, args: Sequence[Any], parts: dict[str, Any]) -> dict[str, np.ndarray] | None:
+    """A bound on the error of correct float64 code, per element, for ``softmax`` and ``attention``.
+
+    Error analysis of the routes the chapter allows (max subtraction, log-sum-exp in pure Python or
+    numpy, renormalising, ``math.fsum``), with ``eps`` = 2.2e-16:
+
+    * a score ``s_ij = q_i . k_j / sqrt(d_k)`` is off by at most ``d_k eps sum_k |q_ik k_jk| /
+      sqrt(d_k) + eps |s_ij|`` (a d_k-term dot product); softmax's own scores are exact;
+    * a weight is off by what those score errors can move it (`row_weight_bound`), plus the
+      log-sum-exp route's common factor: ``top + log(sum)`` rounds to float64's spacing at the
+      largest allowed score ``|top|`` (1.2e-4 near 1e12);
+    * an output ``sum_j p_ij V_jv`` is off by ``sum_j |dp_ij| |V_jv|`` plus m roundings of it.
+
+    Returns
+    -------
+    dict of str to ndarray or None
+        The bound times `FLOOR_SAFETY`, per part (``weights``, ``outputs``) present in ``parts``;
+        None for another function or arguments of another form (the caller measures instead).
+    """
+    try:
+        if function == "softmax":
+            scores = np.asarray(args[0], dtype=np.float64)
+            mask = np.ones(scores.shape, bool) if len(args) < 2 or args[1] is None else np.asarray(args[1], bool)
+            bound = row_weight_bound(scores, mask, np.zeros(scores.shape))
+            return {k: FLOOR_SAFETY * bound for k in parts if k in ("weights", "result")}
+        if function == "attention":
+            q, k, v = (np.asarray(a, dtype=np.float64) for a in args[:3])
+            causal = bool(args[3]) if len(args) > 3 else False
+            if q.ndim != 2 or k.ndim != 2 or v.ndim != 2:
+                return None
+            n, d = q.shape
+            m = k.shape[0]
+            root = np.sqrt(d)
+            with np.errstate(over="ignore", invalid="ignore"):
+                scores = q @ k.T / root
+                error = d * EPS * (np.abs(q) @ np.abs(k).T) / root + EPS * np.abs(scores)
+            if not (np.all(np.isfinite(scores)) and np.all(np.isfinite(error))):
+                return None
+            allowed = np.tril(np.ones((n, m), bool)) if causal else np.ones((n, m), bool)
+            weights = np.asarray(parts["weights"], dtype=np.float64) if "weights" in parts else None
+            if weights is None or weights.shape != (n, m):
+                return None
+            bound = np.stack([row_weight_bound(scores[i], allowed[i], error[i]) for i in range(n)])
+            out: dict[str, np.ndarray] = {"weights": FLOOR_SAFETY * bound}
+            if "outputs" in parts:
+                out["outputs"] = FLOOR_SAFETY * (bound @ np.abs(v) + m * EPS * (weights @ np.abs(v)))
+            return {key: val for key, val in out.items() if key in parts}
+    except (TypeError, ValueError, IndexError):
+        return None
+    return None
+
+
+def with_floor(check: Check, ctx: KindContext, args: Sequence[Any], expected: dict[str, Any]) -> dict[str, Any]:
+    """``expected`` plus, under `FLOOR_KEY`, each part's float64 rounding floor on ``args`` when it matters.
+
+    The floor is what correct float64 code may be off by on these inputs: for ``softmax`` and
+    ``attention`` the error bound `score_rounding` states (from the magnitude of the scores and
+    the dot products), otherwise what rounding of the inputs moves the reference's result
+    (`grader.compare.rounding_floor`). A check's tolerance is its ``rtol``/``atol`` plus that
+    floor, so every correct float64 route passes on any inputs, however large, while the check
+    stays as strict as its inputs allow.
 
     Raises
     ------
@@ -409,7 +502,12 @@ def with_floor(check: Check, ctx: KindContext, args: Sequence[Any], expected: di
     if not floats:
         return expected
     seed = zlib.crc32(f"{ctx.exercise.id}/{check.id}".encode())
-    floor = rounding_floor(lambda *a: normalize(guarded_call(fn, a)), args, floats, names, seed)
+    reference = named(check, ctx, ctx.call_reference(check, args))
+    floor = score_rounding(check.function, args, reference)
+    if floor is None:
+        floor = rounding_floor(lambda *a: normalize(guarded_call(fn, a)), args, floats, names, seed)
+    floor = {k: np.asarray(v, dtype=np.float64) for k, v in floor.items() if k in floats}
+    floor = {k: v for k, v in floor.items() if v.shape == np.shape(floats[k])}
     rtol, atol = tolerances(check)
     # Kept only where it matters: where rounding can move the result beyond what rtol/atol allow.
     floor = {k: v for k, v in floor.items() if np.any(v > atol + rtol * np.abs(floats[k]))}
