@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _collected():
     pm = get_plugin_manager(load_entrypoints=False)
     options = build_parser(pm).parse_args(
-        ["check", "x.py", "--specs", str(ROOT / "exercises/g14"), "--reference", str(ROOT / "reference/attention.py")]
+        ["check", "x.py", "--specs", str(ROOT / "g14/specs"), "--reference", str(ROOT / "reference/attention.py")]
     )
     return session.collect(Config("check", options, pm))
 

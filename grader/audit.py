@@ -271,7 +271,11 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     from grader.builtin import diagnosis
     from grader.catalogue import load_contract
 
-    folder = config.option("mutants") or "mutants"
+    from grader.packs import mutants_dir
+
+    folder, _ = mutants_dir(config)
+    if folder is None:
+        raise ConfigError("no mutant catalogue: the pack has none; pass --mutants DIR")
     catalogue = load_catalogue(folder)
     contract = load_contract(folder)
     collected = session.collect(config)

@@ -47,14 +47,12 @@ from grader.errors import (
     UsageError,
 )
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
+from grader.packs import mutants_dir, pack_option, reference_file, specs_dir
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
 
 __all__ = ["console_main", "main"]
 
-DEFAULT_SPECS = "exercises/g14"
-DEFAULT_REFERENCE = "reference/attention.py"
-DEFAULT_MUTANTS = "mutants"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -120,20 +118,28 @@ def _drop_options(parser: argparse.ArgumentParser, dests: Sequence[str]) -> None
                 group._group_actions.remove(action)
 
 
+def _pack_argument(parser: argparse.ArgumentParser) -> None:
+    """``--pack``: the course pack to grade (read before the parser too: it registers the pack's plugin)."""
+    parser.add_argument("--pack", default=None, metavar="DIR",
+                        help="the course pack: its folder (holding course.yaml) or an installed pack's id "
+                        "(default: the one installed)")
+
+
 def _common(pm, command: str) -> argparse.ArgumentParser:
     """The options shared by the commands, as ``command`` uses them (see `UNUSED`)."""
     common = _Parser(add_help=False)
-    common.add_argument("--specs", default=DEFAULT_SPECS, metavar="DIR", help=f"exercise specs folder (default: {DEFAULT_SPECS})")
+    _pack_argument(common)
+    common.add_argument("--specs", default=None, metavar="DIR", help="exercise specs folder (default: the pack's)")
     common.add_argument(
-        "--reference", default=DEFAULT_REFERENCE, metavar="FILE", help=f"reference implementation (default: {DEFAULT_REFERENCE})"
+        "--reference", default=None, metavar="FILE", help="reference implementation (default: the pack's)"
     )
     common.add_argument(
         "-j", "--jobs", type=_positive_int, default=None, metavar="N",
         help="submissions graded at once (default: one per core)",
     )
     common.add_argument(
-        "--mutants", default=DEFAULT_MUTANTS, metavar="DIR",
-        help=f"catalogue of known mistakes, for diagnosis and 'audit' (default: {DEFAULT_MUTANTS})",
+        "--mutants", default=None, metavar="DIR",
+        help="catalogue of known mistakes, for diagnosis and 'audit' (default: the pack's, if it has one)",
     )
     common.add_argument(
         "-p", action="append", default=[], metavar="PLUGIN",
@@ -193,8 +199,8 @@ def build_parser(pm) -> argparse.ArgumentParser:
         description="Prepare the visible checks (calls and expected values) into one JSON file that "
         "'grader check' runs without the specs or the reference.",
     )
-    publish.add_argument("--out", dest="bundle", default="grader/data/g14-public.json", metavar="FILE",
-                         help="where to write it (default: grader/data/g14-public.json, shipped with the package)")
+    publish.add_argument("--out", dest="bundle", default=None, metavar="FILE",
+                         help="where to write it (default: the pack's public-checks file, shipped with it)")
     package = sub.add_parser(
         "build-student-package", parents=[_common(pm, "build-student-package")],
         help="build the wheel and sdist a course gives its students (public checks, starter, diagnosis data)",
@@ -210,6 +216,7 @@ def build_parser(pm) -> argparse.ArgumentParser:
         "attention.py is never overwritten.",
     )
     starter.add_argument("starter_dir", nargs="?", default=".", metavar="DIR", help="where to put it (default: .)")
+    _pack_argument(starter)
     init_ci = sub.add_parser(
         "init-ci", help="write CI files for a student repository (github, gitlab or classroom50)",
         description="Write the CI files of a student template repository. CI runs the visible checks only "
@@ -221,6 +228,7 @@ def build_parser(pm) -> argparse.ArgumentParser:
     init_ci.add_argument("--package", default="g14-grader", metavar="SPEC",
                          help="what CI installs with pip: the course's student wheel (URL or path; default: g14-grader)")
     init_ci.add_argument("--force", action="store_true", help="overwrite files that exist")
+    _pack_argument(init_ci)
     sub.add_parser(
         "doctor", parents=[_common(pm, "doctor")], help="show which sandbox layers are active on this machine",
         description="Start the sandbox, run an empty job in it, and list every isolation layer.",
@@ -306,7 +314,7 @@ def _validate(config: Config) -> int:
     from grader import session
 
     config.options.out = None
-    config.options.paths = [config.option("reference")]
+    config.options.paths = [str(reference_file(config))]
     collected = session.collect(config)
     literals = sum(1 for ex in collected.exercises for c in ex.checks if c.kind == "literal")
     _write(f"specs: {len(collected.exercises)} exercises, {sum(len(e.checks) for e in collected.exercises)} checks; "
@@ -327,11 +335,11 @@ def _starter(config: Config) -> int:
     """Copy the starter: the student package's copy, else the specs folder's (in the course repository)."""
     import shutil
 
-    shipped = Path(__file__).resolve().parent / "data" / "starter" / "attention.py"
-    source = shipped if shipped.is_file() else Path(DEFAULT_SPECS) / "attention.py"
+    pack = config.pack
+    source = pack.starter
     if not source.is_file():
-        raise ConfigError("no starter here: install the course's student package (it ships the starter)")
-    target = Path(config.option("starter_dir")) / "attention.py"
+        raise ConfigError(f"{source}: the pack has no starter; install the course's student package (it ships one)")
+    target = Path(config.option("starter_dir")) / pack.submission
     if target.exists():
         raise UsageError(f"{target}: exists; the starter never overwrites your file")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -350,10 +358,11 @@ def _bundle(config: Config) -> dict:
     collected = session.collect(config)
     table = None
     if config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False):
+        folder, explicit = mutants_dir(config)
         try:
-            catalogue = load_catalogue(config.option("mutants") or DEFAULT_MUTANTS)
+            catalogue = load_catalogue(folder) if folder is not None else None
         except ConfigError:
-            if config.option("mutants") not in (None, DEFAULT_MUTANTS):
+            if explicit:
                 raise
             catalogue = None
         if catalogue is not None:  # each mistake's results on the visible checks: data for 'check' anywhere
@@ -365,11 +374,11 @@ def _build_student_package(config: Config) -> int:
     from grader.package import build_student_package, member_names
     from grader.public import dumps
 
-    specs = Path(config.option("specs"))
     bundle = _bundle(config)
+    mutants, _ = mutants_dir(config)
     artifacts = build_student_package(
-        Path(config.option("package_out")), dumps(bundle), specs, Path(config.option("reference")),
-        Path(config.option("mutants") or DEFAULT_MUTANTS), specs / "attention.py",
+        Path(config.option("package_out")), dumps(bundle), config.pack, specs_dir(config), reference_file(config),
+        mutants or config.pack.mutants,
     )
     visible = sum(len(e["checks"]) for e in bundle["exercises"])
     for artifact in artifacts:
@@ -384,7 +393,7 @@ def _publish(config: Config) -> int:
     from grader.public import dumps
 
     bundle = _bundle(config)
-    target = Path(config.option("bundle"))
+    target = Path(config.option("bundle") or config.pack.public)
     try:
         write_atomic(target, dumps(bundle))
     except OSError as exc:
@@ -420,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     config = None
     try:
-        pm = get_plugin_manager(_plugin_args(argv))
+        pm = get_plugin_manager(_plugin_args(argv), pack=pack_option(argv))
         options = build_parser(pm).parse_args(argv)
         if options.command == "similarity":  # 'grade --similarity' under its own name
             options.command, options.similarity = "grade", True

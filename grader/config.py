@@ -32,6 +32,22 @@ class Config:
     options: argparse.Namespace
     pluginmanager: pluggy.PluginManager
     stash: dict[str, Any] = field(default_factory=dict)
+    _pack: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def pack(self) -> Any:
+        """The course pack this run grades (`grader.packs.Pack`): ``--pack``, else the one installed.
+
+        Raises
+        ------
+        grader.errors.ConfigError
+            If there is none, or several and ``--pack`` chose none.
+        """
+        if self._pack is None:
+            from grader.packs import find_pack
+
+            self._pack = find_pack(self.option("pack"))
+        return self._pack
 
     @property
     def hook(self) -> Any:

@@ -134,8 +134,39 @@ def grader_check_kinds() -> Sequence[Any]:
     violated property's ``description`` as the fix). A kind without a
     ``schema`` gets only the generic checks: unknown and missing keys, every
     number finite. See
-    ``grader.builtin.checks`` for the built-in kinds. Two kinds with one
+    ``grader.kinds`` for the protocol (`grader.kinds.CheckKind`), and
+    ``grader.builtin.checks`` for the generic kinds; a course pack's plugin
+    adds its own. Two kinds with one
     name is an error.
+    """
+
+
+@hookspec(firstresult=True)
+def grader_float64_error(function: str, args: Sequence[Any], parts: dict[str, Any]) -> dict[str, Any] | None:
+    """State what correct float64 code may be off by on one call, per element.
+
+    A course pack's error analysis of its own functions (e.g. from the
+    magnitude of the scores). The generic ``compare`` and ``literal`` kinds
+    widen a check's tolerance by it where it exceeds ``rtol``/``atol``
+    (`grader.kinds.with_floor`), so correct float64 routes pass on extreme
+    inputs; without an answer they measure the effect of rounding the inputs
+    instead. Called while checks are prepared, in the grader's process, on
+    trusted data only.
+
+    Parameters
+    ----------
+    function : str
+        The function the check calls.
+    args : sequence
+        Its (plain data) arguments.
+    parts : dict of str to array_like
+        The reference's result on ``args``, by part name.
+
+    Returns
+    -------
+    dict of str to ndarray or None
+        An absolute bound per element of each part it knows; None when it
+        does not know the function.
     """
 
 
@@ -217,7 +248,7 @@ def grader_judge_check(
         One per call in ``prepared.calls``.
     kind : object
         The check kind named by ``check.kind``.
-    context : grader.builtin.checks.KindContext
+    context : grader.kinds.KindContext
         The exercise and the reference functions.
     """
 

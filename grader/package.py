@@ -1,10 +1,10 @@
 """``grader build-student-package``: the wheel and sdist a course gives its students.
 
-What goes in: the ``grader`` package (its code, templates and plugins), the
-public checks freshly published from the specs (``grader/data/g14-public.json``:
-visible checks, their expected values, and each catalogued mistake's
-results on them, for diagnosis), and the starter
-(``grader/data/starter/attention.py``). What never goes in: the reference,
+What goes in: the ``grader`` package (its code, templates and plugins) and
+the course pack's public part (`pack_members`): its manifest, its plugin,
+the public checks freshly published from the specs (visible checks, their
+expected values, and each catalogued mistake's results on them, for
+diagnosis), and the starter. What never goes in: the reference,
 any spec (hidden checks, their inputs or expected values), the mutants'
 code, the sample submissions, the tests.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -26,10 +27,11 @@ import tempfile
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from grader.errors import ConfigError
 
-__all__ = ["FORBIDDEN_PARTS", "build_student_package", "inspect_artifact", "stage"]
+__all__ = ["FORBIDDEN_PARTS", "build_student_package", "inspect_artifact", "pack_members", "stage", "student_pyproject"]
 
 ROOT = Path(__file__).resolve().parent.parent
 """Where this ``grader`` package sits (the repository, for an editable install)."""
@@ -49,22 +51,80 @@ def repository(start: Path | None = None) -> Path:
     raise ConfigError("build-student-package: run it in the grader's repository (the folder holding "
                       "pyproject.toml and grader/)")
 
-FORBIDDEN_PARTS = ("reference", "mutants", "exercises", "submissions", "tests", "benchmarks", "reports")
+FORBIDDEN_PARTS = ("reference", "mutants", "exercises", "specs", "submissions", "tests", "benchmarks", "reports")
 """Folder names that never appear in a student artifact's paths."""
 
-STARTER = "grader/data/starter/attention.py"
+
+def pack_package(pack: Any) -> str:
+    """The importable name the pack has in the student package: its installed package, else its id."""
+    return pack.package or re.sub(r"[^A-Za-z0-9_]", "_", pack.id)
 
 
-def _student_readme(readme: Path) -> str:
+def pack_members(pack: Any) -> dict[str, Path | None]:
+    """What of the pack goes into the student package: member name to source file (None: written).
+
+    The manifest, the package's ``__init__.py``, the plugin (the pack's own
+    check kinds: judging code, no reference), the public checks and the
+    starter; never the specs, the reference, the mutants or the samples.
+    """
+    pkg = pack_package(pack)
+    members: dict[str, Path | None] = {f"{pkg}/__init__.py": pack.root / "__init__.py", f"{pkg}/course.yaml":
+                                       pack.root / "course.yaml"}
+    if pack.plugin is not None:
+        members[f"{pkg}/{pack.plugin.name}"] = pack.plugin
+    members[f"{pkg}/{pack.public.relative_to(pack.root).as_posix()}"] = None
+    members[f"{pkg}/{pack.starter.relative_to(pack.root).as_posix()}"] = pack.starter
+    return members
+
+
+def _student_readme(readme: Path, pack: Any) -> str:
     text = readme.read_text(encoding="utf-8")
     start = text.find("## For students")
     if start < 0:
-        return "# G14 grader\n\nRun `grader check attention.py` in the folder holding your file.\n"
+        return f"# {pack.chapter} grader\n\nRun `grader check {pack.submission}` in the folder holding your file.\n"
     end = text.find("\n## ", start + 3)
-    return "# G14 grader for students\n\n" + text[start:end if end > 0 else None].strip() + "\n"
+    return f"# {pack.chapter} grader for students\n\n" + text[start:end if end > 0 else None].strip() + "\n"
 
 
-def stage(folder: Path, bundle_text: str, starter: Path, root: Path = ROOT) -> Path:
+def _tables(text: str) -> list[list[str]]:
+    """A TOML file's lines grouped by table (the first group: before any table header)."""
+    groups: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.startswith("["):
+            groups.append([])
+        groups[-1].append(line)
+    return groups
+
+
+def student_pyproject(text: str, pack: Any) -> str:
+    """The course's ``pyproject.toml`` rewritten for the student package.
+
+    Its packages are ``grader`` and the pack's; its package data only the
+    templates and the pack's public members; its ``grader.packs`` entry
+    point names the pack; its name is the pack's ``distribution``.
+    """
+    pkg = pack_package(pack)
+    data = sorted(m.split("/", 1)[1] for m in pack_members(pack) if not m.endswith(".py") or "/" in m.split("/", 1)[1])
+    out = []
+    for group in _tables(text):
+        header = group[0].strip() if group and group[0].startswith("[") else ""
+        if header == "[tool.setuptools.package-data]":
+            group = [group[0], 'grader = ["templates/*.html", "py.typed"]',
+                     f"{pkg} = [{', '.join(json.dumps(d) for d in data)}]", ""]
+        elif header == '[project.entry-points."grader.packs"]':
+            group = [group[0], f'{pack.id} = "{pkg}"', ""]
+        elif header == "[tool.setuptools]":
+            group = [re.sub(r"^packages = .*$", f'packages = ["grader", "grader.builtin", "{pkg}"]', line)
+                     for line in group]
+        elif header == "[project]":
+            group = [re.sub(r'^name = ".*"$', f'name = "{pack.distribution}"', line) for line in group]
+        out.extend(group)
+    if not any(line.strip() == '[project.entry-points."grader.packs"]' for line in out):
+        out += ["", '[project.entry-points."grader.packs"]', f'{pack.id} = "{pkg}"']
+    return "\n".join(out) + "\n"
+
+
+def stage(folder: Path, bundle_text: str, pack: Any, root: Path = ROOT) -> Path:
     """Lay out the student package's source tree in ``folder``.
 
     Parameters
@@ -72,10 +132,10 @@ def stage(folder: Path, bundle_text: str, starter: Path, root: Path = ROOT) -> P
     folder : pathlib.Path
         An empty folder.
     bundle_text : str
-        The public checks (`grader.public.dumps`), written as
-        ``grader/data/g14-public.json``.
-    starter : pathlib.Path
-        The starter ``attention.py``.
+        The public checks (`grader.public.dumps`), written as the pack's
+        public-checks file.
+    pack : grader.packs.Pack
+        The course pack: its public members go in (`pack_members`).
     root : pathlib.Path
         The repository.
 
@@ -93,16 +153,18 @@ def stage(folder: Path, bundle_text: str, starter: Path, root: Path = ROOT) -> P
             target = folder / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
-    data = folder / "grader" / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    (data / "g14-public.json").write_text(bundle_text, encoding="utf-8")
-    (folder / STARTER).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(starter, folder / STARTER)
-    (folder / "README.md").write_text(_student_readme(root / "README.md"), encoding="utf-8")
+    for name, source in pack_members(pack).items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source is None:
+            target.write_text(bundle_text, encoding="utf-8")
+        elif source.is_file():
+            shutil.copyfile(source, target)
+        else:  # a folder pack without __init__.py
+            target.write_text(f'"""The {pack.chapter} course pack (public part)."""\n', encoding="utf-8")
+    (folder / "README.md").write_text(_student_readme(root / "README.md", pack), encoding="utf-8")
     pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
-    pyproject = pyproject.replace('grader = ["templates/*.html", "py.typed", "data/*.json"]',
-                                  'grader = ["templates/*.html", "py.typed", "data/*.json", "data/starter/*.py"]')
-    (folder / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    (folder / "pyproject.toml").write_text(student_pyproject(pyproject, pack), encoding="utf-8")
     return folder
 
 
@@ -124,7 +186,8 @@ def _digests(paths: Iterable[Path]) -> dict[str, str]:
     return {hashlib.sha256(p.read_bytes()).hexdigest(): str(p) for p in paths if p.is_file()}
 
 
-def inspect_artifact(artifact: Path, specs: Path, reference: Path, mutants: Path) -> list[str]:
+def inspect_artifact(artifact: Path, specs: Path, reference: Path, mutants: Path,
+                     allowed: Iterable[str] = ()) -> list[str]:
     """What a student artifact holds that it must not; ``[]`` when it is clean.
 
     A problem is: a path with a folder of `FORBIDDEN_PARTS` or a ``.yaml``/
@@ -138,6 +201,9 @@ def inspect_artifact(artifact: Path, specs: Path, reference: Path, mutants: Path
         A ``.whl`` or ``.tar.gz``.
     specs, reference, mutants : pathlib.Path
         What must stay out (the specs folder, the reference, the mutants folder).
+    allowed : iterable of str
+        The pack's members (`pack_members`): the only YAML file (the
+        manifest) and Python files outside ``grader`` allowed in.
 
     Returns
     -------
@@ -155,6 +221,7 @@ def inspect_artifact(artifact: Path, specs: Path, reference: Path, mutants: Path
         for c in data.get("checks") or []:
             if c.get("visibility", default) != "visible":
                 hidden_ids.add((data.get("exercise"), c.get("id")))
+    allowed = set(allowed)
     problems = []
     for name, body in _members(artifact):
         parts = PurePosixPath(name).parts
@@ -162,9 +229,10 @@ def inspect_artifact(artifact: Path, specs: Path, reference: Path, mutants: Path
         where = f"{artifact.name}: {name}"
         if any(p in FORBIDDEN_PARTS for p in inner[:-1]):
             problems.append(f"{where}: a folder that stays in the course repository")
-        if name.endswith((".yaml", ".yml")):
+        member = "/".join(inner)
+        if name.endswith((".yaml", ".yml")) and member not in allowed:
             problems.append(f"{where}: a YAML file (specs stay in the course repository)")
-        if name.endswith(".py") and inner[:1] != ("grader",) and inner[-1:] != ("setup.py",):
+        if name.endswith(".py") and inner[:1] != ("grader",) and inner[-1:] != ("setup.py",) and member not in allowed:
             problems.append(f"{where}: Python code outside the grader package")
         digest = hashlib.sha256(body).hexdigest()
         if digest in secret:
@@ -184,9 +252,22 @@ def inspect_artifact(artifact: Path, specs: Path, reference: Path, mutants: Path
     return problems
 
 
-def build_student_package(out: Path, bundle_text: str, specs: Path, reference: Path, mutants: Path,
-                          starter: Path, root: Path | None = None) -> list[Path]:
+def build_student_package(out: Path, bundle_text: str, pack: Any, specs: Path, reference: Path, mutants: Path,
+                          root: Path | None = None) -> list[Path]:
     """Stage, build (wheel and sdist) and inspect the student package.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        Folder for the artifacts.
+    bundle_text : str
+        The public checks.
+    pack : grader.packs.Pack
+        The course pack (its public members go in).
+    specs, reference, mutants : pathlib.Path
+        What must stay out.
+    root : pathlib.Path, optional
+        The repository (default: `repository`).
 
     Returns
     -------
@@ -200,11 +281,11 @@ def build_student_package(out: Path, bundle_text: str, specs: Path, reference: P
         (the artifacts are then removed).
     """
     root = root or repository()
-    if not starter.is_file():
-        raise ConfigError(f"{starter}: the starter is missing (it goes into the student package)")
+    if not pack.starter.is_file():
+        raise ConfigError(f"{pack.starter}: the starter is missing (it goes into the student package)")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="grader-student-package-") as tmp:
-        tree = stage(Path(tmp) / "src", bundle_text, starter, root)
+        tree = stage(Path(tmp) / "src", bundle_text, pack, root)
         built = Path(tmp) / "dist"
         proc = subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--no-isolation",
                                "--outdir", str(built), str(tree)], capture_output=True, text=True, check=False)
@@ -213,7 +294,8 @@ def build_student_package(out: Path, bundle_text: str, specs: Path, reference: P
             raise ConfigError("building the student package failed: " + " / ".join(tail)
                               + " (is 'build' installed? pip install build)")
         artifacts = sorted(built.iterdir())
-        problems = [p for a in artifacts for p in inspect_artifact(a, specs, reference, mutants)]
+        allowed = pack_members(pack)
+        problems = [p for a in artifacts for p in inspect_artifact(a, specs, reference, mutants, allowed)]
         if problems:
             raise ConfigError("the student package would hold what students must not see: " + "; ".join(problems[:5]))
         final = []

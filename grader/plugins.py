@@ -56,7 +56,8 @@ UNBLOCKABLE: tuple[str, ...] = ("sandbox", "runner")
 (or not at all). ``--insecure`` is the one way to grade without the sandbox."""
 
 
-def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = True) -> pluggy.PluginManager:
+def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = True,
+                       pack: str | None = None) -> pluggy.PluginManager:
     """Return a fresh plugin manager for one run.
 
     Parameters
@@ -67,6 +68,10 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
         short name, an entry point's name, or a module name).
     load_entrypoints : bool
         Whether to load the ``grader`` entry-point group.
+    pack : str, optional
+        ``--pack``: the course pack (a folder or an installed pack's id)
+        whose plugin is registered under the pack's id; without it, the
+        one installed pack's (none when there is not exactly one).
 
     Returns
     -------
@@ -81,6 +86,8 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
         (a misspelled ``grader_...`` name).
     grader.errors.UsageError
         If ``-p no:NAME`` names the sandbox or the runner (`UNBLOCKABLE`).
+    grader.errors.ConfigError
+        If ``pack`` names no pack, or the pack's plugin fails to import.
     """
     pm = pluggy.PluginManager("grader")
     pm.add_hookspecs(hookspecs)
@@ -98,6 +105,7 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
             continue
         module = importlib.import_module(f"grader.builtin.{short}")
         pm.register(module, name=short)
+    _register_pack(pm, pack)
     if load_entrypoints:
         try:
             pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
@@ -126,3 +134,19 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
     except pluggy.PluginValidationError as exc:
         raise PluginError(f"plugin error: {exc}; the hooks are the grader_... functions of grader.hookspecs") from exc
     return pm
+
+
+def _register_pack(pm: pluggy.PluginManager, option: str | None) -> None:
+    """Register the course pack's plugin (its own check kinds) under the pack's id."""
+    from grader.errors import ConfigError
+    from grader.packs import find_pack
+
+    try:
+        pack = find_pack(option)
+    except ConfigError:
+        if option:
+            raise
+        return  # no pack, or several: the commands that grade say so
+    module = pack.load_plugin()
+    if module is not None and not pm.is_blocked(pack.id) and pm.get_plugin(pack.id) is None:
+        pm.register(module, name=pack.id)

@@ -2,8 +2,8 @@
 
 Students have neither the hidden specs nor the reference. ``grader publish``
 prepares the *visible* checks (their calls and expected values, which the
-student may see anyway) and writes them to one JSON file; the package ships
-it as ``grader/data/g14-public.json``, so ``grader check attention.py``
+student may see anyway) and writes them to one JSON file; the course pack
+ships it (its manifest's ``public``, e.g. ``g14/public.json``), so ``grader check``
 works in a student's own folder or CI with nothing else. Hidden checks are
 only counted. Judging needs no reference: every check kind computes what it
 needs when the check is prepared.
@@ -26,16 +26,14 @@ from typing import Any
 import numpy as np
 
 from grader import __version__
-from grader.builtin.checks import KindContext
+from grader.kinds import KindContext
 from grader.errors import ConfigError
 from grader.models import Call, Check, Exercise, Prepared
 
-__all__ = ["BUNDLE", "FORMAT", "decode", "encode", "load_bundle", "load_mistakes", "publish", "visible_part"]
+__all__ = ["FORMAT", "decode", "encode", "load_bundle", "load_mistakes", "publish", "visible_part"]
 
 FORMAT = 1
 """Version of the bundle's layout."""
-BUNDLE = Path(__file__).resolve().parent / "data" / "g14-public.json"
-"""The bundle shipped with the package (made by ``grader publish``)."""
 
 
 def encode(value: Any) -> Any:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader import __version__
-from grader.builtin.checks import KindContext
+from grader import __version__, packs
+from grader.kinds import KindContext
 from grader.config import Config
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
 from grader.models import (
@@ -147,17 +147,14 @@ def spec_hash(spec_files: list[Path], reference: Path) -> str:
 def public_bundle(config: Config, specs_dir: Path) -> Path | None:
     """The public-checks file ``grader check`` should use, or None to read the specs.
 
-    ``--public FILE`` names one; without it, the file shipped with the
-    package is used when the specs folder was left at its default and is
-    not here (a student's own folder).
+    ``--public FILE`` names one; without it, the pack's public-checks file
+    is used when ``--specs`` was not given and the pack holds no specs (a
+    student package's pack).
     """
-    from grader.cli import DEFAULT_SPECS
-    from grader.public import BUNDLE
-
     if config.option("public"):
         return Path(config.option("public"))
-    if config.option("specs") == DEFAULT_SPECS and not specs_dir.is_dir() and BUNDLE.is_file():
-        return BUNDLE
+    if not config.option("specs") and not specs_dir.is_dir() and config.pack.public.is_file():
+        return config.pack.public
     return None
 
 
@@ -178,7 +175,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
         (`grader.errors.SpecError`).
     """
     config.stash["check_kinds"] = kinds = check_kinds(config)
-    specs_dir = Path(config.option("specs"))
+    specs_dir = packs.specs_dir(config)
     if visible_only:
         bundle = public_bundle(config, specs_dir)
         if bundle is not None:
@@ -188,7 +185,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
             return dataclasses.replace(collected, unlisted_hidden=hidden)
     if not specs_dir.is_dir():
         raise ConfigError(f"{specs_dir}: specs folder not found; run from the project folder or pass --specs DIR")
-    reference_path = Path(config.option("reference"))
+    reference_path = packs.reference_file(config)
     reference = config.hook.grader_load_reference(path=str(reference_path), config=config)
     exercises: list[Exercise] = []
     used: list[Path] = []
@@ -220,7 +217,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
         raise ConfigError(f"{specs_dir}: no exercise specs (*.yaml) found")
     prepared = []
     for exercise in exercises:
-        context = KindContext(exercise, dict(reference))
+        context = KindContext(exercise, dict(reference), error_bound=_error_bound(config))
         items = []
         for check in exercise.checks:
             if visible_only and check.visibility != "visible":
@@ -230,6 +227,15 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
             items.append(PreparedCheck(check, kind, context, ready))
         prepared.append((exercise, tuple(items)))
     return Collected(tuple(exercises), tuple(prepared), spec_hash(used, reference_path))
+
+
+def _error_bound(config: Config) -> Any:
+    """``KindContext.error_bound``: the ``grader_float64_error`` hook, as a plain function."""
+
+    def bound(function: str, args: Any, parts: Any) -> Any:
+        return config.hook.grader_float64_error(function=function, args=args, parts=parts)
+
+    return bound
 
 
 def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared:
@@ -243,7 +249,7 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
     shown only up to the first hidden call.
     """
     from grader.boundary import DEFAULT_BUDGET, budget_for
-    from grader.builtin.checks import guarded_call
+    from grader.kinds import guarded_call
 
     calls = []
     for call in prepared.calls:
@@ -255,6 +261,12 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
         calls.append(dataclasses.replace(call, budget=budget, hidden=_hidden(check)))
     return dataclasses.replace(prepared, calls=tuple(calls))
 
+
+
+def _catalogue_fingerprint(config: Config, fingerprint: Any) -> str:
+    """The mutant catalogue's fingerprint ("" when the run has none)."""
+    folder = packs.mutants_dir(config)[0]
+    return fingerprint(folder) if folder is not None else ""
 
 
 def _looks_like_spec(name: str) -> bool:
@@ -494,7 +506,7 @@ def _diagnosis_fingerprint(config: Config) -> str:
     if "session.catalogue_fingerprint" not in config.stash:
         from grader.catalogue import fingerprint
 
-        config.stash["session.catalogue_fingerprint"] = fingerprint(config.option("mutants") or "mutants")
+        config.stash["session.catalogue_fingerprint"] = _catalogue_fingerprint(config, fingerprint)
     return config.stash["session.catalogue_fingerprint"]
 
 

@@ -59,11 +59,28 @@ class BadReturn(Exception):
     """The returned value is not plain numeric data."""
 
 
+def _shared_limits():
+    """``grader/child/limits.py`` (what the grader and its children agree on), loaded by path.
+
+    The worker runs as a script with ``python -I``: the grader package is
+    not on its path, and is never imported here.
+    """
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child", "limits.py")
+    spec = importlib.util.spec_from_file_location("_grader_child_limits", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _limits(cpu_seconds):
+    """The plain child's rlimits: no core dumps, CPU seconds (a backstop), file size."""
+    shared = _shared_limits()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    soft = max(1, int(cpu_seconds))
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 2))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
+    resource.setrlimit(resource.RLIMIT_CPU, shared.cpu_rlimit(cpu_seconds))
+    file_bytes = shared.DEFAULT_LIMITS["file_bytes"]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
 
 def _finite(value):

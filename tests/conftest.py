@@ -14,9 +14,10 @@ import pytest
 from grader.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-SPECS = ROOT / "exercises" / "g14"
-REFERENCE = ROOT / "reference" / "attention.py"
-SUBMISSIONS = ROOT / "submissions"
+SPECS = ROOT / "g14" / "specs"
+REFERENCE = ROOT / "g14" / "reference" / "attention.py"
+SUBMISSIONS = ROOT / "g14" / "submissions"
+STARTER = ROOT / "g14" / "starter" / "attention.py"
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run")

@@ -82,15 +82,16 @@ from pathlib import Path
 import pytest
 from conftest import run_chromium
 
+from grader.child.limits import UID_BASE
 from grader.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 ADVERSARIAL = ROOT / "tests" / "adversarial"
 REPO_IN_ATTACKS = "/work/main"
 """The repository's path as the attacks spell it; replaced by this checkout's path when graded."""
-HONEST = ROOT / "submissions" / "mib_decimal" / "attention.py"
-UIDS = range(61000, 61064)
-"""uids of the sandbox's worker slots (grader.zygote.UID_BASE + slot)."""
+HONEST = ROOT / "g14" / "submissions" / "mib_decimal" / "attention.py"
+UIDS = range(UID_BASE, UID_BASE + 64)
+"""uids of the sandbox's worker slots (grader.child.limits.UID_BASE + slot)."""
 PORT = 47914
 UNIX_SOCKET = Path(f"/tmp/grader-adversarial-{PORT}.sock")
 ABSTRACT_SOCKET = f"\0grader-adversarial-{PORT}"
@@ -154,7 +155,8 @@ FOREIGN = "returned something the grader cannot read: the result holds an object
 def _job_folder() -> str:
     import numpy
 
-    from grader.zygote import allowed_paths, choose_job_folder
+    from grader.child.jobsetup import choose_job_folder
+    from grader.child.landlock import allowed_paths
 
     return choose_job_folder(allowed_paths(numpy))
 
@@ -186,9 +188,9 @@ ATTACKS = {
     # reading secrets: the reference, the specs, the grader, /proc, fds, memory, classmates
     # (a checkout under /tmp is not there for a job: these find nothing and stay honest)
     "read_reference": Attack((HONEST_WRONG,) if HIDDEN_BY_TMP
-                             else (_denied(f"{ROOT}/reference/attention.py"), SANDBOX)),
+                             else (_denied(f"{ROOT}/g14/reference/attention.py"), SANDBOX)),
     "read_specs": Attack((HONEST_WRONG,) if HIDDEN_BY_TMP
-                         else (_denied(f"{ROOT}/exercises/g14/G14.05.yaml"), SANDBOX)),
+                         else (_denied(f"{ROOT}/g14/specs/G14.05.yaml"), SANDBOX)),
     "import_grader": Attack(((SANDBOX, "only numpy and the standard library"),)),
     "proc_and_environ": Attack((SANDBOX,)),
     "inherited_fds": Attack(("no inherited file descriptor leads to a secret; open: 0 1 2 3",)),
@@ -423,7 +425,7 @@ def _precomputed_attack(baseline: Path) -> str:
     """
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("adversarial_reference", ROOT / "reference" / "attention.py")
+    spec = importlib.util.spec_from_file_location("adversarial_reference", ROOT / "g14" / "reference" / "attention.py")
     reference = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reference)
     with _environment(**{SECRET_ENV: None, SECRET_ENV + "_FILE": None}):
@@ -633,16 +635,16 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     canary = f"canary {os.getpid()} {time.time()}\n"
     CANARY.write_text(canary)
     os.chmod(CANARY, 0o666)  # writable by anyone: only the sandbox stands in the way
-    reference = (ROOT / "reference" / "attention.py").read_bytes()
+    reference = (ROOT / "g14" / "reference" / "attention.py").read_bytes()
     attacks = tmp_path_factory.mktemp("adv-class") / "adversarial"
     shutil.copytree(ADVERSARIAL, attacks)
     for file in attacks.glob("*/attention.py"):  # aim at this checkout of the repository
         file.write_text(file.read_text().replace(REPO_IN_ATTACKS, str(ROOT)).replace(CANARY_IN_ATTACKS, str(CANARY)))
     (attacks / CLASSMATE).mkdir()
-    shutil.copy(ROOT / "submissions" / "correct_numpy" / "attention.py", attacks / CLASSMATE / "attention.py")
+    shutil.copy(ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py", attacks / CLASSMATE / "attention.py")
     (attacks / "precompute_seeds").mkdir()
     (attacks / "precompute_seeds" / "attention.py").write_text(
-        _precomputed_attack(ROOT / "submissions" / "no_sqrt_dk" / "attention.py"))
+        _precomputed_attack(ROOT / "g14" / "submissions" / "no_sqrt_dk" / "attention.py"))
     secret = f"adversarial-{secrets.token_hex(8)}"
     helpers = _Helpers()
     before = {p["pid"] for p in _survivors()}
@@ -651,7 +653,7 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     try:
         with _environment(**{SECRET_ENV: secret, SECRET_ENV + "_FILE": None}):
             code, seconds, printed = _grade_watched(
-                [str(attacks), *(f"submissions/{b}" for b in BASELINES)], out, log)
+                [str(attacks), *(f"g14/submissions/{b}" for b in BASELINES)], out, log)
             hidden = _hidden_tokens()
     finally:
         helpers.close()
@@ -666,7 +668,7 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "hits": list(helpers.hits),
         "survivors": [p for p in _wait_no_survivors() if p["pid"] not in before],
         "canary_intact": CANARY.read_text() == canary,
-        "reference_intact": (ROOT / "reference" / "attention.py").read_bytes() == reference,
+        "reference_intact": (ROOT / "g14" / "reference" / "attention.py").read_bytes() == reference,
         "marked_files": _files_with_mark(start),
         "outside": [str(p) for p in OUTSIDE_TARGETS if p.exists()]
         + [str(p) for p in Path("/tmp").glob("grader-adversarial-planted-ran-*")],
@@ -1011,7 +1013,7 @@ def _write_zip(path: Path) -> None:
         zf.writestr("/tmp/grader-adversarial-abs.py", honest)
         link = zipfile.ZipInfo("export/zip_mallory/attention.py")
         link.external_attr = (0o120777 << 16)  # a symbolic link to the reference
-        zf.writestr(link, str(ROOT / "reference" / "attention.py"))
+        zf.writestr(link, str(ROOT / "g14" / "reference" / "attention.py"))
         bomb = zipfile.ZipInfo("export/zip_bomber/attention.py")
         bomb.compress_type = zipfile.ZIP_DEFLATED
         with zf.open(bomb, "w") as fh:  # 256 MiB of zeros in about 256 KiB
@@ -1029,10 +1031,10 @@ def odd_class(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for name in ("honest", "link_file", "link_passwd", "non_utf8", "latin1_declared", "large_ok", "large_over"):
         (cls / name).mkdir(parents=True)
     (cls / "honest" / "attention.py").write_bytes(honest)
-    (cls / "link_file" / "attention.py").symlink_to(ROOT / "reference" / "attention.py")
+    (cls / "link_file" / "attention.py").symlink_to(ROOT / "g14" / "reference" / "attention.py")
     (cls / "link_passwd" / "attention.py").symlink_to("/etc/passwd")
-    (cls / "link_folder").symlink_to(ROOT / "submissions" / "correct_numpy", target_is_directory=True)
-    (cls / "link_module.py").symlink_to(ROOT / "reference" / "attention.py")
+    (cls / "link_folder").symlink_to(ROOT / "g14" / "submissions" / "correct_numpy", target_is_directory=True)
+    (cls / "link_module.py").symlink_to(ROOT / "g14" / "reference" / "attention.py")
     (cls / "non_utf8" / "attention.py").write_bytes(b'GREETING = "caf\xe9"\n' + honest)
     (cls / "latin1_declared" / "attention.py").write_bytes(
         b'# -*- coding: latin-1 -*-\nGREETING = "caf\xe9"\n' + honest
@@ -1140,9 +1142,9 @@ ARCHIVED = {
     "L" * 300: "honest, under a folder name longer than a file system allows (graded: its files are not named so)",
 }
 SOURCES = {
-    "honest": ROOT / "submissions" / "mib_decimal" / "attention.py",
-    "correct": ROOT / "submissions" / "correct_numpy" / "attention.py",
-    "starter": ROOT / "submissions" / "starter" / "attention.py",
+    "honest": ROOT / "g14" / "submissions" / "mib_decimal" / "attention.py",
+    "correct": ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py",
+    "starter": ROOT / "g14" / "submissions" / "starter" / "attention.py",
 }
 SCORES = {"honest": FULL_MARKS - 5, "correct": FULL_MARKS, "starter": 0.0}
 
@@ -1198,7 +1200,7 @@ def named_class(tmp_path_factory: pytest.TempPathFactory) -> dict:
     before = {p["pid"] for p in _survivors()}
     snapshot = _snapshot(base)
     out = base / "out"
-    code, seconds, printed = _grade_watched([str(cls), str(archive), "submissions/mib_decimal"], out,
+    code, seconds, printed = _grade_watched([str(cls), str(archive), "g14/submissions/mib_decimal"], out,
                                             base / "grade.log")
     snapshot.pop(os.fsencode(out), None)
     snapshot.pop(os.fsencode(base / "grade.log"), None)
@@ -1351,7 +1353,7 @@ PARENT_CPU_BOUND = 10.0
 
 def _slow_classmate() -> str:
     """correct_numpy's code, whose G14.05 functions each spin 0.6 s of CPU: slow, but within every limit."""
-    return (ROOT / "submissions" / "correct_numpy" / "attention.py").read_text() + textwrap.dedent('''
+    return (ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py").read_text() + textwrap.dedent('''
 
         import time as _time
 
@@ -1399,7 +1401,7 @@ def parent_load(tmp_path_factory: pytest.TempPathFactory) -> dict:
     paths = [str(cls / n) for n in ("slow_classmate", "cpu_hog", "frame_flood", "junk_flood", "classmate")]
     start = time.monotonic()
     log = open(base / "grade.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "grader", "grade", *paths, "submissions/mib_decimal",
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "grade", *paths, "g14/submissions/mib_decimal",
                              "--out", str(out), "-q", "--jobs", "2", *TIMEOUTS],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit)
     peak, cpu = 0, 0.0
@@ -1464,7 +1466,7 @@ def test_blocking_the_sandbox_is_refused(plugin: str, tmp_path: Path, capfd: pyt
     old = os.getcwd()
     os.chdir(ROOT)
     try:
-        code = main(["grade", "submissions/mib_decimal", "--out", str(out), "-q", "-p", f"no:{plugin}", *TIMEOUTS])
+        code = main(["grade", "g14/submissions/mib_decimal", "--out", str(out), "-q", "-p", f"no:{plugin}", *TIMEOUTS])
     finally:
         os.chdir(old)
     _, err = capfd.readouterr()

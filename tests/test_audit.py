@@ -22,7 +22,7 @@ from grader.catalogue import load_catalogue
 from grader.cli import main
 from grader.errors import ConfigError
 
-MUTANTS = ROOT / "mutants"
+MUTANTS = ROOT / "g14" / "mutants"
 EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")
 
 # The whole kill matrix, one letter per exercise G14.01..G14.06:
@@ -129,7 +129,7 @@ def audited() -> tuple[int, list[str]]:
 def test_the_audit_passes(audited) -> None:  # noqa: ANN001
     code, lines = audited
     assert code == 0
-    assert lines[0] == "audit of mutants/catalogue.yaml: 43 mutants, 8 correct variants; 6 exercises, 58 checks"
+    assert lines[0] == "audit of g14/mutants/catalogue.yaml: 43 mutants, 8 correct variants; 6 exercises, 58 checks"
     assert lines[-1] == LAST_LINE
     assert not any(line.startswith("FAIL") for line in lines)
 
@@ -210,7 +210,7 @@ def test_each_mutant_is_one_small_change_of_its_base() -> None:
             assert not entry.base  # nothing is computed: there is no base to differ from
             continue
         assert f"Derived from mutants/{entry.base}/attention.py" in text
-        diff = difflib.unified_diff(code(ROOT / "mutants" / entry.base / "attention.py"), code(Path(entry.file)), n=0)
+        diff = difflib.unified_diff(code(ROOT / "g14" / "mutants" / entry.base / "attention.py"), code(Path(entry.file)), n=0)
         changed = [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
         assert 1 <= len(changed) <= 4, (entry.name, changed)
 
@@ -333,7 +333,7 @@ def test_the_readme_shows_this_matrix(audited) -> None:  # noqa: ANN001
 def test_a_mutant_that_passes_every_visible_check_fails_the_audit(tmp_path: Path) -> None:
     """Without its visible twin, fill_minus_1e9 is caught by a hidden check only: CI would stay green."""
     specs = tmp_path / "specs"
-    shutil.copytree(ROOT / "exercises" / "g14", specs)
+    shutil.copytree(ROOT / "g14" / "specs", specs)
     g14_06 = specs / "G14.06.yaml"
     text = g14_06.read_text()
     start = text.index("  - id: masked-scores-above-very-low-allowed")

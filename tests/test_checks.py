@@ -12,14 +12,16 @@ import numpy as np
 import pytest
 from conftest import REFERENCE
 
-from grader.builtin.checks import BUILTIN_KINDS, KindContext
+from g14.kinds import KINDS as G14_KINDS
+from grader.builtin.checks import BUILTIN_KINDS
 from grader.builtin.judge import judge
 from grader.builtin.reference import load_reference
 from grader.compare import Mismatch, as_array, compare, format_value, split_parts
 from grader.errors import SpecError
+from grader.kinds import KindContext
 from grader.models import CallResult, Check, Exercise, Prepared, Verdict
 
-KINDS = {kind.name: kind for kind in BUILTIN_KINDS}
+KINDS = {kind.name: kind for kind in (*BUILTIN_KINDS, *G14_KINDS)}
 REF = load_reference(str(REFERENCE))
 ATTENTION = {"attention": ("outputs", "weights")}
 SPEC_PATH = "specs/G14.99.yaml"

@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from grader.config import Config
 from grader.models import Call, CallResult, Check
 from grader.plugins import get_plugin_manager, hookimpl
 
-MUTANTS = ROOT / "mutants"
+MUTANTS = ROOT / "g14" / "mutants"
 CATALOGUE = {e.name: e for e in load_catalogue(MUTANTS).entries}
 
 # mutant -> a check whose report must carry the mutant's diagnosis: (exercise, check, visibility)
@@ -183,11 +184,12 @@ def test_no_diagnosis_option(cli, tmp_path: Path) -> None:
 
 
 def test_without_a_catalogue_diagnosis_is_off_unless_asked_for(cli, tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)  # no mutants/ here
-    specs, ref = ROOT / "exercises" / "g14", ROOT / "reference" / "attention.py"
-    code, out, err = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--specs", specs, "--reference", ref)
+    pack = tmp_path / "pack"  # the G14 pack without its mutants/
+    shutil.copytree(ROOT / "g14", pack, ignore=shutil.ignore_patterns("mutants", "submissions", "__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--pack", pack)
     assert code == 1 and "mib differs" in out and "likely mistake" not in out and err == ""
-    code, out, err = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--specs", specs, "--reference", ref,
+    code, out, err = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--pack", pack,
                          "--mutants", tmp_path / "nope")
     assert code == 3 and f"{tmp_path / 'nope' / 'catalogue.yaml'}: catalogue not found" in err
 

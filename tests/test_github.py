@@ -55,7 +55,7 @@ def test_check_annotates_each_failing_check_on_its_function(cli, actions: Path) 
     assert commands and {level for level, _, _ in commands} == {"error"}
     by_title = {props["title"]: (props, message) for _, props, message in commands}
     props, message = by_title["G14.02 zero-scores: failed (0/2 points)"]
-    assert props["file"] == "submissions/unnormalized_scores/attention.py"
+    assert props["file"] == "g14/submissions/unnormalized_scores/attention.py"
     assert props["line"] == _def_line(file, "attention")
     assert message.splitlines() == [
         "outputs differs from the expected value by up to 5 (at outputs[0][0])",

@@ -246,7 +246,8 @@ def test_a_zip_that_is_not_a_zip_is_one_line(tmp_path: Path, capsys: pytest.Capt
 
 def test_the_largest_generator_is_refused_without_allocating(tmp_path: Path) -> None:
     """``{normal: [100000, 100000]}`` (74.5 GiB) is refused in well under a second, allocating under 1 MiB."""
-    from grader.builtin.checks import BUILTIN_KINDS, KindContext
+    from grader.builtin.checks import BUILTIN_KINDS
+    from grader.kinds import KindContext
     from grader.builtin.reference import load_reference
     from grader.errors import SpecError
     from grader.models import Check, Exercise
@@ -379,10 +380,11 @@ def test_the_grader_script_exits_3_when_the_reference_exits(source: str, shown: 
 
 
 def test_every_builtin_kind_declares_a_schema_of_its_keys_and_the_readme_lists_them() -> None:
+    from g14.kinds import KINDS as G14_KINDS
     from grader.builtin.checks import BUILTIN_KINDS
 
     readme = (ROOT / "README.md").read_text()
-    for kind in BUILTIN_KINDS:
+    for kind in (*BUILTIN_KINDS, *G14_KINDS):
         assert set(kind.schema["properties"]) == set(kind.params), kind.name
         row = next(line for line in readme.splitlines() if line.startswith(f"| `{kind.name}` |"))
         for key in kind.params:

@@ -14,7 +14,7 @@ import pytest
 from grader.notebook import NotebookError, convert
 
 ROOT = Path(__file__).resolve().parents[1]
-MUTANT = (ROOT / "mutants" / "mask_after_softmax" / "attention.py").read_text()
+MUTANT = (ROOT / "g14" / "mutants" / "mask_after_softmax" / "attention.py").read_text()
 
 
 def _notebook(path: Path, *cells: tuple[str, str]) -> Path:

@@ -26,7 +26,7 @@ def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _student(tmp_path: Path, name: str = "no_sqrt_dk") -> Path:
     folder = tmp_path / "me"
     folder.mkdir()
-    shutil.copy(ROOT / "mutants" / name / "attention.py", folder / "attention.py")
+    shutil.copy(ROOT / "g14" / "mutants" / name / "attention.py", folder / "attention.py")
     return folder
 
 
@@ -62,7 +62,7 @@ def test_k_selects_an_exercise_and_the_starter_skips(tmp_path: Path) -> None:
     proc = _pytest(folder, "-k", "G14.03", "-vv")
     assert "3 passed, 18 deselected" in proc.stdout
     assert "attention.py::G14.03::causal-two-positions PASSED" in proc.stdout
-    shutil.copy(ROOT / "exercises" / "g14" / "attention.py", folder / "attention.py")
+    shutil.copy(ROOT / "g14" / "starter" / "attention.py", folder / "attention.py")
     proc = _pytest(folder, "-rs")
     assert "21 skipped" in proc.stdout
     assert "not attempted: attention still raises NotImplementedError" in proc.stdout

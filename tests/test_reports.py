@@ -101,7 +101,7 @@ def test_hidden_failure_shows_only_name_status_and_hint(graded: dict) -> None:
 
 def test_after_due_date_details_follow_the_option(cli, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
-    shutil.copytree("exercises/g14", specs)
+    shutil.copytree("g14/specs", specs)
     spec = specs / "G14.05.yaml"
     spec.write_text(spec.read_text().replace("  - id: mib-n2048\n", "  - id: mib-n2048\n    visibility: after_due_date\n"))
     for flag, shown in (([], False), (["--after-due-date"], True)):

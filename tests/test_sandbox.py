@@ -79,14 +79,14 @@ def test_grading_without_landlock_is_refused(cli, tmp_path: Path, monkeypatch: p
             self.landlock_abi = 0
 
     monkeypatch.setattr(sandbox, "Zygote", NoLandlock)
-    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path)
+    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path)
     assert code == 3
     assert err.strip().splitlines() == [
         "grader: error: no filesystem isolation here (Landlock needs Linux 5.13 or newer, enabled); grading "
         "hidden checks would let submissions read them. Run 'grader doctor', or pass --insecure to grade anyway"
     ]
     assert not (tmp_path / "results.json").exists()
-    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path, "--insecure", "-q")
+    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path, "--insecure", "-q")
     assert code == 0
 
 
@@ -95,7 +95,7 @@ def test_check_and_validate_start_no_zygote(cli, monkeypatch: pytest.MonkeyPatch
         raise AssertionError("the zygote must not start")
 
     monkeypatch.setattr(sandbox, "Zygote", boom)
-    assert cli("check", ROOT / "submissions" / "correct_numpy" / "attention.py")[0] == 0
+    assert cli("check", ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py")[0] == 0
     assert cli("validate")[0] == 0
 
 
@@ -105,7 +105,8 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
 
     from grader.builtin.runner import _Child
     from grader.models import Call
-    from grader.zygote import JOB_NICE, UID_BASE, slot_processes
+    from grader.child.cgroups import slot_processes
+    from grader.child.limits import JOB_NICE, UID_BASE
 
     first, second = tmp_path / "a.py", tmp_path / "b.py"
     first.write_text("import os\ndef who():\n    return [os.geteuid(), 1, os.nice(0)]\n")
@@ -138,7 +139,7 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
         launches = [m for m in sent_to_zygote if m["op"] == "launch"]
         assert len(launches) == 3 and not any("calls" in m or "who" in json.dumps(m) for m in launches)
         worker.close()
-        assert slot_processes(0) == set() and slot_processes(5) == set()
+        assert slot_processes(0, zygote.proc.pid) == set() and slot_processes(5, zygote.proc.pid) == set()
         assert sorted(p.name for p in workdir.iterdir()) == []  # job folders removed with their jobs
     finally:
         worker.close()
@@ -150,7 +151,8 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
     """The job after a timeout is the standby (other slot, other uid); the hung job is ended without waiting."""
     from grader.builtin.runner import run_calls
     from grader.models import Call
-    from grader.zygote import UID_BASE, slot_processes
+    from grader.child.cgroups import slot_processes
+    from grader.child.limits import UID_BASE
 
     path = tmp_path / "attention.py"
     path.write_text("import os\ndef spin():\n    while True:\n        pass\ndef who():\n    return os.geteuid()\n")
@@ -166,7 +168,7 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
         assert len(worker.ending) <= 2  # the hung job and the finished one, killed without waiting, until needed
         worker.close()
         assert worker.ending == [] and worker.free == {0, 5}
-        assert slot_processes(0) == set() and slot_processes(5) == set()
+        assert slot_processes(0, zygote.proc.pid) == set() and slot_processes(5, zygote.proc.pid) == set()
     finally:
         worker.close()
         zygote.close()
@@ -431,10 +433,10 @@ def test_seccomp_allow_list_denies_mount_table_locks_and_unknown_calls(tmp_path:
 
 
 def test_seccomp_tables_are_disjoint() -> None:
-    from grader import zygote
+    from grader.child import seccomp
 
-    tables = [set(zygote.ALLOWED_SYSCALLS_X86_64), set(zygote.DENIED_SYSCALLS_X86_64),
-              set(zygote.KILLED_SYSCALLS_X86_64), set(zygote.ARGUMENT_CHECKED)]
+    tables = [set(seccomp.ALLOWED_SYSCALLS_X86_64), set(seccomp.DENIED_SYSCALLS_X86_64),
+              set(seccomp.KILLED_SYSCALLS_X86_64), set(seccomp.ARGUMENT_CHECKED)]
     assert sum(map(len, tables)) == len(set().union(*tables))
     assert {457, 458, 73, 253, 254, 294} <= tables[1]  # statmount, listmount, flock, inotify
 
@@ -448,7 +450,8 @@ def test_a_job_sees_a_fixed_working_folder(tmp_path: Path) -> None:
     import numpy
 
     from grader.models import Call
-    from grader.zygote import allowed_paths, choose_job_folder
+    from grader.child.jobsetup import choose_job_folder
+    from grader.child.landlock import allowed_paths
 
     folder = choose_job_folder(allowed_paths(numpy))
     assert folder in ("/tmp", "/mnt", "/srv", "/media")
@@ -461,7 +464,7 @@ def test_a_job_sees_a_fixed_working_folder(tmp_path: Path) -> None:
 
 
 def test_the_fixed_folder_moves_off_tmp_when_jobs_read_something_there() -> None:
-    from grader.zygote import choose_job_folder, fixed_folder_clash
+    from grader.child.jobsetup import choose_job_folder, fixed_folder_clash
 
     fresh = ["/usr/lib/python3.11/json", "/tmp/fresh/.venv/lib/python3.11/site-packages/numpy"]
     assert fixed_folder_clash(fresh, "/tmp") == (
@@ -484,7 +487,7 @@ def test_a_set_up_failure_says_why_and_student_code_cannot_claim_one(tmp_path: P
         why = child.exit_description()
         child.kill()
         assert why.startswith("the sandbox could not set up the job: ValueError: ")
-        assert "(zygote.py, line " in why
+        assert "(rlimits.py, line " in why  # where the set-up failed: the module setting the rlimits
     finally:
         zygote.close()
         shutil.rmtree(workdir)
@@ -499,7 +502,7 @@ def time_now() -> float:
 
 
 def test_correct_samples_score_full_marks_in_the_sandbox(cli, tmp_path: Path) -> None:
-    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", ROOT / "submissions" / "correct_lists",
+    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", ROOT / "g14" / "submissions" / "correct_lists",
                          "--out", tmp_path, "-q")
     assert code == 0, err
     results = json.loads((tmp_path / "results.json").read_text())
@@ -520,7 +523,7 @@ def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path
     env = dict(os.environ, TMPDIR=str(tmpdir))
     run = [sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main(sys.argv[1:]))"]
     out = tmp_path / "out"
-    proc = subprocess.run(run + ["grade", "submissions/correct_numpy", "submissions/correct_lists", "--out", str(out),
+    proc = subprocess.run(run + ["grade", "g14/submissions/correct_numpy", "g14/submissions/correct_lists", "--out", str(out),
                                  "-q"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     results = json.loads((out / "results.json").read_text())
@@ -535,7 +538,7 @@ def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path
 def test_grade_stops_in_one_line_when_a_real_job_cannot_run(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """If the preflight job fails, grade exits 3 before grading anything: never a class of zeros."""
     monkeypatch.setattr(sandbox, "PREFLIGHT_SOURCE", b"import os\nos._exit(9)\n")
-    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path / "out")
+    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path / "out")
     assert code == 3
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("grader: error: the sandbox cannot run a job here (importing the "

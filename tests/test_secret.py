@@ -10,13 +10,16 @@ from pathlib import Path
 import pytest
 from conftest import REFERENCE, SPECS, SUBMISSIONS
 
-from grader.builtin.checks import BUILTIN_KINDS, KindContext
+from g14.kinds import KINDS as G14_KINDS
+from g14.kinds import KINDS as G14_KINDS
+from grader.builtin.checks import BUILTIN_KINDS
+from grader.kinds import KindContext
 from grader.builtin.reference import load_reference
 from grader.builtin.yaml_spec import exercise_from_data, parse_yaml
 from grader.errors import UsageError
 from grader.secret import DEFAULT_FINGERPRINT, WARNING, CourseSecret, read_secret
 
-KINDS = {k.name: k for k in BUILTIN_KINDS}
+KINDS = {k.name: k for k in (*BUILTIN_KINDS, *G14_KINDS)}
 S1 = "a" * 32
 S2 = "b" * 32
 

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.package import inspect_artifact, member_names
+from grader.package import inspect_artifact, member_names, pack_members
+from grader.packs import find_pack
 
 ROOT = Path(__file__).resolve().parents[1]
-SPECS, REFERENCE, MUTANTS = ROOT / "exercises" / "g14", ROOT / "reference" / "attention.py", ROOT / "mutants"
+SPECS, REFERENCE, MUTANTS = ROOT / "g14" / "specs", ROOT / "g14" / "reference" / "attention.py", ROOT / "g14" / "mutants"
+STARTER = ROOT / "g14" / "starter" / "attention.py"
 
 
 @pytest.fixture(scope="module")
@@ -35,23 +37,27 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _problems(artifact: Path) -> list[str]:
-    return inspect_artifact(artifact, SPECS, REFERENCE, MUTANTS)
+    return inspect_artifact(artifact, SPECS, REFERENCE, MUTANTS, pack_members(find_pack()))
 
 
 def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(built: dict[str, Path]) -> None:
     wheel = member_names(built["wheel"])
-    assert "grader/data/g14-public.json" in wheel and "grader/data/starter/attention.py" in wheel
+    assert "g14/public.json" in wheel and "g14/starter/attention.py" in wheel
     assert "grader/cli.py" in wheel and "grader/pytest_plugin.py" in wheel and "grader/templates/report.html" in wheel
-    assert not [n for n in wheel if not n.startswith(("grader/", "g14_grader-0.1.0.dist-info/"))]
+    assert not [n for n in wheel if not n.startswith(("grader/", "g14/", "g14_grader-0.1.0.dist-info/"))]
+    # Of the pack: the manifest, its plugin, the public checks and the starter; no spec, reference or mutant.
+    assert sorted(n for n in wheel if n.startswith("g14/")) == [
+        "g14/__init__.py", "g14/course.yaml", "g14/kinds.py", "g14/public.json", "g14/starter/attention.py"]
     sdist = member_names(built["sdist"])
-    assert "g14_grader-0.1.0/grader/data/g14-public.json" in sdist and "g14_grader-0.1.0/pyproject.toml" in sdist
+    assert "g14_grader-0.1.0/g14/public.json" in sdist and "g14_grader-0.1.0/pyproject.toml" in sdist
     for artifact in built.values():
         assert _problems(artifact) == []
     with zipfile.ZipFile(built["wheel"]) as zf:
-        bundle = json.loads(zf.read("grader/data/g14-public.json"))
-        assert zf.read("grader/data/starter/attention.py") == (SPECS / "attention.py").read_bytes()
+        bundle = json.loads(zf.read("g14/public.json"))
+        assert zf.read("g14/starter/attention.py") == STARTER.read_bytes()
         entry_points = zf.read("g14_grader-0.1.0.dist-info/entry_points.txt").decode()
     assert "[pytest11]\ngrader = grader.pytest_plugin" in entry_points
+    assert "[grader.packs]\ng14 = g14" in entry_points
     checks = [c for e in bundle["exercises"] for c in e["checks"]]
     assert len(checks) == 19 and {c["visibility"] for c in checks} == {"visible"} and bundle["hidden_count"] == 27
     # Diagnosis data: names and returned values, never code.
@@ -93,7 +99,7 @@ def test_the_inspection_fails_when_a_hidden_file_is_added(built: dict[str, Path]
     mutant = _with_extra(artifact, tmp_path / "c", "grader/builtin/extra.py", hidden)  # renamed mutant code
     assert [p for p in _problems(mutant) if "the same bytes as" in p and "mutants/no_sqrt_dk" in p]
     (tmp_path / "d").mkdir()
-    bundle = json.loads((ROOT / "grader" / "data" / "g14-public.json").read_text())
+    bundle = json.loads((ROOT / "g14" / "public.json").read_text())
     bundle["exercises"][0]["checks"][0]["id"] = "unequal-counts-and-widths"  # a hidden check's id
     leaked = _with_extra(artifact, tmp_path / "d", "grader/data/other.json", json.dumps(bundle).encode())
     assert any("check G14.01 unequal-counts-and-widths is hidden in the specs" in p for p in _problems(leaked))
@@ -150,7 +156,7 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
     # The starter comes with the package.
     made = run(str(bin_dir / "grader"), "starter", "fresh")
     assert made.returncode == 0, made.stderr
-    assert (home / "fresh" / "attention.py").read_bytes() == (SPECS / "attention.py").read_bytes()
+    assert (home / "fresh" / "attention.py").read_bytes() == (STARTER).read_bytes()
     assert run(str(bin_dir / "grader"), "starter", "fresh").returncode == 2  # never overwrites
 
 
@@ -158,6 +164,6 @@ def test_starter_in_the_course_repository(cli, tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(ROOT)
     code, out, err = cli("starter", tmp_path / "me")
     assert code == 0, err
-    assert (tmp_path / "me" / "attention.py").read_bytes() == (SPECS / "attention.py").read_bytes()
+    assert (tmp_path / "me" / "attention.py").read_bytes() == (STARTER).read_bytes()
     code, _, err = cli("starter", tmp_path / "me")
     assert code == 2 and "exists; the starter never overwrites your file" in err

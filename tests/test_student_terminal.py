@@ -23,7 +23,7 @@ from grader.models import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "submissions"
+SUBMISSIONS = ROOT / "g14" / "submissions"
 
 
 class Tty(io.StringIO):
@@ -118,7 +118,7 @@ def test_text_wraps_to_the_terminal_width(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_check_on_a_folder_of_students(cli, tmp_path: Path) -> None:  # noqa: ANN001
-    for name, source in (("alice", SUBMISSIONS / "correct_numpy"), ("bob", ROOT / "exercises" / "g14")):
+    for name, source in (("alice", SUBMISSIONS / "correct_numpy"), ("bob", ROOT / "g14" / "specs")):
         (tmp_path / name).mkdir()
         shutil.copy(source / "attention.py", tmp_path / name / "attention.py")
     code, out, err = cli("check", tmp_path)
@@ -151,7 +151,7 @@ def test_each_command_lists_only_the_options_it_uses(command: str, capsys: pytes
 
 
 def test_an_option_a_command_does_not_use_is_refused(cli) -> None:  # noqa: ANN001
-    code, _, err = cli("check", "exercises/g14/attention.py", "--roster", "r.csv")
+    code, _, err = cli("check", "g14/starter/attention.py", "--roster", "r.csv")
     assert code == 2 and err.strip() == "grader: error: unrecognized arguments: --roster r.csv (see 'grader --help')"
-    code, _, err = cli("check", "exercises/g14/attention.py", "-j", "2")
+    code, _, err = cli("check", "g14/starter/attention.py", "-j", "2")
     assert code == 2 and "unrecognized arguments: -j 2" in err

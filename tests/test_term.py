@@ -24,7 +24,7 @@ from grader.term import load_policy, parse_lms_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
-S = ROOT / "submissions"
+S = ROOT / "g14" / "submissions"
 NUMPY = (S / "correct_numpy" / "attention.py").read_text()
 NO_SQRT = (S / "no_sqrt_dk" / "attention.py").read_text()
 
@@ -232,7 +232,7 @@ def test_similarity_flags_exactly_the_copied_and_shared_wrong_pairs(tmp_path: Pa
     renamed = NUMPY
     for old, new in (("mask", "allowed_here"), ("shift", "top"), ("scores", "raw_scores"), ("E ", "ex ")):
         renamed = renamed.replace(old, new)
-    wrong = {n: (ROOT / "mutants" / n / "attention.py").read_text().replace("N * N * itemsize", "N * itemsize")
+    wrong = {n: (ROOT / "g14" / "mutants" / n / "attention.py").read_text().replace("N * N * itemsize", "N * itemsize")
              for n in ("correct_batched", "correct_logsumexp")}
     files = {"alice": NUMPY, "bob": renamed, "carol": (S / "correct_lists" / "attention.py").read_text(),
              "dave": wrong["correct_batched"], "erin": wrong["correct_logsumexp"]}

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REFERENCE, SPECS
+from conftest import REFERENCE, SPECS, STARTER
+from g14.kinds import KINDS as G14_KINDS
 from grader.builtin.checks import BUILTIN_KINDS
 from grader.builtin.yaml_spec import MAX_SPEC_BYTES, exercise_from_data, parse_yaml
 from grader.errors import EXIT_CONFIG, SpecError
 
-KINDS = {kind.name: kind for kind in BUILTIN_KINDS}
+KINDS = {kind.name: kind for kind in (*BUILTIN_KINDS, *G14_KINDS)}
 
 G14_02_IDS = (
     "zero-scores",
@@ -451,7 +452,7 @@ def test_cli_specs_folder_without_yaml(cli, tmp_path: Path) -> None:  # noqa: AN
     folder = tmp_path / "specs"
     folder.mkdir()
     (folder / "README.txt").write_text("no specs here\n", encoding="utf-8")
-    shutil.copy(SPECS / "attention.py", folder / "attention.py")
+    shutil.copy(STARTER, folder / "attention.py")
     line = validate_error(cli, folder)
     assert f"{folder}: no exercise specs (*.yaml) found" in line
 

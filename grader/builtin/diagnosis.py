@@ -43,6 +43,7 @@ from typing import Any
 from grader.catalogue import Catalogue, Entry, load_catalogue, run_entries
 from grader.errors import ConfigError
 from grader.models import CallResult, Check, Diagnosis, Prepared, RunOutcome, Verdict
+from grader.packs import mutants_dir, specs_dir
 from grader.plugins import hookimpl
 
 __all__ = ["DiagnosisTable", "Evidence", "build_table", "leave_one_out", "same_data"]
@@ -293,24 +294,25 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
 
 def _catalogue(config: Any) -> Catalogue | None:
     """The catalogue, or None when there is none and none was asked for."""
+    folder, explicit = mutants_dir(config)
+    if folder is None:
+        return None
     try:
-        return load_catalogue(config.option("mutants") or "mutants")
+        return load_catalogue(folder)
     except ConfigError:
-        if config.option("mutants") not in (None, "mutants"):
+        if explicit:
             raise  # an explicit --mutants that is wrong is an error
         return None
 
 
 def _precomputed(config: Any) -> DiagnosisTable | None:
     """The table stored in the public-checks file this session runs, if it runs one."""
-    from pathlib import Path
-
     from grader.public import load_mistakes
     from grader.session import public_bundle
 
     if config.command != "check":
         return None
-    bundle = public_bundle(config, Path(config.option("specs") or ""))
+    bundle = public_bundle(config, specs_dir(config))
     return load_mistakes(bundle) if bundle is not None else None
 
 
@@ -359,7 +361,7 @@ def grader_addoption(parser: Any) -> None:
 @hookimpl
 def grader_configure(config: Any) -> None:
     config.stash[_LOCK] = threading.Lock()
-    if not config.option("no_diagnosis", False) and config.option("mutants") not in (None, "mutants"):
+    if not config.option("no_diagnosis", False) and config.option("mutants"):
         load_catalogue(config.option("mutants"))  # a wrong explicit --mutants fails now, in one line
 
 

@@ -152,7 +152,7 @@ def judge(
         One per call of ``prepared``.
     kind : check kind
         Asked when every call returned (or raised, for kinds that expect it).
-    context : grader.builtin.checks.KindContext
+    context : grader.kinds.KindContext
     shown : bool, optional
         Whether the student may read the check's details (see
         `is_released`); by default, only for a ``visible`` check. When

@@ -64,6 +64,7 @@ from grader.boundary import (
     encode_nonfinite,
     frame_limit,
 )
+from grader.child.limits import CPU_RLIMIT_MARGIN_SECONDS
 from grader.fileio import scratch_prefix
 from grader.models import Call, CallResult, RunOutcome, Submission
 from grader.plugins import hookimpl
@@ -571,7 +572,7 @@ def run_calls(
     over_budget = f"the submission used up its {submission_timeout:g} s budget"
 
     def cpu_for(pending: Sequence[Call]) -> float:
-        return import_timeout + sum(c.timeout for c in pending) + 5.0
+        return import_timeout + sum(c.timeout for c in pending) + CPU_RLIMIT_MARGIN_SECONDS
 
     def out_of_time(start: int) -> None:
         for j in range(start, len(calls)):

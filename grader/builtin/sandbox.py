@@ -44,30 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from grader.builtin.runner import CHILD_ENV, _Child, describe_exit, run_calls
+from grader.child.limits import CEILING_CPU_SECONDS, DEFAULT_LIMITS, SETUP_FAILED, UID_BASE, slot_uid
 from grader.errors import ConfigError
 from grader.fileio import scratch_prefix
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
 
 ZYGOTE = str(Path(__file__).resolve().parent.parent / "zygote.py")
-SETUP_FAILED = 70
-"""A job's exit code when its set-up failed (as in the zygote)."""
-UID_BASE = 61000
-"""Worker slot k runs as uid and gid ``UID_BASE + k`` (as in the zygote)."""
-
-CEILING_CPU_SECONDS = 3600
-"""CPU seconds a job may use before its task arrives (each task then lowers it)."""
-
-DEFAULT_LIMITS = {
-    "address_space_bytes": 4 << 30,
-    "memory_bytes": 1 << 30,
-    "file_bytes": 64 << 20,
-    "open_files": 256,
-    "processes": 64,
-    "pids": 64,
-}
-"""Per-job limits: address space 4 GiB, memory (cgroup) 1 GiB, files 64 MiB,
-256 open files, 64 processes."""
 
 LAYERS = (
     ("pid", "pid namespace (the job is pid 1; nothing it starts outlives it)"),
@@ -213,7 +196,7 @@ class SandboxJob:
         self.id = next(zygote.ids)
         self.slot = slot
         self.on_end = on_end
-        uid = UID_BASE + slot if os.geteuid() == 0 else os.geteuid()
+        uid = slot_uid(slot) if os.geteuid() == 0 else os.geteuid()
         self.jobdir = os.path.join(workdir, f"job{self.id}")
         try:
             os.mkdir(self.jobdir, 0o700)

@@ -1,0 +1,401 @@
+"""One sandbox job, for the sandbox child: fork it, apply every layer in order, wait for its task, run it.
+
+`fork_job` (in the zygote) forks the job as pid 1 of a new pid namespace;
+`job` (in the job) starts a new session, enters the slot's cgroups
+(`cgroups`), unshares the mount, ipc and uts namespaces, takes its pipes as
+fds 0-4 and closes every other fd; `isolate_job` mounts a fresh ``/proc``
+and the job folder's tmpfs at `JOB_FOLDER`, sets the rlimits (`rlimits`),
+``PR_SET_NO_NEW_PRIVS``, Landlock (`landlock`), the uid drop and seccomp
+(`seccomp`). The job then waits for its task on stdin (`receive_task`) and
+runs the worker on it. A job that cannot set up says why on its reason pipe
+and exits with `limits.SETUP_FAILED`.
+
+What every job inherits from the zygote (the read-only Landlock rules, the
+zygote's pidfd and pid namespace, the job folder's path) is made once, at
+start, by `prepare`.
+
+Part of the sandbox child (``grader/child``), loaded by path by the zygote
+(see the package's docstring): it imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, NoReturn, Protocol
+
+from . import cgroups, landlock, rlimits, seccomp
+from .kernel import (
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUTS,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_REC,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_PDEATHSIG,
+    check,
+    high_fd,
+    libc,
+    prctl,
+    unshare,
+)
+from .limits import JOB_NICE, SETUP_FAILED, slot_uid
+
+NAMESPACES = {"pid": CLONE_NEWPID, "mount": CLONE_NEWNS, "net": CLONE_NEWNET, "ipc": CLONE_NEWIPC, "uts": CLONE_NEWUTS}
+
+READONLY_RULES: list[landlock.Rule] = []
+"""(O_PATH fd, rights) of every read-only path, opened once by `prepare`."""
+
+READONLY_PATHS: list[str] = []
+"""The paths of `READONLY_RULES`."""
+
+ZYGOTE_PIDFD = -1
+"""A pidfd of the zygote (readable once it has exited), inherited by jobs."""
+
+OWN_PIDNS_FD = -1
+"""The zygote's own pid namespace, to return to after forking a job into a new one."""
+
+NET_NAMESPACE: bool | str = "not set up"
+"""True once the zygote is in a network namespace of its own, or why not. It has no interface up
+(not even loopback) and jobs inherit it: a network namespace per job would cost about 1 ms of CPU
+each (made, then torn down by the kernel), for nothing more, since jobs can open no socket but
+socketpair() (seccomp) and reach no abstract socket outside their own Landlock domain."""
+
+JOB_FOLDER_CHOICES = ("/tmp", "/mnt", "/srv", "/media")
+"""Where a job may see its folder, in order of preference (see `choose_job_folder`)."""
+
+JOB_FOLDER = "/tmp"
+"""Where a job sees its folder (its working folder, HOME and TMPDIR): a fixed path, so that
+``getcwd()``, ``__file__`` and tracebacks show nothing of the grader's own temporary folder. A fresh
+tmpfs is mounted there inside the job's mount namespace (the machine's folder is hidden from the job,
+and from nothing else); the job then needs no path of the host at all, so a TMPDIR inside a folder
+the job uids cannot enter (mode 0700) does not matter. Set by `prepare` with `choose_job_folder`: /tmp,
+unless something jobs read (a virtual environment's numpy) lies under it; "" when every choice
+clashes (the job folder then stays the grader's own)."""
+
+REASON_FD = 4
+"""In a job, until its student code runs: where a set-up failure's reason is written (read by the
+zygote, which passes it to the grader with the exit code on the status pipe)."""
+
+
+class Worker(Protocol):
+    """What a job uses of the worker (``grader/worker.py``, loaded by path by the zygote)."""
+
+    def run(self, request: dict[str, Any], fd: int) -> NoReturn:
+        """Import the submission, then answer calls from stdin, writing frames to ``fd``."""
+
+    def _emit(self, fd: int, obj: Any) -> None:
+        """Write one frame."""
+
+    def _read_exactly(self, fd: int, n: int) -> bytes | None:
+        """``n`` bytes from ``fd``, or None at end-of-file."""
+
+
+def prepare(readonly: list[str]) -> None:
+    """Make, once in the zygote, what every job inherits: the network namespace, Landlock rules, fds.
+
+    ``readonly`` are the paths jobs may read (`landlock.allowed_paths`).
+    The zygote enters a network namespace of its own (`NET_NAMESPACE`),
+    opens the read-only rules, chooses `JOB_FOLDER`, and keeps a pidfd of
+    itself and its pid namespace, each at fd 10 or above.
+    """
+    global READONLY_RULES, READONLY_PATHS, ZYGOTE_PIDFD, OWN_PIDNS_FD, NET_NAMESPACE, JOB_FOLDER
+    NET_NAMESPACE = unshare(CLONE_NEWNET)
+    READONLY_RULES = landlock.open_rules(readonly, landlock.READONLY_RIGHTS)
+    READONLY_PATHS = readonly
+    JOB_FOLDER = choose_job_folder(readonly)
+    ZYGOTE_PIDFD = high_fd(os.pidfd_open(os.getpid()))
+    OWN_PIDNS_FD = high_fd(os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC))
+
+
+def fixed_folder_clash(readonly: Iterable[str], folder: str | None = None) -> str:
+    """Why the job folder cannot be mounted at ``folder`` (a path jobs read lies under it), or ''."""
+    folder = JOB_FOLDER if folder is None else folder
+    if not folder:
+        return f"every fixed folder ({', '.join(JOB_FOLDER_CHOICES)}) holds a path jobs read"
+    for path in readonly:
+        if path == folder or path.startswith(folder.rstrip("/") + "/"):
+            return f"{path} (read by jobs) lies under {folder}"
+    return ""
+
+
+def choose_job_folder(readonly: Sequence[str], choices: Iterable[str] = JOB_FOLDER_CHOICES) -> str:
+    """The first of ``choices`` that is a real folder and holds nothing jobs read, or ''.
+
+    A checkout or virtual environment under /tmp (``git clone . /tmp/fresh``)
+    holds the numpy jobs import: mounting the job's tmpfs over /tmp would
+    hide it, so the next choice is taken. The choice is the same for every
+    job of the machine's grader, and never names the grader's own folders.
+    """
+    for folder in choices:
+        if os.path.isdir(folder) and not os.path.islink(folder) and not fixed_folder_clash(readonly, folder):
+            return folder
+    return ""
+
+
+def job_tmpfs(jobdir: str, uid: int, size: int) -> str:
+    """Put the job folder on an empty tmpfs of ``size`` bytes, owned by ``uid``; return its path.
+
+    The job may write only there (Landlock): without a size limit, a job
+    writing 64 MiB files (RLIMIT_FSIZE) until its timeout, call after call,
+    could fill the grader's disk. The tmpfs is charged to the job's memory
+    cgroup and vanishes with its mount namespace. It is mounted at
+    `JOB_FOLDER` (inside the job's own mount namespace only), unless a path
+    the job reads lies there: then over ``jobdir``, the grader's folder.
+
+    Returns
+    -------
+    str
+        Where the job folder is now (the job's working folder).
+    """
+    where = jobdir if not JOB_FOLDER or fixed_folder_clash(READONLY_PATHS) else JOB_FOLDER
+    options = f"size={int(size)},nr_inodes=4096,mode=0700,uid={uid},gid={uid}".encode()
+    check(libc.mount(b"tmpfs", where.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount tmpfs on {where}")
+    os.chdir(where)  # the host's folder is now hidden beneath the tmpfs
+    return where
+
+
+def receive_task(request: dict[str, Any], read_exactly: Callable[[int, int], bytes | None]) -> dict[str, Any]:
+    """Wait on stdin for the job's task; write the submission into the job folder; return the request.
+
+    A job is started before the grader knows which submission it will run
+    (while the previous one runs), fully isolated, then waits here. The task
+    is an 8-byte header (two big-endian lengths), a JSON object
+    (``cpu_seconds``) and the submission's bytes: no call. End-of-file
+    instead means the job is not needed: it leaves. The worker then reads
+    its calls, one at a time, from the same pipe (see ``worker.run``): a
+    call's arguments reach the job only when the call is made.
+    ``read_exactly(fd, n)`` is the worker's own reader (n bytes, or None at
+    end-of-file).
+    """
+    header = read_exactly(0, 8)
+    if header is None:
+        os._exit(0)
+    n_task, n_source = struct.unpack(">II", header)
+    task = json.loads(read_exactly(0, n_task) or b"null")
+    source = read_exactly(0, n_source) if n_source else b""
+    if not isinstance(task, dict) or source is None:
+        os._exit(0)
+    with open(request["file"], "wb") as fh:
+        fh.write(source)
+    cpu = rlimits.lower_cpu(task["cpu_seconds"])  # lowering a limit needs no privilege
+    return {"file": request["file"], "cpu_seconds": cpu}
+
+
+def _move_job_folder(request: dict[str, Any], where: str) -> str:
+    """Point the request and the environment at the job folder's new place; return it."""
+    old = request["jobdir"]
+    if where != old:
+        request["jobdir"] = where
+        request["file"] = os.path.join(where, os.path.relpath(request["file"], old))
+        for key, value in list(os.environ.items()):
+            if value == old:
+                os.environ[key] = where
+    return where
+
+
+def isolate_job(request: dict[str, Any], layers: dict[str, Any]) -> None:
+    """Apply every layer inside the job (pid 1 of its namespaces). Records what applied.
+
+    Moves the job folder to `JOB_FOLDER` (``request["jobdir"]`` and
+    ``request["file"]`` are updated, and so are HOME and TMPDIR).
+    """
+    limits = request["limits"]
+    uid = slot_uid(request["slot"])
+    jobdir = request["jobdir"]
+    if layers.get("pid") is True and layers.get("mount") is True:
+        try:
+            check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+            check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+            layers["fresh_proc"] = True
+        except OSError as exc:
+            layers["fresh_proc"] = str(exc)
+        if layers["fresh_proc"] is True:  # / is private now: the mount stays in the job's namespace
+            try:
+                where = job_tmpfs(jobdir, uid, limits["file_bytes"])
+                layers["job_tmpfs"] = True
+                layers["fixed_cwd"] = True if where == JOB_FOLDER else fixed_folder_clash(READONLY_PATHS)
+                jobdir = _move_job_folder(request, where)
+            except OSError as exc:
+                layers["job_tmpfs"] = str(exc)
+    layers.setdefault("fixed_cwd", layers.get("job_tmpfs", "no mount namespace"))
+    if layers.get("uts") is True:
+        socket.sethostname("grader-job")
+    marks = layers.get("_marks", [])
+    marks.append(("proc", time.perf_counter()))
+    rlimits.set_rlimits(limits)
+    layers["rlimits"] = True
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    try:
+        layers.update(landlock.landlock_restrict(READONLY_RULES, [jobdir, "/dev/null"]))
+    except OSError as exc:
+        layers["landlock"] = str(exc)
+    marks.append(("landlock", time.perf_counter()))
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    layers["uid"] = os.geteuid()
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
+    marks.append(("uid", time.perf_counter()))
+    try:
+        seccomp.seccomp_install()
+        layers["seccomp"] = layers["file_locks"] = True
+    except OSError as exc:
+        layers["seccomp"] = layers["file_locks"] = str(exc)
+    marks.append(("seccomp", time.perf_counter()))
+
+
+def _close_fds_from(lowest: int) -> None:
+    try:
+        fds: Iterable[int] = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(lowest, 1024)
+    for fd in fds:
+        if fd >= lowest:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _setup_reason(exc: BaseException) -> str:
+    """One line saying why a job's set-up failed: the exception and where (file and line) it was raised."""
+    tb: TracebackType | None = exc.__traceback__
+    line, where = 0, "zygote.py"
+    while tb is not None:
+        line, where = tb.tb_lineno, os.path.basename(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    text = f"{type(exc).__name__}: {exc} ({where}, line {line})"
+    return "".join(c if c.isprintable() else " " for c in text)[:400]
+
+
+def job(
+    request: dict[str, Any], fds: Sequence[int], control_fd: int, worker: Worker, layers: dict[str, Any],
+    reason_fd: int = -1,
+) -> NoReturn:
+    """The job itself, just forked: pid 1 of its pid namespace when there is one.
+
+    ``layers`` already says whether the pid namespace applied. If set-up
+    fails, the reason goes to ``reason_fd`` (moved to `REASON_FD`, closed
+    before the submission is run, so student code cannot write there) and
+    the job exits with `limits.SETUP_FAILED`. Never returns.
+    """
+    try:
+        os.setsid()
+        os.nice(JOB_NICE)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if select.select([ZYGOTE_PIDFD], [], [], 0)[0]:
+            os._exit(1)  # the zygote died before the death signal was armed
+        os.close(control_fd)
+        marks = [("start", time.perf_counter())]
+        layers.update(cgroups.cgroup_enter(request["slot"], request["limits"]))
+        marks.append(("cgroups", time.perf_counter()))
+        layers["_marks"] = marks
+        layers["net"] = NET_NAMESPACE  # the zygote's own, empty: made once, not per job
+        for name, flag in NAMESPACES.items():
+            if flag in (CLONE_NEWPID, CLONE_NEWNET):
+                continue
+            layers[name] = unshare(flag)
+        marks.append(("namespaces", time.perf_counter()))
+        result_fd, out_fd, err_fd, task_fd = fds
+        os.dup2(task_fd, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        os.dup2(result_fd, 3)
+        if reason_fd >= 0:
+            os.dup2(reason_fd, REASON_FD)  # reason_fd is 10 or above (`fork_job`)
+            reason_fd = REASON_FD
+        os.chdir(request["jobdir"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        isolate_job(request, layers)  # uses the zygote's O_PATH descriptors, closed next
+        _close_fds_from(REASON_FD + 1)
+        if request.get("probe"):
+            marks = layers.pop("_marks")
+            layers["setup_ms"] = {b[0]: round((b[1] - a[1]) * 1000, 2) for a, b in zip(marks, marks[1:])}
+            worker._emit(3, {"event": "probe", "layers": layers})
+            os._exit(0)
+        if not str(layers.get("landlock", "")).startswith("ABI") or layers.get("uid") == 0:
+            # Fail closed: student code never runs without the filesystem allow-list, or as root.
+            raise OSError(errno.EPERM, f"a required layer did not apply (landlock: {layers.get('landlock')}, "
+                                       f"uid: {layers.get('uid')})")
+        task = receive_task(request, worker._read_exactly)
+        if reason_fd >= 0:
+            os.close(reason_fd)  # before any student code runs
+            reason_fd = -1
+        sys.argv = [task["file"]]  # as if run as a script: the zygote's path (the grader's install) is not shown
+        worker.run(task, 3)
+    except BaseException as exc:  # the worker never returns; anything here is a setup failure
+        try:
+            reason = _setup_reason(exc)
+            os.write(2, f"sandbox setup failed: {reason}\n".encode())
+            if reason_fd >= 0:
+                os.write(reason_fd, reason.encode())
+        finally:
+            os._exit(SETUP_FAILED)
+
+
+def fork_retrying(timeout: float = 3.0) -> int:
+    """``os.fork()``, retried while it fails with EAGAIN or ENOMEM (bounded).
+
+    A slot's cgroups are reused: the processes of the slot's previous job (a
+    fork bomb's children) may still be leaving and count against
+    ``pids.max`` (EAGAIN) and the memory limit (ENOMEM); failing here would
+    fail an innocent submission.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return os.fork()
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.ENOMEM) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
+def fork_job(request: dict[str, Any], fds: Sequence[int], control_fd: int, worker: Worker) -> tuple[int, int]:
+    """Fork one job as pid 1 of a new pid namespace (when possible).
+
+    Returns
+    -------
+    (int, int)
+        The job's pid, and the read end of its set-up reason pipe (see `job`).
+    """
+    layers: dict[str, Any] = {}
+    own_pidns = None
+    reason_read, reason_write = os.pipe()
+    reason_write = high_fd(reason_write)
+    os.set_blocking(reason_read, False)
+    layers["pid"] = unshare(CLONE_NEWPID)
+    if layers["pid"] is True:
+        own_pidns = OWN_PIDNS_FD
+    try:
+        pid = fork_retrying()
+    except OSError:
+        pid = -1
+        os.close(reason_read)
+        raise
+    finally:
+        if pid != 0:
+            os.close(reason_write)
+        if pid != 0 and own_pidns is not None:  # the zygote's next children go back to its own namespace
+            check(libc.setns(own_pidns, CLONE_NEWPID), "setns back to the zygote's pid namespace")
+    if pid == 0:
+        os.close(reason_read)
+        job(request, list(fds[:3]) + list(fds[4:5]), control_fd, worker, layers, reason_write)
+    return pid, reason_read

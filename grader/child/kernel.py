@@ -1,0 +1,57 @@
+"""libc through ctypes, for the sandbox child: the raw calls and constants every layer shares.
+
+Python 3.11 has no ``os.unshare``, ``mount``, ``setns`` or ``prctl``; they
+are called here through libc. Part of the sandbox child (``grader/child``),
+loaded by path by the zygote (see the package's docstring): it imports only
+the standard library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import fcntl
+import os
+
+libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_NEWCGROUP = 0x02000000
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+
+
+def check(result: int, what: str) -> int:
+    """``result`` of a libc call, or OSError (with errno and ``what``) when it is -1."""
+    if result == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
+    """libc ``prctl``; raises OSError (with errno) when it fails."""
+    result: int = libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(arg3),
+                             ctypes.c_ulong(arg4), ctypes.c_ulong(arg5))
+    return check(result, f"prctl({option})")
+
+
+def unshare(flags: int) -> bool | str:
+    """libc ``unshare``: True if it applied, else the reason (``os.strerror`` of errno)."""
+    return True if libc.unshare(flags) == 0 else os.strerror(ctypes.get_errno())
+
+
+def high_fd(fd: int) -> int:
+    """Move ``fd`` to 10 or above (clear of fds 0-4, which a job dup2s over); close-on-exec."""
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return high

@@ -1,0 +1,201 @@
+"""seccomp, for the sandbox child: the system-call allow-list, a raw BPF program (x86_64).
+
+Default deny: the calls CPython, numpy and the worker need are allowed
+(`ALLOWED_SYSCALLS_X86_64`, traced on real jobs); attack calls fail with
+EPERM (`DENIED_SYSCALLS_X86_64`), a few kill the job
+(`KILLED_SYSCALLS_X86_64`), anything else fails with ENOSYS; sockets are
+AF_UNIX only, ``sendto`` takes no address, ``clone`` no namespace flag, and
+``fcntl`` no lock, lease or notify command (`seccomp_program`). Built with
+``struct`` and installed with ``prctl``: no dependency.
+
+Part of the sandbox child (``grader/child``), loaded by path by the zygote
+(see the package's docstring): it imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import platform
+import socket
+import struct
+
+from .kernel import (
+    CLONE_NEWCGROUP,
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,
+    CLONE_NEWUTS,
+    PR_SET_SECCOMP,
+    SECCOMP_MODE_FILTER,
+    check,
+    libc,
+)
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+
+ALLOWED_SYSCALLS_X86_64 = {
+    0: "read", 1: "write", 2: "open", 3: "close", 4: "stat", 5: "fstat", 6: "lstat", 7: "poll", 8: "lseek",
+    9: "mmap", 10: "mprotect", 11: "munmap", 12: "brk", 13: "rt_sigaction", 14: "rt_sigprocmask",
+    15: "rt_sigreturn", 16: "ioctl", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev", 21: "access",
+    22: "pipe", 23: "select", 24: "sched_yield", 25: "mremap", 26: "msync", 28: "madvise", 32: "dup",
+    33: "dup2", 34: "pause", 35: "nanosleep", 36: "getitimer", 37: "alarm", 38: "setitimer", 39: "getpid",
+    40: "sendfile", 45: "recvfrom", 47: "recvmsg", 48: "shutdown", 51: "getsockname", 52: "getpeername",
+    53: "socketpair", 54: "setsockopt", 55: "getsockopt", 60: "exit", 61: "wait4", 62: "kill", 63: "uname",
+    74: "fsync", 75: "fdatasync", 76: "truncate", 77: "ftruncate", 78: "getdents", 79: "getcwd", 80: "chdir",
+    81: "fchdir", 82: "rename", 83: "mkdir", 84: "rmdir", 85: "creat", 86: "link", 87: "unlink", 88: "symlink",
+    89: "readlink", 90: "chmod", 91: "fchmod", 95: "umask", 96: "gettimeofday", 97: "getrlimit",
+    98: "getrusage", 99: "sysinfo", 100: "times", 102: "getuid", 104: "getgid", 107: "geteuid", 108: "getegid",
+    109: "setpgid", 110: "getppid", 111: "getpgrp", 112: "setsid", 115: "getgroups", 118: "getresuid",
+    120: "getresgid", 121: "getpgid", 124: "getsid", 125: "capget", 127: "rt_sigpending",
+    128: "rt_sigtimedwait", 129: "rt_sigqueueinfo", 130: "rt_sigsuspend", 131: "sigaltstack", 132: "utime",
+    137: "statfs", 138: "fstatfs", 140: "getpriority", 141: "setpriority", 143: "sched_getparam",
+    145: "sched_getscheduler", 146: "sched_get_priority_max", 147: "sched_get_priority_min",
+    148: "sched_rr_get_interval", 157: "prctl", 158: "arch_prctl", 160: "setrlimit", 186: "gettid",
+    187: "readahead", 191: "getxattr", 192: "lgetxattr", 193: "fgetxattr", 194: "listxattr", 195: "llistxattr",
+    196: "flistxattr", 200: "tkill", 201: "time", 202: "futex", 203: "sched_setaffinity",
+    204: "sched_getaffinity", 213: "epoll_create", 217: "getdents64", 218: "set_tid_address",
+    219: "restart_syscall", 221: "fadvise64", 222: "timer_create", 223: "timer_settime", 224: "timer_gettime",
+    225: "timer_getoverrun", 226: "timer_delete", 228: "clock_gettime", 229: "clock_getres",
+    230: "clock_nanosleep", 231: "exit_group", 232: "epoll_wait", 233: "epoll_ctl", 234: "tgkill",
+    235: "utimes", 247: "waitid", 257: "openat", 258: "mkdirat", 261: "futimesat", 262: "newfstatat",
+    263: "unlinkat", 264: "renameat", 265: "linkat", 266: "symlinkat", 267: "readlinkat", 268: "fchmodat",
+    269: "faccessat", 270: "pselect6", 271: "ppoll", 273: "set_robust_list", 277: "sync_file_range",
+    280: "utimensat", 281: "epoll_pwait", 282: "signalfd", 283: "timerfd_create", 284: "eventfd",
+    285: "fallocate", 286: "timerfd_settime", 287: "timerfd_gettime", 289: "signalfd4", 290: "eventfd2",
+    291: "epoll_create1", 292: "dup3", 293: "pipe2", 295: "preadv", 296: "pwritev", 297: "rt_tgsigqueueinfo",
+    299: "recvmmsg", 302: "prlimit64", 309: "getcpu", 315: "sched_getattr", 316: "renameat2", 318: "getrandom",
+    324: "membarrier", 326: "copy_file_range", 327: "preadv2", 328: "pwritev2", 329: "pkey_mprotect",
+    330: "pkey_alloc", 331: "pkey_free", 332: "statx", 334: "rseq", 424: "pidfd_send_signal", 434: "pidfd_open",
+    436: "close_range", 437: "openat2", 439: "faccessat2", 441: "epoll_pwait2", 449: "futex_waitv",
+    452: "fchmodat2", 453: "map_shadow_stack", 454: "futex_wake", 455: "futex_wait", 456: "futex_requeue",
+    462: "mseal",
+}
+"""What a job may call (x86_64): what CPython, numpy (OpenBLAS on one thread), the worker, threads
+and ``os.fork`` use, traced with ``strace -f`` on real jobs (the samples, a job using threads, numpy's
+linear algebra and FFT, temporary files). Everything else is denied: `DENIED_SYSCALLS_X86_64` with
+EPERM (a student reads "Operation not permitted"), `KILLED_SYSCALLS_X86_64` by killing the job, the
+rest with ENOSYS (as for a system call this kernel lacks: libc and CPython fall back where they can)."""
+
+ARGUMENT_CHECKED = {41: "socket", 44: "sendto", 56: "clone", 72: "fcntl", 435: "clone3"}
+"""Allowed only with some arguments (see `seccomp_program`)."""
+
+DENIED_SYSCALLS_X86_64 = {
+    101: "ptrace", 103: "syslog", 135: "personality", 153: "vhangup", 155: "pivot_root", 159: "adjtimex",
+    161: "chroot", 163: "acct", 164: "settimeofday", 165: "mount", 166: "umount2", 170: "sethostname",
+    171: "setdomainname", 179: "quotactl", 212: "lookup_dcookie", 227: "clock_settime", 248: "add_key",
+    249: "request_key", 250: "keyctl", 272: "unshare", 298: "perf_event_open", 303: "name_to_handle_at",
+    304: "open_by_handle_at", 308: "setns", 310: "process_vm_readv", 311: "process_vm_writev", 312: "kcmp",
+    321: "bpf", 323: "userfaultfd", 425: "io_uring_setup", 426: "io_uring_enter", 427: "io_uring_register",
+    428: "open_tree", 429: "move_mount", 430: "fsopen", 431: "fsconfig", 432: "fsmount", 433: "fspick",
+    438: "pidfd_getfd", 442: "mount_setattr", 443: "quotactl_fd", 457: "statmount", 458: "listmount",
+    # Named UNIX sockets are not covered by Landlock or the net namespace: a job could reach a
+    # world-writable socket of the machine. Jobs get socketpair() only: no connect, no sendmsg.
+    42: "connect", 43: "accept", 46: "sendmsg", 49: "bind", 50: "listen", 288: "accept4", 307: "sendmmsg",
+    # No other programs, no other ids.
+    59: "execve", 322: "execveat", 105: "setuid", 106: "setgid", 113: "setreuid", 114: "setregid",
+    116: "setgroups", 117: "setresuid", 119: "setresgid", 122: "setfsuid", 123: "setfsgid", 126: "capset",
+    92: "chown", 93: "fchown", 94: "lchown", 260: "fchownat", 133: "mknod", 259: "mknodat",
+    # Channels between jobs side by side, through files they all may read: locks, watches.
+    73: "flock", 253: "inotify_init", 254: "inotify_add_watch", 294: "inotify_init1", 300: "fanotify_init",
+    301: "fanotify_mark",
+}
+"""Denied with EPERM: what attacks try, with an error a student's code can report."""
+
+KILLED_SYSCALLS_X86_64 = {
+    167: "swapon", 168: "swapoff", 169: "reboot", 172: "iopl", 173: "ioperm", 175: "init_module",
+    176: "delete_module", 246: "kexec_load", 313: "finit_module", 320: "kexec_file_load",
+}
+"""No code has a reason to try these: the job is killed (SIGSYS)."""
+
+LOCK_COMMANDS = {5: "F_GETLK", 6: "F_SETLK", 7: "F_SETLKW", 36: "F_OFD_GETLK", 37: "F_OFD_SETLK",
+                 38: "F_OFD_SETLKW", 1024: "F_SETLEASE", 1025: "F_GETLEASE", 1026: "F_NOTIFY"}
+"""fcntl commands denied (EPERM): record locks, leases and directory notifications would let two jobs
+side by side pass bits through a file both may read."""
+
+SYS_SOCKET, SYS_SENDTO, SYS_CLONE, SYS_FCNTL, SYS_CLONE3 = 41, 44, 56, 72, 435
+NAMESPACE_FLAGS = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP
+
+
+def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+
+def seccomp_program() -> bytes:
+    """A BPF program (bytes) for x86_64: an allow-list, default deny.
+
+    Order: any other architecture is killed, the x32 ABI denied; then the
+    system calls allowed only with some arguments (`ARGUMENT_CHECKED`):
+    ``socket`` for AF_UNIX only, ``sendto`` without an address, ``clone``
+    without namespace flags, ``fcntl`` without lock, lease or notify
+    commands (`LOCK_COMMANDS`), ``clone3`` never (ENOSYS: glibc falls back to
+    ``clone``, whose flags a filter can read); then `ALLOWED_SYSCALLS_X86_64`,
+    `DENIED_SYSCALLS_X86_64` (EPERM), `KILLED_SYSCALLS_X86_64`; anything
+    else fails with ENOSYS.
+    """
+    LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+    eperm, enosys = RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS
+    prog = [
+        _bpf(LD_W_ABS, 4),                       # arch
+        _bpf(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
+        _bpf(RET_K, RET_KILL_PROCESS),
+        _bpf(LD_W_ABS, 0),                       # syscall number
+        _bpf(JGE_K, 0x40000000, 0, 1),           # x32 ABI
+        _bpf(RET_K, eperm),
+    ]
+    prog += [_bpf(JEQ_K, SYS_CLONE3, 0, 1), _bpf(RET_K, enosys)]
+    prog += [  # sendto with a destination address (a datagram to a named socket) is denied
+        _bpf(JEQ_K, SYS_SENDTO, 0, 6),
+        _bpf(LD_W_ABS, 48),                      # args[4]: dest_addr, low half
+        _bpf(JEQ_K, 0, 0, 3),
+        _bpf(LD_W_ABS, 52),                      # high half
+        _bpf(JEQ_K, 0, 0, 1),
+        _bpf(RET_K, RET_ALLOW),
+        _bpf(RET_K, eperm),
+    ]
+    prog += [
+        _bpf(JEQ_K, SYS_SOCKET, 0, 4),
+        _bpf(LD_W_ABS, 16),                      # args[0]: the address family
+        _bpf(JEQ_K, socket.AF_UNIX, 0, 1),
+        _bpf(RET_K, RET_ALLOW),
+        _bpf(RET_K, RET_ERRNO | errno.EAFNOSUPPORT),
+        _bpf(JEQ_K, SYS_CLONE, 0, 4),
+        _bpf(LD_W_ABS, 16),                      # args[0]: clone flags
+        _bpf(JSET_K, NAMESPACE_FLAGS, 0, 1),
+        _bpf(RET_K, eperm),
+        _bpf(RET_K, RET_ALLOW),
+    ]
+    locks = [_bpf(LD_W_ABS, 24)]                 # args[1]: the fcntl command
+    for cmd in sorted(LOCK_COMMANDS):
+        locks += [_bpf(JEQ_K, cmd, 0, 1), _bpf(RET_K, eperm)]
+    locks.append(_bpf(RET_K, RET_ALLOW))
+    prog += [_bpf(JEQ_K, SYS_FCNTL, 0, len(locks))] + locks
+    prog += [_bpf(LD_W_ABS, 0)]                  # the syscall number again
+    # The tables are disjoint: the allowed come first, the most frequent of them (futex, reads and
+    # writes, memory) at the front, so that an honest call goes through the fewest checks.
+    hot = (202, 0, 1, 9, 11, 10, 28, 12, 3, 257, 262, 5, 8, 14, 13, 228, 7, 271)
+    allowed = list(hot) + sorted(set(ALLOWED_SYSCALLS_X86_64) - set(hot))
+    for table, action in (({nr: "" for nr in allowed}, RET_ALLOW), (DENIED_SYSCALLS_X86_64, eperm),
+                          (KILLED_SYSCALLS_X86_64, RET_KILL_PROCESS)):
+        for nr in table:
+            prog += [_bpf(JEQ_K, nr, 0, 1), _bpf(RET_K, action)]
+    prog.append(_bpf(RET_K, enosys))
+    return b"".join(prog)
+
+
+def seccomp_install() -> None:
+    """Install the filter (after PR_SET_NO_NEW_PRIVS). Raises OSError where unsupported."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        raise OSError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
+    program = seccomp_program()
+    buf = ctypes.create_string_buffer(program, len(program))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    check(libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog),
+                     ctypes.c_ulong(0), ctypes.c_ulong(0)), "seccomp")

@@ -1,0 +1,355 @@
+"""Course packs: what the harness grades, found and loaded.
+
+A course pack is one chapter's material: a manifest (``course.yaml``), the
+exercise specs, the reference, the starter, the mutant catalogue, sample
+submissions, the public checks and, optionally, a plugin with the pack's own
+check kinds. The harness (everything else in ``grader``) names no chapter: it
+reads the submission's file name, the titles and the paths from the loaded
+`Pack`.
+
+A pack is found, in this order:
+
+1. ``--pack DIR`` (a folder holding ``course.yaml``);
+2. the one package registered under the `ENTRY_POINT_GROUP` entry-point group
+   (a Python package whose folder holds ``course.yaml``), when exactly one
+   is installed; with several, ``--pack`` picks one by id or folder.
+
+The manifest's keys (paths are relative to the pack's folder)::
+
+    id: g14                              # letters, digits, - and _
+    title: Attention, embeddings and transformer reasoning
+    chapter: G14                         # how pages and terminals name it
+    chapter_url: ""                      # optional, for section links
+    sections: {G14.01: The central question, ...}   # optional
+    submission: {file: attention.py, module: attention, notebook: attention.ipynb}
+    functions: [softmax, attention, ...] # what students write
+    imports: [numpy]                     # modules students may import beside the standard library
+    distribution: g14-grader             # the student package's name (pip)
+    specs: specs                         # folder of *.yaml specs
+    reference: reference/attention.py
+    starter: starter/attention.py
+    mutants: mutants                     # optional: catalogue.yaml and <name>/<file>
+    samples: submissions                 # optional
+    public: public.json                  # the public checks ('grader publish')
+    plugin: kinds.py                     # optional: a module of grader hooks
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jsonschema
+import yaml
+
+from grader.errors import ConfigError, describe_failure
+
+__all__ = [
+    "ENTRY_POINT_GROUP", "MANIFEST", "Pack", "find_pack", "installed_packs", "load_pack", "mutants_dir", "pack_option",
+    "reference_file", "shown", "specs_dir",
+]
+
+ENTRY_POINT_GROUP = "grader.packs"
+"""Entry-point group of installed packs: ``name = "package"``, the package's folder holding `MANIFEST`."""
+MANIFEST = "course.yaml"
+"""The manifest's file name in a pack's folder."""
+MAX_MANIFEST_BYTES = 256 << 10
+"""Largest manifest read (256 KiB)."""
+
+_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_REL = {"type": "string", "minLength": 1, "description": "give a path relative to the pack's folder"}
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["id", "title", "chapter", "submission", "functions", "specs", "reference"],
+    "properties": {
+        "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
+               "description": "give an id of letters, digits, - and _, e.g. g14"},
+        "title": {"type": "string", "minLength": 1, "description": "give the chapter's title"},
+        "chapter": {"type": "string", "minLength": 1, "description": "give the chapter's short name, e.g. G14"},
+        "chapter_url": {"type": "string", "description": "give the chapter's web address, or \"\""},
+        "sections": {"type": "object", "additionalProperties": {"type": "string"},
+                     "description": "give a mapping from exercise ids to section headings"},
+        "submission": {
+            "type": "object", "additionalProperties": False, "required": ["file"],
+            "properties": {
+                "file": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.py$",
+                         "description": "give the file students hand in, e.g. attention.py"},
+                "module": {"type": "string", "pattern": _NAME, "description": "give a module name, e.g. attention"},
+                "notebook": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.ipynb$",
+                             "description": "give the notebook's file name, e.g. attention.ipynb"},
+            },
+            "description": "give {file: NAME.py}, optionally with module and notebook",
+        },
+        "functions": {"type": "array", "minItems": 1, "uniqueItems": True,
+                      "items": {"type": "string", "pattern": _NAME},
+                      "description": "give the names of the functions students write"},
+        "imports": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_.]*$"},
+                    "description": "give the modules students may import beside the standard library"},
+        "distribution": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                         "description": "give the student package's name on pip, e.g. g14-grader"},
+        "specs": _REL, "reference": _REL, "starter": _REL, "mutants": _REL, "samples": _REL, "public": _REL,
+        "plugin": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.py$",
+                   "description": "give a Python file in the pack's folder, e.g. kinds.py"},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Pack:
+    """One loaded course pack: its manifest's fields, paths resolved.
+
+    Attributes
+    ----------
+    id, title, chapter : str
+        The manifest's ``id``, ``title`` and ``chapter`` (the short name
+        pages and terminals show).
+    root : pathlib.Path
+        The pack's folder (absolute).
+    submission, module, notebook : str
+        The file a student hands in, the module name it is imported as, and
+        the notebook name graded like it.
+    functions, imports : tuple of str
+        What students write, and what they may import beside the standard
+        library.
+    specs, reference : pathlib.Path
+        The specs folder and the reference file.
+    starter, mutants, samples, public : pathlib.Path
+        The starter, the mutant catalogue's folder, the sample submissions
+        and the public-checks file (each may not exist: a student package
+        holds no specs, reference, mutants or samples).
+    plugin : pathlib.Path or None
+        The pack's plugin module file.
+    package : str
+        The importable package the pack was installed as ("" for a folder).
+    """
+
+    id: str
+    title: str
+    chapter: str
+    root: Path
+    submission: str
+    module: str
+    notebook: str
+    functions: tuple[str, ...]
+    imports: tuple[str, ...]
+    specs: Path
+    reference: Path
+    starter: Path
+    mutants: Path
+    samples: Path
+    public: Path
+    plugin: Path | None = None
+    chapter_url: str = ""
+    sections: dict[str, str] = field(default_factory=dict)
+    distribution: str = ""
+    package: str = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The file names a submission may have: the file, then the notebook."""
+        return (self.submission, self.notebook)
+
+    def load_plugin(self) -> ModuleType | None:
+        """Import the pack's plugin module (once), or None when the pack has none.
+
+        An installed pack's plugin is imported as ``<package>.<name>``; a
+        folder's by path, under a name of its own.
+
+        Raises
+        ------
+        grader.errors.ConfigError
+            If the file is missing or fails to import (any exception).
+        """
+        if self.plugin is None:
+            return None
+        return _import_plugin(self.plugin, self.package, self.id)
+
+
+@functools.cache
+def _import_plugin(path: Path, package: str, pack_id: str) -> ModuleType:
+    """Import a pack's plugin file (cached: every plugin manager of a process shares the module)."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: the pack's plugin is missing (course.yaml names it under 'plugin')")
+    try:
+        if package:
+            return importlib.import_module(f"{package}.{path.stem}")
+        name = f"grader_pack_{re.sub(r'[^A-Za-z0-9_]', '_', pack_id)}_{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    except BaseException as exc:  # noqa: BLE001 - instructor code: one line, SystemExit included
+        raise ConfigError(f"{path}: the pack's plugin failed to import at {describe_failure(exc)}") from None
+
+
+def load_pack(folder: str | Path, package: str = "") -> Pack:
+    """Read and check the manifest of the pack in ``folder``.
+
+    Parameters
+    ----------
+    folder : str or pathlib.Path
+        The pack's folder (holding ``course.yaml``).
+    package : str
+        The importable package it is installed as, if any.
+
+    Returns
+    -------
+    Pack
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If there is no manifest, it is not YAML, or a key is missing or of
+        the wrong type (the error names the key).
+    """
+    root = Path(folder).resolve()
+    return _load(root, package)
+
+
+@functools.cache
+def _load(root: Path, package: str) -> Pack:
+    path = root / MANIFEST
+    if not path.is_file():
+        raise ConfigError(f"{root}: not a course pack (no {MANIFEST}); pass --pack DIR with a pack's folder")
+    try:
+        raw = path.read_bytes()
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise ConfigError(f"{path}: {len(raw)} bytes; a manifest is limited to {MAX_MANIFEST_BYTES}")
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the manifest ({exc})") from None
+    error = next(iter(sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data), key=lambda e: e.path)), None)
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "the manifest"
+        hint = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
+        raise ConfigError(f"{path}: {where}: {error.message}" + (f"; {hint}" if hint else ""))
+    sub = data["submission"]
+    stem = sub["file"][: -len(".py")]
+
+    def rel(key: str, default: str) -> Path:
+        return root / data.get(key, default)
+
+    return Pack(
+        id=data["id"], title=data["title"], chapter=data["chapter"], root=root,
+        submission=sub["file"], module=sub.get("module", stem), notebook=sub.get("notebook", stem + ".ipynb"),
+        functions=tuple(data["functions"]), imports=tuple(data.get("imports", ())),
+        specs=rel("specs", "specs"), reference=rel("reference", ""), starter=rel("starter", "starter/" + sub["file"]),
+        mutants=rel("mutants", "mutants"), samples=rel("samples", "submissions"), public=rel("public", "public.json"),
+        plugin=root / data["plugin"] if data.get("plugin") else None,
+        chapter_url=data.get("chapter_url", ""), sections=dict(data.get("sections", {})),
+        distribution=data.get("distribution", f"{data['id']}-grader"), package=package,
+    )
+
+
+def installed_packs() -> dict[str, tuple[str, Path]]:
+    """The packs registered under `ENTRY_POINT_GROUP`: entry-point name to (package, folder).
+
+    A registration whose package cannot be found is left out (with a
+    warning): an uninstalled pack must not stop another from loading.
+    """
+    found: dict[str, tuple[str, Path]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            spec = importlib.util.find_spec(ep.value)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            print(f"grader: warning: course pack '{ep.name}' ({ep.value}) is registered but its package is not "
+                  "importable; reinstall it", file=sys.stderr)
+            continue
+        found[ep.name] = (ep.value, Path(next(iter(spec.submodule_search_locations))))
+    return found
+
+
+def pack_option(argv: list[str]) -> str | None:
+    """The value of ``--pack`` in ``argv`` (``--pack X`` or ``--pack=X``), read before any parser exists."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--pack" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--pack="):
+            return arg[len("--pack="):]
+    return None
+
+
+def find_pack(option: str | None = None) -> Pack:
+    """The pack a run grades: ``--pack`` (a folder, or an installed pack's id), else the one installed.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If ``option`` is neither a pack's folder nor an installed pack, no
+        pack is installed, or several are and none was chosen.
+    """
+    if option:
+        if Path(option).is_dir():
+            return load_pack(option, _package_of(Path(option)))
+        installed = installed_packs()
+        if option in installed:
+            package, folder = installed[option]
+            return load_pack(folder, package)
+        known = ", ".join(sorted(installed)) or "none installed"
+        raise ConfigError(f"--pack {option}: no such folder and no installed course pack of that name ({known})")
+    installed = installed_packs()
+    if len(installed) == 1:
+        package, folder = next(iter(installed.values()))
+        return load_pack(folder, package)
+    if not installed:
+        raise ConfigError(f"no course pack: install one (entry-point group '{ENTRY_POINT_GROUP}') or pass --pack DIR")
+    raise ConfigError(f"several course packs are installed ({', '.join(sorted(installed))}); choose one with --pack NAME")
+
+
+def _package_of(folder: Path) -> str:
+    """The installed pack's package when ``folder`` is its folder ("" otherwise): its plugin then loads once."""
+    resolved = folder.resolve()
+    for package, path in installed_packs().values():
+        if path.resolve() == resolved:
+            return package
+    return ""
+
+
+def shown(path: Path) -> Path:
+    """``path`` relative to the current folder when it lies inside it (what messages show), else as is."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def specs_dir(config: Any) -> Path:
+    """The specs folder of a run: ``--specs``, else the pack's."""
+    given = config.option("specs")
+    return Path(given) if given else shown(config.pack.specs)
+
+
+def reference_file(config: Any) -> Path:
+    """The reference file of a run: ``--reference``, else the pack's."""
+    given = config.option("reference")
+    return Path(given) if given else shown(config.pack.reference)
+
+
+def mutants_dir(config: Any) -> tuple[Path | None, bool]:
+    """The mutant catalogue's folder of a run, and whether ``--mutants`` named it.
+
+    A pack's own catalogue is optional (a run without one diagnoses
+    nothing); a folder named with ``--mutants`` must hold one.
+    """
+    given = config.option("mutants")
+    if given:
+        return Path(given), True
+    try:
+        return shown(config.pack.mutants), False
+    except ConfigError:
+        return None, False
