@@ -413,7 +413,7 @@ def grader_check_kinds() -> Sequence[Kind]:
     return KINDS
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def grader_float64_error(function: str, args: Sequence[Any], parts: dict[str, Any]) -> dict[str, Any] | None:
     """The error bound of correct float64 code on softmax and attention (`score_rounding`)."""
     return score_rounding(function, args, parts)

@@ -118,7 +118,7 @@ def test_text_wraps_to_the_terminal_width(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_check_on_a_folder_of_students(cli, tmp_path: Path) -> None:  # noqa: ANN001
-    for name, source in (("alice", SUBMISSIONS / "correct_numpy"), ("bob", ROOT / "g14" / "specs")):
+    for name, source in (("alice", SUBMISSIONS / "correct_numpy"), ("bob", ROOT / "g14" / "starter")):
         (tmp_path / name).mkdir()
         shutil.copy(source / "attention.py", tmp_path / name / "attention.py")
     code, out, err = cli("check", tmp_path)
