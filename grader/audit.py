@@ -270,7 +270,6 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     from grader import session
     from grader.builtin import diagnosis
     from grader.catalogue import load_contract
-
     from grader.packs import mutants_dir
 
     folder, _ = mutants_dir(config)
@@ -313,6 +312,41 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     unseen = [r.entry.name for r in mutants if r.result.status == "graded" and not r.visible]
     broken = [r.entry.name for r in rows if r.result.status != "graded"]
     short = [r.entry.name for r in rows if r.entry.kind == "correct" and r.result.score != r.result.max_score]
+    ok = all(r.ok for r in rows)
+    tail = []
+    degenerate = [r for r in mutants if r.entry.degenerate and r.result.status == "graded"]
+    if degenerate:
+        write("degenerate file          score    figure (shape + ValueError checks passed)")
+        above = 0
+        for r in degenerate:
+            figure = degenerate_figure(r.result, kinds)
+            fine = r.result.score <= figure
+            above += not fine
+            score = f"{r.result.score:g}/{r.result.max_score:g}"
+            write(f"{r.entry.name:24} {score:8} {figure:g}"
+                  + ("" if fine else "  FAIL: points on other checks are vacuous"))
+        write("")
+        ok = ok and not above
+        tail.append(f"{len(degenerate) - above}/{len(degenerate)} degenerate files at their figure")
+    if contract is not None:
+        path, clauses = contract
+        known = {(ex.id, c.id) for ex in collected.exercises for c in ex.checks}
+        lines, fails = clause_lines(path, clauses, known)
+        for line in [*lines, *fails, ""]:
+            write(line)
+        ok = ok and not fails
+        covered = sum(1 for c in clauses if c.checks and all(k in known for k in c.checks))
+        tail.append(f"{covered}/{len(clauses)} contract clauses covered")
+    if with_diagnosis:
+        found = diagnosis.table(config)
+        statuses = {name: {(e.id, c.id): c.status for e in res.exercises for c in e.checks} for name, res in results.items()}
+        namings = diagnosis.leave_one_out(found, catalogue, collected, outcomes, statuses) if found else []
+        lines, total, wrong = precision_lines(namings, {e.name: e.misconception for e in catalogue.mutants})
+        for line in [*lines, ""]:
+            write(line)
+        precision = 100.0 if not total else 100.0 * (total - wrong) / total
+        ok = ok and not wrong
+        tail.append(f"leave-one-out diagnosis precision {precision:.0f}% ({total} namings, {wrong} misnamed)")
     for name, ex in survived:
         write(f"FAIL {name} survives {ex}, which it is tagged for: the checks of {ex} do not catch it")
     for name in short:
@@ -323,45 +357,7 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         write(f"FAIL {name} passes every visible check: a student's 'grader check' and CI stay green on it")
     for name in broken:
         write(f"FAIL {name} could not be graded")
-    ok = all(r.ok for r in rows)
-    tail = []
-    degenerate = [r for r in mutants if r.entry.degenerate and r.result.status == "graded"]
-    if degenerate:
-        write("")
-        write("degenerate file          score    figure (shape + ValueError checks passed)")
-        above = 0
-        for r in degenerate:
-            figure = degenerate_figure(r.result, kinds)
-            fine = r.result.score <= figure
-            above += not fine
-            score = f"{r.result.score:g}/{r.result.max_score:g}"
-            write(f"{r.entry.name:24} {score:8} {figure:g}"
-                  + ("" if fine else "  FAIL: points on other checks are vacuous"))
-        ok = ok and not above
-        tail.append(f"{len(degenerate) - above}/{len(degenerate)} degenerate files at their figure")
-    if contract is not None:
-        path, clauses = contract
-        known = {(ex.id, c.id) for ex in collected.exercises for c in ex.checks}
-        lines, fails = clause_lines(path, clauses, known)
-        write("")
-        for line in [*lines, *fails]:
-            write(line)
-        ok = ok and not fails
-        covered = sum(1 for c in clauses if c.checks and all(k in known for k in c.checks))
-        tail.append(f"{covered}/{len(clauses)} contract clauses covered")
-    if with_diagnosis:
-        found = diagnosis.table(config)
-        statuses = {name: {(e.id, c.id): c.status for e in res.exercises for c in e.checks} for name, res in results.items()}
-        namings = diagnosis.leave_one_out(found, catalogue, collected, outcomes, statuses) if found else []
-        lines, total, wrong = precision_lines(namings, {e.name: e.misconception for e in catalogue.mutants})
-        write("")
-        for line in lines:
-            write(line)
-        precision = 100.0 if not total else 100.0 * (total - wrong) / total
-        ok = ok and not wrong
-        tail.append(f"leave-one-out diagnosis precision {precision:.0f}% ({total} namings, {wrong} misnamed)")
     killed = tagged - len(survived)
-    write("")
     write(f"{killed}/{tagged} tagged cells killed; {len(catalogue.correct) - len(short)}/{len(catalogue.correct)} "
           f"correct variants at full marks; {len(mutants) - len(unseen)}/{len(mutants)} mutants fail a visible check"
           + (f"; {len(mutants) - len(unnamed)}/{len(mutants)} mutants named"
