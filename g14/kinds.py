@@ -36,8 +36,8 @@ from grader.kinds import (
     Kind,
     KindContext,
     gated,
+    keys_schema,
     reference_parts,
-    schema,
     shaped_parts,
     tolerances,
 )
@@ -166,7 +166,7 @@ class RowSumsKind(Kind):
 
     name = "row_sums"
     params = {"atol": "optional", "why": "optional"}
-    schema = schema(atol=TOLERANCE, why=WHY)
+    schema = keys_schema(atol=TOLERANCE, why=WHY)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         shapes = reference_parts(check, ctx, args)
@@ -199,7 +199,7 @@ class ShiftInvarianceKind(Kind):
 
     name = "shift_invariance"
     params = {"shift": "required", "rtol": "optional", "atol": "optional", "why": "optional"}
-    schema = schema(shift=SHIFT, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
+    schema = keys_schema(shift=SHIFT, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         args = ctx.arguments(check)
@@ -243,7 +243,7 @@ class CausalNoninterferenceKind(Kind):
 
     name = "causal_noninterference"
     params = {"atol": "optional", "why": "optional"}
-    schema = schema(atol=TOLERANCE, why=WHY)
+    schema = keys_schema(atol=TOLERANCE, why=WHY)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)
@@ -297,7 +297,7 @@ class SumToZeroKind(Kind):
 
     name = "sum_to_zero"
     params = {"atol": "optional", "why": "optional"}
-    schema = schema(atol=TOLERANCE, why=WHY)
+    schema = keys_schema(atol=TOLERANCE, why=WHY)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         expected = reference_parts(check, ctx, args)
@@ -344,7 +344,7 @@ class FiniteDifferenceKind(Kind):
     name = "finite_difference"
     params = {"scores": "required", "upstream": "required", "step": "optional", "rtol": "optional", "atol": "optional",
               "why": "optional"}
-    schema = schema(scores=VECTOR, upstream=VECTOR, step=STEP, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
+    schema = keys_schema(scores=VECTOR, upstream=VECTOR, step=STEP, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)

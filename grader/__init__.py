@@ -1,4 +1,4 @@
-"""grader: the auto-grading harness and plugin system for chapter G14.
+"""grader: an auto-grading harness and plugin system for course packs (`grader.packs`).
 
 Public API: the ``hookimpl`` marker for plugins, the data models, and the
 errors. See ``grader.hookspecs`` for every hook.

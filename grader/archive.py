@@ -2,8 +2,8 @@
 
 The archive is read as a listing first: its students are the folders and
 ``.py`` files under its root (the archive's single top-level folder, when it
-has one, descended while it holds one folder and no ``attention.py``). Only
-each student's ``attention.py`` (or the ``<id>.py`` file itself) is
+has one, descended while it holds one folder and no submission file). Only
+each student's submission file (the pack's, e.g. ``attention.py``; or the ``<id>.py`` file itself) is
 extracted, each to a folder of its own with a name the grader makes
 (``00003/attention.py``), so no member name, however long, odd or
 case-folded, decides a path on disk.
@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 __all__ = ["ArchiveError", "Extracted", "Student", "safe_extract"]
-
-FILENAME = "attention.py"
 
 MAX_MEMBERS = 200_000
 """Most members listed by one archive; more and it is refused (its listing alone costs memory)."""
@@ -65,7 +63,7 @@ class Student:
         Where the graded file was extracted; None when there is none.
     problem : str
         Why the student cannot be graded, in words; "" when they can (or
-        when there simply is no ``attention.py``: ``file`` is then None).
+        when there simply is no submission file: ``file`` is then None).
     """
 
     name: str
@@ -73,7 +71,7 @@ class Student:
     file: Path | None = None
     problem: str = ""
     holds: list[tuple[str, bool]] = field(default_factory=list)
-    """For a folder without ``attention.py``: its entries two levels deep, (relative path, is a folder)."""
+    """For a folder without the submission file: its entries two levels deep, (relative path, is a folder)."""
 
 
 @dataclass
@@ -118,7 +116,7 @@ def _times(n: int) -> str:
     return "twice" if n == 2 else f"{n} times"
 
 
-def safe_extract(archive: Path, dest: Path) -> Extracted:
+def safe_extract(archive: Path, dest: Path, filename: str) -> Extracted:
     """List the students of ``archive`` and extract each one's file into ``dest``.
 
     Parameters
@@ -126,7 +124,9 @@ def safe_extract(archive: Path, dest: Path) -> Extracted:
     archive : pathlib.Path
         A zip file.
     dest : pathlib.Path
-        An empty folder; student ``i`` (in sorted order) gets ``dest/<i>/attention.py``.
+        An empty folder; student ``i`` (in sorted order) gets ``dest/<i>/<filename>``.
+    filename : str
+        The submission's file name (the course pack's, e.g. ``attention.py``).
 
     Returns
     -------
@@ -151,7 +151,7 @@ def safe_extract(archive: Path, dest: Path) -> Extracted:
             raise ArchiveError(f"{archive}: {len(members):,} members; an archive may list at most {MAX_MEMBERS:,}")
         for info in members:
             info.filename = member_name(info)
-        return _extract(zf, members, archive, dest)
+        return _extract(zf, members, archive, dest, filename)
 
 
 def member_name(info: zipfile.ZipInfo) -> str:
@@ -177,7 +177,8 @@ def member_name(info: zipfile.ZipInfo) -> str:
     return name
 
 
-def _extract(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path, dest: Path) -> Extracted:
+def _extract(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path, dest: Path,
+             filename: str) -> Extracted:
     skipped: list[str] = []
     files: dict[tuple[str, ...], list[zipfile.ZipInfo]] = defaultdict(list)  # kept file members by path
     folders: set[tuple[str, ...]] = set()  # every folder the kept members imply
@@ -200,7 +201,7 @@ def _extract(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path,
         if name.endswith(".py"):
             files[parts].append(info)
 
-    # The root: descend while it holds a single folder, no .py file and no attention.py.
+    # The root: descend while it holds a single folder, no .py file and no submission file.
     root: tuple[str, ...] = ()
     while True:
         children = {p[len(root)] for p in folders | set(files) if len(p) > len(root) and p[: len(root)] == root}
@@ -208,17 +209,17 @@ def _extract(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path,
             break
         (child,) = children
         below = (*root, child)
-        if below not in folders or below in files or (*below, FILENAME) in files:
+        if below not in folders or below in files or (*below, filename) in files:
             break
         root = below
 
     extracted = Extracted(skipped=skipped)
     total = [0]
-    if (*root, FILENAME) in files:  # the archive is one student's folder
+    if (*root, filename) in files:  # the archive is one student's folder
         name = root[-1] if root else archive.stem
         student = Student(name, False)
         extracted.students.append(student)
-        _take(zf, files[(*root, FILENAME)], student, dest / "00000", archive, total, skipped)
+        _take(zf, files[(*root, filename)], student, dest / "00000", archive, total, skipped, filename)
         return extracted
 
     sizes: dict[str, int] = defaultdict(int)
@@ -236,16 +237,16 @@ def _extract(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path,
         extracted.students.append(student)
         where = dest / f"{index:05d}"
         if student.is_file:
-            _take(zf, files[folder], student, where, archive, total, skipped)
+            _take(zf, files[folder], student, where, archive, total, skipped, filename)
         elif sizes[name] > MAX_STUDENT_FILES:
             student.problem = (
                 f"your folder {name} in {archive} holds {sizes[name]:,} files; the grader reads at most "
-                f"{MAX_STUDENT_FILES:,} per student: send {FILENAME} without the rest"
+                f"{MAX_STUDENT_FILES:,} per student: send {filename} without the rest"
             )
-        elif (*folder, FILENAME) in files:
-            _take(zf, files[(*folder, FILENAME)], student, where, archive, total, skipped)
-        elif (*folder, FILENAME) in folders:
-            student.problem = f"{FILENAME} in {archive} is a folder, not a file: the student folder must hold {FILENAME}"
+        elif (*folder, filename) in files:
+            _take(zf, files[(*folder, filename)], student, where, archive, total, skipped, filename)
+        elif (*folder, filename) in folders:
+            student.problem = f"{filename} in {archive} is a folder, not a file: the student folder must hold {filename}"
         else:
             student.holds = _holds(folder, counted, folders)
     return extracted
@@ -262,10 +263,10 @@ def _holds(folder: tuple[str, ...], counted: list[tuple[str, ...]], folders: set
 
 def _take(
     zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], student: Student, where: Path, archive: Path,
-    total: list[int], skipped: list[str],
+    total: list[int], skipped: list[str], filename: str,
 ) -> None:
-    """Extract a student's one file to ``where/attention.py``, or set the student's problem."""
-    shown = (_safe_parts(infos[0].filename) or (FILENAME,))[-1]  # the file's own name, also for "a\\b.py"
+    """Extract a student's one file to ``where/<filename>``, or set the student's problem."""
+    shown = (_safe_parts(infos[0].filename) or (filename,))[-1]  # the file's own name, also for "a\\b.py"
     if len(infos) > 1:
         none = "neither was graded" if len(infos) == 2 else "none of them was graded"
         student.problem = (f"{shown} appears {_times(len(infos))} in {archive} ({infos[0].filename}); {none}: "
@@ -286,7 +287,7 @@ def _take(
         student.problem = f"{shown} was left out of {archive}: it is larger than {MAX_MEMBER_BYTES >> 20} MiB"
         return
     where.mkdir(parents=True, exist_ok=True)
-    target = where / FILENAME
+    target = where / filename
     written = 0
     try:
         with zf.open(info) as src, open(target, "wb") as out:

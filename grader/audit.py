@@ -275,7 +275,7 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     folder, _ = mutants_dir(config)
     if folder is None:
         raise ConfigError("no mutant catalogue: the pack has none; pass --mutants DIR")
-    catalogue = load_catalogue(folder)
+    catalogue = load_catalogue(folder, config.pack.submission)
     contract = load_contract(folder)
     collected = session.collect(config)
     config.stash["collected"] = collected

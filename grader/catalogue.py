@@ -1,6 +1,6 @@
 """The catalogue of known implementations: mutants and correct variants.
 
-``mutants/catalogue.yaml`` lists known-wrong ``attention.py`` files
+``mutants/catalogue.yaml`` lists known-wrong submission files
 ("mutants"), each tagged with the misconception it embodies, the chapter
 section that addresses it and the exercises it must lose points on, and
 correct variants that must score full marks. ``grader audit`` grades them
@@ -123,8 +123,14 @@ def load_contract(folder: str | os.PathLike[str]) -> tuple[str, tuple[Clause, ..
         clauses.append(Clause(raw["id"], raw["function"], " ".join(raw["text"].split()), checks))  # type: ignore[arg-type]
     return str(path), tuple(clauses)
 
-ENTRY_FILE = "attention.py"
-"""Each entry's code: ``<mutants folder>/<name>/attention.py``."""
+
+def _entry_file(filename: str | None) -> str:
+    """Each entry's code is ``<mutants folder>/<name>/<filename>``: the course pack's submission file."""
+    if filename:
+        return filename
+    from grader.packs import find_pack
+
+    return find_pack().submission
 
 CACHEABLE = ("returned", "raised", "bad_return")
 """Call statuses worth caching; timeouts and crashes are run again."""
@@ -174,7 +180,7 @@ class Entry:
     kind : str
         ``"mutant"`` (known wrong) or ``"correct"``.
     file : str
-        Its ``attention.py``.
+        Its submission file.
     sha256 : str
         Hex digest of the file's bytes.
     misconception : str
@@ -263,13 +269,15 @@ def _where(data: Any, path: Sequence[Any]) -> str:
     return out or "top level"
 
 
-def load_catalogue(folder: str | os.PathLike[str]) -> Catalogue:
+def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None) -> Catalogue:
     """Read and check ``<folder>/catalogue.yaml``.
 
     Parameters
     ----------
     folder : path-like
-        The mutants folder (``--mutants``, default ``mutants``).
+        The mutants folder (``--mutants``, default: the pack's).
+    filename : str, optional
+        Each entry's file name (default: the installed pack's submission file).
 
     Returns
     -------
@@ -280,11 +288,12 @@ def load_catalogue(folder: str | os.PathLike[str]) -> Catalogue:
     grader.errors.ConfigError
         If the folder or the catalogue is missing, the YAML is unsafe or
         malformed (the message names the file and the key), two entries
-        share a name, an entry's ``attention.py`` is missing, or a ``base``
+        share a name, an entry's file is missing, or a ``base``
         is not a correct variant of the catalogue.
     """
     from grader.builtin.yaml_spec import parse_yaml  # the same safe loader as the specs
 
+    entry_file = _entry_file(filename)
     root = Path(folder)
     path = root / CATALOGUE_FILE
     if not path.is_file():
@@ -306,7 +315,7 @@ def load_catalogue(folder: str | os.PathLike[str]) -> Catalogue:
         where = f"{path}: entries[{index}] '{raw['name']}'"
         if any(e.name == raw["name"] for e in entries):
             raise ConfigError(f"{where}: the name is used twice")
-        file = root / raw["name"] / ENTRY_FILE
+        file = root / raw["name"] / entry_file
         if not file.is_file():
             raise ConfigError(f"{where}: {file} not found")
         entries.append(
@@ -330,8 +339,8 @@ def load_catalogue(folder: str | os.PathLike[str]) -> Catalogue:
     return Catalogue(str(path), tuple(entries), data.get("chapter_url", ""))
 
 
-def fingerprint(folder: str | os.PathLike[str]) -> str:
-    """SHA-256 of ``catalogue.yaml`` and every ``*/attention.py`` in ``folder``; ``""`` without a catalogue.
+def fingerprint(folder: str | os.PathLike[str], filename: str | None = None) -> str:
+    """SHA-256 of ``catalogue.yaml`` and every ``*/<filename>`` in ``folder``; ``""`` without a catalogue.
 
     A stored grade depends on it when diagnosis is on (the diagnoses come
     from these files).
@@ -340,7 +349,7 @@ def fingerprint(folder: str | os.PathLike[str]) -> str:
     if not (root / CATALOGUE_FILE).is_file():
         return ""
     h = hashlib.sha256()
-    for path in [root / CATALOGUE_FILE, *sorted(root.glob(f"*/{ENTRY_FILE}"))]:
+    for path in [root / CATALOGUE_FILE, *sorted(root.glob(f"*/{_entry_file(filename)}"))]:
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 

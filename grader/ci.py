@@ -6,7 +6,7 @@ reads it. CI never runs a hidden check and never gives the grade: the grade
 comes from ``grader grade`` on the instructor's side. Every file says so.
 
 ``github``
-    ``.github/workflows/g14-checks.yml``: annotations on the student's
+    ``.github/workflows/<pack id>-checks.yml``: annotations on the student's
     file, the step summary, ``junit.xml`` as an artifact, and the two
     notices GitHub Classroom reads (``Points X/Y`` and
     ``{"totalPoints": X, "maxPoints": Y}``, ``--points-notice``).
@@ -23,14 +23,16 @@ comes from ``grader grade`` on the instructor's side. Every file says so.
 
 ``--package SPEC`` is what ``pip install`` installs: the course's student
 wheel (a URL or a path in the repository, see ``grader
-build-student-package``); default ``g14-grader``.
+build-student-package``); default: the pack's ``distribution``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from grader.errors import UsageError
+from grader.packs import find_pack
 
 __all__ = ["TARGETS", "init_ci", "templates"]
 
@@ -40,15 +42,15 @@ NOTE = ("CI runs the VISIBLE checks only (grader check); hidden checks run only 
         "and the grade comes from 'grader grade', not from this run.")
 
 GITHUB = """\
-# G14 visible checks on every push (written by 'grader init-ci github').
+# {chapter} visible checks on every push (written by 'grader init-ci github').
 # {note}
-name: G14 checks
+name: {chapter} checks
 on: [push, pull_request, workflow_dispatch]
 permissions:
   contents: read
   checks: write
 jobs:
-  g14-checks:
+  {id}-checks:
     runs-on: ubuntu-latest
     if: github.actor != 'github-classroom[bot]'
     timeout-minutes: 10
@@ -62,23 +64,23 @@ jobs:
       - name: Visible checks
         # Annotations, the step summary and GitHub Classroom's two notices
         # ("Points X/Y" and {{"totalPoints", "maxPoints"}}): visible points only.
-        run: grader check attention.py --junit junit.xml --points-notice
+        run: grader check {file} --junit junit.xml --points-notice
       - name: Keep junit.xml
         if: always()
         uses: actions/upload-artifact@v4
         with:
-          name: g14-junit
+          name: {id}-junit
           path: junit.xml
 """
 
 GITLAB = """\
-# G14 visible checks on every push (written by 'grader init-ci gitlab').
+# {chapter} visible checks on every push (written by 'grader init-ci gitlab').
 # {note}
-g14-checks:
+{id}-checks:
   image: python:3.12
   script:
     - python -m pip install "{package}"
-    - grader check attention.py --junit junit.xml
+    - grader check {file} --junit junit.xml
   artifacts:
     when: always
     reports:
@@ -86,7 +88,7 @@ g14-checks:
 """
 
 CLASSROOM50 = '''\
-"""Classroom 50 autograder for G14 (written by 'grader init-ci classroom50').
+"""Classroom 50 autograder for {chapter} (written by 'grader init-ci classroom50').
 
 Copy to CLASSROOM/autograders/ASSIGNMENT/autograder.py in the classroom
 repository. Classroom 50's runner starts it in the student checkout with
@@ -110,7 +112,7 @@ def main() -> int:
         import grader  # noqa: F401
     except ImportError:
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", PACKAGE], check=True)
-    submission = "attention.py" if Path("attention.py").exists() else "attention.ipynb"
+    submission = "{file}" if Path("{file}").exists() else "{notebook}"
     code = subprocess.run([sys.executable, "-m", "grader", "check", submission, "-q",
                            "--classroom50", "result.json"]).returncode
     # 0: every visible check passed; 1: some did not. Both are grades, written to result.json.
@@ -122,14 +124,18 @@ if __name__ == "__main__":
 '''
 
 FILES = {
-    "github": (".github/workflows/g14-checks.yml", GITHUB),
+    "github": (".github/workflows/{id}-checks.yml", GITHUB),
     "gitlab": (".gitlab-ci.yml", GITLAB),
     "classroom50": ("autograder.py", CLASSROOM50),
 }
 
 
-def templates(target: str, package: str = "g14-grader") -> dict[str, str]:
+def templates(target: str, package: str | None = None, pack: Any = None) -> dict[str, str]:
     """The files of one target: relative path -> text.
+
+    ``pack`` (default: the installed course pack) gives the chapter's name,
+    the submission file and, when ``package`` is None, the student
+    package's name (its ``distribution``).
 
     Raises
     ------
@@ -138,13 +144,17 @@ def templates(target: str, package: str = "g14-grader") -> dict[str, str]:
     """
     if target not in FILES:
         raise UsageError(f"init-ci {target}: unknown target; choose one of {', '.join(TARGETS)}")
+    pack = pack or find_pack()
+    package = pack.distribution if package is None else package
     if any(c in package for c in "\"'\n\r\\") or not package.strip():
         raise UsageError(f"--package {package!r}: give a pip requirement, URL or path without quotes")
     path, text = FILES[target]
-    return {path: text.format(note=NOTE, package=package)}
+    fields = {"note": NOTE, "package": package, "chapter": pack.chapter, "id": pack.id, "file": pack.submission,
+              "notebook": pack.notebook}
+    return {path.format(**fields): text.format(**fields)}
 
 
-def init_ci(target: str, folder: Path, package: str = "g14-grader", force: bool = False) -> list[Path]:
+def init_ci(target: str, folder: Path, package: str | None = None, force: bool = False, pack: Any = None) -> list[Path]:
     """Write a target's files under ``folder``; refuse to overwrite unless ``force``.
 
     Returns
@@ -158,7 +168,7 @@ def init_ci(target: str, folder: Path, package: str = "g14-grader", force: bool 
         For an unknown target, or a file that exists (without ``force``).
     """
     written = []
-    files = templates(target, package)
+    files = templates(target, package, pack)
     for rel in files:
         if (folder / rel).exists() and not force:
             raise UsageError(f"{folder / rel}: exists; remove it or pass --force")

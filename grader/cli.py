@@ -47,7 +47,7 @@ from grader.errors import (
     UsageError,
 )
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
-from grader.packs import mutants_dir, pack_option, reference_file, specs_dir
+from grader.packs import find_pack, mutants_dir, pack_option, reference_file, specs_dir
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
 
@@ -99,6 +99,8 @@ UNUSED: dict[str, tuple[str, ...]] = {
     "doctor": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "specs", "reference", "mutants", "no_diagnosis",
                "import_timeout", "submission_timeout"),
     "build-student-package": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet")),
+    "merge": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "import_timeout", "submission_timeout", "insecure",
+                               "dask", "dask_chunk", "no_diagnosis") if o not in ("csv", "secret_file")),
 }
 """Per command, the shared options (by ``dest``) it does not use: they are neither listed in its
 ``--help`` nor accepted (given anyway, they are a usage error, not silently ignored). Options a
@@ -150,26 +152,35 @@ def _common(pm, command: str) -> argparse.ArgumentParser:
     return common
 
 
-def build_parser(pm) -> argparse.ArgumentParser:
+def build_parser(pm, pack=None) -> argparse.ArgumentParser:
     """Build the parser; plugins add options through ``grader_addoption``.
 
     Each command lists (and accepts) only the options it uses (`UNUSED`).
+    ``pack`` (a `grader.packs.Pack`, if one was found) names the chapter
+    and the submission file in the help.
     """
-    parser = _Parser(prog="grader", description="Grade chapter G14 attention exercises.")
+    file = pack.submission if pack is not None else "submission file"
+    notebook = pack.notebook if pack is not None else "notebook"
+    what = f"chapter {pack.chapter} ({pack.title})" if pack is not None else "a course pack's"
+    parser = _Parser(prog="grader", description=f"Grade {what} exercises.")
     parser.add_argument("--version", action="version", version=f"grader {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     grade = sub.add_parser(
         "grade", parents=[_common(pm, "grade")], help="grade submissions and write reports",
-        description="Grade one attention.py, a student folder, or a folder of student folders.",
+        description=f"Grade one {file}, a student folder, or a folder of student folders.",
     )
-    grade.add_argument("paths", nargs="+", metavar="PATH", help="attention.py, a student folder, or a folder of them")
+    grade.add_argument("paths", nargs="+", metavar="PATH", help=f"{file}, a student folder, or a folder of them")
     grade.add_argument("--out", default="reports", metavar="DIR", help="folder for the HTML and JSON reports (default: reports)")
     grade.add_argument("--json", metavar="FILE", type=output_file,
                        help="write the JSON results here (default: DIR/results.json)")
     grade.add_argument("--only", nargs="+", metavar="ID",
                        help="grade only these students again; the others' results come from the gradebook "
                        "(left out when it has none)")
+    grade.add_argument("--shard", metavar="K/N",
+                       help="grade only the K-th of N slices of the class (K from 1; auto/N: K from "
+                       "JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID or GRADER_SHARD_INDEX) and write DIR/shard/ "
+                       "for 'grader merge'")
     similarity = sub.add_parser(
         "similarity", parents=[_common(pm, "similarity")], help="grade and write DIR/similarity.html: copied code, identical wrong values",
         description="Grade the class (like 'grade --similarity') and flag pairs of submissions: code that shares "
@@ -178,6 +189,15 @@ def build_parser(pm) -> argparse.ArgumentParser:
     similarity.add_argument("paths", nargs="+", metavar="PATH", help="a folder of student folders, or a zip export")
     similarity.add_argument("--out", default="reports", metavar="DIR", help="folder for the reports (default: reports)")
     similarity.add_argument("--json", metavar="FILE", type=output_file, help="write the JSON results here")
+    merge = sub.add_parser(
+        "merge", parents=[_common(pm, "merge")], help="merge the folders of 'grade --shard K/N' runs into one run's files",
+        description="Combine the --out folders of every shard of a class into exactly the files one unsharded "
+        "'grader grade' writes. Refuses shards made with other specs, reference, grader, secret or settings, and "
+        "names shards missing or given twice.",
+    )
+    merge.add_argument("shard_dirs", nargs="+", metavar="SHARD_DIR", help="the --out folder of each shard")
+    merge.add_argument("--out", default="reports", metavar="DIR", help="folder for the merged reports (default: reports)")
+    merge.add_argument("--json", metavar="FILE", type=output_file, help="write the JSON results here (default: DIR/results.json)")
     diff = sub.add_parser(
         "diff", help="compare two results.json: who changed, by how much, on which checks",
         description="List the students whose score or checks differ between two results files (a regrade).",
@@ -185,10 +205,10 @@ def build_parser(pm) -> argparse.ArgumentParser:
     diff.add_argument("old", metavar="OLD.json")
     diff.add_argument("new", metavar="NEW.json")
     check = sub.add_parser(
-        "check", parents=[_common(pm, "check")], help="run the visible checks on your own attention.py",
-        description="Run the visible checks on one attention.py and print a summary.",
+        "check", parents=[_common(pm, "check")], help=f"run the visible checks on your own {file}",
+        description=f"Run the visible checks on one {file} and print a summary.",
     )
-    check.add_argument("paths", nargs=1, metavar="FILE", help="your attention.py, attention.ipynb, or the folder holding it")
+    check.add_argument("paths", nargs=1, metavar="FILE", help=f"your {file}, {notebook}, or the folder holding it")
     check.add_argument(
         "--public", metavar="FILE",
         help="public checks made by 'grader publish' (default: the specs folder if present, "
@@ -211,9 +231,9 @@ def build_parser(pm) -> argparse.ArgumentParser:
     package.add_argument("--out", dest="package_out", default="dist", metavar="DIR",
                          help="folder for the .whl and .tar.gz (default: dist)")
     starter = sub.add_parser(
-        "starter", help="copy the starter attention.py into a folder (default: here)",
-        description="Copy the starter attention.py (shipped in the student package) into DIR; an existing "
-        "attention.py is never overwritten.",
+        "starter", help=f"copy the starter {file} into a folder (default: here)",
+        description=f"Copy the starter {file} (shipped in the student package) into DIR; an existing "
+        f"{file} is never overwritten.",
     )
     starter.add_argument("starter_dir", nargs="?", default=".", metavar="DIR", help="where to put it (default: .)")
     _pack_argument(starter)
@@ -225,8 +245,9 @@ def build_parser(pm) -> argparse.ArgumentParser:
     init_ci.add_argument("target", choices=("github", "gitlab", "classroom50"), help="the CI to write files for")
     init_ci.add_argument("--dir", dest="ci_dir", default=".", metavar="DIR",
                          help="the repository to write into (default: the current folder)")
-    init_ci.add_argument("--package", default="g14-grader", metavar="SPEC",
-                         help="what CI installs with pip: the course's student wheel (URL or path; default: g14-grader)")
+    init_ci.add_argument("--package", default=None, metavar="SPEC",
+                         help="what CI installs with pip: the course's student wheel (URL or path; default: the "
+                         "pack's student package name)")
     init_ci.add_argument("--force", action="store_true", help="overwrite files that exist")
     _pack_argument(init_ci)
     sub.add_parser(
@@ -281,7 +302,7 @@ def _run(config: Config) -> int:
         from grader.ci import NOTE, init_ci
 
         for path in init_ci(config.option("target"), Path(config.option("ci_dir")), config.option("package"),
-                            bool(config.option("force"))):
+                            bool(config.option("force")), config.pack):
             _write(f"wrote {display(str(path))}")
         _write(NOTE)
         return EXIT_OK
@@ -289,6 +310,12 @@ def _run(config: Config) -> int:
         from grader.builtin.sandbox import doctor
 
         return doctor(_write)
+    if getattr(config.options, "_shards", None) is not None:  # grader merge
+        from grader.shards import merge
+
+        report = merge(config)
+        config.hook.grader_terminal_summary(report=report, config=config, write=_write)
+        return EXIT_OK
     remove_stale_scratch()  # what graders killed with kill -9 left in the temporary folder
     if config.command == "check":
         config.options.out = None
@@ -344,8 +371,13 @@ def _starter(config: Config) -> int:
         raise UsageError(f"{target}: exists; the starter never overwrites your file")
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target)
-    _write(f"wrote {display(str(target))}: fill in the five functions, then run 'grader check {display(str(target))}'")
+    count = len(pack.functions)
+    _write(f"wrote {display(str(target))}: fill in the {_NUMBERS.get(count, str(count))} function{'s' if count != 1 else ''}, "
+           f"then run 'grader check {display(str(target))}'")
     return EXIT_OK
+
+
+_NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
 
 
 def _bundle(config: Config) -> dict:
@@ -360,7 +392,7 @@ def _bundle(config: Config) -> dict:
     if config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False):
         folder, explicit = mutants_dir(config)
         try:
-            catalogue = load_catalogue(folder) if folder is not None else None
+            catalogue = load_catalogue(folder, config.pack.submission) if folder is not None else None
         except ConfigError:
             if explicit:
                 raise
@@ -405,6 +437,14 @@ def _publish(config: Config) -> int:
     return EXIT_OK
 
 
+def _pack_or_none(argv: Sequence[str]):
+    """The run's course pack for the help texts, or None when there is none (yet): the commands that need one say so."""
+    try:
+        return find_pack(pack_option(list(argv)))
+    except GraderError:
+        return None
+
+
 def _write(line: str) -> None:
     """Print one line of the summary; once the reader has gone (``grader ... | head``), print no more."""
     if sys.stdout is None or getattr(_write, "closed", False):
@@ -430,9 +470,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = None
     try:
         pm = get_plugin_manager(_plugin_args(argv), pack=pack_option(argv))
-        options = build_parser(pm).parse_args(argv)
+        options = build_parser(pm, _pack_or_none(argv)).parse_args(argv)
         if options.command == "similarity":  # 'grade --similarity' under its own name
             options.command, options.similarity = "grade", True
+        if options.command == "merge":  # an unsharded 'grade' run's writers, fed from the shards' records
+            from grader.shards import merge_options
+
+            options = merge_options(options, build_parser(pm))
+            options.command = "grade"
         config = Config(command=options.command, options=options, pluginmanager=pm)
         if config.command == "grade":
             _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts

@@ -90,14 +90,14 @@ def check_feedback(check: CheckResult, details: bool = True, limit: int | None =
     return "\n".join(line for line in lines if line)
 
 
-def submission_file(sub: SubmissionResult, filename: str = "attention.py") -> Path:
-    """The graded file of a submission: its path, or ``path/attention.py`` for a folder.
+def submission_file(sub: SubmissionResult, filename: str) -> Path:
+    """The graded file of a submission: its path, or ``path/<filename>`` for a folder.
 
     Parameters
     ----------
     sub : grader.models.SubmissionResult
     filename : str
-        The file looked for in a student folder.
+        The file looked for in a student folder (the course pack's submission file).
 
     Returns
     -------

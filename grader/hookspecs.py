@@ -11,7 +11,7 @@ Phases, in order:
 1. Set-up: `grader_addoption`, `grader_configure`.
 2. Collection: `grader_load_exercise`, `grader_load_reference`,
    `grader_check_kinds`, `grader_locate_submissions`.
-3. Grading: `grader_collection_finish` once, then per submission
+3. Grading: `grader_collection_finish` once, `grader_batch_start` once, then per submission
    `grader_cached_result`, `grader_run_calls`, `grader_judge_check`,
    `grader_score_exercise`, `grader_adjust_result` (also for cached
    results; it may call `grader_submission_time`), `grader_submission_graded`.
@@ -174,8 +174,8 @@ def grader_float64_error(function: str, args: Sequence[Any], parts: dict[str, An
 def grader_locate_submissions(path: str, config: Config) -> Sequence[Submission] | None:
     """Turn one command-line PATH into submissions.
 
-    First non-None result wins. The built-in locator takes an
-    ``attention.py``, a folder holding one, or a folder of student folders.
+    First non-None result wins. The built-in locator takes a
+    submission file (e.g. ``attention.py``), a folder holding one, or a folder of student folders.
     Ids need not be unique across PATHs: `grader.session.locate_all` tells
     colliding ids apart and gives every submission its ``slug``
     (`grader.naming`); set ``raw_name`` to the name as found.
@@ -200,6 +200,19 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Colle
     `grader_submission_graded` learn the whole list of ids here (to give
     each a unique file name) and progress displays learn the total. All
     implementations are called, in the main thread.
+    """
+
+
+@hookspec
+def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call], config: Config) -> None:
+    """Called once before grading starts, with the submissions about to be run (not those reused from a cache).
+
+    ``submissions`` are in report order, ``calls`` what `grader_run_calls`
+    will be given for each. A runner that grades elsewhere (the ``dask``
+    built-in: a Dask cluster) sends the whole batch ahead here, then answers
+    `grader_run_calls` for each submission with what came back; judging,
+    the gradebook, progress and the reports stay in the grader's process.
+    All implementations are called, in the main thread.
     """
 
 

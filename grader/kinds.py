@@ -40,9 +40,9 @@ from grader.models import Call, CallResult, Check, Exercise, Prepared, Verdict
 
 __all__ = [
     "DEFAULT_ATOL", "DEFAULT_RTOL", "FLOOR_KEY", "LITERAL", "REASON", "REF_KEY", "ROW_SUM_ATOL", "SELECT", "SHAPES",
-    "TOLERANCE", "VALID", "WHY", "CheckKind", "Kind",
-    "KindContext", "compare_parts", "contract_problem", "gated", "guarded_call", "mib", "named", "normalize",
-    "reference_parts", "reference_shapes", "schema", "shaped_parts", "tolerance_of", "tolerances", "with_floor",
+    "TOLERANCE", "VALID", "WHY", "CheckKind", "Kind", "KindContext", "compare_parts", "contract_problem", "gated",
+    "guarded_call", "keys_schema", "mib", "named", "normalize", "reference_parts", "reference_shapes", "shaped_parts",
+    "tolerance_of", "tolerances", "with_floor",
 ]
 
 DEFAULT_RTOL = 1e-6
@@ -552,8 +552,8 @@ def reference_parts(check: Check, ctx: KindContext, args: Sequence[Any]) -> dict
             REF_KEY: {k: np.asarray(v, dtype=np.float64) for k, v in parts.items()}}
 
 
-def schema(**properties: dict[str, Any]) -> dict[str, Any]:
-    """A kind's ``schema``: its keys' JSON Schemas, e.g. ``schema(atol=TOLERANCE)``."""
+def keys_schema(**properties: dict[str, Any]) -> dict[str, Any]:
+    """A kind's ``schema``: its keys' JSON Schemas, e.g. ``keys_schema(atol=TOLERANCE)``."""
     return {"type": "object", "properties": properties}
 
 

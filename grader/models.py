@@ -154,7 +154,7 @@ class Submission:
     path : str
         The path the instructor gave, or the student folder.
     file : str or None
-        The ``attention.py`` to grade; None when none was found.
+        The submission file to grade (e.g. ``attention.py``); None when none was found.
     sha256 : str
         Hex digest of the file's bytes (empty when there is no file).
     problem : str

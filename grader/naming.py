@@ -292,7 +292,7 @@ def slugs_of(items: Sequence[Any]) -> dict[str, str]:
     return dict(zip(ids, assign_slugs(ids)))
 
 
-def what_it_holds(entries: Sequence[tuple[str, bool]], filename: str = "attention.py") -> str:
+def what_it_holds(entries: Sequence[tuple[str, bool]], filename: str, notebook: str | None = None) -> str:
     """Say, for a student folder without ``filename``, what it holds and what to do.
 
     Parameters
@@ -301,7 +301,9 @@ def what_it_holds(entries: Sequence[tuple[str, bool]], filename: str = "attentio
         The folder's entries as paths relative to it (``"lab/attention.py"``)
         and whether each is a folder; hidden ones and ``__pycache__`` are skipped.
     filename : str
-        The file the folder should hold.
+        The file the folder should hold (the course pack's submission file).
+    notebook : str, optional
+        The notebook graded like it (default: ``filename``'s stem and ``.ipynb``).
 
     Returns
     -------
@@ -324,8 +326,8 @@ def what_it_holds(entries: Sequence[tuple[str, bool]], filename: str = "attentio
         return f"it holds {min(nested, key=len)}: move it up into the student folder"
     books = [p for p in files if p.lower().endswith(".ipynb")]
     if books:
-        stem = filename.rsplit(".", 1)[0]
-        return (f"it holds a notebook, {min(books)}: rename it {stem}.ipynb (notebooks are graded too) "
+        notebook = notebook or filename.rsplit(".", 1)[0] + ".ipynb"
+        return (f"it holds a notebook, {min(books)}: rename it {notebook} (notebooks are graded too) "
                 f"or save it as {filename}")
     if not shown:
         return "it is empty"

@@ -1,12 +1,13 @@
 """Jupyter notebooks as submissions: their code cells as one Python file, with a line map.
 
-Many students hand in ``attention.ipynb``. The grader never runs a kernel:
-the notebook is read as JSON with nbformat, its code cells are joined in
-order into one ``attention.py`` (in a scratch folder), and that file is
+Many students hand in a notebook (the course pack's notebook name, e.g.
+``attention.ipynb``). The grader never runs a kernel: the notebook is read
+as JSON with nbformat, its code cells are joined in order into one
+submission file (e.g. ``attention.py``, in a scratch folder), and that file is
 graded like any other. IPython-only lines (``%magic``, ``!shell``, and
 whole ``%%cell`` magics) are not Python: each is replaced by a comment and
 reported as a note. `Notebook.where` maps a line of the joined file back to
-the cell and the line in it, so every message says ``attention.ipynb, cell
+the cell and the line in it, so every message says (e.g.) ``attention.ipynb, cell
 3, line 2`` instead of a line of a file the student never saw.
 
 Cells are numbered as the notebook shows them, from 1, counting every cell
@@ -22,7 +23,6 @@ from pathlib import Path
 __all__ = ["Notebook", "NotebookError", "convert"]
 
 _IPYTHON_LINE = re.compile(r"^\s*[%!]")
-_WHERE = re.compile(r"\(?attention\.py, line (\d+)\)?")
 
 
 class NotebookError(ValueError):
@@ -52,6 +52,8 @@ class Notebook:
     source: str
     lines: tuple[tuple[int, int], ...]
     notes: tuple[str, ...] = field(default=())
+    source_name: str = "submission.py"
+    """The file name the joined code is graded as (the course pack's submission file)."""
 
     def where(self, line: int) -> str:
         """``"attention.ipynb, cell 3, line 2"`` for a line of `source` (the file's name alone if unknown)."""
@@ -61,24 +63,28 @@ class Notebook:
         return self.name
 
     def relocate(self, text: str) -> str:
-        """Replace every ``attention.py, line N`` in a message by the cell and line it came from."""
+        """Replace every ``<source_name>, line N`` in a message by the cell and line it came from."""
         if not text:
             return text
+        pattern = re.compile(r"\(?" + re.escape(self.source_name) + r", line (\d+)\)?")
 
         def repl(m: re.Match[str]) -> str:
             shown = self.where(int(m.group(1)))
             return f"({shown})" if m.group(0).startswith("(") else shown
 
-        return _WHERE.sub(repl, text)
+        return pattern.sub(repl, text)
 
 
-def convert(path: str | Path) -> Notebook:
+def convert(path: str | Path, source_name: str = "submission.py") -> Notebook:
     """Read a notebook (never executed) and join its code cells.
 
     Parameters
     ----------
     path : path-like
         An ``.ipynb`` file.
+    source_name : str
+        The file the joined code is graded as (the course pack's submission
+        file): its tracebacks' ``<source_name>, line N`` are relocated.
 
     Returns
     -------
@@ -97,7 +103,7 @@ def convert(path: str | Path) -> Notebook:
     except Exception as exc:  # noqa: BLE001 - nbformat raises JSON, validation and version errors alike
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise NotebookError(f"{path.name} is not a notebook nbformat can read ({first}); save it again from "
-                            f"Jupyter, or hand in attention.py") from None
+                            f"Jupyter, or hand in {source_name}") from None
     out: list[str] = []
     where: list[tuple[int, int]] = []
     notes: list[str] = []
@@ -126,4 +132,4 @@ def convert(path: str | Path) -> Notebook:
             else:
                 out.append(line)
             where.append((number, k))
-    return Notebook(path.name, "\n".join(out) + "\n", tuple(where), tuple(notes))
+    return Notebook(path.name, "\n".join(out) + "\n", tuple(where), tuple(notes), source_name)

@@ -96,6 +96,16 @@ def _tables(text: str) -> list[list[str]]:
     return groups
 
 
+def _student_packages(line: str, pkg: str) -> str:
+    """A ``packages = [...]`` line keeping the grader's packages (``grader``, ``grader.*``) and adding the pack's."""
+    m = re.match(r"^packages = \[(.*)\]\s*$", line)
+    if m is None:
+        return line
+    names = [n.strip().strip('"') for n in m.group(1).split(",") if n.strip()]
+    kept = [n for n in names if n == "grader" or n.startswith("grader.")]
+    return "packages = [" + ", ".join(json.dumps(n) for n in [*kept, pkg]) + "]"
+
+
 def student_pyproject(text: str, pack: Any) -> str:
     """The course's ``pyproject.toml`` rewritten for the student package.
 
@@ -114,8 +124,7 @@ def student_pyproject(text: str, pack: Any) -> str:
         elif header == '[project.entry-points."grader.packs"]':
             group = [group[0], f'{pack.id} = "{pkg}"', ""]
         elif header == "[tool.setuptools]":
-            group = [re.sub(r"^packages = .*$", f'packages = ["grader", "grader.builtin", "{pkg}"]', line)
-                     for line in group]
+            group = [_student_packages(line, pkg) for line in group]
         elif header == "[project]":
             group = [re.sub(r'^name = ".*"$', f'name = "{pack.distribution}"', line) for line in group]
         out.extend(group)

@@ -47,9 +47,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import jsonschema
-import yaml
-
 from grader.errors import ConfigError, describe_failure
 
 __all__ = [
@@ -72,9 +69,9 @@ _SCHEMA: dict[str, Any] = {
     "required": ["id", "title", "chapter", "submission", "functions", "specs", "reference"],
     "properties": {
         "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
-               "description": "give an id of letters, digits, - and _, e.g. g14"},
+               "description": "give an id of letters, digits, - and _, e.g. ch3"},
         "title": {"type": "string", "minLength": 1, "description": "give the chapter's title"},
-        "chapter": {"type": "string", "minLength": 1, "description": "give the chapter's short name, e.g. G14"},
+        "chapter": {"type": "string", "minLength": 1, "description": "give the chapter's short name, e.g. CH3"},
         "chapter_url": {"type": "string", "description": "give the chapter's web address, or \"\""},
         "sections": {"type": "object", "additionalProperties": {"type": "string"},
                      "description": "give a mapping from exercise ids to section headings"},
@@ -82,10 +79,10 @@ _SCHEMA: dict[str, Any] = {
             "type": "object", "additionalProperties": False, "required": ["file"],
             "properties": {
                 "file": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.py$",
-                         "description": "give the file students hand in, e.g. attention.py"},
-                "module": {"type": "string", "pattern": _NAME, "description": "give a module name, e.g. attention"},
+                         "description": "give the file students hand in, e.g. solution.py"},
+                "module": {"type": "string", "pattern": _NAME, "description": "give a module name, e.g. solution"},
                 "notebook": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.ipynb$",
-                             "description": "give the notebook's file name, e.g. attention.ipynb"},
+                             "description": "give the notebook's file name, e.g. solution.ipynb"},
             },
             "description": "give {file: NAME.py}, optionally with module and notebook",
         },
@@ -95,7 +92,7 @@ _SCHEMA: dict[str, Any] = {
         "imports": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_.]*$"},
                     "description": "give the modules students may import beside the standard library"},
         "distribution": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-                         "description": "give the student package's name on pip, e.g. g14-grader"},
+                         "description": "give the student package's name on pip, e.g. ch3-grader"},
         "specs": _REL, "reference": _REL, "starter": _REL, "mutants": _REL, "samples": _REL, "public": _REL,
         "plugin": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.py$",
                    "description": "give a Python file in the pack's folder, e.g. kinds.py"},
@@ -219,6 +216,9 @@ def load_pack(folder: str | Path, package: str = "") -> Pack:
 
 @functools.cache
 def _load(root: Path, package: str) -> Pack:
+    import jsonschema  # here, not at import: 'grader check' starts without them when it can
+    import yaml
+
     path = root / MANIFEST
     if not path.is_file():
         raise ConfigError(f"{root}: not a course pack (no {MANIFEST}); pass --pack DIR with a pack's folder")
@@ -252,11 +252,13 @@ def _load(root: Path, package: str) -> Pack:
     )
 
 
+@functools.cache
 def installed_packs() -> dict[str, tuple[str, Path]]:
     """The packs registered under `ENTRY_POINT_GROUP`: entry-point name to (package, folder).
 
     A registration whose package cannot be found is left out (with a
-    warning): an uninstalled pack must not stop another from loading.
+    warning): an uninstalled pack must not stop another from loading. Read
+    once per process.
     """
     found: dict[str, tuple[str, Path]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):

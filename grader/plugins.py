@@ -27,6 +27,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "reference",
     "checks",
     "submission",
+    "dask_cluster",  # before "sandbox": its outcomes from a Dask cluster (--dask) are asked for first
+    "shard_record",  # before "sandbox": in a merge, the shards' recorded outcomes answer (no code runs)
     "sandbox",  # before "runner": among trylast impls, pluggy asks the first registered first
     "runner",
     "judge",

@@ -1,9 +1,10 @@
 """The visible checks as pytest tests, in a student's folder (entry point ``pytest11``: ``grader``).
 
-Run ``pytest`` in the folder holding your ``attention.py`` (or
-``attention.ipynb``): it collects one test per visible check, named by
-exercise and check id (``attention.py::G14.03::causal-two-positions``), so
-``-k G14.03`` selects an exercise. A check that does not pass fails with
+Run ``pytest`` in the folder holding your submission file (the installed
+course pack's, e.g. ``attention.py``, or its notebook): it collects one test
+per visible check, named by exercise and check id (e.g.
+``attention.py::G14.03::causal-two-positions``), so ``-k G14.03`` selects an
+exercise. A check that does not pass fails with
 the text ``grader check`` prints for it; a function that still raises
 ``NotImplementedError`` skips its checks ("not attempted"). Points are in
 the terminal summary and, with ``--junitxml``, as the properties
@@ -16,12 +17,12 @@ The ini option ``grader_checks`` decides (``pytest.ini``, ``tox.ini``,
 ``setup.cfg`` or ``pyproject.toml``'s ``[tool.pytest.ini_options]``):
 
 ``auto`` (default)
-    on when the root folder (pytest's ``rootdir``) holds ``attention.py``
-    or ``attention.ipynb`` and is not the grader's own repository (no
-    ``grader/cli.py`` and no ``exercises/`` folder there), so the
-    grader's own test suite is never disturbed;
+    on when the root folder (pytest's ``rootdir``) holds the pack's
+    submission file or notebook and is not the grader's own repository or
+    a pack's folder (no ``grader/cli.py`` and no ``course.yaml`` there),
+    so the grader's own test suite is never disturbed;
 ``true``
-    on wherever ``attention.py`` sits in the root folder;
+    on wherever the submission file sits in the root folder;
 ``false``
     off. ``-p no:grader`` turns the plugin off too.
 """
@@ -33,13 +34,29 @@ from typing import Any
 
 import pytest
 
-NAMES = ("attention.py", "attention.ipynb")
 _RUN = pytest.StashKey[Any]()
+_NAMES = pytest.StashKey[tuple[str, ...]]()
+_TITLE = pytest.StashKey[str]()
+
+
+def names(config: Any) -> tuple[str, ...]:
+    """The installed course pack's submission file and notebook names; ``()`` without exactly one pack."""
+    if _NAMES not in config.stash:
+        from grader.errors import GraderError
+        from grader.packs import find_pack
+
+        try:
+            pack = find_pack()
+        except GraderError:
+            config.stash[_NAMES], config.stash[_TITLE] = (), ""
+        else:
+            config.stash[_NAMES], config.stash[_TITLE] = pack.names, pack.chapter
+    return config.stash[_NAMES]
 
 
 def pytest_addoption(parser: Any) -> None:
     """Add the ``grader_checks`` ini option (``auto``, ``true`` or ``false``; see `active`)."""
-    parser.addini("grader_checks", "run the G14 visible checks as tests: auto (default), true or false",
+    parser.addini("grader_checks", "run the course pack's visible checks as tests: auto (default), true or false",
                   default="auto")
 
 
@@ -49,22 +66,23 @@ def active(config: Any) -> bool:
     if value in ("false", "0", "no", "off"):
         return False
     root = Path(config.rootpath)
-    if not any((root / name).is_file() for name in NAMES):
+    if not any((root / name).is_file() for name in names(config)):
         return False
     if value in ("true", "1", "yes", "on"):
         return True
-    return not (root / "grader" / "cli.py").is_file() and not (root / "exercises").is_dir()
+    return not (root / "grader" / "cli.py").is_file() and not (root / "course.yaml").is_file()
 
 
 def pytest_collect_file(file_path: Path, parent: Any) -> Any:
-    """Collect a student's ``attention.py`` (or notebook) in pytest's root folder as an `ExerciseNode` per exercise.
+    """Collect a student's submission file (or notebook) in pytest's root folder as an `ExerciseNode` per exercise.
 
     Returns None for any other file, or when the plugin is not `active`.
     """
     config = parent.config
-    if file_path.name not in NAMES or Path(file_path).parent != Path(config.rootpath) or not active(config):
+    if file_path.name not in names(config) or Path(file_path).parent != Path(config.rootpath) or not active(config):
         return None
-    if file_path.name == "attention.ipynb" and (file_path.parent / "attention.py").is_file():
+    source, notebook = names(config)
+    if file_path.name == notebook and (file_path.parent / source).is_file():
         return None  # the .py is the submission when both are there
     return SubmissionFile.from_parent(parent, path=file_path)
 
@@ -91,7 +109,7 @@ class SubmissionFile(pytest.File):
 
 
 class ExerciseNode(pytest.Collector):
-    """One exercise of the visible checks (``G14.03``): its items are the exercise's checks."""
+    """One exercise of the visible checks (e.g. ``G14.03``): its items are the exercise's checks."""
 
     def __init__(self, *, result: Any, submission: Any, run: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -145,7 +163,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
         return
     from grader.safetext import display
 
-    terminalreporter.section("G14 visible checks")
+    names(config)
+    terminalreporter.section(f"{config.stash[_TITLE]} visible checks".strip())
     sub = run.report.submissions[0]
     for ex in sub.exercises:
         terminalreporter.write_line(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g} points")

@@ -266,7 +266,7 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
 def _catalogue_fingerprint(config: Config, fingerprint: Any) -> str:
     """The mutant catalogue's fingerprint ("" when the run has none)."""
     folder = packs.mutants_dir(config)[0]
-    return fingerprint(folder) if folder is not None else ""
+    return fingerprint(folder, config.pack.submission) if folder is not None else ""
 
 
 def _looks_like_spec(name: str) -> bool:
@@ -484,6 +484,15 @@ def result_key(submission: Submission, collected: Collected, config: Config) -> 
     Two runs with the same key give the same result, so a stored result with
     this key can be reused (resuming a batch, or identical files).
     """
+    text = json.dumps([submission.sha256, collected.spec_hash, __version__, result_settings(config)], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def result_settings(config: Config, with_secret: bool = True) -> dict[str, Any]:
+    """The run settings a result depends on (part of `result_key`; a shard's manifest compares them).
+
+    ``with_secret`` adds the course secret's fingerprint.
+    """
     settings = {
         "import_timeout": config.option("import_timeout"),
         "submission_timeout": config.option("submission_timeout"),
@@ -492,11 +501,10 @@ def result_key(submission: Submission, collected: Collected, config: Config) -> 
         "after_due_date": config.option("after_due_date", False),
         "published": config.option("published", False),
         "diagnosis": _diagnosis_fingerprint(config),
-        # Hidden inputs derive from the course secret: another secret, other inputs, another result.
-        "course_secret": course_secret(config).fingerprint,
     }
-    text = json.dumps([submission.sha256, collected.spec_hash, __version__, settings], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
+    if with_secret:  # hidden inputs derive from the course secret: another secret, other inputs, another result
+        settings["course_secret"] = course_secret(config).fingerprint
+    return settings
 
 
 def _diagnosis_fingerprint(config: Config) -> str:
@@ -537,6 +545,9 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
 
             raise UsageError(f"--only: no submission with the id {', '.join(map(repr, unknown))}; give ids as "
                              "results.json lists them")
+    from grader.shards import select
+
+    submissions = select(submissions, config)  # --shard K/N: this run's slice of the class (ids named class-wide)
     collected = collect(config, visible_only=visible_only)
     if config.out_dir is not None:  # only now: a run refused before grading leaves no --out behind
         from grader.fileio import make_out_dir
@@ -564,6 +575,9 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     if left_out:
         _log_line(f"warning: --only: {len(left_out)} other student(s) left out of this run's files, the gradebook has "
                   f"no result of theirs: {', '.join(left_out[:10])}{' ...' if len(left_out) > 10 else ''}")
+    # A runner that grades elsewhere (a Dask cluster) sends the batch ahead; results still come back through
+    # grader_run_calls, one submission at a time, and are judged, kept and written here.
+    config.hook.grader_batch_start(submissions=[submissions[i] for i in todo], calls=collected.calls, config=config)
     # One thread more than running jobs, so a result is judged while every job slot is busy.
     with ThreadPoolExecutor(max_workers=worker_count(config) + 1, thread_name_prefix="grader") as pool:
         futures = {pool.submit(grade_submission, submissions[i], collected, config): i for i in todo}

@@ -36,7 +36,7 @@ class CheckRun:
 
 
 def run_check(path: str, options: Sequence[str] = ()) -> CheckRun:
-    """Run the visible checks on ``path`` (an ``attention.py``, a notebook or a folder).
+    """Run the visible checks on ``path`` (a submission file such as ``attention.py``, a notebook or a folder).
 
     Parameters
     ----------

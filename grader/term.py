@@ -362,7 +362,7 @@ def read_manual(path: str) -> list[ManualRow]:
         if not cell("student") or not cell("check"):
             which = "student" if not cell("student") else "check"
             raise ConfigError(f"--manual {path}: line {line}: {which}: empty; give the student id and "
-                              "G14.02 or G14.02/check-id")
+                              "an exercise id or EXERCISE/check-id")
         out.append(ManualRow(line, cell("student"), cell("check"), points, cell("comment"), cell("grader")))
     return out
 
@@ -459,9 +459,12 @@ def adjustment_lines(result: SubmissionResult) -> list[str]:
     return lines
 
 
-def submission_feedback(result: SubmissionResult) -> str:
-    """A short comment for the LMS: the final score, each exercise's, the adjustments (no hidden detail)."""
-    lines = [f"G14: {result.score:g} / {result.max_score:g}"]
+def submission_feedback(result: SubmissionResult, chapter: str) -> str:
+    """A short comment for the LMS: the final score, each exercise's, the adjustments (no hidden detail).
+
+    ``chapter`` (the course pack's short name) heads the comment.
+    """
+    lines = [f"{chapter}: {result.score:g} / {result.max_score:g}"]
     lines += [f"{e.id} {e.title}: {e.score:g} / {e.max_score:g}" for e in result.exercises]
     if result.status == "error":
         lines.append(f"Your file could not be graded: {result.error}")

@@ -137,7 +137,7 @@ def _text(exc):
 
 
 def _where(tb, filename):
-    """'attention.py, line N' for the innermost traceback frame in the submission.
+    """'<file>, line N' (e.g. 'attention.py, line 12') for the innermost traceback frame in the submission.
 
     Walks the traceback itself: ``traceback.extract_tb`` would read source
     lines from disk for every frame.
@@ -288,9 +288,10 @@ def run(request, fd):
     import importlib.util
 
     try:
-        spec = importlib.util.spec_from_file_location("attention", filename)
+        module_name = os.path.splitext(os.path.basename(filename))[0]  # the course pack's module name
+        spec = importlib.util.spec_from_file_location(module_name, filename)
         module = importlib.util.module_from_spec(spec)
-        sys.modules["attention"] = module
+        sys.modules[module_name] = module
         spec.loader.exec_module(module)
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):
@@ -323,7 +324,7 @@ def _answer(module, name, args, pristine, np, filename):
     """Make one call; return its frame."""
     fn = getattr(module, name, None) if type(name) is str else None
     if not callable(fn):
-        return {"event": "call", "status": "not_implemented", "message": "attention.py defines no function %s" % name}
+        return {"event": "call", "status": "not_implemented", "message": "%s defines no function %s" % (os.path.basename(filename), name)}
     try:
         value = fn(*args)
     except NotImplementedError as exc:

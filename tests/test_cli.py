@@ -188,9 +188,10 @@ def test_one_file_path_and_student_id(cli, tmp_path: Path) -> None:
     (tmp_path / "class" / "carol.py").write_bytes((SUBMISSIONS / "mib_decimal" / "attention.py").read_bytes())
     code, out, err = cli("grade", tmp_path / "class", "--out", tmp_path / "out", "-q")
     assert code == 0
-    rows = [line.split()[0] for line in out.splitlines()[1:4]]
+    assert out.splitlines()[0] == "G14: Attention, embeddings and transformer reasoning"  # the pack's names
+    rows = [line.split()[0] for line in out.splitlines()[2:5]]
     assert rows == ["alice", "bob", "carol"]
-    assert "bob" in out and "(error)" in out.splitlines()[2]
+    assert "bob" in out and "(error)" in out.splitlines()[3]
 
 
 def test_output_files_are_checked_before_grading(cli, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import SUBMISSIONS
+from conftest import ROOT, SUBMISSIONS
 
 from grader.builtin.github import MAX_PER_LEVEL, _md, annotations, escape_data, escape_property, step_summary
 from grader.feedback import HIDDEN_NOTE
@@ -49,7 +49,7 @@ def _def_line(path: Path, function: str) -> str:
 
 def test_check_annotates_each_failing_check_on_its_function(cli, actions: Path) -> None:
     file = SUBMISSIONS / "unnormalized_scores" / "attention.py"
-    code, out, _ = cli("check", file.relative_to(SUBMISSIONS.parent))
+    code, out, _ = cli("check", file.relative_to(ROOT))
     assert code == 1
     commands = _commands(out)
     assert commands and {level for level, _, _ in commands} == {"error"}

@@ -283,7 +283,7 @@ def test_special_and_linked_archive_members_are_their_students_errors(tmp_path: 
         zf.writestr("export/ok/attention.py", b"x = 1\n")
     dest = tmp_path / "x"
     dest.mkdir()
-    extracted = safe_extract(tmp_path / "c.zip", dest)
+    extracted = safe_extract(tmp_path / "c.zip", dest, "attention.py")
     assert [(s.name, s.problem) for s in extracted.students] == [
         ("linked", f"attention.py was left out of {tmp_path / 'c.zip'}: it is a symbolic link"),
         ("ok", ""),
@@ -300,7 +300,7 @@ def test_only_a_whole_archive_over_the_member_limit_is_refused(tmp_path: Path, m
     archive = _zip(tmp_path / "c.zip", [(f"s{i}\\attention.py", b"x = 1\n") for i in range(6)])
     dest = tmp_path / "x"
     dest.mkdir()
-    assert [(s.name, s.problem) for s in safe_extract(archive, dest).students] == [(f"s{i}", "") for i in range(6)]
+    assert [(s.name, s.problem) for s in safe_extract(archive, dest, "attention.py").students] == [(f"s{i}", "") for i in range(6)]
     monkeypatch.setattr(grader.archive, "MAX_MEMBERS", 5)
     with pytest.raises(ArchiveError, match=r"c\.zip: 6 members; an archive may list at most 5$"):
-        safe_extract(archive, tmp_path / "y")
+        safe_extract(archive, tmp_path / "y", "attention.py")

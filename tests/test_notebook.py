@@ -28,7 +28,7 @@ def _notebook(path: Path, *cells: tuple[str, str]) -> Path:
 def test_code_cells_are_joined_in_order_and_ipython_lines_left_out(tmp_path: Path) -> None:
     path = _notebook(tmp_path / "attention.ipynb", ("md", "# Title"), ("code", "%matplotlib inline\nimport math"),
                      ("code", "%%timeit\nx = 1"), ("code", "def f():\n    !ls\n    return math.pi"))
-    nb = convert(path)
+    nb = convert(path, "attention.py")
     assert nb.source == ("pass  # left out by the grader: an IPython line\nimport math\n\n"
                          "# left out by the grader: a cell magic\n# left out by the grader: a cell magic\n\n"
                          "def f():\n    pass  # left out by the grader: an IPython line\n    return math.pi\n")
@@ -47,7 +47,7 @@ def test_a_file_that_is_not_a_notebook(tmp_path: Path) -> None:
     bad = tmp_path / "attention.ipynb"
     bad.write_text("{not json")
     with pytest.raises(NotebookError, match=r"^attention.ipynb is not a notebook nbformat can read \("):
-        convert(bad)
+        convert(bad, "attention.py")
 
 
 def test_check_on_a_notebook_matches_the_py_and_names_cells(cli, tmp_path: Path, capsys) -> None:  # noqa: ANN001

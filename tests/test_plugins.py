@@ -51,15 +51,20 @@ def test_builtins_are_registered_through_the_same_hooks() -> None:
     impls = {name: [pm.get_name(i.plugin) for i in getattr(pm.hook, name).get_hookimpls()] for name in hookspecs.HOOK_NAMES}
     # pluggy calls the last registered first: the sandbox, then the plain runner.
     runs = pm.hook.grader_run_calls.get_hookimpls()
-    assert sorted(pm.get_name(i.plugin) for i in runs if not i.wrapper) == ["runner", "sandbox"]
+    # a Dask cluster's outcomes (--dask) and a shard's recorded ones (grader merge) are asked first, when they apply.
+    assert [pm.get_name(i.plugin) for i in runs if not i.wrapper][::-1] == ["dask_cluster", "shard_record", "sandbox",
+                                                                            "runner"]
     # timing only wraps whichever runner answers, to record call durations for the exporters;
     # the staff pages and similarity keep what came back (staff: values; similarity: digests);
     # submission relocates a notebook's line numbers to its cells.
-    assert sorted(pm.get_name(i.plugin) for i in runs if i.wrapper) == ["similarity", "staff", "submission", "timing"]
+    # shard_record keeps, for a shard's record, the outcome every other wrapper saw (outermost).
+    assert sorted(pm.get_name(i.plugin) for i in runs if i.wrapper) == ["shard_record", "similarity", "staff",
+                                                                        "submission", "timing"]
+    assert pm.get_name(runs[-1].plugin) == "shard_record" and runs[-1].wrapper
     assert impls["grader_load_exercise"] == ["yaml_spec"]
     assert sorted(impls["grader_write_reports"]) == [
         "classroom", "csv_gradebook", "github", "gradescope", "html_report", "json_report", "junit", "lms",
-        "similarity", "staff", "summary_page",
+        "shard_record", "similarity", "staff", "summary_page",
     ]
 
 
@@ -149,6 +154,8 @@ def test_third_party_check_kind_spec_format_and_writer_via_p(cli, tmp_path: Path
     # 2 submissions and 7 exercises (the spec of the extra kind included) are known before any is graded.
     first_judged = next(i for i, e in enumerate(g14_extras.EVENTS) if e.startswith("judged:"))
     assert g14_extras.EVENTS.index("collected:2:7") < first_judged
+    batch = next(i for i, e in enumerate(g14_extras.EVENTS) if e.startswith("batch:2:"))  # both to run, every call
+    assert g14_extras.EVENTS.index("collected:2:7") < batch < first_judged
     results = json.loads((out / "results.json").read_text())
     assert [e["id"] for e in results["submissions"][0]["exercises"]][-1] == "X01"
 

@@ -70,14 +70,14 @@ def test_k_selects_an_exercise_and_the_starter_skips(tmp_path: Path) -> None:
 
 def test_it_stays_off_in_this_repository_and_when_asked(tmp_path: Path) -> None:
     def config(root: Path, value: str = "auto") -> SimpleNamespace:
-        return SimpleNamespace(rootpath=root, getini=lambda name: value)
+        return SimpleNamespace(rootpath=root, getini=lambda name: value, stash={})
 
     assert active(config(ROOT)) is False  # no attention.py at the root, and it is the grader's repository
     folder = _student(tmp_path)
     assert active(config(folder)) is True and active(config(folder, "false")) is False
-    (folder / "exercises").mkdir()
+    (folder / "course.yaml").write_text("id: x\n")  # a course pack's own folder
     assert active(config(folder)) is False and active(config(folder, "true")) is True
-    (folder / "exercises").rmdir()
+    (folder / "course.yaml").unlink()
     (folder / "pytest.ini").write_text("[pytest]\ngrader_checks = false\n")
     assert "no tests ran" in _pytest(folder).stdout
     (folder / "pytest.ini").unlink()

@@ -31,7 +31,7 @@ def test_json_results_shape(graded: dict) -> None:
                 assert check["status"] in ("passed", "failed", "error", "timeout", "not_attempted")
                 assert check["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
     numpy = graded["by_id"]["correct_numpy"]
-    assert numpy["path"] == "submissions/correct_numpy"
+    assert numpy["path"] == "g14/submissions/correct_numpy"
     import hashlib
 
     assert numpy["sha256"] == hashlib.sha256((SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()).hexdigest()

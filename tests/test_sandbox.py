@@ -114,7 +114,7 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
     zygote = sandbox.Zygote()
     workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))  # as the plugin makes it: jobs' uids reach it
     workdir.chmod(0o711)
-    worker = sandbox._Worker(zygote, (0, 5), str(workdir))
+    worker = sandbox._Worker(zygote, (0, 5), str(workdir), "attention.py")
     sent_to_zygote: list = []
     ask = zygote.request
     zygote.request = lambda message, fds=(): sent_to_zygote.append(message) or ask(message, fds)
@@ -159,7 +159,7 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
     zygote = sandbox.Zygote()
     workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
     workdir.chmod(0o711)
-    worker = sandbox._Worker(zygote, (0, 5), str(workdir))
+    worker = sandbox._Worker(zygote, (0, 5), str(workdir), "attention.py")
     try:
         out = run_calls(str(path), [Call("who", (), 2.0), Call("spin", (), 0.5), Call("who", (), 2.0)],
                         launch=worker.launch)
@@ -192,7 +192,7 @@ def _sandbox(*slot_pairs: tuple[int, int]):
     zygote = sandbox.Zygote()
     workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
     workdir.chmod(0o711)
-    workers = [sandbox._Worker(zygote, pair, str(workdir)) for pair in slot_pairs]
+    workers = [sandbox._Worker(zygote, pair, str(workdir), "attention.py") for pair in slot_pairs]
     try:
         yield zygote, workers
     finally:
@@ -407,7 +407,7 @@ def _sandboxed(tmp_path: Path, source: str, calls: list) -> object:
     path.write_text(source)
     zygote = sandbox.Zygote()
     workdir = sandbox.make_workdir()
-    worker = sandbox._Worker(zygote, (0, 1), workdir)
+    worker = sandbox._Worker(zygote, (0, 1), workdir, "attention.py")
     try:
         return run_calls(str(path), calls, launch=worker.launch, scratch=False)
     finally:

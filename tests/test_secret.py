@@ -11,7 +11,6 @@ import pytest
 from conftest import REFERENCE, SPECS, SUBMISSIONS
 
 from g14.kinds import KINDS as G14_KINDS
-from g14.kinds import KINDS as G14_KINDS
 from grader.builtin.checks import BUILTIN_KINDS
 from grader.kinds import KindContext
 from grader.builtin.reference import load_reference

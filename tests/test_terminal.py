@@ -11,6 +11,7 @@ import pytest
 
 from grader.builtin.terminal import Progress, grader_terminal_summary
 from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
+from grader.packs import find_pack
 from grader.safetext import display
 
 HOSTILE_ID = "eve\x1b]0;pwn\x07\x1b[2J\r\n::error::forged\u202egnp.exe\x9b31m"
@@ -18,7 +19,7 @@ HOSTILE_ID = "eve\x1b]0;pwn\x07\x1b[2J\r\n::error::forged\u202egnp.exe\x9b31m"
 
 def _config(command: str, **options: Any) -> Any:
     return SimpleNamespace(command=command, option=lambda name, default=None: options.get(name, default),
-                           stash={}, out_dir=None)
+                           stash={}, out_dir=None, pack=find_pack())
 
 
 def _sub(sid: str, message: str = "", status: str = "graded") -> SubmissionResult:
@@ -60,8 +61,9 @@ def test_score_table_and_check_output_hold_no_escape(monkeypatch: pytest.MonkeyP
     grader_terminal_summary(report, _config("grade"), lines.append)
     text = "\n".join(lines)
     assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text and "\r" not in text
-    assert lines[1].startswith("eve ::error::forgedgnp.exe ")
-    assert lines[2].startswith("x" * 59 + "…  ")  # long ids cut to ID_WIDTH
+    assert lines[0] == "G14: Attention, embeddings and transformer reasoning"  # the pack's chapter and title
+    assert lines[2].startswith("eve ::error::forgedgnp.exe ")
+    assert lines[3].startswith("x" * 59 + "…  ")  # long ids cut to ID_WIDTH
     lines.clear()
     message = "attention raised ValueError: \x1b[2J\x1b]0;pwn\x07cleared\r\n::warning::x"
     grader_terminal_summary(GradingReport("0", "h", "check", (_sub("me", message),)), _config("check"), lines.append)

@@ -46,11 +46,11 @@ from grader.kinds import (
     compare_parts,
     gated,
     guarded_call,
+    keys_schema,
     mib,
     named,
     normalize,
     reference_parts,
-    schema,
     shaped_parts,
     with_floor,
 )
@@ -63,7 +63,7 @@ class CompareKind(Kind):
 
     name = "compare"
     params = {"select": "optional", "rtol": "optional", "atol": "optional", "why": "optional"}
-    schema = schema(select=SELECT, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
+    schema = keys_schema(select=SELECT, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         """The reference's parts, and the float64 rounding floor of the inputs where it matters (`with_floor`)."""
@@ -78,7 +78,7 @@ class LiteralKind(CompareKind):
 
     name = "literal"
     params = {"expect": "required", "rtol": "optional", "atol": "optional", "why": "optional", "companion": "optional"}
-    schema = schema(expect=LITERAL, rtol=TOLERANCE, atol=TOLERANCE, why=WHY, companion=VALID)
+    schema = keys_schema(expect=LITERAL, rtol=TOLERANCE, atol=TOLERANCE, why=WHY, companion=VALID)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         names = part_names(check.function, ctx.exercise.returns)
@@ -132,11 +132,11 @@ def _plain(value: Any) -> Any:
 
 
 class ShapeKind(Kind):
-    """Only the shapes of the result's parts (``expect``); G14.01, "The central question"."""
+    """Only the shapes of the result's parts (``expect``)."""
 
     name = "shape"
     params = {"expect": "required"}
-    schema = schema(expect=SHAPES)
+    schema = keys_schema(expect=SHAPES)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         names = part_names(check.function, ctx.exercise.returns)
@@ -158,11 +158,11 @@ class ShapeKind(Kind):
 
 
 class RaisesKind(Kind):
-    """The call must raise ``ValueError``; ``reason`` says why the input is invalid (G14.06)."""
+    """The call must raise ``ValueError``; ``reason`` says why the input is invalid."""
 
     name = "raises"
     params = {"reason": "required", "valid": "optional"}
-    schema = schema(reason=REASON, valid=VALID)
+    schema = keys_schema(reason=REASON, valid=VALID)
     expects_raise = True
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
@@ -237,13 +237,12 @@ class NoMutationKind(Kind):
     The worker compares the JSON text of every argument before and after
     the call (``CallResult.mutated_args``). The point goes only to a result
     that also meets the basic contract (`grader.kinds.contract_problem`):
-    a constant leaves its arguments alone too. Chapter section
-    "Independent practice: G14.06 (lab)": the lab's functions are pure.
+    a constant leaves its arguments alone too.
     """
 
     name = "no_mutation"
     params: dict[str, str] = {}
-    schema = schema()
+    schema = keys_schema()
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         # The parameter names, for the message; the reference's result, for the contract gate.

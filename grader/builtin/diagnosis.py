@@ -298,7 +298,7 @@ def _catalogue(config: Any) -> Catalogue | None:
     if folder is None:
         return None
     try:
-        return load_catalogue(folder)
+        return load_catalogue(folder, config.pack.submission)
     except ConfigError:
         if explicit:
             raise  # an explicit --mutants that is wrong is an error
@@ -362,7 +362,7 @@ def grader_addoption(parser: Any) -> None:
 def grader_configure(config: Any) -> None:
     config.stash[_LOCK] = threading.Lock()
     if not config.option("no_diagnosis", False) and config.option("mutants"):
-        load_catalogue(config.option("mutants"))  # a wrong explicit --mutants fails now, in one line
+        load_catalogue(config.option("mutants"), config.pack.submission)  # a wrong explicit --mutants fails now, in one line
 
 
 def leave_one_out(

@@ -1,7 +1,7 @@
 """Built-in plugin: GitHub Actions annotations and a job step summary.
 
 Active only when ``GITHUB_ACTIONS=true`` (GitHub sets it in every job), for
-any command; its main user is ``grader check attention.py`` in a student's
+any command; its main user is ``grader check`` (e.g. ``grader check attention.py``) in a student's
 own repository. It then
 
 * prints workflow commands (``::error file=attention.py,line=14,title=...::``)
@@ -35,6 +35,7 @@ from typing import Any
 
 from grader.feedback import STATUS_LABELS, check_feedback, shorten, student_message, submission_file
 from grader.models import Check, GradingReport, SubmissionResult
+from grader.packs import find_pack
 from grader.plugins import hookimpl
 from grader.safetext import display, gh_data, gh_property, in_github_actions, markdown_inline
 
@@ -95,29 +96,32 @@ def _def_lines(path: Path) -> dict[str, int]:
 
 
 def _line_in(text: str, filename: str) -> int | None:
-    """The line of ``(attention.py, line 12)`` in a message, if it names our file."""
+    """The line of ``(<filename>, line 12)`` in a message, if it names our file."""
     for m in re.finditer(r"\(([^(),]+), line (\d+)\)", text):
         if Path(m.group(1)).name == filename:
             return int(m.group(2))
     return None
 
 
-def annotations(report: GradingReport) -> list[str]:
+def annotations(report: GradingReport, pack: Any = None) -> list[str]:
     """The workflow commands for a session, at most `MAX_PER_LEVEL` per level.
 
     Parameters
     ----------
     report : grader.models.GradingReport
+    pack : grader.packs.Pack, optional
+        The course pack (its submission file); default: the installed one.
 
     Returns
     -------
     list of str
         ``::error ...`` and ``::notice ...`` lines.
     """
+    pack = pack or find_pack()
     checks: dict[tuple[str, str], Check] = {(e.id, c.id): c for e in report.exercises for c in e.checks}
     out: list[tuple[str, str]] = []
     for sub in report.submissions:
-        file = submission_file(sub)
+        file = submission_file(sub, pack.submission)
         where = _relative(file)
         if sub.status == "error":
             title = f"{sub.id}: the file could not be graded"
@@ -166,10 +170,10 @@ def _exercise_table(sub: SubmissionResult) -> list[str]:
     return lines
 
 
-def _check_summary(sub: SubmissionResult, hidden: int) -> list[str]:
+def _check_summary(sub: SubmissionResult, hidden: int, pack: Any) -> list[str]:
     checks = [(e, c) for e in sub.exercises for c in e.checks]
     passed = sum(1 for _, c in checks if c.status == "passed")
-    lines = [f"## G14 checks: {_md(submission_file(sub).name)}", ""]
+    lines = [f"## {_md(pack.chapter)} checks: {_md(submission_file(sub, pack.submission).name)}", ""]
     if sub.status == "error":
         lines += [f"**The file could not be graded:** {_md(sub.error)}", ""]
     lines += [
@@ -192,10 +196,10 @@ def _check_summary(sub: SubmissionResult, hidden: int) -> list[str]:
     return lines
 
 
-def _grade_summary(report: GradingReport) -> list[str]:
+def _grade_summary(report: GradingReport, pack: Any) -> list[str]:
     ids = [e.id for e in report.exercises]
     lines = [
-        f"## G14 grades: {len(report.submissions)} submission{'' if len(report.submissions) == 1 else 's'}", "",
+        f"## {_md(pack.chapter)} grades: {len(report.submissions)} submission{'' if len(report.submissions) == 1 else 's'}", "",
         "| Submission | " + " | ".join(_md(i) for i in ids) + " | Total | Status |",
         "| --- | " + " | ".join("---:" for _ in ids) + " | ---: | --- |",
     ]
@@ -207,7 +211,7 @@ def _grade_summary(report: GradingReport) -> list[str]:
     return lines
 
 
-def step_summary(report: GradingReport, command: str, hidden: int = 0) -> str:
+def step_summary(report: GradingReport, command: str, hidden: int = 0, pack: Any = None) -> str:
     """The Markdown step summary of a session.
 
     Parameters
@@ -218,18 +222,22 @@ def step_summary(report: GradingReport, command: str, hidden: int = 0) -> str:
         ``validate`` a table of points per submission.
     hidden : int
         Number of hidden checks not run by ``check``.
+    pack : grader.packs.Pack, optional
+        The course pack (its chapter's name, its submission file); default:
+        the installed one.
 
     Returns
     -------
     str
         Markdown, ending in a newline.
     """
+    pack = pack or find_pack()
     lines: list[str] = []
     if command == "check":
         for sub in report.submissions:
-            lines += _check_summary(sub, hidden)
+            lines += _check_summary(sub, hidden, pack)
     else:
-        lines += _grade_summary(report)
+        lines += _grade_summary(report, pack)
     return "\n".join(lines) + "\n"
 
 
@@ -238,7 +246,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     """Print annotations and append the step summary, in GitHub Actions only."""
     if not in_github_actions():
         return
-    for line in annotations(report):
+    for line in annotations(report, config.pack):
         print(line, file=sys.stdout, flush=True)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
@@ -246,6 +254,6 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         hidden = collected.hidden_count if collected is not None else 0
         try:
             with open(summary, "a", encoding="utf-8") as fh:
-                fh.write(step_summary(report, config.command, hidden))
+                fh.write(step_summary(report, config.command, hidden, config.pack))
         except OSError as exc:
             print(f"grader: warning: cannot append the step summary to {summary} ({exc.strerror})", file=sys.stderr)

@@ -45,6 +45,7 @@ from grader.feedback import check_feedback
 from grader.fileio import SubmissionFiles, output_file, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.naming import slugs_of
+from grader.packs import find_pack
 from grader.plugins import hookimpl
 from grader.safetext import display, unicode_safe
 from grader.term import adjustment_lines
@@ -97,11 +98,11 @@ def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
     return tests
 
 
-def _overall_output(sub: SubmissionResult) -> str:
+def _overall_output(sub: SubmissionResult, filename: str) -> str:
     lines = []
     if sub.status == "error":
         lines += [f"Your file could not be graded: {display(sub.error)}",
-                  "Fix this first, then run 'grader check attention.py'.", ""]
+                  f"Fix this first, then run 'grader check {filename}'.", ""]
     lines.append(f"Total: {sub.score:g} / {sub.max_score:g}")
     lines += [display(line) for line in adjustment_lines(sub)]
     lines += [f"{display(e.id)} {display(e.title)}: {e.score:g} / {e.max_score:g}" for e in sub.exercises]
@@ -112,7 +113,8 @@ def _overall_output(sub: SubmissionResult) -> str:
     return "\n".join(lines)
 
 
-def gradescope_results(report: GradingReport, sub: SubmissionResult, execution_time: float = 0.0) -> dict[str, Any]:
+def gradescope_results(report: GradingReport, sub: SubmissionResult, execution_time: float = 0.0,
+                       pack: Any = None) -> dict[str, Any]:
     """The Gradescope ``results.json`` of one submission, as plain data.
 
     Parameters
@@ -122,6 +124,8 @@ def gradescope_results(report: GradingReport, sub: SubmissionResult, execution_t
     sub : grader.models.SubmissionResult
     execution_time : float
         Seconds, a number (Gradescope shows it to staff).
+    pack : grader.packs.Pack, optional
+        The course pack (its submission file); default: the installed one.
 
     Returns
     -------
@@ -131,7 +135,7 @@ def gradescope_results(report: GradingReport, sub: SubmissionResult, execution_t
     return {
         "score": sub.score,
         "execution_time": execution_time,
-        "output": _overall_output(sub),
+        "output": _overall_output(sub, (pack or find_pack()).submission),
         "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
@@ -162,7 +166,7 @@ def file_names(report: GradingReport) -> dict[str, str]:
 
 def _files(out: Path, items: Sequence[Any], header: GradingReport, config: Any) -> SubmissionFiles:
     def render(sub: SubmissionResult) -> str:
-        return _dumps(gradescope_results(header, sub, submission_seconds(config, sub.id)))
+        return _dumps(gradescope_results(header, sub, submission_seconds(config, sub.id), config.pack))
 
     return SubmissionFiles(out / SUBFOLDER, items, ".json", render, f"--out {out}: cannot write {SUBFOLDER}/")
 
@@ -228,7 +232,8 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         sub = report.submissions[0]
         try:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(Path(target), _dumps(gradescope_results(report, sub, submission_seconds(config, sub.id))))
+            write_atomic(Path(target), _dumps(gradescope_results(report, sub, submission_seconds(config, sub.id),
+                                                                 config.pack)))
         except OSError as exc:
             raise UsageError(f"--gradescope {target}: cannot write the file ({exc.strerror})") from None
     out = config.out_dir

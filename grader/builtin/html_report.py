@@ -20,6 +20,7 @@ from grader.errors import UsageError
 from grader.fileio import SubmissionFiles, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.naming import slugs_of
+from grader.packs import find_pack
 from grader.plugins import hookimpl
 from grader.safetext import display
 
@@ -34,8 +35,12 @@ STATUS_LABELS = {
 }
 
 
-def environment() -> jinja2.Environment:
-    """The jinja2 environment of the report templates (autoescape on)."""
+def environment(pack: Any = None) -> jinja2.Environment:
+    """The jinja2 environment of the report templates (autoescape on).
+
+    ``pack`` (default: the installed course pack) is the templates' ``course``:
+    its ``chapter``, ``title`` and ``submission`` file name head every page.
+    """
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,
@@ -48,6 +53,7 @@ def environment() -> jinja2.Environment:
     # Student text without control, escape or bidi characters (safetext.display); autoescape still applies.
     env.filters["plain"] = display
     env.filters["plain_lines"] = lambda text: display(text, newlines=True)
+    env.globals["course"] = pack or find_pack()
     return env
 
 
@@ -84,7 +90,7 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Any, 
     if config.out_dir is None:
         return
     header = collected.header(config.command)
-    config.stash["html_report.pages"] = _pages(config.out_dir, submissions, header, environment())
+    config.stash["html_report.pages"] = _pages(config.out_dir, submissions, header, environment(config.pack))
 
 
 @hookimpl
@@ -101,7 +107,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     out = config.out_dir
     if out is None:
         return
-    env = environment()
+    env = environment(config.pack)
     pages: SubmissionFiles | None = config.stash.get("html_report.pages")
     if pages is None or not pages.covers(report.submissions):
         pages = _pages(out, report.submissions, report, env)

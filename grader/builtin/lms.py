@@ -65,8 +65,9 @@ def grader_addoption(parser: Any) -> None:
                        help="which of a student's attempts in a Canvas export is graded (default: latest)")
     group.add_argument("--lms-times", metavar="CSV",
                        help="the LMS's submission times (Moodle grading worksheet, or ID + submitted_at columns)")
-    group.add_argument("--canvas-assignment", default="G14 attention", metavar="NAME",
-                       help="the assignment column of DIR/canvas.csv, as Canvas names it: 'Name (id)'")
+    group.add_argument("--canvas-assignment", default=None, metavar="NAME",
+                       help="the assignment column of DIR/canvas.csv, as Canvas names it: 'Name (id)' "
+                       "(default: the pack's chapter and module names)")
     group.add_argument("--canvas-push", metavar="URL",
                        help="post final scores and feedback to Canvas: https://HOST/courses/C/assignments/A "
                        "(token in CANVAS_API_TOKEN; needs the 'canvas' extra)")
@@ -198,11 +199,12 @@ def canvas_csv(report: GradingReport, assignment: str) -> str:
     return buf.getvalue()
 
 
-def moodle_csv(report: GradingReport) -> str:
+def moodle_csv(report: GradingReport, chapter: str) -> str:
     """Moodle's assignment grading worksheet, for "Upload grading worksheet": `MOODLE_COLUMNS`.
 
     ``Identifier`` is ``Participant <id>``; students from no Moodle export
-    are left out. ``Feedback comments`` holds the scores and the reasons.
+    are left out. ``Feedback comments`` holds the scores and the reasons,
+    headed by ``chapter`` (the course pack's short name).
     """
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
@@ -211,14 +213,14 @@ def moodle_csv(report: GradingReport) -> str:
         if s.lms.get("system") != "moodle":
             continue
         w.writerow([f"Participant {s.lms['user']}", csv_cell(s.lms.get("name", s.id)), f"{s.score:g}",
-                    f"{s.max_score:g}", csv_cell(submission_feedback(s).replace("\n", " | "))])
+                    f"{s.max_score:g}", csv_cell(submission_feedback(s, chapter).replace("\n", " | "))])
     return buf.getvalue()
 
 
 _PUSH = re.compile(r"^(?P<base>https?://[^/]+)/courses/(?P<course>\d+)/assignments/(?P<assignment>\d+)/?$")
 
 
-def push_to_canvas(report: GradingReport, url: str, token: str) -> int:
+def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str) -> int:
     """Post each Canvas student's final score and a feedback comment (`grader.term.submission_feedback`).
 
     Uses ``canvasapi``: ``GET /api/v1/courses/C``, ``GET .../assignments/A``,
@@ -251,7 +253,7 @@ def push_to_canvas(report: GradingReport, url: str, token: str) -> int:
             if s.lms.get("system") != "canvas":
                 continue
             assignment.get_submission(int(s.lms["user"])).edit(
-                submission={"posted_grade": f"{s.score:g}"}, comment={"text_comment": submission_feedback(s)})
+                submission={"posted_grade": f"{s.score:g}"}, comment={"text_comment": submission_feedback(s, chapter)})
             posted += 1
     except CanvasException as exc:
         raise ConfigError(f"--canvas-push {url}: Canvas refused ({type(exc).__name__}: {exc}); check the token "
@@ -272,9 +274,10 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     if out is not None:
         try:
             if "canvas" in systems:
-                write_atomic(out / CANVAS_FILE, canvas_csv(report, config.option("canvas_assignment") or "G14"))
+                write_atomic(out / CANVAS_FILE, canvas_csv(report, config.option("canvas_assignment")
+                                                               or f"{config.pack.chapter} {config.pack.module}"))
             if "moodle" in systems:
-                write_atomic(out / MOODLE_FILE, moodle_csv(report))
+                write_atomic(out / MOODLE_FILE, moodle_csv(report, config.pack.chapter))
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot write the LMS files ({exc.strerror})") from None
     url = config.option("canvas_push")
@@ -282,7 +285,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         token = os.environ.get("CANVAS_API_TOKEN", "")
         if not token:
             raise ConfigError("--canvas-push: set CANVAS_API_TOKEN to a Canvas access token")
-        config.stash["lms.pushed"] = push_to_canvas(report, url, token)
+        config.stash["lms.pushed"] = push_to_canvas(report, url, token, config.pack.chapter)
 
 
 @hookimpl

@@ -2,7 +2,7 @@
 
 The reference is trusted instructor code: it runs in the grader's process,
 on seeded inputs, to compute expected values. It is loaded under a private
-module name so it can never be mistaken for a student's ``attention``.
+module name so it can never be mistaken for a student's module (e.g. ``attention``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def load_reference(path: str) -> dict[str, Callable[..., Any]]:
     """
     file = Path(path)
     if not file.is_file():
-        raise ConfigError(f"{path}: reference not found; pass --reference PATH to the reference attention.py")
+        raise ConfigError(f"{path}: reference not found; pass --reference PATH to the reference implementation")
     spec = importlib.util.spec_from_file_location("_grader_reference", file)
     if spec is None or spec.loader is None:
         raise ConfigError(f"{path}: cannot load the reference as a Python module")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -143,14 +144,16 @@ def read_source(path: str) -> bytes:
     return data
 
 
-def write_request(workdir: str, source: bytes, cpu_seconds: float) -> str:
+def write_request(workdir: str, source: bytes, cpu_seconds: float, filename: str = "submission.py") -> str:
     """Write the submission into a new folder of ``workdir``, and the worker's request beside it, as JSON.
 
+    The submission is written as ``filename`` (the course pack's file name:
+    the worker imports it under that module name, and tracebacks name it).
     The request holds the file's path and the CPU seconds allowed, no call.
     Returns the request's path.
     """
     folder = tempfile.mkdtemp(prefix="worker-", dir=workdir)
-    file = os.path.join(folder, "attention.py")
+    file = os.path.join(folder, filename)
     with open(file, "wb") as fh:
         fh.write(source)
     fd, request_path = tempfile.mkstemp(prefix="request-", suffix=".json", dir=workdir)
@@ -224,8 +227,9 @@ class PlainJob:
     (macOS), calls are timed by the wall clock.
     """
 
-    def __init__(self, source: bytes, workdir: str, cpu_seconds: float, standby: bool = False) -> None:
-        request_path = write_request(workdir, source, cpu_seconds)
+    def __init__(self, source: bytes, workdir: str, cpu_seconds: float, standby: bool = False,
+                 filename: str = "submission.py") -> None:
+        request_path = write_request(workdir, source, cpu_seconds, filename)
         read_fd, write_fd = os.pipe()
         call_read, call_write = os.pipe()
         env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
@@ -514,8 +518,9 @@ def run_calls(
     calls: Sequence[Call],
     import_timeout: float = 10.0,
     submission_timeout: float = 120.0,
-    launch: Launcher = PlainJob,
+    launch: Launcher | None = None,
     scratch: bool = True,
+    filename: str | None = None,
 ) -> RunOutcome:
     """Run ``calls`` against the submission ``file`` in child processes, one call at a time.
 
@@ -549,6 +554,9 @@ def run_calls(
     scratch : bool
         Make a temporary folder for the workers (passed to ``launch``);
         False passes ``""`` (the sandbox's jobs have their own folders).
+    filename : str, optional
+        The name the default launcher gives the file in the job (the course
+        pack's submission file); default: ``file``'s own name.
 
     Returns
     -------
@@ -558,6 +566,8 @@ def run_calls(
         and ``stderr`` hold what was printed before the first hidden call
         was sent.
     """
+    if launch is None:
+        launch = functools.partial(PlainJob, filename=filename or os.path.basename(file))
     try:
         source = read_source(file)
     except OSError as exc:
@@ -808,4 +818,5 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
         calls,
         import_timeout=float(config.option("import_timeout", 10.0)),
         submission_timeout=float(config.option("submission_timeout", 120.0)),
+        filename=config.pack.submission,
     )

@@ -186,11 +186,13 @@ class SandboxJob:
         Report the layers that applied and end (``grader doctor``).
     on_end : callable, optional
         Called with ``slot`` once the job is over and its slot is clean.
+    filename : str
+        The submission's name in the job (the course pack's file name).
     """
 
     def __init__(
         self, zygote: Zygote, slot: int, workdir: str, limits: dict[str, int], probe: bool = False,
-        on_end: Any = None,
+        on_end: Any = None, filename: str = "submission.py",
     ) -> None:
         self.zygote = zygote
         self.id = next(zygote.ids)
@@ -211,7 +213,7 @@ class SandboxJob:
             "job": self.id,
             "slot": slot,
             "jobdir": self.jobdir,
-            "file": os.path.join(self.jobdir, "attention.py"),
+            "file": os.path.join(self.jobdir, filename),
             "probe": probe,
             "limits": dict(limits, cpu_seconds=CEILING_CPU_SECONDS),
             "env": dict(CHILD_ENV, HOME=self.jobdir, TMPDIR=self.jobdir),
@@ -423,7 +425,7 @@ def grader_configure(config: Any) -> None:
     workdir = make_workdir()
     config.stash["sandbox.workdir"] = workdir
     slots: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
-    workers = [_Worker(zygote, (slot, slot + count), workdir) for slot in range(count)]
+    workers = [_Worker(zygote, (slot, slot + count), workdir, config.pack.submission) for slot in range(count)]
     for worker in workers:
         slots.put(worker)
     config.stash["sandbox.slots"] = slots
@@ -537,8 +539,9 @@ class _Worker:
     current one runs, in the other slot: its own cgroups and uid.
     """
 
-    def __init__(self, zygote: Zygote, slots: tuple[int, int], workdir: str) -> None:
+    def __init__(self, zygote: Zygote, slots: tuple[int, int], workdir: str, filename: str = "submission.py") -> None:
         self.zygote = zygote
+        self.filename = filename
         self.free = set(slots)
         self.workdir = workdir
         self.ready: SandboxJob | None = None
@@ -553,7 +556,7 @@ class _Worker:
             self.ending.pop(0).settle()
         slot = min(self.free)
         self.free.discard(slot)
-        job = SandboxJob(self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self.free.add)
+        job = SandboxJob(self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self.free.add, filename=self.filename)
         job.ending = self.ending
         return job
 

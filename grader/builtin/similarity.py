@@ -34,13 +34,12 @@ from grader.naming import slugs_of
 from grader.plugins import hookimpl
 
 FILENAME = "similarity.html"
-DEFAULT_STARTER = "submissions/starter/attention.py"
 _LOCK = threading.Lock()
 
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Similarity</title>
 <style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em .8em;border-bottom:1px solid #ddd}</style></head><body>
-<h1>Chapter G14: similarity (staff only)</h1>
+<h1>Chapter {{ chapter }}: similarity (staff only)</h1>
 <p>{{ count }} submissions compared; code similarity threshold {{ "%g"|format(100 * threshold) }}% of tokens (copydetect,
 starter as boilerplate); identical wrong values on hidden checks that match no catalogued mistake.</p>
 {% if pairs %}<table><thead><tr><th>Student</th><th>Student</th><th>Code</th><th>Identical wrong hidden values</th></tr></thead><tbody>
@@ -55,8 +54,8 @@ starter as boilerplate); identical wrong values on hidden checks that match no c
 def grader_addoption(parser: Any) -> None:
     group = parser.add_argument_group("similarity")
     group.add_argument("--similarity", action="store_true", help=f"also write DIR/{FILENAME} (what 'grader similarity' does)")
-    group.add_argument("--starter", default=DEFAULT_STARTER, metavar="FILE",
-                       help=f"the starter file, boilerplate for code similarity (default: {DEFAULT_STARTER})")
+    group.add_argument("--starter", default=None, metavar="FILE",
+                       help="the starter file, boilerplate for code similarity (default: the pack's starter)")
     group.add_argument("--similarity-threshold", type=float, default=0.6, metavar="SHARE",
                        help="share of tokens two files must have in common to be flagged (default: 0.6)")
 
@@ -153,7 +152,7 @@ def grader_write_reports(report: Any, config: Any) -> None:
     order = {s.id: i for i, s in enumerate(report.submissions)}
     files = {sid: f for sid, f in config.stash.get("similarity.files", {}).items() if sid in order}
     threshold = float(config.option("similarity_threshold") or 0.6)
-    code = code_pairs(files, config.option("starter"), threshold)
+    code = code_pairs(files, config.option("starter") or str(config.pack.starter), threshold)
     values = value_pairs(report, config.stash.get("similarity.values", {}))
     slugs = slugs_of(report.submissions)
     pairs = []
@@ -164,7 +163,7 @@ def grader_write_reports(report: Any, config: Any) -> None:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     try:
         write_atomic(config.out_dir / FILENAME, env.from_string(_PAGE).render(
-            pairs=pairs, count=len(report.submissions), threshold=threshold))
+            pairs=pairs, count=len(report.submissions), threshold=threshold, chapter=config.pack.chapter))
     except OSError as exc:
         raise UsageError(f"--out {config.out_dir}: cannot write {FILENAME} ({exc.strerror})") from None
 

@@ -2,9 +2,10 @@
 
 A PATH may be
 
-* a Python file (``attention.py`` or ``alice.py``): one submission, named
-  after its folder when the file is ``attention.py``, else after the file;
-* a folder holding ``attention.py``: one submission named after the folder;
+* a Python file (the pack's submission file, e.g. ``attention.py``, or
+  ``alice.py``): one submission, named after its folder when the file has
+  the submission's name, else after the file;
+* a folder holding the submission file: one submission named after the folder;
 * a folder of student folders (and/or ``<student>.py`` files): one
   submission each, named after the folder or file, in sorted order;
 * a ``.zip`` archive of such folders or files, as learning-management
@@ -15,13 +16,13 @@ With ``--roster FILE`` (a CSV whose first row names an ``id`` column, see
 `ROSTER_COLUMNS`), every student on the roster without a submission is graded
 "error" ("no submission"), and ids not on the roster are reported.
 
-A student folder without ``attention.py`` still becomes a submission, graded
+A student folder without the submission file still becomes a submission, graded
 "error" with the reason, so that no student silently disappears.
 
-A notebook (``attention.ipynb``, or ``<student>.ipynb`` in a class folder,
-or a student folder holding ``attention.ipynb`` and no ``attention.py``)
+A notebook (the pack's notebook name, or ``<student>.ipynb`` in a class
+folder, or a student folder holding that notebook and no submission file)
 is read with nbformat, never run in a kernel: its code cells are joined
-into an ``attention.py`` in a scratch folder (`grader.notebook`), which is
+into a submission file in a scratch folder (`grader.notebook`), which is
 graded; IPython lines are left out with a note on stderr, and every line
 number in what the runner brings back names the cell and the line in it
 (a ``grader_run_calls`` wrapper).
@@ -48,11 +49,10 @@ from grader.errors import UsageError
 from grader.fileio import scratch_prefix
 from grader.models import CallResult, Submission
 from grader.naming import display_name, what_it_holds
+from grader.packs import find_pack
 from grader.plugins import hookimpl
 from grader.safetext import display
 
-FILENAME = "attention.py"
-NOTEBOOK = "attention.ipynb"
 
 _NOTEBOOKS: dict[str, Any] = {}
 """Scratch file of each converted notebook -> its `grader.notebook.Notebook` (line map)."""
@@ -94,17 +94,17 @@ def folder_entries(folder: Path, limit: int = 200) -> list[tuple[str, bool]]:
     return found[:limit]
 
 
-def missing_file(shown: str, folder: Path) -> str:
+def missing_file(shown: str, folder: Path, pack: Any) -> str:
     """The problem of a student folder without the file: what it holds instead, and what to do."""
-    return f"no {FILENAME} in {shown}: {what_it_holds(folder_entries(folder), FILENAME)}; the student folder must hold {FILENAME}"
+    return f"no {pack.submission} in {shown}: {what_it_holds(folder_entries(folder), pack.submission, pack.notebook)}; the student folder must hold {pack.submission}"
 
 
-def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b"") -> Submission:
+def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b"", pack: Any = None) -> Submission:
     """Build a `Submission`, hashing the file and noting why it cannot run.
 
     The file is examined with ``lstat`` before it is opened, and opened
     without following links and without blocking, so a FIFO, socket or
-    device named ``attention.py`` is reported as what it is, never read.
+    device named like the submission file is reported as what it is, never read.
 
     Parameters
     ----------
@@ -117,20 +117,23 @@ def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b
     raw_name : bytes
         The folder's or file's name as the file system holds it (see
         `grader.models.Submission.raw_name`).
+    pack : grader.packs.Pack, optional
+        The course pack (its submission file name); default: the installed one.
     """
+    pack = pack or find_pack()
     shown = _shown(path)
 
     def problem(text: str, digest: str = "") -> Submission:
         return Submission(sid, shown, None, digest, text, raw_name=raw_name)
 
     if file is None or not os.path.lexists(file):
-        return problem(missing_file(shown, path) if path.is_dir() else
-                       f"no {FILENAME} in {shown}: the student folder must hold {FILENAME}")
+        return problem(missing_file(shown, path, pack) if path.is_dir() else
+                       f"no {pack.submission} in {shown}: the student folder must hold {pack.submission}")
     name = display_name(file.name)
     try:
         info = os.lstat(file)
     except FileNotFoundError:
-        return problem(f"no {FILENAME} in {shown}: the student folder must hold {FILENAME}")
+        return problem(f"no {pack.submission} in {shown}: the student folder must hold {pack.submission}")
     except OSError as exc:
         return problem(f"{_shown(file)}: cannot read the file ({exc.strerror})")
     if stat.S_ISLNK(info.st_mode):  # it may point at the reference, or at another student's file
@@ -159,26 +162,27 @@ def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b
     return Submission(sid, shown, str(file), digest.hexdigest(), raw_name=raw_name)
 
 
-def notebook_submission(sid: str, path: Path, notebook: Path, raw_name: bytes = b"") -> Submission:
-    """A notebook's submission: the notebook checked like a file, then its code cells as a scratch ``attention.py``.
+def notebook_submission(sid: str, path: Path, notebook: Path, raw_name: bytes = b"", pack: Any = None) -> Submission:
+    """A notebook's submission: the notebook checked like a file, then its code cells as a scratch submission file.
 
     The scratch folder is removed when the process ends (``atexit``) or by
     ``grader_unconfigure``.
     """
     from grader.notebook import NotebookError, convert
 
-    sub = make_submission(sid, path, notebook, raw_name)
+    pack = pack or find_pack()
+    sub = make_submission(sid, path, notebook, raw_name, pack)
     if sub.problem:
         return sub
     try:
-        nb = convert(notebook)
+        nb = convert(notebook, pack.submission)
     except NotebookError as exc:
         return replace(sub, file=None, problem=str(exc))
     for note in nb.notes:
         print(f"grader: note: {display(note)}", file=sys.stderr)
     folder = Path(tempfile.mkdtemp(prefix=scratch_prefix("nb")))
     _scratch_folders.append(folder)
-    target = folder / FILENAME
+    target = folder / pack.submission
     data = nb.source.encode("utf-8", "surrogatepass")
     target.write_bytes(data)
     with _NB_LOCK:
@@ -197,7 +201,7 @@ def _remove_scratch() -> None:
 atexit.register(_remove_scratch)
 
 
-def _child(child: Path) -> Submission | None:
+def _child(child: Path, pack: Any) -> Submission | None:
     """The submission of one entry of a class folder, or None when it is not one."""
     raw = os.fsencode(child.name)
     name = display_name(child.name)
@@ -214,17 +218,17 @@ def _child(child: Path) -> Submission | None:
                               raw_name=raw)
         return None
     if stat.S_ISDIR(info.st_mode):
-        if not os.path.lexists(child / FILENAME) and os.path.lexists(child / NOTEBOOK):
-            return notebook_submission(name, child, child / NOTEBOOK, raw)
-        return make_submission(name, child, child / FILENAME, raw)
+        if not os.path.lexists(child / pack.submission) and os.path.lexists(child / pack.notebook):
+            return notebook_submission(name, child, child / pack.notebook, raw, pack)
+        return make_submission(name, child, child / pack.submission, raw, pack)
     if name.endswith(".py"):
-        return make_submission(name[:-3], child, child, raw)
+        return make_submission(name[:-3], child, child, raw, pack)
     if name.endswith(".ipynb"):
-        return notebook_submission(name[:-6], child, child, raw)
+        return notebook_submission(name[:-6], child, child, raw, pack)
     return None
 
 
-def locate(path: str, skip: Path | None = None) -> list[Submission]:
+def locate(path: str, skip: Path | None = None, pack: Any = None) -> list[Submission]:
     """Return the submissions behind one PATH (see the module docstring).
 
     A folder's entries are taken in the order of their names' bytes, so
@@ -232,12 +236,14 @@ def locate(path: str, skip: Path | None = None) -> list[Submission]:
     lists it in. An entry that cannot be read is that student's error.
     ``skip`` (the output folder, when it lies in a class folder) is never a
     student: ``grade CLASS --out CLASS/reports`` twice grades the same class.
+    ``pack`` gives the submission's file name (default: the installed pack).
 
     Raises
     ------
     grader.errors.UsageError
         If PATH does not exist, or is a folder with nothing to grade.
     """
+    pack = pack or find_pack()
     p = Path(path)
     shown = _shown(path)
     try:
@@ -245,22 +251,22 @@ def locate(path: str, skip: Path | None = None) -> list[Submission]:
     except OSError:
         info = None
     if info is None or not os.path.lexists(p):
-        raise UsageError(f"{shown}: no such file or folder; give an {FILENAME}, a student folder or a folder of them")
+        raise UsageError(f"{shown}: no such file or folder; give an {pack.submission}, a student folder or a folder of them")
     if not stat.S_ISDIR(info.st_mode):
         if p.suffix == ".ipynb":
-            folder = p.resolve().parent.name if p.name == NOTEBOOK else p.name[:-6]
-            return [notebook_submission(display_name(folder), p, p, os.fsencode(folder))]
+            folder = p.resolve().parent.name if p.name == pack.notebook else p.name[:-6]
+            return [notebook_submission(display_name(folder), p, p, os.fsencode(folder), pack)]
         if p.suffix != ".py":
-            raise UsageError(f"{shown}: not a Python file; give an {FILENAME}, a student folder or a folder of them")
-        folder = p.resolve().parent.name if p.name == FILENAME else p.name
+            raise UsageError(f"{shown}: not a Python file; give an {pack.submission}, a student folder or a folder of them")
+        folder = p.resolve().parent.name if p.name == pack.submission else p.name
         sid = display_name(folder)
-        return [make_submission(sid[:-3] if p.name != FILENAME else sid, p, p, os.fsencode(folder))]
-    if os.path.lexists(p / FILENAME):
+        return [make_submission(sid[:-3] if p.name != pack.submission else sid, p, p, os.fsencode(folder), pack)]
+    if os.path.lexists(p / pack.submission):
         folder = p.resolve().name
-        return [make_submission(display_name(folder), p, p / FILENAME, os.fsencode(folder))]
-    if os.path.lexists(p / NOTEBOOK):
+        return [make_submission(display_name(folder), p, p / pack.submission, os.fsencode(folder), pack)]
+    if os.path.lexists(p / pack.notebook):
         folder = p.resolve().name
-        return [notebook_submission(display_name(folder), p, p / NOTEBOOK, os.fsencode(folder))]
+        return [notebook_submission(display_name(folder), p, p / pack.notebook, os.fsencode(folder), pack)]
     found: list[Submission] = []
     try:
         children = sorted(os.listdir(p), key=os.fsencode)
@@ -272,12 +278,12 @@ def locate(path: str, skip: Path | None = None) -> list[Submission]:
             continue
         if skipped is not None and (p / name).resolve() == skipped:
             continue  # the grader's own output folder
-        sub = _child(p / name)
+        sub = _child(p / name, pack)
         if sub is not None:
             found.append(sub)
     if not found:
-        raise UsageError(f"{shown}: holds no {FILENAME}, no student folders and no .py files; "
-                         f"{what_it_holds(folder_entries(p), FILENAME)}")
+        raise UsageError(f"{shown}: holds no {pack.submission}, no student folders and no .py files; "
+                         f"{what_it_holds(folder_entries(p), pack.submission, pack.notebook)}")
     return found
 
 
@@ -292,18 +298,19 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
     grader.errors.UsageError
         If the archive is unusable as a whole (see `grader.archive.safe_extract`).
     """
+    pack = config.pack
     if not Path(path).is_file():
-        raise UsageError(f"{path}: no such file or folder; give an {FILENAME}, a student folder or a folder of them")
+        raise UsageError(f"{path}: no such file or folder; give an {pack.submission}, a student folder or a folder of them")
     dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
     config.stash.setdefault("submission.tempdirs", []).append(dest)
     try:
-        extracted = safe_extract(Path(path), dest)
+        extracted = safe_extract(Path(path), dest, pack.submission)
     except ArchiveError as exc:
         raise UsageError(f"{exc}; export the submissions again") from None
     for problem in extracted.skipped:
         print(f"grader: warning: {display(str(path))}: skipped {display(problem)}", file=sys.stderr)
     if not extracted.students:
-        raise UsageError(f"{path}: holds no {FILENAME}, no student folders and no .py files")
+        raise UsageError(f"{path}: holds no {pack.submission}, no student folders and no .py files")
     found = []
     for student in extracted.students:
         sid = student.name[:-3] if student.is_file else student.name
@@ -313,10 +320,10 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
             found.append(Submission(sid, shown, None, "", student.problem, raw_name=raw))
         elif student.file is None:
             found.append(Submission(sid, shown, None, "",
-                                    f"no {FILENAME} in {shown}: {what_it_holds(student.holds, FILENAME)}; "
-                                    f"the student folder must hold {FILENAME}", raw_name=raw))
+                                    f"no {pack.submission} in {shown}: {what_it_holds(student.holds, pack.submission, pack.notebook)}; "
+                                    f"the student folder must hold {pack.submission}", raw_name=raw))
         else:
-            sub = make_submission(sid, student.file.parent, student.file, raw)
+            sub = make_submission(sid, student.file.parent, student.file, raw, pack)
             found.append(replace(sub, path=shown, problem=sub.problem.replace(str(student.file.parent), shown)))
     return found
 
@@ -416,7 +423,7 @@ def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
     """Locate submissions on the filesystem with `locate` (zip archives: `locate_archive`)."""
     if path.lower().endswith(".zip"):
         return locate_archive(path, config)
-    return locate(path, skip=config.out_dir)
+    return locate(path, skip=config.out_dir, pack=config.pack)
 
 
 @hookimpl

@@ -274,7 +274,7 @@ def failing_chart(report: GradingReport) -> Chart:
     return Chart("failing", "Checks failed most often", width, height, tuple(bars), tuple(labels), (), tuple(tracks), tuple(rows))
 
 
-def render_summary(report: GradingReport, links: Any = ()) -> str:
+def render_summary(report: GradingReport, links: Any = (), pack: Any = None) -> str:
     """The summary page's HTML (self-contained: inline CSS and SVG, no script).
 
     Parameters
@@ -299,7 +299,7 @@ def render_summary(report: GradingReport, links: Any = ()) -> str:
         "full": sum(1 for s in report.submissions if s.max_score and s.score == s.max_score),
     }
     charts = [histogram_chart(report), pass_rate_chart(report), failing_chart(report)]
-    return environment().get_template("summary.html").render(report=report, stats=stats, charts=charts, links=links)
+    return environment(pack).get_template("summary.html").render(report=report, stats=stats, charts=charts, links=links)
 
 
 def _wanted(config: Any) -> bool:
@@ -321,6 +321,6 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     if out is None or not _wanted(config):
         return
     try:
-        write_atomic(out / FILENAME, render_summary(report, config.stash.get("summary_page.links", ())))
+        write_atomic(out / FILENAME, render_summary(report, config.stash.get("summary_page.links", ()), config.pack))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write {FILENAME} ({exc.strerror})") from None

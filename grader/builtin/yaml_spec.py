@@ -2,7 +2,7 @@
 
 Specs are parsed with a `yaml.SafeLoader` (no Python tags, no aliases, no
 duplicate keys) and validated with a JSON Schema; every error names the file
-and the key, e.g. ``exercises/g14/G14.02.yaml: checks[3] 'shift'.points: 'x'
+and the key, e.g. ``g14/specs/G14.02.yaml: checks[3] 'shift'.points: 'x'
 is not of type 'number'``.
 
 A check's seed is the spec's (``seed`` of the check, else the exercise's
@@ -34,7 +34,7 @@ MAX_SPEC_BYTES = 1 << 20
 """Largest spec file read, in bytes (1 MiB)."""
 
 MAX_DEPTH = 32
-"""Deepest nesting of lists and mappings in a spec (the G14 specs use at most 6)."""
+"""Deepest nesting of lists and mappings in a spec (the first pack's specs use at most 6)."""
 
 MAX_INTEGER = 2**53
 """Largest magnitude of an integer in a spec (what a float holds exactly)."""
@@ -70,14 +70,14 @@ SCHEMA: dict[str, Any] = {
     "required": ["exercise", "title", "section", "seed", "checks"],
     "properties": {
         "exercise": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-                     "description": "give an id of letters, digits and . _ -, e.g. G14.02"},
+                     "description": "give an id of letters, digits and . _ -, e.g. ch3.02"},
         "title": {"type": "string", "minLength": 1, "description": "give non-empty text"},
         "section": {"type": "string", "minLength": 1, "description": "give the chapter section's heading"},
         "seed": {"type": "integer", "minimum": 0, "description": "give an integer >= 0"},
         "returns": {
             "type": "object",
             "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            "description": "give a mapping from function names to lists of part names, e.g. {attention: [outputs, weights]}",
+            "description": "give a mapping from function names to lists of part names, e.g. {solve: [value, steps]}",
         },
         "defaults": {
             "type": "object",

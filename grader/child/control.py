@@ -68,8 +68,11 @@ class Running:
             pid, status = self.pid, 0
         if pid == 0:
             return False
-        self.code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else (
-            os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+        self.code = (
+            128 + os.WTERMSIG(status)
+            if os.WIFSIGNALED(status)
+            else (os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+        )
         self.deadline = time.monotonic() + 5.0
         if self.reason_fd >= 0:
             try:
@@ -222,9 +225,18 @@ def main(argv: Sequence[str]) -> None:
     gc.collect()
     gc.freeze()
     sock = socket.socket(fileno=os.dup(control_fd))
-    sock.sendall(json.dumps({"ready": True, "pid": os.getpid(), "readonly": readonly,
-                             "job_folder": jobsetup.JOB_FOLDER, "landlock_abi": landlock.landlock_abi()}).encode()
-                 + b"\n")
+    sock.sendall(
+        json.dumps(
+            {
+                "ready": True,
+                "pid": os.getpid(),
+                "readonly": readonly,
+                "job_folder": jobsetup.JOB_FOLDER,
+                "landlock_abi": landlock.landlock_abi(),
+            }
+        ).encode()
+        + b"\n"
+    )
     sock.detach()
     serve(control_fd, worker)
     os._exit(0)

@@ -285,7 +285,11 @@ def _setup_reason(exc: BaseException) -> str:
 
 
 def job(
-    request: dict[str, Any], fds: Sequence[int], control_fd: int, worker: Worker, layers: dict[str, Any],
+    request: dict[str, Any],
+    fds: Sequence[int],
+    control_fd: int,
+    worker: Worker,
+    layers: dict[str, Any],
     reason_fd: int = -1,
 ) -> NoReturn:
     """The job itself, just forked: pid 1 of its pid namespace when there is one.
@@ -332,15 +336,17 @@ def job(
             os._exit(0)
         if not str(layers.get("landlock", "")).startswith("ABI") or layers.get("uid") == 0:
             # Fail closed: student code never runs without the filesystem allow-list, or as root.
-            raise OSError(errno.EPERM, f"a required layer did not apply (landlock: {layers.get('landlock')}, "
-                                       f"uid: {layers.get('uid')})")
+            raise OSError(
+                errno.EPERM,
+                f"a required layer did not apply (landlock: {layers.get('landlock')}, uid: {layers.get('uid')})",
+            )
         task = receive_task(request, worker._read_exactly)
         if reason_fd >= 0:
             os.close(reason_fd)  # before any student code runs
             reason_fd = -1
         sys.argv = [task["file"]]  # as if run as a script: the zygote's path (the grader's install) is not shown
         worker.run(task, 3)
-    except BaseException as exc:  # the worker never returns; anything here is a setup failure
+    except BaseException as exc:  # noqa: BLE001 - the worker never returns; anything here is a setup failure
         try:
             reason = _setup_reason(exc)
             os.write(2, f"sandbox setup failed: {reason}\n".encode())

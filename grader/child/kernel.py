@@ -40,8 +40,9 @@ def check(result: int, what: str) -> int:
 
 def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
     """libc ``prctl``; raises OSError (with errno) when it fails."""
-    result: int = libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(arg3),
-                             ctypes.c_ulong(arg4), ctypes.c_ulong(arg5))
+    result: int = libc.prctl(
+        option, ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(arg4), ctypes.c_ulong(arg5)
+    )
     return check(result, f"prctl({option})")
 
 

@@ -37,8 +37,11 @@ Rule = tuple[int, int]
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -79,19 +82,34 @@ def landlock_restrict(readonly_rules: Iterable[Rule], readwrite: Iterable[str]) 
     if abi < 1:
         raise OSError(errno.ENOSYS, "Landlock is not available on this kernel")
     handled_fs = FS_RIGHTS_BY_ABI.get(abi, FS_RIGHTS_BY_ABI[5])
-    attr = _RulesetAttr(handled_fs, (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
-                        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0)
+    attr = _RulesetAttr(
+        handled_fs,
+        (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
+        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0,
+    )
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
-    ruleset = check(libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
-                                 ctypes.c_uint32(0)), "landlock_create_ruleset")
+    ruleset = check(
+        libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)),
+        "landlock_create_ruleset",
+    )
     own = open_rules(readwrite, handled_fs)
     try:
         for fd, allowed in list(readonly_rules) + own:
             rule = _PathBeneathAttr(allowed, fd)
-            check(libc.syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1),
-                               ctypes.byref(rule), ctypes.c_uint32(0)), "landlock_add_rule")
-        check(libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)),
-              "landlock_restrict_self")
+            check(
+                libc.syscall(
+                    SYS_LANDLOCK_ADD_RULE,
+                    ctypes.c_int(ruleset),
+                    ctypes.c_int(1),
+                    ctypes.byref(rule),
+                    ctypes.c_uint32(0),
+                ),
+                "landlock_add_rule",
+            )
+        check(
+            libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)),
+            "landlock_restrict_self",
+        )
     finally:
         os.close(ruleset)
         for fd, _ in own:

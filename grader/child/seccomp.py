@@ -34,6 +34,8 @@ from .kernel import (
     libc,
 )
 
+# The tables are kept as written, a few numbers a line (not one a line, as the formatter would).
+# fmt: off
 AUDIT_ARCH_X86_64 = 0xC000003E
 RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
 
@@ -116,8 +118,11 @@ LOCK_COMMANDS = {5: "F_GETLK", 6: "F_SETLK", 7: "F_SETLKW", 36: "F_OFD_GETLK", 3
 """fcntl commands denied (EPERM): record locks, leases and directory notifications would let two jobs
 side by side pass bits through a file both may read."""
 
+# fmt: on
 SYS_SOCKET, SYS_SENDTO, SYS_CLONE, SYS_FCNTL, SYS_CLONE3 = 41, 44, 56, 72, 435
-NAMESPACE_FLAGS = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP
+NAMESPACE_FLAGS = (
+    CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP
+)
 
 
 def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -139,47 +144,50 @@ def seccomp_program() -> bytes:
     LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
     eperm, enosys = RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS
     prog = [
-        _bpf(LD_W_ABS, 4),                       # arch
+        _bpf(LD_W_ABS, 4),  # arch
         _bpf(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
         _bpf(RET_K, RET_KILL_PROCESS),
-        _bpf(LD_W_ABS, 0),                       # syscall number
-        _bpf(JGE_K, 0x40000000, 0, 1),           # x32 ABI
+        _bpf(LD_W_ABS, 0),  # syscall number
+        _bpf(JGE_K, 0x40000000, 0, 1),  # x32 ABI
         _bpf(RET_K, eperm),
     ]
     prog += [_bpf(JEQ_K, SYS_CLONE3, 0, 1), _bpf(RET_K, enosys)]
     prog += [  # sendto with a destination address (a datagram to a named socket) is denied
         _bpf(JEQ_K, SYS_SENDTO, 0, 6),
-        _bpf(LD_W_ABS, 48),                      # args[4]: dest_addr, low half
+        _bpf(LD_W_ABS, 48),  # args[4]: dest_addr, low half
         _bpf(JEQ_K, 0, 0, 3),
-        _bpf(LD_W_ABS, 52),                      # high half
+        _bpf(LD_W_ABS, 52),  # high half
         _bpf(JEQ_K, 0, 0, 1),
         _bpf(RET_K, RET_ALLOW),
         _bpf(RET_K, eperm),
     ]
     prog += [
         _bpf(JEQ_K, SYS_SOCKET, 0, 4),
-        _bpf(LD_W_ABS, 16),                      # args[0]: the address family
+        _bpf(LD_W_ABS, 16),  # args[0]: the address family
         _bpf(JEQ_K, socket.AF_UNIX, 0, 1),
         _bpf(RET_K, RET_ALLOW),
         _bpf(RET_K, RET_ERRNO | errno.EAFNOSUPPORT),
         _bpf(JEQ_K, SYS_CLONE, 0, 4),
-        _bpf(LD_W_ABS, 16),                      # args[0]: clone flags
+        _bpf(LD_W_ABS, 16),  # args[0]: clone flags
         _bpf(JSET_K, NAMESPACE_FLAGS, 0, 1),
         _bpf(RET_K, eperm),
         _bpf(RET_K, RET_ALLOW),
     ]
-    locks = [_bpf(LD_W_ABS, 24)]                 # args[1]: the fcntl command
+    locks = [_bpf(LD_W_ABS, 24)]  # args[1]: the fcntl command
     for cmd in sorted(LOCK_COMMANDS):
         locks += [_bpf(JEQ_K, cmd, 0, 1), _bpf(RET_K, eperm)]
     locks.append(_bpf(RET_K, RET_ALLOW))
     prog += [_bpf(JEQ_K, SYS_FCNTL, 0, len(locks))] + locks
-    prog += [_bpf(LD_W_ABS, 0)]                  # the syscall number again
+    prog += [_bpf(LD_W_ABS, 0)]  # the syscall number again
     # The tables are disjoint: the allowed come first, the most frequent of them (futex, reads and
     # writes, memory) at the front, so that an honest call goes through the fewest checks.
     hot = (202, 0, 1, 9, 11, 10, 28, 12, 3, 257, 262, 5, 8, 14, 13, 228, 7, 271)
     allowed = list(hot) + sorted(set(ALLOWED_SYSCALLS_X86_64) - set(hot))
-    for table, action in (({nr: "" for nr in allowed}, RET_ALLOW), (DENIED_SYSCALLS_X86_64, eperm),
-                          (KILLED_SYSCALLS_X86_64, RET_KILL_PROCESS)):
+    for table, action in (
+        ({nr: "" for nr in allowed}, RET_ALLOW),
+        (DENIED_SYSCALLS_X86_64, eperm),
+        (KILLED_SYSCALLS_X86_64, RET_KILL_PROCESS),
+    ):
         for nr in table:
             prog += [_bpf(JEQ_K, nr, 0, 1), _bpf(RET_K, action)]
     prog.append(_bpf(RET_K, enosys))
@@ -197,5 +205,13 @@ def seccomp_install() -> None:
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     fprog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    check(libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog),
-                     ctypes.c_ulong(0), ctypes.c_ulong(0)), "seccomp")
+    check(
+        libc.prctl(
+            PR_SET_SECCOMP,
+            ctypes.c_ulong(SECCOMP_MODE_FILTER),
+            ctypes.byref(fprog),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        ),
+        "seccomp",
+    )

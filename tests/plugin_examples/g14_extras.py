@@ -90,6 +90,11 @@ def grader_collection_finish(submissions, collected, config) -> None:  # noqa: A
 
 
 @hookimpl
+def grader_batch_start(submissions, calls, config) -> None:  # noqa: ANN001
+    EVENTS.append(f"batch:{len(submissions)}:{len(calls)}")
+
+
+@hookimpl
 def grader_adjust_result(result, submission, config):  # noqa: ANN001, ANN201
     return None  # leaves every score as it is (tests/test_term.py exercises the built-in manual and policy)
 

@@ -1,0 +1,101 @@
+"""Built-in plugin: the record of a shard (``grade --shard K/N``) and its replay in ``grader merge``.
+
+In a shard's run it keeps, per submission, the located submission, the
+outcome its calls returned (as every ``grader_run_calls`` wrapper saw it:
+this wrapper is the outermost) and its final result, and writes them with
+the manifest into ``DIR/shard/`` (`grader.shards.write_record`). In a merge
+it answers ``grader_run_calls`` with the recorded outcome, so the wrappers
+that keep something per submission (timing, staff pages, similarity) keep
+it as in the shard's run. Everything else is `grader.shards`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from grader.models import Call, RunOutcome, Submission, SubmissionResult
+from grader.plugins import hookimpl
+from grader.shards import (
+    REPLAY_KEY,
+    STASH_KEY,
+    SUBFOLDER,
+    manifest,
+    record_line,
+    write_record,
+)
+
+_LOCK = threading.Lock()
+
+
+def _sharded(config: Any) -> bool:
+    return STASH_KEY in config.stash and config.out_dir is not None
+
+
+@hookimpl
+def grader_collection_finish(
+    submissions: Sequence[Submission], collected: Any, config: Any
+) -> None:
+    if _sharded(config):
+        config.stash["shard_record.submissions"] = {s.id: s for s in submissions}
+        config.stash["shard_record.outcomes"] = {}
+        config.stash["shard_record.lines"] = {}
+
+
+@hookimpl(wrapper=True, tryfirst=True)
+def grader_run_calls(
+    submission: Submission, calls: Sequence[Call], config: Any
+) -> Generator[None, Any, Any]:
+    """Keep the outcome every other wrapper saw (outermost: ``tryfirst``)."""
+    outcome = yield
+    if outcome is not None and _sharded(config):
+        with _LOCK:
+            config.stash["shard_record.outcomes"][submission.id] = outcome
+    return outcome
+
+
+@hookimpl(trylast=True, specname="grader_run_calls")
+def replay_outcome(
+    submission: Submission, calls: Sequence[Call], config: Any
+) -> RunOutcome | None:
+    """In a merge: the outcome the shard recorded for this submission (no code runs)."""
+    return config.stash.get(REPLAY_KEY, {}).get(submission.id)
+
+
+@hookimpl
+def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
+    if not _sharded(config):
+        return
+    submission = config.stash["shard_record.submissions"].get(result.id)
+    if submission is None:
+        return
+    with _LOCK:
+        outcome = config.stash["shard_record.outcomes"].get(result.id)
+    config.stash["shard_record.lines"][result.id] = record_line(
+        submission, result, outcome
+    )
+
+
+@hookimpl(trylast=True)
+def grader_write_reports(report: Any, config: Any) -> None:
+    """Write ``DIR/shard/manifest.json`` and ``records.jsonl.gz`` (after the other writers: ``trylast``)."""
+    if not _sharded(config):
+        return
+    lines = config.stash.get("shard_record.lines", {})
+    ids = [s.id for s in report.submissions if s.id in lines]
+    write_record(
+        config.out_dir / SUBFOLDER,
+        manifest(config, config.stash["collected"], ids),
+        [lines[i] for i in ids],
+    )
+
+
+@hookimpl
+def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
+    if _sharded(config):
+        spec = config.stash[STASH_KEY]
+        write(
+            f"shard {spec}: {len(report.submissions)} of {len(config.stash.get('shards.class_ids', ()))} "
+            f"submissions; merge every shard with 'grader merge DIR... --out DIR'"
+        )

@@ -1,0 +1,328 @@
+"""Shards of a class (``grade --shard K/N``) and their merge (``grader merge``): one unsharded run's files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SPECS
+from scale_support import (
+    assert_same_exports,
+    exports,
+    grader_cmd,
+    grader_env,
+    ids_of,
+    make_class,
+    run,
+    without_times,
+)
+
+from grader.errors import UsageError
+from grader.shards import parse_shard, shard_of
+
+N = 4
+OPTIONS = ("--staff", "-q", "--jobs", "1")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A class of 16 graded once unsharded and as 4 shards in 4 parallel processes, then merged."""
+    tmp = tmp_path_factory.mktemp("shards")
+    klass = make_class(tmp / "class")
+    env = grader_env()
+    shards = [tmp / f"shard{k}" for k in range(1, N + 1)]
+    procs = [
+        subprocess.Popen(
+            grader_cmd("grade", klass, "--out", out, "--shard", f"{k}/{N}", *OPTIONS),
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k, out in enumerate(shards, start=1)
+    ]
+    run("grade", klass, "--out", tmp / "full", *OPTIONS)
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+    run("merge", *shards, "--out", tmp / "merged", "-q")
+    return {
+        "tmp": tmp,
+        "class": klass,
+        "full": tmp / "full",
+        "merged": tmp / "merged",
+        **{f"shard{k}": out for k, out in enumerate(shards, start=1)},
+    }
+
+
+def test_four_shards_merged_are_one_unsharded_run(graded: dict[str, Path]) -> None:
+    assert_same_exports(graded["full"], graded["merged"])
+    merged = exports(graded["merged"])
+    # every export is there: results, CSV gradebook, JUnit, Gradescope, index, summary, pages, staff pages
+    for name in (
+        "results.json",
+        "gradebook.csv",
+        "junit.xml",
+        "index.html",
+        "summary.html",
+        "gradescope/correct_numpy-0.json",
+        "correct_numpy-0.html",
+        "staff/correct_numpy-0.html",
+    ):
+        assert name in merged
+    assert len(ids_of(graded["merged"])) == 16
+    assert ids_of(graded["merged"]) == sorted(ids_of(graded["merged"]))
+
+
+def test_each_student_is_in_exactly_one_shard_by_its_id(
+    graded: dict[str, Path],
+) -> None:
+    everyone = ids_of(graded["full"])
+    held = [sid for k in range(1, N + 1) for sid in ids_of(graded[f"shard{k}"])]
+    assert sorted(held) == sorted(everyone)
+    for k in range(1, N + 1):
+        assert all(shard_of(sid, N) == k for sid in ids_of(graded[f"shard{k}"]))
+        manifest = json.loads(
+            (graded[f"shard{k}"] / "shard" / "manifest.json").read_text()
+        )
+        assert manifest["shard"] == {"k": k, "n": N, "source": "--shard"}
+        assert manifest["class_ids"] == everyone
+        assert manifest["ids"] == ids_of(graded[f"shard{k}"])
+        assert (
+            manifest["settings"]["import_timeout"] == 10.0
+            and manifest["options"]["staff"] is True
+        )
+
+
+def test_merged_files_carry_the_shards_own_measured_times(
+    graded: dict[str, Path],
+) -> None:
+    """A student's Gradescope file in the merge is the byte-for-byte file their shard wrote (times included)."""
+    for k in range(1, N + 1):
+        for sid in ids_of(graded[f"shard{k}"]):
+            name = f"gradescope/{sid}.json"
+            assert (graded["merged"] / name).read_bytes() == (
+                graded[f"shard{k}"] / name
+            ).read_bytes()
+
+
+def test_a_shard_keeps_a_resumable_gradebook(graded: dict[str, Path]) -> None:
+    shard = graded["shard1"]
+    before = (shard / "results.json").read_bytes()
+    done = run(
+        "grade", graded["class"], "--out", shard, "--shard", f"1/{N}", *OPTIONS[:-3]
+    )
+    assert "reused" in done.stdout
+    assert (shard / "results.json").read_bytes() == before
+
+
+def test_the_slice_of_an_id_does_not_move_when_students_are_added() -> None:
+    from types import SimpleNamespace
+
+    from grader.models import Submission
+    from grader.shards import select
+
+    def shard_ids(ids: list[str], k: int) -> list[str]:
+        config = SimpleNamespace(
+            option=lambda name: f"{k}/8" if name == "shard" else None, stash={}
+        )
+        return [s.id for s in select([Submission(i, "", None) for i in ids], config)]
+
+    ids = [f"student{i}" for i in range(200)]
+    more = [*ids[:50], "newcomer", *ids[50:], "late-one"]
+    for k in range(1, 9):
+        assert shard_ids(ids, k) == [i for i in shard_ids(more, k) if i in ids]
+    assert sorted(sid for k in range(1, 9) for sid in shard_ids(ids, k)) == sorted(ids)
+    sizes = [len(shard_ids(ids, k)) for k in range(1, 9)]
+    assert (
+        min(sizes) >= 10 and max(sizes) <= 45
+    )  # a hash spreads 200 ids over 8 shards (25 each on average)
+    # fixed values: the slice is a keyed SHA-256 of the id, the same on every machine and Python
+    assert [shard_of(f"student{i}", 4) for i in range(6)] == [
+        shard_of(f"student{i}", 4) for i in range(6)
+    ]
+
+
+def test_scheduler_indices_are_read_from_the_environment() -> None:
+    assert parse_shard("2/4") == parse_shard("2/4") and (
+        parse_shard("2/4").k,
+        parse_shard("2/4").n,
+    ) == (2, 4)
+    assert parse_shard("auto/4", {"JOB_COMPLETION_INDEX": "0"}).k == 1
+    assert (
+        parse_shard(
+            "auto/4",
+            {
+                "SLURM_ARRAY_TASK_ID": "7",
+                "SLURM_ARRAY_TASK_MIN": "4",
+                "SLURM_ARRAY_TASK_COUNT": "4",
+            },
+        ).k
+        == 4
+    )
+    assert (
+        parse_shard("auto/3", {"GRADER_SHARD_INDEX": "2"}).source
+        == "GRADER_SHARD_INDEX"
+    )
+    for text, env, words in (
+        ("5/4", {}, "K must be a whole number from 1 to 4"),
+        ("0/4", {}, "shards are counted from 1"),
+        ("2", {}, "give K/N"),
+        ("auto/4", {}, "no scheduler index"),
+        ("auto/4", {"JOB_COMPLETION_INDEX": "4"}, "outside 0..3"),
+        (
+            "auto/4",
+            {"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "8"},
+            "the Slurm array has 8 tasks",
+        ),
+    ):
+        with pytest.raises(UsageError, match=words):
+            parse_shard(text, env)
+
+
+def _merge_error(*args: object) -> str:
+    done = run("merge", *args, check=False)
+    assert done.returncode == 2, done.stderr
+    lines = [
+        line
+        for line in done.stderr.strip().splitlines()
+        if not line.startswith("grader: warning:")
+    ]
+    assert len(lines) == 1 and lines[0].startswith("grader: error: "), lines
+    return lines[0]
+
+
+def _tampered(graded: dict[str, Path], k: int, **changes: object) -> Path:
+    copy = graded["tmp"] / f"tampered{k}-{'-'.join(changes)}"
+    if not copy.exists():
+        shutil.copytree(graded[f"shard{k}"], copy)
+    path = copy / "shard" / "manifest.json"
+    data = json.loads(path.read_text())
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    path.write_text(json.dumps(data))
+    return copy
+
+
+def test_merge_names_a_missing_shard(graded: dict[str, Path], tmp_path: Path) -> None:
+    line = _merge_error(
+        graded["shard1"], graded["shard2"], graded["shard4"], "--out", tmp_path / "m"
+    )
+    assert "1 of 4 shards missing: 3/4" in line and "--shard K/4" in line
+    assert not (tmp_path / "m").exists()
+
+
+def test_merge_names_a_shard_given_twice(
+    graded: dict[str, Path], tmp_path: Path
+) -> None:
+    line = _merge_error(
+        graded["shard1"],
+        graded["shard2"],
+        graded["shard2"],
+        graded["shard3"],
+        graded["shard4"],
+        "--out",
+        tmp_path / "m",
+    )
+    assert "shard 2/4 is given twice" in line and str(graded["shard2"]) in line
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"spec_hash": "0" * 64}, "different specs or reference (spec hash)"),
+        ({"reference_sha256": "1" * 64}, "different reference"),
+        ({"grader_version": "9.9.9"}, "different grader version"),
+        ({"secret_fingerprint": "2" * 16}, "different course secret"),
+        (
+            {"settings": {"import_timeout": 99.0}},
+            "different settings (import-timeout: 10.0 vs 99.0)",
+        ),
+        (
+            {"options": {"after_due_date": True}},
+            "different options (after-due-date: false vs true)",
+        ),
+        ({"plugins": ["my.plugin"]}, "different plugins (-p)"),
+    ],
+)
+def test_merge_refuses_shards_made_differently(
+    graded: dict[str, Path], tmp_path: Path, changes: dict, words: str
+) -> None:
+    odd = _tampered(graded, 3, **changes)
+    line = _merge_error(
+        graded["shard1"],
+        graded["shard2"],
+        odd,
+        graded["shard4"],
+        "--out",
+        tmp_path / "m",
+    )
+    assert words in line and "3/4" in line and not (tmp_path / "m").exists()
+
+
+def test_merge_refuses_other_specs_than_its_own(
+    graded: dict[str, Path], tmp_path: Path
+) -> None:
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS, specs)
+    spec = specs / "G14.05.yaml"
+    spec.write_text(spec.read_text() + "\n# changed\n")
+    shards = [graded[f"shard{k}"] for k in range(1, N + 1)]
+    line = _merge_error(*shards, "--specs", specs, "--out", tmp_path / "m")
+    assert "other specs or another reference than --specs" in line
+
+
+def test_merge_refuses_what_is_not_a_shard(
+    graded: dict[str, Path], tmp_path: Path
+) -> None:
+    line = _merge_error(graded["full"], "--out", tmp_path / "m")
+    assert "not a shard folder" in line and str(graded["full"]) in line
+    broken = _tampered(graded, 2, format="grader-shard/0")
+    assert "shard format 'grader-shard/0'" in _merge_error(
+        broken, "--out", tmp_path / "m"
+    )
+    # a record cut short (a shard killed while writing is never taken as complete)
+    cut = graded["tmp"] / "cut"
+    shutil.copytree(graded["shard1"], cut, dirs_exist_ok=True)
+    records = cut / "shard" / "records.jsonl.gz"
+    lines = gzip.decompress(records.read_bytes()).splitlines(keepends=True)
+    records.write_bytes(gzip.compress(b"".join(lines[:-1])))
+    others = [graded[f"shard{k}"] for k in range(2, N + 1)]
+    line = _merge_error(cut, *others, "--out", tmp_path / "m")
+    assert "records.jsonl.gz: holds" in line and "grade that shard again" in line
+
+
+def test_an_empty_shard_merges(tmp_path: Path) -> None:
+    """A shard that holds no student (a small class) still writes its record, and the merge takes it."""
+    klass = make_class(tmp_path / "class", copies=1)
+    ids = sorted(p.name for p in klass.iterdir())
+    n = 12  # more shards than students: some are empty
+    empty = next(
+        k for k in range(1, n + 1) if all(shard_of(sid, n) != k for sid in ids)
+    )
+    run(
+        "grade",
+        klass,
+        "--out",
+        tmp_path / "e",
+        "--shard",
+        f"{empty}/{n}",
+        "-q",
+        "--insecure",
+    )
+    manifest = json.loads((tmp_path / "e" / "shard" / "manifest.json").read_text())
+    assert manifest["ids"] == [] and manifest["class_ids"] == ids
+    assert (
+        without_times(
+            "results.json", (tmp_path / "e" / "results.json").read_bytes()
+        ).count(b'"id"')
+        == 0
+    )
