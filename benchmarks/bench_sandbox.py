@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.builtin.runner import PlainJob, run_calls
 from grader.builtin.sandbox import DEFAULT_LIMITS, SandboxJob, Zygote, _Worker
+from grader.jobs import PlainJob, run_calls
 from grader.models import Call
 
 ROOT = Path(__file__).resolve().parent.parent

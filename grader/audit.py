@@ -48,6 +48,7 @@ from typing import Any
 from grader.catalogue import Catalogue, Entry, load_catalogue, run_entries
 from grader.errors import EXIT_CHECKS_FAILED, EXIT_OK, ConfigError
 from grader.models import SubmissionResult
+from grader.stash import COLLECTED
 
 __all__ = ["AuditRow", "audit", "audit_rows", "clause_lines", "degenerate_figure", "format_matrix", "precision_lines"]
 
@@ -268,17 +269,16 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         specs do not have.
     """
     from grader import session
-    from grader.builtin import diagnosis
     from grader.catalogue import load_contract
     from grader.packs import mutants_dir
 
     folder, _ = mutants_dir(config)
     if folder is None:
         raise ConfigError("no mutant catalogue: the pack has none; pass --mutants DIR")
-    catalogue = load_catalogue(folder, config.pack.submission)
+    catalogue = load_catalogue(folder, config.pack.submission, config.pack.chapter_url)
     contract = load_contract(folder)
     collected = session.collect(config)
-    config.stash["collected"] = collected
+    config.stash[COLLECTED] = collected
     exercises = [e.id for e in collected.exercises]
     for index, entry in enumerate(catalogue.entries):
         unknown = [x for x in entry.exercises if x not in exercises]
@@ -289,8 +289,10 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
             )
     outcomes = run_entries(config, catalogue.entries, list(collected.calls))
     with_diagnosis = config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False)
+    table = None
     if with_diagnosis:
-        diagnosis.table(config, outcomes={e.name: outcomes[e.name] for e in catalogue.mutants})
+        table = config.hooks.mistake_table(collected=collected, catalogue=catalogue,
+                                   outcomes={e.name: outcomes[e.name] for e in catalogue.mutants}, config=config)
     results = {
         e.name: session.grade_submission(e.submission, collected, config, outcome=outcomes[e.name])
         for e in catalogue.entries
@@ -338,9 +340,9 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         covered = sum(1 for c in clauses if c.checks and all(k in known for k in c.checks))
         tail.append(f"{covered}/{len(clauses)} contract clauses covered")
     if with_diagnosis:
-        found = diagnosis.table(config)
         statuses = {name: {(e.id, c.id): c.status for e in res.exercises for c in e.checks} for name, res in results.items()}
-        namings = diagnosis.leave_one_out(found, catalogue, collected, outcomes, statuses) if found else []
+        # The table the hook returned (the diagnosis plugin's): the audit needs only its methods.
+        namings = table.leave_one_out(catalogue, collected, outcomes, statuses) if table is not None else []
         lines, total, wrong = precision_lines(namings, {e.name: e.misconception for e in catalogue.mutants})
         for line in [*lines, ""]:
             write(line)

@@ -284,12 +284,12 @@ def clean_text(value: Any, limit: int) -> str:
     """
     if type(value) is not str:
         raise BoundaryError(UNREADABLE)
-    value = value[:limit]
+    text: str = value[:limit]
     try:
-        value.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
-        value = _SURROGATE.sub("\ufffd", value)
-    return value
+        text = _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 class _Count:

@@ -269,7 +269,7 @@ def _where(data: Any, path: Sequence[Any]) -> str:
     return out or "top level"
 
 
-def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None) -> Catalogue:
+def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None, chapter_url: str = "") -> Catalogue:
     """Read and check ``<folder>/catalogue.yaml``.
 
     Parameters
@@ -278,6 +278,9 @@ def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None) 
         The mutants folder (``--mutants``, default: the pack's).
     filename : str, optional
         Each entry's file name (default: the installed pack's submission file).
+    chapter_url : str
+        The chapter's address when ``catalogue.yaml`` gives none (the
+        pack's ``chapter_url``): section links start there.
 
     Returns
     -------
@@ -291,7 +294,7 @@ def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None) 
         share a name, an entry's file is missing, or a ``base``
         is not a correct variant of the catalogue.
     """
-    from grader.builtin.yaml_spec import parse_yaml  # the same safe loader as the specs
+    from grader.yamlfile import parse_yaml  # the same safe loader as the specs
 
     entry_file = _entry_file(filename)
     root = Path(folder)
@@ -336,7 +339,7 @@ def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None) 
     for index, entry in enumerate(entries):
         if entry.base and entry.base not in correct:
             raise ConfigError(f"{path}: entries[{index}] '{entry.name}'.base: '{entry.base}' is not a correct variant here")
-    return Catalogue(str(path), tuple(entries), data.get("chapter_url", ""))
+    return Catalogue(str(path), tuple(entries), data.get("chapter_url", "") or chapter_url)
 
 
 def fingerprint(folder: str | os.PathLike[str], filename: str | None = None) -> str:
@@ -380,7 +383,7 @@ results stale."""
 
 def _entry_key(entry: Entry, config: Any) -> str:
     """What an entry's results depend on besides the call: its bytes, the worker, Python, numpy, the runners."""
-    runners = [config.pluginmanager.get_name(impl.plugin) for impl in config.hook.grader_run_calls.get_hookimpls()]
+    runners = [config.pluginmanager.get_name(impl.plugin) for impl in config.hooks.implementations("grader_run_calls")]
     code = [hashlib.sha256(path.read_bytes()).hexdigest() for path in _DECODING if path.is_file()]
     parts = [entry.sha256, code, sys.version, np.__version__, runners]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
@@ -409,9 +412,7 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 
 def _run_one(entry: Entry, calls: Sequence[Call], config: Any, folder: Path | None) -> RunOutcome:
-    from grader.builtin.runner import (
-        _call_result,  # validates a frame exactly as one from the child
-    )
+    from grader.jobs import call_result  # validates a frame exactly as one from the child
 
     keys = [_call_key(c) for c in calls]
     path = folder / f"{entry.name}-{_entry_key(entry, config)[:32]}.json" if folder else None
@@ -420,10 +421,10 @@ def _run_one(entry: Entry, calls: Sequence[Call], config: Any, folder: Path | No
     for i, key in enumerate(keys):
         frame = cached.get(key)
         if isinstance(frame, dict) and frame.get("status") in CACHEABLE:
-            results[i] = _call_result(frame)
+            results[i] = call_result(frame)
     missing = [i for i, r in enumerate(results) if r is None]
     if missing:
-        outcome = config.hook.grader_run_calls(submission=entry.submission, calls=[calls[i] for i in missing], config=config)
+        outcome = config.hooks.run_calls(submission=entry.submission, calls=[calls[i] for i in missing], config=config)
         if outcome.import_error:
             return RunOutcome(tuple(outcome.results), outcome.import_error)
         fresh = {}

@@ -1,7 +1,8 @@
 """The ``grader`` command line: ``grade``, ``check``, ``validate``, ``publish``, ``audit``, ``doctor``,
 ``build-student-package`` and ``init-ci``.
 
-Each command lists in its ``--help``, and accepts, only the options it uses (`UNUSED`).
+Each command lists in its ``--help``, and accepts, only the options it uses: a plugin adds its options
+to the subcommands it serves (``grader_addoption(parser, command)``).
 
 ``main(argv)`` returns an exit code and never lets a `GraderError` escape as
 a traceback: it prints one line, ``grader: error: ...``, and returns the
@@ -35,6 +36,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import pluggy
 
 from grader import __version__
 from grader.config import Config
@@ -47,9 +51,11 @@ from grader.errors import (
     UsageError,
 )
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
+from grader.hooks import Hooks
 from grader.packs import find_pack, mutants_dir, pack_option, reference_file, specs_dir
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
+from grader.stash import INTERNAL_ERRORS
 
 __all__ = ["console_main", "main"]
 
@@ -72,52 +78,30 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _shard(text: str) -> object:
+    """``--shard K/N`` or ``auto/N`` as a `grader.shards.ShardSpec`, read with the command line (a wrong one is
+    refused before anything runs)."""
+    from grader.shards import parse_shard
+
+    return parse_shard(text)
+
+
 def _plugin_args(argv: Sequence[str]) -> list[str]:
     """The ``-p`` values, read before the full parser exists."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("-p", action="append", default=[])
     known, _ = pre.parse_known_args(list(argv))
-    return known.p
+    return [str(p) for p in known.p]
 
 
-INSTRUCTOR_ONLY = ("jobs", "roster", "roster_ignore_case", "gradebook", "regrade", "csv", "gradescope",
-                   "after_due_date", "published", "secret_file", "manual", "policy", "attempt", "lms_times",
-                   "canvas_assignment", "canvas_push", "staff", "similarity", "starter", "similarity_threshold")
-"""Options of the built-in plugins that only ``grade`` uses (a class, its gradebook and its files)."""
+GRADING = ("grade", "similarity")
+"""The commands that grade a class (hidden checks, its gradebook and its files)."""
 
-STUDENT_CI = ("points_notice", "classroom50")
-"""Options of the built-in plugins that only ``check`` uses (a student's CI)."""
+USES_SPECS = ("grade", "similarity", "check", "validate", "publish", "audit", "build-student-package", "merge")
+"""The commands that read the specs and the reference."""
 
-UNUSED: dict[str, tuple[str, ...]] = {
-    "grade": STUDENT_CI,
-    "similarity": STUDENT_CI,
-    "check": INSTRUCTOR_ONLY,
-    "publish": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet"),
-    "audit": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet") if o != "secret_file"),
-    "validate": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "mutants", "no_diagnosis")
-                      if o != "secret_file"),
-    "doctor": (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet", "specs", "reference", "mutants", "no_diagnosis",
-               "import_timeout", "submission_timeout"),
-    "build-student-package": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "junit", "quiet")),
-    "merge": tuple(o for o in (*INSTRUCTOR_ONLY, *STUDENT_CI, "import_timeout", "submission_timeout", "insecure",
-                               "dask", "dask_chunk", "no_diagnosis") if o not in ("csv", "secret_file")),
-}
-"""Per command, the shared options (by ``dest``) it does not use: they are neither listed in its
-``--help`` nor accepted (given anyway, they are a usage error, not silently ignored). Options a
-third-party plugin adds are kept everywhere."""
-
-
-def _drop_options(parser: argparse.ArgumentParser, dests: Sequence[str]) -> None:
-    """Remove the options whose ``dest`` is in ``dests`` from ``parser`` (and its groups)."""
-    for action in list(parser._actions):
-        if action.dest not in dests or not action.option_strings:
-            continue
-        parser._remove_action(action)
-        for option in action.option_strings:
-            parser._option_string_actions.pop(option, None)
-        for group in parser._action_groups:
-            if action in group._group_actions:
-                group._group_actions.remove(action)
+USES_MUTANTS = ("grade", "similarity", "check", "publish", "audit", "build-student-package", "merge")
+"""The commands that read the catalogue of known mistakes (diagnosis, audit)."""
 
 
 def _pack_argument(parser: argparse.ArgumentParser) -> None:
@@ -127,35 +111,37 @@ def _pack_argument(parser: argparse.ArgumentParser) -> None:
                         "(default: the one installed)")
 
 
-def _common(pm, command: str) -> argparse.ArgumentParser:
-    """The options shared by the commands, as ``command`` uses them (see `UNUSED`)."""
+def _common(pm: pluggy.PluginManager, command: str) -> _Parser:
+    """The options of ``command``: the core's, then those the plugins add for it (``grader_addoption``)."""
     common = _Parser(add_help=False)
     _pack_argument(common)
-    common.add_argument("--specs", default=None, metavar="DIR", help="exercise specs folder (default: the pack's)")
-    common.add_argument(
-        "--reference", default=None, metavar="FILE", help="reference implementation (default: the pack's)"
-    )
-    common.add_argument(
-        "-j", "--jobs", type=_positive_int, default=None, metavar="N",
-        help="submissions graded at once (default: one per core)",
-    )
-    common.add_argument(
-        "--mutants", default=None, metavar="DIR",
-        help="catalogue of known mistakes, for diagnosis and 'audit' (default: the pack's, if it has one)",
-    )
+    if command in USES_SPECS:
+        common.add_argument("--specs", default=None, metavar="DIR", help="exercise specs folder (default: the pack's)")
+        common.add_argument("--reference", default=None, metavar="FILE",
+                            help="reference implementation (default: the pack's)")
+    if command in GRADING:
+        common.add_argument(
+            "-j", "--jobs", type=_positive_int, default=None, metavar="N",
+            help="submissions graded at once (default: one per core)",
+        )
+    if command in USES_MUTANTS:
+        common.add_argument(
+            "--mutants", default=None, metavar="DIR",
+            help="catalogue of known mistakes, for diagnosis and 'audit' (default: the pack's, if it has one)",
+        )
     common.add_argument(
         "-p", action="append", default=[], metavar="PLUGIN",
         help="load a plugin module by name, or block one with -p no:NAME (repeatable)",
     )
-    pm.hook.grader_addoption(parser=common)
-    _drop_options(common, UNUSED.get(command, ()))
+    Hooks(pm).addoption(parser=common, command=command)
     return common
 
 
-def build_parser(pm, pack=None) -> argparse.ArgumentParser:
-    """Build the parser; plugins add options through ``grader_addoption``.
+def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.ArgumentParser:
+    """Build the parser; plugins add each subcommand's options through ``grader_addoption``.
 
-    Each command lists (and accepts) only the options it uses (`UNUSED`).
+    Each command lists (and accepts) only the options it uses: the core's own
+    (`USES_SPECS`, `GRADING`, `USES_MUTANTS`) and those its plugins add for it.
     ``pack`` (a `grader.packs.Pack`, if one was found) names the chapter
     and the submission file in the help.
     """
@@ -177,7 +163,7 @@ def build_parser(pm, pack=None) -> argparse.ArgumentParser:
     grade.add_argument("--only", nargs="+", metavar="ID",
                        help="grade only these students again; the others' results come from the gradebook "
                        "(left out when it has none)")
-    grade.add_argument("--shard", metavar="K/N",
+    grade.add_argument("--shard", metavar="K/N", type=_shard,
                        help="grade only the K-th of N slices of the class (K from 1; auto/N: K from "
                        "JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID or GRADER_SHARD_INDEX) and write DIR/shard/ "
                        "for 'grader merge'")
@@ -307,14 +293,15 @@ def _run(config: Config) -> int:
         _write(NOTE)
         return EXIT_OK
     if config.command == "doctor":
-        from grader.builtin.sandbox import doctor
-
-        return doctor(_write)
+        code = config.hooks.doctor(write=_write, config=config)
+        if code is None:
+            raise ConfigError("no plugin can say which sandbox layers are active (grader_doctor)")
+        return code
     if getattr(config.options, "_shards", None) is not None:  # grader merge
         from grader.shards import merge
 
         report = merge(config)
-        config.hook.grader_terminal_summary(report=report, config=config, write=_write)
+        config.hooks.terminal_summary(report=report, config=config, write=_write)
         return EXIT_OK
     remove_stale_scratch()  # what graders killed with kill -9 left in the temporary folder
     if config.command == "check":
@@ -322,8 +309,8 @@ def _run(config: Config) -> int:
         report = session.grade(config, config.options.paths, visible_only=True)
     else:
         report = session.grade(config, config.options.paths)
-    config.hook.grader_terminal_summary(report=report, config=config, write=_write)
-    faults = config.stash.get("session.internal_errors", [])
+    config.hooks.terminal_summary(report=report, config=config, write=_write)
+    faults = config.stash.get(INTERNAL_ERRORS, [])
     if faults:
         shown = ", ".join(f"{display(repr(sub_id))} ({fault})" for sub_id, fault in faults[:5])
         more = f" and {len(faults) - 5} more" if len(faults) > 5 else ""
@@ -353,9 +340,30 @@ def _validate(config: Config) -> int:
         _write(f"FAIL {ex_id} {c.id}: {c.status}: {c.message}")
     if result.error:
         _write(f"FAIL the reference could not run: {result.error}")
-    ok = not bad and not result.error and result.score == result.max_score
+    manifest = _manifest_problems(config, collected.exercises)
+    for line in manifest:
+        _write(f"FAIL {line}")
+    ok = not bad and not result.error and result.score == result.max_score and not manifest
     _write(f"reference scores {result.score:g}/{result.max_score:g}: " + ("valid" if ok else "INVALID"))
     return EXIT_OK if ok else EXIT_CHECKS_FAILED
+
+
+def _manifest_problems(config: Config, exercises) -> list[str]:
+    """Where the specs and the pack's manifest disagree: a function no student writes, a section renamed."""
+    try:
+        pack = config.pack
+    except GraderError:
+        return []
+    problems = []
+    for ex in exercises:
+        unknown = sorted({c.function for c in ex.checks} - set(pack.functions))
+        if unknown:
+            problems.append(f"{ex.id}: checks call {', '.join(unknown)}, not among the functions of "
+                            f"{pack.root / 'course.yaml'} ({', '.join(pack.functions)}); list them there")
+        if ex.id in pack.sections and pack.sections[ex.id] != ex.section:
+            problems.append(f"{ex.id}: its section is {ex.section!r} but course.yaml's sections say "
+                            f"{pack.sections[ex.id]!r}; make them agree")
+    return problems
 
 
 def _starter(config: Config) -> int:
@@ -380,10 +388,9 @@ def _starter(config: Config) -> int:
 _NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
 
 
-def _bundle(config: Config) -> dict:
+def _bundle(config: Config) -> dict[str, Any]:
     """The public checks of the specs, with each catalogued mistake's results on them (see `grader.public`)."""
     from grader import session
-    from grader.builtin import diagnosis
     from grader.catalogue import load_catalogue
     from grader.public import publish, visible_part
 
@@ -392,13 +399,14 @@ def _bundle(config: Config) -> dict:
     if config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False):
         folder, explicit = mutants_dir(config)
         try:
-            catalogue = load_catalogue(folder, config.pack.submission) if folder is not None else None
+            catalogue = load_catalogue(folder, config.pack.submission, config.pack.chapter_url) if folder is not None else None
         except ConfigError:
             if explicit:
                 raise
             catalogue = None
         if catalogue is not None:  # each mistake's results on the visible checks: data for 'check' anywhere
-            table = diagnosis.build_table(config, visible_part(collected), catalogue)
+            table = config.hooks.mistake_table(collected=visible_part(collected), catalogue=catalogue, outcomes=None,
+                                               config=config)
     return publish(collected, table)
 
 
@@ -437,7 +445,7 @@ def _publish(config: Config) -> int:
     return EXIT_OK
 
 
-def _pack_or_none(argv: Sequence[str]):
+def _pack_or_none(argv: Sequence[str]) -> Any:
     """The run's course pack for the help texts, or None when there is none (yet): the commands that need one say so."""
     try:
         return find_pack(pack_option(list(argv)))
@@ -481,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = Config(command=options.command, options=options, pluginmanager=pm)
         if config.command == "grade":
             _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts
-        pm.hook.grader_configure(config=config)
+        config.hooks.configure(config)
         return _run(config)
     except GraderError as exc:
         print(f"grader: error: {display(str(exc))}", file=sys.stderr)
@@ -489,14 +497,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("grader: interrupted", file=sys.stderr)
         return 130
-    except Exception:
+    except Exception:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
         traceback.print_exc()
         print("grader: internal error: this is a bug in the grader or a plugin; please report it with the traceback above",
               file=sys.stderr)
         return EXIT_INTERNAL
     finally:
         if config is not None:
-            config.hook.grader_unconfigure(config=config)
+            config.hooks.unconfigure(config)
 
 
 def console_main() -> None:

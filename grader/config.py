@@ -9,6 +9,9 @@ from typing import Any
 
 import pluggy
 
+from grader.hooks import Hooks
+from grader.stash import Stash
+
 __all__ = ["Config"]
 
 
@@ -24,14 +27,14 @@ class Config:
         Parsed command-line options, including those added by plugins.
     pluginmanager : pluggy.PluginManager
         The run's own plugin manager (a fresh one per run).
-    stash : dict
-        Free space for plugins, keyed by plugin name.
+    stash : grader.stash.Stash
+        Per-run state of plugins, under typed keys (`grader.stash.StashKey`).
     """
 
     command: str
     options: argparse.Namespace
     pluginmanager: pluggy.PluginManager
-    stash: dict[str, Any] = field(default_factory=dict)
+    stash: Stash = field(default_factory=Stash)
     _pack: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -51,8 +54,13 @@ class Config:
 
     @property
     def hook(self) -> Any:
-        """The plugin manager's hook relay (``config.hook.grader_...``)."""
+        """The plugin manager's hook relay (``config.hook.grader_...``), untyped; the core uses `hooks`."""
         return self.pluginmanager.hook
+
+    @property
+    def hooks(self) -> Hooks:
+        """The hooks as typed methods (`grader.hooks.Hooks`): ``config.hooks.run_calls(...)``."""
+        return Hooks(self.pluginmanager)
 
     @property
     def out_dir(self) -> Path | None:

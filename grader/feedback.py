@@ -1,22 +1,17 @@
-"""What a student may read about a check, shared by the exporters.
+"""What a student may read about a check, as plain text, shared by the exporters.
 
-The HTML page decides in its template what a hidden check reveals; the
-exporters (Gradescope, JUnit, GitHub annotations) follow the same rule
-through these functions, so that no file says more than the page:
-
-* a check whose details are shown (``visible``, or ``after_due_date`` /
-  ``after_published`` graded with ``--after-due-date`` / ``--published``)
-  gives its message, its details (call, expected, got...) and its hint;
-* any other check gives its status and hint, and its message only when the
-  check did not return a value to judge (not attempted, timed out, error):
-  that message names the student's own exception or the time limit, never
-  an input or an expected value.
+The rule of what a check reveals is `grader.disclosure` (the HTML page's
+template asks it too); these functions word it for Gradescope, JUnit and the
+GitHub annotations, so that no file says more than the page: a shown check
+gives its message, its details (call, expected, got...) and its hint; any
+other check its status, hint and `grader.disclosure.student_message`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from grader.disclosure import HIDDEN_NOTE, student_message
 from grader.models import CheckResult, SubmissionResult
 
 __all__ = ["HIDDEN_NOTE", "STATUS_LABELS", "check_feedback", "shorten", "student_message", "submission_file"]
@@ -29,31 +24,6 @@ STATUS_LABELS = {
     "not_attempted": "not attempted",
 }
 """Words for each check status, as a student reads them."""
-
-HIDDEN_NOTE = "Hidden check: its inputs and expected values are not shown."
-
-_MESSAGE_ALWAYS_SHOWN = ("not_attempted", "timeout", "error")
-
-
-def student_message(check: CheckResult) -> str:
-    """The sentence a student may read about why ``check`` did not pass.
-
-    Parameters
-    ----------
-    check : grader.models.CheckResult
-
-    Returns
-    -------
-    str
-        Empty for a passed check; the verdict's message when the check is
-        shown or did not return a value; otherwise `HIDDEN_NOTE`.
-    """
-    if check.status == "passed":
-        return ""
-    if check.shown or check.status in _MESSAGE_ALWAYS_SHOWN:
-        return check.message
-    return HIDDEN_NOTE
-
 
 def shorten(text: str, limit: int | None) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis (None: no limit)."""

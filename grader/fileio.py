@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "SubmissionFiles", "output_file", "remove_stale_scratch", "safe_name", "scratch_prefix", "unique_file_names",
+    "MAX_SOURCE_BYTES", "SubmissionFiles", "output_file", "remove_stale_scratch", "safe_name", "scratch_prefix", "unique_file_names",
     "write_atomic",
 ]
+
+MAX_SOURCE_BYTES = 2 * 1024 * 1024
+"""Largest submission file graded, in bytes (2 MiB): the locator refuses larger ones, the runner
+reads no more (a file that grew after it was located)."""
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from grader.config import Config
-    from grader.session import Collected
     from grader.models import (
         Call,
         CallResult,
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
         SubmissionResult,
         Verdict,
     )
+    from grader.session import Collected
 
 hookspec = pluggy.HookspecMarker("grader")
 
@@ -51,17 +51,24 @@ hookspec = pluggy.HookspecMarker("grader")
 
 
 @hookspec
-def grader_addoption(parser: argparse.ArgumentParser) -> None:
-    """Add command-line options for every subcommand.
+def grader_addoption(parser: argparse.ArgumentParser, command: str) -> None:
+    """Add the command-line options of one subcommand.
 
-    Called once per run, after every plugin is registered and before the
-    command line is parsed. All implementations are called.
+    Called once per subcommand that takes the shared options (``grade``,
+    ``similarity``, ``check``, ``validate``, ``publish``, ``audit``,
+    ``doctor``, ``build-student-package``), after every plugin is registered
+    and before the command line is parsed. All implementations are called.
+    A plugin adds its options only to the subcommands it serves, so each
+    subcommand's ``--help`` lists what it uses, and an option given to a
+    subcommand that does not use it is a usage error. An implementation that
+    does not take ``command`` adds its options to every subcommand.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
-        The parent parser shared by ``grade``, ``check`` and ``validate``;
-        call ``parser.add_argument``.
+        The subcommand's parent parser; call ``parser.add_argument``.
+    command : str
+        The subcommand's name, e.g. ``"grade"``.
     """
 
 
@@ -118,7 +125,7 @@ def grader_load_reference(path: str, config: Config) -> Mapping[str, Callable[..
 
 
 @hookspec
-def grader_check_kinds() -> Sequence[Any]:
+def grader_check_kinds() -> Sequence[Any] | None:
     """Contribute check kinds.
 
     All results are collected; each is a sequence of objects with a ``name``
@@ -267,6 +274,35 @@ def grader_judge_check(
 
 
 @hookspec(firstresult=True)
+def grader_mistake_table(
+    collected: Collected, catalogue: Any, outcomes: Mapping[str, RunOutcome] | None, config: Config
+) -> Any | None:
+    """The catalogued mistakes that fail each check of ``collected``, with what each returned.
+
+    Called by ``grader publish`` (on the visible checks) and ``grader audit``
+    (with the mutants' outcomes it already ran). First non-None result wins;
+    the built-in diagnosis plugin answers, None when diagnosis is off
+    (``--no-diagnosis``). When ``collected`` is the session's
+    (`grader.stash.COLLECTED`), the table is also the one the session's
+    verdicts are diagnosed with.
+
+    Parameters
+    ----------
+    collected : grader.session.Collected
+    catalogue : grader.catalogue.Catalogue
+    outcomes : mapping of str to grader.models.RunOutcome, optional
+        The mutants' outcomes on ``collected.calls`` by entry name; run when None.
+
+    Returns
+    -------
+    object
+        With ``rows``: (exercise id, check id) to a list of
+        (`grader.catalogue.Entry`, results) for every mutant that fails the
+        check, and ``catalogue``.
+    """
+
+
+@hookspec(firstresult=True)
 def grader_score_exercise(
     exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]], config: Config
 ) -> ExerciseResult | None:
@@ -354,6 +390,21 @@ def grader_terminal_summary(report: GradingReport, config: Config, write: Callab
 
     All implementations are called, in registration order reversed (last
     registered first), like any pluggy hook.
+    """
+
+
+@hookspec(firstresult=True)
+def grader_doctor(write: Callable[[str], None], config: Config) -> int | None:
+    """Say which isolation layers are active on this machine (``grader doctor``).
+
+    First non-None result wins; the built-in sandbox plugin (``trylast``)
+    starts its zygote, runs an empty job and a preflight, and writes one line
+    per layer with ``write(line)``.
+
+    Returns
+    -------
+    int
+        The exit code: 0 when every layer is active, 1 otherwise.
     """
 
 

@@ -231,8 +231,9 @@ class KindContext:
         elif gen == "uniform":
             value = rng.uniform(extra.get("low", -1.0), extra.get("high", 1.0), shape)
         elif gen == "mask":
-            value = rng.random(size) < 0.5
-            value[rng.integers(size)] = True
+            allowed = np.asarray(rng.random(size) < 0.5)
+            allowed[rng.integers(size)] = True
+            value = allowed
         else:
             value = rng.dirichlet(np.ones(size))
         return value.tolist()

@@ -197,7 +197,7 @@ class Call:
         Positional arguments, plain JSON data (lists, floats, bools, ints).
     timeout : float
         Seconds of CPU time the call may use (the runner's wall-clock
-        backstop is `grader.builtin.runner.WALL_BACKSTOP_FACTOR` times more).
+        backstop is `grader.jobs.WALL_BACKSTOP_FACTOR` times more).
     budget : grader.boundary.ResultBudget or None
         How large the returned value may be (`grader.boundary.budget_for`
         the reference's value); None: `grader.boundary.DEFAULT_BUDGET`.

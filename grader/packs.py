@@ -238,7 +238,8 @@ def _load(root: Path, package: str) -> Pack:
     stem = sub["file"][: -len(".py")]
 
     def rel(key: str, default: str) -> Path:
-        return root / data.get(key, default)
+        path: Path = root / data.get(key, default)
+        return path
 
     return Pack(
         id=data["id"], title=data["title"], chapter=data["chapter"], root=root,

@@ -17,7 +17,7 @@ import pluggy
 from grader import hookspecs
 from grader.errors import PluginError, UsageError, describe_failure
 
-__all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "get_plugin_manager", "hookimpl"]
+__all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "ESSENTIAL", "get_plugin_manager", "hookimpl"]
 
 ENTRY_POINT_GROUP = "grader"
 hookimpl = pluggy.HookimplMarker("grader")
@@ -27,9 +27,9 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "reference",
     "checks",
     "submission",
-    "dask_cluster",  # before "sandbox": its outcomes from a Dask cluster (--dask) are asked for first
-    "shard_record",  # before "sandbox": in a merge, the shards' recorded outcomes answer (no code runs)
-    "sandbox",  # before "runner": among trylast impls, pluggy asks the first registered first
+    "dask_cluster",  # its outcomes from a Dask cluster (--dask), when asked for
+    "shard_record",  # in a merge, the shards' recorded outcomes (no code runs)
+    "sandbox",
     "runner",
     "judge",
     "diagnosis",
@@ -53,9 +53,16 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
 )
 """Short names of the built-in plugins, each ``grader.builtin.<name>``."""
 
-UNBLOCKABLE: tuple[str, ...] = ("sandbox", "runner")
-"""Built-ins that ``-p no:NAME`` may not block: without them hidden checks would run unsandboxed
-(or not at all). ``--insecure`` is the one way to grade without the sandbox."""
+ESSENTIAL: tuple[str, ...] = ("runner", "sandbox")
+"""Built-ins that ``-p no:NAME`` may not block (pytest's ``essential_plugins``): the runner, the one
+answer to ``grader_run_calls``, which chooses its launcher from the configuration, and the sandbox
+it runs ``grade`` submissions in. Without them hidden checks would run unsandboxed (or not at
+all); ``--insecure`` is the one way to grade without the sandbox. Which runner answers does not
+depend on the order of `BUILTIN_PLUGINS`: no other built-in implements ``grader_run_calls``
+except as a wrapper."""
+
+UNBLOCKABLE = ESSENTIAL
+"""The former name of `ESSENTIAL`."""
 
 
 def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = True,
@@ -87,7 +94,7 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
         by file and line), or a plugin implements a hook that does not exist
         (a misspelled ``grader_...`` name).
     grader.errors.UsageError
-        If ``-p no:NAME`` names the sandbox or the runner (`UNBLOCKABLE`).
+        If ``-p no:NAME`` names the sandbox or the runner (`ESSENTIAL`).
     grader.errors.ConfigError
         If ``pack`` names no pack, or the pack's plugin fails to import.
     """
@@ -98,7 +105,7 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
         if name.startswith("no:"):
             blocked = name[3:]
             short = blocked.removeprefix("grader.builtin.")
-            if short in UNBLOCKABLE:
+            if short in ESSENTIAL:
                 raise UsageError(f"-p {name}: the {short} cannot be blocked; use --insecure to grade without "
                                  "the sandbox")
             pm.set_blocked(blocked)

@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from grader import __version__
-from grader.kinds import KindContext
 from grader.errors import ConfigError
+from grader.kinds import KindContext
 from grader.models import Call, Check, Exercise, Prepared
+
+if TYPE_CHECKING:
+    from grader.session import Collected
 
 __all__ = ["FORMAT", "decode", "encode", "load_bundle", "load_mistakes", "publish", "visible_part"]
 
@@ -155,7 +158,7 @@ def dumps(bundle: dict[str, Any]) -> str:
     return json.dumps(bundle, indent=1, sort_keys=True, allow_nan=True) + "\n"
 
 
-def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Any, int]:
+def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Collected, int]:
     """Rebuild a `grader.session.Collected` of the visible checks from a bundle.
 
     Returns
@@ -200,15 +203,16 @@ def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Any, int]:
 
 
 def load_mistakes(path: Path) -> Any:
-    """The precomputed diagnosis of a bundle, as a `grader.builtin.diagnosis.DiagnosisTable`.
+    """The precomputed diagnosis of a bundle: each visible check's failing mistakes and their results.
 
     Returns
     -------
-    DiagnosisTable or None
-        None when the bundle lists no mistakes (published without a
+    (dict, grader.catalogue.Catalogue) or None
+        The rows (``(exercise id, check id)`` to a list of (`grader.catalogue.Entry`,
+        results)) and the catalogue they come from, as the diagnosis plugin's table holds
+        them; None when the bundle lists no mistakes (published without a
         catalogue) or cannot be read.
     """
-    from grader.builtin.diagnosis import DiagnosisTable
     from grader.catalogue import Catalogue, Entry
     from grader.models import CallResult
 
@@ -233,4 +237,4 @@ def load_mistakes(path: Path) -> Any:
         return None
     if not rows:
         return None
-    return DiagnosisTable(rows, Catalogue(str(path), tuple(entries.values()), str(data.get("chapter_url", ""))))
+    return rows, Catalogue(str(path), tuple(entries.values()), str(data.get("chapter_url", "")))

@@ -30,7 +30,7 @@ The ini option ``grader_checks`` decides (``pytest.ini``, ``tox.ini``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -51,7 +51,8 @@ def names(config: Any) -> tuple[str, ...]:
             config.stash[_NAMES], config.stash[_TITLE] = (), ""
         else:
             config.stash[_NAMES], config.stash[_TITLE] = pack.names, pack.chapter
-    return config.stash[_NAMES]
+    names: tuple[str, ...] = config.stash[_NAMES]
+    return names
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -123,10 +124,15 @@ class ExerciseNode(pytest.Collector):
 class CheckItem(pytest.Item):
     """One visible check as a test: it fails with the same message as ``grader check``; points as properties."""
 
+    @property
+    def exercise(self) -> ExerciseNode:
+        """The exercise node this check was collected under."""
+        return cast("ExerciseNode", self.parent)
+
     def __init__(self, *, check: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check = check
-        ex = self.parent.result
+        ex = self.exercise.result
         self.user_properties += [("exercise", ex.id), ("check", check.id),
                                  ("points", f"{check.score:g}"), ("max_points", f"{check.max_score:g}")]
 
@@ -136,13 +142,13 @@ class CheckItem(pytest.Item):
         c = self.check
         if c.status == "passed":
             return
-        sub = self.parent.submission
+        sub = self.exercise.submission
         if sub.status == "error":
             raise CheckFailed(f"{display(sub.path)}: {display(sub.error)}")
         if c.status == "not_attempted":
-            function = self.parent.run.functions.get((self.parent.result.id, c.id), "the function")
+            function = self.exercise.run.functions.get((self.exercise.result.id, c.id), "the function")
             pytest.skip(f"not attempted: {display(function)} still raises NotImplementedError")
-        from grader.builtin.terminal import MARKS, failure_lines
+        from grader.checktext import MARKS, failure_lines
 
         raise CheckFailed("\n".join([f"{MARKS.get(c.status, c.status.upper())} {display(c.id)}",
                                      *failure_lines(c)]))
@@ -153,7 +159,7 @@ class CheckItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"{self.parent.result.id} {self.check.id} ({self.check.max_score:g} points)"
+        return self.path, None, f"{self.exercise.result.id} {self.check.id} ({self.check.max_score:g} points)"
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import UsageError
+from grader.stash import StashKey
 
 __all__ = [
     "DEFAULT_FINGERPRINT",
@@ -194,6 +195,10 @@ def read_secret(secret_file: str | os.PathLike[str] | None = None, environ: Mapp
     return CourseSecret()
 
 
+_SECRET: StashKey[CourseSecret] = StashKey()
+"""The session's course secret, once read."""
+
+
 def course_secret(config: Any) -> CourseSecret:
     """The course secret of a session, read once (cached in ``config.stash``).
 
@@ -207,8 +212,9 @@ def course_secret(config: Any) -> CourseSecret:
     CourseSecret
     """
     stash = getattr(config, "stash", None)
-    if stash is not None and "secret.course" in stash:
-        return stash["secret.course"]
+    if stash is not None and _SECRET in stash:
+        cached: CourseSecret = stash[_SECRET]
+        return cached
     option = getattr(config, "option", None)
     path = option("secret_file") if option else None
 
@@ -219,5 +225,5 @@ def course_secret(config: Any) -> CourseSecret:
 
     secret = read_secret(Path(path) if path else None, warn=warn)
     if stash is not None:
-        stash["secret.course"] = secret
+        stash[_SECRET] = secret
     return secret

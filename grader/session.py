@@ -16,18 +16,18 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from grader import __version__, packs
-from grader.kinds import KindContext
 from grader.config import Config
+from grader.disclosure import secret_while_grading
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
 from grader.models import (
     Call,
-    CallResult,
     Check,
     CheckResult,
     Exercise,
@@ -41,6 +41,15 @@ from grader.models import (
 )
 from grader.safetext import display
 from grader.secret import course_secret
+from grader.stash import CHECK_KINDS, COLLECTED, INTERNAL_ERRORS, StashKey
+
+if TYPE_CHECKING:
+    from grader.kinds import KindContext  # imported when checks are prepared: it loads numpy
+
+_NOT_LOADED_WARNED = StashKey[bool]()
+_CATALOGUE_FINGERPRINT = StashKey[str]()
+
+T = TypeVar("T")
 
 __all__ = ["Collected", "PreparedCheck", "collect", "grade", "grade_submission", "result_key", "spec_hash", "worker_count"]
 
@@ -83,7 +92,7 @@ class Collected:
         student printed showable. Within each group, the specs' order.
         """
         pairs = [(exercise, pc) for exercise, items in self.checks for pc in items]
-        return tuple([p for p in pairs if not _hidden(p[1].check)] + [p for p in pairs if _hidden(p[1].check)])
+        return tuple([p for p in pairs if not secret_while_grading(p[1].check)] + [p for p in pairs if secret_while_grading(p[1].check)])
 
     @functools.cached_property
     def calls(self) -> tuple[Call, ...]:
@@ -101,9 +110,23 @@ class Collected:
             offset += n
         return out
 
-    def results_of(self, results: Any, exercise: Exercise, check: Check) -> list[CallResult]:
-        """The results of one check's calls, out of a submission's results (in `calls` order)."""
-        return list(results[self.slices[(exercise.id, check.id)]])
+    def split(self, results: Sequence[T]) -> list[tuple[Exercise, PreparedCheck, list[T]]]:
+        """Each prepared check with its own part of a submission's results, in the specs' order.
+
+        Parameters
+        ----------
+        results : sequence
+            One item per call of `calls`, in that order (`grader.models.CallResult`, or any
+            per-call value such as its seconds); a shorter sequence gives the checks past its
+            end fewer items (none).
+
+        Returns
+        -------
+        list of (grader.models.Exercise, PreparedCheck, list)
+            Every check of `checks`, exercise by exercise, with the items of its own calls.
+        """
+        return [(exercise, pc, list(results[self.slices[(exercise.id, pc.check.id)]]))
+                for exercise, items in self.checks for pc in items]
 
     @property
     def hidden_count(self) -> int:
@@ -112,9 +135,15 @@ class Collected:
         return listed + self.unlisted_hidden
 
 
-def _hidden(check: Check) -> bool:
-    """Whether a check's inputs are secret while grading (anything not ``visible``)."""
-    return check.visibility != "visible"
+def answered(value: T | None, hook: str) -> T:
+    """A first-result hook's answer, or a `grader.errors.PluginError` when no plugin gave one.
+
+    The built-ins answer every such hook the grading protocol calls; None means a third-party
+    plugin replaced one and returned nothing.
+    """
+    if value is None:
+        raise PluginError(f"no plugin answered {hook}")
+    return value
 
 
 def check_kinds(config: Config) -> dict[str, Any]:
@@ -126,7 +155,7 @@ def check_kinds(config: Config) -> dict[str, Any]:
         If two kinds share a name.
     """
     kinds: dict[str, Any] = {}
-    for contributed in config.hook.grader_check_kinds():
+    for contributed in config.hooks.check_kinds():
         for kind in contributed or ():
             if kind.name in kinds and kinds[kind.name] is not kind:
                 raise PluginError(f"two plugins define the check kind '{kind.name}'")
@@ -154,7 +183,7 @@ def public_bundle(config: Config, specs_dir: Path) -> Path | None:
     if config.option("public"):
         return Path(config.option("public"))
     if not config.option("specs") and not specs_dir.is_dir() and config.pack.public.is_file():
-        return config.pack.public
+        return Path(config.pack.public)
     return None
 
 
@@ -174,7 +203,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
         two specs share an exercise id, or a spec is malformed
         (`grader.errors.SpecError`).
     """
-    config.stash["check_kinds"] = kinds = check_kinds(config)
+    config.stash[CHECK_KINDS] = kinds = check_kinds(config)
     specs_dir = packs.specs_dir(config)
     if visible_only:
         bundle = public_bundle(config, specs_dir)
@@ -186,7 +215,9 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
     if not specs_dir.is_dir():
         raise ConfigError(f"{specs_dir}: specs folder not found; run from the project folder or pass --specs DIR")
     reference_path = packs.reference_file(config)
-    reference = config.hook.grader_load_reference(path=str(reference_path), config=config)
+    reference = config.hooks.load_reference(path=str(reference_path), config=config)
+    if reference is None:
+        raise ConfigError(f"{reference_path}: no plugin loads the reference (grader_load_reference)")
     exercises: list[Exercise] = []
     used: list[Path] = []
     not_loaded: list[str] = []
@@ -196,7 +227,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
             continue
         if not path.is_file():
             continue
-        exercise = config.hook.grader_load_exercise(path=str(path), config=config)
+        exercise = config.hooks.load_exercise(path=str(path), config=config)
         if exercise is None:
             if _looks_like_spec(path.name):
                 not_loaded.append(f"{path.name} (not named *.yaml)")
@@ -208,13 +239,15 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
                               "keep one of the two files in the specs folder")
         exercises.append(exercise)
         used.append(path)
-    if not_loaded and not config.stash.get("session.not_loaded_warned"):
-        config.stash["session.not_loaded_warned"] = True  # validate collects twice: warn once
+    if not_loaded and not config.stash.get(_NOT_LOADED_WARNED):
+        config.stash[_NOT_LOADED_WARNED] = True  # validate collects twice: warn once
         shown = ", ".join(not_loaded[:10]) + (f" and {len(not_loaded) - 10} more" if len(not_loaded) > 10 else "")
         print(f"grader: warning: {specs_dir}: not loaded: {display(shown)}; specs are the *.yaml and *.yml files "
               "directly in this folder", file=sys.stderr)
     if not exercises:
         raise ConfigError(f"{specs_dir}: no exercise specs (*.yaml) found")
+    from grader.kinds import KindContext
+
     prepared = []
     for exercise in exercises:
         context = KindContext(exercise, dict(reference), error_bound=_error_bound(config))
@@ -233,7 +266,7 @@ def _error_bound(config: Config) -> Any:
     """``KindContext.error_bound``: the ``grader_float64_error`` hook, as a plain function."""
 
     def bound(function: str, args: Any, parts: Any) -> Any:
-        return config.hook.grader_float64_error(function=function, args=args, parts=parts)
+        return config.hooks.float64_error(function=function, args=args, parts=parts)
 
     return bound
 
@@ -258,7 +291,7 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
             budget = budget_for(guarded_call(fn, copy.deepcopy(call.args))) if fn is not None else DEFAULT_BUDGET
         except BaseException:  # noqa: BLE001 - the reference is meant to raise here (a raises check)
             budget = DEFAULT_BUDGET  # what a submission that does not raise returns has no reference size
-        calls.append(dataclasses.replace(call, budget=budget, hidden=_hidden(check)))
+        calls.append(dataclasses.replace(call, budget=budget, hidden=secret_while_grading(check)))
     return dataclasses.replace(prepared, calls=tuple(calls))
 
 
@@ -332,30 +365,26 @@ def _grade_submission(
         else:
             calls = list(collected.calls)
             if outcome is None:
-                outcome = config.hook.grader_run_calls(submission=submission, calls=calls, config=config)
+                outcome = config.hooks.run_calls(submission=submission, calls=calls, config=config)
             stage.name = "reading its results"
             if outcome is None or len(outcome.results) != len(calls):
                 raise RuntimeError(f"the runner returned {len(outcome.results) if outcome else 'no'} results "
                                    f"for {len(calls)} calls")
             stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
-            results = outcome.results
-            verdicts = []
             stage.name = "judging its checks"
-            for exercise, items in collected.checks:
-                judged = []
-                for pc in items:
-                    mine = collected.results_of(results, exercise, pc.check)
-                    verdict = config.hook.grader_judge_check(
-                        check=pc.check, prepared=pc.prepared, results=mine, kind=pc.kind, context=pc.context,
-                        config=config,
-                    )
-                    if pc.prepared.shown_call:
-                        verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
-                    judged.append((pc.check, verdict))
-                verdicts.append((exercise, judged))
+            judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
+            for exercise, pc, mine in collected.split(outcome.results):
+                verdict = answered(config.hooks.judge_check(
+                    check=pc.check, prepared=pc.prepared, results=mine, kind=pc.kind, context=pc.context,
+                    config=config,
+                ), "grader_judge_check")
+                if pc.prepared.shown_call:
+                    verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
+                judged[exercise.id].append((pc.check, verdict))
+            verdicts = [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
         stage.name = "scoring it"
         exercise_results = tuple(
-            config.hook.grader_score_exercise(exercise=exercise, verdicts=judged, config=config)
+            answered(config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config), "grader_score_exercise")
             for exercise, judged in verdicts
         )
         return SubmissionResult(
@@ -401,14 +430,14 @@ def internal_error_result(
     """
     fault = internal_error_id(exc)
     _log_internal_error(f"internal error {fault} while {stage} for submission {submission.id!a}", exc)
-    config.stash.setdefault("session.internal_errors", []).append((submission.id, fault))
+    config.stash.setdefault(INTERNAL_ERRORS, []).append((submission.id, fault))
     message = (f"the grader failed while {stage} (internal error {fault}, {type(exc).__name__}); this submission "
                f"was not graded: this is a bug in the grader or a plugin, please report it with that id")
     verdicts = _failed_everywhere(collected, "error", message)
     exercise_results = []
     for exercise, judged in verdicts:
         try:
-            exercise_results.append(config.hook.grader_score_exercise(exercise=exercise, verdicts=judged, config=config))
+            exercise_results.append(answered(config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config), "grader_score_exercise"))
         except Exception:  # noqa: BLE001 - the scorer itself is at fault: keep the result scoreless
             exercise_results.append(_unscored(exercise, judged))
     return SubmissionResult(
@@ -469,9 +498,9 @@ def locate_all(paths: list[str], config: Config) -> list[Submission]:
 
     found: list[Submission] = []
     for path in paths:
-        found.extend(config.hook.grader_locate_submissions(path=path, config=config))
+        found.extend(answered(config.hooks.locate_submissions(path=path, config=config), "grader_locate_submissions"))
     if config.option("roster") and config.command == "grade":
-        from grader.builtin.submission import apply_roster, read_roster
+        from grader.roster import apply_roster, read_roster
 
         ignore_case = bool(config.option("roster_ignore_case", False))
         found = apply_roster(found, read_roster(config.option("roster"), ignore_case), ignore_case)
@@ -511,11 +540,11 @@ def _diagnosis_fingerprint(config: Config) -> str:
     """The catalogue behind diagnoses (its fingerprint), or "" when diagnosis is off; computed once."""
     if config.option("no_diagnosis", False) or config.pluginmanager.get_plugin("diagnosis") is None:
         return ""
-    if "session.catalogue_fingerprint" not in config.stash:
+    if _CATALOGUE_FINGERPRINT not in config.stash:
         from grader.catalogue import fingerprint
 
-        config.stash["session.catalogue_fingerprint"] = _catalogue_fingerprint(config, fingerprint)
-    return config.stash["session.catalogue_fingerprint"]
+        config.stash[_CATALOGUE_FINGERPRINT] = _catalogue_fingerprint(config, fingerprint)
+    return config.stash[_CATALOGUE_FINGERPRINT]
 
 
 def worker_count(config: Config) -> int:
@@ -553,9 +582,8 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         from grader.fileio import make_out_dir
 
         make_out_dir(config.out_dir)
-    config.stash["collected"] = collected
-    config.stash["total"] = len(submissions)
-    config.hook.grader_collection_finish(submissions=submissions, collected=collected, config=config)
+    config.stash[COLLECTED] = collected
+    config.hooks.collection_finish(submissions=submissions, collected=collected, config=config)
     results: list[SubmissionResult | None] = [None] * len(submissions)
     todo = []
     left_out: list[str] = []
@@ -563,7 +591,7 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         cached = None
         if submission.file is not None and not submission.problem:
             key = result_key(submission, collected, config)
-            cached = config.hook.grader_cached_result(submission=submission, key=key, config=config)
+            cached = config.hooks.cached_result(submission=submission, key=key, config=config)
         if only and submission.id not in only and cached is None:
             left_out.append(submission.id)  # --only: another student, and the gradebook has no result of theirs
             continue
@@ -577,7 +605,7 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
                   f"no result of theirs: {', '.join(left_out[:10])}{' ...' if len(left_out) > 10 else ''}")
     # A runner that grades elsewhere (a Dask cluster) sends the batch ahead; results still come back through
     # grader_run_calls, one submission at a time, and are judged, kept and written here.
-    config.hook.grader_batch_start(submissions=[submissions[i] for i in todo], calls=collected.calls, config=config)
+    config.hooks.batch_start(submissions=[submissions[i] for i in todo], calls=collected.calls, config=config)
     # One thread more than running jobs, so a result is judged while every job slot is busy.
     with ThreadPoolExecutor(max_workers=worker_count(config) + 1, thread_name_prefix="grader") as pool:
         futures = {pool.submit(grade_submission, submissions[i], collected, config): i for i in todo}
@@ -618,17 +646,17 @@ def adjust_result(result: SubmissionResult, submission: Submission, config: Conf
 
     result = dataclasses.replace(strip_adjustments(result), lms=dict(submission.lms))
     automatic = result
-    for impl in reversed(config.hook.grader_adjust_result.get_hookimpls()):  # pluggy's own call order
+    for impl in reversed(config.hooks.implementations("grader_adjust_result")):  # pluggy's own call order
         kwargs = {"result": result, "submission": submission, "config": config}
         try:
-            changed = impl.function(**{name: kwargs[name] for name in impl.argnames})
+            changed = cast("SubmissionResult | None", impl.function(**{name: kwargs[name] for name in impl.argnames}))
         except GraderError:
             raise  # a configuration error (manual.csv, policy.yaml): the run stops with its one line
         except Exception as exc:  # noqa: BLE001 - a plugin's bug costs this student their adjustments only
             fault = internal_error_id(exc)
             _log_internal_error(f"internal error {fault} in the {impl.plugin_name} plugin's grader_adjust_result "
                                 f"for submission {submission.id!a}", exc)
-            config.stash.setdefault("session.internal_errors", []).append((submission.id, fault))
+            config.stash.setdefault(INTERNAL_ERRORS, []).append((submission.id, fault))
             return automatic
         if changed is not None:
             result = changed
@@ -649,7 +677,7 @@ def _hand_over(result: SubmissionResult, submission: Submission, collected: Coll
     files stay consistent; a writer that fails on that too is logged.
     """
     try:
-        config.hook.grader_submission_graded(result=result, config=config)
+        config.hooks.submission_graded(result=result, config=config)
         return result
     except Exception as exc:  # noqa: BLE001 - one submission's files never cost the batch
         failed = internal_error_result(submission, collected, config, exc, "writing its files")
@@ -674,14 +702,13 @@ def call_each(config: Config, hook_name: str, /, **kwargs: Any) -> list[tuple[st
         (plugin name, internal-error id) of each implementation that raised.
     """
     errors = kwargs.pop("_errors", None)
-    caller = getattr(config.hook, hook_name)
-    impls = caller.get_hookimpls()
+    impls = config.hooks.implementations(hook_name)
     if any(impl.hookwrapper or impl.wrapper for impl in impls):
         impls = []
     failed: list[tuple[str, str]] = []
     if not impls:
         try:
-            caller(**kwargs)
+            config.hooks.call(hook_name, **kwargs)
         except Exception as exc:  # noqa: BLE001
             fault = internal_error_id(exc)
             _log_internal_error(f"internal error {fault} in {hook_name}", exc)

@@ -43,6 +43,7 @@ from grader.models import (
     Submission,
     SubmissionResult,
 )
+from grader.stash import COLLECTED, StashKey
 
 __all__ = [
     "FORMAT",
@@ -66,11 +67,13 @@ SUBFOLDER = "shard"
 """Where a shard's record goes inside its ``--out`` folder."""
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl.gz"
-REPLAY_KEY = "shards.replay"
+REPLAY_KEY = StashKey[dict[str, Any]]()
 """``config.stash`` key: during a merge, each submission's recorded outcome by id (the shard plugin's
 ``grader_run_calls`` answers with it, so every wrapper of that hook sees it as in the shard's run)."""
-STASH_KEY = "shards.spec"
+STASH_KEY: StashKey[ShardSpec] = StashKey()
 """``config.stash`` key: the run's `ShardSpec`, when it grades a shard."""
+CLASS_IDS = StashKey[list[str]]()
+"""``config.stash`` key: every submission id of the class, when the run grades one shard of it."""
 
 SCHEDULER_VARIABLES = (
     ("JOB_COMPLETION_INDEX", "a Kubernetes Indexed Job"),
@@ -236,7 +239,7 @@ def select(submissions: Sequence[Submission], config: Any) -> list[Submission]:
         return list(submissions)
     spec = text if isinstance(text, ShardSpec) else parse_shard(str(text))
     config.stash[STASH_KEY] = spec
-    config.stash["shards.class_ids"] = [s.id for s in submissions]
+    config.stash[CLASS_IDS] = [s.id for s in submissions]
     return [s for s in submissions if shard_of(s.id, spec.n) == spec.k]
 
 
@@ -305,6 +308,7 @@ _RESULT_KEYS = frozenset(
     }
 )
 _OUTPUT_LIMIT = 64 << 10
+_MESSAGE_LIMIT = 16 << 10
 
 
 def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
@@ -321,7 +325,6 @@ def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
     """
     from grader.boundary import (
         MAX_NAME,
-        MAX_TEXT,
         MAX_WHERE,
         BoundaryError,
         decode_frame,
@@ -378,7 +381,7 @@ def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
                 value=value,
                 error_type=_text(row["error_type"], MAX_NAME, "error_type"),
                 value_error=row["value_error"],
-                message=_text(row["message"], MAX_TEXT + 200, "message"),
+                message=_text(row["message"], _MESSAGE_LIMIT, "message"),
                 where=_text(row["where"], MAX_WHERE, "where"),
                 seconds=float(seconds),
                 mutated_args=tuple(mutated),
@@ -509,7 +512,7 @@ def manifest(config: Any, collected: Any, ids: Sequence[str]) -> dict[str, Any]:
 
     spec: ShardSpec = config.stash[STASH_KEY]
     reference = reference_file(config)
-    class_ids = list(config.stash.get("shards.class_ids", ids))
+    class_ids = list(config.stash.get(CLASS_IDS, ids))
     return {
         "format": FORMAT,
         "grader_version": __version__,
@@ -581,6 +584,7 @@ class Shard:
 
     @property
     def name(self) -> str:
+        """``K/N (folder)``, as messages name the shard."""
         return f"{self.manifest['shard']['k']}/{self.manifest['shard']['n']} ({self.folder})"
 
 
@@ -836,6 +840,9 @@ def merge(config: Any) -> Any:
     by the shard plugin from ``config.stash[REPLAY_KEY]``, so every wrapper
     of that hook sees it) and its final result through
     ``grader_submission_graded``, and ``grader_write_reports`` once.
+    ``grader_cached_result`` is asked too, as in a grading run (its answer
+    is not used): the SQLite gradebook then keeps every result under the
+    shards' keys, so ``grader grade`` into the merged folder resumes from it.
 
     Raises
     ------
@@ -903,17 +910,24 @@ def merge(config: Any) -> Any:
         )
     make_out_dir(config.out_dir)
     order = [entries[sid] for sid in class_ids]
-    config.stash["collected"] = collected
-    config.stash["total"] = len(order)
-    config.hook.grader_collection_finish(
+    config.stash[COLLECTED] = collected
+    config.hooks.collection_finish(
         submissions=[s for s, _, _ in order], collected=collected, config=config
     )
     replay = config.stash.setdefault(REPLAY_KEY, {})
+    # The result keys are the shards' (a later unsharded run resumes from the merged gradebook): the shards'
+    # sandbox setting, now that configuring is over (a merge starts no sandbox).
+    config.options.insecure = m0["settings"].get("insecure", False)
     results = []
     for sub, result, outcome in order:
+        if (
+            sub.file is not None and not sub.problem
+        ):  # as a grading run asks: the gradebook learns the key
+            key = session.result_key(sub, collected, config)
+            config.hook.grader_cached_result(submission=sub, key=key, config=config)
         if outcome is not None:
             replay[sub.id] = outcome
-            config.hook.grader_run_calls(
+            config.hooks.run_calls(
                 submission=sub, calls=list(calls), config=config
             )
             replay.pop(sub.id, None)

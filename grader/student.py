@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.models import GradingReport
+from grader.stash import COLLECTED
 
 __all__ = ["CheckRun", "run_check"]
 
@@ -63,12 +64,12 @@ def run_check(path: str, options: Sequence[str] = ()) -> CheckRun:
     parsed = build_parser(pm).parse_args(argv)
     config = Config(command="check", options=parsed, pluginmanager=pm)
     try:
-        pm.hook.grader_configure(config=config)
+        config.hooks.configure(config)
         config.options.out = None
         report: Any = session.grade(config, [str(path)], visible_only=True)
-        collected = config.stash.get("collected")
+        collected = config.stash.get(COLLECTED)
         hidden = collected.hidden_count if collected is not None else 0
     finally:
-        pm.hook.grader_unconfigure(config=config)
+        config.hooks.unconfigure(config)
     functions = {(e.id, c.id): c.function for e in report.exercises for c in e.checks}
     return CheckRun(report, hidden, functions)

@@ -283,6 +283,7 @@ def late_penalty(policy: Policy, student: str, max_score: float, score: float, s
         taken = max_score * taken_pct / 100.0
         rule = f"-{policy.percent:g}% of {max_score:g} per {policy.per}" + (f", at most {policy.cap:g}%" if policy.cap is not None else "")
     else:
+        assert policy.points is not None  # load_policy gives a policy points or percent
         taken = float(policy.points) * units
         if policy.cap is not None:
             taken = min(taken, policy.cap)

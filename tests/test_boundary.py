@@ -189,7 +189,7 @@ def test_import_frames() -> None:
 
 
 class _PipeJob:
-    """Just enough of `grader.builtin.runner.Job` for `_Child` to read a pipe the test writes."""
+    """Just enough of `grader.jobs.Job` for `_Child` to read a pipe the test writes."""
 
     def __init__(self) -> None:
         self.result_fd, self.write_fd = os.pipe()
@@ -207,7 +207,7 @@ class _PipeJob:
 
 
 def test_a_frame_over_its_budget_is_refused_after_reading_only_its_length() -> None:
-    from grader.builtin.runner import _Child
+    from grader.jobs import _Child
 
     job = _PipeJob()
     body = b"[" * (1 << 18) + b"0" * (1 << 18)  # 512 KiB of the 100 MiB it claims
@@ -228,7 +228,7 @@ def test_a_frame_over_its_budget_is_refused_after_reading_only_its_length() -> N
 
 
 def test_the_reader_takes_frames_one_at_a_time() -> None:
-    from grader.builtin.runner import _Child
+    from grader.jobs import _Child
 
     job = _PipeJob()
     frames = [json.dumps({"event": "call", "status": "returned", "value": i, "mutated": []}).encode() for i in range(3)]

@@ -14,10 +14,10 @@ from conftest import REFERENCE
 
 from g14.kinds import KINDS as G14_KINDS
 from grader.builtin.checks import BUILTIN_KINDS
-from grader.builtin.judge import judge
 from grader.builtin.reference import load_reference
 from grader.compare import Mismatch, as_array, compare, format_value, split_parts
 from grader.errors import SpecError
+from grader.judging import judge
 from grader.kinds import KindContext
 from grader.models import CallResult, Check, Exercise, Prepared, Verdict
 

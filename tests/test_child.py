@@ -48,7 +48,13 @@ def test_the_uid_base_and_the_limits_are_written_once() -> None:
         if path.name == "limits.py":
             continue
         text = path.read_text(encoding="utf-8")
-        for pattern in (r"\b61000\b", r"\b3600\b", r"\bsoft \+ [12]\b", r"\bcpu \+ 1\b", r"\b64 << 20\b"):
+        for pattern in (
+            r"\b61000\b",  # the uid base
+            r"\b(UID_BASE|SETUP_FAILED|CEILING_CPU_SECONDS|DEFAULT_LIMITS|JOB_NICE) = ",  # a second definition
+            r"RLIMIT_CPU, \(",  # a CPU rlimit pair not made by cpu_rlimit()
+            r"RLIMIT_FSIZE, \(\d",  # a file-size limit spelled out
+            r'"address_space_bytes": \d',
+        ):
             spelled += [f"{path.relative_to(ROOT)}: {pattern}" for _ in re.finditer(pattern, text)]
     assert spelled == []
 
@@ -93,3 +99,13 @@ def test_a_sandbox_job_gets_the_same_cpu_and_file_limits(tmp_path: Path) -> None
         worker.close()
         zygote.close()
         shutil.rmtree(workdir)
+
+
+def test_the_catalogue_cache_key_hashes_the_child() -> None:
+    """A change to the zygote or any module of the child makes cached mutant results stale."""
+    from grader import catalogue
+
+    hashed = {path.resolve() for path in catalogue._DECODING}
+    child = {path.resolve() for path in (ROOT / "grader" / "child").glob("*.py")}
+    assert len(child) == len(CHILD_MODULES) + 1  # and __init__.py
+    assert child | {(ROOT / "grader" / "zygote.py").resolve(), (ROOT / "grader" / "worker.py").resolve()} <= hashed

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from markupsafe import escape
 from conftest import ROOT, SUBMISSIONS
+from markupsafe import escape
 
 from grader.builtin.diagnosis import DiagnosisTable, same_data
 from grader.catalogue import Catalogue, Entry, load_catalogue, run_entries

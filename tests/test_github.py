@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SUBMISSIONS
 
-from grader.builtin.github import MAX_PER_LEVEL, _md, annotations, escape_data, escape_property, step_summary
+from grader.builtin.github import MAX_PER_LEVEL, _md, escape_data, escape_property, step_summary, workflow_commands
 from grader.feedback import HIDDEN_NOTE
 from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
 
@@ -143,7 +143,7 @@ def test_at_most_ten_errors_per_step() -> None:
         CheckResult(f"c{i}", "", "failed", 0.0, 1.0, "visible", f"wrong {i}", "hint", True) for i in range(15)
     )
     sub = SubmissionResult("s", "nowhere/attention.py", "", "graded", 0.0, 15.0, (ExerciseResult("E1", "t", "s", 0.0, 15.0, checks),))
-    lines = annotations(GradingReport("0", "h", "check", (sub,)))
+    lines = workflow_commands(GradingReport("0", "h", "check", (sub,)))
     assert len(lines) == MAX_PER_LEVEL
     assert [_unescape(line.split("::")[2]).splitlines()[0] for line in lines] == [f"wrong {i}" for i in range(10)]
 
@@ -156,14 +156,14 @@ def _hostile_report(message: str, sid: str = "eve") -> GradingReport:
 
 def test_student_text_cannot_forge_a_workflow_command() -> None:
     message = "attention raised ValueError: boom\n::error::forged 100%0A\r::add-mask::x\x1b[31m"
-    [line] = annotations(_hostile_report(message, sid="eve,file=x::y"))
+    [line] = workflow_commands(_hostile_report(message, sid="eve,file=x::y"))
     # The message: % -> %25, CR -> %0D, LF -> %0A, exactly as GitHub documents; ESC sequences gone.
     assert line == (
         "::error file=/nowhere/attention.py,title=G14.02 c1%3A error (0/1 points)::"
         "attention raised ValueError: boom%0A::error::forged 100%250A%0A::add-mask::x"
     )
     assert line.count("\n") == 0 and "\r" not in line and "\x1b" not in line
-    [line] = annotations(
+    [line] = workflow_commands(
         GradingReport("0", "h", "check", (SubmissionResult("eve,x:y\n::e", "/n/attention.py", "", "error", 0.0, 1.0, (),
                                                            error="bad\n::error::forged"),))
     )

@@ -27,9 +27,9 @@ import pytest
 from conftest import REFERENCE, ROOT, SUBMISSIONS
 
 from grader.archive import member_name, safe_extract
-from grader.builtin.submission import apply_roster
 from grader.cli import main
 from grader.models import Submission
+from grader.roster import apply_roster
 
 CORPUS = Path(__file__).resolve().parent / "malformed" / "specs"
 CASES = sorted(p for p in CORPUS.iterdir() if (p / "case.json").is_file())
@@ -247,9 +247,9 @@ def test_a_zip_that_is_not_a_zip_is_one_line(tmp_path: Path, capsys: pytest.Capt
 def test_the_largest_generator_is_refused_without_allocating(tmp_path: Path) -> None:
     """``{normal: [100000, 100000]}`` (74.5 GiB) is refused in well under a second, allocating under 1 MiB."""
     from grader.builtin.checks import BUILTIN_KINDS
-    from grader.kinds import KindContext
     from grader.builtin.reference import load_reference
     from grader.errors import SpecError
+    from grader.kinds import KindContext
     from grader.models import Check, Exercise
 
     check = Check(id="big", kind="compare", function="softmax", points=1.0, visibility="hidden", hint="h",

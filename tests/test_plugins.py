@@ -31,7 +31,7 @@ def examples_on_path(monkeypatch: pytest.MonkeyPatch):
 
 def test_every_hook_has_a_docstring_and_is_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert len(hookspecs.HOOK_NAMES) == 19
+    assert len(hookspecs.HOOK_NAMES) == 20
     for name in hookspecs.HOOK_NAMES:
         doc = inspect.getdoc(getattr(hookspecs, name))
         assert doc and len(doc) > 40, name
@@ -49,11 +49,10 @@ def test_builtins_are_registered_through_the_same_hooks() -> None:
     names = {pm.get_name(p) for p in pm.get_plugins()}
     assert set(BUILTIN_PLUGINS) <= names
     impls = {name: [pm.get_name(i.plugin) for i in getattr(pm.hook, name).get_hookimpls()] for name in hookspecs.HOOK_NAMES}
-    # pluggy calls the last registered first: the sandbox, then the plain runner.
     runs = pm.hook.grader_run_calls.get_hookimpls()
-    # a Dask cluster's outcomes (--dask) and a shard's recorded ones (grader merge) are asked first, when they apply.
-    assert [pm.get_name(i.plugin) for i in runs if not i.wrapper][::-1] == ["dask_cluster", "shard_record", "sandbox",
-                                                                            "runner"]
+    # One runner answers (it chooses its launcher from the configuration); a Dask cluster's outcomes (--dask)
+    # and a shard's recorded ones (grader merge) are asked first, and only when they apply.
+    assert [pm.get_name(i.plugin) for i in runs if not i.wrapper][::-1] == ["dask_cluster", "shard_record", "runner"]
     # timing only wraps whichever runner answers, to record call durations for the exporters;
     # the staff pages and similarity keep what came back (staff: values; similarity: digests);
     # submission relocates a notebook's line numbers to its cells.
@@ -198,6 +197,23 @@ def test_runner_locator_reference_and_scorer_are_overridable(cli, tmp_path: Path
     [(sid, key)] = g14_fake_runner.SEEN["keys"]
     assert sid == "ghost" and len(key) == 64
     assert g14_fake_runner.SEEN["scored"] == ["G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06"]
+
+
+def test_doctor_and_the_mistake_table_are_overridable(cli, tmp_path: Path, examples_on_path) -> None:
+    import g14_fake_runner
+
+    code, stdout, err = cli("doctor", "-p", "g14_fake_runner")
+    assert (code, stdout) == (0, "fake: no sandbox here; every call is 'not implemented'\n"), err
+    # publish asks for the table through the hook: the fake runner's mutants return nothing, so no
+    # catalogued mistake fails a visible check (the built-in diagnosis still answers).
+    code, stdout, err = cli("publish", "--out", tmp_path / "public.json", "-p", "g14_fake_runner")
+    assert code == 0, err
+    from grader.catalogue import load_catalogue
+
+    mutants, rows = g14_fake_runner.SEEN["mistake_table"]
+    assert mutants == len(load_catalogue(SPECS.parent / "mutants").mutants) and rows == {}
+    published = json.loads((tmp_path / "public.json").read_text())
+    assert all(c["mistakes"] == [] for e in published["exercises"] for c in e["checks"])
 
 
 def test_a_module_without_hooks_given_with_p_is_named_in_a_warning(capsys) -> None:  # noqa: ANN001

@@ -1,4 +1,4 @@
-"""The child-process runner: `grader.builtin.runner.run_calls`.
+"""The child-process runner: `grader.jobs.run_calls`.
 
 Every test writes a small submission into tmp_path and runs real calls in a
 real child process; results must be plain data, and every failure mode of a
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from grader.builtin.runner import CHILD_ENV, OUTPUT_CAP_BYTES, run_calls
+from grader.jobs import CHILD_ENV, OUTPUT_CAP_BYTES, run_calls
 from grader.models import Call, CallResult, RunOutcome
 
 
@@ -336,7 +336,7 @@ def test_infinite_loop_costs_only_its_call(tmp_path: Path) -> None:
 
 def _recording_launcher(launches: list) -> object:
     """A launcher that records whether each worker it starts is a standby (workers get no calls at launch)."""
-    from grader.builtin.runner import PlainJob
+    from grader.jobs import PlainJob
 
     def launch(source, workdir, cpu, standby=False):
         launches.append(standby)
@@ -899,7 +899,7 @@ def test_a_slow_correct_call_passes_while_other_processes_hog_its_core(tmp_path:
 
 
 def test_a_sleeping_call_times_out_at_the_wall_clock_backstop(tmp_path: Path) -> None:
-    from grader.builtin.runner import WALL_BACKSTOP_FACTOR
+    from grader.jobs import WALL_BACKSTOP_FACTOR
 
     path = submission(tmp_path, BUSY)
     out = run(path, C("nap", 30.0, timeout=0.5), C("busy", 0.01, timeout=1.0))

@@ -103,10 +103,10 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
     """A worker's next job waits, isolated, in the worker's other slot; each task reaches its own job."""
     import time
 
-    from grader.builtin.runner import _Child
-    from grader.models import Call
     from grader.child.cgroups import slot_processes
     from grader.child.limits import JOB_NICE, UID_BASE
+    from grader.jobs import _Child
+    from grader.models import Call
 
     first, second = tmp_path / "a.py", tmp_path / "b.py"
     first.write_text("import os\ndef who():\n    return [os.geteuid(), 1, os.nice(0)]\n")
@@ -149,10 +149,10 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
 
 def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Path) -> None:
     """The job after a timeout is the standby (other slot, other uid); the hung job is ended without waiting."""
-    from grader.builtin.runner import run_calls
-    from grader.models import Call
     from grader.child.cgroups import slot_processes
     from grader.child.limits import UID_BASE
+    from grader.jobs import run_calls
+    from grader.models import Call
 
     path = tmp_path / "attention.py"
     path.write_text("import os\ndef spin():\n    while True:\n        pass\ndef who():\n    return os.geteuid()\n")
@@ -182,7 +182,7 @@ import os
 import threading
 import time
 
-from grader.builtin.runner import CHANNEL_LOST, _Child, run_calls
+from grader.jobs import CHANNEL_LOST, _Child, run_calls
 from grader.models import Call
 
 
@@ -401,7 +401,7 @@ def reboot():
 
 
 def _sandboxed(tmp_path: Path, source: str, calls: list) -> object:
-    from grader.builtin.runner import run_calls
+    from grader.jobs import run_calls
 
     path = tmp_path / "attention.py"
     path.write_text(source)
@@ -449,9 +449,9 @@ def test_a_job_sees_a_fixed_working_folder(tmp_path: Path) -> None:
     """
     import numpy
 
-    from grader.models import Call
     from grader.child.jobsetup import choose_job_folder
     from grader.child.landlock import allowed_paths
+    from grader.models import Call
 
     folder = choose_job_folder(allowed_paths(numpy))
     assert folder in ("/tmp", "/mnt", "/srv", "/media")
@@ -475,7 +475,7 @@ def test_the_fixed_folder_moves_off_tmp_when_jobs_read_something_there() -> None
 
 
 def test_a_set_up_failure_says_why_and_student_code_cannot_claim_one(tmp_path: Path) -> None:
-    from grader.builtin.runner import _Child
+    from grader.jobs import _Child
     from grader.models import Call
 
     zygote = sandbox.Zygote()

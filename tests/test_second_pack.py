@@ -174,3 +174,21 @@ def test_the_student_package_holds_the_packs_public_part_only(cli, tmp_path: Pat
         "r3/__init__.py", "r3/course.yaml", "r3/kinds.py", "r3/public.json", "r3/starter/activations.py"]
     assert not [n for n in names if n.startswith("g14/")]
     assert "[grader.packs]\nr3 = r3" in entry_points
+
+
+def test_validate_holds_the_specs_to_the_manifest(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    import shutil
+
+    pack = tmp_path / "r3"
+    shutil.copytree(PACK, pack, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = (pack / "course.yaml").read_text()
+    (pack / "course.yaml").write_text(manifest.replace("R3.01: Rectified linear units", "R3.01: Rectifiers")
+                                      .replace("functions: [relu, relu_grad]", "functions: [relu]"))
+    code, out, err = cli("validate", "--pack", pack)
+    assert code == 1, err
+    assert out.splitlines()[1:] == [
+        f"FAIL R3.01: checks call relu_grad, not among the functions of {pack / 'course.yaml'} (relu); list them there",
+        "FAIL R3.01: its section is 'Rectified linear units' but course.yaml's sections say 'Rectifiers'; make "
+        "them agree",
+        "reference scores 6/6: INVALID",
+    ]

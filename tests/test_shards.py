@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -77,6 +78,31 @@ def test_four_shards_merged_are_one_unsharded_run(graded: dict[str, Path]) -> No
         assert name in merged
     assert len(ids_of(graded["merged"])) == 16
     assert ids_of(graded["merged"]) == sorted(ids_of(graded["merged"]))
+
+
+def test_the_merged_gradebook_is_the_unsharded_runs(graded: dict[str, Path]) -> None:
+    """Same keys, same stored results: an unsharded run into the merged folder resumes from it."""
+    rows = []
+    for name in ("full", "merged"):
+        book = sqlite3.connect(graded[name] / "gradebook.sqlite")
+        rows.append(
+            sorted(
+                book.execute(
+                    "SELECT key, sha256, spec_hash, student, result FROM results"
+                )
+            )
+        )
+        book.close()
+    assert (
+        len(rows[0]) == 16 and rows[0] == rows[1]
+    )  # every student of the class (an import error is a result)
+    resumed = graded["tmp"] / "resumed"
+    shutil.copytree(graded["merged"], resumed)
+    done = run("grade", graded["class"], "--out", resumed, *OPTIONS[:-2])
+    assert "16 result(s) reused" in done.stdout
+    assert (resumed / "results.json").read_bytes() == (
+        graded["full"] / "results.json"
+    ).read_bytes()
 
 
 def test_each_student_is_in_exactly_one_shard_by_its_id(
@@ -266,6 +292,36 @@ def test_merge_refuses_shards_made_differently(
         tmp_path / "m",
     )
     assert words in line and "3/4" in line and not (tmp_path / "m").exists()
+
+
+def test_merge_refuses_a_shard_graded_with_other_settings(
+    graded: dict[str, Path], tmp_path: Path
+) -> None:
+    """Not a tampered manifest: shard 3 graded again with another import timeout."""
+    odd = tmp_path / "shard3-timeout"
+    run(
+        "grade",
+        graded["class"],
+        "--out",
+        odd,
+        "--shard",
+        f"3/{N}",
+        "--import-timeout",
+        "5",
+        *OPTIONS,
+    )
+    line = _merge_error(
+        graded["shard1"],
+        graded["shard2"],
+        odd,
+        graded["shard4"],
+        "--out",
+        tmp_path / "m",
+    )
+    assert (
+        "graded with different settings (import-timeout: 10.0 vs 5.0)" in line
+        and str(odd) in line
+    )
 
 
 def test_merge_refuses_other_specs_than_its_own(

@@ -6,11 +6,11 @@ import argparse
 import sys
 import types
 
-from grader.builtin.timing import check_seconds, submission_seconds
 from grader.config import Config
 from grader.models import Call, CallResult, Check, Exercise, Prepared, RunOutcome, Submission
 from grader.plugins import get_plugin_manager, hookimpl
 from grader.session import Collected, PreparedCheck
+from grader.stash import COLLECTED, check_seconds, submission_seconds
 
 
 def _stub_runner() -> types.ModuleType:
@@ -32,8 +32,8 @@ def test_the_wrapper_records_seconds_and_returns_the_outcome_unchanged(monkeypat
     calls = [Call("softmax", ([0.0],), 1.0)] * 3
     outcome = pm.hook.grader_run_calls(submission=Submission("ann", "ann", "x.py"), calls=calls, config=config)
     assert [r.seconds for r in outcome.results] == [0.5, 0.25, 0.125]
-    assert submission_seconds(config, "ann") == 0.875
-    assert submission_seconds(config, "nobody") == 0.0
+    assert submission_seconds(config.stash, "ann") == 0.875
+    assert submission_seconds(config.stash, "nobody") == 0.0
 
     # Per check: each check owns its calls' place in the run order, visible checks first.
     def check(cid: str, visibility: str = "visible") -> Check:
@@ -45,8 +45,8 @@ def test_the_wrapper_records_seconds_and_returns_the_outcome_unchanged(monkeypat
         return Collected((exercise,), ((exercise, items),), "hash")
 
     # Spec order a, h (hidden), b: the calls run a, b, h.
-    config.stash["collected"] = collected(check("a"), check("h", "hidden"), check("b"))
-    assert check_seconds(config, "ann") == {("E1", "a"): 0.5, ("E1", "b"): 0.25, ("E1", "h"): 0.125}
+    config.stash[COLLECTED] = collected(check("a"), check("h", "hidden"), check("b"))
+    assert check_seconds(config.stash, "ann") == {("E1", "a"): 0.5, ("E1", "b"): 0.25, ("E1", "h"): 0.125}
     # A mismatch (another runner made other calls) gives no per-check times rather than wrong ones.
-    config.stash["collected"] = collected(check("a"))
-    assert check_seconds(config, "ann") == {}
+    config.stash[COLLECTED] = collected(check("a"))
+    assert check_seconds(config.stash, "ann") == {}

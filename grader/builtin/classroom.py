@@ -123,7 +123,9 @@ def classroom50_result(report: GradingReport, env: dict[str, str] | None = None,
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command != "check":
+        return
     group = parser.add_argument_group("classroom tools (check)")
     group.add_argument("--points-notice", action="store_true",
                        help="in GitHub Actions, print the 'Points X/Y' and JSON notices GitHub Classroom reads "

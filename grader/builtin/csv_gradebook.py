@@ -71,7 +71,9 @@ def gradebook_csv(report: GradingReport) -> str:
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity", "merge"):
+        return
     parser.add_argument("--csv", metavar="FILE", type=output_file, help=f"write the CSV gradebook here (default: DIR/{FILENAME})")
 
 

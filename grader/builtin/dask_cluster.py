@@ -16,8 +16,8 @@ report stay in the instructor's process, exactly as in a local run.
 Each submission's outcome is taken once (``pending`` is popped): a chunk that
 the scheduler runs again (a worker lost mid-chunk, a retry) resolves its
 future once, so nothing is graded twice in the outputs. A chunk the cluster
-cannot finish is graded here instead, with a warning. The extra
-``dask[distributed]`` provides the client: ``pip install 'g14-grader[dask]'``.
+cannot finish is graded here instead, with a warning. The client is
+``dask[distributed]`` (the grader's ``dask`` extra).
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ from typing import Any
 from grader.errors import ConfigError, UsageError
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
+from grader.stash import StashKey
+
+_CLIENT = StashKey[Any]()
+_PENDING = StashKey[Any]()
+_CHUNKS = StashKey[dict[Any, Any]]()
+_CALLS_KEY = StashKey[str]()
 
 __all__ = ["DEFAULT_CHUNK", "decode_calls", "encode_calls", "run_chunk"]
 
@@ -58,7 +64,9 @@ def _positive(text: str) -> int:
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     group = parser.add_argument_group("dask")
     group.add_argument(
         "--dask",
@@ -84,10 +92,10 @@ def grader_configure(config: Any) -> None:
         from distributed import Client
     except ImportError:
         raise ConfigError(
-            "--dask: the Dask client is not installed; pip install 'g14-grader[dask]'"
+            "--dask: the Dask client is not installed; install the grader's 'dask' extra (pip install 'dask[distributed]')"
         ) from None
     try:
-        config.stash["dask.client"] = Client(address, timeout=30, set_as_default=False)
+        config.stash[_CLIENT] = Client(address, timeout=30, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(
             f"--dask {address}: cannot reach the Dask scheduler ({type(exc).__name__}: {exc}); "
@@ -165,7 +173,7 @@ def grader_batch_start(
     submissions: Sequence[Submission], calls: Sequence[Call], config: Any
 ) -> None:
     """Send the batch to the cluster in chunks; keep each submission's future and place in its chunk."""
-    client = config.stash.get("dask.client")
+    client = config.stash.get(_CLIENT)
     if client is None or not submissions:
         return
     calls_text = encode_calls(calls)
@@ -209,9 +217,9 @@ def grader_batch_start(
         )
         for position, (sub, _) in enumerate(items):
             pending[sub.id] = (future, position, len(items))
-    config.stash["dask.pending"] = pending
-    config.stash["dask.chunks"] = {}
-    config.stash["dask.calls_key"] = calls_key
+    config.stash[_PENDING] = pending
+    config.stash[_CHUNKS] = {}
+    config.stash[_CALLS_KEY] = calls_key
 
 
 def _chunk_limit(calls: Sequence[Call], count: int) -> int:
@@ -227,7 +235,7 @@ def _chunk(
     future: Any, count: int, calls: Sequence[Call], config: Any
 ) -> list[Any] | None:
     """The decoded JSON of a chunk's answer (once per chunk), or None when the cluster could not finish it."""
-    chunks = config.stash["dask.chunks"]
+    chunks = config.stash[_CHUNKS]
     with _LOCK:
         lock = chunks.setdefault(future.key, (threading.Lock(), []))[0]
     with lock:
@@ -270,7 +278,7 @@ def grader_run_calls(
     submission: Submission, calls: Sequence[Call], config: Any
 ) -> RunOutcome | None:
     """The outcome the cluster brought back for this submission (taken once), or None to run it here."""
-    pending = config.stash.get("dask.pending")
+    pending = config.stash.get(_PENDING)
     if not pending:
         return None
     with _LOCK:
@@ -303,7 +311,7 @@ def grader_run_calls(
 
 @hookimpl
 def grader_unconfigure(config: Any) -> None:
-    client = config.stash.pop("dask.client", None)
+    client = config.stash.pop(_CLIENT, None)
     if client is not None:
         try:
             client.close()

@@ -45,6 +45,7 @@ from grader.errors import ConfigError
 from grader.models import CallResult, Check, Diagnosis, Prepared, RunOutcome, Verdict
 from grader.packs import mutants_dir, specs_dir
 from grader.plugins import hookimpl
+from grader.stash import COLLECTED, StashKey
 
 __all__ = ["DiagnosisTable", "Evidence", "build_table", "leave_one_out", "same_data"]
 
@@ -54,8 +55,8 @@ MATCH_ATOL = 1e-9
 tolerances, but never tighter than these (two ways of computing the same
 mistake may differ in the last bits)."""
 
-_TABLE = "diagnosis.table"
-_LOCK = "diagnosis.lock"
+_TABLE: StashKey[DiagnosisTable | None] = StashKey()
+_LOCK = StashKey[threading.Lock]()
 _EVIDENCE = threading.local()
 """Per grading thread: (exercise id, check id) -> `Evidence` of the submission being judged, read
 back when its exercise is scored (judging sees one check, naming needs the whole exercise)."""
@@ -231,6 +232,45 @@ class DiagnosisTable:
                 named[check_id] = tuple(found)
         return named
 
+    def leave_one_out(
+        self, catalogue: Catalogue, collected: Any, outcomes: Mapping[str, RunOutcome],
+        statuses: Mapping[str, Mapping[tuple[str, str], str]],
+    ) -> list[tuple[str, str, str, str]]:
+        """Diagnose each mutant with itself left out of the catalogue: every name it then gets.
+
+        Parameters
+        ----------
+        catalogue : grader.catalogue.Catalogue
+        collected : grader.session.Collected
+        outcomes : mapping of str to RunOutcome
+            Each mutant's results on ``collected``'s calls.
+        statuses : mapping
+            Each mutant's verdict status per ``(exercise id, check id)``.
+
+        Returns
+        -------
+        list of (str, str, str, str)
+            ``(mutant, exercise id, check id, named mutant)`` for every
+            naming; a naming is right when the named mutant has the left-out
+            one's misconception (a twin), a misnaming otherwise.
+        """
+        out = []
+        for entry in catalogue.mutants:
+            outcome = outcomes.get(entry.name)
+            if outcome is None or outcome.import_error or len(outcome.results) != len(collected.calls):
+                continue
+            reduced = self.without({entry.name})
+            evidence: dict[str, dict[str, Evidence]] = {}
+            for exercise, pc, results in collected.split(outcome.results):
+                status = statuses[entry.name].get((exercise.id, pc.check.id), "")
+                item = reduced.evidence(exercise.id, pc.check, results, passed=status == "passed")
+                if item is not None:
+                    evidence.setdefault(exercise.id, {})[pc.check.id] = item
+            for exercise_id, items in evidence.items():
+                for check_id, found in reduced.name(exercise_id, items).items():
+                    out.extend((entry.name, exercise_id, check_id, d.mistake) for d in found)
+        return out
+
     def diagnose(self, exercise_id: str, check: Check, results: Sequence[CallResult]) -> tuple[Diagnosis, ...]:
         """The known mistakes whose results on this check equal ``results``.
 
@@ -271,24 +311,23 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
     -------
     DiagnosisTable
     """
-    from grader.builtin.judge import (
-        judge,  # the built-in rules: no plugin sees mutant verdicts
-    )
+    from grader.judging import judge  # the built-in rules: no plugin sees mutant verdicts
 
     calls = list(collected.calls)
     mutants = catalogue.mutants
     if outcomes is None:
         outcomes = run_entries(config, mutants, calls)
     rows: dict[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]] = {}
-    for exercise, items in collected.checks:
-        for pc in items:
-            for entry in mutants:
-                outcome = outcomes.get(entry.name)
-                if outcome is None or outcome.import_error or len(outcome.results) != len(calls):
-                    continue
-                theirs = tuple(collected.results_of(outcome.results, exercise, pc.check))
-                if judge(pc.check, pc.prepared, theirs, pc.kind, pc.context).status != "passed":
-                    rows.setdefault((exercise.id, pc.check.id), []).append((entry, theirs))
+    split = {entry.name: collected.split(outcome.results) for entry in mutants
+             if (outcome := outcomes.get(entry.name)) is not None and not outcome.import_error
+             and len(outcome.results) == len(calls)}
+    for index, (exercise, pc, _) in enumerate(collected.split(calls)):
+        for entry in mutants:
+            if entry.name not in split:
+                continue
+            theirs = tuple(split[entry.name][index][2])
+            if judge(pc.check, pc.prepared, theirs, pc.kind, pc.context).status != "passed":
+                rows.setdefault((exercise.id, pc.check.id), []).append((entry, theirs))
     return DiagnosisTable(rows, catalogue)
 
 
@@ -298,7 +337,7 @@ def _catalogue(config: Any) -> Catalogue | None:
     if folder is None:
         return None
     try:
-        return load_catalogue(folder, config.pack.submission)
+        return load_catalogue(folder, config.pack.submission, config.pack.chapter_url)
     except ConfigError:
         if explicit:
             raise  # an explicit --mutants that is wrong is an error
@@ -313,7 +352,8 @@ def _precomputed(config: Any) -> DiagnosisTable | None:
     if config.command != "check":
         return None
     bundle = public_bundle(config, specs_dir(config))
-    return load_mistakes(bundle) if bundle is not None else None
+    found = load_mistakes(bundle) if bundle is not None else None
+    return DiagnosisTable(*found) if found is not None else None
 
 
 def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> DiagnosisTable | None:
@@ -340,7 +380,7 @@ def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> Diag
     lock = config.stash.setdefault(_LOCK, threading.Lock())
     with lock:
         if _TABLE not in config.stash:
-            collected = config.stash.get("collected")
+            collected = config.stash.get(COLLECTED)
             catalogue = _catalogue(config) if collected is not None else None
             if catalogue:
                 config.stash[_TABLE] = build_table(config, collected, catalogue, outcomes)
@@ -350,12 +390,26 @@ def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> Diag
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity", "check", "publish", "audit", "build-student-package"):
+        return
     group = parser.add_argument_group("diagnosis")
     group.add_argument(
         "--no-diagnosis", action="store_true",
         help="do not compare failing results with the catalogued mistakes (--mutants)",
     )
+
+
+@hookimpl(trylast=True)
+def grader_mistake_table(
+    collected: Any, catalogue: Catalogue, outcomes: Mapping[str, RunOutcome] | None, config: Any
+) -> DiagnosisTable | None:
+    """`build_table`; for the session's own checks, the session's table (`table`)."""
+    if config.option("no_diagnosis", False):
+        return None
+    if collected is config.stash.get(COLLECTED):
+        return table(config, outcomes)
+    return build_table(config, collected, catalogue, outcomes)
 
 
 @hookimpl
@@ -369,43 +423,8 @@ def leave_one_out(
     table: DiagnosisTable, catalogue: Catalogue, collected: Any, outcomes: Mapping[str, RunOutcome],
     statuses: Mapping[str, Mapping[tuple[str, str], str]],
 ) -> list[tuple[str, str, str, str]]:
-    """Diagnose each mutant with itself left out of the catalogue: every name it then gets.
-
-    Parameters
-    ----------
-    table : DiagnosisTable
-        Built on the whole catalogue.
-    catalogue : grader.catalogue.Catalogue
-    collected : grader.session.Collected
-    outcomes : mapping of str to RunOutcome
-        Each mutant's results on ``collected``'s calls.
-    statuses : mapping
-        Each mutant's verdict status per ``(exercise id, check id)``.
-
-    Returns
-    -------
-    list of (str, str, str, str)
-        ``(mutant, exercise id, check id, named mutant)`` for every naming;
-        a naming is right when the named mutant has the left-out one's
-        misconception (a twin), a misnaming otherwise.
-    """
-    out = []
-    for entry in catalogue.mutants:
-        outcome = outcomes.get(entry.name)
-        if outcome is None or outcome.import_error:
-            continue
-        reduced = table.without({entry.name})
-        for exercise, items in collected.checks:
-            evidence = {}
-            for pc in items:
-                results = collected.results_of(outcome.results, exercise, pc.check)
-                status = statuses[entry.name].get((exercise.id, pc.check.id), "")
-                item = reduced.evidence(exercise.id, pc.check, results, passed=status == "passed")
-                if item is not None:
-                    evidence[pc.check.id] = item
-            for check_id, found in reduced.name(exercise.id, evidence).items():
-                out.extend((entry.name, exercise.id, check_id, d.mistake) for d in found)
-    return out
+    """`DiagnosisTable.leave_one_out` of ``table``."""
+    return table.leave_one_out(catalogue, collected, outcomes, statuses)
 
 
 @hookimpl(wrapper=True, trylast=True)

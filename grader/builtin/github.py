@@ -38,6 +38,7 @@ from grader.models import Check, GradingReport, SubmissionResult
 from grader.packs import find_pack
 from grader.plugins import hookimpl
 from grader.safetext import display, gh_data, gh_property, in_github_actions, markdown_inline
+from grader.stash import COLLECTED
 
 __all__ = ["annotations", "escape_data", "escape_property", "in_github_actions", "step_summary"]
 
@@ -103,7 +104,7 @@ def _line_in(text: str, filename: str) -> int | None:
     return None
 
 
-def annotations(report: GradingReport, pack: Any = None) -> list[str]:
+def workflow_commands(report: GradingReport, pack: Any = None) -> list[str]:
     """The workflow commands for a session, at most `MAX_PER_LEVEL` per level.
 
     Parameters
@@ -151,10 +152,10 @@ def annotations(report: GradingReport, pack: Any = None) -> list[str]:
                                            title=f"{name}: not attempted yet")))
     kept: list[str] = []
     per_level: dict[str, int] = {}
-    for level, line in out:
+    for level, command in out:
         per_level[level] = per_level.get(level, 0) + 1
         if per_level[level] <= MAX_PER_LEVEL:
-            kept.append(line)
+            kept.append(command)
     return kept
 
 
@@ -246,11 +247,11 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     """Print annotations and append the step summary, in GitHub Actions only."""
     if not in_github_actions():
         return
-    for line in annotations(report, config.pack):
+    for line in workflow_commands(report, config.pack):
         print(line, file=sys.stdout, flush=True)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        collected = config.stash.get("collected")
+        collected = config.stash.get(COLLECTED)
         hidden = collected.hidden_count if collected is not None else 0
         try:
             with open(summary, "a", encoding="utf-8") as fh:

@@ -22,6 +22,11 @@ from grader.errors import UsageError
 from grader.fileio import output_file
 from grader.models import Submission, SubmissionResult, result_from_dict, result_to_dict
 from grader.plugins import hookimpl
+from grader.stash import COLLECTED, StashKey
+
+_BOOK: StashKey[Gradebook] = StashKey()
+_KEYS = StashKey[dict[str, tuple[str, str]]]()
+_REUSED = StashKey[set[str]]()
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -101,7 +106,9 @@ class Gradebook:
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     group = parser.add_argument_group("gradebook")
     group.add_argument("--gradebook", metavar="FILE", type=output_file, help="SQLite gradebook (default: DIR/gradebook.sqlite)")
     group.add_argument("--regrade", action="store_true", help="grade every submission again, ignoring stored results")
@@ -109,7 +116,7 @@ def grader_addoption(parser: Any) -> None:
 
 def _open(config: Any) -> Gradebook | None:
     """The run's gradebook, opened on first use (so a usage error creates no file)."""
-    if "gradebook" not in config.stash:
+    if _BOOK not in config.stash:
         path = config.option("gradebook") or (config.out_dir / "gradebook.sqlite" if config.out_dir else None)
         if config.command != "grade" or path is None:
             return None
@@ -117,9 +124,9 @@ def _open(config: Any) -> Gradebook | None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"--gradebook {path}: cannot create its folder ({exc.strerror})") from None
-        config.stash["gradebook"] = Gradebook(Path(path))
-        config.stash["gradebook.keys"] = {}
-    return config.stash["gradebook"]
+        config.stash[_BOOK] = Gradebook(Path(path))
+        config.stash[_KEYS] = {}
+    return config.stash[_BOOK]
 
 
 @hookimpl(trylast=True)
@@ -127,25 +134,25 @@ def grader_cached_result(submission: Submission, key: str, config: Any) -> Submi
     book = _open(config)
     if book is None:
         return None
-    config.stash["gradebook.keys"][submission.id] = (key, submission.sha256)
+    config.stash[_KEYS][submission.id] = (key, submission.sha256)
     if config.option("regrade") or submission.id in (config.option("only") or ()):
         return None  # --only ID: that student is graded again
     result = book.get(key)
     if result is not None:
         book.reused += 1
-        config.stash.setdefault("gradebook.reused", set()).add(submission.id)
+        config.stash.setdefault(_REUSED, set()).add(submission.id)
     return result
 
 
 @hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
-    book: Gradebook | None = config.stash.get("gradebook")
-    key, sha256 = config.stash.get("gradebook.keys", {}).get(result.id, (None, None))
-    if book is None or key is None or result.id in config.stash.get("gradebook.reused", ()):
+    book: Gradebook | None = config.stash.get(_BOOK)
+    key, sha256 = config.stash.get(_KEYS, {}).get(result.id, (None, None))
+    if book is None or key is None or result.id in config.stash.get(_REUSED, ()):
         return
     if result.sha256 != sha256:
         return  # the file changed after it was located: this result is not that content's to keep
-    book.put(key, config.stash["collected"].spec_hash, result)
+    book.put(key, config.stash[COLLECTED].spec_hash, result)
 
 
 @hookimpl
@@ -162,7 +169,7 @@ def grader_submission_time(submission: Submission, config: Any) -> list[tuple[st
 
 @hookimpl(trylast=True)
 def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
-    book: Gradebook | None = config.stash.get("gradebook")
+    book: Gradebook | None = config.stash.get(_BOOK)
     if book is not None and book.reused:
         write(f"gradebook: {book.reused} result(s) reused from {book.path}; --regrade grades them again")
     elif book is not None:
@@ -171,6 +178,6 @@ def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
 
 @hookimpl
 def grader_unconfigure(config: Any) -> None:
-    book = config.stash.pop("gradebook", None)
+    book = config.stash.pop(_BOOK, None)
     if book is not None:
         book.close()

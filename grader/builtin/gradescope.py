@@ -39,7 +39,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grader.builtin.timing import submission_seconds
 from grader.errors import UsageError
 from grader.feedback import check_feedback
 from grader.fileio import SubmissionFiles, output_file, write_atomic
@@ -48,7 +47,11 @@ from grader.naming import slugs_of
 from grader.packs import find_pack
 from grader.plugins import hookimpl
 from grader.safetext import display, unicode_safe
+from grader.stash import StashKey, submission_seconds
 from grader.term import adjustment_lines
+
+_FILES: StashKey[SubmissionFiles] = StashKey()
+_LOCATED = StashKey[int]()
 
 __all__ = ["VISIBILITY", "gradescope_results", "gradescope_tests"]
 
@@ -166,7 +169,7 @@ def file_names(report: GradingReport) -> dict[str, str]:
 
 def _files(out: Path, items: Sequence[Any], header: GradingReport, config: Any) -> SubmissionFiles:
     def render(sub: SubmissionResult) -> str:
-        return _dumps(gradescope_results(header, sub, submission_seconds(config, sub.id), config.pack))
+        return _dumps(gradescope_results(header, sub, submission_seconds(config.stash, sub.id), config.pack))
 
     return SubmissionFiles(out / SUBFOLDER, items, ".json", render, f"--out {out}: cannot write {SUBFOLDER}/")
 
@@ -177,18 +180,20 @@ def grader_collection_finish(submissions: list[Submission], collected: Any, conf
     if config.command != "grade" or config.out_dir is None:
         return
     header = collected.header(config.command)
-    config.stash["gradescope.files"] = _files(config.out_dir, submissions, header, config)
+    config.stash[_FILES] = _files(config.out_dir, submissions, header, config)
 
 
 @hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
-    files: SubmissionFiles | None = config.stash.get("gradescope.files")
+    files: SubmissionFiles | None = config.stash.get(_FILES)
     if files is not None and result.id in files.names:
         files.write(result)
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     parser.add_argument(
         "--gradescope", metavar="FILE", type=output_file,
         help="write Gradescope's results.json for a run of one submission here "
@@ -201,7 +206,7 @@ def grader_locate_submissions(path: str, config: Any) -> Any:
     """Refuse ``--gradescope FILE`` as soon as a second submission is located, before grading."""
     found = yield
     if config.option("gradescope") and config.command == "grade" and found:
-        count = config.stash["gradescope.located"] = config.stash.get("gradescope.located", 0) + len(found)
+        count = config.stash[_LOCATED] = config.stash.get(_LOCATED, 0) + len(found)
         if count > 1:
             raise UsageError(
                 f"--gradescope {config.option('gradescope')}: Gradescope grades one submission per run, "
@@ -232,14 +237,14 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         sub = report.submissions[0]
         try:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(Path(target), _dumps(gradescope_results(report, sub, submission_seconds(config, sub.id),
+            write_atomic(Path(target), _dumps(gradescope_results(report, sub, submission_seconds(config.stash, sub.id),
                                                                  config.pack)))
         except OSError as exc:
             raise UsageError(f"--gradescope {target}: cannot write the file ({exc.strerror})") from None
     out = config.out_dir
     if out is None:
         return
-    files: SubmissionFiles | None = config.stash.get("gradescope.files")
+    files: SubmissionFiles | None = config.stash.get(_FILES)
     if files is None or not files.covers(report.submissions):
         files = _files(out, report.submissions, report, config)
     files.write_missing(report.submissions)

@@ -20,41 +20,11 @@ from grader.errors import UsageError
 from grader.fileio import SubmissionFiles, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.naming import slugs_of
-from grader.packs import find_pack
+from grader.pages import environment
 from grader.plugins import hookimpl
-from grader.safetext import display
+from grader.stash import INDEX_LINKS, StashKey
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-
-STATUS_LABELS = {
-    "passed": "Passed",
-    "failed": "Failed",
-    "error": "Error",
-    "timeout": "Timed out",
-    "not_attempted": "Not attempted",
-}
-
-
-def environment(pack: Any = None) -> jinja2.Environment:
-    """The jinja2 environment of the report templates (autoescape on).
-
-    ``pack`` (default: the installed course pack) is the templates' ``course``:
-    its ``chapter``, ``title`` and ``submission`` file name head every page.
-    """
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    env.globals["status_label"] = lambda s: STATUS_LABELS.get(s, s)
-    env.filters["points"] = lambda x: f"{x:g}"
-    env.filters["percent"] = lambda s: f"{100.0 * s.score / s.max_score:.0f}%" if s.max_score else "-"
-    # Student text without control, escape or bidi characters (safetext.display); autoescape still applies.
-    env.filters["plain"] = display
-    env.filters["plain_lines"] = lambda text: display(text, newlines=True)
-    env.globals["course"] = pack or find_pack()
-    return env
+_PAGES: StashKey[SubmissionFiles] = StashKey()
 
 
 def page_names(report: GradingReport) -> dict[str, str]:
@@ -74,7 +44,7 @@ def render_index(
     """The class index page linking every submission's page.
 
     ``links`` are extra (label, file name) pairs shown under the title; other
-    plugins add theirs to ``config.stash["html_report.index_links"]``.
+    plugins add theirs to ``config.stash[grader.stash.INDEX_LINKS]``.
     """
     return env.get_template("index.html").render(report=report, names=names, links=links)
 
@@ -90,13 +60,13 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Any, 
     if config.out_dir is None:
         return
     header = collected.header(config.command)
-    config.stash["html_report.pages"] = _pages(config.out_dir, submissions, header, environment(config.pack))
+    config.stash[_PAGES] = _pages(config.out_dir, submissions, header, environment(config.pack))
 
 
 @hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     """Write the submission's page now, while later submissions are still running."""
-    pages: SubmissionFiles | None = config.stash.get("html_report.pages")
+    pages: SubmissionFiles | None = config.stash.get(_PAGES)
     if pages is not None and result.id in pages.names:
         pages.write(result)
 
@@ -108,12 +78,12 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     if out is None:
         return
     env = environment(config.pack)
-    pages: SubmissionFiles | None = config.stash.get("html_report.pages")
+    pages: SubmissionFiles | None = config.stash.get(_PAGES)
     if pages is None or not pages.covers(report.submissions):
         pages = _pages(out, report.submissions, report, env)
     pages.write_missing(report.submissions)
     try:
-        links = config.stash.get("html_report.index_links", ())
+        links = config.stash.get(INDEX_LINKS, [])
         write_atomic(out / "index.html", render_index(env, report, pages.names, links))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write the reports ({exc.strerror})") from None

@@ -15,6 +15,9 @@ from grader.fileio import write_atomic
 from grader.models import CheckResult, GradingReport, SubmissionResult
 from grader.naming import slug_base, slugs_of
 from grader.plugins import hookimpl
+from grader.stash import StashKey
+
+_PIECES = StashKey[dict[str, str]]()
 
 
 def check_to_dict(c: CheckResult) -> dict[str, Any]:
@@ -110,7 +113,7 @@ def report_json(report: GradingReport, pieces: dict[str, str] | None = None) -> 
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     """Make the submission's line of the results now, while later submissions run."""
     if config.out_dir is not None or config.option("json"):
-        config.stash.setdefault("json_report.pieces", {})[result.id] = _submission_json(result)
+        config.stash.setdefault(_PIECES, {})[result.id] = _submission_json(result)
 
 
 @hookimpl
@@ -120,7 +123,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     target = config.option("json") or (out / "results.json" if out else None)
     if target is None:
         return
-    text = report_json(report, config.stash.get("json_report.pieces"))
+    text = report_json(report, config.stash.get(_PIECES))
     try:
         write_atomic(Path(target), text)
     except OSError as exc:

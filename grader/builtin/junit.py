@@ -28,13 +28,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from grader.builtin.timing import check_seconds
 from grader.errors import UsageError
 from grader.feedback import STATUS_LABELS, check_feedback, student_message
 from grader.fileio import output_file, write_atomic
 from grader.models import GradingReport
 from grader.plugins import hookimpl
 from grader.safetext import display, xml_text
+from grader.stash import check_seconds
 from grader.term import adjustment_lines
 
 __all__ = ["junit_xml"]
@@ -65,7 +65,7 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
     report : grader.models.GradingReport
     seconds : dict, optional
         Per submission id, the seconds of each (exercise id, check id), as
-        `grader.builtin.timing.check_seconds` gives; missing ones are 0.
+        `grader.stash.check_seconds` gives; missing ones are 0.
 
     Returns
     -------
@@ -122,7 +122,9 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity", "check", "merge"):
+        return
     parser.add_argument(
         "--junit", metavar="FILE", type=output_file, help=f"write JUnit XML here, for CI (any command; default for grade: DIR/{FILENAME})"
     )
@@ -135,7 +137,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     target = config.option("junit") or (out / FILENAME if out else None)
     if target is None:
         return
-    seconds = {s.id: check_seconds(config, s.id) for s in report.submissions}
+    seconds = {s.id: check_seconds(config.stash, s.id) for s in report.submissions}
     try:
         write_atomic(Path(target), junit_xml(report, seconds))
     except OSError as exc:

@@ -44,6 +44,7 @@ from grader.models import GradingReport, Submission
 from grader.naming import display_name
 from grader.plugins import hookimpl
 from grader.safetext import csv_cell, display
+from grader.stash import StashKey
 from grader.term import (
     adjustment_lines,
     parse_lms_name,
@@ -52,6 +53,9 @@ from grader.term import (
     submission_feedback,
 )
 
+_TIMES = StashKey[Any]()
+_PUSHED = StashKey[int]()
+
 CANVAS_FILE = "canvas.csv"
 MOODLE_FILE = "moodle.csv"
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -59,7 +63,9 @@ MOODLE_COLUMNS = ("Identifier", "Full name", "Grade", "Maximum Grade", "Feedback
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     group = parser.add_argument_group("LMS")
     group.add_argument("--attempt", choices=("latest", "first"), default="latest",
                        help="which of a student's attempts in a Canvas export is graded (default: latest)")
@@ -157,9 +163,9 @@ def grader_locate_submissions(path: str, config: Any) -> Any:
     found, notes = choose_attempts(found, config.option("attempt") or "latest")
     for note in notes:
         print(f"grader: {display(note)}", file=sys.stderr)
-    times = config.stash.get("lms.times")
+    times = config.stash.get(_TIMES)
     if times is None and config.option("lms_times"):
-        times = config.stash["lms.times"] = read_times(config.option("lms_times"))
+        times = config.stash[_TIMES] = read_times(config.option("lms_times"))
     if times:
         found = [_timed(s, times) for s in found]
     return found
@@ -285,7 +291,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         token = os.environ.get("CANVAS_API_TOKEN", "")
         if not token:
             raise ConfigError("--canvas-push: set CANVAS_API_TOKEN to a Canvas access token")
-        config.stash["lms.pushed"] = push_to_canvas(report, url, token, config.pack.chapter)
+        config.stash[_PUSHED] = push_to_canvas(report, url, token, config.pack.chapter)
 
 
 @hookimpl
@@ -313,5 +319,5 @@ def grader_configure(config: Any) -> None:
 
 @hookimpl
 def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
-    if "lms.pushed" in config.stash:
-        write(f"canvas: {config.stash['lms.pushed']} score(s) and comments posted")
+    if _PUSHED in config.stash:
+        write(f"canvas: {config.stash[_PUSHED]} score(s) and comments posted")

@@ -25,11 +25,16 @@ from grader.errors import ConfigError
 from grader.models import Submission, SubmissionResult
 from grader.plugins import hookimpl
 from grader.safetext import display
+from grader.stash import StashKey
 from grader.term import apply_manual, read_manual
+
+_ROWS = StashKey[Any]()
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     parser.add_argument("--manual", metavar="CSV",
                         help="manual scores (student, check or exercise, points, comment, grader), merged into every "
                         "output and kept by --regrade")
@@ -38,13 +43,13 @@ def grader_addoption(parser: Any) -> None:
 @hookimpl
 def grader_configure(config: Any) -> None:
     if config.option("manual") and config.command == "grade":
-        config.stash["manual.rows"] = read_manual(config.option("manual"))
+        config.stash[_ROWS] = read_manual(config.option("manual"))
 
 
 @hookimpl
 def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> None:
     """Refuse a row naming an exercise or check the specs lack, or worth more than it; warn of unknown students."""
-    rows = config.stash.get("manual.rows")
+    rows = config.stash.get(_ROWS)
     if not rows:
         return
     path = config.option("manual")
@@ -74,7 +79,7 @@ def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> N
 
 @hookimpl(tryfirst=True)
 def grader_adjust_result(result: SubmissionResult, submission: Submission, config: Any) -> SubmissionResult | None:
-    rows = config.stash.get("manual.rows")
+    rows = config.stash.get(_ROWS)
     if not rows:
         return None
     return apply_manual(result, rows, config.option("manual"))

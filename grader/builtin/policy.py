@@ -17,13 +17,18 @@ from typing import Any
 
 from grader.models import Submission, SubmissionResult
 from grader.plugins import hookimpl
+from grader.stash import StashKey
 from grader.term import apply_penalty, late_penalty, load_policy
+
+_POLICY = StashKey[Any]()
 
 SOURCES = {"lms": "time from the LMS export", "arrival": "time the grader first saw the file"}
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     parser.add_argument("--policy", metavar="YAML",
                         help="course policy: due date, late penalty per day or hour, cap, grace, late days")
 
@@ -31,12 +36,12 @@ def grader_addoption(parser: Any) -> None:
 @hookimpl
 def grader_configure(config: Any) -> None:
     if config.option("policy") and config.command != "check":
-        config.stash["policy"] = load_policy(config.option("policy"))
+        config.stash[_POLICY] = load_policy(config.option("policy"))
 
 
 def submission_time(submission: Submission, config: Any) -> tuple[str, dt.datetime] | None:
     """The first trusted (source, time) the policy accepts, or None."""
-    policy = config.stash["policy"]
+    policy = config.stash[_POLICY]
     offered: dict[str, str] = {}
     for answer in config.hook.grader_submission_time(submission=submission, config=config):
         for source, when in answer or ():
@@ -49,7 +54,7 @@ def submission_time(submission: Submission, config: Any) -> tuple[str, dt.dateti
 
 @hookimpl(trylast=True)
 def grader_adjust_result(result: SubmissionResult, submission: Submission, config: Any) -> SubmissionResult | None:
-    policy = config.stash.get("policy")
+    policy = config.stash.get(_POLICY)
     if policy is None or result.status == "error" and submission.file is None:
         return None
     found = submission_time(submission, config)

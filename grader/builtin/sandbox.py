@@ -4,9 +4,10 @@ At configure time, before any spec, reference or expected value is read,
 the grader starts a *zygote* (``grader/zygote.py``) from a fresh exec: a
 secret-free process that imports numpy once and forks one isolated job per
 submission run (namespaces, cgroups, rlimits, Landlock, a non-root uid,
-seccomp; see the zygote's docstring). This plugin's ``grader_run_calls``
-hands the runner a launcher that asks the zygote for jobs; reading frames,
-deadlines and output caps stay in `grader.builtin.runner`.
+seccomp; see the zygote's docstring). This plugin lends its workers to the
+runner plugin (`grader.stash.JOB_LAUNCHERS`): each a launcher that asks the
+zygote for jobs; reading frames, deadlines and output caps stay in
+`grader.jobs`.
 
 Before grading, a *preflight* runs a real job in every slot of the batch
 (the same folder, uids, cgroups and limits; it imports a tiny file and
@@ -17,13 +18,14 @@ pipe), never through output a submission could forge.
 
 Grading hidden checks without a filesystem isolation layer (Landlock) is
 refused unless ``--insecure`` is given; so is blocking this plugin or the
-runner with ``-p no:NAME`` (`grader.plugins.UNBLOCKABLE`). ``grader check``
+runner with ``-p no:NAME`` (`grader.plugins.ESSENTIAL`). ``grader check``
 (a student's own code) and ``grader validate`` (the reference) use the plain
 child process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -39,16 +41,22 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from grader.builtin.runner import CHILD_ENV, _Child, describe_exit, run_calls
 from grader.child.limits import CEILING_CPU_SECONDS, DEFAULT_LIMITS, SETUP_FAILED, UID_BASE, slot_uid
 from grader.errors import ConfigError
 from grader.fileio import scratch_prefix
-from grader.models import Call, RunOutcome, Submission
+from grader.jobs import CHILD_ENV, JobChannel, Launcher, describe_exit, run_calls, sandboxed
+from grader.models import Call
 from grader.plugins import hookimpl
+from grader.stash import JOB_LAUNCHERS, StashKey
+
+_ZYGOTE: StashKey[Zygote] = StashKey()
+_WORKDIR = StashKey[str]()
+_SLOTS: StashKey[queue.SimpleQueue[_Worker]] = StashKey()
+_WORKERS = StashKey[int]()
 
 ZYGOTE = str(Path(__file__).resolve().parent.parent / "zygote.py")
 
@@ -220,6 +228,7 @@ class SandboxJob:
         }
         # result, stdout, stderr, the status the zygote reports; the task pipe (the job's stdin)
         pipes = [os.pipe() for _ in range(4)]
+        self.task_fd: int | None
         task_read, self.task_fd = os.pipe()
         sent = [w for _, w in pipes] + [task_read]
         try:
@@ -244,7 +253,7 @@ class SandboxJob:
 
         The job writes the file into its folder and imports it, then reads
         its calls, one at a time, from the same pipe (`call_fd`; see
-        `grader.builtin.runner._Child.send`).
+        `grader.jobs.JobChannel.send`).
         """
         task = json.dumps({"cpu_seconds": cpu_seconds}).encode()
         self._send(struct.pack(">II", len(task), len(source)) + task + source)
@@ -310,6 +319,8 @@ class SandboxJob:
         self._close_task()
         if self._read_status(0.5 if finished and wait else 0.0) is None:
             try:
+                if self.pidfd is None:
+                    raise OSError("no pidfd")
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)  # pid 1: its namespace goes with it
             except (OSError, TypeError):  # gone already, or no pidfd: the zygote kills it
                 self.zygote.request({"op": "kill", "job": self.id})
@@ -393,12 +404,10 @@ class SandboxJob:
         return describe_exit(code)
 
 
-def _wants_sandbox(config: Any) -> bool:
-    return config.command == "grade" and not config.option("insecure", False)
-
-
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command == "merge":  # no code runs: the shards ran it
+        return
     group = parser.add_argument_group("sandbox")
     group.add_argument(
         "--insecure", action="store_true",
@@ -409,7 +418,7 @@ def grader_addoption(parser: Any) -> None:
 @hookimpl
 def grader_configure(config: Any) -> None:
     """Start the zygote before any spec or reference is loaded (``grade`` only)."""
-    if not _wants_sandbox(config):
+    if not sandboxed(config):
         return
     zygote = Zygote()
     if zygote.landlock_abi < 1:
@@ -418,18 +427,19 @@ def grader_configure(config: Any) -> None:
             "no filesystem isolation here (Landlock needs Linux 5.13 or newer, enabled); grading hidden "
             "checks would let submissions read them. Run 'grader doctor', or pass --insecure to grade anyway"
         )
-    config.stash["sandbox.zygote"] = zygote
+    config.stash[_ZYGOTE] = zygote
     from grader.session import worker_count
 
     count = worker_count(config)
     workdir = make_workdir()
-    config.stash["sandbox.workdir"] = workdir
+    config.stash[_WORKDIR] = workdir
     slots: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
     workers = [_Worker(zygote, (slot, slot + count), workdir, config.pack.submission) for slot in range(count)]
     for worker in workers:
         slots.put(worker)
-    config.stash["sandbox.slots"] = slots
-    config.stash["sandbox.workers"] = count
+    config.stash[_SLOTS] = slots
+    config.stash[JOB_LAUNCHERS] = _Pool(slots)
+    config.stash[_WORKERS] = count
     problem = preflight(workers, workdir)
     if problem:  # grader_unconfigure stops the zygote and removes the folder
         raise ConfigError(problem)
@@ -561,7 +571,7 @@ class _Worker:
         return job
 
     def launch(self, source: bytes, _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
-        """`grader.builtin.runner.Launcher`: the ready job gets the task; the next one starts.
+        """`grader.jobs.Launcher`: the ready job gets the task; the next one starts.
 
         A standby is the same as any job: it imports, then waits for its first call.
         """
@@ -581,44 +591,34 @@ class _Worker:
             self.ending.pop().settle()
 
 
-@hookimpl(trylast=True)
-def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
-    """Run the calls in a sandboxed job, when the sandbox is on.
+class _Pool:
+    """The sandbox's workers, lent one submission at a time (`grader.jobs.LauncherPool`)."""
 
-    ``trylast`` like the plain runner, but registered before it, so pluggy
-    asks the sandbox first; any third-party runner is asked before both.
-    """
-    zygote = config.stash.get("sandbox.zygote")
-    if zygote is None or submission.file is None:
-        return None
-    slots = config.stash["sandbox.slots"]
-    worker = slots.get()  # one worker per concurrent submission; each has its own uids
-    try:
-        return run_calls(
-            submission.file,
-            calls,
-            import_timeout=float(config.option("import_timeout", 10.0)),
-            submission_timeout=float(config.option("submission_timeout", 120.0)),
-            launch=worker.launch,
-            scratch=False,
-        )
-    finally:
-        slots.put(worker)
+    def __init__(self, slots: queue.SimpleQueue[_Worker]) -> None:
+        self._slots = slots
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[Launcher]:
+        worker = self._slots.get()  # one worker per concurrent submission; each has its own uids
+        try:
+            yield worker.launch
+        finally:
+            self._slots.put(worker)
 
 
 @hookimpl
 def grader_unconfigure(config: Any) -> None:
-    zygote = config.stash.pop("sandbox.zygote", None)
+    zygote = config.stash.pop(_ZYGOTE, None)
     if zygote is None:
         return
-    slots = config.stash.pop("sandbox.slots")
-    for _ in range(config.stash.pop("sandbox.workers")):
+    slots = config.stash.pop(_SLOTS)
+    for _ in range(config.stash.pop(_WORKERS)):
         try:
             slots.get_nowait().close()
         except (queue.Empty, OSError, ConfigError):
             pass
     zygote.close()
-    shutil.rmtree(config.stash.pop("sandbox.workdir"), ignore_errors=True)
+    shutil.rmtree(config.stash.pop(_WORKDIR), ignore_errors=True)
 
 
 def probe_layers() -> dict[str, Any]:
@@ -646,7 +646,7 @@ def probe_layers() -> dict[str, Any]:
         return {"zygote": True, "job": str(exc)}
     try:
         job = SandboxJob(zygote, 0, workdir, DEFAULT_LIMITS, probe=True)
-        child = _Child(job)
+        child = JobChannel(job)
         frame = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()},
                                  expect="probe")
         child.kill()
@@ -663,6 +663,12 @@ def probe_layers() -> dict[str, Any]:
     finally:
         zygote.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@hookimpl(trylast=True)
+def grader_doctor(write: Any, config: Any) -> int:
+    """``grader doctor``: `doctor`."""
+    return doctor(write)
 
 
 def doctor(write: Any) -> int:

@@ -2,7 +2,8 @@
 
 Each check earns ``points * verdict.fraction``; an exercise's score is the
 sum over its checks. Whether a check's details are shown follows its
-visibility and the ``--after-due-date`` / ``--published`` options.
+visibility and the ``--after-due-date`` / ``--published`` options
+(`grader.disclosure.is_shown`).
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from grader.disclosure import is_shown
 from grader.models import Check, CheckResult, Exercise, ExerciseResult, Verdict
 from grader.plugins import hookimpl
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     group = parser.add_argument_group("visibility")
     group.add_argument(
         "--after-due-date", action="store_true",
@@ -24,23 +28,6 @@ def grader_addoption(parser: Any) -> None:
     group.add_argument(
         "--published", action="store_true",
         help="show the details of 'after_published' checks in reports",
-    )
-
-
-def is_shown(visibility: str, after_due_date: bool = False, published: bool = False) -> bool:
-    """Whether a student may see a check's call, expected and got values.
-
-    Parameters
-    ----------
-    visibility : str
-        ``visible``, ``hidden``, ``after_due_date`` or ``after_published``.
-    after_due_date, published : bool
-        Whether the due date has passed / grades are published.
-    """
-    return (
-        visibility == "visible"
-        or (visibility == "after_due_date" and after_due_date)
-        or (visibility == "after_published" and published)
     )
 
 

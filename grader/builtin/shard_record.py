@@ -18,6 +18,7 @@ from typing import Any
 from grader.models import Call, RunOutcome, Submission, SubmissionResult
 from grader.plugins import hookimpl
 from grader.shards import (
+    CLASS_IDS,
     REPLAY_KEY,
     STASH_KEY,
     SUBFOLDER,
@@ -25,6 +26,11 @@ from grader.shards import (
     record_line,
     write_record,
 )
+from grader.stash import COLLECTED, StashKey
+
+_SUBMISSIONS = StashKey[dict[str, Any]]()
+_OUTCOMES = StashKey[dict[str, Any]]()
+_LINES = StashKey[dict[str, Any]]()
 
 _LOCK = threading.Lock()
 
@@ -38,9 +44,9 @@ def grader_collection_finish(
     submissions: Sequence[Submission], collected: Any, config: Any
 ) -> None:
     if _sharded(config):
-        config.stash["shard_record.submissions"] = {s.id: s for s in submissions}
-        config.stash["shard_record.outcomes"] = {}
-        config.stash["shard_record.lines"] = {}
+        config.stash[_SUBMISSIONS] = {s.id: s for s in submissions}
+        config.stash[_OUTCOMES] = {}
+        config.stash[_LINES] = {}
 
 
 @hookimpl(wrapper=True, tryfirst=True)
@@ -51,7 +57,7 @@ def grader_run_calls(
     outcome = yield
     if outcome is not None and _sharded(config):
         with _LOCK:
-            config.stash["shard_record.outcomes"][submission.id] = outcome
+            config.stash[_OUTCOMES][submission.id] = outcome
     return outcome
 
 
@@ -67,12 +73,12 @@ def replay_outcome(
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     if not _sharded(config):
         return
-    submission = config.stash["shard_record.submissions"].get(result.id)
+    submission = config.stash[_SUBMISSIONS].get(result.id)
     if submission is None:
         return
     with _LOCK:
-        outcome = config.stash["shard_record.outcomes"].get(result.id)
-    config.stash["shard_record.lines"][result.id] = record_line(
+        outcome = config.stash[_OUTCOMES].get(result.id)
+    config.stash[_LINES][result.id] = record_line(
         submission, result, outcome
     )
 
@@ -82,11 +88,11 @@ def grader_write_reports(report: Any, config: Any) -> None:
     """Write ``DIR/shard/manifest.json`` and ``records.jsonl.gz`` (after the other writers: ``trylast``)."""
     if not _sharded(config):
         return
-    lines = config.stash.get("shard_record.lines", {})
+    lines = config.stash.get(_LINES, {})
     ids = [s.id for s in report.submissions if s.id in lines]
     write_record(
         config.out_dir / SUBFOLDER,
-        manifest(config, config.stash["collected"], ids),
+        manifest(config, config.stash[COLLECTED], ids),
         [lines[i] for i in ids],
     )
 
@@ -96,6 +102,6 @@ def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
     if _sharded(config):
         spec = config.stash[STASH_KEY]
         write(
-            f"shard {spec}: {len(report.submissions)} of {len(config.stash.get('shards.class_ids', ()))} "
+            f"shard {spec}: {len(report.submissions)} of {len(config.stash.get(CLASS_IDS, []))} "
             f"submissions; merge every shard with 'grader merge DIR... --out DIR'"
         )

@@ -32,6 +32,11 @@ from grader.errors import ConfigError, UsageError
 from grader.fileio import write_atomic
 from grader.naming import slugs_of
 from grader.plugins import hookimpl
+from grader.stash import COLLECTED, INDEX_LINKS, SUMMARY_LINKS, StashKey
+
+_FILES = StashKey[dict[str, str]]()
+_VALUES = StashKey[dict[str, dict[str, str]]]()
+_PAIRS = StashKey[Any]()
 
 FILENAME = "similarity.html"
 _LOCK = threading.Lock()
@@ -51,7 +56,9 @@ starter as boilerplate); identical wrong values on hidden checks that match no c
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     group = parser.add_argument_group("similarity")
     group.add_argument("--similarity", action="store_true", help=f"also write DIR/{FILENAME} (what 'grader similarity' does)")
     group.add_argument("--starter", default=None, metavar="FILE",
@@ -73,14 +80,14 @@ def grader_configure(config: Any) -> None:
             raise ConfigError("--similarity: copydetect is not installed; pip install 'g14-grader[similarity]'") from None
         # The returned values are not kept in the gradebook: every submission runs again to be compared.
         config.options.regrade = True
-        config.stash.setdefault("html_report.index_links", []).append(("Similarity (staff)", FILENAME))
-        config.stash.setdefault("summary_page.links", []).append(("Similarity (staff)", FILENAME))
+        config.stash.setdefault(INDEX_LINKS, []).append(("Similarity (staff)", FILENAME))
+        config.stash.setdefault(SUMMARY_LINKS, []).append(("Similarity (staff)", FILENAME))
 
 
 @hookimpl
 def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> None:
     if _wanted(config):
-        config.stash["similarity.files"] = {s.id: s.file for s in submissions if s.file and not s.problem}
+        config.stash[_FILES] = {s.id: s.file for s in submissions if s.file and not s.problem}
 
 
 @hookimpl(wrapper=True)
@@ -88,19 +95,17 @@ def grader_run_calls(submission: Any, calls: Any, config: Any) -> Any:
     """Keep a digest of each hidden check's returned values (never the values)."""
     outcome = yield
     if _wanted(config) and outcome is not None:
-        collected = config.stash["collected"]
+        collected = config.stash[COLLECTED]
         digests = {}
-        for exercise, items in collected.checks:
-            for pc in items:
-                if pc.check.visibility == "visible":
-                    continue
-                got = collected.results_of(outcome.results, exercise, pc.check)
-                if not got or any(r.status != "returned" for r in got):
-                    continue
-                text = json.dumps([r.value for r in got], sort_keys=True, allow_nan=True)
-                digests[f"{exercise.id}/{pc.check.id}"] = hashlib.sha256(text.encode()).hexdigest()
+        for exercise, pc, got in collected.split(outcome.results):
+            if pc.check.visibility == "visible":
+                continue
+            if not got or any(r.status != "returned" for r in got):
+                continue
+            text = json.dumps([r.value for r in got], sort_keys=True, allow_nan=True)
+            digests[f"{exercise.id}/{pc.check.id}"] = hashlib.sha256(text.encode()).hexdigest()
         with _LOCK:
-            config.stash.setdefault("similarity.values", {})[submission.id] = digests
+            config.stash.setdefault(_VALUES, {})[submission.id] = digests
     return outcome
 
 
@@ -150,16 +155,16 @@ def grader_write_reports(report: Any, config: Any) -> None:
     if not _wanted(config):
         return
     order = {s.id: i for i, s in enumerate(report.submissions)}
-    files = {sid: f for sid, f in config.stash.get("similarity.files", {}).items() if sid in order}
+    files = {sid: f for sid, f in config.stash.get(_FILES, {}).items() if sid in order}
     threshold = float(config.option("similarity_threshold") or 0.6)
     code = code_pairs(files, config.option("starter") or str(config.pack.starter), threshold)
-    values = value_pairs(report, config.stash.get("similarity.values", {}))
+    values = value_pairs(report, config.stash.get(_VALUES, {}))
     slugs = slugs_of(report.submissions)
     pairs = []
     for a, b in sorted(set(code) | set(values), key=lambda p: (order[p[0]], order[p[1]])):
         pairs.append({"a": a, "b": b, "pages": (f"{slugs[a]}.html", f"{slugs[b]}.html"),
                       "code": f"{100 * code[(a, b)]:.0f}%" if (a, b) in code else "-", "checks": values.get((a, b), [])})
-    config.stash["similarity.pairs"] = pairs
+    config.stash[_PAIRS] = pairs
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     try:
         write_atomic(config.out_dir / FILENAME, env.from_string(_PAGE).render(
@@ -170,6 +175,6 @@ def grader_write_reports(report: Any, config: Any) -> None:
 
 @hookimpl
 def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
-    pairs = config.stash.get("similarity.pairs")
+    pairs = config.stash.get(_PAIRS)
     if pairs is not None:
         write(f"similarity: {len(pairs)} pair(s) flagged, see {config.out_dir / FILENAME}")

@@ -21,6 +21,9 @@ from grader.errors import UsageError
 from grader.fileio import write_atomic
 from grader.models import SubmissionResult
 from grader.plugins import hookimpl
+from grader.stash import COLLECTED, StashKey
+
+_OUTCOMES = StashKey[dict[str, Any]]()
 
 SUBFOLDER = "staff"
 _LIMIT = 4000
@@ -55,7 +58,9 @@ def _text(value: Any) -> str:
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     parser.add_argument("--staff", action="store_true",
                         help="also write staff-only pages, DIR/staff/<slug>.html: hidden checks' inputs, expected and "
                         "returned values (never in students' files)")
@@ -70,7 +75,7 @@ def grader_run_calls(submission: Any, calls: Any, config: Any) -> Any:
     outcome = yield
     if _wanted(config) and outcome is not None:
         with _LOCK:
-            config.stash.setdefault("staff.outcomes", {})[submission.id] = outcome
+            config.stash.setdefault(_OUTCOMES, {})[submission.id] = outcome
     return outcome
 
 
@@ -79,21 +84,19 @@ def render_staff(sub: SubmissionResult, collected: Any, outcome: Any) -> str:
     results = outcome.results if outcome is not None else None
     checks = {(e.id, c.id): c for e in sub.exercises for c in e.checks}
     rows = []
-    for exercise, items in collected.checks:
-        for pc in items:
-            got = collected.results_of(results, exercise, pc.check) if results is not None else []
-            calls = []
-            for i, call in enumerate(pc.prepared.calls):
-                r = got[i] if i < len(got) else None
-                outcome_text = ("not known" if r is None else
-                                f"returned: {_text(r.value)}" if r.status == "returned" else
-                                f"{r.status}: {r.error_type} {r.message} {r.where}".strip())
-                calls.append({"function": call.function, "args": _text(list(call.args)), "outcome": outcome_text})
-            c = checks.get((exercise.id, pc.check.id))
-            rows.append({"exercise": exercise.id, "check": pc.check.id, "visibility": pc.check.visibility,
-                         "status": c.status if c else "?", "score": c.score if c else 0.0,
-                         "max_score": c.max_score if c else pc.check.points, "message": c.message if c else "",
-                         "expected": _text(pc.prepared.expected), "calls": calls})
+    for exercise, pc, got in collected.split(results if results is not None else ()):
+        calls = []
+        for i, call in enumerate(pc.prepared.calls):
+            r = got[i] if i < len(got) else None
+            outcome_text = ("not known" if r is None else
+                            f"returned: {_text(r.value)}" if r.status == "returned" else
+                            f"{r.status}: {r.error_type} {r.message} {r.where}".strip())
+            calls.append({"function": call.function, "args": _text(list(call.args)), "outcome": outcome_text})
+        c = checks.get((exercise.id, pc.check.id))
+        rows.append({"exercise": exercise.id, "check": pc.check.id, "visibility": pc.check.visibility,
+                     "status": c.status if c else "?", "score": c.score if c else 0.0,
+                     "max_score": c.max_score if c else pc.check.points, "message": c.message if c else "",
+                     "expected": _text(pc.prepared.expected), "calls": calls})
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     return env.from_string(_PAGE).render(sub=sub, rows=rows, have_calls=outcome is not None)
 
@@ -105,8 +108,8 @@ def grader_write_reports(report: Any, config: Any) -> None:
         return
     from grader.naming import slugs_of
 
-    collected = config.stash["collected"]
-    outcomes = config.stash.get("staff.outcomes", {})
+    collected = config.stash[COLLECTED]
+    outcomes = config.stash.get(_OUTCOMES, {})
     folder = config.out_dir / SUBFOLDER
     try:
         for sid, slug in slugs_of(report.submissions).items():

@@ -31,7 +31,6 @@ number in what the runner brings back names the cell and the line in it
 from __future__ import annotations
 
 import atexit
-import csv
 import dataclasses
 import hashlib
 import os
@@ -46,19 +45,20 @@ from typing import Any
 
 from grader.archive import ArchiveError, safe_extract
 from grader.errors import UsageError
-from grader.fileio import scratch_prefix
+from grader.fileio import MAX_SOURCE_BYTES, scratch_prefix
 from grader.models import CallResult, Submission
 from grader.naming import display_name, what_it_holds
 from grader.packs import find_pack
 from grader.plugins import hookimpl
 from grader.safetext import display
+from grader.stash import StashKey
+
+_TEMPDIRS = StashKey[list[str]]()
 
 
 _NOTEBOOKS: dict[str, Any] = {}
 """Scratch file of each converted notebook -> its `grader.notebook.Notebook` (line map)."""
 _NB_LOCK = threading.Lock()
-MAX_SOURCE_BYTES = 2 * 1024 * 1024
-"""Largest submission file graded, in bytes (2 MiB)."""
 
 
 _KINDS = {
@@ -302,7 +302,7 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
     if not Path(path).is_file():
         raise UsageError(f"{path}: no such file or folder; give an {pack.submission}, a student folder or a folder of them")
     dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
-    config.stash.setdefault("submission.tempdirs", []).append(dest)
+    config.stash.setdefault(_TEMPDIRS, []).append(dest)
     try:
         extracted = safe_extract(Path(path), dest, pack.submission)
     except ArchiveError as exc:
@@ -328,85 +328,10 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
     return found
 
 
-ROSTER_COLUMNS = ("id", "student", "student_id", "username", "login", "sis_user_id")
-"""Column names a roster's student ids may stand under (case-insensitive)."""
-
-
-def read_roster(path: str, ignore_case: bool = False) -> list[str]:
-    """Student ids of a roster CSV: the column named in `ROSTER_COLUMNS` (first match).
-
-    Parameters
-    ----------
-    path : str
-        The CSV file.
-    ignore_case : bool
-        Whether ids are compared without regard to case (``--roster-ignore-case``);
-        then ``Alice`` and ``alice`` on one roster are a duplicate too.
-
-    Raises
-    ------
-    grader.errors.UsageError
-        If the file cannot be read, holds no ids, or lists an id twice.
-    """
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = [(n, row) for n, row in enumerate(csv.reader(fh), 1) if row and any(cell.strip() for cell in row)]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UsageError(f"--roster {path}: cannot read the CSV file ({exc})") from None
-    if not rows:
-        raise UsageError(f"--roster {path}: the file holds no student ids")
-    header = [cell.strip().lower() for cell in rows[0][1]]
-    column = next((header.index(name) for name in ROSTER_COLUMNS if name in header), None)
-    if column is None:
-        raise UsageError(
-            f"--roster {path}: no student id column; the first row must name the columns, "
-            f"one of them {', '.join(repr(c) for c in ROSTER_COLUMNS)}"
-        )
-    ids: list[str] = []
-    first: dict[str, tuple[int, str]] = {}
-    for line, row in rows[1:]:
-        if len(row) <= column or not row[column].strip():
-            continue
-        sid = row[column].strip()
-        key = sid.casefold() if ignore_case else sid
-        if key in first:
-            where, other = first[key]
-            same = "" if other == sid else f" (as {display(repr(other))} on line {where}: --roster-ignore-case is on)"
-            raise UsageError(f"--roster {path}: the id {display(repr(sid))} is listed twice, on lines {where} and "
-                             f"{line}{same}; list each student once")
-        first[key] = (line, sid)
-        ids.append(sid)
-    if not ids:
-        raise UsageError(f"--roster {path}: the file holds no student ids")
-    return ids
-
-
-def apply_roster(found: list[Submission], roster: list[str], ignore_case: bool = False) -> list[Submission]:
-    """Add a "no submission" entry for each roster id without one; warn about ids not on it.
-
-    With ``ignore_case`` an id matches a roster id of another case
-    (``Alice``, ``alice``); without it, an id not on the roster whose case
-    alone differs from a roster id is named with a hint.
-    """
-    fold = (lambda sid: sid.casefold()) if ignore_case else (lambda sid: sid)
-    have = {fold(s.id) for s in found}
-    on_roster = {fold(sid) for sid in roster}
-    missing = [sid for sid in roster if fold(sid) not in have]
-    unknown = sorted({s.id for s in found if fold(s.id) not in on_roster})
-    if unknown:
-        by_fold = {sid.casefold(): sid for sid in roster}
-        near = [f"{u} (the roster has {by_fold[u.casefold()]})" for u in unknown if u.casefold() in by_fold]
-        hint = (f"; ids that differ only in case: {', '.join(near)}: pass --roster-ignore-case to match them"
-                if near else "")
-        print(f"grader: warning: not on the roster: {display(', '.join(unknown) + hint)}", file=sys.stderr)
-    if missing:
-        print(f"grader: warning: {len(missing)} student(s) on the roster sent nothing: {display(', '.join(missing))}",
-              file=sys.stderr)
-    return found + [Submission(sid, "", None, "", "no submission from this student") for sid in missing]
-
-
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity"):
+        return
     parser.add_argument(
         "--roster", metavar="CSV",
         help="class list (an 'id' column): students without a submission are graded 'error'; an id listed "
@@ -428,7 +353,7 @@ def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
 
 @hookimpl
 def grader_unconfigure(config: Any) -> None:
-    for folder in config.stash.pop("submission.tempdirs", []):
+    for folder in config.stash.pop(_TEMPDIRS, []):
         shutil.rmtree(folder, ignore_errors=True)
     _remove_scratch()
     with _NB_LOCK:

@@ -20,11 +20,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from grader.builtin.html_report import environment
 from grader.errors import UsageError
 from grader.fileio import write_atomic
 from grader.models import GradingReport
+from grader.pages import environment
 from grader.plugins import hookimpl
+from grader.stash import INDEX_LINKS, SUMMARY_LINKS
 
 __all__ = ["BINS", "Bar", "Chart", "failing_chart", "histogram_chart", "pass_rate_chart", "render_summary"]
 
@@ -34,8 +35,6 @@ BINS = 10
 TOP_FAILING = 10
 """How many of the most often failed checks the third chart shows."""
 FAIL_STATUSES = ("failed", "error", "timeout")
-INDEX_LINKS = "html_report.index_links"
-"""``config.stash`` key: (label, href) pairs the class index page links to."""
 
 
 @dataclass(frozen=True)
@@ -282,7 +281,7 @@ def render_summary(report: GradingReport, links: Any = (), pack: Any = None) -> 
     report : grader.models.GradingReport
     links : sequence of (str, str)
         (label, href) pairs shown under the title; plugins add theirs to
-        ``config.stash["summary_page.links"]`` (the similarity report does).
+        ``config.stash[grader.stash.SUMMARY_LINKS]`` (the similarity report does).
 
     Returns
     -------
@@ -321,6 +320,6 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     if out is None or not _wanted(config):
         return
     try:
-        write_atomic(out / FILENAME, render_summary(report, config.stash.get("summary_page.links", ()), config.pack))
+        write_atomic(out / FILENAME, render_summary(report, config.stash.get(SUMMARY_LINKS, []), config.pack))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write {FILENAME} ({exc.strerror})") from None

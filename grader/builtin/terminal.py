@@ -22,16 +22,21 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
-import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from grader.models import GradingReport, SubmissionResult
+from grader.checktext import INDENT, MARKS, failure_lines, width
+from grader.checktext import one_line as _one_line
+from grader.checktext import wrapped as _wrapped
+from grader.models import GradingReport, Submission, SubmissionResult
 from grader.plugins import hookimpl
 from grader.safetext import display, in_github_actions, stop_commands
+from grader.stash import COLLECTED, StashKey
+
+_PROGRESS: StashKey[Progress] = StashKey()
+_TOTAL = StashKey[int]()
 
 MAX_TABLE_ROWS = 50
 """Rows of the score table printed by ``grade``; the reports hold every submission."""
@@ -39,11 +44,11 @@ MAX_TABLE_ROWS = 50
 ID_WIDTH = 60
 """Characters of a student id shown in the score table (longer ids are cut with an ellipsis)."""
 
-MARKS = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT", "not_attempted": "TODO"}
-
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity", "check", "merge"):
+        return
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
 
 
@@ -102,24 +107,28 @@ class Progress:
 
 
 @hookimpl
+def grader_collection_finish(submissions: Sequence[Submission], config: Any) -> None:
+    """Learn the batch's size, for the progress bar."""
+    config.stash[_TOTAL] = len(submissions)
+
+
+@hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     """Show progress (``grade`` only, not with ``-q``)."""
     if config.command != "grade" or config.option("quiet"):
         return
-    progress = config.stash.get("terminal.progress")
+    progress = config.stash.get(_PROGRESS)
     if progress is None:
-        progress = config.stash["terminal.progress"] = Progress(config.stash.get("total", 0))
+        progress = config.stash[_PROGRESS] = Progress(config.stash.get(_TOTAL, 0))
     progress.update(result)
 
 
 @hookimpl
 def grader_unconfigure(config: Any) -> None:
-    progress = config.stash.pop("terminal.progress", None)
+    progress = config.stash.pop(_PROGRESS, None)
     if progress is not None:
         progress.close()
 
-
-INDENT = " " * 10
 
 PRINTED_LINES = 12
 """Lines of what a submission printed that ``check`` shows (the rest is counted)."""
@@ -146,31 +155,9 @@ def colourize(line: str) -> str:
     return _MARK_AT_START.sub(lambda m: f"{m.group(1)}\x1b[{COLOURS[m.group(2)]}m{m.group(2)}\x1b[0m", line, count=1)
 
 
-def width() -> int:
-    """Columns to wrap to: the terminal's (``COLUMNS`` when set), between 40 and 100; 100 off a terminal."""
-    columns = shutil.get_terminal_size((100, 24)).columns
-    return max(40, min(columns, 100))
-
-
 def shown_id(sid: str, limit: int = ID_WIDTH) -> str:
     """A student id as the terminal shows it: inert (`grader.safetext.display`), one line, cut to ``limit``."""
     return _one_line(sid, limit)
-
-
-def _wrapped(text: str, first: str = INDENT, rest: str = INDENT + "  ") -> str:
-    return textwrap.fill(" ".join(display(text).split()), width=width(), initial_indent=first, subsequent_indent=rest,
-                         break_long_words=True, break_on_hyphens=False)
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    text = " ".join(display(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _said(value: str, message: str) -> bool:
-    """Whether a detail's value is already in the message (each number is stated once)."""
-    value = " ".join(display(value).split())
-    return bool(value) and value in " ".join(display(message).split())
 
 
 def _not_attempted(sub: SubmissionResult, functions: dict[tuple[str, str], str]) -> dict[str, list[Any]]:
@@ -186,24 +173,6 @@ def _not_attempted(sub: SubmissionResult, functions: dict[tuple[str, str], str])
             if ex.id not in row[2]:
                 row[2].append(ex.id)
     return todo
-
-
-def failure_lines(c: Any) -> list[str]:
-    """What ``check`` prints under a check that did not pass (also pytest's failure text).
-
-    The message, the details it does not already state (each number once),
-    the likely mistake and the hint, wrapped to `width`, student text inert.
-    """
-    lines = _wrapped(c.message).split("\n")
-    limit = max(20, width() - len(INDENT) - 20)
-    for label, value in c.details:
-        if not _said(value, c.message):
-            lines.append(f"{INDENT}{display(label)}: {_one_line(value, limit)}")
-    for d in c.diagnosis:
-        lines += _wrapped(f"likely mistake: {d.misconception} See the chapter section \"{d.section}\".").split("\n")
-    if c.hint:
-        lines += _wrapped("hint: " + c.hint).split("\n")
-    return lines
 
 
 def _check_lines(sub: SubmissionResult, config: Any, functions: dict[tuple[str, str], str],
@@ -251,7 +220,7 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
     printed, and the totals. With several submissions (a folder), each
     starts with a header naming the student.
     """
-    collected = config.stash.get("collected")
+    collected = config.stash.get(COLLECTED)
     functions = {(e.id, c.id): c.function for e in report.exercises for c in e.checks}
     many = len(report.submissions) > 1
     for sub in report.submissions:
@@ -265,7 +234,7 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
         _check_lines(sub, config, functions, write)
         if not config.option("quiet"):
             todo = _not_attempted(sub, functions)
-            for function, (count, points, exercises) in todo.items():
+            for function, (count, _points, exercises) in todo.items():
                 word = "check" if count == 1 else "checks"
                 write(_wrapped(f"{display(function)}: {count} {word} not attempted ({' '.join(map(display, exercises))})",
                                first="  TODO    ", rest=INDENT))
@@ -304,7 +273,7 @@ def summary_grade(report: GradingReport, config: Any, write: Callable[[str], Non
 @hookimpl
 def grader_terminal_summary(report: GradingReport, config: Any, write: Callable[[str], None]) -> None:
     """Print the summary of ``check`` or ``grade`` (between stop-commands markers in GitHub Actions)."""
-    progress = config.stash.pop("terminal.progress", None)
+    progress = config.stash.pop(_PROGRESS, None)
     if progress is not None:
         progress.close()
     if config.command not in ("check", "grade"):

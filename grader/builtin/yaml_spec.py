@@ -15,26 +15,21 @@ without any secret ``grader grade`` warns once.
 from __future__ import annotations
 
 import difflib
-
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from grader.errors import SpecError
 from grader.models import VISIBILITIES, Check, Exercise
 from grader.plugins import hookimpl
 from grader.secret import WARNING, CourseSecret, course_secret
+from grader.stash import CHECK_KINDS, StashKey
+from grader.yamlfile import parse_yaml
 
-MAX_SPEC_BYTES = 1 << 20
-"""Largest spec file read, in bytes (1 MiB)."""
-
-MAX_DEPTH = 32
-"""Deepest nesting of lists and mappings in a spec (the first pack's specs use at most 6)."""
+_SECRET_WARNED = StashKey[bool]()
 
 MAX_INTEGER = 2**53
 """Largest magnitude of an integer in a spec (what a float holds exactly)."""
@@ -89,84 +84,6 @@ SCHEMA: dict[str, Any] = {
 }
 """JSON Schema of an exercise spec (kind-specific check keys are checked
 against each kind's declared ``params`` after the schema passes)."""
-
-
-class _StrictSafeLoader(yaml.SafeLoader):
-    """SafeLoader that also refuses aliases (alias bombs) and duplicate keys."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.YAMLError(f"aliases (*name) are not allowed in specs (line {event.start_mark.line + 1})")
-        depth = getattr(self, "_depth", 0)
-        if depth >= MAX_DEPTH:  # refused before the recursion gets deep (no RecursionError)
-            line = self.peek_event().start_mark.line + 1
-            raise yaml.YAMLError(f"nested more than {MAX_DEPTH} levels deep (line {line}); specs hold plain "
-                                 "lists and mappings a few levels deep")
-        self._depth = depth + 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth = depth
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: set[tuple[type, Any]] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if not isinstance(key, (str, int, float, bool)) and key is not None:
-                raise yaml.YAMLError(f"a key must be a plain string or number (line {line})")
-            if (type(key), key) in seen:
-                raise yaml.YAMLError(f"duplicate key {key!r} (line {line})")
-            seen.add((type(key), key))
-        return super().construct_mapping(node, deep=deep)
-
-    def _refuse(self, node: Any) -> Any:
-        raise yaml.YAMLError(f"the tag {node.tag} is not allowed in specs (line {node.start_mark.line + 1})")
-
-
-# Specs hold plain data: dates stay text; binary, sets and ordered maps are refused.
-_StrictSafeLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
-for _tag in ("binary", "set", "omap", "pairs"):
-    _StrictSafeLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _StrictSafeLoader._refuse)
-
-
-def parse_yaml(path: str) -> Any:
-    """Read a YAML file safely.
-
-    Parameters
-    ----------
-    path : str
-        The file.
-
-    Returns
-    -------
-    object
-        Plain data (dicts, lists, str, int, float, bool, None).
-
-    Raises
-    ------
-    grader.errors.SpecError
-        If the file is unreadable, larger than `MAX_SPEC_BYTES`, not valid
-        YAML, or uses tags, aliases or duplicate keys.
-    """
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_SPEC_BYTES:
-            raise SpecError(path, "", f"the file is {size} bytes; specs are limited to {MAX_SPEC_BYTES} bytes")
-        with open(path, "rb") as fh:
-            text = fh.read().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(path, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise SpecError(path, "", f"cannot read the file: {exc.strerror}") from None
-    try:
-        return yaml.load(text, Loader=_StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        problem = " ".join(str(exc).split())
-        raise SpecError(path, "", f"invalid YAML: {problem}") from None
-    except RecursionError:  # belt and braces: MAX_DEPTH refuses deep nesting first
-        raise SpecError(path, "", f"nested too deeply; specs are limited to {MAX_DEPTH} levels") from None
 
 
 def _nonfinite(data: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str] | None:
@@ -340,7 +257,9 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
 
 
 @hookimpl
-def grader_addoption(parser: Any) -> None:
+def grader_addoption(parser: Any, command: str) -> None:
+    if command not in ("grade", "similarity", "audit", "validate", "merge"):
+        return
     parser.add_argument(
         "--secret-file", metavar="FILE",
         help="the course secret's key file, which makes hidden inputs unpredictable from the specs "
@@ -359,15 +278,15 @@ def grader_load_exercise(path: str, config: Any) -> Exercise | None:
     """
     if Path(path).suffix.lower() not in (".yaml", ".yml"):
         return None
-    kinds = config.stash["check_kinds"]
+    kinds = config.stash[CHECK_KINDS]
     secret = course_secret(config)
     exercise = exercise_from_data(path, parse_yaml(path), kinds, secret)
     if (
         secret.is_default
         and config.command == "grade"
         and any(c.visibility != "visible" for c in exercise.checks)
-        and not config.stash.get("yaml_spec.secret_warned")
+        and not config.stash.get(_SECRET_WARNED)
     ):
-        config.stash["yaml_spec.secret_warned"] = True
+        config.stash[_SECRET_WARNED] = True
         print(f"grader: warning: {WARNING}", file=sys.stderr)
     return exercise

@@ -32,6 +32,6 @@ def set_rlimits(limits: dict[str, int]) -> None:
 
 def lower_cpu(seconds: float) -> int:
     """Lower the CPU rlimit to ``seconds`` (at least 1; hard limit one more); return the soft limit."""
-    soft, hard = cpu_rlimit(seconds)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-    return soft
+    pair = cpu_rlimit(seconds)
+    resource.setrlimit(resource.RLIMIT_CPU, pair)
+    return pair[0]

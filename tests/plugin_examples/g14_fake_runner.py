@@ -47,3 +47,16 @@ def grader_score_exercise(exercise, verdicts, config):  # noqa: ANN001
     result: ExerciseResult = yield
     SEEN.setdefault("scored", []).append(exercise.id)
     return result
+
+
+@hookimpl(wrapper=True)
+def grader_mistake_table(collected, catalogue, outcomes, config):  # noqa: ANN001
+    table = yield
+    SEEN["mistake_table"] = (len(catalogue.mutants), None if table is None else dict(table.rows))
+    return table
+
+
+@hookimpl
+def grader_doctor(write, config):  # noqa: ANN001
+    write("fake: no sandbox here; every call is 'not implemented'")
+    return 0

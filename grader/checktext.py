@@ -1,0 +1,64 @@
+"""How a check that did not pass reads on a terminal: its mark, its message and what follows.
+
+Shared by the terminal summary of ``grader check`` and the failure text of the pytest plugin, so
+that both read alike: the message, the details it does not already state (each number once), the
+likely mistake and the hint, wrapped to the terminal's width, student text inert
+(`grader.safetext.display`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from typing import Any
+
+from grader.safetext import display
+
+__all__ = ["INDENT", "MARKS", "failure_lines", "one_line", "width", "wrapped"]
+
+MARKS = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT", "not_attempted": "TODO"}
+
+INDENT = " " * 10
+"""Indent of the lines under a check's mark."""
+
+
+def width() -> int:
+    """Columns to wrap to: the terminal's (``COLUMNS`` when set), between 40 and 100; 100 off a terminal."""
+    columns = shutil.get_terminal_size((100, 24)).columns
+    return max(40, min(columns, 100))
+
+
+def wrapped(text: str, first: str = INDENT, rest: str = INDENT + "  ") -> str:
+    """``text`` on one paragraph wrapped to `width`, student text inert, indented ``first`` then ``rest``."""
+    return textwrap.fill(" ".join(display(text).split()), width=width(), initial_indent=first, subsequent_indent=rest,
+                         break_long_words=True, break_on_hyphens=False)
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """``text`` inert, on one line, cut to ``limit`` characters."""
+    text = " ".join(display(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _said(value: str, message: str) -> bool:
+    """Whether a detail's value is already in the message (each number is stated once)."""
+    value = " ".join(display(value).split())
+    return bool(value) and value in " ".join(display(message).split())
+
+
+def failure_lines(c: Any) -> list[str]:
+    """What ``check`` prints under a check that did not pass (also pytest's failure text).
+
+    The message, the details it does not already state (each number once),
+    the likely mistake and the hint, wrapped to `width`, student text inert.
+    """
+    lines = wrapped(c.message).split("\n")
+    limit = max(20, width() - len(INDENT) - 20)
+    for label, value in c.details:
+        if not _said(value, c.message):
+            lines.append(f"{INDENT}{display(label)}: {one_line(value, limit)}")
+    for d in c.diagnosis:
+        lines += wrapped(f"likely mistake: {d.misconception} See the chapter section \"{d.section}\".").split("\n")
+    if c.hint:
+        lines += wrapped("hint: " + c.hint).split("\n")
+    return lines

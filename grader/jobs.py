@@ -1,0 +1,795 @@
+"""Running a submission's calls in child processes: the jobs, their channels, and `run_calls`.
+
+The runner plugin (``grader.builtin.runner``) answers ``grader_run_calls`` with `run_calls` and
+the launcher the configuration asks for: `PlainJob` (``--insecure``, and the commands that run
+only visible checks), or the sandbox's jobs (``grader.builtin.sandbox``, which starts its own
+workers through the same `Job` protocol and `JobChannel`).
+
+The student's code never runs in the grader's process. Per submission, a
+child ``python -I -B -u grader/worker.py`` starts in a fresh temporary
+folder, with a scrubbed environment (BLAS threads pinned to 1), its own
+session (process group), and rlimits on CPU time, core dumps and file size.
+Its task (the request file) names only the submission's file: the child
+imports it and reports on a dedicated result pipe, then gets ONE call at a
+time on its stdin (the call pipe) and answers each with one frame before the
+next is sent, so no call's arguments are in its memory before the call is
+made. Frames are length-prefixed JSON, each checked by `grader.boundary`
+before it is kept; stdout and stderr are read against a deadline and capped.
+
+Timeouts count the job's CPU time, not the clock: a call's timeout is CPU
+seconds of the job (`Job.cpu_seconds`), with a wall-clock backstop
+`WALL_BACKSTOP_FACTOR` times larger for a call that waits (sleeps, blocks),
+so load elsewhere on the machine never costs a correct submission a point.
+Where the job's CPU time cannot be read, the timeout is wall-clock time.
+Durations (`grader.models.CallResult.seconds`) are measured here, from
+writing the call to reading its answer, never taken from the job.
+
+A call that times out or kills its process costs only that call: the child
+is killed and a fresh one runs the calls that remain (started as a standby
+before the call's limit is reached, so a hang costs its timeout and no
+restart). A whole submission also has a wall-clock budget
+(``--submission-timeout``) so that no submission can stall a batch.
+
+What the submission prints is kept up to the moment the first hidden call
+(`grader.models.Call.hidden`) is sent: output after it could carry hidden
+inputs, and is cut (`HIDDEN_CUT_NOTE`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import functools
+import hashlib
+import json
+import os
+import select
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from grader.boundary import (
+    CALL_KEYS,
+    CHANNEL_LOST_EXIT,
+    IMPORT_FRAME_BYTES,
+    UNREADABLE,
+    BoundaryError,
+    ResultBudget,
+    check_length,
+    decode_frame,
+    encode_nonfinite,
+    frame_limit,
+)
+from grader.child.limits import CPU_RLIMIT_MARGIN_SECONDS
+from grader.fileio import MAX_SOURCE_BYTES, scratch_prefix
+from grader.judging import explain_error
+from grader.models import Call, CallResult, RunOutcome
+
+WORKER = str(Path(__file__).resolve().parent / "worker.py")
+EOF_GRACE_SECONDS = 0.25
+"""After the result pipe closes, how long stdout and stderr are still read."""
+OUTPUT_CAP_BYTES = 16 << 10
+"""Bytes of stdout and of stderr kept per submission (16 KiB each)."""
+WALL_BACKSTOP_FACTOR = 4.0
+"""A call may take this many times its (CPU-time) timeout in wall-clock time, waiting included."""
+MIN_POLL_SECONDS = 0.01
+"""Shortest wait between two readings of a job's CPU time."""
+HIDDEN_CUT_NOTE = "[output after the first hidden check is not shown]"
+"""Ends the kept output when the submission printed more after the first hidden call was sent."""
+CHANNEL_LOST = (
+    "your code closed or replaced a file descriptor the grader uses (its result channel), "
+    "so the grader lost its channel to your code"
+)
+"""Why a job that closed or replaced its result or call descriptor could not answer."""
+CHILD_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+}
+"""The child's whole environment (plus HOME and TMPDIR set to its folder)."""
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds greater than 0 (and finite)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def read_source(path: str) -> bytes:
+    """Read a submission file once, without following a symbolic link.
+
+    Raises
+    ------
+    OSError
+        If the path is a symbolic link (``ELOOP``), gone, unreadable, or
+        larger than the locator's limit (``EFBIG``).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:  # it grew after it was located
+        raise OSError(errno.EFBIG, f"larger than {MAX_SOURCE_BYTES >> 20} MiB")
+    return data
+
+
+def write_request(workdir: str, source: bytes, cpu_seconds: float, filename: str = "submission.py") -> str:
+    """Write the submission into a new folder of ``workdir``, and the worker's request beside it, as JSON.
+
+    The submission is written as ``filename`` (the course pack's file name:
+    the worker imports it under that module name, and tracebacks name it).
+    The request holds the file's path and the CPU seconds allowed, no call.
+    Returns the request's path.
+    """
+    folder = tempfile.mkdtemp(prefix="worker-", dir=workdir)
+    file = os.path.join(folder, filename)
+    with open(file, "wb") as fh:
+        fh.write(source)
+    fd, request_path = tempfile.mkstemp(prefix="request-", suffix=".json", dir=workdir)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"file": file, "cpu_seconds": cpu_seconds}, fh)
+    return request_path
+
+
+class Job(Protocol):
+    """A running worker, as the parent sees it: three pipes to read, one to write, and control.
+
+    Attributes
+    ----------
+    result_fd, stdout_fd, stderr_fd : int
+        Read ends owned by the parent (closed by `_Child.kill`).
+    call_fd : int
+        Write end of the job's call pipe (its stdin), owned by the parent;
+        closing it tells the worker it is done.
+    """
+
+    result_fd: int
+    stdout_fd: int
+    stderr_fd: int
+
+    @property
+    def call_fd(self) -> int:
+        """Write end of the job's call pipe, or -1 once closed (`end_calls`)."""
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds the job has used so far (all its processes, as far as the job type can see), or None.
+
+        None means this job's CPU time cannot be read: its calls are timed
+        by the wall clock.
+        """
+
+    def end_calls(self) -> None:
+        """Close the call pipe: the worker, at end-of-file, leaves."""
+
+    def kill(self, finished: bool = False, wait: bool = True) -> None:
+        """Kill the worker and everything it started.
+
+        ``finished`` is True when the worker answered every call and is
+        exiting on its own: a job may then be given a moment to finish.
+        ``wait=False`` (its standby took over) allows not waiting for the
+        worker to be gone, if the launcher waits later.
+        """
+
+    def exit_code(self, timeout: float) -> int | None:
+        """The worker's exit code (negative: killed by that signal), or None if it still runs after ``timeout`` s."""
+
+    def describe_exit(self, code: int, imported: bool) -> str:
+        """Say how the worker ended, in words a student understands (``imported``: it sent its import frame)."""
+
+
+Launcher = Callable[..., Job]
+"""``launch(source, workdir, cpu_seconds, standby=False) -> Job`` starts a worker on the
+submission's bytes (read once by `run_calls`, so every worker of a submission runs the same file).
+
+The worker imports the file, then waits for its calls (`_Child.send`). ``standby`` says the
+worker is started ahead, while a call may be about to time out: it gets the calls after that
+call if it does, else it is killed before any call."""
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") and "SC_CLK_TCK" in os.sysconf_names else 100
+
+
+class PlainJob:
+    """A worker in a plain child process (new session, scrubbed environment).
+
+    Its CPU time (`cpu_seconds`) is read from ``/proc/<pid>/stat``: user and
+    system time of the worker process, all its threads, plus those of the
+    children it has waited for. Processes it started and has not waited for
+    are not counted (the wall-clock backstop bounds them). Without ``/proc``
+    (macOS), calls are timed by the wall clock.
+    """
+
+    def __init__(self, source: bytes, workdir: str, cpu_seconds: float, standby: bool = False,
+                 filename: str = "submission.py") -> None:
+        request_path = write_request(workdir, source, cpu_seconds, filename)
+        read_fd, write_fd = os.pipe()
+        call_read, call_write = os.pipe()
+        env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-B", "-u", WORKER, request_path, str(write_fd)],
+                stdin=call_read,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=env,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )
+        except BaseException:
+            for fd in (read_fd, call_write):
+                os.close(fd)
+            raise
+        finally:
+            os.close(write_fd)
+            os.close(call_read)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.result_fd = read_fd
+        self.call_fd = call_write
+        self.stdout_fd = os.dup(self.proc.stdout.fileno())
+        self.stderr_fd = os.dup(self.proc.stderr.fileno())
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        self._stat_fd: int | None = None
+        try:
+            self._stat_fd = os.open(f"/proc/{self.proc.pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            pass
+
+    def cpu_seconds(self) -> float | None:
+        if self._stat_fd is None:
+            return None
+        try:
+            fields = os.pread(self._stat_fd, 4096, 0).rsplit(b")", 1)[1].split()
+            return sum(int(f) for f in fields[11:15]) / _CLOCK_TICKS  # utime stime cutime cstime
+        except (OSError, IndexError, ValueError):  # gone (ESRCH), or not Linux's format
+            return None
+
+    def end_calls(self) -> None:
+        if self.call_fd >= 0:
+            os.close(self.call_fd)
+            self.call_fd = -1
+
+    def kill(self, finished: bool = False, wait: bool = True) -> None:
+        self.end_calls()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pass
+        if self._stat_fd is not None:
+            os.close(self._stat_fd)
+            self._stat_fd = None
+
+    def exit_code(self, timeout: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def describe_exit(self, code: int, imported: bool) -> str:
+        return describe_exit(code)
+
+
+def describe_exit(code: int) -> str:
+    """Words for a worker's exit code (negative: killed by that signal)."""
+    if code < 0:
+        sig = -code
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        if sig in (signal.SIGXCPU, signal.SIGKILL):
+            return f"the process was killed ({name}): it used up its CPU time or memory"
+        if sig == signal.SIGXFSZ:
+            return f"the process was killed ({name}): it wrote a file larger than allowed"
+        return f"the process was killed by signal {name}"
+    if code == CHANNEL_LOST_EXIT:
+        return CHANNEL_LOST
+    return f"the process exited with code {code} before answering"
+
+
+class _Child:
+    """The parent's side of one job: sends calls, reads frames and output against deadlines.
+
+    Every descriptor is non-blocking: the grader never waits on a job
+    except in ``select`` with a deadline.
+    """
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.result_fd = job.result_fd
+        self.buffer = bytearray()
+        self.selector = selectors.DefaultSelector()
+        for fd, name in ((job.result_fd, "result"), (job.stdout_fd, "stdout"), (job.stderr_fd, "stderr")):
+            os.set_blocking(fd, False)
+            self.selector.register(fd, selectors.EVENT_READ, name)
+        if job.call_fd >= 0:
+            os.set_blocking(job.call_fd, False)
+        self.result_open = True
+        self.eof_grace_end: float | None = None
+        self.closed = False
+        self.imported = False  # set when its import frame said the import worked
+        self.finished = False  # set when every call was answered
+        self.bytes_read = 0  # of the result pipe: what the grader took in from this job
+
+    def send(self, call: Call, deadline: float) -> str:
+        """Write one call to the job's call pipe: ``"sent"``, ``"closed"`` (the pipe is gone) or ``"timeout"``."""
+        fd = self.job.call_fd
+        view = memoryview(call.wire)
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError:  # EPIPE: the job closed the pipe, or is gone
+                return "closed"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            select.select([], [fd], [], remaining)
+        return "sent"
+
+    def drain(self, sink: dict[str, bytearray]) -> None:
+        """Read what the job has written to stdout and stderr so far, without waiting."""
+        for fd, name in ((self.job.stdout_fd, "stdout"), (self.job.stderr_fd, "stderr")):
+            if fd not in self.selector.get_map():
+                continue
+            for _ in range(64):  # at most 4 MiB now; the rest is later output anyway
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except (BlockingIOError, OSError):
+                    break
+                if not chunk:
+                    self.selector.unregister(fd)
+                    break
+                self._keep(sink[name], chunk)
+
+    @staticmethod
+    def _keep(kept: bytearray, chunk: bytes) -> None:
+        room = OUTPUT_CAP_BYTES + 1 - len(kept)
+        if room > 0:
+            kept += chunk[:room]
+
+    def read_frame(self, deadline: float, sink: dict[str, bytearray], expect: str = "call",
+                   budget: ResultBudget | None = None) -> dict[str, Any] | str | BoundaryError:
+        """Return the next frame, decoded and validated by `grader.boundary.decode_frame`.
+
+        Or ``"timeout"`` (nothing by ``deadline``), ``"eof"`` (the result
+        pipe closed), or the `BoundaryError` that refused the frame. A frame
+        whose length prefix exceeds its limit is refused before any of its
+        bytes are read: the grader reads exactly 4 bytes, then the frame.
+        """
+        limit = IMPORT_FRAME_BYTES if expect != "call" else frame_limit(budget)
+        while True:
+            if self.result_open:
+                need = 4 - len(self.buffer)
+                if need <= 0:
+                    size = int.from_bytes(self.buffer[:4], "big")
+                    try:
+                        check_length(size, limit, budget, expect)
+                    except BoundaryError as exc:
+                        return exc
+                    need = 4 + size - len(self.buffer)
+                    if need <= 0:
+                        data = bytes(self.buffer[4:])
+                        self.buffer.clear()
+                        try:
+                            return decode_frame(data, expect, budget)
+                        except BoundaryError as exc:
+                            return exc
+                try:
+                    chunk = os.read(self.result_fd, min(need, 1 << 20))
+                except BlockingIOError:
+                    chunk = None
+                except OSError:
+                    chunk = b""
+                if chunk:
+                    self.bytes_read += len(chunk)
+                    self.buffer += chunk
+                    continue
+                if chunk == b"":
+                    self.result_open = False
+                    self.selector.unregister(self.result_fd)
+            if not self.result_open:
+                # Briefly keep reading stdout and stderr: what the job wrote just before it
+                # ended (why it crashed, why its setup failed) must not be lost.
+                if self.eof_grace_end is None:
+                    self.eof_grace_end = time.monotonic() + EOF_GRACE_SECONDS
+                remaining = self.eof_grace_end - time.monotonic()
+                if remaining <= 0 or not self.selector.get_map():
+                    return "eof"
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return "timeout"
+            for key, _ in self.selector.select(remaining):
+                if key.data == "result":
+                    continue  # read at the top of the loop, no more than the frame needs
+                try:
+                    chunk = os.read(key.fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    self.selector.unregister(key.fd)
+                    continue
+                self._keep(sink[key.data], chunk)
+
+    def pending(self) -> bool:
+        """Whether the result pipe holds more (or has closed) although no call is outstanding."""
+        if self.buffer or not self.result_open:
+            return True
+        return bool(select.select([self.result_fd], [], [], 0)[0])
+
+    def exit_description(self) -> str:
+        """Say how the job ended, once it is gone; a job still running after its result pipe closed lost it."""
+        code = self.job.exit_code(2.0)
+        if code is None:
+            return CHANNEL_LOST if not self.result_open else "the process stopped answering"
+        return self.job.describe_exit(code, self.imported)
+
+    def kill(self, wait: bool = True) -> None:
+        """Kill the job and release the pipes (idempotent); see `Job.kill` for ``wait``."""
+        if self.closed:
+            return
+        self.closed = True
+        self.job.kill(finished=self.finished, wait=wait)
+        self.selector.close()
+        for fd in (self.job.result_fd, self.job.stdout_fd, self.job.stderr_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _result_of(frame: dict[str, Any], seconds: float) -> CallResult:
+    """A validated call frame (`grader.boundary.decode_frame`) as a `CallResult`, with the grader's duration."""
+    status, mutated = frame["status"], frame["mutated"]
+    if status == "returned":
+        return CallResult("returned", value=frame["value"], seconds=seconds, mutated_args=mutated)
+    if status == "raised":
+        return CallResult("raised", error_type=frame["type"] or "Exception", value_error=frame["value_error"],
+                          message=frame["message"], where=frame["where"], seconds=seconds, mutated_args=mutated)
+    return CallResult(status, message=frame["message"], seconds=seconds, mutated_args=mutated)
+
+
+def _call_result(frame: dict[str, Any]) -> CallResult:
+    """A call frame held as data (``grader.catalogue``'s cache) as a `CallResult`, checked as a job's frame is.
+
+    The frame is written again as the worker writes it and decoded by
+    `grader.boundary.decode_frame`; its ``seconds`` (the grader's own
+    measure, stored with it) is kept if it is a finite number of seconds.
+    """
+    status = frame.get("status")
+    keys = CALL_KEYS.get(status) if isinstance(status, str) else None
+    raw = frame.get("seconds")
+    seconds = 0.0
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and 0 <= raw < 1e9:  # JSON numbers, no true/false
+        seconds = float(raw)
+    if keys is None:
+        return CallResult("crashed", message=UNREADABLE)
+    wire = {key: value for key, value in frame.items() if key in keys}
+    wire["event"] = "call"
+    try:
+        data = json.dumps(encode_nonfinite(wire), allow_nan=False).encode("utf-8", "surrogatepass")
+        return _result_of(decode_frame(data, "call"), seconds)
+    except BoundaryError as exc:
+        return CallResult("bad_return" if not exc.fatal else "crashed", message=exc.message, seconds=seconds)
+    except (TypeError, ValueError, RecursionError):
+        return CallResult("crashed", message=UNREADABLE)
+
+
+STANDBY_LEAD_SECONDS = 0.25
+"""How long before a call's limit (of CPU time, or of wall-clock time) its successor worker is
+started as a standby (seconds): more than a plain worker takes to start and import numpy."""
+
+
+def _standby(launch: Launcher, source: bytes, workdir: str, cpu: float) -> Job:
+    """Start a worker ahead, as a standby (see `Launcher`)."""
+    return launch(source, workdir, cpu, standby=True)
+
+
+def run_calls(
+    file: str,
+    calls: Sequence[Call],
+    import_timeout: float = 10.0,
+    submission_timeout: float = 120.0,
+    launch: Launcher | None = None,
+    scratch: bool = True,
+    filename: str | None = None,
+) -> RunOutcome:
+    """Run ``calls`` against the submission ``file`` in child processes, one call at a time.
+
+    Each call is written to the job when it is made, and timed from then
+    until its answer is read. Its timeout counts the job's CPU time, with a
+    wall-clock backstop of `WALL_BACKSTOP_FACTOR` times the timeout (wall
+    time only, where the job's CPU time cannot be read). A call that times
+    out or kills its process costs only that call: the calls after it run
+    in a fresh worker. That worker is started as a *standby*
+    `STANDBY_LEAD_SECONDS` before the call's limit (it sets up and imports
+    the file, then waits for a call), so when the call does time out the
+    remaining calls go on at once and a hanging call costs its timeout and
+    nothing more. A standby not needed (the call returned) is killed before
+    it gets any call.
+
+    Parameters
+    ----------
+    file : str
+        The submission's Python file.
+    calls : sequence of Call
+        The calls to make, each with its own timeout in seconds (of CPU
+        time), result budget and hidden flag.
+    import_timeout : float
+        Wall-clock seconds allowed for the child to start and import the file.
+    submission_timeout : float
+        Wall-clock seconds for the whole submission; calls not reached in
+        time are reported as ``timeout``.
+    launch : callable
+        Starts a worker (`PlainJob` by default; the sandbox passes its own);
+        see `Launcher`.
+    scratch : bool
+        Make a temporary folder for the workers (passed to ``launch``);
+        False passes ``""`` (the sandbox's jobs have their own folders).
+    filename : str, optional
+        The name the default launcher gives the file in the job (the course
+        pack's submission file); default: ``file``'s own name.
+
+    Returns
+    -------
+    grader.models.RunOutcome
+        One result per call, in order. ``import_error`` is set when the file
+        could not be imported; every call is then ``skipped``. ``stdout``
+        and ``stderr`` hold what was printed before the first hidden call
+        was sent.
+    """
+    if launch is None:
+        launch = functools.partial(PlainJob, filename=filename or os.path.basename(file))
+    try:
+        source = read_source(file)
+    except OSError as exc:
+        why = f"{Path(file).name} could not be read ({exc.strerror}); was it moved or changed during grading?"
+        return RunOutcome(tuple(CallResult("skipped", message=why) for _ in calls), why)
+    sha256 = hashlib.sha256(source).hexdigest()
+    results: list[CallResult | None] = [None] * len(calls)
+    sink = {"stdout": bytearray(), "stderr": bytearray()}
+    mark: tuple[int, int] | None = None  # the output's lengths when the first hidden call was sent
+    import_error = ""
+    budget_end = time.monotonic() + submission_timeout
+    over_budget = f"the submission used up its {submission_timeout:g} s budget"
+
+    def cpu_for(pending: Sequence[Call]) -> float:
+        return import_timeout + sum(c.timeout for c in pending) + CPU_RLIMIT_MARGIN_SECONDS
+
+    def out_of_time(start: int) -> None:
+        for j in range(start, len(calls)):
+            results[j] = CallResult("timeout", message=f"not run: {over_budget}")
+
+    start = 0
+    standby: _Child | None = None  # a worker for calls[start:], imported or importing, waiting for a call
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("job")) if scratch else contextlib.nullcontext("") as workdir:
+        try:
+            while start < len(calls):
+                if time.monotonic() >= budget_end:
+                    out_of_time(start)
+                    break
+                handover = False  # True once a standby took over from this worker
+                if standby is not None:  # started while the call before it was about to time out
+                    child, standby = standby, None
+                else:
+                    child = _Child(launch(source, workdir, cpu_for(calls[start:])))
+                try:
+                    frame = child.read_frame(min(time.monotonic() + import_timeout, budget_end), sink, "import")
+                    if frame == "timeout" and time.monotonic() >= budget_end:
+                        out_of_time(start)
+                        break
+                    if not isinstance(frame, dict) or not frame["ok"]:
+                        import_error = _import_problem(frame, child, import_timeout, again=mark is not None)
+                        for j in range(start, len(calls)):
+                            results[j] = CallResult("skipped", message=import_error)
+                        break
+                    child.imported = True
+                    stop_at = len(calls)
+                    for j in range(start, len(calls)):
+                        call = calls[j]
+                        if call.hidden and mark is None:
+                            child.drain(sink)
+                            mark = (len(sink["stdout"]), len(sink["stderr"]))
+                        pending = calls[j + 1 :]
+                        result, standby = _make_call(
+                            child, call, bool(pending), budget_end, over_budget, sink,
+                            functools.partial(_standby, launch, source, workdir, cpu_for(pending)),
+                        )
+                        if not isinstance(result, _Failed):
+                            results[j] = result
+                            continue
+                        results[j] = result.result
+                        handover = standby is not None
+                        stop_at = j + 1
+                        break
+                    else:
+                        child.finished = True
+                        child.drain(sink)  # what it printed with its last answer
+                    start = stop_at
+                finally:
+                    # A job replaced by its standby, or done, is ended without waiting (see `Job.kill`).
+                    child.kill(wait=not (handover or child.finished))
+        finally:
+            if standby is not None:
+                standby.kill()
+    out = [r if r is not None else CallResult("skipped", message="not run") for r in results]
+    stdout = _decode(sink["stdout"], mark[0] if mark else None)
+    stderr = _decode(sink["stderr"], mark[1] if mark else None)
+    return RunOutcome(tuple(out), import_error, stdout, stderr, sha256)
+
+
+class _Failed:
+    """A call after which its job cannot go on: its result, and the job is replaced."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: CallResult) -> None:
+        self.result = result
+
+
+def _make_call(
+    child: _Child, call: Call, more: bool, budget_end: float, over_budget: str, sink: dict[str, bytearray],
+    start_standby: Callable[[], Job],
+) -> tuple[CallResult | _Failed, _Child | None]:
+    """Send one call to ``child`` and wait for its answer against its CPU-time limit and wall backstop.
+
+    Returns the result (a `_Failed` when the job must be replaced) and the
+    standby started meanwhile (None if none is, or it is not needed: a
+    standby not needed is killed here).
+    """
+    began = time.monotonic()
+    cpu0 = child.job.cpu_seconds()
+    wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
+    backstop = min(began + wall_limit, budget_end)
+    standby: _Child | None = None
+    want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
+    sent = child.send(call, backstop)
+    frame: dict[str, Any] | str | BoundaryError = sent
+    if sent == "sent":
+        polled = False
+        while True:
+            now = time.monotonic()
+            if cpu0 is None:
+                used = now - began
+            elif polled:
+                cpu = child.job.cpu_seconds()
+                used = (cpu - cpu0) if cpu is not None else now - began
+            else:
+                used = 0.0  # nothing ran yet that a wait of the whole budget could overrun
+            remaining = min(call.timeout - used, backstop - now)
+            if call.timeout - used <= 0:
+                frame = "cpu" if cpu0 is not None else "wall"
+                break
+            if backstop - now <= 0:
+                frame = "wall"
+                break
+            if want_standby and standby is None and remaining <= STANDBY_LEAD_SECONDS:
+                standby = _Child(start_standby())  # the call may hang: get its successor ready
+            lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0
+            wait = max(remaining - lead, MIN_POLL_SECONDS)
+            frame = child.read_frame(min(now + wait, backstop), sink, "call", call.budget)
+            polled = True
+            if frame != "timeout":
+                break
+    seconds = time.monotonic() - began
+    if isinstance(frame, dict):
+        result: CallResult = _result_of(frame, seconds)
+    elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
+        result = CallResult("bad_return", message=frame.message, seconds=seconds)
+    else:
+        return _Failed(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget_end, over_budget,
+                                    seconds)), standby
+    if more and child.pending():
+        # More than one answer to one call (frames the submission wrote itself), or the job ended
+        # right after answering: the next call goes to a fresh job, never to a stale answer.
+        return _Failed(result), standby
+    if standby is not None:  # the call answered in time after all
+        standby.kill()
+    return result, None
+
+
+def _failed_call(frame: str | BoundaryError, child: _Child, call: Call, cpu_timed: bool, budget_bound: bool,
+                 over_budget: str, seconds: float) -> CallResult:
+    """The result of a call that did not answer: timed out, refused, or the job ended or lost its channel."""
+    if frame == "cpu":
+        return CallResult("timeout", message=f"the call used more than {call.timeout:g} s of CPU time",
+                          seconds=seconds)
+    if frame in ("wall", "timeout"):
+        if budget_bound:
+            return CallResult("timeout", message=over_budget, seconds=seconds)
+        if not cpu_timed:
+            return CallResult("timeout", message=f"the call took longer than {call.timeout:g} s", seconds=seconds)
+        return CallResult("timeout", seconds=seconds, message=(
+            f"the call took longer than {call.timeout * WALL_BACKSTOP_FACTOR:g} s of wall-clock time"))
+    if isinstance(frame, BoundaryError):
+        return CallResult("crashed", message=frame.message, seconds=seconds)
+    if frame == "closed" and child.job.exit_code(0.5) is None:  # alive, but its call pipe is gone
+        return CallResult("crashed", message=CHANNEL_LOST, seconds=seconds)
+    return CallResult("crashed", message=child.exit_description(), seconds=seconds)
+
+
+def _import_problem(frame: dict[str, Any] | str | BoundaryError, child: _Child, import_timeout: float,
+                    again: bool = False) -> str:
+    """One sentence saying why the submission could not be imported.
+
+    ``again``: a worker started after the first hidden call (to replace one
+    that ended) failed to import what imported before; its message, which
+    the submission wrote and could fill with a hidden input, is not repeated.
+    """
+    if isinstance(frame, dict):
+        kind, where = frame["type"], frame["where"]
+        location = f" ({where})" if where else ""
+        if again:
+            return f"importing the file again (after a check that ended its process) failed with {kind}{location}"
+        message = frame["message"]
+        return f"importing the file failed with {kind}{location}: {message}{explain_error(kind, message)}"
+    if frame == "timeout":
+        return f"importing the file took longer than {import_timeout:g} s (does it run a loop at top level?)"
+    if isinstance(frame, BoundaryError):
+        return f"importing the file failed: {frame.message}"
+    return f"importing the file failed: {child.exit_description()}"
+
+
+def _decode(data: bytearray, mark: int | None = None) -> str:
+    """Captured output as text: capped, and cut where the first hidden call was sent (``mark``)."""
+    cut = mark is not None and len(data) > mark
+    kept = data[:mark] if cut else data
+    text = bytes(kept[:OUTPUT_CAP_BYTES]).decode("utf-8", errors="replace")
+    if len(kept) > OUTPUT_CAP_BYTES:
+        text += f"\n[output cut at {OUTPUT_CAP_BYTES // 1024} KiB]"
+    if cut:
+        text += ("" if not text or text.endswith("\n") else "\n") + HIDDEN_CUT_NOTE
+    return text
+
+
+JobChannel = _Child
+"""The parent's side of one job (`Job`): what a launcher's caller reads frames from."""
+
+call_result = _call_result
+"""A call frame held as data (the catalogue's cache) as a `CallResult`, checked as a job's frame is."""
+
+
+class LauncherPool(Protocol):
+    """Launchers lent one at a time (the sandbox's workers: each has its own uids and cgroup)."""
+
+    def slot(self) -> contextlib.AbstractContextManager[Launcher]:
+        """Wait for a free launcher; give it back when the block ends."""
+
+
+def sandboxed(config: Any) -> bool:
+    """Whether a run's submissions run in the sandbox: ``grade``, unless ``--insecure``.
+
+    The other commands run trusted code only (the reference, the catalogued
+    mutants, a student's own file on their own machine) in plain child
+    processes (`PlainJob`).
+    """
+    return config.command == "grade" and not config.option("insecure", False)
+"""The parent's side of one job (`Job`): what a launcher's caller reads frames from."""
+
+call_result = _call_result
+"""A call frame held as data (the catalogue's cache) as a `CallResult`, checked as a job's frame is."""

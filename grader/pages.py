@@ -1,0 +1,57 @@
+"""The HTML pages' templates: one jinja2 environment for every page a plugin renders.
+
+Templates live in ``grader/templates`` (``*.html``, autoescape on, self-contained: inline CSS, no
+scripts, no network assets). The per-submission pages, the class index and the summary page are
+rendered from this environment; what a page shows of a check that is not shown follows
+`grader.disclosure` (its ``message_shown`` and ``hidden_note`` globals).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from grader.disclosure import HIDDEN_NOTE, message_shown
+from grader.packs import find_pack
+from grader.safetext import display
+
+__all__ = ["STATUS_LABELS", "TEMPLATES", "environment"]
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+"""The templates' folder."""
+
+STATUS_LABELS = {
+    "passed": "Passed",
+    "failed": "Failed",
+    "error": "Error",
+    "timeout": "Timed out",
+    "not_attempted": "Not attempted",
+}
+"""Words for each check status on a page."""
+
+
+def environment(pack: Any = None) -> jinja2.Environment:
+    """The jinja2 environment of the report templates (autoescape on).
+
+    ``pack`` (default: the installed course pack, `grader.packs.find_pack`) is the templates'
+    ``course``: its ``chapter``, ``title`` and ``submission`` file name head every page.
+    """
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    env.globals["status_label"] = lambda s: STATUS_LABELS.get(s, s)
+    # grader.disclosure: the one rule of what a student reads, on the page as in every export.
+    env.globals["message_shown"] = message_shown
+    env.globals["hidden_note"] = HIDDEN_NOTE
+    env.filters["points"] = lambda x: f"{x:g}"
+    env.filters["percent"] = lambda s: f"{100.0 * s.score / s.max_score:.0f}%" if s.max_score else "-"
+    # Student text without control, escape or bidi characters (safetext.display); autoescape still applies.
+    env.filters["plain"] = display
+    env.filters["plain_lines"] = lambda text: display(text, newlines=True)
+    env.globals["course"] = pack or find_pack()
+    return env

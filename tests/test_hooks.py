@@ -1,0 +1,116 @@
+"""The typed hook facade (grader.hooks) and the subcommand options plugins add (grader_addoption)."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import types
+
+import pytest
+
+from grader import hookspecs
+from grader.cli import build_parser, main
+from grader.errors import UsageError
+from grader.hooks import Hooks
+from grader.plugins import get_plugin_manager, hookimpl
+
+
+def test_every_hook_has_a_typed_method_with_the_specs_parameters() -> None:
+    for name in hookspecs.HOOK_NAMES:
+        method = getattr(Hooks, name.removeprefix("grader_"), None)
+        assert method is not None, f"grader.hooks.Hooks has no method for {name}"
+        spec = list(inspect.signature(getattr(hookspecs, name)).parameters)
+        mine = list(inspect.signature(method).parameters)[1:]  # without self
+        assert mine == spec, name
+
+
+def test_a_facade_call_reaches_the_implementations_and_returns_their_result(monkeypatch) -> None:  # noqa: ANN001
+    module = types.ModuleType("kinds_plugin")
+    module.grader_check_kinds = hookimpl(lambda: ["a kind"])
+    monkeypatch.setitem(sys.modules, "kinds_plugin", module)
+    pm = get_plugin_manager(["kinds_plugin"], load_entrypoints=False)
+    hooks = Hooks(pm)
+    assert ["a kind"] in hooks.check_kinds()
+    assert [impl.plugin_name for impl in hooks.implementations("grader_check_kinds")][-1] == "kinds_plugin"
+
+
+def _help(command: str, plugins: tuple[str, ...] = ()) -> str:
+    pm = get_plugin_manager(plugins, load_entrypoints=False)
+    parser = build_parser(pm)
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]  # type: ignore[union-attr]
+    return sub.format_help()
+
+
+def test_each_subcommand_lists_the_options_it_uses() -> None:
+    grade, check, doctor, validate = _help("grade"), _help("check"), _help("doctor"), _help("validate")
+    assert "--gradebook" in grade and "--roster" in grade and "--jobs" in grade and "--junit" in grade
+    assert "--gradebook" not in check and "--roster" not in check and "--jobs" not in check
+    assert "--points-notice" in check and "--junit" in check and "--public" in check
+    assert "--points-notice" not in grade
+    assert "--specs" not in doctor and "--import-timeout" not in doctor and "--insecure" in doctor
+    assert "--secret-file" in validate and "--mutants" not in validate and "--junit" not in validate
+
+
+def test_an_option_of_another_subcommand_is_a_usage_error(capsys) -> None:  # noqa: ANN001
+    assert main(["check", "submissions/correct_numpy", "--gradebook", "x.sqlite"]) == UsageError.exit_code
+    assert "unrecognized arguments: --gradebook" in capsys.readouterr().err
+
+
+def test_a_plugin_adds_options_to_the_subcommands_it_serves(monkeypatch) -> None:  # noqa: ANN001
+    served = types.ModuleType("served_plugin")
+
+    def grader_addoption(parser, command):  # noqa: ANN001, ANN202
+        if command == "audit":
+            parser.add_argument("--audit-only-flag", action="store_true")
+
+    served.grader_addoption = hookimpl(grader_addoption)
+    everywhere = types.ModuleType("everywhere_plugin")
+    everywhere.grader_addoption = hookimpl(lambda parser: parser.add_argument("--everywhere-flag"))
+    monkeypatch.setitem(sys.modules, "served_plugin", served)
+    monkeypatch.setitem(sys.modules, "everywhere_plugin", everywhere)
+    plugins = ("served_plugin", "everywhere_plugin")
+    assert "--audit-only-flag" in _help("audit", plugins)
+    assert "--audit-only-flag" not in _help("grade", plugins)
+    # An implementation that does not take the command (the old signature) serves every subcommand.
+    assert "--everywhere-flag" in _help("grade", plugins) and "--everywhere-flag" in _help("doctor", plugins)
+
+
+@pytest.mark.parametrize("name", ["sandbox", "runner", "grader.builtin.sandbox"])
+def test_blocking_an_essential_plugin_is_a_one_line_usage_error(name: str, capsys) -> None:  # noqa: ANN001
+    assert main(["grade", "submissions/correct_numpy", "-p", f"no:{name}"]) == UsageError.exit_code
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "cannot be blocked" in err
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_one_runner_answers_whatever_the_registration_order(monkeypatch, order: int) -> None:  # noqa: ANN001
+    """The other run_calls built-ins answer only when their option asks (--dask, grader merge)."""
+    import argparse
+
+    from grader import plugins
+    from grader.config import Config
+    from grader.models import RunOutcome, Submission
+
+    monkeypatch.setattr(plugins, "BUILTIN_PLUGINS", plugins.BUILTIN_PLUGINS[::order])
+    pm = get_plugin_manager(load_entrypoints=False)
+    config = Config("grade", argparse.Namespace(insecure=True, dask=None), pm)
+    kwargs = {"submission": Submission("ann", "ann", "/nonexistent/attention.py"), "calls": [], "config": config}
+    answers = {pm.get_name(i.plugin): i.function(**{name: kwargs[name] for name in i.argnames})
+               for i in pm.hook.grader_run_calls.get_hookimpls() if not i.wrapper}
+    assert sorted(answers) == ["dask_cluster", "runner", "shard_record"]
+    assert answers["dask_cluster"] is None and answers["shard_record"] is None
+    assert isinstance(answers["runner"], RunOutcome) and "No such file" in answers["runner"].import_error
+
+
+def test_the_runner_never_falls_back_to_plain_processes_when_grade_has_no_sandbox() -> None:
+    import argparse
+
+    from grader.builtin.runner import grader_run_calls
+    from grader.config import Config
+    from grader.errors import ConfigError
+    from grader.models import Submission
+
+    pm = get_plugin_manager(load_entrypoints=False)
+    config = Config("grade", argparse.Namespace(insecure=False), pm)  # configured without the sandbox started
+    with pytest.raises(ConfigError, match="the sandbox is not running"):
+        grader_run_calls(Submission("ann", "ann", "/nonexistent/attention.py"), [], config)
