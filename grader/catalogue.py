@@ -103,7 +103,7 @@ def load_contract(folder: str | os.PathLike[str]) -> tuple[str, tuple[Clause, ..
     grader.errors.ConfigError
         If the file is malformed (one line naming the key) or lists a clause twice.
     """
-    from grader.builtin.yaml_spec import parse_yaml  # the same safe loader as the specs
+    from grader.yamlfile import parse_yaml  # the same safe loader as the specs
 
     path = Path(folder) / CONTRACT_FILE
     if not path.is_file():

@@ -28,7 +28,6 @@ from test_checks import failed, make, passed, prepare
 from grader import session
 from grader.builtin.checks import RaisesKind
 from grader.builtin.diagnosis import DiagnosisTable, Evidence
-from grader.builtin.yaml_spec import parse_yaml
 from grader.catalogue import Catalogue, Entry
 from grader.cli import build_parser, main
 from grader.compare import EPS, Mismatch, compare
@@ -36,6 +35,7 @@ from grader.config import Config
 from grader.kinds import FLOOR_KEY, tolerance_of
 from grader.models import CallResult, Check
 from grader.plugins import get_plugin_manager
+from grader.yamlfile import parse_yaml
 
 MUTANTS = ROOT / "g14" / "mutants"
 EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")
@@ -92,10 +92,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "--no-diagnosis",
     )
     assert code == 0, err
-    return {
-        s["id"]: s
-        for s in json.loads((out / "results.json").read_text())["submissions"]
-    }
+    return {s["id"]: s for s in json.loads((out / "results.json").read_text())["submissions"]}
 
 
 @pytest.fixture(scope="module")
@@ -130,25 +127,14 @@ def _kinds() -> dict[tuple[str, str], str]:
 def test_new_mutants_and_variants_score_per_exercise(graded: dict, name: str) -> None:
     sub = graded[name]
     assert sub["status"] == "graded"
-    assert {e["id"]: e["score"] for e in sub["exercises"]} == dict(
-        zip(EXERCISES, map(float, SCORES[name]))
-    )
+    assert {e["id"]: e["score"] for e in sub["exercises"]} == dict(zip(EXERCISES, map(float, SCORES[name])))
     assert sub["max_score"] == 86.0
 
 
-@pytest.mark.parametrize(
-    "name", ["constant_outputs", "uniform_weights", "always_value_error"]
-)
-def test_degenerate_files_earn_only_shape_and_honest_value_error_points(
-    graded: dict, name: str
-) -> None:
+@pytest.mark.parametrize("name", ["constant_outputs", "uniform_weights", "always_value_error"])
+def test_degenerate_files_earn_only_shape_and_honest_value_error_points(graded: dict, name: str) -> None:
     kinds = _kinds()
-    paid = {
-        (e["id"], c["id"]): c["score"]
-        for e in graded[name]["exercises"]
-        for c in e["checks"]
-        if c["score"] > 0
-    }
+    paid = {(e["id"], c["id"]): c["score"] for e in graded[name]["exercises"] for c in e["checks"] if c["score"] > 0}
     assert {kinds[key] for key in paid} <= {"shape", "raises"}, paid
     # Constants raise nothing; ValueError on every input also raises on the valid twin: no ValueError point.
     if name != "uniform_weights":
@@ -183,25 +169,13 @@ def _softmax_routes(s: list[float], allowed: list[bool] | None) -> list[np.ndarr
     return out
 
 
-def _attention_routes(
-    q: list, k: list, v: list, causal: bool
-) -> list[tuple[np.ndarray, np.ndarray]]:
+def _attention_routes(q: list, k: list, v: list, causal: bool) -> list[tuple[np.ndarray, np.ndarray]]:
     d = len(q[0])
     routes = []
     for scores in (
         (np.asarray(q) @ np.asarray(k).T) / math.sqrt(d),  # BLAS
-        np.array(
-            [
-                [math.fsum(a * b for a, b in zip(qi, kj)) / math.sqrt(d) for kj in k]
-                for qi in q
-            ]
-        ),  # exact sums
-        np.array(
-            [
-                [sum(a * b / math.sqrt(d) for a, b in zip(qi, kj)) for kj in k]
-                for qi in q
-            ]
-        ),  # scaled terms
+        np.array([[math.fsum(a * b for a, b in zip(qi, kj)) / math.sqrt(d) for kj in k] for qi in q]),  # exact sums
+        np.array([[sum(a * b / math.sqrt(d) for a, b in zip(qi, kj)) for kj in k] for qi in q]),  # scaled terms
     ):
         for r in range(4):
             rows = []
@@ -233,9 +207,7 @@ def test_every_float64_route_passes_every_compare_and_literal_check(
             else:
                 results = [
                     {"outputs": o, "weights": w}
-                    for o, w in _attention_routes(
-                        *args[:3], bool(args[3]) if len(args) > 3 else False
-                    )
+                    for o, w in _attention_routes(*args[:3], bool(args[3]) if len(args) > 3 else False)
                 ]
             for result in results:
                 for part, value in expected.items():
@@ -268,18 +240,10 @@ def test_no_tolerance_is_tighter_than_float64_can_promise(collected: Any) -> Non
             args, expected = pc.prepared.calls[0].args, pc.prepared.expected
             if pc.check.function == "softmax":
                 s = np.asarray(args[0], dtype=np.float64)
-                mask = (
-                    np.ones(s.shape, bool)
-                    if len(args) < 2 or args[1] is None
-                    else np.asarray(args[1], bool)
-                )
+                mask = np.ones(s.shape, bool) if len(args) < 2 or args[1] is None else np.asarray(args[1], bool)
                 tops, weights = (
                     [float(np.max(np.abs(s[mask])))],
-                    np.atleast_2d(
-                        expected["weights"]
-                        if "weights" in expected
-                        else expected["result"]
-                    ),
+                    np.atleast_2d(expected["weights"] if "weights" in expected else expected["result"]),
                 )
                 part = "weights" if "weights" in expected else "result"
                 single = [mask.sum() == 1]
@@ -289,14 +253,8 @@ def test_no_tolerance_is_tighter_than_float64_can_promise(collected: Any) -> Non
                 q, k = np.asarray(args[0]), np.asarray(args[1])
                 scores = q @ k.T / math.sqrt(q.shape[1])
                 causal = bool(args[3]) if len(args) > 3 else False
-                allowed = (
-                    np.tril(np.ones(scores.shape, bool))
-                    if causal
-                    else np.ones(scores.shape, bool)
-                )
-                tops = [
-                    float(np.max(np.abs(row[a]))) for row, a in zip(scores, allowed)
-                ]
+                allowed = np.tril(np.ones(scores.shape, bool)) if causal else np.ones(scores.shape, bool)
+                tops = [float(np.max(np.abs(row[a]))) for row, a in zip(scores, allowed)]
                 weights, part = np.asarray(expected["weights"]), "weights"
                 single = [a.sum() == 1 for a in allowed]
             rtol, atol, floor = tolerance_of(pc.check, expected, part)
@@ -327,18 +285,14 @@ def test_the_property_kinds_tolerances_cover_float64(collected: Any) -> None:
     by_id = {(ex.id, pc.check.id): pc for ex, items in collected.checks for pc in items}
     shift = by_id[("G14.02", "shift-invariance")]
     first, second = shift.prepared.calls
-    a = _softmax_routes(list(first.args[0]), None)[
-        1
-    ]  # the log-sum-exp route, the least accurate here
+    a = _softmax_routes(list(first.args[0]), None)[1]  # the log-sum-exp route, the least accurate here
     b = _softmax_routes(list(second.args[0]), None)[1]
     rtol = shift.prepared.expected["~rtol"]
     assert np.all(np.abs(a - b) <= 1e-9 + rtol * np.abs(b))
     assert rtol >= 2 * EPS * (max(map(abs, first.args[0])) + 100.0)
     fd = by_id[("G14.04", "finite-difference")]
     u = np.asarray(fd.prepared.calls[0].args[1])
-    assert (
-        fd.prepared.expected["~atol"] >= 2 * EPS * float(np.sum(np.abs(u))) / 1e-6
-    )  # the difference's rounding
+    assert fd.prepared.expected["~atol"] >= 2 * EPS * float(np.sum(np.abs(u))) / 1e-6  # the difference's rounding
 
 
 def test_every_explicit_tolerance_in_the_specs_carries_its_reason() -> None:
@@ -367,45 +321,24 @@ def test_a_failed_tolerance_says_what_was_asked_and_why() -> None:
             "near 1e12",
         )
     assert info.value.message.endswith(
-        "asked: within rtol=1e-06, atol=1e-09, plus up to 0.002 for float64 rounding "
-        "(near 1e12)"
+        "asked: within rtol=1e-06, atol=1e-09, plus up to 0.002 for float64 rounding (near 1e12)"
     )
-    assert (
-        dict(info.value.details)["tolerance"]
-        == "rtol=1e-06, atol=1e-09, plus up to 0.002 for float64 rounding"
-    )
+    assert dict(info.value.details)["tolerance"] == "rtol=1e-06, atol=1e-09, plus up to 0.002 for float64 rounding"
 
 
 def test_log_sum_exp_near_1e12_passes_and_a_finite_fill_still_fails(
     collected: Any,
 ) -> None:
-    pc = next(
-        pc
-        for ex, items in collected.checks
-        for pc in items
-        if pc.check.id == "masked-scores-above-allowed"
-    )
+    pc = next(pc for ex, items in collected.checks for pc in items if pc.check.id == "masked-scores-above-allowed")
     scores, allowed = pc.prepared.calls[0].args
     lse = _softmax_routes(scores, allowed)[1]
-    assert (
-        pc.kind.check_value(
-            pc.check, pc.prepared.expected, lse.tolist(), pc.context
-        ).status
-        == "passed"
-    )
+    assert pc.kind.check_value(pc.check, pc.prepared.expected, lse.tolist(), pc.context).status == "passed"
     # Without its floor the same route fails: the default tolerance alone is too strict here.
     bare = {k: v for k, v in pc.prepared.expected.items() if not k.startswith("~")}
-    assert (
-        pc.kind.check_value(pc.check, bare, lse.tolist(), pc.context).status == "failed"
-    )
+    assert pc.kind.check_value(pc.check, bare, lse.tolist(), pc.context).status == "failed"
     fill = [1.0, 0.0, 0.0]  # -1e9 for the masked score: it takes all the weight
-    message = pc.kind.check_value(
-        pc.check, pc.prepared.expected, fill, pc.context
-    ).message
-    assert (
-        "plus up to 0.000782 for float64 rounding" in message
-        and "near a score of 1e12" in message
-    )
+    message = pc.kind.check_value(pc.check, pc.prepared.expected, fill, pc.context).message
+    assert "plus up to 0.000782 for float64 rounding" in message and "near a score of 1e12" in message
 
 
 # --- ValueError checks with a valid twin -----------------------------------------------------------
@@ -420,14 +353,8 @@ def test_a_value_error_check_pays_only_if_the_valid_twin_returns() -> None:
     )
     prepared = prepare(check, ctx)
     assert [c.args for c in prepared.calls] == [([],), ([0.0],)]
-    error = CallResult(
-        "raised", error_type="ValueError", value_error=True, message="bad"
-    )
-    passed(
-        RaisesKind().judge(
-            check, prepared, [error, CallResult("returned", value=[1.0])], ctx
-        )
-    )
+    error = CallResult("raised", error_type="ValueError", value_error=True, message="bad")
+    passed(RaisesKind().judge(check, prepared, [error, CallResult("returned", value=[1.0])], ctx))
     message = failed(RaisesKind().judge(check, prepared, [error, error], ctx))
     assert message == (
         "raised ValueError for an empty row, but also ValueError for the valid input next to it: an "
@@ -449,9 +376,7 @@ SCALES = {
 
 
 @pytest.mark.parametrize("exercise", ["G14.01", "G14.02", "G14.03", "G14.06"])
-def test_each_attention_exercise_separates_sqrt_dk_from_every_wrong_scale(
-    collected: Any, exercise: str
-) -> None:
+def test_each_attention_exercise_separates_sqrt_dk_from_every_wrong_scale(collected: Any, exercise: str) -> None:
     items = next(items for ex, items in collected.checks if ex.id == exercise)
     probes = []
     for pc in items:
@@ -460,16 +385,11 @@ def test_each_attention_exercise_separates_sqrt_dk_from_every_wrong_scale(
             "literal",
         ):
             continue
-        q, k, v = (
-            np.asarray(a, dtype=np.float64) for a in pc.prepared.calls[0].args[:3]
-        )
+        q, k, v = (np.asarray(a, dtype=np.float64) for a in pc.prepared.calls[0].args[:3])
         if np.max(np.abs(q @ k.T)) > 0.1:  # nonzero scores
             probes.append((q.shape[1], v.shape[1], pc.check.visibility))
     for name, scale in SCALES.items():
-        assert any(
-            abs(scale(d, dv) - math.sqrt(d)) > 0.05 * math.sqrt(d)
-            for d, dv, _ in probes
-        ), (exercise, name)
+        assert any(abs(scale(d, dv) - math.sqrt(d)) > 0.05 * math.sqrt(d) for d, dv, _ in probes), (exercise, name)
     assert len({d for d, _, _ in probes}) >= 2, exercise  # several d_k
 
 
@@ -477,24 +397,15 @@ def test_a_visible_check_has_d_k_above_1_and_nonzero_scores(collected: Any) -> N
     found = []
     for ex, items in collected.checks:
         for pc in items:
-            if (
-                pc.check.visibility == "visible"
-                and pc.check.function == "attention"
-                and pc.check.kind == "compare"
-            ):
-                q, k = (
-                    np.asarray(a, dtype=np.float64)
-                    for a in pc.prepared.calls[0].args[:2]
-                )
+            if pc.check.visibility == "visible" and pc.check.function == "attention" and pc.check.kind == "compare":
+                q, k = (np.asarray(a, dtype=np.float64) for a in pc.prepared.calls[0].args[:2])
                 if q.shape[1] > 1 and np.max(np.abs(q @ k.T)) > 0.1:
                     found.append(f"{ex.id} {pc.check.id}")
     assert "G14.02 scaled-scores-dk3" in found
 
 
 @pytest.mark.parametrize("exercise", ["G14.03", "G14.06"])
-def test_causal_checks_put_a_future_score_far_above_the_allowed_maximum(
-    collected: Any, exercise: str
-) -> None:
+def test_causal_checks_put_a_future_score_far_above_the_allowed_maximum(collected: Any, exercise: str) -> None:
     items = next(items for ex, items in collected.checks if ex.id == exercise)
     gaps = []
     for pc in items:
@@ -547,12 +458,7 @@ def test_a_mistake_is_named_only_when_the_whole_exercise_singles_it_out() -> Non
     both = table.evidence("E", check, same, passed=False)
     assert both == Evidence(False, frozenset({"a", "b"}))
     # c2: the submission passed where a fails: only b is consistent with everything.
-    assert [
-        d.mistake
-        for d in table.name("E", {"c1": both, "c2": Evidence(True, frozenset({"b"}))})[
-            "c1"
-        ]
-    ] == ["b"]
+    assert [d.mistake for d in table.name("E", {"c1": both, "c2": Evidence(True, frozenset({"b"}))})["c1"]] == ["b"]
     # c2 failed like a: a is named, on both checks.
     named = table.name("E", {"c1": both, "c2": Evidence(False, frozenset({"a"}))})
     assert {k: [d.mistake for d in v] for k, v in named.items()} == {
@@ -574,9 +480,7 @@ def test_a_mistake_is_named_only_when_the_whole_exercise_singles_it_out() -> Non
     )
 
 
-def test_raised_errors_match_on_their_message_except_where_the_error_is_asked_for() -> (
-    None
-):
+def test_raised_errors_match_on_their_message_except_where_the_error_is_asked_for() -> None:
     a = _entry("a", "Mistake A here.")
     numpy_error = (
         CallResult(
@@ -616,23 +520,15 @@ def test_raised_errors_match_on_their_message_except_where_the_error_is_asked_fo
         hint="",
         timeout=2.0,
     )
-    assert (
-        table.evidence("E", compare_check, other, passed=False).matches == frozenset()
-    )
-    assert table.evidence("E", compare_check, numpy_error, passed=False).matches == {
-        "a"
-    }
-    assert table.evidence("E", raises_check, other, passed=False).matches == {
-        "a"
-    }  # the type is what is asked
+    assert table.evidence("E", compare_check, other, passed=False).matches == frozenset()
+    assert table.evidence("E", compare_check, numpy_error, passed=False).matches == {"a"}
+    assert table.evidence("E", raises_check, other, passed=False).matches == {"a"}  # the type is what is asked
 
 
 # --- the audit's new tables ----------------------------------------------------------------------
 
 
-def _mini(
-    tmp_path: Path, catalogue: str, names: tuple[str, ...], contract: str | None = None
-) -> Path:
+def _mini(tmp_path: Path, catalogue: str, names: tuple[str, ...], contract: str | None = None) -> Path:
     folder = tmp_path / "mutants"
     for name in names:
         shutil.copytree(MUTANTS / name, folder / name)
@@ -666,10 +562,7 @@ clauses:
         "FAIL clause uncovered has no check: code breaking it (raises ValueError on a Q/K width mismatch) keeps "
         "every point"
     ) in lines
-    assert (
-        "FAIL clause gone names checks the specs do not have: G14.06 no-such-check"
-        in lines
-    )
+    assert "FAIL clause gone names checks the specs do not have: G14.06 no-such-check" in lines
     assert lines[-1].endswith("; 1/3 contract clauses covered: FAILED")
 
 
@@ -695,13 +588,8 @@ entries:
     code, out, err = _run("audit", "--mutants", folder)
     assert code == 1, err
     lines = out.splitlines()
-    assert (
-        "FAIL fill_minus_1e4 left out is misnamed fill_minus_1e9 on G14.06 masked-scores-above-allowed"
-        in lines
-    )
-    assert lines[-1].endswith(
-        "; leave-one-out diagnosis precision 0% (4 namings, 4 misnamed): FAILED"
-    )
+    assert "FAIL fill_minus_1e4 left out is misnamed fill_minus_1e9 on G14.06 masked-scores-above-allowed" in lines
+    assert lines[-1].endswith("; leave-one-out diagnosis precision 0% (4 namings, 4 misnamed): FAILED")
 
 
 def test_the_audit_fails_a_degenerate_file_above_its_figure(tmp_path: Path) -> None:
@@ -721,8 +609,5 @@ entries:
     code, out, err = _run("audit", "--mutants", folder, "--no-diagnosis")
     assert code == 1, err
     lines = out.splitlines()
-    assert (
-        "mib_decimal              81/86    19  FAIL: points on other checks are vacuous"
-        in lines
-    )
+    assert "mib_decimal              81/86    19  FAIL: points on other checks are vacuous" in lines
     assert "0/1 degenerate files at their figure" in lines[-1]

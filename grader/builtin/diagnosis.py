@@ -159,15 +159,20 @@ class DiagnosisTable:
     catalogue : grader.catalogue.Catalogue
     """
 
-    def __init__(self, rows: Mapping[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]], catalogue: Catalogue):
+    def __init__(
+        self, rows: Mapping[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]], catalogue: Catalogue,
+        unknown: Mapping[tuple[str, str], frozenset[str]] | None = None,
+    ):
         self.rows = rows
         self.catalogue = catalogue
+        self.unknown = dict(unknown or {})
 
     def without(self, names: Collection[str]) -> DiagnosisTable:
         """The same table with the mutants ``names`` left out of the catalogue (`leave_one_out`)."""
         rows = {key: [(e, r) for e, r in items if e.name not in names] for key, items in self.rows.items()}
         entries = tuple(e for e in self.catalogue.entries if e.name not in names)
-        return DiagnosisTable(rows, dataclasses.replace(self.catalogue, entries=entries))
+        unknown = {key: frozenset(n for n in items if n not in names) for key, items in self.unknown.items()}
+        return DiagnosisTable(rows, dataclasses.replace(self.catalogue, entries=entries), unknown)
 
     def mutant_names(self) -> frozenset[str]:
         """Every mutant the table knows."""
@@ -183,8 +188,9 @@ class DiagnosisTable:
         if not results or any(r.status not in EVIDENCE_STATUSES for r in results):
             return None
         failing = self.rows.get((exercise_id, check.id), ())
-        if passed:
-            return Evidence(True, self.mutant_names() - {e.name for e, _ in failing})
+        if passed:  # the mutants that passed too: neither failing nor without evidence there
+            unknown = self.unknown.get((exercise_id, check.id), frozenset())
+            return Evidence(True, self.mutant_names() - {e.name for e, _ in failing} - unknown)
         rtol = max(float(check.params.get("rtol", MATCH_RTOL)), MATCH_RTOL)
         atol = max(float(check.params.get("atol", MATCH_ATOL)), MATCH_ATOL)
         raising = check.kind == "raises"
@@ -318,6 +324,7 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
     if outcomes is None:
         outcomes = run_entries(config, mutants, calls)
     rows: dict[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]] = {}
+    unknown: dict[tuple[str, str], set[str]] = {}
     split = {entry.name: collected.split(outcome.results) for entry in mutants
              if (outcome := outcomes.get(entry.name)) is not None and not outcome.import_error
              and len(outcome.results) == len(calls)}
@@ -326,9 +333,12 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
             if entry.name not in split:
                 continue
             theirs = tuple(split[entry.name][index][2])
+            if any(r.status not in EVIDENCE_STATUSES for r in theirs):  # a call that neither returned nor raised
+                unknown.setdefault((exercise.id, pc.check.id), set()).add(entry.name)
+                continue
             if judge(pc.check, pc.prepared, theirs, pc.kind, pc.context).status != "passed":
                 rows.setdefault((exercise.id, pc.check.id), []).append((entry, theirs))
-    return DiagnosisTable(rows, catalogue)
+    return DiagnosisTable(rows, catalogue, {key: frozenset(names) for key, names in unknown.items()})
 
 
 def _catalogue(config: Any) -> Catalogue | None:
