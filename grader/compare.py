@@ -232,10 +232,7 @@ def compare(
 EPS = float(np.finfo(np.float64).eps)
 """float64's machine epsilon, 2**-52 (about 2.2e-16)."""
 
-DEFAULT_WHY = (
-    "float64 code is accurate to about 1e-13 on inputs like these, so this leaves room for any "
-    "summation order while float16 arithmetic or a wrong formula is off by far more"
-)
+DEFAULT_WHY = "float64 code is accurate to about 1e-13 here; float16 or a wrong formula is not"
 """Why the default tolerances (rtol 1e-6, atol 1e-9) are what a check asks."""
 
 FLOOR_WHY = (

@@ -153,7 +153,7 @@ def test_compare_nan_where_finite_expected() -> None:
     weights[0][1] = math.nan
     v = verdict_of(check, prepared, [outputs, weights], ctx=ctx)
     assert failed(v).startswith("weights[0][1] is nan where a finite number is expected; asked: within rtol=1e-06, "
-                                "atol=1e-09 (float64 code is accurate to about 1e-13")
+                                "atol=1e-09 (float64 code is accurate to about 1e-13 here")
     assert dict(v.details)["largest error"] == "not finite"
     outputs[2][0] = -math.inf
     assert failed(verdict_of(check, prepared, [outputs, weights], ctx=ctx)).startswith(
