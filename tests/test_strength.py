@@ -356,8 +356,8 @@ def test_a_value_error_check_pays_only_if_the_valid_twin_returns() -> None:
     passed(RaisesKind().judge(check, prepared, [error, CallResult("returned", value=[1.0])], ctx))
     message = failed(RaisesKind().judge(check, prepared, [error, error], ctx))
     assert message == (
-        "raised ValueError for an empty row, but also ValueError for the valid input next to it: an "
-        "error on every input does not show that this one was checked"
+        "raised ValueError, but also ValueError for the valid input next to it: an error on every input does not "
+        "show that the invalid one was checked"
     )
 
 
