@@ -56,9 +56,7 @@ def make_class(folder: Path, n: int) -> Path:
         name = MIX[i % len(MIX)]
         student = folder / f"s{i:05d}-{name}"
         student.mkdir(parents=True)
-        (student / "attention.py").write_text(
-            (SAMPLES / name / "attention.py").read_text() + f"\n# {i}\n"
-        )
+        (student / "attention.py").write_text((SAMPLES / name / "attention.py").read_text() + f"\n# {i}\n")
     return folder
 
 
@@ -70,31 +68,20 @@ def timed(*commands: list[str]) -> float:
     """Run the commands side by side from the repository root; the wall-clock seconds until all succeeded."""
     start = time.perf_counter()
     procs = [
-        subprocess.Popen(
-            c, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        for c in commands
+        subprocess.Popen(c, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for c in commands
     ]
     for proc in procs:
         _, err = proc.communicate()
         if proc.returncode != 0:
-            raise SystemExit(
-                f"failed ({proc.returncode}): {' '.join(proc.args)}\n{err[-2000:]}"
-            )
+            raise SystemExit(f"failed ({proc.returncode}): {' '.join(proc.args)}\n{err[-2000:]}")
     return time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--n", type=int, default=96, help="submissions in the class (default 96)"
-    )
-    parser.add_argument(
-        "--shards", type=int, default=2, help="shards run side by side (default 2)"
-    )
-    parser.add_argument(
-        "--workers", type=int, default=2, help="Dask worker processes (default 2)"
-    )
+    parser.add_argument("--n", type=int, default=96, help="submissions in the class (default 96)")
+    parser.add_argument("--shards", type=int, default=2, help="shards run side by side (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="Dask worker processes (default 2)")
     parser.add_argument("--chunk", type=int, default=8, help="--dask-chunk (default 8)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures here")
     args = parser.parse_args()
@@ -125,15 +112,11 @@ def main() -> None:
                 for k, out in enumerate(shards, start=1)
             ]
         )
-        rows.append(
-            (f"{args.shards} shards side by side, --jobs {per} each", seconds, args.n)
-        )
+        rows.append((f"{args.shards} shards side by side, --jobs {per} each", seconds, args.n))
         merge = timed(grader("merge", *shards, "--out", base / "merged", "-q"))
         rows.append(("  merge of the shards (no student code)", merge, args.n))
         rows.append(("  shards + merge", seconds + merge, args.n))
-        assert (base / "merged" / "results.json").read_bytes() == reference, (
-            "the merge differs from the local run"
-        )
+        assert (base / "merged" / "results.json").read_bytes() == reference, "the merge differs from the local run"
 
         try:
             from distributed import LocalCluster
@@ -172,12 +155,8 @@ def main() -> None:
                             args.n,
                         )
                     )
-                    assert (base / "dask" / "results.json").read_bytes() == reference, (
-                        "Dask differs from local"
-                    )
-    print(
-        f"{args.n} submissions, {cores} cores; results.json byte-identical in every mode"
-    )
+                    assert (base / "dask" / "results.json").read_bytes() == reference, "Dask differs from local"
+    print(f"{args.n} submissions, {cores} cores; results.json byte-identical in every mode")
     print(f"{'mode':58} {'seconds':>8} {'subs/s':>8}")
     for label, seconds, n in rows:
         print(f"{label:58} {seconds:8.2f} {n / seconds:8.1f}")

@@ -1,6 +1,6 @@
 """grader: an auto-grading harness and plugin system for course packs (`grader.packs`).
 
-Public API: the ``hookimpl`` marker for plugins, the data models, and the
+Public API: the ``hookimpl`` marker for plugins, ``StashKey`` for their state, the data models, and the
 errors. See ``grader.hookspecs`` for every hook.
 """
 
@@ -25,6 +25,7 @@ from grader.models import (  # noqa: E402
     Verdict,
 )
 from grader.plugins import hookimpl  # noqa: E402
+from grader.stash import StashKey  # noqa: E402
 
 __all__ = [
     "Call",
@@ -41,6 +42,7 @@ __all__ = [
     "Prepared",
     "RunOutcome",
     "SpecError",
+    "StashKey",
     "Submission",
     "SubmissionResult",
     "UsageError",

@@ -373,12 +373,12 @@ def cache_dir() -> Path | None:
 
 _WORKER = Path(__file__).resolve().parent / "worker.py"
 _DECODING = (
-    _WORKER, _WORKER.parent / "boundary.py", _WORKER.parent / "builtin" / "runner.py", _WORKER.parent / "zygote.py",
-    *sorted((_WORKER.parent / "child").glob("*.py")),
+    _WORKER, _WORKER.parent / "boundary.py", _WORKER.parent / "jobs.py", _WORKER.parent / "builtin" / "runner.py",
+    _WORKER.parent / "zygote.py", *sorted((_WORKER.parent / "child").glob("*.py")),
 )
-"""The files that decide what a job's answer becomes (the worker, the decoder, the runner, the sandbox
-child: ``zygote.py`` and every module of ``grader/child``): a change to any of them makes cached
-results stale."""
+"""The files that decide what a job's answer becomes (the worker, the decoder, the job machinery and
+the runner, the sandbox child: ``zygote.py`` and every module of ``grader/child``): a change to any
+of them makes cached results stale."""
 
 
 def _entry_key(entry: Entry, config: Any) -> str:

@@ -30,8 +30,14 @@ def width() -> int:
 
 def wrapped(text: str, first: str = INDENT, rest: str = INDENT + "  ") -> str:
     """``text`` on one paragraph wrapped to `width`, student text inert, indented ``first`` then ``rest``."""
-    return textwrap.fill(" ".join(display(text).split()), width=width(), initial_indent=first, subsequent_indent=rest,
-                         break_long_words=True, break_on_hyphens=False)
+    return textwrap.fill(
+        " ".join(display(text).split()),
+        width=width(),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=True,
+        break_on_hyphens=False,
+    )
 
 
 def one_line(text: str, limit: int = 160) -> str:
@@ -58,7 +64,7 @@ def failure_lines(c: Any) -> list[str]:
         if not _said(value, c.message):
             lines.append(f"{INDENT}{display(label)}: {one_line(value, limit)}")
     for d in c.diagnosis:
-        lines += wrapped(f"likely mistake: {d.misconception} See the chapter section \"{d.section}\".").split("\n")
+        lines += wrapped(f'likely mistake: {d.misconception} See the chapter section "{d.section}".').split("\n")
     if c.hint:
         lines += wrapped("hint: " + c.hint).split("\n")
     return lines

@@ -348,7 +348,7 @@ def _validate(config: Config) -> int:
     return EXIT_OK if ok else EXIT_CHECKS_FAILED
 
 
-def _manifest_problems(config: Config, exercises) -> list[str]:
+def _manifest_problems(config: Config, exercises: Sequence[Any]) -> list[str]:
     """Where the specs and the pack's manifest disagree: a function no student writes, a section renamed."""
     try:
         pack = config.pack

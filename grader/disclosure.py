@@ -38,6 +38,7 @@ __all__ = [
     "hidden_bad_return",
     "hidden_type",
     "hidden_where",
+    "is_public",
     "is_released",
     "is_shown",
     "message_shown",
@@ -52,9 +53,18 @@ MESSAGE_ALWAYS_SHOWN = ("not_attempted", "timeout", "error")
 """Statuses whose message a student reads on every check (it names no input or expected value)."""
 
 
+def is_public(check: Check) -> bool:
+    """Whether a check's inputs and expected values may be published: only a ``visible`` check's.
+
+    The public checks (``grader publish``, the student package), ``grader check`` and a student's
+    CI hold and run these only.
+    """
+    return check.visibility == "visible"
+
+
 def secret_while_grading(check: Check) -> bool:
-    """Whether a check's inputs are secret while grading (anything not ``visible``)."""
-    return check.visibility != "visible"
+    """Whether a check's inputs are secret while grading (anything not `is_public`)."""
+    return not is_public(check)
 
 
 def is_shown(visibility: str, after_due_date: bool = False, published: bool = False) -> bool:
@@ -152,22 +162,66 @@ def hidden_where(result: CallResult) -> str:
 
 
 _RETURN_TAIL = "; return numbers, lists, tuples or numpy arrays"
-_BAD_RETURN_FIXED = frozenset({
-    "the result is too large",
-    "the result is nested too deeply",
-    "the function returned None (is a return statement missing?)" + _RETURN_TAIL,
-})
-_BAD_RETURN_DTYPE = re.compile(r"the result holds a numpy (?:array of dtype [A-Za-z0-9<>|=]{1,16}; return numbers"
-                               r"|[A-Za-z0-9<>|=]{1,16} scalar)")
+_BAD_RETURN_FIXED = frozenset(
+    {
+        "the result is too large",
+        "the result is nested too deeply",
+        "the function returned None (is a return statement missing?)" + _RETURN_TAIL,
+    }
+)
+_BAD_RETURN_DTYPE = re.compile(
+    r"the result holds a numpy (?:array of dtype [A-Za-z0-9<>|=]{1,16}; return numbers"
+    r"|[A-Za-z0-9<>|=]{1,16} scalar)"
+)
 _BAD_RETURN_TYPE = re.compile(r"the result holds a ([A-Za-z_][A-Za-z0-9_]{0,40})" + re.escape(_RETURN_TAIL))
 
-PLAIN_TYPES = frozenset({
-    "generator", "map", "filter", "zip", "range", "dict", "set", "frozenset", "str", "bytes", "bytearray",
-    "complex", "function", "builtin_function_or_method", "method", "module", "type", "object", "NoneType",
-    "dict_keys", "dict_values", "dict_items", "enumerate", "reversed", "memoryview", "slice", "ellipsis",
-    "coroutine", "async_generator", "list_iterator", "tuple_iterator", "Decimal", "Fraction", "matrix",
-    "MaskedArray", "float128", "longdouble", "clongdouble", "str_", "bytes_", "void", "datetime64", "timedelta64",
-})
+PLAIN_TYPES = frozenset(
+    {
+        "generator",
+        "map",
+        "filter",
+        "zip",
+        "range",
+        "dict",
+        "set",
+        "frozenset",
+        "str",
+        "bytes",
+        "bytearray",
+        "complex",
+        "function",
+        "builtin_function_or_method",
+        "method",
+        "module",
+        "type",
+        "object",
+        "NoneType",
+        "dict_keys",
+        "dict_values",
+        "dict_items",
+        "enumerate",
+        "reversed",
+        "memoryview",
+        "slice",
+        "ellipsis",
+        "coroutine",
+        "async_generator",
+        "list_iterator",
+        "tuple_iterator",
+        "Decimal",
+        "Fraction",
+        "matrix",
+        "MaskedArray",
+        "float128",
+        "longdouble",
+        "clongdouble",
+        "str_",
+        "bytes_",
+        "void",
+        "datetime64",
+        "timedelta64",
+    }
+)
 """Type names a hidden check's "cannot read" message may name (they say nothing of the inputs)."""
 
 
@@ -192,5 +246,3 @@ def hidden_bad_return(message: str) -> str:
     if m:
         return ": the result holds an object of a class of its own" + _RETURN_TAIL
     return " (return plain numbers, lists of them or numpy arrays)"
-
-

@@ -21,6 +21,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from grader.config import Config
+    from grader.kinds import CheckKind, KindContext
     from grader.models import (
         Call,
         CallResult,
@@ -79,12 +80,13 @@ class Hooks:
 
     def load_reference(self, path: str, config: Config) -> Mapping[str, Callable[..., Any]] | None:
         """The reference functions by name (first result)."""
-        return cast("Mapping[str, Callable[..., Any]] | None",
-                    self._pm.hook.grader_load_reference(path=path, config=config))
+        return cast(
+            "Mapping[str, Callable[..., Any]] | None", self._pm.hook.grader_load_reference(path=path, config=config)
+        )
 
-    def check_kinds(self) -> list[Sequence[Any]]:
+    def check_kinds(self) -> list[Sequence[CheckKind]]:
         """Every plugin's check kinds (all collected)."""
-        return cast("list[Sequence[Any]]", self._pm.hook.grader_check_kinds())
+        return cast("list[Sequence[CheckKind]]", self._pm.hook.grader_check_kinds())
 
     def float64_error(self, function: str, args: Sequence[Any], parts: dict[str, Any]) -> dict[str, Any] | None:
         """What correct float64 code may be off by on one call, per element of each part (first result)."""
@@ -107,50 +109,63 @@ class Hooks:
 
     def run_calls(self, submission: Submission, calls: Sequence[Call], config: Config) -> RunOutcome | None:
         """Run a submission's calls away from the grader's process (first result)."""
-        return cast("RunOutcome | None",
-                    self._pm.hook.grader_run_calls(submission=submission, calls=calls, config=config))
+        return cast(
+            "RunOutcome | None", self._pm.hook.grader_run_calls(submission=submission, calls=calls, config=config)
+        )
 
     def judge_check(
         self,
         check: Check,
         prepared: Prepared,
         results: Sequence[CallResult],
-        kind: Any,
-        context: Any,
+        kind: CheckKind,
+        context: KindContext,
         config: Config,
     ) -> Verdict | None:
         """Decide one check from its call results (first result)."""
-        return cast("Verdict | None", self._pm.hook.grader_judge_check(
-            check=check, prepared=prepared, results=results, kind=kind, context=context, config=config))
+        return cast(
+            "Verdict | None",
+            self._pm.hook.grader_judge_check(
+                check=check, prepared=prepared, results=results, kind=kind, context=context, config=config
+            ),
+        )
 
     def mistake_table(
         self, collected: Collected, catalogue: Any, outcomes: Mapping[str, RunOutcome] | None, config: Config
     ) -> Any | None:
         """The catalogued mistakes failing each check of ``collected`` (first result)."""
-        return self._pm.hook.grader_mistake_table(collected=collected, catalogue=catalogue, outcomes=outcomes,
-                                                  config=config)
+        return self._pm.hook.grader_mistake_table(
+            collected=collected, catalogue=catalogue, outcomes=outcomes, config=config
+        )
 
     def score_exercise(
         self, exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]], config: Config
     ) -> ExerciseResult | None:
         """An exercise's score from its verdicts (first result)."""
-        return cast("ExerciseResult | None",
-                    self._pm.hook.grader_score_exercise(exercise=exercise, verdicts=verdicts, config=config))
+        return cast(
+            "ExerciseResult | None",
+            self._pm.hook.grader_score_exercise(exercise=exercise, verdicts=verdicts, config=config),
+        )
 
     def cached_result(self, submission: Submission, key: str, config: Config) -> SubmissionResult | None:
         """A stored result for ``key`` (first result)."""
-        return cast("SubmissionResult | None",
-                    self._pm.hook.grader_cached_result(submission=submission, key=key, config=config))
+        return cast(
+            "SubmissionResult | None", self._pm.hook.grader_cached_result(submission=submission, key=key, config=config)
+        )
 
     def adjust_result(self, result: SubmissionResult, submission: Submission, config: Config) -> list[SubmissionResult]:
         """Every plugin's adjusted result (all collected; `grader.session.adjust_result` chains them)."""
-        return cast("list[SubmissionResult]",
-                    self._pm.hook.grader_adjust_result(result=result, submission=submission, config=config))
+        return cast(
+            "list[SubmissionResult]",
+            self._pm.hook.grader_adjust_result(result=result, submission=submission, config=config),
+        )
 
     def submission_time(self, submission: Submission, config: Config) -> list[Sequence[tuple[str, str]]]:
         """(source, ISO time) pairs from every plugin that knows when ``submission`` was submitted."""
-        return cast("list[Sequence[tuple[str, str]]]",
-                    self._pm.hook.grader_submission_time(submission=submission, config=config))
+        return cast(
+            "list[Sequence[tuple[str, str]]]",
+            self._pm.hook.grader_submission_time(submission=submission, config=config),
+        )
 
     def submission_graded(self, result: SubmissionResult, config: Config) -> None:
         """Hand one result to every plugin (all called)."""

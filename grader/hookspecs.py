@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from grader.config import Config
+    from grader.kinds import CheckKind, KindContext
     from grader.models import (
         Call,
         CallResult,
@@ -83,8 +84,9 @@ def grader_configure(config: Config) -> None:
     Parameters
     ----------
     config : grader.config.Config
-        Parsed options (``config.options``), the plugin manager and a
-        ``config.stash`` dict for plugin state.
+        Parsed options (``config.options``), the plugin manager, the typed
+        hooks (``config.hooks``) and ``config.stash`` for plugin state, under
+        `grader.stash.StashKey` keys.
     """
 
 
@@ -125,7 +127,7 @@ def grader_load_reference(path: str, config: Config) -> Mapping[str, Callable[..
 
 
 @hookspec
-def grader_check_kinds() -> Sequence[Any] | None:
+def grader_check_kinds() -> Sequence[CheckKind] | None:
     """Contribute check kinds.
 
     All results are collected; each is a sequence of objects with a ``name``
@@ -247,8 +249,8 @@ def grader_judge_check(
     check: Check,
     prepared: Prepared,
     results: Sequence[CallResult],
-    kind: Any,
-    context: Any,
+    kind: CheckKind,
+    context: KindContext,
     config: Config,
 ) -> Verdict | None:
     """Decide one check from its call results.
@@ -266,7 +268,7 @@ def grader_judge_check(
         The calls made and the expectations (never sent to the child).
     results : sequence of grader.models.CallResult
         One per call in ``prepared.calls``.
-    kind : object
+    kind : grader.kinds.CheckKind
         The check kind named by ``check.kind``.
     context : grader.kinds.KindContext
         The exercise and the reference functions.

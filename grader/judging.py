@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grader.disclosure import hidden_bad_return, hidden_type, hidden_where
+from grader.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
 from grader.models import CallResult, Check, Prepared, Verdict
 
 __all__ = ["SANDBOX_RULES", "explain_error", "judge"]
@@ -99,14 +99,16 @@ def judge(
     """
     fn = check.function
     if shown is None:
-        shown = check.visibility == "visible"
+        shown = is_public(check)
     for r in results:
         if r.status == "skipped":
             return Verdict("error", f"not run: {r.message}")
     for r in results:
         if r.status == "not_implemented":
             if not shown:
-                return Verdict("not_attempted", f"not attempted: {fn} still raises NotImplementedError or is not defined")
+                return Verdict(
+                    "not_attempted", f"not attempted: {fn} still raises NotImplementedError or is not defined"
+                )
             said = r.message if r.message and r.message != fn else f"{fn} still raises NotImplementedError"
             return Verdict("not_attempted", f"not attempted: {said}")
     for r in results:
@@ -127,7 +129,8 @@ def judge(
         for r in results:
             if r.status == "raised" and not shown:
                 return Verdict(
-                    "error", f"{fn} raised {hidden_type(r.error_type)}{hidden_where(r)}{explain_error(r.error_type, r.message)}"
+                    "error",
+                    f"{fn} raised {hidden_type(r.error_type)}{hidden_where(r)}{explain_error(r.error_type, r.message)}",
                 )
             if r.status == "raised":
                 return Verdict(

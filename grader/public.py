@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from grader import __version__
+from grader.disclosure import is_public
 from grader.errors import ConfigError
 from grader.kinds import KindContext
 from grader.models import Call, Check, Exercise, Prepared
@@ -82,7 +83,7 @@ def visible_part(collected: Any) -> Any:
     """The same `grader.session.Collected` with only its visible checks prepared (what mutants run on)."""
     import dataclasses
 
-    checks = tuple((ex, tuple(pc for pc in items if pc.check.visibility == "visible")) for ex, items in collected.checks)
+    checks = tuple((ex, tuple(pc for pc in items if is_public(pc.check))) for ex, items in collected.checks)
     return dataclasses.replace(collected, checks=checks)
 
 
@@ -127,7 +128,7 @@ def publish(collected: Any, table: Any = None) -> dict[str, Any]:
         checks = []
         for pc in items:
             c = pc.check
-            if c.visibility != "visible":
+            if not is_public(c):
                 continue
             checks.append({
                 "id": c.id, "kind": c.kind, "function": c.function, "points": c.points,

@@ -61,8 +61,10 @@ def read_roster(path: str, ignore_case: bool = False) -> list[str]:
         if key in first:
             where, other = first[key]
             same = "" if other == sid else f" (as {display(repr(other))} on line {where}: --roster-ignore-case is on)"
-            raise UsageError(f"--roster {path}: the id {display(repr(sid))} is listed twice, on lines {where} and "
-                             f"{line}{same}; list each student once")
+            raise UsageError(
+                f"--roster {path}: the id {display(repr(sid))} is listed twice, on lines {where} and "
+                f"{line}{same}; list each student once"
+            )
         first[key] = (line, sid)
         ids.append(sid)
     if not ids:
@@ -85,10 +87,15 @@ def apply_roster(found: list[Submission], roster: list[str], ignore_case: bool =
     if unknown:
         by_fold = {sid.casefold(): sid for sid in roster}
         near = [f"{u} (the roster has {by_fold[u.casefold()]})" for u in unknown if u.casefold() in by_fold]
-        hint = (f"; ids that differ only in case: {', '.join(near)}: pass --roster-ignore-case to match them"
-                if near else "")
+        hint = (
+            f"; ids that differ only in case: {', '.join(near)}: pass --roster-ignore-case to match them"
+            if near
+            else ""
+        )
         print(f"grader: warning: not on the roster: {display(', '.join(unknown) + hint)}", file=sys.stderr)
     if missing:
-        print(f"grader: warning: {len(missing)} student(s) on the roster sent nothing: {display(', '.join(missing))}",
-              file=sys.stderr)
+        print(
+            f"grader: warning: {len(missing)} student(s) on the roster sent nothing: {display(', '.join(missing))}",
+            file=sys.stderr,
+        )
     return found + [Submission(sid, "", None, "", "no submission from this student") for sid in missing]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from grader import __version__, packs
 from grader.config import Config
-from grader.disclosure import secret_while_grading
+from grader.disclosure import is_public, secret_while_grading
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
 from grader.models import (
     Call,
@@ -131,7 +131,7 @@ class Collected:
     @property
     def hidden_count(self) -> int:
         """Number of checks that are not ``visible``."""
-        listed = sum(1 for ex in self.exercises for c in ex.checks if c.visibility != "visible")
+        listed = sum(1 for ex in self.exercises for c in ex.checks if secret_while_grading(c))
         return listed + self.unlisted_hidden
 
 
@@ -253,7 +253,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
         context = KindContext(exercise, dict(reference), error_bound=_error_bound(config))
         items = []
         for check in exercise.checks:
-            if visible_only and check.visibility != "visible":
+            if visible_only and not is_public(check):
                 continue
             kind = kinds[check.kind]
             ready = _bounded(check, context, kind.prepare(check, context))

@@ -28,7 +28,8 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,26 +180,20 @@ def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpe
     n = int(n_text)
     if k_text.strip().lower() != "auto":
         if not k_text.strip().isdigit() or not 1 <= int(k_text) <= n:
-            raise UsageError(
-                f"--shard {text}: K must be a whole number from 1 to {n} (shards are counted from 1)"
-            )
+            raise UsageError(f"--shard {text}: K must be a whole number from 1 to {n} (shards are counted from 1)")
         return ShardSpec(int(k_text), n)
     for name, what in SCHEDULER_VARIABLES:
         value = env.get(name, "").strip()
         if not value:
             continue
         if not value.isdigit():
-            raise UsageError(
-                f"--shard {text}: {name}={value!r} ({what}) is not a whole number"
-            )
+            raise UsageError(f"--shard {text}: {name}={value!r} ({what}) is not a whole number")
         index = int(value)
         if name == "SLURM_ARRAY_TASK_ID":
             low = env.get("SLURM_ARRAY_TASK_MIN", "0").strip() or "0"
             count = env.get("SLURM_ARRAY_TASK_COUNT", "").strip()
             if not low.isdigit():
-                raise UsageError(
-                    f"--shard {text}: SLURM_ARRAY_TASK_MIN={low!r} is not a whole number"
-                )
+                raise UsageError(f"--shard {text}: SLURM_ARRAY_TASK_MIN={low!r} is not a whole number")
             if count and count != str(n):
                 raise UsageError(
                     f"--shard {text}: the Slurm array has {count} tasks (SLURM_ARRAY_TASK_COUNT) but "
@@ -212,9 +207,7 @@ def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpe
             )
         return ShardSpec(index + 1, n, name)
     names = ", ".join(name for name, _ in SCHEDULER_VARIABLES)
-    raise UsageError(
-        f"--shard {text}: no scheduler index in the environment (looked for {names}); give K/N instead"
-    )
+    raise UsageError(f"--shard {text}: no scheduler index in the environment (looked for {names}); give K/N instead")
 
 
 def shard_of(sub_id: str, n: int) -> int:
@@ -248,9 +241,7 @@ def select(submissions: Sequence[Submission], config: Any) -> list[Submission]:
 
 def _nonfinite(value: Any) -> Any:
     if type(value) is float and value - value != 0.0:
-        return {
-            "$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-        }
+        return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
     if isinstance(value, (list, tuple)):
         return [_nonfinite(v) for v in value]
     if hasattr(value, "tolist"):  # a numpy array or scalar
@@ -340,26 +331,16 @@ def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
         raise OutcomeError("not an outcome")
     rows = data["results"]
     if type(rows) is not list or len(rows) != len(calls):
-        raise OutcomeError(
-            f"{len(rows) if type(rows) is list else 'no'} results for {len(calls)} calls"
-        )
+        raise OutcomeError(f"{len(rows) if type(rows) is list else 'no'} results for {len(calls)} calls")
     results = []
     for i, (row, call) in enumerate(zip(rows, calls)):
-        if (
-            type(row) is not dict
-            or row.keys() != _RESULT_KEYS
-            or row["status"] not in CALL_STATUSES
-        ):
+        if type(row) is not dict or row.keys() != _RESULT_KEYS or row["status"] not in CALL_STATUSES:
             raise OutcomeError(f"result {i} is not a call's result")
         seconds = row["seconds"]
         if type(seconds) not in (int, float) or not 0 <= seconds < 1e7:
             raise OutcomeError(f"result {i}: seconds is not a duration")
         mutated = row["mutated_args"]
-        if (
-            type(mutated) is not list
-            or len(mutated) > 64
-            or any(type(m) is not int or m < 0 for m in mutated)
-        ):
+        if type(mutated) is not list or len(mutated) > 64 or any(type(m) is not int or m < 0 for m in mutated):
             raise OutcomeError(f"result {i}: mutated_args is not a list of positions")
         if type(row["value_error"]) is not bool:
             raise OutcomeError(f"result {i}: value_error is not a bool")
@@ -388,9 +369,7 @@ def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
             )
         )
     sha = data["sha256"]
-    if type(sha) is not str or (
-        sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha))
-    ):
+    if type(sha) is not str or (sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha))):
         raise OutcomeError("sha256 is not a SHA-256")
     return RunOutcome(
         results=tuple(results),
@@ -437,14 +416,10 @@ def _submission_from(data: Any) -> Submission:
     }:
         raise ValueError("not a submission")
     text = ("id", "path", "sha256", "problem", "slug", "raw_name")
-    if any(type(data[k]) is not str for k in text) or not (
-        data["file"] is None or type(data["file"]) is str
-    ):
+    if any(type(data[k]) is not str for k in text) or not (data["file"] is None or type(data["file"]) is str):
         raise ValueError("a submission's field is not text")
     lms = data["lms"]
-    if type(lms) is not dict or any(
-        type(k) is not str or type(v) is not str for k, v in lms.items()
-    ):
+    if type(lms) is not dict or any(type(k) is not str or type(v) is not str for k, v in lms.items()):
         raise ValueError("a submission's lms is not text")
     return Submission(
         data["id"],
@@ -485,9 +460,7 @@ def _options(config: Any) -> dict[str, Any]:
         if name.startswith("_"):
             continue
         if name in ("manual", "policy", "roster", "lms_times", "starter"):
-            out[f"{name}:sha256"] = (
-                _file_digest(value) if value and os.path.isfile(value) else None
-            )
+            out[f"{name}:sha256"] = _file_digest(value) if value and os.path.isfile(value) else None
             continue
         if name in LOCATION_OPTIONS or not _jsonable(value):
             continue
@@ -526,9 +499,7 @@ def manifest(config: Any, collected: Any, ids: Sequence[str]) -> dict[str, Any]:
         "class": {
             "count": len(class_ids),
             "sha256": hashlib.sha256(
-                json.dumps(class_ids, ensure_ascii=False).encode(
-                    "utf-8", "surrogatepass"
-                )
+                json.dumps(class_ids, ensure_ascii=False).encode("utf-8", "surrogatepass")
             ).hexdigest(),
         },
         "class_ids": class_ids,
@@ -536,9 +507,7 @@ def manifest(config: Any, collected: Any, ids: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def record_line(
-    submission: Submission, result: SubmissionResult, outcome: RunOutcome | None
-) -> str:
+def record_line(submission: Submission, result: SubmissionResult, outcome: RunOutcome | None) -> str:
     """One line of ``records.jsonl.gz``: the submission, its final result and its outcome (or null)."""
     from grader.models import result_to_dict
 
@@ -547,12 +516,10 @@ def record_line(
         "result": result_to_dict(result),
         "outcome": encode_outcome(outcome) if outcome is not None else None,
     }
-    return json.dumps(data, allow_nan=False, ensure_ascii=False) + "\n"
+    return json.dumps(data, allow_nan=False, ensure_ascii=True) + "\n"
 
 
-def write_record(
-    folder: Path, manifest_data: dict[str, Any], lines: Sequence[str]
-) -> None:
+def write_record(folder: Path, manifest_data: dict[str, Any], lines: Iterable[str]) -> None:
     """Write ``manifest.json`` and ``records.jsonl.gz`` into ``folder`` (each through a rename; gzip without a time,
     so the same shard gives the same bytes). The manifest is written last: a folder with one is complete."""
     from grader.fileio import write_atomic
@@ -568,7 +535,7 @@ def write_record(
     os.replace(tmp, folder / RECORDS)
     write_atomic(
         folder / MANIFEST,
-        json.dumps(manifest_data, indent=1, ensure_ascii=False) + "\n",
+        json.dumps(manifest_data, indent=1, ensure_ascii=True) + "\n",
     )
 
 
@@ -622,35 +589,21 @@ def read_shard(folder: str | Path) -> Shard:
             "'grader grade --shard K/N' runs that finished"
         )
     if candidate.stat().st_size > MAX_MANIFEST_BYTES:
-        raise UsageError(
-            f"{candidate}: larger than {MAX_MANIFEST_BYTES >> 20} MiB; not a shard manifest"
-        )
+        raise UsageError(f"{candidate}: larger than {MAX_MANIFEST_BYTES >> 20} MiB; not a shard manifest")
     try:
         data = _strict_json(candidate.read_bytes())
     except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(
-            f"{candidate}: not valid JSON ({exc}); grade that shard again"
-        ) from None
-    bad = [
-        k
-        for k, kind in _MANIFEST_KEYS.items()
-        if type(data.get(k) if type(data) is dict else None) is not kind
-    ]
+        raise UsageError(f"{candidate}: not valid JSON ({exc}); grade that shard again") from None
+    bad = [k for k, kind in _MANIFEST_KEYS.items() if type(data.get(k) if type(data) is dict else None) is not kind]
     if bad:
-        raise UsageError(
-            f"{candidate}: not a shard manifest (missing or wrong: {', '.join(bad)})"
-        )
+        raise UsageError(f"{candidate}: not a shard manifest (missing or wrong: {', '.join(bad)})")
     if data["format"] != FORMAT:
         raise UsageError(
             f"{candidate}: shard format {data['format']!r}, this grader reads {FORMAT!r}; grade the "
             "shards and merge them with the same grader"
         )
     shard = data["shard"]
-    if not (
-        type(shard.get("k")) is int
-        and type(shard.get("n")) is int
-        and 1 <= shard["k"] <= shard["n"]
-    ):
+    if not (type(shard.get("k")) is int and type(shard.get("n")) is int and 1 <= shard["k"] <= shard["n"]):
         raise UsageError(f"{candidate}: shard is not K/N")
     for key in ("class_ids", "ids"):
         if any(type(i) is not str for i in data[key]):
@@ -734,15 +687,12 @@ def check_shards(shards: Sequence[Shard], config: Any) -> None:
         k = shard.manifest["shard"]["k"]
         if k in seen:
             raise UsageError(
-                f"merge: shard {k}/{n} is given twice: {seen[k].folder} and {shard.folder}; give each "
-                "shard once"
+                f"merge: shard {k}/{n} is given twice: {seen[k].folder} and {shard.folder}; give each shard once"
             )
         seen[k] = shard
     missing = [k for k in range(1, n + 1) if k not in seen]
     if missing:
-        shown = ", ".join(f"{k}/{n}" for k in missing[:20]) + (
-            " ..." if len(missing) > 20 else ""
-        )
+        shown = ", ".join(f"{k}/{n}" for k in missing[:20]) + (" ..." if len(missing) > 20 else "")
         raise UsageError(
             f"merge: {len(missing)} of {n} shards missing: {shown}; grade "
             f"{'it' if len(missing) == 1 else 'them'} with --shard K/{n} and merge every shard"
@@ -777,9 +727,7 @@ def check_shards(shards: Sequence[Shard], config: Any) -> None:
         n_ = shard.manifest["shard"]["n"]
         for sid in shard.manifest["ids"]:
             if shard_of(sid, n_) != shard.manifest["shard"]["k"] or sid in holders:
-                raise UsageError(
-                    f"merge: {shard.name} holds {sid!r}, which belongs to another shard; grade it again"
-                )
+                raise UsageError(f"merge: {shard.name} holds {sid!r}, which belongs to another shard; grade it again")
             holders[sid] = shard
 
 
@@ -813,21 +761,16 @@ def _records(shard: Shard) -> Iterator[tuple[int, Any]]:
     path = shard.folder / RECORDS
     if not path.is_file():
         raise UsageError(
-            f"{path}: missing; grade shard {shard.manifest['shard']['k']}/"
-            f"{shard.manifest['shard']['n']} again"
+            f"{path}: missing; grade shard {shard.manifest['shard']['k']}/{shard.manifest['shard']['n']} again"
         )
     try:
         with gzip.open(path, "rb") as f:
             for number, line in enumerate(f, start=1):
                 if len(line) > MAX_RECORD_BYTES:
-                    raise UsageError(
-                        f"{path}: line {number} is larger than {MAX_RECORD_BYTES >> 20} MiB"
-                    )
+                    raise UsageError(f"{path}: line {number} is larger than {MAX_RECORD_BYTES >> 20} MiB")
                 yield number, _strict_json(line)
     except (OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(
-            f"{path}: unreadable ({exc}); grade that shard again"
-        ) from None
+        raise UsageError(f"{path}: unreadable ({exc}); grade that shard again") from None
 
 
 def merge(config: Any) -> Any:
@@ -857,6 +800,13 @@ def merge(config: Any) -> Any:
 
     shards: list[Shard] = config.options._shards
     check_shards(shards, config)
+    out = Path(config.out_dir).resolve()
+    for shard in shards:
+        if out == shard.folder.parent.resolve():
+            k, n = shard.manifest["shard"]["k"], shard.manifest["shard"]["n"]
+            raise UsageError(
+                f"merge: --out {config.out_dir}: that is shard {k}/{n}'s own folder; merge into another folder"
+            )
     m0 = shards[0].manifest
     collected = session.collect(config)
     if collected.spec_hash != m0["spec_hash"]:
@@ -865,7 +815,7 @@ def merge(config: Any) -> Any:
             f"{config.option('specs')} --reference {config.option('reference')} (spec hash "
             f"{_short(m0['spec_hash'])} vs {_short(collected.spec_hash)}); merge with the same"
         )
-    entries: dict[str, tuple[Submission, SubmissionResult, RunOutcome | None]] = {}
+    entries: dict[str, tuple[Submission, SubmissionResult, bytes | None]] = {}
     calls = collected.calls
     for shard in shards:
         expected = shard.manifest["ids"]
@@ -881,19 +831,15 @@ def merge(config: Any) -> Any:
                     raise ValueError("not a record")
                 sub = _submission_from(data["submission"])
                 result = result_from_dict(data["result"])
-                outcome = (
-                    decode_outcome(data["outcome"], calls)
-                    if data["outcome"] is not None
-                    else None
-                )
+                outcome = None
+                if data["outcome"] is not None:
+                    decode_outcome(data["outcome"], calls)  # checked now: a refused merge writes nothing
+                    # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
+                    outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
             except (KeyError, TypeError, ValueError) as exc:
-                raise UsageError(
-                    f"{where}: not a shard record ({exc}); grade that shard again"
-                ) from None
+                raise UsageError(f"{where}: not a shard record ({exc}); grade that shard again") from None
             if result.id != sub.id:
-                raise UsageError(
-                    f"{where}: the result is of {result.id!r}, the submission {sub.id!r}"
-                )
+                raise UsageError(f"{where}: the result is of {result.id!r}, the submission {sub.id!r}")
             got.append(sub.id)
             entries[sub.id] = (sub, result, outcome)
         if got != expected:
@@ -911,25 +857,19 @@ def merge(config: Any) -> Any:
     make_out_dir(config.out_dir)
     order = [entries[sid] for sid in class_ids]
     config.stash[COLLECTED] = collected
-    config.hooks.collection_finish(
-        submissions=[s for s, _, _ in order], collected=collected, config=config
-    )
+    config.hooks.collection_finish(submissions=[s for s, _, _ in order], collected=collected, config=config)
     replay = config.stash.setdefault(REPLAY_KEY, {})
     # The result keys are the shards' (a later unsharded run resumes from the merged gradebook): the shards'
     # sandbox setting, now that configuring is over (a merge starts no sandbox).
     config.options.insecure = m0["settings"].get("insecure", False)
     results = []
     for sub, result, outcome in order:
-        if (
-            sub.file is not None and not sub.problem
-        ):  # as a grading run asks: the gradebook learns the key
+        if sub.file is not None and not sub.problem:  # as a grading run asks: the gradebook learns the key
             key = session.result_key(sub, collected, config)
             config.hook.grader_cached_result(submission=sub, key=key, config=config)
         if outcome is not None:
-            replay[sub.id] = outcome
-            config.hooks.run_calls(
-                submission=sub, calls=list(calls), config=config
-            )
+            replay[sub.id] = decode_outcome(json.loads(zlib.decompress(outcome)), calls)
+            config.hooks.run_calls(submission=sub, calls=list(calls), config=config)
             replay.pop(sub.id, None)
         results.append(session._hand_over(result, sub, collected, config))
     report = GradingReport(
@@ -940,9 +880,7 @@ def merge(config: Any) -> Any:
         collected.exercises,
     )
     errors: list[GraderError] = []
-    failed = session.call_each(
-        config, "grader_write_reports", report=report, config=config, _errors=errors
-    )
+    failed = session.call_each(config, "grader_write_reports", report=report, config=config, _errors=errors)
     if errors:
         raise errors[0]
     if failed:

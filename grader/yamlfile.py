@@ -34,8 +34,10 @@ class _StrictSafeLoader(yaml.SafeLoader):
         depth = getattr(self, "_depth", 0)
         if depth >= MAX_DEPTH:  # refused before the recursion gets deep (no RecursionError)
             line = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
-            raise yaml.YAMLError(f"nested more than {MAX_DEPTH} levels deep (line {line}); specs hold plain "
-                                 "lists and mappings a few levels deep")
+            raise yaml.YAMLError(
+                f"nested more than {MAX_DEPTH} levels deep (line {line}); specs hold plain "
+                "lists and mappings a few levels deep"
+            )
         self._depth = depth + 1
         try:
             return super().compose_node(parent, index)
@@ -60,7 +62,8 @@ class _StrictSafeLoader(yaml.SafeLoader):
 
 # Specs hold plain data: dates stay text; binary, sets and ordered maps are refused.
 _StrictSafeLoader.add_constructor(  # type: ignore[type-var]  # the stubs want a constructor of the subclass
-    "tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+    "tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str
+)
 for _tag in ("binary", "set", "omap", "pairs"):
     _StrictSafeLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _StrictSafeLoader._refuse)
 

@@ -61,9 +61,7 @@ def grader_cmd(*args: object) -> list[str]:
     return [sys.executable, "-m", "grader", *map(str, args)]
 
 
-def run(
-    *args: object, env: dict[str, str] | None = None, check: bool = True
-) -> subprocess.CompletedProcess:
+def run(*args: object, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
     """Run the grader in a subprocess from the repository root; fail with its stderr when ``check``."""
     done = subprocess.run(
         grader_cmd(*args),
@@ -87,9 +85,7 @@ def without_times(name: str, data: bytes) -> bytes:
     two runs of the same class measure different times; everything else must be the same bytes."""
     if name.endswith(".json") and "gradescope" in name or name.endswith(".xml"):
         text = data.decode()
-        return _SECONDS.sub(
-            lambda m: (m.group(1) or m.group(2)) + "0" + (m.group(3) or ""), text
-        ).encode()
+        return _SECONDS.sub(lambda m: (m.group(1) or m.group(2)) + "0" + (m.group(3) or ""), text).encode()
     return data
 
 
@@ -98,11 +94,7 @@ def exports(folder: Path) -> dict[str, bytes]:
     out = {}
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()
-        if (
-            path.is_file()
-            and path.name not in NOT_EXPORTS
-            and not rel.startswith("shard/")
-        ):
+        if path.is_file() and path.name not in NOT_EXPORTS and not rel.startswith("shard/"):
             out[rel] = path.read_bytes()
     return out
 
@@ -112,17 +104,10 @@ def assert_same_exports(one: Path, other: Path) -> None:
     a, b = exports(one), exports(other)
     assert sorted(a) == sorted(b)
     assert a["results.json"] == b["results.json"]
-    different = [
-        name
-        for name in a
-        if without_times(name, a[name]) != without_times(name, b[name])
-    ]
+    different = [name for name in a if without_times(name, a[name]) != without_times(name, b[name])]
     assert different == []
 
 
 def ids_of(folder: Path) -> list[str]:
     """The ids of ``results.json``, in its order."""
-    return [
-        s["id"]
-        for s in json.loads((folder / "results.json").read_text())["submissions"]
-    ]
+    return [s["id"] for s in json.loads((folder / "results.json").read_text())["submissions"]]

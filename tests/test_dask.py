@@ -21,28 +21,22 @@ from scale_support import (
     run,
 )
 
-distributed = pytest.importorskip(
-    "distributed", reason="the 'dask' extra is not installed"
-)
+distributed = pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
 
 
 def _sandboxed() -> list[bool]:
     """In a worker: whether each grader runner this process keeps has a running sandbox zygote."""
     from grader.builtin import dask_cluster
+    from grader.builtin.sandbox import _ZYGOTE
 
-    return [
-        config.stash.get("sandbox.zygote") is not None
-        for config in dask_cluster._RUNNERS.values()
-    ]
+    return [config.stash.get(_ZYGOTE) is not None for config in dask_cluster._RUNNERS.values()]
 
 
 def _zygote_pids() -> list[int]:
     from grader.builtin import dask_cluster
+    from grader.builtin.sandbox import _ZYGOTE
 
-    return [
-        config.stash["sandbox.zygote"].proc.pid
-        for config in dask_cluster._RUNNERS.values()
-    ]
+    return [config.stash[_ZYGOTE].proc.pid for config in dask_cluster._RUNNERS.values()]
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +62,7 @@ def _slow_class(folder: Path) -> Path:
     return folder
 
 
-def test_a_dask_cluster_grades_byte_identically_to_a_local_run(
-    cluster, tmp_path: Path
-) -> None:
+def test_a_dask_cluster_grades_byte_identically_to_a_local_run(cluster, tmp_path: Path) -> None:
     local, client = cluster
     klass = make_class(tmp_path / "class")
     run("grade", klass, "--out", tmp_path / "local", "-q", "--staff")
@@ -90,9 +82,7 @@ def test_a_dask_cluster_grades_byte_identically_to_a_local_run(
     assert_same_exports(tmp_path / "local", tmp_path / "dask")
     # the work ran in the workers, each with its own sandbox zygote kept warm across its chunks
     zygotes = client.run(_sandboxed)
-    assert sum(len(v) for v in zygotes.values()) >= 2 and all(
-        all(v) for v in zygotes.values()
-    )
+    assert sum(len(v) for v in zygotes.values()) >= 2 and all(all(v) for v in zygotes.values())
     before = client.run(_zygote_pids)
     run(
         "grade",
@@ -104,17 +94,11 @@ def test_a_dask_cluster_grades_byte_identically_to_a_local_run(
         local.scheduler_address,
         "--regrade",
     )
-    assert (
-        client.run(_zygote_pids) == before
-    )  # the same zygotes graded the second batch
-    assert (tmp_path / "again" / "results.json").read_bytes() == (
-        tmp_path / "local" / "results.json"
-    ).read_bytes()
+    assert client.run(_zygote_pids) == before  # the same zygotes graded the second batch
+    assert (tmp_path / "again" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
 
 
-def test_killing_a_worker_mid_batch_loses_and_duplicates_nothing(
-    cluster, tmp_path: Path
-) -> None:
+def test_killing_a_worker_mid_batch_loses_and_duplicates_nothing(cluster, tmp_path: Path) -> None:
     local, client = cluster
     klass = _slow_class(tmp_path / "class")
     run("grade", klass, "--out", tmp_path / "local", "-q")
@@ -154,22 +138,14 @@ def test_killing_a_worker_mid_batch_loses_and_duplicates_nothing(
     os.kill(pids[victim], signal.SIGKILL)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
-    assert (
-        "graded here" not in err
-    )  # the scheduler ran the lost chunk again on another worker
+    assert "graded here" not in err  # the scheduler ran the lost chunk again on another worker
     assert ids_of(tmp_path / "dask") == ids_of(tmp_path / "local")
     assert len(ids_of(tmp_path / "dask")) == len(set(ids_of(tmp_path / "dask"))) == 16
-    assert (tmp_path / "dask" / "results.json").read_bytes() == (
-        tmp_path / "local" / "results.json"
-    ).read_bytes()
+    assert (tmp_path / "dask" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
     counts = []
     for name in ("local", "dask"):
         book = sqlite3.connect(tmp_path / name / "gradebook.sqlite")
-        counts.append(
-            book.execute(
-                "SELECT COUNT(*), COUNT(DISTINCT student) FROM results"
-            ).fetchone()
-        )
+        counts.append(book.execute("SELECT COUNT(*), COUNT(DISTINCT student) FROM results").fetchone())
         book.close()
     assert counts[0] == counts[1] and counts[1][0] == counts[1][1] >= 14
     lines = (tmp_path / "dask" / "gradebook.csv").read_text().splitlines()
@@ -189,11 +165,7 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 2
-    assert (
-        done.stderr.strip()
-        .splitlines()[-1]
-        .startswith("grader: error: --dask tcp://127.0.0.1:9: cannot reach")
-    )
+    assert done.stderr.strip().splitlines()[-1].startswith("grader: error: --dask tcp://127.0.0.1:9: cannot reach")
     assert not (tmp_path / "out").exists()
 
 
@@ -210,17 +182,12 @@ def test_the_cluster_sends_data_only_and_is_decoded_strictly() -> None:
     outcome = RunOutcome(
         (
             CallResult("returned", [1.0, float("nan")], seconds=0.25),
-            CallResult(
-                "raised", error_type="ValueError", value_error=True, message="bad"
-            ),
+            CallResult("raised", error_type="ValueError", value_error=True, message="bad"),
         )
     )
     data = json.loads(json.dumps(encode_outcome(outcome), allow_nan=False))
     back = decode_outcome(data, calls)
-    assert (
-        back.results[0].value[0] == 1.0
-        and back.results[0].value[1] != back.results[0].value[1]
-    )
+    assert back.results[0].value[0] == 1.0 and back.results[0].value[1] != back.results[0].value[1]
     assert back.results[1] == outcome.results[1] and back.results[0].seconds == 0.25
     for bad, words in (
         ({**data, "extra": 1}, "not an outcome"),

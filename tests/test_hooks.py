@@ -95,8 +95,11 @@ def test_one_runner_answers_whatever_the_registration_order(monkeypatch, order: 
     pm = get_plugin_manager(load_entrypoints=False)
     config = Config("grade", argparse.Namespace(insecure=True, dask=None), pm)
     kwargs = {"submission": Submission("ann", "ann", "/nonexistent/attention.py"), "calls": [], "config": config}
-    answers = {pm.get_name(i.plugin): i.function(**{name: kwargs[name] for name in i.argnames})
-               for i in pm.hook.grader_run_calls.get_hookimpls() if not i.wrapper}
+    answers = {
+        pm.get_name(i.plugin): i.function(**{name: kwargs[name] for name in i.argnames})
+        for i in pm.hook.grader_run_calls.get_hookimpls()
+        if not i.wrapper
+    }
     assert sorted(answers) == ["dask_cluster", "runner", "shard_record"]
     assert answers["dask_cluster"] is None and answers["shard_record"] is None
     assert isinstance(answers["runner"], RunOutcome) and "No such file" in answers["runner"].import_error

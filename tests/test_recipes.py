@@ -54,13 +54,9 @@ def _env(checkout: Path, **extra: str) -> dict[str, str]:
     shim = checkout / "bin"
     if not shim.exists():
         shim.mkdir()
-        (shim / "sudo").write_text(
-            '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"\n'
-        )
+        (shim / "sudo").write_text('#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"\n')
         (shim / "sudo").chmod(0o755)
-    path = os.pathsep.join(
-        [str(shim), str(Path(sys.executable).parent), os.environ.get("PATH", "")]
-    )
+    path = os.pathsep.join([str(shim), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     return grader_env(PATH=path, GRADER_COURSE_SECRET=SECRET, **extra)
 
 
@@ -86,9 +82,7 @@ def test_the_slurm_array_and_its_merge(checkout: Path, unsharded: Path) -> None:
     script = EXAMPLES / "slurm" / "grade-array.sbatch"
     low, high = map(
         int,
-        re.search(
-            r"^#SBATCH --array=(\d+)-(\d+)$", script.read_text(), re.MULTILINE
-        ).groups(),
+        re.search(r"^#SBATCH --array=(\d+)-(\d+)$", script.read_text(), re.MULTILINE).groups(),
     )
     count = high - low + 1
     shards = checkout / "slurm-shards"
@@ -110,9 +104,7 @@ def test_the_slurm_array_and_its_merge(checkout: Path, unsharded: Path) -> None:
             for task in range(low, high + 1)
         ]
     )
-    assert sorted(p.name for p in shards.iterdir()) == [
-        f"shard-{t}" for t in range(low, high + 1)
-    ]
+    assert sorted(p.name for p in shards.iterdir()) == [f"shard-{t}" for t in range(low, high + 1)]
     reports = checkout / "slurm-reports"
     _run_all(
         [
@@ -137,31 +129,22 @@ def _container(document: dict) -> dict:
 def _container_env(container: dict, **override: str) -> dict[str, str]:
     values = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
     secrets = [e["name"] for e in container.get("env", []) if "valueFrom" in e]
-    assert secrets == [
-        "GRADER_COURSE_SECRET"
-    ]  # the course secret comes from a Kubernetes Secret
+    assert secrets == ["GRADER_COURSE_SECRET"]  # the course secret comes from a Kubernetes Secret
     return {**values, **override}
 
 
-def test_the_kubernetes_indexed_job_and_its_merge(
-    checkout: Path, unsharded: Path
-) -> None:
+def test_the_kubernetes_indexed_job_and_its_merge(checkout: Path, unsharded: Path) -> None:
     job = yaml.safe_load((EXAMPLES / "kubernetes" / "grade-job.yaml").read_text())
     spec = job["spec"]
     assert job["kind"] == "Job" and spec["completionMode"] == "Indexed"
     completions = spec["completions"]
     container = _container(job)
-    assert (
-        container["command"] == ["sh", "-c"]
-        and container["securityContext"]["privileged"] is True
-    )
+    assert container["command"] == ["sh", "-c"] and container["securityContext"]["privileged"] is True
     [script] = container["args"]
     assert "grader doctor;" in script and f"--shard auto/{completions}" in script
     assert spec["parallelism"] == completions
     results = checkout / "k8s-results"
-    env = _container_env(
-        container, CLASS="class", RESULTS=str(results)
-    )  # paths as the unsharded run gave them
+    env = _container_env(container, CLASS="class", RESULTS=str(results))  # paths as the unsharded run gave them
     _run_all(
         [
             (
@@ -194,12 +177,8 @@ def _expand(text: str, values: dict[str, str]) -> str:
     return re.sub(r"\$\{\{\s*([\w.-]+)\s*\}\}", one, text)
 
 
-def test_the_github_actions_matrix_and_its_merge(
-    checkout: Path, unsharded: Path
-) -> None:
-    workflow = yaml.safe_load(
-        (EXAMPLES / "github-actions" / "grade-matrix.yml").read_text()
-    )
+def test_the_github_actions_matrix_and_its_merge(checkout: Path, unsharded: Path) -> None:
+    workflow = yaml.safe_load((EXAMPLES / "github-actions" / "grade-matrix.yml").read_text())
     grade, merge = workflow["jobs"]["grade"], workflow["jobs"]["merge"]
     assert merge["needs"] == "grade"
     shards = grade["strategy"]["matrix"]["shard"]
@@ -208,13 +187,9 @@ def test_the_github_actions_matrix_and_its_merge(
     env["CLASS"] = "class"
     jobs = []
     for shard in shards:
-        workspace = (
-            checkout / f"gh-grade-{shard}"
-        )  # each matrix job has its own runner and checkout
+        workspace = checkout / f"gh-grade-{shard}"  # each matrix job has its own runner and checkout
         workspace.mkdir()
-        (workspace / "class").symlink_to(
-            checkout / "class"
-        )  # the class is in the course's repository
+        (workspace / "class").symlink_to(checkout / "class")  # the class is in the course's repository
         script = _expand(
             step["run"],
             {"matrix.shard": str(shard), "strategy.job-total": str(len(shards))},
@@ -223,15 +198,9 @@ def test_the_github_actions_matrix_and_its_merge(
     _run_all(jobs)
     workspace = checkout / "gh-merge"
     workspace.mkdir()
-    download = next(
-        s
-        for s in merge["steps"]
-        if s.get("uses", "").startswith("actions/download-artifact")
-    )
+    download = next(s for s in merge["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
     assert download["with"]["pattern"] == "shard-*"
-    for (
-        shard
-    ) in shards:  # download-artifact: each artifact into a folder named after it
+    for shard in shards:  # download-artifact: each artifact into a folder named after it
         shutil.copytree(
             checkout / f"gh-grade-{shard}" / f"shard-{shard}",
             workspace / f"shard-{shard}",

@@ -192,3 +192,19 @@ def test_validate_holds_the_specs_to_the_manifest(cli, tmp_path: Path) -> None: 
         "them agree",
         "reference scores 6/6: INVALID",
     ]
+
+
+def test_finding_a_pack() -> None:
+    from grader.packs import find_pack, load_pack, pack_option
+
+    assert pack_option(["grade", "x", "--pack", "tests/packs/r3"]) == "tests/packs/r3"
+    assert pack_option(["check", "--pack=r3", "f.py"]) == "r3" and pack_option(["check", "f.py"]) is None
+    assert pack_option(["check", "--", "--pack", "x"]) is None
+    installed = find_pack()  # the one pack installed here: G14, found through the entry point
+    assert (installed.id, installed.chapter, installed.submission, installed.package) == ("g14", "G14", "attention.py", "g14")
+    assert find_pack("g14") is installed  # by its entry point's name
+    assert find_pack(str(ROOT / "g14")).submission == "attention.py"  # or by its folder
+    r3 = load_pack(PACK)
+    assert (r3.id, r3.title, r3.submission, r3.module, r3.notebook, r3.functions, r3.package) == (
+        "r3", TITLE, "activations.py", "activations", "activations.ipynb", ("relu", "relu_grad"), "")
+    assert r3.specs == PACK / "specs" and r3.plugin == PACK / "kinds.py" and find_pack(str(PACK)) is r3

@@ -27,6 +27,8 @@ from grader.shards import parse_shard, shard_of
 
 N = 4
 OPTIONS = ("--staff", "-q", "--jobs", "1")
+ROSTER: list[str] = []
+"""``--roster FILE`` of the class (set by the fixture): two students on it sent nothing."""
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +36,15 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A class of 16 graded once unsharded and as 4 shards in 4 parallel processes, then merged."""
     tmp = tmp_path_factory.mktemp("shards")
     klass = make_class(tmp / "class")
+    roster = tmp / "roster.csv"
+    ids = sorted(p.name for p in klass.iterdir())
+    roster.write_text("id\n" + "".join(f"{i}\n" for i in [*ids, "absent-one", "absent-two"]))
+    ROSTER[:] = ["--roster", str(roster)]
     env = grader_env()
     shards = [tmp / f"shard{k}" for k in range(1, N + 1)]
     procs = [
         subprocess.Popen(
-            grader_cmd("grade", klass, "--out", out, "--shard", f"{k}/{N}", *OPTIONS),
+            grader_cmd("grade", klass, "--out", out, "--shard", f"{k}/{N}", *OPTIONS, *ROSTER),
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -47,7 +53,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         )
         for k, out in enumerate(shards, start=1)
     ]
-    run("grade", klass, "--out", tmp / "full", *OPTIONS)
+    run("grade", klass, "--out", tmp / "full", *OPTIONS, *ROSTER)
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
@@ -76,8 +82,13 @@ def test_four_shards_merged_are_one_unsharded_run(graded: dict[str, Path]) -> No
         "staff/correct_numpy-0.html",
     ):
         assert name in merged
-    assert len(ids_of(graded["merged"])) == 16
-    assert ids_of(graded["merged"]) == sorted(ids_of(graded["merged"]))
+    assert len(ids_of(graded["merged"])) == 18 and "absent-two" in ids_of(graded["merged"])
+    # the class's order: the folder's students sorted, then those on the roster who sent nothing
+    assert ids_of(graded["merged"]) == [
+        *sorted(p.name for p in graded["class"].iterdir()),
+        "absent-one",
+        "absent-two",
+    ]
 
 
 def test_the_merged_gradebook_is_the_unsharded_runs(graded: dict[str, Path]) -> None:
@@ -85,24 +96,14 @@ def test_the_merged_gradebook_is_the_unsharded_runs(graded: dict[str, Path]) -> 
     rows = []
     for name in ("full", "merged"):
         book = sqlite3.connect(graded[name] / "gradebook.sqlite")
-        rows.append(
-            sorted(
-                book.execute(
-                    "SELECT key, sha256, spec_hash, student, result FROM results"
-                )
-            )
-        )
+        rows.append(sorted(book.execute("SELECT key, sha256, spec_hash, student, result FROM results")))
         book.close()
-    assert (
-        len(rows[0]) == 16 and rows[0] == rows[1]
-    )  # every student of the class (an import error is a result)
+    assert len(rows[0]) == 16 and rows[0] == rows[1]  # every student of the class (an import error is a result)
     resumed = graded["tmp"] / "resumed"
     shutil.copytree(graded["merged"], resumed)
-    done = run("grade", graded["class"], "--out", resumed, *OPTIONS[:-2])
-    assert "16 result(s) reused" in done.stdout
-    assert (resumed / "results.json").read_bytes() == (
-        graded["full"] / "results.json"
-    ).read_bytes()
+    done = run("grade", graded["class"], "--out", resumed, *OPTIONS[:-2], *ROSTER)
+    assert "16 result(s) reused" in done.stdout  # the two absent students have no file
+    assert (resumed / "results.json").read_bytes() == (graded["full"] / "results.json").read_bytes()
 
 
 def test_each_student_is_in_exactly_one_shard_by_its_id(
@@ -113,16 +114,11 @@ def test_each_student_is_in_exactly_one_shard_by_its_id(
     assert sorted(held) == sorted(everyone)
     for k in range(1, N + 1):
         assert all(shard_of(sid, N) == k for sid in ids_of(graded[f"shard{k}"]))
-        manifest = json.loads(
-            (graded[f"shard{k}"] / "shard" / "manifest.json").read_text()
-        )
+        manifest = json.loads((graded[f"shard{k}"] / "shard" / "manifest.json").read_text())
         assert manifest["shard"] == {"k": k, "n": N, "source": "--shard"}
         assert manifest["class_ids"] == everyone
         assert manifest["ids"] == ids_of(graded[f"shard{k}"])
-        assert (
-            manifest["settings"]["import_timeout"] == 10.0
-            and manifest["options"]["staff"] is True
-        )
+        assert manifest["settings"]["import_timeout"] == 10.0 and manifest["options"]["staff"] is True
 
 
 def test_merged_files_carry_the_shards_own_measured_times(
@@ -132,16 +128,21 @@ def test_merged_files_carry_the_shards_own_measured_times(
     for k in range(1, N + 1):
         for sid in ids_of(graded[f"shard{k}"]):
             name = f"gradescope/{sid}.json"
-            assert (graded["merged"] / name).read_bytes() == (
-                graded[f"shard{k}"] / name
-            ).read_bytes()
+            assert (graded["merged"] / name).read_bytes() == (graded[f"shard{k}"] / name).read_bytes()
 
 
 def test_a_shard_keeps_a_resumable_gradebook(graded: dict[str, Path]) -> None:
     shard = graded["shard1"]
     before = (shard / "results.json").read_bytes()
     done = run(
-        "grade", graded["class"], "--out", shard, "--shard", f"1/{N}", *OPTIONS[:-3]
+        "grade",
+        graded["class"],
+        "--out",
+        shard,
+        "--shard",
+        f"1/{N}",
+        *OPTIONS[:-3],
+        *ROSTER,
     )
     assert "reused" in done.stdout
     assert (shard / "results.json").read_bytes() == before
@@ -154,9 +155,7 @@ def test_the_slice_of_an_id_does_not_move_when_students_are_added() -> None:
     from grader.shards import select
 
     def shard_ids(ids: list[str], k: int) -> list[str]:
-        config = SimpleNamespace(
-            option=lambda name: f"{k}/8" if name == "shard" else None, stash={}
-        )
+        config = SimpleNamespace(option=lambda name: f"{k}/8" if name == "shard" else None, stash={})
         return [s.id for s in select([Submission(i, "", None) for i in ids], config)]
 
     ids = [f"student{i}" for i in range(200)]
@@ -165,13 +164,9 @@ def test_the_slice_of_an_id_does_not_move_when_students_are_added() -> None:
         assert shard_ids(ids, k) == [i for i in shard_ids(more, k) if i in ids]
     assert sorted(sid for k in range(1, 9) for sid in shard_ids(ids, k)) == sorted(ids)
     sizes = [len(shard_ids(ids, k)) for k in range(1, 9)]
-    assert (
-        min(sizes) >= 10 and max(sizes) <= 45
-    )  # a hash spreads 200 ids over 8 shards (25 each on average)
+    assert min(sizes) >= 10 and max(sizes) <= 45  # a hash spreads 200 ids over 8 shards (25 each on average)
     # fixed values: the slice is a keyed SHA-256 of the id, the same on every machine and Python
-    assert [shard_of(f"student{i}", 4) for i in range(6)] == [
-        shard_of(f"student{i}", 4) for i in range(6)
-    ]
+    assert [shard_of(f"student{i}", 4) for i in range(6)] == [shard_of(f"student{i}", 4) for i in range(6)]
 
 
 def test_scheduler_indices_are_read_from_the_environment() -> None:
@@ -191,10 +186,7 @@ def test_scheduler_indices_are_read_from_the_environment() -> None:
         ).k
         == 4
     )
-    assert (
-        parse_shard("auto/3", {"GRADER_SHARD_INDEX": "2"}).source
-        == "GRADER_SHARD_INDEX"
-    )
+    assert parse_shard("auto/3", {"GRADER_SHARD_INDEX": "2"}).source == "GRADER_SHARD_INDEX"
     for text, env, words in (
         ("5/4", {}, "K must be a whole number from 1 to 4"),
         ("0/4", {}, "shards are counted from 1"),
@@ -214,11 +206,7 @@ def test_scheduler_indices_are_read_from_the_environment() -> None:
 def _merge_error(*args: object) -> str:
     done = run("merge", *args, check=False)
     assert done.returncode == 2, done.stderr
-    lines = [
-        line
-        for line in done.stderr.strip().splitlines()
-        if not line.startswith("grader: warning:")
-    ]
+    lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("grader: warning:")]
     assert len(lines) == 1 and lines[0].startswith("grader: error: "), lines
     return lines[0]
 
@@ -239,16 +227,20 @@ def _tampered(graded: dict[str, Path], k: int, **changes: object) -> Path:
 
 
 def test_merge_names_a_missing_shard(graded: dict[str, Path], tmp_path: Path) -> None:
-    line = _merge_error(
-        graded["shard1"], graded["shard2"], graded["shard4"], "--out", tmp_path / "m"
-    )
+    line = _merge_error(graded["shard1"], graded["shard2"], graded["shard4"], "--out", tmp_path / "m")
     assert "1 of 4 shards missing: 3/4" in line and "--shard K/4" in line
     assert not (tmp_path / "m").exists()
 
 
-def test_merge_names_a_shard_given_twice(
-    graded: dict[str, Path], tmp_path: Path
-) -> None:
+def test_merge_never_writes_into_a_shard(graded: dict[str, Path]) -> None:
+    shards = [graded[f"shard{k}"] for k in range(1, N + 1)]
+    before = (graded["shard2"] / "results.json").read_bytes()
+    line = _merge_error(*shards, "--out", graded["shard2"])
+    assert "that is shard 2/4's own folder; merge into another folder" in line
+    assert (graded["shard2"] / "results.json").read_bytes() == before
+
+
+def test_merge_names_a_shard_given_twice(graded: dict[str, Path], tmp_path: Path) -> None:
     line = _merge_error(
         graded["shard1"],
         graded["shard2"],
@@ -294,9 +286,7 @@ def test_merge_refuses_shards_made_differently(
     assert words in line and "3/4" in line and not (tmp_path / "m").exists()
 
 
-def test_merge_refuses_a_shard_graded_with_other_settings(
-    graded: dict[str, Path], tmp_path: Path
-) -> None:
+def test_merge_refuses_a_shard_graded_with_other_settings(graded: dict[str, Path], tmp_path: Path) -> None:
     """Not a tampered manifest: shard 3 graded again with another import timeout."""
     odd = tmp_path / "shard3-timeout"
     run(
@@ -309,6 +299,7 @@ def test_merge_refuses_a_shard_graded_with_other_settings(
         "--import-timeout",
         "5",
         *OPTIONS,
+        *ROSTER,
     )
     line = _merge_error(
         graded["shard1"],
@@ -318,15 +309,10 @@ def test_merge_refuses_a_shard_graded_with_other_settings(
         "--out",
         tmp_path / "m",
     )
-    assert (
-        "graded with different settings (import-timeout: 10.0 vs 5.0)" in line
-        and str(odd) in line
-    )
+    assert "graded with different settings (import-timeout: 10.0 vs 5.0)" in line and str(odd) in line
 
 
-def test_merge_refuses_other_specs_than_its_own(
-    graded: dict[str, Path], tmp_path: Path
-) -> None:
+def test_merge_refuses_other_specs_than_its_own(graded: dict[str, Path], tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     shutil.copytree(SPECS, specs)
     spec = specs / "G14.05.yaml"
@@ -336,15 +322,11 @@ def test_merge_refuses_other_specs_than_its_own(
     assert "other specs or another reference than --specs" in line
 
 
-def test_merge_refuses_what_is_not_a_shard(
-    graded: dict[str, Path], tmp_path: Path
-) -> None:
+def test_merge_refuses_what_is_not_a_shard(graded: dict[str, Path], tmp_path: Path) -> None:
     line = _merge_error(graded["full"], "--out", tmp_path / "m")
     assert "not a shard folder" in line and str(graded["full"]) in line
     broken = _tampered(graded, 2, format="grader-shard/0")
-    assert "shard format 'grader-shard/0'" in _merge_error(
-        broken, "--out", tmp_path / "m"
-    )
+    assert "shard format 'grader-shard/0'" in _merge_error(broken, "--out", tmp_path / "m")
     # a record cut short (a shard killed while writing is never taken as complete)
     cut = graded["tmp"] / "cut"
     shutil.copytree(graded["shard1"], cut, dirs_exist_ok=True)
@@ -361,9 +343,7 @@ def test_an_empty_shard_merges(tmp_path: Path) -> None:
     klass = make_class(tmp_path / "class", copies=1)
     ids = sorted(p.name for p in klass.iterdir())
     n = 12  # more shards than students: some are empty
-    empty = next(
-        k for k in range(1, n + 1) if all(shard_of(sid, n) != k for sid in ids)
-    )
+    empty = next(k for k in range(1, n + 1) if all(shard_of(sid, n) != k for sid in ids))
     run(
         "grade",
         klass,
@@ -376,9 +356,64 @@ def test_an_empty_shard_merges(tmp_path: Path) -> None:
     )
     manifest = json.loads((tmp_path / "e" / "shard" / "manifest.json").read_text())
     assert manifest["ids"] == [] and manifest["class_ids"] == ids
-    assert (
-        without_times(
-            "results.json", (tmp_path / "e" / "results.json").read_bytes()
-        ).count(b'"id"')
-        == 0
+    assert without_times("results.json", (tmp_path / "e" / "results.json").read_bytes()).count(b'"id"') == 0
+
+
+def test_an_lms_export_with_a_policy_and_manual_scores_merges(tmp_path: Path) -> None:
+    """A Canvas zip, late penalties and TA scores: canvas.csv and every other file as one unsharded run's."""
+    import zipfile
+
+    from conftest import SUBMISSIONS
+
+    numpy = (SUBMISSIONS / "correct_numpy" / "attention.py").read_text()
+    wrong = (SUBMISSIONS / "no_sqrt_dk" / "attention.py").read_text()
+    export = tmp_path / "canvas.zip"
+    with zipfile.ZipFile(export, "w") as zf:
+        zf.writestr("smithbob_340934_208490284_attention.py", numpy)
+        zf.writestr("smithbob_340934_208490299_attention-1.py", wrong)  # the latest attempt is graded
+        zf.writestr("jonesann_LATE_340935_208490300_attention.py", numpy)
+        zf.writestr("leeamy_340936_208490301_attention.py", wrong + "\n# amy\n")
+        zf.writestr("kimdan_LATE_340937_208490302_attention.py", numpy + "\n# dan\n")
+    (tmp_path / "policy.yaml").write_text("due: 2026-03-01T23:59:00+00:00\npenalty: {per: day, percent: 10, cap: 50}\n")
+    (tmp_path / "manual.csv").write_text(
+        'student,check,points,comment,grader\nsmithbob,G14.01,8,"partial credit",ta-lee\n'
+        'jonesann,G14.02/zero-scores,0,"copied",prof\n'
     )
+    common = (
+        "--policy",
+        tmp_path / "policy.yaml",
+        "--manual",
+        tmp_path / "manual.csv",
+        "-q",
+        "--insecure",
+    )
+    run("grade", export, "--out", tmp_path / "full", *common)
+    for k in (1, 2):
+        run("grade", export, "--out", tmp_path / f"s{k}", "--shard", f"{k}/2", *common)
+    run("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "merged", "-q")
+    assert_same_exports(tmp_path / "full", tmp_path / "merged")
+    canvas = (tmp_path / "merged" / "canvas.csv").read_text()
+    assert "marked LATE" in canvas and "340937" in canvas and "partial credit" in canvas
+
+
+def test_odd_names_keep_their_slugs_across_shards(tmp_path: Path) -> None:
+    """Ids that collide by case, RTL and non-UTF-8 names: slugs are made class-wide, so the merge is the same."""
+    import os
+
+    from conftest import SUBMISSIONS
+
+    source = (SUBMISSIONS / "correct_numpy" / "attention.py").read_text()
+    klass = tmp_path / "class"
+    for i, name in enumerate(
+        [b"zo\xc3\xab \xf0\x9f\x91\xa9", b"bad\xff\xfename", b"\xe2\x80\xaertl", b"Frank", b"frank"]
+    ):
+        folder = os.path.join(bytes(klass), name)
+        os.makedirs(folder)
+        with open(os.path.join(folder, b"attention.py"), "w") as f:
+            f.write(source + f"\n# {i}\n")
+    for k in (1, 2, 3):
+        run("grade", klass, "--out", tmp_path / f"s{k}", "--shard", f"{k}/3", "-q", "--insecure")
+    run("grade", klass, "--out", tmp_path / "full", "-q", "--insecure")
+    run("merge", *(tmp_path / f"s{k}" for k in (1, 2, 3)), "--out", tmp_path / "merged", "-q")
+    assert_same_exports(tmp_path / "full", tmp_path / "merged")
+    assert {"Frank.html", "frank-2.html", "rtl.html"} <= {p.name for p in (tmp_path / "merged").iterdir()}

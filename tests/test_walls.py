@@ -106,10 +106,18 @@ def pack_imports(package: Path) -> list[str]:
     for path in sorted(package.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in ast.walk(tree):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
-            out += [f"{module_name(path, package)} -> {n}: the grader imports no pack" for n in names
-                    if n.split(".")[0] in PACKS]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            out += [
+                f"{module_name(path, package)} -> {n}: the grader imports no pack"
+                for n in names
+                if n.split(".")[0] in PACKS
+            ]
     return out
 
 
@@ -154,19 +162,22 @@ def copy_of_grader(tmp_path: Path) -> Path:
 
 def test_a_builtin_importing_a_builtin_is_found(copy_of_grader: Path) -> None:
     scoring = copy_of_grader / "builtin" / "scoring.py"
-    scoring.write_text(scoring.read_text(encoding="utf-8") + "\nfrom grader.builtin.judge import hookimpl\n",
-                       encoding="utf-8")
-    assert added(copy_of_grader) == ["grader.builtin.scoring -> grader.builtin.judge: a built-in imports only "
-                                          "the core"]
+    scoring.write_text(
+        scoring.read_text(encoding="utf-8") + "\nfrom grader.builtin.judge import hookimpl\n", encoding="utf-8"
+    )
+    assert added(copy_of_grader) == ["grader.builtin.scoring -> grader.builtin.judge: a built-in imports only the core"]
 
 
 def test_a_relative_and_a_lazy_import_are_found(copy_of_grader: Path) -> None:
     junit = copy_of_grader / "builtin" / "junit.py"
-    junit.write_text(junit.read_text(encoding="utf-8") + "\n\ndef _late():\n    from . import scoring\n",
-                     encoding="utf-8")
+    junit.write_text(
+        junit.read_text(encoding="utf-8") + "\n\ndef _late():\n    from . import scoring\n", encoding="utf-8"
+    )
     session = copy_of_grader / "session.py"
-    session.write_text(session.read_text(encoding="utf-8") + "\n\ndef _late():\n    from grader.builtin import runner\n",
-                       encoding="utf-8")
+    session.write_text(
+        session.read_text(encoding="utf-8") + "\n\ndef _late():\n    from grader.builtin import runner\n",
+        encoding="utf-8",
+    )
     assert added(copy_of_grader) == [
         "grader.builtin.junit -> grader.builtin.scoring: a built-in imports only the core",
         "grader.session -> grader.builtin.runner: the core imports no built-in",
@@ -206,7 +217,10 @@ def test_no_plugin_uses_a_string_stash_key() -> None:
     """Every ``config.stash[...]`` of the package is a `StashKey`, never a string literal."""
     import re
 
-    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted(PACKAGE.rglob("*.py"))
-             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-             if re.search(r"stash(\[|\.get\(|\.setdefault\(|\.pop\()\s*['\"]", line)]
+    found = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"stash(\[|\.get\(|\.setdefault\(|\.pop\()\s*['\"]", line)
+    ]
     assert found == []

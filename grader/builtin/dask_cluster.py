@@ -94,11 +94,29 @@ def grader_configure(config: Any) -> None:
         raise ConfigError(
             "--dask: the Dask client is not installed; install the grader's 'dask' extra (pip install 'dask[distributed]')"
         ) from None
+    _probe(address)
     try:
         config.stash[_CLIENT] = Client(address, timeout=30, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(
             f"--dask {address}: cannot reach the Dask scheduler ({type(exc).__name__}: {exc}); "
+            "give the address 'dask scheduler' prints (tcp://HOST:8786)"
+        ) from None
+
+
+def _probe(address: str) -> None:
+    """Refuse at once a ``tcp://HOST:PORT`` where nothing listens (the client would retry for its whole timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme != "tcp" or not parts.hostname or parts.port is None:
+        return  # another protocol (tls, ucx, inproc): the client says what is wrong
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=10).close()
+    except OSError as exc:
+        raise UsageError(
+            f"--dask {address}: cannot reach the Dask scheduler ({exc.strerror or type(exc).__name__}); "
             "give the address 'dask scheduler' prints (tcp://HOST:8786)"
         ) from None
 
@@ -109,11 +127,7 @@ def encode_calls(calls: Sequence[Call]) -> str:
 
     rows = []
     for c in calls:
-        budget = (
-            None
-            if c.budget is None
-            else [c.budget.max_items, c.budget.max_depth, c.budget.max_bytes]
-        )
+        budget = None if c.budget is None else [c.budget.max_items, c.budget.max_depth, c.budget.max_bytes]
         rows.append(
             {
                 "function": c.function,
@@ -169,9 +183,7 @@ def _absolute(pack: str | None) -> str | None:
 
 
 @hookimpl
-def grader_batch_start(
-    submissions: Sequence[Submission], calls: Sequence[Call], config: Any
-) -> None:
+def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call], config: Any) -> None:
     """Send the batch to the cluster in chunks; keep each submission's future and place in its chunk."""
     client = config.stash.get(_CLIENT)
     if client is None or not submissions:
@@ -226,14 +238,10 @@ def _chunk_limit(calls: Sequence[Call], count: int) -> int:
     """Bytes a chunk's answer may hold: per submission every call's frame limit, its texts, and some slack."""
     from grader.boundary import frame_limit
 
-    return count * (sum(frame_limit(c.budget) + 8192 for c in calls) + (256 << 10)) + (
-        64 << 10
-    )
+    return count * (sum(frame_limit(c.budget) + 8192 for c in calls) + (256 << 10)) + (64 << 10)
 
 
-def _chunk(
-    future: Any, count: int, calls: Sequence[Call], config: Any
-) -> list[Any] | None:
+def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> list[Any] | None:
     """The decoded JSON of a chunk's answer (once per chunk), or None when the cluster could not finish it."""
     chunks = config.stash[_CHUNKS]
     with _LOCK:
@@ -274,9 +282,7 @@ def _chunk(
 
 
 @hookimpl(trylast=True)
-def grader_run_calls(
-    submission: Submission, calls: Sequence[Call], config: Any
-) -> RunOutcome | None:
+def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
     """The outcome the cluster brought back for this submission (taken once), or None to run it here."""
     pending = config.stash.get(_PENDING)
     if not pending:
@@ -293,11 +299,7 @@ def grader_run_calls(
     from grader.shards import OutcomeError, decode_outcome
 
     try:
-        if (
-            type(item) is not dict
-            or set(item) != {"id", "outcome"}
-            or item["id"] != submission.id
-        ):
+        if type(item) is not dict or set(item) != {"id", "outcome"} or item["id"] != submission.id:
             raise OutcomeError("not this submission's outcome")
         return decode_outcome(item["outcome"], calls)
     except OutcomeError as exc:
@@ -420,8 +422,6 @@ def run_chunk(payload: str, calls_text: str, settings: dict[str, Any]) -> str:
             path = folder / Path(item["name"]).name
             path.write_bytes(base64.b64decode(item["data"]))
             sub = Submission(item["id"], str(folder), str(path), item["sha256"])
-            outcome = config.hook.grader_run_calls(
-                submission=sub, calls=list(calls), config=config
-            )
+            outcome = config.hook.grader_run_calls(submission=sub, calls=list(calls), config=config)
             out.append({"id": item["id"], "outcome": encode_outcome(outcome)})
     return json.dumps(out, allow_nan=False)

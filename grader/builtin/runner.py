@@ -32,11 +32,17 @@ def grader_addoption(parser: Any, command: str) -> None:
         return
     group = parser.add_argument_group("running submissions")
     group.add_argument(
-        "--import-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
+        "--import-timeout",
+        type=positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
         help="seconds a submission may take to start and import (default: 10)",
     )
     group.add_argument(
-        "--submission-timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
+        "--submission-timeout",
+        type=positive_seconds,
+        default=120.0,
+        metavar="SECONDS",
         help="wall-clock budget of one submission, all calls included (default: 120)",
     )
 
@@ -51,7 +57,8 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
         return run_calls(submission.file, calls, import_timeout, submission_timeout, filename=config.pack.submission)
     pool = config.stash.get(JOB_LAUNCHERS)
     if pool is None:
-        raise ConfigError("the sandbox is not running, so no submission is run; grade with --insecure only for "
-                          "trusted code")
+        raise ConfigError(
+            "the sandbox is not running, so no submission is run; grade with --insecure only for trusted code"
+        )
     with pool.slot() as launch:
         return run_calls(submission.file, calls, import_timeout, submission_timeout, launch=launch, scratch=False)

@@ -12,6 +12,7 @@ it as in the shard's run. Everything else is `grader.shards`.
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -40,9 +41,7 @@ def _sharded(config: Any) -> bool:
 
 
 @hookimpl
-def grader_collection_finish(
-    submissions: Sequence[Submission], collected: Any, config: Any
-) -> None:
+def grader_collection_finish(submissions: Sequence[Submission], collected: Any, config: Any) -> None:
     if _sharded(config):
         config.stash[_SUBMISSIONS] = {s.id: s for s in submissions}
         config.stash[_OUTCOMES] = {}
@@ -50,9 +49,7 @@ def grader_collection_finish(
 
 
 @hookimpl(wrapper=True, tryfirst=True)
-def grader_run_calls(
-    submission: Submission, calls: Sequence[Call], config: Any
-) -> Generator[None, Any, Any]:
+def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> Generator[None, Any, Any]:
     """Keep the outcome every other wrapper saw (outermost: ``tryfirst``)."""
     outcome = yield
     if outcome is not None and _sharded(config):
@@ -62,9 +59,7 @@ def grader_run_calls(
 
 
 @hookimpl(trylast=True, specname="grader_run_calls")
-def replay_outcome(
-    submission: Submission, calls: Sequence[Call], config: Any
-) -> RunOutcome | None:
+def replay_outcome(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
     """In a merge: the outcome the shard recorded for this submission (no code runs)."""
     return config.stash.get(REPLAY_KEY, {}).get(submission.id)
 
@@ -78,9 +73,8 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
         return
     with _LOCK:
         outcome = config.stash[_OUTCOMES].get(result.id)
-    config.stash[_LINES][result.id] = record_line(
-        submission, result, outcome
-    )
+    # compressed until the record is written: a submission's line is ~40 KB of JSON, ~8 KB compressed
+    config.stash[_LINES][result.id] = zlib.compress(record_line(submission, result, outcome).encode(), 1)
 
 
 @hookimpl(trylast=True)
@@ -93,7 +87,7 @@ def grader_write_reports(report: Any, config: Any) -> None:
     write_record(
         config.out_dir / SUBFOLDER,
         manifest(config, config.stash[COLLECTED], ids),
-        [lines[i] for i in ids],
+        (zlib.decompress(lines[i]).decode() for i in ids),
     )
 
 

@@ -1,7 +1,7 @@
 """Adversarial submission: copy a classmate's correct file.
 
 bytes_to_mib executes another student's submission: the sample
-submissions/correct_numpy in the repository, or any attention.py of a job
+g14/submissions/correct_numpy in the repository, or any attention.py of a job
 graded at the same time in /tmp/grader-job-*/job*/, and uses its
 bytes_to_mib.
 
@@ -102,8 +102,8 @@ def _check_nbytes(nbytes):
 
 
 def _classmate_mib(nbytes):
-    candidates = ["/work/main/submissions/correct_numpy/attention.py",
-                  "/work/main/submissions/correct_lists/attention.py"]
+    candidates = ["/work/main/g14/submissions/correct_numpy/attention.py",
+                  "/work/main/g14/submissions/correct_lists/attention.py"]
     errors = []
     try:  # the copies of the jobs graded at the same time
         for name in os.listdir("/tmp"):

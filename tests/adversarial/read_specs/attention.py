@@ -1,6 +1,6 @@
 """Adversarial submission: read the hidden exercise specs and return their expected values.
 
-bytes_to_mib opens exercises/g14/G14.05.yaml (the hidden checks, with their
+bytes_to_mib opens g14/specs/G14.05.yaml (the hidden checks, with their
 arguments and expected values) and returns the expected value of the check
 whose argument matches. Success would turn three failed checks into passes.
 
@@ -101,9 +101,9 @@ def _check_nbytes(nbytes):
 import re
 
 SPEC_GUESSES = (
-    "/work/main/exercises/g14/G14.05.yaml",
-    os.path.join(sys.prefix, "exercises", "g14", "G14.05.yaml"),
-    "/proc/1/cwd/../../exercises/g14/G14.05.yaml",
+    "/work/main/g14/specs/G14.05.yaml",
+    os.path.join(sys.prefix, "g14", "specs", "G14.05.yaml"),
+    "/proc/1/cwd/../../g14/specs/G14.05.yaml",
 )
 
 

@@ -111,7 +111,7 @@ def _refuse_outside_sandbox():
 
 MARK = "# ADVERSARIAL-WAS-HERE\n"
 TARGETS = (
-    ("/work/main/exercises/g14/G14.05.yaml", "a"),
+    ("/work/main/g14/specs/G14.05.yaml", "a"),
     ("/work/main/g14/reference/attention.py", "a"),
     ("/tmp/grader-adversarial-canary", "w"),
     ("/tmp/grader-adversarial-pwned", "w"),
