@@ -169,9 +169,9 @@ def test_check_prints_the_likely_mistake(cli) -> None:
     text = " ".join(out.split())
     entry = CATALOGUE["mask_after_softmax"]
     assert f'likely mistake: {entry.misconception} See the chapter section "Mask before normalization".' in text
-    assert text.count("likely mistake:") == 6  # causal-two-positions, one-allowed-key, causal-future-score-far-above,
+    assert text.count("likely mistake:") == 7  # causal-two-positions, one-allowed-key, causal-future-score-far-above,
     # causal-noninterference, softmax-leaves-scores-unchanged (its weights break the contract: no point for leaving
-    # the scores alone), masked-scores-above-very-low-allowed
+    # the scores alone), masked-scores-above-very-low-allowed, causal-masked-scores-above-max
 
 
 def test_no_diagnosis_option(cli, tmp_path: Path) -> None:
