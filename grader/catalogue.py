@@ -119,8 +119,9 @@ def load_contract(folder: str | os.PathLike[str]) -> tuple[str, tuple[Clause, ..
     for index, raw in enumerate(data["clauses"]):
         if any(c.id == raw["id"] for c in clauses):
             raise ConfigError(f"{path}: clauses[{index}] '{raw['id']}': the id is used twice")
-        checks = tuple(tuple(c.split(" ", 1)) for c in raw["checks"])
-        clauses.append(Clause(raw["id"], raw["function"], " ".join(raw["text"].split()), checks))  # type: ignore[arg-type]
+        pairs = (str(c).split(" ", 1) for c in raw["checks"])  # the schema asks "EXERCISE CHECK"
+        checks = tuple((exercise, check) for exercise, check in pairs)
+        clauses.append(Clause(str(raw["id"]), str(raw["function"]), " ".join(str(raw["text"]).split()), checks))
     return str(path), tuple(clauses)
 
 

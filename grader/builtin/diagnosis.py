@@ -260,7 +260,7 @@ class DiagnosisTable:
             naming; a naming is right when the named mutant has the left-out
             one's misconception (a twin), a misnaming otherwise.
         """
-        out = []
+        out: list[tuple[str, str, str, str]] = []
         for entry in catalogue.mutants:
             outcome = outcomes.get(entry.name)
             if outcome is None or outcome.import_error or len(outcome.results) != len(collected.calls):
