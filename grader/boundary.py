@@ -15,8 +15,23 @@ code runs in the job and can write any bytes to the result pipe. So,
 3. the object is validated strictly (`decode_frame`): known event types and
    keys only, strings valid Unicode (lone surrogates become U+FFFD) and
    bounded in length, a call's value made of bools, ints within float range,
-   finite floats (or the agreed non-finite encoding) and lists, no deeper
-   and with no more elements than the call's `ResultBudget` allows.
+   finite floats (or the agreed non-finite encoding), lists and binary
+   arrays, no deeper and with no more elements than the call's
+   `ResultBudget` allows.
+
+Binary arrays
+-------------
+A numpy array a submission returns travels as raw little-endian data, not
+as JSON numbers: the frame is ``b"\\x00"``, the length of its JSON text
+(4 bytes, big-endian), the JSON text, then the arrays' bytes, in the order
+the JSON names them as ``{"$array": [DTYPE, SHAPE]}`` (`ARRAY_KEY`; DTYPE
+one of `WIRE_DTYPES`). The decoder checks each header (a known dtype, a
+shape of non-negative ints no deeper and no larger than the budget, counted
+as the same value in nested lists would be), that the bytes are exactly
+what the headers announce, and takes the data with ``numpy.frombuffer``: no
+number is visited one by one. An array of fewer than `LIST_BELOW_ITEMS`
+numbers becomes nested lists (exactly what the JSON would have given); a
+larger one stays a read-only float64, int64, uint64 or bool array.
 
 A call's budget comes from what the reference returns for the same call
 (`budget_for`: a few times its size, plus slack); a call without a reference
@@ -52,13 +67,16 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ARRAY_KEY",
     "CALL_KEYS",
     "CHANNEL_LOST_EXIT",
     "DEFAULT_BUDGET",
     "FLOAT_KEY",
     "FRAME_OVERHEAD_BYTES",
     "IMPORT_FRAME_BYTES",
+    "LIST_BELOW_ITEMS",
     "MAX_BUDGET",
+    "WIRE_DTYPES",
     "BoundaryError",
     "ResultBudget",
     "budget_for",
@@ -66,10 +84,21 @@ __all__ = [
     "decode_frame",
     "encode_nonfinite",
     "frame_limit",
+    "plain_data",
 ]
 
 FLOAT_KEY = "$float"
 """A non-finite float travels as ``{"$float": "nan" | "inf" | "-inf"}`` (JSON has no literal for it)."""
+
+ARRAY_KEY = "$array"
+"""A binary array's header in a frame's JSON: ``{"$array": [DTYPE, SHAPE]}`` (its bytes follow the JSON)."""
+
+WIRE_DTYPES = {"<f8": 8, "<i8": 8, "<u8": 8, "|b1": 1}
+"""The dtypes an array may travel as, with their item sizes in bytes."""
+
+LIST_BELOW_ITEMS = 4096
+"""A binary array with fewer numbers than this is decoded as nested lists (as its JSON would be);
+a larger one stays a read-only numpy array."""
 
 CHANNEL_LOST_EXIT = 75
 """The worker's exit code when its result or call channel was closed or replaced by the
@@ -129,12 +158,26 @@ MAX_BUDGET = ResultBudget(max_items=1 << 20, max_depth=64, max_bytes=32 << 20)
 """`budget_for` never gives more: about a million items, 64 deep, 32 MiB."""
 
 
+def _array_items(shape: tuple[int, ...]) -> int:
+    """Lists and numbers of an array of ``shape`` written as nested lists (``(2, 3)``: 1 + 2 + 6)."""
+    items, lists = 0, 1
+    for n in shape:
+        items += lists
+        lists *= n
+    return items + lists
+
+
 def _measure(value: Any) -> tuple[int, int]:
     """(items, depth) of plain data: lists, tuples and dicts nest; anything else is one item."""
     items, deepest = 0, 0
     stack = [(value, 0)]
     while stack:
         item, depth = stack.pop()
+        shape = getattr(item, "shape", None)
+        if type(shape) is tuple and shape and getattr(getattr(item, "dtype", None), "kind", "?") in tuple("biuf"):
+            items += _array_items(shape)  # a numeric numpy array: measured from its shape
+            deepest = max(deepest, depth + len(shape))
+            continue
         items += 1
         if hasattr(item, "tolist") and not isinstance(item, (list, tuple, dict)):
             item = item.tolist()  # a numpy array or scalar
@@ -293,11 +336,44 @@ def clean_text(value: Any, limit: int) -> str:
 
 
 class _Count:
-    __slots__ = ("budget", "items")
+    __slots__ = ("blob", "budget", "items", "offset")
 
-    def __init__(self, budget: ResultBudget) -> None:
+    def __init__(self, budget: ResultBudget, blob: memoryview | None = None) -> None:
         self.items = 0
         self.budget = budget
+        self.blob = blob  # the arrays' bytes after the frame's JSON (None: a frame without any)
+        self.offset = 0
+
+
+def _array(header: Any, depth: int, count: _Count, reference: bool) -> Any:
+    """Validate one binary array's header against the budget and take its bytes from the frame."""
+    if (type(header) is not list or len(header) != 2 or type(header[0]) is not str or header[0] not in WIRE_DTYPES
+            or type(header[1]) is not list or not header[1] or len(header[1]) > MAX_BUDGET.max_depth
+            or any(type(n) is not int or n < 0 for n in header[1])):
+        raise BoundaryError(UNREADABLE)
+    dtype, shape = header[0], tuple(header[1])
+    if depth + len(shape) > count.budget.max_depth:
+        raise BoundaryError(f"the result is nested more than {count.budget.max_depth} lists deep", fatal=False)
+    items, lists = 0, 1
+    for n in shape:  # as _array_items, stopping as soon as the budget is exceeded
+        items += lists
+        lists *= n
+        if count.items + items + lists > count.budget.max_items:
+            raise BoundaryError(f"{_larger(reference)} (more than {count.budget.max_items} numbers and lists)",
+                                fatal=False)
+    count.items += items + lists
+    nbytes = lists * WIRE_DTYPES[dtype]
+    if count.blob is None or count.offset + nbytes > len(count.blob):
+        raise BoundaryError(UNREADABLE)  # the bytes the header announces are not there
+    import numpy as np
+
+    array = np.frombuffer(count.blob, dtype=dtype, count=lists, offset=count.offset).reshape(shape)
+    count.offset += nbytes
+    if lists < LIST_BELOW_ITEMS:
+        return array.tolist()
+    array = array.astype(array.dtype.newbyteorder("="), copy=False)
+    array.flags.writeable = False
+    return array
 
 
 def _larger(reference: bool) -> str:
@@ -357,6 +433,9 @@ def _value(value: Any, depth: int, count: _Count, reference: bool) -> Any:
         return [_value(x, depth + 1, count, reference) for x in value]
     if kind is dict and len(value) == 1 and type(value.get(FLOAT_KEY)) is str and value[FLOAT_KEY] in _FLOATS:
         return _FLOATS[value[FLOAT_KEY]]
+    if kind is dict and len(value) == 1 and ARRAY_KEY in value:
+        count.items -= 1  # counted as the array's outer list
+        return _array(value[ARRAY_KEY], depth, count, reference)
     if kind is str:
         raise BoundaryError("the result holds a string", fatal=False)
     if value is None:
@@ -405,6 +484,21 @@ def encode_nonfinite(value: Any) -> Any:
     return value
 
 
+def plain_data(value: Any) -> Any:
+    """A decoded value with every numpy array (a large binary one, see "Binary arrays") as nested lists.
+
+    What code that writes values as JSON (caches, digests) needs; other
+    values are returned as they are (lists are copied only when they hold
+    an array).
+    """
+    if type(value) is list:
+        converted = [plain_data(v) for v in value]
+        return value if all(a is b for a, b in zip(converted, value)) else converted
+    if hasattr(value, "tolist") and hasattr(value, "dtype"):
+        return value.tolist()
+    return value
+
+
 def _mutated(value: Any) -> tuple[int, ...]:
     if type(value) is not list or len(value) > MAX_MUTATED or any(type(i) is not int for i in value):
         raise BoundaryError(UNREADABLE)
@@ -441,6 +535,13 @@ def decode_frame(data: bytes, expect: str = "call", budget: ResultBudget | None 
     """
     reference = budget is not None
     budget = budget or DEFAULT_BUDGET
+    blob = None
+    if data[:1] == b"\x00":  # JSON, then the bytes of the arrays it names (see "Binary arrays")
+        size = int.from_bytes(data[1:5], "big")
+        if expect != "call" or len(data) < 5 or 5 + size > len(data):
+            raise BoundaryError(UNREADABLE)
+        blob = memoryview(data)[5 + size:]
+        data = data[5:5 + size]
     if expect == "call":
         # Parsed items cannot outnumber these bytes; refuse before parsing what would exceed the budget.
         tokens = data.count(b",") + data.count(b"[") + data.count(b"{")
@@ -486,6 +587,10 @@ def decode_frame(data: bytes, expect: str = "call", budget: ResultBudget | None 
         "mutated": _mutated(frame.get("mutated", [])),
     }
     if status == "returned":
-        count = _Count(budget)
+        count = _Count(budget, blob)
         out["value"] = _value(frame["value"], 0, count, reference)
+        if blob is not None and count.offset != len(blob):
+            raise BoundaryError(UNREADABLE)  # bytes no array header announced
+    elif blob is not None:
+        raise BoundaryError(UNREADABLE)
     return out

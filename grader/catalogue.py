@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import numpy as np
 
 from grader.errors import ConfigError
@@ -303,6 +302,8 @@ def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None, 
     if not path.is_file():
         raise ConfigError(f"{path}: catalogue not found; pass --mutants DIR (a folder holding {CATALOGUE_FILE})")
     data = parse_yaml(str(path))
+    import jsonschema  # here, not at the top: 'grader check' with the public checks never needs it
+
     errors = sorted(
         jsonschema.Draft202012Validator(SCHEMA).iter_errors(data),
         key=lambda e: (list(map(str, e.absolute_path)), e.message),
@@ -397,8 +398,10 @@ def _call_key(call: Call) -> str:
 
 
 def _to_frame(result: CallResult) -> dict[str, Any]:
+    from grader.boundary import plain_data
+
     return {
-        "status": result.status, "value": result.value, "type": result.error_type, "value_error": result.value_error,
+        "status": result.status, "value": plain_data(result.value), "type": result.error_type, "value_error": result.value_error,
         "message": result.message, "where": result.where, "seconds": result.seconds, "mutated": list(result.mutated_args),
     }
 

@@ -170,6 +170,8 @@ def init_ci(target: str, folder: Path, package: str | None = None, force: bool =
     written = []
     files = templates(target, package, pack)
     for rel in files:
+        if (folder / rel).is_symlink():  # --force or not: writing would go wherever the link points
+            raise UsageError(f"{folder / rel}: a symbolic link; remove it (init-ci writes only files of its own)")
         if (folder / rel).exists() and not force:
             raise UsageError(f"{folder / rel}: exists; remove it or pass --force")
     for rel, text in files.items():

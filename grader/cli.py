@@ -306,6 +306,12 @@ def _run(config: Config) -> int:
     remove_stale_scratch()  # what graders killed with kill -9 left in the temporary folder
     if config.command == "check":
         config.options.out = None
+        pack = config.pack
+        for path in config.options.paths:  # a file of another pack: every function would read as missing
+            if Path(path).is_file() and Path(path).name not in (pack.submission, pack.notebook):
+                print(f"grader: warning: {display(path)}: the course pack {pack.id} ({pack.chapter}) grades "
+                      f"{pack.submission}; pass --pack DIR if {display(Path(path).name)} is another pack's",
+                      file=sys.stderr)
         report = session.grade(config, config.options.paths, visible_only=True)
     else:
         report = session.grade(config, config.options.paths)
@@ -375,6 +381,8 @@ def _starter(config: Config) -> int:
     if not source.is_file():
         raise ConfigError(f"{source}: the pack has no starter; install the course's student package (it ships one)")
     target = Path(config.option("starter_dir")) / pack.submission
+    if target.is_symlink():  # even a dangling one: copying would create the file it points to, elsewhere
+        raise UsageError(f"{target}: a symbolic link; the starter writes only a file of its own (remove the link)")
     if target.exists():
         raise UsageError(f"{target}: exists; the starter never overwrites your file")
     target.parent.mkdir(parents=True, exist_ok=True)

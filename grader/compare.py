@@ -119,6 +119,8 @@ def _has_bool(data: Any) -> bool:
             return True
         if isinstance(item, list):
             stack.extend(item)
+        elif isinstance(item, np.ndarray) and item.dtype == np.bool_:  # a large array that came as binary
+            return True
     return False
 
 
@@ -137,6 +139,8 @@ def split_parts(names: Sequence[str], got: Any) -> dict[str, Any]:
     """
     if len(names) == 1:
         return {names[0]: got}
+    if isinstance(got, np.ndarray) and got.ndim:  # a large array that came as binary: its rows, as a list would be
+        got = list(got) if got.ndim > 1 else got.tolist()
     if not isinstance(got, list) or len(got) != len(names):
         what = f"a sequence of {len(got)} items" if isinstance(got, list) else type(got).__name__
         raise Mismatch(f"expected a tuple ({', '.join(names)}), got {what}")

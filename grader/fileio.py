@@ -8,7 +8,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +22,16 @@ MAX_SOURCE_BYTES = 2 * 1024 * 1024
 reads no more (a file that grew after it was located)."""
 
 
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> None:
     """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename.
 
     Parameters
     ----------
     path : path-like
         The destination; missing folders are made.
+    text : str or iterable of str
+        The file's text, or its pieces in order (written one by one, so a
+        large file is never held whole in memory).
 
     Raises
     ------
@@ -43,7 +46,10 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+            if isinstance(text, str):
+                fh.write(text)
+            else:
+                fh.writelines(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
     except BaseException:

@@ -10,11 +10,14 @@ child ``python -I -B -u grader/worker.py`` starts in a fresh temporary
 folder, with a scrubbed environment (BLAS threads pinned to 1), its own
 session (process group), and rlimits on CPU time, core dumps and file size.
 Its task (the request file) names only the submission's file: the child
-imports it and reports on a dedicated result pipe, then gets ONE call at a
-time on its stdin (the call pipe) and answers each with one frame before the
-next is sent, so no call's arguments are in its memory before the call is
-made. Frames are length-prefixed JSON, each checked by `grader.boundary`
-before it is kept; stdout and stderr are read against a deadline and capped.
+imports it and reports on a dedicated result pipe, then gets its calls on
+its stdin (the call pipe) in two hand-overs (`phases`): the visible calls,
+then, once each has answered and the output so far is kept, the hidden
+ones; it answers each call with its own frame as soon as it is done. So no
+hidden argument is in its memory at import or during a visible call.
+Frames are length-prefixed JSON (numpy arrays as raw binary after the
+JSON), each checked by `grader.boundary` before it is kept; stdout and
+stderr are read against a deadline and capped.
 
 Timeouts count the job's CPU time, not the clock: a call's timeout is CPU
 seconds of the job (`Job.cpu_seconds`), with a wall-clock backstop
@@ -22,7 +25,8 @@ seconds of the job (`Job.cpu_seconds`), with a wall-clock backstop
 so load elsewhere on the machine never costs a correct submission a point.
 Where the job's CPU time cannot be read, the timeout is wall-clock time.
 Durations (`grader.models.CallResult.seconds`) are measured here, from
-writing the call to reading its answer, never taken from the job.
+the hand-over (or the previous answer) to reading the call's answer, never
+taken from the job.
 
 A call that times out or kills its process costs only that call: the child
 is killed and a fresh one runs the calls that remain (started as a standby
@@ -42,6 +46,7 @@ import contextlib
 import errno
 import functools
 import hashlib
+import itertools
 import json
 import os
 import select
@@ -70,7 +75,7 @@ from grader.boundary import (
 from grader.child.limits import CPU_RLIMIT_MARGIN_SECONDS
 from grader.fileio import MAX_SOURCE_BYTES, scratch_prefix
 from grader.judging import explain_error
-from grader.models import Call, CallResult, RunOutcome
+from grader.models import Call, CallResult, RunOutcome, phase_wire
 
 WORKER = str(Path(__file__).resolve().parent / "worker.py")
 EOF_GRACE_SECONDS = 0.25
@@ -292,6 +297,163 @@ class PlainJob:
         return describe_exit(code)
 
 
+FORKSERVER = str(Path(__file__).resolve().parent / "forkserver.py")
+
+
+class ForkServer:
+    """The grader's handle on a warm fork server (``grader/forkserver.py``), for ``--insecure``.
+
+    One process imports numpy once and forks a plain worker per job (no isolation layer), so
+    trusted code is graded without starting an interpreter per submission. Linux and macOS
+    only (``os.fork``); `available` says whether it can run here. Thread-safe.
+
+    Raises
+    ------
+    OSError
+        If the server does not start.
+    """
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-u", FORKSERVER, str(theirs.fileno())],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+            env=dict(CHILD_ENV, HOME="/nonexistent"), cwd="/", start_new_session=True,
+        )
+        theirs.close()
+        self.sock = ours
+        self.sock.settimeout(60.0)
+        self.lock = threading.Lock()
+        self._buffer = b""
+        if self._line() != {"ready": True}:
+            self.close()
+            raise OSError("the fork server did not start")
+
+    @staticmethod
+    def available() -> bool:
+        """Whether a fork server can run here (``os.fork`` and descriptor passing: not Windows)."""
+        import socket
+
+        return hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"
+
+    def _line(self) -> dict[str, Any]:
+        while b"\n" not in self._buffer:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise OSError("the fork server stopped answering")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def request(self, message: dict[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
+        """Send one request (with descriptors) and return the answer."""
+        import socket
+
+        data = json.dumps(message).encode() + b"\n"
+        with self.lock:
+            if fds:
+                socket.send_fds(self.sock, [data], list(fds))
+            else:
+                self.sock.sendall(data)
+            return self._line()
+
+    def close(self) -> None:
+        """Stop the server (it kills the jobs it still has)."""
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class ForkJob:
+    """A plain worker forked by the warm `ForkServer` (``--insecure``): `PlainJob`'s rules, no interpreter start.
+
+    Its CPU time is read from ``/proc/<pid>/stat``, its exit code comes on a status pipe from
+    the server (which reaps it), and it is killed through the server, which signals its
+    process group only while the job is its own.
+    """
+
+    def __init__(self, server: ForkServer, source: bytes, workdir: str, cpu_seconds: float,
+                 standby: bool = False, filename: str = "submission.py") -> None:
+        folder = tempfile.mkdtemp(prefix="worker-", dir=workdir)
+        file = os.path.join(folder, filename)
+        with open(file, "wb") as fh:
+            fh.write(source)
+        self.server = server
+        pipes = [os.pipe() for _ in range(5)]  # result, stdout, stderr, call, status
+        theirs = [pipes[0][1], pipes[1][1], pipes[2][1], pipes[3][0], pipes[4][1]]
+        env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
+        try:
+            reply = server.request({"op": "launch", "file": file, "cpu_seconds": cpu_seconds, "cwd": workdir,
+                                    "env": env}, theirs)
+        except BaseException:
+            for fd in (pipes[0][0], pipes[1][0], pipes[2][0], pipes[3][1], pipes[4][0]):
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        self.pid = int(reply["pid"])
+        self.result_fd, self.stdout_fd, self.stderr_fd = pipes[0][0], pipes[1][0], pipes[2][0]
+        self.call_fd = pipes[3][1]
+        self._status_fd: int | None = pipes[4][0]
+        self._status: int | None = None
+        self._stat_fd: int | None = None
+        try:
+            self._stat_fd = os.open(f"/proc/{self.pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            pass
+
+    def cpu_seconds(self) -> float | None:
+        if self._stat_fd is None:
+            return None
+        try:
+            fields = os.pread(self._stat_fd, 4096, 0).rsplit(b")", 1)[1].split()
+            return sum(int(f) for f in fields[11:15]) / _CLOCK_TICKS  # utime stime cutime cstime
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def end_calls(self) -> None:
+        if self.call_fd >= 0:
+            os.close(self.call_fd)
+            self.call_fd = -1
+
+    def exit_code(self, timeout: float) -> int | None:
+        if self._status is None and self._status_fd is not None:
+            ready, _, _ = select.select([self._status_fd], [], [], max(timeout, 0.0))
+            if not ready:
+                return None
+            text = os.read(self._status_fd, 64).decode("ascii", "replace").strip()
+            os.close(self._status_fd)
+            self._status_fd = None
+            self._status = int(text) if text.lstrip("-").isdigit() else -signal.SIGKILL
+        return self._status
+
+    def kill(self, finished: bool = False, wait: bool = True) -> None:
+        self.end_calls()
+        if self.exit_code(0.5 if finished else 0.0) is None:
+            try:
+                self.server.request({"op": "kill", "pid": self.pid})
+            except OSError:
+                pass
+            self.exit_code(5.0)
+        if self._stat_fd is not None:
+            os.close(self._stat_fd)
+            self._stat_fd = None
+
+    def describe_exit(self, code: int, imported: bool) -> str:
+        return describe_exit(code)
+
+
 def describe_exit(code: int) -> str:
     """Words for a worker's exit code (negative: killed by that signal)."""
     if code < 0:
@@ -331,10 +493,13 @@ class _Child:
         self.finished = False  # set when every call was answered
         self.bytes_read = 0  # of the result pipe: what the grader took in from this job
 
-    def send(self, call: Call, deadline: float) -> str:
-        """Write one call to the job's call pipe: ``"sent"``, ``"closed"`` (the pipe is gone) or ``"timeout"``."""
+    def send(self, call: Call | bytes, deadline: float) -> str:
+        """Write a phase of calls (`grader.models.phase_wire`; a `Call`: that call alone) to the job's call pipe.
+
+        Returns ``"sent"``, ``"closed"`` (the pipe is gone) or ``"timeout"``.
+        """
         fd = self.job.call_fd
-        view = memoryview(call.wire)
+        view = memoryview(call.wire if isinstance(call, Call) else call)
         while view:
             try:
                 view = view[os.write(fd, view):]
@@ -391,8 +556,8 @@ class _Child:
                         return exc
                     need = 4 + size - len(self.buffer)
                     if need <= 0:
-                        data = bytes(self.buffer[4:])
-                        self.buffer.clear()
+                        data = bytes(self.buffer[4:4 + size])
+                        del self.buffer[:4 + size]
                         try:
                             return decode_frame(data, expect, budget)
                         except BoundaryError as exc:
@@ -510,6 +675,18 @@ def _standby(launch: Launcher, source: bytes, workdir: str, cpu: float) -> Job:
     return launch(source, workdir, cpu, standby=True)
 
 
+def phases(calls: Sequence[Call]) -> list[tuple[int, int]]:
+    """The hand-overs of ``calls``: ``(start, end)`` of the calls before the first hidden one, then of the rest.
+
+    A job is handed a phase at once; the hidden phase only once every
+    visible call has answered and what the submission printed until then
+    is kept (see `run_calls`). One phase when no call (or every call) is hidden.
+    """
+    first_hidden = next((i for i, c in enumerate(calls) if c.hidden), len(calls))
+    cuts = [0, first_hidden, len(calls)]
+    return [(x, y) for x, y in itertools.pairwise(cuts) if y > x]
+
+
 def run_calls(
     file: str,
     calls: Sequence[Call],
@@ -519,16 +696,20 @@ def run_calls(
     scratch: bool = True,
     filename: str | None = None,
 ) -> RunOutcome:
-    """Run ``calls`` against the submission ``file`` in child processes, one call at a time.
+    """Run ``calls`` against the submission ``file`` in child processes, a phase of calls at a time.
 
-    Each call is written to the job when it is made, and timed from then
-    until its answer is read. Its timeout counts the job's CPU time, with a
+    The calls are handed to the job in two *phases* (`phases`): every call
+    before the first hidden one, then, once each of those has answered and
+    the submission's output so far is kept, the hidden calls. The job
+    answers each call with its own frame as soon as it is done; a call is
+    timed from the previous answer's arrival (or the phase's hand-over) to
+    its own. Its timeout counts the job's CPU time in that span, with a
     wall-clock backstop of `WALL_BACKSTOP_FACTOR` times the timeout (wall
     time only, where the job's CPU time cannot be read). A call that times
     out or kills its process costs only that call: the calls after it run
     in a fresh worker. That worker is started as a *standby*
     `STANDBY_LEAD_SECONDS` before the call's limit (it sets up and imports
-    the file, then waits for a call), so when the call does time out the
+    the file, then waits for its calls), so when the call does time out the
     remaining calls go on at once and a hanging call costs its timeout and
     nothing more. A standby not needed (the call returned) is killed before
     it gets any call.
@@ -577,6 +758,7 @@ def run_calls(
     import_error = ""
     budget_end = time.monotonic() + submission_timeout
     over_budget = f"the submission used up its {submission_timeout:g} s budget"
+    phase_ends = [end for _, end in phases(calls)]
 
     def cpu_for(pending: Sequence[Call]) -> float:
         return import_timeout + sum(c.timeout for c in pending) + CPU_RLIMIT_MARGIN_SECONDS
@@ -610,23 +792,22 @@ def run_calls(
                         break
                     child.imported = True
                     stop_at = len(calls)
-                    for j in range(start, len(calls)):
-                        call = calls[j]
-                        if call.hidden and mark is None:
+                    j = start
+                    while j < len(calls):
+                        end = next(e for e in phase_ends if e > j)
+                        if calls[j].hidden and mark is None:
                             child.drain(sink)
                             mark = (len(sink["stdout"]), len(sink["stderr"]))
-                        pending = calls[j + 1 :]
-                        result, standby = _make_call(
-                            child, call, bool(pending), budget_end, over_budget, sink,
-                            functools.partial(_standby, launch, source, workdir, cpu_for(pending)),
+                        got, failed, standby = _run_phase(
+                            child, calls, j, end, budget_end, over_budget, sink,
+                            lambda pending: _standby(launch, source, workdir, cpu_for(pending)),
                         )
-                        if not isinstance(result, _Failed):
-                            results[j] = result
-                            continue
-                        results[j] = result.result
-                        handover = standby is not None
-                        stop_at = j + 1
-                        break
+                        results[j:j + len(got)] = got
+                        if failed:
+                            handover = standby is not None
+                            stop_at = j + len(got)
+                            break
+                        j = end
                     else:
                         child.finished = True
                         child.drain(sink)  # what it printed with its last answer
@@ -643,74 +824,86 @@ def run_calls(
     return RunOutcome(tuple(out), import_error, stdout, stderr, sha256)
 
 
-class _Failed:
-    """A call after which its job cannot go on: its result, and the job is replaced."""
+def _run_phase(
+    child: _Child, calls: Sequence[Call], start: int, end: int, budget_end: float, over_budget: str,
+    sink: dict[str, bytearray], start_standby: Callable[[Sequence[Call]], Job],
+) -> tuple[list[CallResult], bool, _Child | None]:
+    """Hand ``calls[start:end]`` to ``child`` at once and read one answer per call, each against its own limits.
 
-    __slots__ = ("result",)
+    Call ``k`` is timed from the moment the answer before it was read (the
+    phase's hand-over, for the first) until its own answer is read; its
+    CPU time is the job's in that span (every call before it had answered,
+    so no later call had started). A frame already in the pipe is read
+    without waiting.
 
-    def __init__(self, result: CallResult) -> None:
-        self.result = result
-
-
-def _make_call(
-    child: _Child, call: Call, more: bool, budget_end: float, over_budget: str, sink: dict[str, bytearray],
-    start_standby: Callable[[], Job],
-) -> tuple[CallResult | _Failed, _Child | None]:
-    """Send one call to ``child`` and wait for its answer against its CPU-time limit and wall backstop.
-
-    Returns the result (a `_Failed` when the job must be replaced) and the
-    standby started meanwhile (None if none is, or it is not needed: a
-    standby not needed is killed here).
+    Returns
+    -------
+    (list of CallResult, bool, _Child or None)
+        The results of the calls answered (the last one the call that
+        failed, when the job cannot go on), whether the job must be
+        replaced, and the standby started meanwhile (None if none is, or it
+        is not needed: a standby not needed is killed here).
     """
+    got: list[CallResult] = []
     began = time.monotonic()
-    cpu0 = child.job.cpu_seconds()
-    wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
-    backstop = min(began + wall_limit, budget_end)
+    first = calls[start]
+    cpu_timed = child.job.cpu_seconds() is not None
+    sent = child.send(phase_wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget_end))
     standby: _Child | None = None
-    want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
-    sent = child.send(call, backstop)
-    frame: dict[str, Any] | str | BoundaryError = sent
-    if sent == "sent":
-        polled = False
-        while True:
-            now = time.monotonic()
-            if cpu0 is None:
-                used = now - began
-            elif polled:
-                cpu = child.job.cpu_seconds()
-                used = (cpu - cpu0) if cpu is not None else now - began
-            else:
-                used = 0.0  # nothing ran yet that a wait of the whole budget could overrun
-            remaining = min(call.timeout - used, backstop - now)
-            if call.timeout - used <= 0:
-                frame = "cpu" if cpu0 is not None else "wall"
-                break
-            if backstop - now <= 0:
-                frame = "wall"
-                break
-            if want_standby and standby is None and remaining <= STANDBY_LEAD_SECONDS:
-                standby = _Child(start_standby())  # the call may hang: get its successor ready
-            lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0
-            wait = max(remaining - lead, MIN_POLL_SECONDS)
-            frame = child.read_frame(min(now + wait, backstop), sink, "call", call.budget)
-            polled = True
-            if frame != "timeout":
-                break
-    seconds = time.monotonic() - began
-    if isinstance(frame, dict):
-        result: CallResult = _result_of(frame, seconds)
-    elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
-        result = CallResult("bad_return", message=frame.message, seconds=seconds)
-    else:
-        return _Failed(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget_end, over_budget,
-                                    seconds)), standby
-    if more and child.pending():
-        # More than one answer to one call (frames the submission wrote itself), or the job ended
-        # right after answering: the next call goes to a fresh job, never to a stale answer.
-        return _Failed(result), standby
-    if standby is not None:  # the call answered in time after all
-        standby.kill()
-    return result, None
+    for j in range(start, end):
+        call = calls[j]
+        if j > start:
+            began = time.monotonic()
+        cpu0 = child.job.cpu_seconds() if cpu_timed else None
+        wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
+        backstop = min(began + wall_limit, budget_end)
+        more = j + 1 < len(calls)
+        want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
+        frame: dict[str, Any] | str | BoundaryError = sent
+        if sent == "sent":
+            polled = False
+            while True:
+                now = time.monotonic()
+                if cpu0 is None:
+                    used = now - began
+                elif polled:
+                    cpu = child.job.cpu_seconds()
+                    used = (cpu - cpu0) if cpu is not None else now - began
+                else:
+                    used = 0.0  # nothing ran yet that a wait of the whole budget could overrun
+                remaining = min(call.timeout - used, backstop - now)
+                if call.timeout - used <= 0:
+                    frame = "cpu" if cpu0 is not None else "wall"
+                    break
+                if backstop - now <= 0:
+                    frame = "wall"
+                    break
+                if want_standby and standby is None and remaining <= STANDBY_LEAD_SECONDS:
+                    standby = _Child(start_standby(calls[j + 1:]))  # the call may hang: get its successor ready
+                lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0
+                wait = max(remaining - lead, MIN_POLL_SECONDS)
+                frame = child.read_frame(min(now + wait, backstop), sink, "call", call.budget)
+                polled = True
+                if frame != "timeout":
+                    break
+        seconds = time.monotonic() - began
+        if isinstance(frame, dict):
+            result: CallResult = _result_of(frame, seconds)
+        elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
+            result = CallResult("bad_return", message=frame.message, seconds=seconds)
+        else:
+            got.append(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget_end, over_budget,
+                                    seconds))
+            return got, True, standby
+        got.append(result)
+        if standby is not None:  # the call answered in time after all
+            standby.kill()
+            standby = None
+    if end < len(calls) and child.pending():
+        # More answers than calls (frames the submission wrote itself), or the job ended right after
+        # answering: the next phase goes to a fresh job, never to a stale answer.
+        return got, True, None
+    return got, False, None
 
 
 def _failed_call(frame: str | BoundaryError, child: _Child, call: Call, cpu_timed: bool, budget_bound: bool,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,6 +35,7 @@ __all__ = [
     "Submission",
     "SubmissionResult",
     "Verdict",
+    "phase_wire",
     "result_from_dict",
     "result_to_dict",
 ]
@@ -214,14 +216,28 @@ class Call:
     hidden: bool = False
 
     @functools.cached_property
-    def wire(self) -> bytes:
-        """The call as the worker reads it from its call pipe: a 4-byte big-endian length, then
-        ``{"function": ..., "args": [...]}`` as JSON (NaN and infinities as JSON's extension literals).
+    def body(self) -> bytes:
+        """The call as JSON, ``{"function": ..., "args": [...]}`` (NaN and infinities as JSON's extension
+        literals): one item of a phase the worker reads (see `phase_wire`).
 
         Made once per call: every submission of a batch makes the same calls.
         """
-        data = json.dumps({"function": self.function, "args": list(self.args)}, allow_nan=True).encode()
-        return len(data).to_bytes(4, "big") + data
+        return json.dumps({"function": self.function, "args": list(self.args)}, allow_nan=True).encode()
+
+    @functools.cached_property
+    def wire(self) -> bytes:
+        """This call alone as a phase, as the worker reads it from its call pipe (`phase_wire`)."""
+        return phase_wire((self,))
+
+
+def phase_wire(calls: Sequence[Call]) -> bytes:
+    """A phase of calls as the worker reads it from its call pipe: a 4-byte big-endian length,
+    then ``{"calls": [{"function": ..., "args": [...]}, ...]}`` as JSON.
+
+    The worker makes the calls in order and answers each with its own frame.
+    """
+    data = b'{"calls":[' + b",".join(c.body for c in calls) + b"]}"
+    return len(data).to_bytes(4, "big") + data
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ inspected (`inspect_artifact`); a build with a problem is refused.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import re
 import shutil
@@ -77,11 +78,52 @@ def pack_members(pack: Any) -> dict[str, Path | None]:
     return members
 
 
+def _pack_readme(pack: Any) -> str:
+    """The student package's README for a pack the repository's README does not describe, from its manifest."""
+    names = ", ".join(f"`{f}`" for f in pack.functions)
+    return f"""# {pack.chapter} grader for students
+
+{pack.title}: the visible checks of chapter {pack.chapter}, for your own `{pack.submission}`.
+
+**Install.** Your course gives you this package (a wheel, a URL or an index name), e.g.
+
+```sh
+python -m pip install {pack.distribution}
+```
+
+It holds the grader and the public part of the course pack `{pack.id}`: its manifest, its check kinds,
+the visible checks and the starter. It holds nothing hidden.
+
+**Check.** `grader starter [DIR]` copies the starter `{pack.submission}` (it never overwrites one).
+Fill in its functions ({names}), then, in the folder that holds it:
+
+```sh
+grader check {pack.submission}          # or {pack.notebook}
+```
+
+It runs the visible checks only, offline: per exercise its points, and for each check that does
+not pass the call, the expected and the returned values, the likely mistake and a hint. The grade
+also counts hidden checks, run at grading: passing every visible check is not full marks.
+`grader check --help` lists its options.
+
+**pytest.** Plain `pytest` in the folder holding `{pack.submission}` collects one test per visible
+check (`-p no:grader` turns it off).
+
+**CI.** `grader init-ci github|gitlab|classroom50` writes the files a template repository needs;
+CI runs the visible checks only and never gives the grade.
+"""
+
+
 def _student_readme(readme: Path, pack: Any) -> str:
+    """The student package's README: the repository README's "For students" section for the pack the
+    repository installs (its own package, beside the README), else one written from the pack's manifest
+    (never a file of the pack's folder: an instructor's notes there may tell of hidden checks)."""
+    if not (pack.package and pack.root.resolve() == (readme.parent / pack.package).resolve()):
+        return _pack_readme(pack)
     text = readme.read_text(encoding="utf-8")
     start = text.find("## For students")
     if start < 0:
-        return f"# {pack.chapter} grader\n\nRun `grader check {pack.submission}` in the folder holding your file.\n"
+        return _pack_readme(pack)
     end = text.find("\n## ", start + 3)
     return f"# {pack.chapter} grader for students\n\n" + text[start:end if end > 0 else None].strip() + "\n"
 
@@ -126,7 +168,9 @@ def student_pyproject(text: str, pack: Any) -> str:
         elif header == "[tool.setuptools]":
             group = [_student_packages(line, pkg) for line in group]
         elif header == "[project]":
-            group = [re.sub(r'^name = ".*"$', f'name = "{pack.distribution}"', line) for line in group]
+            about = json.dumps(f"{pack.chapter} ({pack.title}): visible checks for students' {pack.submission}")
+            group = [re.sub(r'^description = ".*"$', f"description = {about}",
+                            re.sub(r'^name = ".*"$', f'name = "{pack.distribution}"', line)) for line in group]
         out.extend(group)
     if not any(line.strip() == '[project.entry-points."grader.packs"]' for line in out):
         out += ["", '[project.entry-points."grader.packs"]', f'{pack.id} = "{pkg}"']
@@ -261,6 +305,18 @@ def inspect_artifact(artifact: Path, specs: Path, reference: Path, mutants: Path
     return problems
 
 
+def _build_needs(root: Path) -> list[str]:
+    """What the offline build needs installed: ``build`` and ``[build-system] requires`` (quoted for a shell)."""
+    import shlex
+    import tomllib
+
+    try:
+        requires = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]["requires"]
+    except (OSError, ValueError, KeyError, TypeError):
+        requires = []
+    return [shlex.quote(r) for r in ["build", *(r for r in requires if isinstance(r, str))]]
+
+
 def build_student_package(out: Path, bundle_text: str, pack: Any, specs: Path, reference: Path, mutants: Path,
                           root: Path | None = None) -> list[Path]:
     """Stage, build (wheel and sdist) and inspect the student package.
@@ -290,18 +346,25 @@ def build_student_package(out: Path, bundle_text: str, pack: Any, specs: Path, r
         (the artifacts are then removed).
     """
     root = root or repository()
+    if importlib.util.find_spec("build") is None:
+        raise ConfigError("build-student-package needs the 'build' package in this environment (it builds "
+                          f"offline, with this environment's backend): pip install {' '.join(_build_needs(root))}")
     if not pack.starter.is_file():
         raise ConfigError(f"{pack.starter}: the starter is missing (it goes into the student package)")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="grader-student-package-") as tmp:
         tree = stage(Path(tmp) / "src", bundle_text, pack, root)
         built = Path(tmp) / "dist"
+        # cwd: the temporary folder, so a build/ folder where the command runs (setuptools leaves one
+        # after 'pip install .') is not imported in place of the 'build' package
         proc = subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--no-isolation",
-                               "--outdir", str(built), str(tree)], capture_output=True, text=True, check=False)
+                               "--outdir", str(built), str(tree)], capture_output=True, text=True, check=False,
+                               cwd=tmp)
         if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise ConfigError("building the student package failed: " + " / ".join(tail)
-                              + " (is 'build' installed? pip install build)")
+            tail = " / ".join(line.strip() for line in (proc.stderr or proc.stdout).strip().splitlines()[-3:])
+            raise ConfigError(f"building the student package failed: {tail}; it builds offline with this "
+                              f"environment's 'build' and the build backend pyproject.toml requires: "
+                              f"pip install {' '.join(_build_needs(root))}")
         artifacts = sorted(built.iterdir())
         allowed = pack_members(pack)
         problems = [p for a in artifacts for p in inspect_artifact(a, specs, reference, mutants, allowed)]

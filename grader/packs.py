@@ -214,9 +214,89 @@ def load_pack(folder: str | Path, package: str = "") -> Pack:
     return _load(root, package)
 
 
+_FAST_KEYWORDS = frozenset({"type", "additionalProperties", "required", "properties", "pattern", "minLength",
+                            "minItems", "uniqueItems", "items", "description"})
+_FAST_TYPES = {"object": dict, "string": str, "array": list}
+
+
+def _plainly_valid(data: Any, schema: dict[str, Any]) -> bool:
+    """Whether ``data`` meets ``schema`` for certain, checked without jsonschema (False: ask jsonschema).
+
+    Knows only the keywords `_SCHEMA` uses (`_FAST_KEYWORDS`); any other keyword, or any doubt,
+    answers False, and the caller validates with jsonschema, which words the error. Importing
+    jsonschema costs more than the rest of a ``grader check`` start-up (issue 16).
+    """
+    if not schema.keys() <= _FAST_KEYWORDS or schema.get("type", "object") not in _FAST_TYPES:
+        return False
+    kind = _FAST_TYPES[schema.get("type", "object")]
+    if type(data) is not kind:
+        return False
+    if kind is str:
+        return len(data) >= schema.get("minLength", 0) and ("pattern" not in schema or
+                                                            re.search(schema["pattern"], data) is not None)
+    if kind is list:
+        items = schema.get("items")
+        return (len(data) >= schema.get("minItems", 0)
+                and (not schema.get("uniqueItems") or len({repr(x) for x in data}) == len(data))
+                and (items is None or all(_plainly_valid(x, items) for x in data)))
+    properties, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
+    if any(key not in data for key in schema.get("required", ())) or any(type(key) is not str for key in data):
+        return False
+    for key, value in data.items():
+        if key in properties:
+            sub = properties[key]
+        elif extra is False:
+            return False
+        elif extra is True:
+            continue
+        else:
+            sub = extra
+        if not _plainly_valid(value, sub):
+            return False
+    return True
+
+
+def _schema_problem(error: Any) -> str:
+    """One jsonschema error as ``KEY: what is wrong; what to write`` (the key named, the fix given)."""
+    where = ".".join(str(p) for p in error.absolute_path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    properties = schema.get("properties", {})
+    if error.validator == "required":
+        missing = next((k for k in schema.get("required", ()) if k not in error.instance), "")
+        key = f"{where}.{missing}" if where else missing
+        hint = properties.get(missing, {}).get("description", "add it")
+        return f"{key}: missing; {hint}"
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(properties))
+        key = ".".join([*([where] if where else []), str(extra[0])]) if extra else where
+        return (f"{key}: not a key of the manifest{' here' if where else ''}; remove it or fix its spelling "
+                f"(the keys are {', '.join(properties)})")
+    hint = schema.get("description", "")
+    return f"{where or 'the manifest'}: {error.message}" + (f"; {hint}" if hint else "")
+
+
+def _inside(root: Path, manifest: Path, key: str, value: str, example: str) -> Path:
+    """``root / value``, refused unless it stays in the pack's folder (no absolute path, no ``..``, no link out).
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        Naming the manifest, the key and what to write instead.
+    """
+    given = Path(value)
+    target = root / given
+    resolved = target.resolve()
+    if given.is_absolute() or not resolved.is_relative_to(root):
+        linked = not given.is_absolute() and ".." not in given.parts
+        why = ("is an absolute path" if given.is_absolute()
+               else "leads out of the pack's folder" + (" through a symbolic link" if linked else ""))
+        fix = "; copy what it links to into the pack" if linked else f"; give a path relative to {root}, e.g. {example}"
+        raise ConfigError(f"{manifest}: {key}: {value!r} {why}{fix}")
+    return target
+
+
 @functools.cache
 def _load(root: Path, package: str) -> Pack:
-    import jsonschema  # here, not at import: 'grader check' starts without them when it can
     import yaml
 
     path = root / MANIFEST
@@ -229,17 +309,24 @@ def _load(root: Path, package: str) -> Pack:
         data = yaml.safe_load(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read the manifest ({exc})") from None
-    error = next(iter(sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data), key=lambda e: e.path)), None)
+    error = None
+    if not _plainly_valid(data, _SCHEMA):
+        import jsonschema  # here, not at import: a valid manifest is checked without it
+
+        error = next(iter(sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data), key=lambda e: e.path)),
+                     None)
     if error is not None:
-        where = ".".join(str(p) for p in error.absolute_path) or "the manifest"
-        hint = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
-        raise ConfigError(f"{path}: {where}: {error.message}" + (f"; {hint}" if hint else ""))
+        raise ConfigError(f"{path}: {_schema_problem(error)}")
+    from grader.plugins import BUILTIN_PLUGINS
+
+    if data["id"] in BUILTIN_PLUGINS:  # the pack's plugin is registered under its id: it would never load
+        raise ConfigError(f"{path}: id: {data['id']!r} is the name of a built-in plugin; give the pack another id, "
+                          f"e.g. {data['id']}-pack")
     sub = data["submission"]
     stem = sub["file"][: -len(".py")]
 
     def rel(key: str, default: str) -> Path:
-        path: Path = root / data.get(key, default)
-        return path
+        return _inside(root, path, key, data.get(key, default), default or f"{key}/{sub['file']}")
 
     return Pack(
         id=data["id"], title=data["title"], chapter=data["chapter"], root=root,
@@ -247,7 +334,7 @@ def _load(root: Path, package: str) -> Pack:
         functions=tuple(data["functions"]), imports=tuple(data.get("imports", ())),
         specs=rel("specs", "specs"), reference=rel("reference", ""), starter=rel("starter", "starter/" + sub["file"]),
         mutants=rel("mutants", "mutants"), samples=rel("samples", "submissions"), public=rel("public", "public.json"),
-        plugin=root / data["plugin"] if data.get("plugin") else None,
+        plugin=_inside(root, path, "plugin", data["plugin"], "kinds.py") if data.get("plugin") else None,
         chapter_url=data.get("chapter_url", ""), sections=dict(data.get("sections", {})),
         distribution=data.get("distribution", f"{data['id']}-grader"), package=package,
     )

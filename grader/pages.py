@@ -9,9 +9,10 @@ rendered from this environment; what a page shows of a check that is not shown f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
+if TYPE_CHECKING:
+    import jinja2
 
 from grader.disclosure import HIDDEN_NOTE, message_shown
 from grader.packs import find_pack
@@ -38,6 +39,8 @@ def environment(pack: Any = None) -> jinja2.Environment:
     ``pack`` (default: the installed course pack, `grader.packs.find_pack`) is the templates'
     ``course``: its ``chapter``, ``title`` and ``submission`` file name head every page.
     """
+    import jinja2  # here, not at the top: a command that writes no page ('grader check') never imports it
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,

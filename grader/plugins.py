@@ -9,6 +9,7 @@ name with ``-p MODULE``; ``-p no:NAME`` blocks a plugin (built-in or not).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Iterable
 
@@ -64,6 +65,11 @@ except as a wrapper."""
 UNBLOCKABLE = ESSENTIAL
 """The former name of `ESSENTIAL`."""
 
+ANSWERED: tuple[str, ...] = ("grader_load_exercise", "grader_load_reference", "grader_locate_submissions",
+                             "grader_run_calls", "grader_judge_check", "grader_score_exercise")
+"""Hooks a run needs an answer to: a built-in answering one may be blocked only for a plugin that answers it too
+(else ``-p no:judge`` was an internal error with a traceback on every submission)."""
+
 
 def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = True,
                        pack: str | None = None) -> pluggy.PluginManager:
@@ -114,7 +120,7 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
             continue
         module = importlib.import_module(f"grader.builtin.{short}")
         pm.register(module, name=short)
-    _register_pack(pm, pack)
+    pack_id = _register_pack(pm, pack)
     if load_entrypoints:
         try:
             pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
@@ -142,11 +148,54 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         raise PluginError(f"plugin error: {exc}; the hooks are the grader_... functions of grader.hookspecs") from exc
+    _check_blocked(pm, [name[3:] for name in plugins if name.startswith("no:")], load_entrypoints, pack_id)
     return pm
 
 
-def _register_pack(pm: pluggy.PluginManager, option: str | None) -> None:
-    """Register the course pack's plugin (its own check kinds) under the pack's id."""
+def _check_blocked(pm: pluggy.PluginManager, blocked: list[str], load_entrypoints: bool, pack_id: str = "") -> None:
+    """Refuse a block that leaves a hook of `ANSWERED` unanswered; warn about a block naming no plugin.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If a blocked built-in answered a hook of `ANSWERED` and no plugin
+        left answers it (wrappers do not answer).
+    """
+    from importlib.metadata import entry_points
+
+    known = set(BUILTIN_PLUGINS) | {name for name, plugin in pm.list_name_plugin() if plugin is not None}
+    if load_entrypoints:
+        known |= {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    try:
+        from grader.packs import installed_packs
+
+        known |= set(installed_packs()) | ({pack_id} if pack_id else set())
+    except Exception:  # noqa: BLE001 - only for a warning's sake
+        pass
+    for name in blocked:
+        short = name.removeprefix("grader.builtin.")
+        if short in BUILTIN_PLUGINS:
+            module = importlib.import_module(f"grader.builtin.{short}")
+            for hook in ANSWERED:
+                if hasattr(module, hook) and not [i for i in getattr(pm.hook, hook).get_hookimpls()
+                                                  if not (i.hookwrapper or i.wrapper)]:
+                    raise UsageError(f"-p no:{name}: then no plugin answers {hook} (the {short} plugin did); "
+                                     f"unblock it, or load one that implements {hook} with -p MODULE")
+        elif name not in known and not _importable(name):
+            print(f"grader: warning: -p no:{name}: no plugin is named {name!r}, so nothing was blocked (the "
+                  f"built-ins are {', '.join(BUILTIN_PLUGINS)})", file=sys.stderr)
+
+
+def _importable(name: str) -> bool:
+    """Whether ``name``'s top-level module could be imported (a module blocked by its name is not a typo)."""
+    try:
+        return importlib.util.find_spec(name.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _register_pack(pm: pluggy.PluginManager, option: str | None) -> str:
+    """Register the course pack's plugin (its own check kinds) under the pack's id; return that id ("": no pack)."""
     from grader.errors import ConfigError
     from grader.packs import find_pack
 
@@ -155,7 +204,8 @@ def _register_pack(pm: pluggy.PluginManager, option: str | None) -> None:
     except ConfigError:
         if option:
             raise
-        return  # no pack, or several: the commands that grade say so
+        return ""  # no pack, or several: the commands that grade say so
     module = pack.load_plugin()
     if module is not None and not pm.is_blocked(pack.id) and pm.get_plugin(pack.id) is None:
         pm.register(module, name=pack.id)
+    return pack.id

@@ -69,6 +69,7 @@ DEFAULT_FINGERPRINT = "default"
 """`CourseSecret.fingerprint` of the default (no secret)."""
 
 _FINGERPRINT_LABEL = b"grader course secret fingerprint v1"
+_DEFAULT_SEAL_KEY = b"grader default seal v1 (no course secret: detects edits, not forgery)"
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,31 @@ class CourseSecret:
             return DEFAULT_FINGERPRINT
         mac = hmac.new(self.key, _FINGERPRINT_LABEL, hashlib.sha256).digest()
         return hashlib.sha256(mac).hexdigest()[:16]
+
+    def seal(self, label: bytes, *parts: bytes) -> str:
+        """A keyed digest of ``parts``: HMAC-SHA256 under the secret, as 64 hex digits.
+
+        Parameters
+        ----------
+        label : bytes
+            What is sealed (e.g. ``b"grader shard v1"``), so a seal of one
+            kind is never accepted for another.
+        *parts : bytes
+            The sealed bytes; each is length-prefixed, so no two sequences
+            of parts give the same message.
+
+        Returns
+        -------
+        str
+            The seal. Only a holder of the secret can make a seal that
+            `hmac.compare_digest` accepts; with the default (no secret) the
+            key is public, so a seal then detects an edit, not a forgery.
+        """
+        mac = hmac.new(self.key if self.key is not None else _DEFAULT_SEAL_KEY, label, hashlib.sha256)
+        for part in parts:
+            mac.update(len(part).to_bytes(8, "big"))
+            mac.update(part)
+        return mac.hexdigest()
 
     def hidden_seed(self, exercise: str, check_id: str, seed: int) -> int:
         """The seed of a hidden check's random inputs.

@@ -597,7 +597,8 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
             continue
         if cached is not None:
             cached = dataclasses.replace(cached, id=submission.id, path=submission.path, slug=submission.slug)
-            results[index] = _hand_over(adjust_result(cached, submission, config), submission, collected, config)
+            results[index] = shared(_hand_over(adjust_result(cached, submission, config), submission, collected,
+                                               config), config)
         else:
             todo.append(index)
     if left_out:
@@ -610,13 +611,13 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     with ThreadPoolExecutor(max_workers=worker_count(config) + 1, thread_name_prefix="grader") as pool:
         futures = {pool.submit(grade_submission, submissions[i], collected, config): i for i in todo}
         for future in as_completed(futures):
-            index = futures[future]
+            index = futures.pop(future)  # dropped here: a finished future would keep the unshared result alive
             try:
                 result = future.result()
             except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
                 result = internal_error_result(submissions[index], collected, config, exc, "grading it")
-            results[index] = _hand_over(adjust_result(result, submissions[index], config), submissions[index],
-                                        collected, config)
+            results[index] = shared(_hand_over(adjust_result(result, submissions[index], config),
+                                               submissions[index], collected, config), config)
     report = GradingReport(
         grader_version=__version__,
         spec_hash=collected.spec_hash,
@@ -633,6 +634,30 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         raise WriterError(f"{len(failed)} report writer(s) failed: {names}; every other file was written "
                           f"(the traceback of each is above)")
     return report
+
+
+_SHARED = StashKey[dict[Any, Any]]()
+
+
+def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
+    """The result with each check's and exercise's result shared with the equal ones already kept.
+
+    A class of correct submissions holds the same 46 check results thousands of times; kept once,
+    the batch's memory grows by about a kilobyte per submission instead of tens (issue 16). The
+    results are frozen, so sharing changes nothing a writer sees.
+    """
+    table = config.stash.setdefault(_SHARED, {})
+    try:
+        exercises = []
+        for exercise in result.exercises:
+            checks = tuple(table.setdefault(c, c) for c in exercise.checks)
+            if any(a is not b for a, b in zip(checks, exercise.checks)):
+                exercise = dataclasses.replace(exercise, checks=checks)
+            exercises.append(table.setdefault(exercise, exercise))
+        kept = table.setdefault(("exercises", *exercises), tuple(exercises))
+    except TypeError:  # an unhashable field (a plugin's list in details): kept as it is
+        return result
+    return result if kept is result.exercises else dataclasses.replace(result, exercises=kept)
 
 
 def adjust_result(result: SubmissionResult, submission: Submission, config: Config) -> SubmissionResult:

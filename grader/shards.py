@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,6 +69,9 @@ SUBFOLDER = "shard"
 """Where a shard's record goes inside its ``--out`` folder."""
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl.gz"
+SEAL = "seal"
+"""File in a shard folder: `seal_of` its manifest and records, under the course secret."""
+_SEAL_LABEL = b"grader shard seal v1"
 REPLAY_KEY = StashKey[dict[str, Any]]()
 """``config.stash`` key: during a merge, each submission's recorded outcome by id (the shard plugin's
 ``grader_run_calls`` answers with it, so every wrapper of that hook sees it as in the shard's run)."""
@@ -148,6 +152,12 @@ class ShardSpec:
         return f"{self.k}/{self.n}"
 
 
+def _digits(text: str) -> bool:
+    """Whether ``text`` (stripped) is ASCII digits only: ``str.isdigit`` also takes "²" (which ``int`` refuses)
+    and "١" (which it reads as 1)."""
+    return re.fullmatch(r"[0-9]+", text.strip()) is not None
+
+
 def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpec:
     """Read ``--shard K/N`` (``K`` 1-based) or ``--shard auto/N`` (``K`` from the scheduler).
 
@@ -172,27 +182,28 @@ def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpe
     """
     env = os.environ if environ is None else environ
     k_text, sep, n_text = text.partition("/")
-    if not sep or not n_text.strip().isdigit() or not (1 <= int(n_text) <= MAX_SHARDS):
+    if not sep or not _digits(n_text) or not (1 <= int(n_text) <= MAX_SHARDS):
         raise UsageError(
             f"--shard {text}: give K/N, the K-th of N shards (e.g. 2/4, K from 1), or auto/N to take "
             "K from the scheduler"
         )
     n = int(n_text)
     if k_text.strip().lower() != "auto":
-        if not k_text.strip().isdigit() or not 1 <= int(k_text) <= n:
+        if not _digits(k_text) or not 1 <= int(k_text) <= n:
             raise UsageError(f"--shard {text}: K must be a whole number from 1 to {n} (shards are counted from 1)")
         return ShardSpec(int(k_text), n)
+    found: list[tuple[str, int]] = []
     for name, what in SCHEDULER_VARIABLES:
         value = env.get(name, "").strip()
         if not value:
             continue
-        if not value.isdigit():
+        if not _digits(value):
             raise UsageError(f"--shard {text}: {name}={value!r} ({what}) is not a whole number")
         index = int(value)
         if name == "SLURM_ARRAY_TASK_ID":
             low = env.get("SLURM_ARRAY_TASK_MIN", "0").strip() or "0"
             count = env.get("SLURM_ARRAY_TASK_COUNT", "").strip()
-            if not low.isdigit():
+            if not _digits(low):
                 raise UsageError(f"--shard {text}: SLURM_ARRAY_TASK_MIN={low!r} is not a whole number")
             if count and count != str(n):
                 raise UsageError(
@@ -205,7 +216,12 @@ def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpe
                 f"--shard {text}: {name}={value} ({what}) is outside 0..{n - 1}; the scheduler's "
                 f"indices must count the {n} shards from 0"
             )
-        return ShardSpec(index + 1, n, name)
+        found.append((name, index))
+    if len({index for _, index in found}) > 1:  # two schedulers' variables that disagree: neither is trusted
+        said = " but ".join(f"{name} says shard {index + 1}" for name, index in found)
+        raise UsageError(f"--shard {text}: {said}; unset the variable that is not this job's, or give K/N")
+    if found:
+        return ShardSpec(found[0][1] + 1, n, found[0][0])
     names = ", ".join(name for name, _ in SCHEDULER_VARIABLES)
     raise UsageError(f"--shard {text}: no scheduler index in the environment (looked for {names}); give K/N instead")
 
@@ -519,10 +535,142 @@ def record_line(submission: Submission, result: SubmissionResult, outcome: RunOu
     return json.dumps(data, allow_nan=False, ensure_ascii=True) + "\n"
 
 
-def write_record(folder: Path, manifest_data: dict[str, Any], lines: Iterable[str]) -> None:
-    """Write ``manifest.json`` and ``records.jsonl.gz`` into ``folder`` (each through a rename; gzip without a time,
-    so the same shard gives the same bytes). The manifest is written last: a folder with one is complete."""
+def _file_sha256(path: Path) -> bytes:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.digest()
+
+
+def seal_of(folder: Path, manifest_bytes: bytes, secret: Any) -> str:
+    """The seal of a shard folder: HMAC-SHA256 under the course secret of its manifest and its records' SHA-256.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The shard folder (holding `RECORDS`).
+    manifest_bytes : bytes
+        The manifest file's bytes.
+    secret : grader.secret.CourseSecret
+        The course secret (every shard and the merge share it).
+
+    Returns
+    -------
+    str
+        64 hex digits: a record edited after grading (a score, a status, a
+        returned value) no longer matches it, and only a holder of the
+        course secret can make a matching one.
+    """
+    return str(secret.seal(_SEAL_LABEL, manifest_bytes, _file_sha256(folder / RECORDS)))
+
+
+def check_seal(shard: Shard, secret: Any) -> None:
+    """Refuse a shard whose records or manifest changed after grading (or were sealed under another secret).
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the seal is missing, malformed, or does not match.
+    """
+    import hmac
+
+    path = shard.folder / SEAL
+    again = f"grade shard {shard.manifest['shard']['k']}/{shard.manifest['shard']['n']} again"
+    try:
+        told = path.read_bytes()[:200].decode("ascii").strip()
+        manifest_bytes = (shard.folder / MANIFEST).read_bytes()
+        records = shard.folder / RECORDS
+        if not records.is_file():
+            raise UsageError(f"{records}: missing; {again}")
+        want = seal_of(shard.folder, manifest_bytes, secret)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing (the shard is unsealed or cut short); {again}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: unreadable ({exc}); {again}") from None
+    if not hmac.compare_digest(told.encode(), want.encode()):
+        raise UsageError(
+            f"{shard.folder}: the seal does not match its manifest and records (they were changed after "
+            f"grading, or sealed under another course secret); never merge an edited shard: {again}"
+        )
+
+
+MAX_POINTS = 1e9
+"""Largest absolute number of points a recorded result may hold."""
+
+
+def check_result_data(data: Any) -> None:
+    """Refuse recorded result data that `grader.models.result_from_dict` would take but a writer would choke on.
+
+    Every field of `SubmissionResult`, `ExerciseResult`, `CheckResult`,
+    `Diagnosis` and `Adjustment` must have its type: a ``str`` field a
+    string, a ``bool`` a bool, a ``float`` a finite number (not a bool) of
+    at most `MAX_POINTS` in magnitude; ``details`` pairs of strings and
+    ``lms`` strings to strings. (The seal is what refuses a forged result; this
+    keeps a malformed one from reaching the writers when the seal's key is
+    public, with no course secret set.)
+
+    Raises
+    ------
+    ValueError
+        Naming the field at fault.
+    """
+    import dataclasses
+
+    from grader.models import Adjustment, CheckResult, Diagnosis, ExerciseResult, SubmissionResult
+
+    def fields_of(cls: Any, value: Any, where: str) -> None:
+        if type(value) is not dict:
+            raise ValueError(f"{where} is not an object")
+        for f in dataclasses.fields(cls):
+            if f.name not in value:
+                continue
+            v, at, kind = value[f.name], f"{where}.{f.name}", str(f.type)
+            optional = kind.endswith(" | None")
+            kind = kind.removesuffix(" | None")
+            if v is None and optional:
+                continue
+            if kind == "str" and type(v) is not str:
+                raise ValueError(f"{at} is not a string")
+            if kind == "bool" and type(v) is not bool:
+                raise ValueError(f"{at} is not true or false")
+            if kind == "float" and not (type(v) in (int, float) and -MAX_POINTS <= v <= MAX_POINTS):  # NaN fails
+                raise ValueError(f"{at} is not a number of points")
+        unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"{where} has unknown keys {sorted(unknown)}")
+
+    def items(value: Any, where: str) -> list[Any]:
+        if type(value) is not list:
+            raise ValueError(f"{where} is not a list")
+        return value
+
+    fields_of(SubmissionResult, data, "result")
+    for i, ex in enumerate(items(data.get("exercises"), "result.exercises")):
+        fields_of(ExerciseResult, ex, f"result.exercises[{i}]")
+        for j, c in enumerate(items(ex.get("checks"), f"result.exercises[{i}].checks")):
+            at = f"result.exercises[{i}].checks[{j}]"
+            fields_of(CheckResult, c, at)
+            for pair in items(c.get("details", []), f"{at}.details"):
+                if type(pair) is not list or len(pair) != 2 or any(type(x) is not str for x in pair):
+                    raise ValueError(f"{at}.details holds something other than pairs of strings")
+            for k, d in enumerate(items(c.get("diagnosis", []), f"{at}.diagnosis")):
+                fields_of(Diagnosis, d, f"{at}.diagnosis[{k}]")
+    for i, a in enumerate(items(data.get("adjustments", []), "result.adjustments")):
+        fields_of(Adjustment, a, f"result.adjustments[{i}]")
+    lms = data.get("lms", {})
+    if type(lms) is not dict or any(type(k) is not str or type(v) is not str for k, v in lms.items()):
+        raise ValueError("result.lms is not a mapping of strings to strings")
+
+
+def write_record(
+    folder: Path, manifest_data: dict[str, Any], lines: Iterable[str], secret: Any = None
+) -> None:
+    """Write ``manifest.json``, ``records.jsonl.gz`` and the `SEAL` into ``folder`` (each through a rename; gzip
+    without a time, so the same shard gives the same bytes). The manifest is written last: a folder with one is
+    complete. ``secret`` (a `grader.secret.CourseSecret`, default: none set) keys the seal."""
     from grader.fileio import write_atomic
+    from grader.secret import CourseSecret
 
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{RECORDS}.tmp"
@@ -533,10 +681,10 @@ def write_record(folder: Path, manifest_data: dict[str, Any], lines: Iterable[st
         for line in lines:
             gz.write(line.encode("utf-8", "surrogatepass"))
     os.replace(tmp, folder / RECORDS)
-    write_atomic(
-        folder / MANIFEST,
-        json.dumps(manifest_data, indent=1, ensure_ascii=True) + "\n",
-    )
+    text = json.dumps(manifest_data, indent=1, ensure_ascii=True) + "\n"
+    seal = seal_of(folder, text.encode("utf-8"), secret if secret is not None else CourseSecret())
+    write_atomic(folder / SEAL, seal + "\n")
+    write_atomic(folder / MANIFEST, text)
 
 
 # --- the merge -------------------------------------------------------------------------------------
@@ -797,6 +945,7 @@ def merge(config: Any) -> Any:
     from grader.errors import GraderError
     from grader.fileio import make_out_dir
     from grader.models import GradingReport, result_from_dict
+    from grader.secret import course_secret
 
     shards: list[Shard] = config.options._shards
     check_shards(shards, config)
@@ -807,6 +956,8 @@ def merge(config: Any) -> Any:
             raise UsageError(
                 f"merge: --out {config.out_dir}: that is shard {k}/{n}'s own folder; merge into another folder"
             )
+    for shard in shards:  # before a record is read: an edited shard is never trusted
+        check_seal(shard, course_secret(config))
     m0 = shards[0].manifest
     collected = session.collect(config)
     if collected.spec_hash != m0["spec_hash"]:
@@ -830,6 +981,7 @@ def merge(config: Any) -> Any:
                 }:
                     raise ValueError("not a record")
                 sub = _submission_from(data["submission"])
+                check_result_data(data["result"])
                 result = result_from_dict(data["result"])
                 outcome = None
                 if data["outcome"] is not None:

@@ -29,6 +29,7 @@ Shared keys
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ SUMMARY_LINKS = StashKey[list[tuple[str, str]]]()
 """(label, file name) pairs the summary page (``summary.html``) links to."""
 JOB_LAUNCHERS: StashKey[LauncherPool] = StashKey()
 """The sandbox's workers, lent one submission at a time."""
-CALL_SECONDS = StashKey[dict[str, list[float]]]()
+CALL_SECONDS = StashKey[dict[str, Sequence[float]]]()
 """The seconds of each call of each submission, by submission id (in ``Collected.calls`` order)."""
 
 

@@ -31,7 +31,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from grader.errors import ConfigError
@@ -195,6 +194,8 @@ def load_policy(path: str) -> Policy:
     if isinstance(data.get("due"), (dt.datetime, dt.date)):  # YAML reads an unquoted timestamp as one
         due = data["due"]
         data["due"] = due.isoformat() if isinstance(due, dt.datetime) else f"{due.isoformat()}T23:59:59"
+    import jsonschema  # here, not at the top: 'grader check' never reads a policy (issue 16)
+
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(POLICY_SCHEMA).iter_errors(data))
     if error is not None:
         key = ".".join(str(p) for p in error.absolute_path) or "(top level)"

@@ -1,4 +1,4 @@
-"""Child-process worker: import one submission, then answer the grader's calls one at a time.
+"""Child-process worker: import one submission, then answer the grader's calls, a phase at a time.
 
 Run as a script by the grader's runner, never imported by the grader::
 
@@ -8,26 +8,38 @@ It uses only the standard library and numpy. The request names the
 submission's file and the CPU seconds allowed (an rlimit backstop); it holds
 no call. The worker imports the submission and writes one frame, the
 import's, to the file descriptor RESULT_FD: a 4-byte big-endian length, then
-UTF-8 JSON. It then reads ONE call at a time from its stdin (the grader's
-call pipe, moved aside before the import: the submission's stdin is
-/dev/null), in the same framing: ``{"function": NAME, "args": [...]}``; it
-makes the call, answers with one frame and waits for the next.
-End-of-file means the grader needs nothing more: the worker leaves. So a
-call's arguments reach the job only when the call is made: nothing of a
-later call is in the job's memory before (at import, or during an earlier
-call). A standby worker is the same: it imports, then waits for its first call.
+UTF-8 JSON. It then reads a *phase* of calls at a time from its stdin (the
+grader's call pipe, moved aside before the import: the submission's stdin is
+/dev/null), in the same framing: ``{"calls": [{"function": NAME, "args":
+[...]}, ...]}``; it makes the calls in order, writes one frame per call as
+soon as that call is done, and waits for the next phase. End-of-file means
+the grader needs nothing more: the worker leaves. The grader sends the
+visible calls as one phase and the hidden calls as the next, once the
+visible answers are in (and what the submission printed until then is
+kept): so nothing hidden is in the job's memory at import or during a
+visible call. A standby worker is the same: it imports, then waits.
 
 Only data crosses back: return values are converted here to JSON numbers,
-booleans and lists (numpy arrays of numeric dtype included); anything else
-(objects, generators, strings...) is reported as an unusable return. A
-non-finite float is written as ``{"$float": "nan"}`` (``"inf"``, ``"-inf"``):
-JSON has no literal for it, and the grader refuses ``NaN`` literals. The
-grader validates every frame again (``grader/boundary.py``) and measures
-durations itself, so a submission that tampers with this script can only
-lie about its own answers, as it could by returning them. Each call frame
-lists the positions of the arguments the call changed in place
-("mutated"): they no longer equal a pristine copy parsed from the same
-message (a NaN, never equal to itself, is compared by its JSON text).
+booleans and lists; a numpy array of numeric dtype travels as raw binary
+(see `to_data`); anything else (objects, generators, strings...) is reported
+as an unusable return. A non-finite float outside an array is written as
+``{"$float": "nan"}`` (``"inf"``, ``"-inf"``): JSON has no literal for it,
+and the grader refuses ``NaN`` literals. The grader validates every frame
+again (``grader/boundary.py``) and measures durations itself, so a
+submission that tampers with this script can only lie about its own
+answers, as it could by returning them. Each call frame lists the positions
+of the arguments the call changed in place ("mutated"): they no longer equal
+a pristine copy parsed from the same message (a NaN, never equal to itself,
+is compared by its JSON text).
+
+A frame with arrays
+-------------------
+A frame whose value holds numpy arrays is ``b"\\x00"``, the JSON text's
+length (4 bytes, big-endian), the JSON text, then each array's raw bytes in
+the order the arrays appear in the JSON. In the JSON an array is
+``{"$array": [DTYPE, [n0, n1, ...]]}`` with DTYPE one of ``"<f8"``,
+``"<i8"``, ``"<u8"``, ``"|b1"`` (floats of up to 8 bytes become ``<f8``,
+signed integers ``<i8``, unsigned ``<u8``, booleans ``|b1``; C order).
 
 If the submission closes or replaces the result descriptor, or the call
 pipe, the worker exits with `CHANNEL_LOST_EXIT`, so that the grader can say so.
@@ -46,6 +58,9 @@ MAX_CALL_BYTES = 1 << 30
 CHANNEL_LOST_EXIT = 75
 """Exit code when the result descriptor or the call pipe was closed or replaced (as in grader/boundary.py)."""
 FLOAT_KEY = "$float"
+ARRAY_KEY = "$array"
+"""An array's place in a frame's JSON: ``{"$array": [DTYPE, SHAPE]}``, its bytes after the JSON (as in grader/boundary.py)."""
+_WIRE_DTYPES = {"b": "|b1", "i": "<i8", "u": "<u8", "f": "<f8"}
 _FLOAT_MAX = 1.7976931348623157e308
 
 # Bound before the submission is imported: a submission that replaces json.dumps or
@@ -98,13 +113,18 @@ def _finite(value):
     return value
 
 
-def _emit(fd, obj):
+def _emit(fd, obj, blobs=()):
+    """Write one frame: ``obj`` as JSON, then ``blobs`` (the raw bytes of the arrays it names) if any."""
     try:
         text = _encode(obj)
     except ValueError:  # a NaN or an infinity somewhere: encode it (rare, so only then)
         text = _encode(_finite(obj))
     data = text.encode("utf-8")
-    frame = len(data).to_bytes(4, "big") + data
+    if blobs:
+        body = b"".join([b"\x00", len(data).to_bytes(4, "big"), data, *blobs])
+        frame = len(body).to_bytes(4, "big") + body
+    else:
+        frame = len(data).to_bytes(4, "big") + data
     view = memoryview(frame)
     while view:
         n = os.write(fd, view)
@@ -116,12 +136,12 @@ def _identity(fd):
     return st.st_dev, st.st_ino
 
 
-def _send(fd, identity, obj):
+def _send(fd, identity, obj, blobs=()):
     """Write one frame to the grader, or leave if the submission closed or replaced ``fd``."""
     try:
         if _identity(fd) != identity:
             os._exit(CHANNEL_LOST_EXIT)
-        _emit(fd, obj)
+        _emit(fd, obj, blobs)
     except OSError:  # closed (EBADF), or the grader is gone (EPIPE)
         os._exit(CHANNEL_LOST_EXIT)
 
@@ -184,8 +204,13 @@ def _numpy_kind(dtype, what):
     return "the result holds a numpy %s scalar; return numbers" % dtype
 
 
-def to_data(value, np, depth=0, budget=None):
-    """Convert a return value to JSON data, or raise BadReturn."""
+def to_data(value, np, depth=0, budget=None, blobs=None):
+    """Convert a return value to JSON data, or raise BadReturn.
+
+    With ``blobs`` (a list), a numpy array of one dimension or more becomes
+    ``{"$array": [DTYPE, SHAPE]}`` and its little-endian bytes are appended
+    to ``blobs``; without it, the array becomes nested lists.
+    """
     budget = budget if budget is not None else [MAX_ITEMS]
     budget[0] -= 1
     if budget[0] < 0:
@@ -209,9 +234,13 @@ def to_data(value, np, depth=0, budget=None):
                 raise BadReturn(why)
             if value.size > MAX_ITEMS:
                 raise BadReturn("the result is too large")
-            return np.asarray(value).tolist()
+            if blobs is None or value.ndim == 0:
+                return np.asarray(value).tolist()
+            wire = _WIRE_DTYPES[value.dtype.kind]
+            blobs.append(np.ascontiguousarray(value, dtype=wire).tobytes())
+            return {ARRAY_KEY: [wire, list(value.shape)]}
     if kind in (list, tuple):
-        return [to_data(v, np, depth + 1, budget) for v in value]
+        return [to_data(v, np, depth + 1, budget, blobs) for v in value]
     if value is None and depth == 0:
         raise BadReturn("the function returned None (is a return statement missing?); return numbers, lists, "
                         "tuples or numpy arrays")
@@ -275,7 +304,9 @@ def run(request, fd):
 
     Also used by the sandbox's zygote, inside an isolated job. ``request``
     holds ``file`` (and ``cpu_seconds``, used by `main`); calls arrive on
-    stdin, one at a time, each answered before the next is read. Never returns.
+    stdin a phase at a time (``{"calls": [...]}``), each call answered with
+    its own frame as soon as it is done, the phase's last answer written
+    before the next phase is read. Never returns.
     """
     call_fd = _stdin_aside()
     identity = _identity(fd)
@@ -310,18 +341,24 @@ def run(request, fd):
         message = _next_call(call_fd)
         try:
             text = message.decode("utf-8")
-            call = _decode(text)
-            name, args = call["function"], call["args"]
-            pristine = _decode(text)["args"]
+            calls = _decode(text)["calls"]
+            pristine = _decode(text)["calls"]
+            if type(calls) is not list:
+                raise TypeError
+            work = [(c["function"], c["args"], p["args"]) for c, p in zip(calls, pristine)]
         except (ValueError, KeyError, TypeError):  # not the grader's: the call pipe was replaced
             os._exit(CHANNEL_LOST_EXIT)
-        del message, text, call
-        _send(fd, identity, _answer(module, name, args, pristine, np, filename))
-        del args, pristine
+        del message, text, calls, pristine
+        while work:
+            name, args, clean = work.pop(0)
+            blobs = []
+            frame = _answer(module, name, args, clean, np, filename, blobs)
+            _send(fd, identity, frame, blobs)
+            del args, clean, frame, blobs
 
 
-def _answer(module, name, args, pristine, np, filename):
-    """Make one call; return its frame."""
+def _answer(module, name, args, pristine, np, filename, blobs=None):
+    """Make one call; return its frame (the bytes of the arrays it names appended to ``blobs``)."""
     fn = getattr(module, name, None) if type(name) is str else None
     if not callable(fn):
         return {"event": "call", "status": "not_implemented", "message": "%s defines no function %s" % (os.path.basename(filename), name)}
@@ -337,10 +374,14 @@ def _answer(module, name, args, pristine, np, filename):
         }
     mutated = _mutated(args, pristine)
     try:
-        return {"event": "call", "status": "returned", "value": to_data(value, np), "mutated": mutated}
+        return {"event": "call", "status": "returned", "value": to_data(value, np, blobs=blobs), "mutated": mutated}
     except BadReturn as exc:
+        if blobs:
+            del blobs[:]
         return {"event": "call", "status": "bad_return", "message": str(exc), "mutated": mutated}
     except BaseException as exc:  # a hostile object raising during conversion
+        if blobs:
+            del blobs[:]
         return {"event": "call", "status": "bad_return", "mutated": mutated,
                 "message": "the result holds a %s that could not be read (converting it raised %s)"
                 % (type(value).__name__, type(exc).__name__)}

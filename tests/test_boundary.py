@@ -240,3 +240,120 @@ def test_the_reader_takes_frames_one_at_a_time() -> None:
     assert child.bytes_read == sum(4 + len(f) for f in frames)
     assert child.read_frame(time.monotonic() + 0.05, sink, "call", BUDGET) == "timeout"
     child.kill()
+
+
+# --- binary arrays (issue 16) ------------------------------------------------
+
+
+def _worker():
+    import importlib.util
+
+    from grader.jobs import WORKER
+
+    spec = importlib.util.spec_from_file_location("_test_worker", WORKER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def worker_frame(value: object) -> bytes:
+    """The frame the worker writes for a call that returned ``value`` (without the length prefix)."""
+    import tempfile
+
+    import numpy as np
+
+    worker = _worker()
+    with tempfile.TemporaryFile() as fh:  # a file, not a pipe: the frame may be larger than a pipe holds
+        blobs: list[bytes] = []
+        data = worker.to_data(value, np, blobs=blobs)
+        worker._emit(fh.fileno(), {"event": "call", "status": "returned", "value": data, "mutated": []}, blobs)
+        fh.seek(0)
+        raw = fh.read()
+    assert int.from_bytes(raw[:4], "big") == len(raw) - 4
+    return raw[4:]
+
+
+def binary_frame(header_json: str, blob: bytes) -> bytes:
+    text = ('{"event":"call","status":"returned","mutated":[],"value":' + header_json + "}").encode()
+    return b"\x00" + len(text).to_bytes(4, "big") + text + blob
+
+
+def test_small_arrays_decode_to_exactly_the_lists_json_gives() -> None:
+    import numpy as np
+
+    weights = np.array([[0.25, 0.75], [np.nan, -0.0]])
+    value = (weights.astype(np.float32), np.array([1, 2], dtype=np.int16), np.array([True, False]), 3.5)
+    frame = worker_frame(value)
+    assert frame[:1] == b"\x00"  # the arrays travel as bytes
+    got = decode_frame(frame, "call", budget_for([[0.0] * 2] * 2 + [[0.0] * 2] * 3))["value"]
+    assert got[1:] == [[1, 2], [True, False], 3.5]
+    assert type(got[1][0]) is int and type(got[2][0]) is bool
+    assert got[0][0] == [0.25, 0.75] and math.isnan(got[0][1][0]) and math.copysign(1.0, got[0][1][1]) == -1.0
+
+
+def test_a_large_array_stays_a_read_only_array_and_no_number_is_visited() -> None:
+    import numpy as np
+
+    from grader.boundary import LIST_BELOW_ITEMS
+
+    rng = np.random.default_rng(0)
+    outputs, weights = rng.normal(size=(512, 64)), rng.random((512, 512))
+    frame = worker_frame((outputs, weights))
+    assert len(frame) < (512 * 64 + 512 * 512) * 8 + 200  # the raw data and a small header: no JSON numbers
+    budget = budget_for((outputs, weights))
+    started = time.process_time()
+    for _ in range(20):
+        got = decode_frame(frame, "call", budget)["value"]
+    per_frame = (time.process_time() - started) / 20
+    assert per_frame < 0.005, per_frame  # a 2.4 MB answer is taken whole, not number by number
+    assert isinstance(got[0], np.ndarray) and got[0].dtype == np.float64 and got[0].shape == (512, 64)
+    assert np.array_equal(got[0], outputs) and np.array_equal(got[1], weights)
+    assert not got[1].flags.writeable and got[1].size >= LIST_BELOW_ITEMS
+
+
+def test_binary_arrays_keep_to_the_budget() -> None:
+    import numpy as np
+
+    blob = np.zeros(300, dtype="<f8").tobytes()
+    error = refused(binary_frame('{"$array":["<f8",[300]]}', blob))
+    assert not error.fatal and error.message == "the result is far larger than the reference's (more than 284 numbers and lists)"
+    # a shape claiming 2**62 numbers is refused from its header, before any size is computed in bytes
+    error = refused(binary_frame('{"$array":["<f8",[4611686018427387904]]}', b""))
+    assert not error.fatal and "far larger" in error.message
+    deep = refused(binary_frame('{"$array":["<f8",[1,1,1,1,1]]}', b"\0" * 8))
+    assert not deep.fatal and deep.message == "the result is nested more than 4 lists deep"
+
+
+@pytest.mark.parametrize("header_json, blob", [
+    ('{"$array":["<f8",[4]]}', b"\0" * 24),  # fewer bytes than the header announces
+    ('{"$array":["<f8",[2]]}', b"\0" * 24),  # bytes no header announces
+    ('{"$array":["|O",[2]]}', b"\0" * 16),  # an object dtype
+    ('{"$array":[">f8",[2]]}', b"\0" * 16),  # not little-endian
+    ('{"$array":["<f8",[-1]]}', b""),
+    ('{"$array":["<f8",[true]]}', b"\0" * 8),
+    ('{"$array":["<f8",[]]}', b"\0" * 8),
+    ('{"$array":["<f8"]}', b""),
+    ('{"$array":["<f8",[1]],"x":1}', b"\0" * 8),
+])
+def test_a_binary_frame_that_is_not_the_worker_s_is_refused(header_json: str, blob: bytes) -> None:
+    error = refused(binary_frame(header_json, blob))
+    assert error.fatal or error.message.startswith("the result holds a dict")
+    assert error.message == UNREADABLE_TEXT or error.message.startswith("the result holds a dict")
+
+
+def test_a_binary_frame_is_only_a_returned_call_s() -> None:
+    text = b'{"event":"call","status":"bad_return","message":"x","mutated":[]}'
+    assert refused(b"\x00" + len(text).to_bytes(4, "big") + text + b"\0" * 8).fatal
+    assert refused(b"\x00\x00\x00\x00\x40{}", "import").fatal
+    assert refused(b"\x00\x00", "call").fatal
+
+
+UNREADABLE_TEXT = "the grader could not read its answer (does your code write to a file descriptor it did not open?)"
+
+
+def test_budget_of_a_reference_array_is_measured_from_its_shape() -> None:
+    import numpy as np
+
+    array = np.zeros((3, 4, 5))
+    assert budget_for(array) == budget_for(array.tolist())
+    assert budget_for((array, 1.0)) == budget_for([array.tolist(), 1.0])

@@ -688,13 +688,25 @@ SCANNER = """
     """
 
 
-def test_a_job_holds_no_call_before_it_is_made(tmp_path: Path) -> None:
-    """At import and during the first call, the second call's arguments are nowhere in the job."""
+def test_a_job_holds_no_hidden_call_before_the_hidden_phase(tmp_path: Path) -> None:
+    """At import and during the visible calls, a hidden call's arguments are nowhere in the job."""
     path = submission(tmp_path, SCANNER)
-    out = run(path, C("found"), C("take", [271828.1828, 1.0]))
-    assert [r.status for r in out.results] == ["returned", "returned"]
-    assert out.results[0].value == [[False, False], [False, False]]
-    assert out.results[1].value == [True, False]  # the scan works: during its own call, the job has them
+    out = run(path, C("found"), C("found"), C("take", [271828.1828, 1.0], hidden=True))
+    assert [r.status for r in out.results] == ["returned"] * 3
+    assert out.results[0].value == out.results[1].value == [[False, False], [False, False]]
+    assert out.results[2].value == [True, False]  # the scan works: during its own call, the job has them
+
+
+def test_calls_are_handed_over_in_two_phases(tmp_path: Path) -> None:
+    """The visible calls arrive together (a later one is in memory during the first), the hidden ones after."""
+    from grader.jobs import phases
+
+    path = submission(tmp_path, SCANNER)
+    out = run(path, C("found"), C("take", [271828.1828, 1.0]), C("take", [0.5], hidden=True))
+    assert out.results[0].value == [[False, False], [True, False]]  # the second visible call came with the first
+    calls = [C("f"), C("f"), C("g", hidden=True), C("f"), C("g", hidden=True)]
+    assert phases(calls) == [(0, 2), (2, 5)]
+    assert phases(calls[:2]) == [(0, 2)] and phases(calls[2:3]) == [(0, 1)] and phases([]) == []
 
 
 def test_durations_are_the_grader_s_even_with_a_monkeypatched_clock(tmp_path: Path) -> None:
@@ -935,10 +947,13 @@ def test_extra_frames_a_submission_writes_never_answer_a_later_call(tmp_path: Pa
             return 1.0
         """,
     )
-    out = run(path, C("pid"), C("extra"), C("pid"), C("pid"))
+    out = run(path, C("pid"), C("extra"), C("pid", hidden=True), C("pid", hidden=True))
     first, extra, second, third = out.results
-    # The first frame answers the call (the submission's own choice); frames already waiting behind
-    # it mean the channel is out of step, so the next call goes to a fresh job.
+    # The first frame answers the call (the submission's own choice); frames still waiting at the end
+    # of the visible phase mean the channel is out of step, so the hidden phase goes to a fresh job.
     assert extra.value == 99.0
     assert second.status == "returned" and second.value not in (99.0, 1.0, first.value)
     assert third.value == second.value
+    # Within a phase, the frames it wrote answer its own next calls: it could have returned those values.
+    out = run(path, C("extra"), C("pid"), C("pid"), C("pid"))
+    assert [r.value for r in out.results[:3]] == [99.0, 99.0, 1.0]

@@ -165,9 +165,9 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
                         launch=worker.launch)
         assert [r.status for r in out.results] == ["returned", "timeout", "returned"]
         assert [out.results[0].value, out.results[2].value] == [UID_BASE + 0, UID_BASE + 5]
-        assert len(worker.ending) <= 2  # the hung job and the finished one, killed without waiting, until needed
+        assert worker.unsettled <= 2  # the hung job and the finished one, killed without waiting, settled apart
         worker.close()
-        assert worker.ending == [] and worker.free == {0, 5}
+        assert worker.unsettled == 0 and worker.free == {0, 5}
         assert slot_processes(0, zygote.proc.pid) == set() and slot_processes(5, zygote.proc.pid) == set()
     finally:
         worker.close()
@@ -238,13 +238,13 @@ def two_processes(seconds):
 '''
 
 
-def test_a_sandboxed_job_holds_no_call_before_it_is_made(tmp_path: Path) -> None:
+def test_a_sandboxed_job_holds_no_hidden_call_before_the_hidden_phase(tmp_path: Path) -> None:
     from test_runner import SCANNER
 
     path = tmp_path / "attention.py"
     path.write_text(textwrap.dedent(SCANNER))
     with _sandbox((0, 1)) as (_, (worker,)):
-        out = _run(worker, path, Call("found", (), 5.0), Call("take", ([271828.1828, 1.0],), 5.0))
+        out = _run(worker, path, Call("found", (), 5.0), Call("take", ([271828.1828, 1.0],), 5.0, hidden=True))
     assert [r.value for r in out.results] == [[[False, False], [False, False]], [True, False]]
 
 

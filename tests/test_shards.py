@@ -335,7 +335,8 @@ def test_merge_refuses_what_is_not_a_shard(graded: dict[str, Path], tmp_path: Pa
     records.write_bytes(gzip.compress(b"".join(lines[:-1])))
     others = [graded[f"shard{k}"] for k in range(2, N + 1)]
     line = _merge_error(cut, *others, "--out", tmp_path / "m")
-    assert "records.jsonl.gz: holds" in line and "grade that shard again" in line
+    # the seal (tests/test_shard_seal.py) is checked before any record is read
+    assert "the seal does not match its manifest and records" in line and "grade shard 1/4 again" in line
 
 
 def test_an_empty_shard_merges(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ no gradebook.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS results (
     spec_hash TEXT NOT NULL,
     grader_version TEXT NOT NULL,
     student TEXT NOT NULL,         -- the id it was first graded under
-    result TEXT NOT NULL           -- SubmissionResult as JSON, automatic (no adjustment)
+    result BLOB NOT NULL           -- SubmissionResult as JSON, automatic (no adjustment), zlib-compressed
+                                   -- (a TEXT of plain JSON in gradebooks written before; both are read)
 );
 CREATE TABLE IF NOT EXISTS arrivals (
     student TEXT NOT NULL,         -- the id
@@ -63,6 +64,8 @@ class Gradebook:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.lock = threading.Lock()
+        import sqlite3  # here, not at the top: 'grader check' keeps no gradebook (issue 16)
+
         try:
             self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -76,7 +79,10 @@ class Gradebook:
         """The stored result for ``key``, or None."""
         with self.lock:
             row = self.db.execute("SELECT result FROM results WHERE key = ?", (key,)).fetchone()
-        return result_from_dict(json.loads(row[0])) if row else None
+        if not row:
+            return None
+        data = row[0]
+        return result_from_dict(json.loads(zlib.decompress(data) if isinstance(data, bytes) else data))
 
     def arrival(self, student: str, sha256: str, now: str) -> str:
         """When these bytes of this student were first seen: recorded as ``now`` the first time, ISO 8601 UTC."""
@@ -93,11 +99,13 @@ class Gradebook:
         """
         from grader.term import strip_adjustments
 
-        text = json.dumps(result_to_dict(strip_adjustments(result)), allow_nan=False)
+        text = json.dumps(result_to_dict(strip_adjustments(result)), allow_nan=False, separators=(",", ":"))
+        # Compressed: the same messages and hints repeat in every check (22 KB of JSON, 2 KB stored).
+        blob = zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
         with self.lock:
             self.db.execute(
                 "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)",
-                (key, result.sha256, spec_hash, __version__, result.id, text),
+                (key, result.sha256, spec_hash, __version__, result.id, blob),
             )
 
     def close(self) -> None:

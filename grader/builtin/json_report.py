@@ -2,13 +2,20 @@
 
 The file is for instructors and tools. It holds no timings and no absolute
 temporary paths, so the same submissions and specs give the same bytes.
+
+Each submission's line is made as soon as it is graded and kept in a spool
+file (`_Spool`), not in memory; the results file is then written from the
+spool a line at a time, so the grader's memory does not grow with the class.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from grader.errors import UsageError
 from grader.fileio import write_atomic
@@ -17,7 +24,35 @@ from grader.naming import slug_base, slugs_of
 from grader.plugins import hookimpl
 from grader.stash import StashKey
 
-_PIECES = StashKey[dict[str, str]]()
+
+class _Spool:
+    """Submissions' lines of the results, in an anonymous temporary file: where each is, by id."""
+
+    def __init__(self) -> None:
+        self.file: IO[bytes] = tempfile.TemporaryFile(prefix="grader-results-")
+        self.where: dict[str, tuple[int, int]] = {}
+        self.lock = threading.Lock()
+
+    def put(self, sub_id: str, line: str) -> None:
+        data = line.encode("utf-8", "surrogatepass")
+        with self.lock:
+            offset = self.file.seek(0, 2)
+            self.file.write(data)
+            self.where[sub_id] = (offset, len(data))
+
+    def get(self, sub_id: str) -> str | None:
+        with self.lock:
+            place = self.where.get(sub_id)
+            if place is None:
+                return None
+            self.file.seek(place[0])
+            return self.file.read(place[1]).decode("utf-8", "surrogatepass")
+
+    def close(self) -> None:
+        self.file.close()
+
+
+_PIECES = StashKey[_Spool]()
 
 
 def check_to_dict(c: CheckResult) -> dict[str, Any]:
@@ -100,20 +135,33 @@ def report_json(report: GradingReport, pieces: dict[str, str] | None = None) -> 
     made here. json's C encoder, used only without indentation, is 5x faster
     than an indented dump, and a line per submission still reads and diffs well.
     """
-    pieces = pieces or {}
+    return "".join(report_json_pieces(report, (pieces or {}).get))
+
+
+def report_json_pieces(report: GradingReport, piece: Callable[[str], str | None]) -> Iterator[str]:
+    """The JSON results file's text (as `report_json` makes it), a submission's line at a time.
+
+    ``piece(id)`` gives a submission's line already made, or None (it is made here).
+    """
     head = json.dumps({"grader_version": report.grader_version, "spec_hash": report.spec_hash})[:-1]
     slugs = slugs_of(report.submissions)  # the submissions' own, unless a result lacks one (as the writers do)
-    lines = [(pieces.get(s.id) if slugs[s.id] == s.slug else None) or _submission_json(s, slugs[s.id])
-             for s in report.submissions]
-    body = "[\n" + ",\n".join(lines) + "\n]" if lines else "[]"
-    return f'{head}, "submissions": {body}}}\n'
+    yield f'{head}, "submissions": '
+    if not report.submissions:
+        yield "[]}\n"
+        return
+    for i, s in enumerate(report.submissions):
+        line = (piece(s.id) if slugs[s.id] == s.slug else None) or _submission_json(s, slugs[s.id])
+        yield ("[\n" if i == 0 else ",\n") + line
+    yield "\n]}\n"
 
 
 @hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
     """Make the submission's line of the results now, while later submissions run."""
     if config.out_dir is not None or config.option("json"):
-        config.stash.setdefault(_PIECES, {})[result.id] = _submission_json(result)
+        if _PIECES not in config.stash:
+            config.stash[_PIECES] = _Spool()
+        config.stash[_PIECES].put(result.id, _submission_json(result))
 
 
 @hookimpl
@@ -123,8 +171,16 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     target = config.option("json") or (out / "results.json" if out else None)
     if target is None:
         return
-    text = report_json(report, config.stash.get(_PIECES))
+    spool = config.stash.get(_PIECES)
     try:
-        write_atomic(Path(target), text)
+        write_atomic(Path(target), report_json_pieces(report, spool.get if spool is not None else lambda _id: None))
     except OSError as exc:
         raise UsageError(f"--json {target}: cannot write the file ({exc.strerror})") from None
+
+
+@hookimpl
+def grader_unconfigure(config: Any) -> None:
+    """Remove the spool of lines (an anonymous file: closing it frees its space)."""
+    spool = config.stash.get(_PIECES)
+    if spool is not None:
+        spool.close()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from grader.safetext import display, xml_text
 from grader.stash import check_seconds
 from grader.term import adjustment_lines
 
-__all__ = ["junit_xml"]
+__all__ = ["junit_pieces", "junit_xml"]
 
 FILENAME = "junit.xml"
 
@@ -57,68 +58,135 @@ def _seconds(value: float) -> str:
     return f"{value:.3f}"
 
 
-def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], float]] | None = None) -> str:
+Seconds = Callable[[str], dict[tuple[str, str], float]]
+"""Per submission id, the seconds of each (exercise id, check id), as `grader.stash.check_seconds` gives."""
+
+_COUNTS = ("tests", "failures", "errors", "skipped")
+_KEY = {"failure": "failures", "error": "errors", "skipped": "skipped"}
+_MARK = "@@grader-junit-children@@"
+_INDENT = "  "
+
+
+def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], float]] | Seconds | None = None) -> str:
     """The JUnit XML document of a session.
 
     Parameters
     ----------
     report : grader.models.GradingReport
-    seconds : dict, optional
+    seconds : dict or callable, optional
         Per submission id, the seconds of each (exercise id, check id), as
-        `grader.stash.check_seconds` gives; missing ones are 0.
+        `grader.stash.check_seconds` gives (a dict, or a function of the
+        id); missing ones are 0.
 
     Returns
     -------
     str
         UTF-8 XML text with an XML declaration, ending in a newline.
     """
-    seconds = seconds or {}
-    root = ET.Element("testsuites", name="grader")
-    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-    total_time = 0.0
+    return "".join(junit_pieces(report, seconds))
+
+
+def _tags(element: ET.Element) -> tuple[str, str]:
+    """The start and end tags of an element, as ElementTree writes them (its attributes in their order)."""
+    element.text = _MARK
+    start, end = ET.tostring(element, encoding="unicode").split(_MARK)
+    element.text = None
+    return start, end
+
+
+def junit_pieces(report: GradingReport,
+                 seconds: dict[str, dict[tuple[str, str], float]] | Seconds | None = None) -> Iterator[str]:
+    """`junit_xml`'s text, a test case at a time: the same bytes, never the whole tree in memory.
+
+    A first pass counts each suite's statuses and seconds (its attributes
+    come before its test cases); the second makes and writes one test case
+    at a time, indented as ``ElementTree.indent`` indents the whole tree.
+    """
+    if seconds is None:
+        seconds_of: Seconds = lambda _id: {}  # noqa: E731
+    elif isinstance(seconds, dict):
+        table = seconds
+        seconds_of = lambda sub_id: table.get(sub_id, {})  # noqa: E731
+    else:
+        seconds_of = seconds
     exercise_ids = [e.id for e in report.exercises] or [e.id for s in report.submissions[:1] for e in s.exercises]
-    for ex_id in exercise_ids:
-        suite = ET.SubElement(root, "testsuite", name=_text(ex_id))
-        counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    suites = []
+    totals = dict.fromkeys(_COUNTS, 0)
+    total_time = 0.0
+    for ex_id in exercise_ids:  # first pass: the attributes, in the order the tree has them
+        counts = dict.fromkeys(_COUNTS, 0)
         suite_time = 0.0
         for sub in report.submissions:
+            times = None
             for ex in sub.exercises:
                 if ex.id != ex_id:
                     continue
+                times = seconds_of(sub.id) if times is None else times
                 for c in ex.checks:
-                    t = seconds.get(sub.id, {}).get((ex.id, c.id), 0.0)
-                    suite_time += t
-                    case = ET.SubElement(
-                        suite, "testcase", classname=_text(f"{sub.id}.{ex.id}"), name=_text(c.id), time=_seconds(t)
-                    )
+                    suite_time += times.get((ex.id, c.id), 0.0)
                     counts["tests"] += 1
                     element = OUTCOME.get(c.status)
-                    if element is None:
-                        continue
-                    counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[element]] += 1
-                    first_line = (student_message(c) or STATUS_LABELS.get(c.status, c.status)).splitlines()[0]
-                    child = ET.SubElement(case, element, type=c.status, message=_text(first_line))
-                    child.text = _text(check_feedback(c), newlines=True)
+                    if element is not None:
+                        counts[_KEY[element]] += 1
+        suite = ET.Element("testsuite", name=_text(ex_id))
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value
         suite.set("time", _seconds(suite_time))
         total_time += suite_time
+        suites.append((ex_id, suite, counts["tests"]))
     adjusted = [sub for sub in report.submissions if sub.adjustments]
+    root = ET.Element("testsuites", name="grader")
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", _seconds(total_time))
+    yield '<?xml version="1.0" encoding="utf-8"?>\n'
+    if not suites and not adjusted:
+        yield ET.tostring(root, encoding="unicode") + "\n"
+        return
+    root_start, root_end = _tags(root)
+    yield root_start
+    level1, level2, level3 = ("\n" + _INDENT * n for n in (1, 2, 3))
+    for number, (ex_id, suite, cases) in enumerate(suites):
+        last_suite = number == len(suites) - 1 and not adjusted
+        yield level1
+        if not cases:
+            yield ET.tostring(suite, encoding="unicode")
+        else:
+            start, end = _tags(suite)
+            yield start
+            for sub in report.submissions:
+                times = None
+                for ex in sub.exercises:
+                    if ex.id != ex_id:
+                        continue
+                    times = seconds_of(sub.id) if times is None else times
+                    for c in ex.checks:
+                        t = times.get((ex.id, c.id), 0.0)
+                        case = ET.Element("testcase", classname=_text(f"{sub.id}.{ex.id}"), name=_text(c.id),
+                                          time=_seconds(t))
+                        element = OUTCOME.get(c.status)
+                        if element is not None:
+                            first_line = (student_message(c) or STATUS_LABELS.get(c.status, c.status)).splitlines()[0]
+                            child = ET.SubElement(case, element, type=c.status, message=_text(first_line))
+                            child.text = _text(check_feedback(c), newlines=True)
+                            case.text, child.tail = level3, level2
+                        yield level2 + ET.tostring(case, encoding="unicode")
+            yield level1 + end
+        if last_suite:
+            yield "\n"
     if adjusted:  # final scores and reasons: properties of a suite of no test, so the counts stay the checks'
-        suite = ET.SubElement(root, "testsuite", name="final scores", tests="0", failures="0", errors="0",
+        wrapper = ET.Element("testsuites")
+        suite = ET.SubElement(wrapper, "testsuite", name="final scores", tests="0", failures="0", errors="0",
                               skipped="0", time="0.000")
         props = ET.SubElement(suite, "properties")
         for sub in adjusted:
             ET.SubElement(props, "property", name=_text(sub.id),
                           value=_text(" | ".join(adjustment_lines(sub)[::-1])))
-    for key, value in totals.items():
-        root.set(key, str(value))
-    root.set("time", _seconds(total_time))
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=False).join(
-        ('<?xml version="1.0" encoding="utf-8"?>\n', "\n")
-    )
+        ET.indent(wrapper)
+        suite.tail = None
+        yield level1 + ET.tostring(suite, encoding="unicode") + "\n"
+    yield root_end + "\n"
 
 
 @hookimpl
@@ -137,8 +205,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     target = config.option("junit") or (out / FILENAME if out else None)
     if target is None:
         return
-    seconds = {s.id: check_seconds(config.stash, s.id) for s in report.submissions}
     try:
-        write_atomic(Path(target), junit_xml(report, seconds))
+        write_atomic(Path(target), junit_pieces(report, lambda sub_id: check_seconds(config.stash, sub_id)))
     except OSError as exc:
         raise UsageError(f"--junit {target}: cannot write the file ({exc.strerror})") from None

@@ -16,14 +16,16 @@ runner still overrides it (this implementation is ``trylast``).
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from grader.errors import ConfigError
-from grader.jobs import positive_seconds, run_calls, sandboxed
+from grader.jobs import ForkJob, ForkServer, positive_seconds, run_calls, sandboxed
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
-from grader.stash import JOB_LAUNCHERS
+from grader.stash import JOB_LAUNCHERS, StashKey
 
 
 @hookimpl
@@ -47,6 +49,37 @@ def grader_addoption(parser: Any, command: str) -> None:
     )
 
 
+_FORK_SERVER = StashKey[ForkServer]()
+_FORK_LOCK = threading.Lock()
+
+
+def _fork_server(config: Any) -> ForkServer | None:
+    """The run's warm fork server for ``grade --insecure``, started on first use; None where there is none.
+
+    Only ``grade`` uses it (the other commands run few submissions); where ``os.fork`` is missing
+    (Windows) each submission gets a fresh ``python worker.py``, as before (`grader.jobs.PlainJob`).
+    """
+    if config.command != "grade" or not ForkServer.available():
+        return None
+    with _FORK_LOCK:
+        server = config.stash.get(_FORK_SERVER)
+        if server is None:
+            try:
+                server = ForkServer()
+            except OSError:
+                return None
+            config.stash[_FORK_SERVER] = server
+        return server
+
+
+@hookimpl
+def grader_unconfigure(config: Any) -> None:
+    """Stop the fork server, if one was started."""
+    server = config.stash.get(_FORK_SERVER)
+    if server is not None:
+        server.close()
+
+
 @hookimpl(trylast=True)
 def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome:
     """Run the calls with `grader.jobs.run_calls`, in the launcher the configuration asks for."""
@@ -54,6 +87,10 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
     import_timeout = float(config.option("import_timeout", 10.0))
     submission_timeout = float(config.option("submission_timeout", 120.0))
     if not sandboxed(config):
+        server = _fork_server(config)
+        if server is not None:  # grade --insecure: a warm fork server, not an interpreter per submission
+            launch = functools.partial(ForkJob, server, filename=config.pack.submission)
+            return run_calls(submission.file, calls, import_timeout, submission_timeout, launch=launch)
         return run_calls(submission.file, calls, import_timeout, submission_timeout, filename=config.pack.submission)
     pool = config.stash.get(JOB_LAUNCHERS)
     if pool is None:

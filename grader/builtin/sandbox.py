@@ -245,7 +245,7 @@ class SandboxJob:
         self.status: int | None = None
         self.setup_reason = ""
         """Why the job's set-up failed, as the zygote reported it (empty if it did not fail)."""
-        self.ending: list[SandboxJob] | None = None
+        self.ending: _Ending | list[SandboxJob] | None = None
         """Where a job killed without waiting puts itself, for its worker to `settle` later."""
 
     def assign(self, source: bytes, cpu_seconds: float) -> None:
@@ -325,8 +325,8 @@ class SandboxJob:
             except (OSError, TypeError):  # gone already, or no pidfd: the zygote kills it
                 self.zygote.request({"op": "kill", "job": self.id})
             if not wait and self.ending is not None:
+                self._close_pipes()  # first: the settler may settle the job (and close them) at once
                 self.ending.append(self)
-                self._close_pipes()
                 return
         self.settle()
 
@@ -541,12 +541,26 @@ def _preflight_problem(workdir: str, why: str) -> str:
             "or pass --insecure to grade without the sandbox")
 
 
+class _Ending:
+    """Where a job killed without waiting puts itself (`SandboxJob.kill`): its worker's settler."""
+
+    def __init__(self, worker: _Worker) -> None:
+        self.worker = worker
+
+    def append(self, job: SandboxJob) -> None:
+        self.worker.settle_later(job)
+
+
 class _Worker:
     """One worker's sandboxed jobs, on two slots: the job that runs, and the next one, started ahead.
 
     The next job (for the worker's next submission, or for the calls after
     a call that may be about to time out) sets up its isolation while the
-    current one runs, in the other slot: its own cgroups and uid.
+    current one runs, in the other slot: its own cgroups and uid. A job
+    that is done is *settled* (its exit reported, its cgroups empty, its
+    folder removed) by the worker's settler thread, which then starts the
+    next job ahead in the slot it freed: the thread grading submissions
+    never waits for a finished job (issue 16).
     """
 
     def __init__(self, zygote: Zygote, slots: tuple[int, int], workdir: str, filename: str = "submission.py") -> None:
@@ -555,40 +569,99 @@ class _Worker:
         self.free = set(slots)
         self.workdir = workdir
         self.ready: SandboxJob | None = None
-        self.ending: list[SandboxJob] = []  # killed without waiting; their slots are freed by `settle`
+        self.ending = _Ending(self)  # killed without waiting; settled by the settler thread
+        self.cond = threading.Condition()
+        self.unsettled = 0
+        self.closing = False
+        self._queue: queue.SimpleQueue[SandboxJob | None] = queue.SimpleQueue()
+        self._settler = threading.Thread(target=self._settle_loop, name="grader-settle", daemon=True)
+        self._settler.start()
 
-    def _settle_ended(self) -> None:
-        """Release the slots of jobs killed without waiting that are over by now."""
-        self.ending[:] = [job for job in self.ending if not job.settle(0.0)]
+    def settle_later(self, job: SandboxJob) -> None:
+        """Hand a killed job to the settler thread."""
+        with self.cond:
+            self.unsettled += 1
+        self._queue.put(job)
 
-    def _start(self) -> SandboxJob:
-        while not self.free and self.ending:
-            self.ending.pop(0).settle()
-        slot = min(self.free)
-        self.free.discard(slot)
-        job = SandboxJob(self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self.free.add, filename=self.filename)
+    def _settle_loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            try:
+                job.settle()
+            except OSError:  # a descriptor already gone: the slot is freed below all the same
+                if job.on_end is not None:
+                    job.on_end(job.slot)
+                    job.on_end = None
+            with self.cond:
+                self.unsettled -= 1
+                self.cond.notify_all()
+            self._start_ahead()
+
+    def _freed(self, slot: int) -> None:
+        with self.cond:
+            self.free.add(slot)
+            self.cond.notify_all()
+
+    def _new(self, slot: int) -> SandboxJob:
+        try:
+            job = SandboxJob(self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self._freed,
+                             filename=self.filename)
+        except BaseException:
+            self._freed(slot)
+            raise
         job.ending = self.ending
         return job
+
+    def _start_ahead(self) -> None:
+        """Start the next job in a free slot, unless one is ready (or none is free: the settler starts it)."""
+        with self.cond:
+            if self.ready is not None or not self.free or self.closing:
+                return
+            slot = min(self.free)
+            self.free.discard(slot)
+        job = self._new(slot)
+        with self.cond:
+            if self.ready is None and not self.closing:
+                self.ready = job
+                self.cond.notify_all()
+                return
+        job.kill()
+
+    def _take(self) -> SandboxJob:
+        """The job started ahead, or a new one in a free slot (waiting for the settler if neither is there)."""
+        deadline = time.monotonic() + 30.0
+        with self.cond:
+            while self.ready is None and not self.free:
+                if not self.cond.wait(max(deadline - time.monotonic(), 0.0)):
+                    raise ConfigError("the sandbox's job slots did not become free within 30 s")
+            if self.ready is not None:
+                job, self.ready = self.ready, None
+                return job
+            slot = min(self.free)
+            self.free.discard(slot)
+        return self._new(slot)
 
     def launch(self, source: bytes, _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
         """`grader.jobs.Launcher`: the ready job gets the task; the next one starts.
 
         A standby is the same as any job: it imports, then waits for its first call.
         """
-        self._settle_ended()
-        job, self.ready = self.ready or self._start(), None
+        job = self._take()
         job.assign(source, cpu)
-        if self.free or self.ending:  # a job still ending frees its slot while this one imports
-            self.ready = self._start()
+        self._start_ahead()  # when the other slot is still being settled, the settler starts it
         return job
 
     def close(self) -> None:
         """Stop the job started ahead, if any, and wait for the jobs still ending."""
-        if self.ready is not None:
-            self.ready.kill()
-            self.ready = None
-        while self.ending:
-            self.ending.pop().settle()
+        with self.cond:
+            self.closing = True
+            ready, self.ready = self.ready, None
+        if ready is not None:
+            ready.kill()
+        self._queue.put(None)
+        self._settler.join(timeout=30.0)
 
 
 class _Pool:

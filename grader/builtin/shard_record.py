@@ -18,6 +18,7 @@ from typing import Any
 
 from grader.models import Call, RunOutcome, Submission, SubmissionResult
 from grader.plugins import hookimpl
+from grader.secret import course_secret
 from grader.shards import (
     CLASS_IDS,
     REPLAY_KEY,
@@ -88,6 +89,7 @@ def grader_write_reports(report: Any, config: Any) -> None:
         config.out_dir / SUBFOLDER,
         manifest(config, config.stash[COLLECTED], ids),
         (zlib.decompress(lines[i]).decode() for i in ids),
+        secret=course_secret(config),
     )
 
 

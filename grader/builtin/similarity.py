@@ -25,9 +25,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import numpy as np
 
+from grader.boundary import plain_data
 from grader.errors import ConfigError, UsageError
 from grader.fileio import write_atomic
 from grader.naming import slugs_of
@@ -102,7 +102,7 @@ def grader_run_calls(submission: Any, calls: Any, config: Any) -> Any:
                 continue
             if not got or any(r.status != "returned" for r in got):
                 continue
-            text = json.dumps([r.value for r in got], sort_keys=True, allow_nan=True)
+            text = json.dumps([plain_data(r.value) for r in got], sort_keys=True, allow_nan=True)
             digests[f"{exercise.id}/{pc.check.id}"] = hashlib.sha256(text.encode()).hexdigest()
         with _LOCK:
             config.stash.setdefault(_VALUES, {})[submission.id] = digests
@@ -165,6 +165,8 @@ def grader_write_reports(report: Any, config: Any) -> None:
         pairs.append({"a": a, "b": b, "pages": (f"{slugs[a]}.html", f"{slugs[b]}.html"),
                       "code": f"{100 * code[(a, b)]:.0f}%" if (a, b) in code else "-", "checks": values.get((a, b), [])})
     config.stash[_PAIRS] = pairs
+    import jinja2  # here: only --similarity renders this page
+
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     try:
         write_atomic(config.out_dir / FILENAME, env.from_string(_PAGE).render(

@@ -15,8 +15,6 @@ import json
 import threading
 from typing import Any
 
-import jinja2
-
 from grader.errors import UsageError
 from grader.fileio import write_atomic
 from grader.models import SubmissionResult
@@ -97,6 +95,8 @@ def render_staff(sub: SubmissionResult, collected: Any, outcome: Any) -> str:
                      "status": c.status if c else "?", "score": c.score if c else 0.0,
                      "max_score": c.max_score if c else pc.check.points, "message": c.message if c else "",
                      "expected": _text(pc.prepared.expected), "calls": calls})
+    import jinja2  # here: only --staff renders these pages
+
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     return env.from_string(_PAGE).render(sub=sub, rows=rows, have_calls=outcome is not None)
 

@@ -161,17 +161,24 @@ def shown_id(sid: str, limit: int = ID_WIDTH) -> str:
 
 
 def _not_attempted(sub: SubmissionResult, functions: dict[tuple[str, str], str]) -> dict[str, list[Any]]:
-    """Function name to [checks, points, exercise ids] of its not-attempted checks, in first-seen order."""
+    """Function name to [checks, points, exercise ids, why] of its not-attempted checks, in first-seen order.
+
+    ``why`` is the job's words when the file does not define the function
+    (``attention.py defines no function softmax``), else "" (it still raises
+    ``NotImplementedError``).
+    """
     todo: dict[str, list[Any]] = {}
     for ex in sub.exercises:
         for c in ex.checks:
             if c.status != "not_attempted":
                 continue
-            row = todo.setdefault(functions.get((ex.id, c.id), "") or "a function", [0, 0.0, []])
+            row = todo.setdefault(functions.get((ex.id, c.id), "") or "a function", [0, 0.0, [], ""])
             row[0] += 1
             row[1] += c.max_score
             if ex.id not in row[2]:
                 row[2].append(ex.id)
+            if " defines no function " in c.message:
+                row[3] = c.message.removeprefix("not attempted: ")
     return todo
 
 
@@ -234,11 +241,11 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
         _check_lines(sub, config, functions, write)
         if not config.option("quiet"):
             todo = _not_attempted(sub, functions)
-            for function, (count, _points, exercises) in todo.items():
+            for function, (count, _points, exercises, why) in todo.items():
                 word = "check" if count == 1 else "checks"
-                write(_wrapped(f"{display(function)}: {count} {word} not attempted ({' '.join(map(display, exercises))})",
-                               first="  TODO    ", rest=INDENT))
-            if todo:
+                write(_wrapped(f"{display(function)}: {count} {word} not attempted ({' '.join(map(display, exercises))})"
+                               + (f": {display(why)}" if why else ""), first="  TODO    ", rest=INDENT))
+            if any(not why for *_, why in todo.values()):
                 write(f"{INDENT}(not attempted: the function still raises NotImplementedError)")
             _printed(sub, write)
         hidden = collected.hidden_count if collected else 0

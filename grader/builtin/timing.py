@@ -14,6 +14,7 @@ time is unknown and counts as 0.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -38,5 +39,6 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
     outcome = yield
     record = config.stash.get(CALL_SECONDS)
     if outcome is not None and record is not None:
-        record[submission.id] = [max(float(r.seconds), 0.0) for r in outcome.results]
+        # An array of doubles (8 bytes a call), not a list of floats: a class of 10,000 keeps 3.5 MB less.
+        record[submission.id] = array("d", (max(float(r.seconds), 0.0) for r in outcome.results))
     return outcome

@@ -1,0 +1,456 @@
+"""Benchmark: the grader against the limits of this machine, side by side in one process tree.
+
+Usage (from the repository root, with the package installed)::
+
+    python benchmarks/bench_limits.py --n 1000 --repeats 3 --rss 1000,5000,10000 --big 40
+
+It writes N correct numpy submissions (each file unique by a comment) and
+grades them, in interleaved repeats (each repeat runs every mode once, in a
+rotated order, so load elsewhere on the machine falls on every mode alike):
+
+``in-process``
+    one process imports each submission and makes its calls itself, then
+    judges them with the grader's own check kinds: no isolation at all (the
+    rate of one process; the others use ``--jobs`` processes);
+``bare fork``
+    ``--jobs`` lanes, each a numpy-loaded process that ``os.fork()``\\ s a
+    child per submission; the child imports it, makes the same calls and
+    sends their values back as JSON on a pipe; the lane judges them;
+``sandboxed``
+    ``grader grade DIR --out OUT -q --jobs J``, as an instructor runs it
+    (start-up, preflight, reports, exports and gradebook included);
+``--insecure``
+    the same with ``--insecure`` (no sandbox);
+``pytest``
+    one plain ``pytest`` session over the same checks, one test per
+    (submission, check), importing every submission into the test process:
+    no isolation, no per-call timeout, no reports.
+
+It prints each mode's submissions/s (min / median / max over the repeats)
+and the ratios of the medians; the grader's CPU per submission (its whole
+process tree, from ``wait4``); with ``--rss``, the peak RSS of ``grader
+grade`` (sandboxed) at each class size (``wait4``'s ``ru_maxrss``: the
+largest process of the tree, the grader's own); with ``--big K``, the CPU a
+``compare`` check on 512x64 Q, K and V adds to each of K submissions (a run
+with the check, less a run without it, over the same class).
+
+Every figure comes from this one run, on this machine: compare ratios, not
+absolute rates, between machines or busy moments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = dict(os.environ, GRADER_COURSE_SECRET=os.environ.get("GRADER_COURSE_SECRET", "bench-limits-secret"))
+MODES = ("in-process", "bare fork", "sandboxed", "--insecure", "pytest")
+
+
+def sample_source(name: str = "correct_numpy") -> str:
+    """The sample submission's text (wherever the course keeps its samples)."""
+    for candidate in [ROOT / "submissions" / name / "attention.py", *sorted(ROOT.glob(f"**/{name}/attention.py"))]:
+        if candidate.is_file() and ".venv" not in candidate.parts:
+            return candidate.read_text()
+    raise SystemExit(f"no sample {name}/attention.py under {ROOT}")
+
+
+def write_class(folder: Path, n: int) -> list[Path]:
+    """Write n student folders of correct numpy code, each file unique by a comment; return their files."""
+    source = sample_source()
+    files = []
+    for i in range(n):
+        student = folder / f"s{i:05d}"
+        student.mkdir(parents=True)
+        (student / "attention.py").write_text(source + f"\n# student {i}\n")
+        files.append(student / "attention.py")
+    return files
+
+
+# --- the modes that run in a child of this script (python bench_limits.py --run MODE DIR) ---------------------------
+
+
+def _collected(specs: str | None = None, reference: str | None = None):
+    """The grader's prepared checks (every check, hidden ones included), as ``grade`` prepares them."""
+    from grader import session
+    from grader.cli import build_parser
+    from grader.config import Config
+    from grader.plugins import get_plugin_manager
+
+    pm = get_plugin_manager(load_entrypoints=False)
+    argv = ["grade", "x.py", "--insecure"]
+    argv += ["--specs", specs] if specs else []
+    argv += ["--reference", reference] if reference else []
+    config = Config("grade", build_parser(pm).parse_args(argv), pm)
+    return session.collect(config)
+
+
+def _plain(value):
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _load(path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("attention", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _call_all(module, calls) -> list:
+    """Each call's outcome as plain data: ["returned", value] or ["raised", type, is ValueError]."""
+    out = []
+    for call in calls:
+        try:
+            value = getattr(module, call.function)(*json.loads(json.dumps(list(call.args))))
+        except Exception as exc:  # noqa: BLE001 - judged like the grader judges
+            out.append(["raised", type(exc).__name__, isinstance(exc, ValueError)])
+            continue
+        out.append(["returned", _plain(value)])
+    return out
+
+
+def _judge_all(collected, outcomes: list) -> int:
+    """Judge every check of one submission; return how many did not pass."""
+    from grader.judging import judge
+    from grader.models import CallResult
+
+    results = [
+        CallResult("returned", value=o[1])
+        if o[0] == "returned"
+        else CallResult("raised", error_type=o[1], value_error=o[2])
+        for o in outcomes
+    ]
+    failed = 0
+    for _exercise, pc, mine in collected.split(results):
+        verdict = judge(pc.check, pc.prepared, mine, pc.kind, pc.context)
+        failed += verdict.status != "passed"
+    return failed
+
+
+def run_in_process(files: list[Path]) -> float:
+    collected = _collected()
+    calls = collected.calls
+    start = time.perf_counter()
+    for path in files:
+        if _judge_all(collected, _call_all(_load(path), calls)):
+            raise SystemExit(f"{path}: not every check passed in-process")
+    return time.perf_counter() - start
+
+
+def run_bare_fork(files: list[Path], jobs: int) -> float:
+    collected = _collected()
+    calls = collected.calls
+    start = time.perf_counter()
+    lanes = []
+    for lane in range(jobs):
+        pid = os.fork()
+        if pid == 0:  # a lane: one child per submission, judged here
+            code = 0
+            try:
+                for path in files[lane::jobs]:
+                    read_fd, write_fd = os.pipe()
+                    child = os.fork()
+                    if child == 0:
+                        os.close(read_fd)
+                        data = json.dumps(_call_all(_load(path), calls)).encode()
+                        view = memoryview(data)
+                        while view:
+                            view = view[os.write(write_fd, view) :]
+                        os._exit(0)
+                    os.close(write_fd)
+                    chunks = []
+                    while chunk := os.read(read_fd, 1 << 20):
+                        chunks.append(chunk)
+                    os.close(read_fd)
+                    os.waitpid(child, 0)
+                    if _judge_all(collected, json.loads(b"".join(chunks))):
+                        code = 3
+            except BaseException:  # noqa: BLE001 - the lane's exit code says it failed
+                code = 4
+            os._exit(code)
+        lanes.append(pid)
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in lanes]
+    if any(codes):
+        raise SystemExit(f"a bare-fork lane failed: exit codes {codes}")
+    return time.perf_counter() - start
+
+
+PYTEST_FILE = '''\
+"""One plain pytest session over the grader's checks: a test per (submission, check), no isolation."""
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bench_limits import _collected, _plain
+from grader.judging import judge
+from grader.models import CallResult
+
+FILES = sorted(Path(os.environ["BENCH_CLASS"]).glob("*/attention.py"))
+COLLECTED = _collected()
+CHECKS = [(exercise, pc) for exercise, items in COLLECTED.checks for pc in items]
+_MODULES = {}
+
+
+def _module(path):
+    if path not in _MODULES:
+        spec = importlib.util.spec_from_file_location("attention", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _MODULES.clear()
+        _MODULES[path] = module
+    return _MODULES[path]
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.parent.name for p in FILES])
+@pytest.mark.parametrize("index", range(len(CHECKS)), ids=[f"{e.id}-{pc.check.id}" for e, pc in CHECKS])
+def test_check(path, index):
+    exercise, pc = CHECKS[index]
+    module = _module(path)
+    results = []
+    for call in pc.prepared.calls:
+        try:
+            value = getattr(module, call.function)(*json.loads(json.dumps(list(call.args))))
+        except Exception as exc:
+            results.append(CallResult("raised", error_type=type(exc).__name__, value_error=isinstance(exc, ValueError)))
+        else:
+            results.append(CallResult("returned", value=_plain(value)))
+    verdict = judge(pc.check, pc.prepared, results, pc.kind, pc.context)
+    assert verdict.status == "passed", verdict.message
+'''
+
+
+def _child(mode: str, folder: Path, jobs: int) -> None:
+    files = sorted(folder.glob("*/attention.py"))
+    seconds = run_in_process(files) if mode == "in-process" else run_bare_fork(files, jobs)
+    print(json.dumps({"seconds": seconds}))
+
+
+# --- the parent ---------------------------------------------------------------------------------------------------
+
+
+def _wait(proc: subprocess.Popen) -> tuple[float, float, float, int]:
+    """(seconds, CPU seconds of the tree, peak RSS in MiB, exit code) of a process started just now."""
+    start = time.perf_counter()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
+
+
+def grade(folder: Path, out: Path, jobs: int, extra: list[str]) -> tuple[float, float, float]:
+    """Run ``grader grade``; return (seconds, CPU seconds, peak RSS MiB); check every submission got full marks."""
+    shutil.rmtree(out, ignore_errors=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grader", "grade", str(folder), "--out", str(out), "-q", "--jobs", str(jobs), *extra],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    seconds, cpu, rss, code = _wait(proc)
+    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if code != 0:
+        raise SystemExit(f"grader grade {' '.join(extra)} exited {code}: {stderr[-2000:]}")
+    with (out / "results.json").open() as fh:
+        subs = json.load(fh)["submissions"]
+    short = [s["id"] for s in subs if s["score"] != s["max_score"]]
+    if short:
+        raise SystemExit(f"grader grade {' '.join(extra)}: {len(short)} submissions without full marks ({short[:3]})")
+    return seconds, cpu, rss
+
+
+def run_mode(mode: str, folder: Path, work: Path, jobs: int) -> tuple[float, float]:
+    """One run of one mode over the class: (seconds, CPU seconds of its process tree)."""
+    if mode in ("sandboxed", "--insecure"):
+        seconds, cpu, _ = grade(folder, work / "out", jobs, ["--insecure"] if mode == "--insecure" else [])
+        return seconds, cpu
+    if mode == "pytest":
+        test = work / "test_bench_class.py"
+        test.write_text(PYTEST_FILE)
+        env = dict(
+            ENV,
+            BENCH_CLASS=str(folder),
+            PYTHONPATH=os.pathsep.join([str(ROOT / "benchmarks"), ENV.get("PYTHONPATH", "")]),
+        )
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:grader",
+                "--rootdir",
+                str(work),
+                str(test),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        seconds, cpu, _, code = _wait(proc)
+        if code != 0:
+            raise SystemExit(f"the pytest session failed ({code}): {proc.stdout.read().decode()[-2000:]}")
+        return seconds, cpu
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--run", mode, str(folder), "--jobs", str(jobs)],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+    )
+    _, cpu, _, code = _wait(proc)
+    if code != 0:
+        raise SystemExit(f"{mode} failed ({code})")
+    return json.loads(proc.stdout.read())["seconds"], cpu
+
+
+BIG_SPEC = """\
+exercise: BIG.01
+title: One large attention call
+section: "benchmark"
+seed: 9901
+returns:
+  softmax: [weights]
+  attention: [outputs, weights]
+defaults:
+  timeout: 10
+  visibility: hidden
+  points: 1
+  hint: the benchmark's check
+checks:
+  - id: tiny
+    kind: compare
+    function: softmax
+    args:
+      scores: [1.0, 2.0, 3.0]
+{big}"""
+BIG_CHECK = """\
+  - id: big-512x64
+    kind: compare
+    function: attention
+    args:
+      Q: {normal: [512, 64]}
+      K: {normal: [512, 64]}
+      V: {normal: [512, 64]}
+"""
+
+
+def big_cost(work: Path, n: int, jobs: int) -> tuple[float, float]:
+    """CPU ms per submission that one 512x64 compare check adds (grader tree), and its 'with' run's CPU ms per sub."""
+    folder = work / "big-class"
+    write_class(folder, n)
+    reference = next(
+        p
+        for p in [ROOT / "reference" / "attention.py", *sorted(ROOT.glob("**/reference/attention.py"))]
+        if p.is_file() and ".venv" not in p.parts
+    )
+    cpus = {}
+    for label, big in (("without", ""), ("with", BIG_CHECK)):
+        specs = work / f"big-specs-{label}"
+        specs.mkdir()
+        (specs / "BIG.01.yaml").write_text(BIG_SPEC.format(big=big))
+        runs = []
+        for _ in range(2):
+            _, cpu, _ = grade(
+                folder, work / "big-out", jobs, ["--specs", str(specs), "--reference", str(reference), "--no-diagnosis"]
+            )
+            runs.append(cpu)
+        cpus[label] = min(runs)
+    return 1000 * (cpus["with"] - cpus["without"]) / n, 1000 * cpus["with"] / n
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):7.1f} / {statistics.median(values):7.1f} / {max(values):7.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=1000, help="submissions in the class (default 1000)")
+    parser.add_argument("--jobs", type=int, default=2, help="grader --jobs and bare-fork lanes (default 2)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats of every mode (default 3)")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of: {', '.join(MODES)}")
+    parser.add_argument("--rss", default="", help="class sizes for the sandboxed peak RSS, e.g. 1000,5000,10000")
+    parser.add_argument("--big", type=int, default=0, help="submissions for the 512x64 compare check's cost (0: skip)")
+    parser.add_argument("--run", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
+    a = parser.parse_args()
+    if a.run:
+        _child(a.run[0], Path(a.run[1]), a.jobs)
+        return
+    modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error(f"unknown modes {sorted(unknown)}")
+    work = Path(tempfile.mkdtemp(prefix="grader-limits-"))
+    try:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(
+            f"machine: {os.cpu_count()} cores, load average {load:.1f}; python {sys.version.split()[0]}; "
+            f"n={a.n}, jobs={a.jobs}, repeats={a.repeats}"
+        )
+        folder = work / "class"
+        write_class(folder, a.n)
+        rates: dict[str, list[float]] = {m: [] for m in modes}
+        cpu_ms: dict[str, list[float]] = {m: [] for m in modes}
+        for r in range(a.repeats):
+            order = modes[r % len(modes) :] + modes[: r % len(modes)]
+            for mode in order:
+                seconds, cpu = run_mode(mode, folder, work, a.jobs)
+                rates[mode].append(a.n / seconds)
+                cpu_ms[mode].append(1000 * cpu / a.n)
+        print(f"{'mode':<12} {'subs/s min / median / max':>27}   CPU ms/sub (median, whole process tree)")
+        for mode in modes:
+            print(f"{mode:<12} {_spread(rates[mode]):>27}   {statistics.median(cpu_ms[mode]):6.1f}")
+        med = {m: statistics.median(v) for m, v in rates.items()}
+        pairs = [
+            ("sandboxed", "bare fork"),
+            ("sandboxed", "pytest"),
+            ("--insecure", "sandboxed"),
+            ("--insecure", "pytest"),
+            ("sandboxed", "in-process"),
+        ]
+        shown = [f"{x} / {y} = {med[x] / med[y]:.2f}x" for x, y in pairs if x in med and y in med]
+        if shown:
+            print("ratios of the medians: " + "; ".join(shown))
+        if a.rss:
+            sizes = [int(s) for s in a.rss.split(",") if s.strip()]
+            figures = []
+            for size in sizes:
+                big = work / f"rss-{size}"
+                write_class(big, size)
+                seconds, _, rss = grade(big, work / "rss-out", a.jobs, [])
+                figures.append(f"{size}: {rss:.0f} MiB ({size / seconds:.0f}/s)")
+                shutil.rmtree(big, ignore_errors=True)
+            print("peak RSS of grader grade (sandboxed): " + "; ".join(figures))
+        if a.big:
+            added, total = big_cost(work, a.big, a.jobs)
+            print(
+                f"a compare check on 512x64 Q, K, V: {added:.1f} ms of CPU per submission "
+                f"(grader and jobs; {total:.1f} ms per submission for the run with it, {a.big} submissions)"
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

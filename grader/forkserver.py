@@ -1,0 +1,149 @@
+"""A warm fork server for ``--insecure``: numpy imported once, a plain worker forked per job.
+
+Run as a script by the grader (`grader.jobs.ForkServer`), never imported by it::
+
+    python -I -B -u forkserver.py CONTROL_FD
+
+It is the sandbox's zygote without the isolation layers: trusted code (or a machine without the
+sandbox) graded near the sandbox's speed, instead of starting an interpreter and importing numpy
+for every submission. It imports only the standard library, numpy and ``worker.py`` (loaded by
+path, as the zygote loads it). It holds no secret: it is started before the specs are read.
+
+Protocol, on the UNIX socket CONTROL_FD: the grader sends one JSON line per request, with file
+descriptors; the server answers one JSON line.
+
+* ``{"op": "launch", "file": PATH, "cpu_seconds": S, "cwd": DIR, "env": {...}}`` with five
+  descriptors: the result pipe's write end, stdout's and stderr's write ends, the call pipe's
+  read end and a status pipe's write end. The server forks a job: a new session, those pipes on
+  fds 3, 1, 2 and 0, the environment and folder given, the worker's rlimits, then
+  ``worker.run``. Answer ``{"pid": PID}``. When the job ends, the server writes its exit code
+  (negative: the signal that killed it) on the status pipe and closes it.
+* ``{"op": "kill", "pid": PID}``: SIGKILL to the job's process group, only while the job is
+  the server's own and not yet reaped (so a pid the system gave to another process is never
+  signalled). Answer ``{"ok": true}``.
+
+Where ``os.fork`` does not exist (Windows), the grader does not start this server: ``--insecure``
+runs each submission in a fresh ``python worker.py`` (`grader.jobs.PlainJob`), as before.
+"""
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load_worker():
+    spec = importlib.util.spec_from_file_location("_grader_worker", os.path.join(HERE, "worker.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Server:
+    """The jobs the server forked and has not reaped, with their status pipes."""
+
+    def __init__(self, sock, worker):
+        self.sock = sock
+        self.worker = worker
+        self.jobs = {}  # pid -> status pipe's write end
+
+    def reap(self, *_):
+        """Reap every job that ended; report each one's exit code on its status pipe."""
+        while self.jobs:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            fd = self.jobs.pop(pid, None)
+            if fd is not None:
+                try:
+                    os.write(fd, str(os.waitstatus_to_exitcode(status)).encode())
+                except OSError:
+                    pass
+                os.close(fd)
+
+    def launch(self, request, fds):
+        result_w, stdout_w, stderr_w, call_r, status_w = fds
+        # No reaping between the fork and the job's registration: a job that ends at once is reported too.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        pid = -1
+        try:
+            pid = os.fork()
+            if pid:
+                self.jobs[pid] = status_w
+        finally:
+            if pid:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        if pid == 0:  # the job
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+                os.setsid()
+                for target, fd in ((0, call_r), (1, stdout_w), (2, stderr_w), (3, result_w)):
+                    os.dup2(fd, target)
+                os.closerange(4, 1 << 16)
+                os.chdir(request["cwd"])
+                os.environ.clear()
+                os.environ.update(request["env"])
+                sys.argv = [request["file"]]
+                self.worker._limits(request["cpu_seconds"])
+                self.worker.run({"file": request["file"], "cpu_seconds": request["cpu_seconds"]}, 3)
+            finally:
+                os._exit(70)
+        for fd in (result_w, stdout_w, stderr_w, call_r):
+            os.close(fd)
+        return {"pid": pid}
+
+    def kill(self, pid):
+        if pid in self.jobs:  # not reaped: the pid (and its group) is still this job's
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return {"ok": True}
+
+    def serve(self):
+        buffer = b""
+        fds = []
+        while True:
+            try:
+                data, got, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 8)
+            except InterruptedError:
+                continue
+            fds += got
+            if not data:
+                return
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                request = json.loads(line)
+                if request.get("op") == "launch":
+                    taken, fds = fds[:5], fds[5:]
+                    reply = self.launch(request, taken)
+                else:
+                    reply = self.kill(int(request.get("pid", 0)))
+                self.sock.sendall(json.dumps(reply).encode() + b"\n")
+            self.reap()
+
+
+def main(argv):
+    sock = socket.socket(fileno=int(argv[1]))
+    worker = _load_worker()
+    import numpy  # noqa: F401 - imported once here, so every job starts with it
+
+    server = Server(sock, worker)
+    signal.signal(signal.SIGCHLD, server.reap)
+    sock.sendall(b'{"ready": true}\n')
+    server.serve()
+    for pid in list(server.jobs):
+        server.kill(pid)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,301 @@
+"""Issue 16's structural guarantees: what ``grader check`` imports, and the manifest's fast check.
+
+Rates and memory are measured by ``benchmarks/bench_limits.py`` (their figures depend on the
+machine); these tests pin what makes them possible and does not depend on load.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from grader.packs import _SCHEMA, _plainly_valid, find_pack
+
+HEAVY = ("jsonschema", "jinja2", "sqlite3")
+
+
+def test_grader_check_imports_no_plugin_library_it_does_not_use(tmp_path: Path) -> None:
+    pack = find_pack()
+    shutil.copy(pack.starter, tmp_path / pack.submission)
+    script = (
+        "import sys\n"
+        "from grader.cli import main\n"
+        f"code = main(['check', {pack.submission!r}, '-q', '--public', {str(pack.public)!r}])\n"
+        f"print(json.dumps([code, sorted(m for m in {list(HEAVY)!r} if m in sys.modules)]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "import json\n" + script], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    code, imported = json.loads(out.stdout.strip().splitlines()[-1])
+    assert code == 1, out.stderr  # the untouched starter: its visible checks are not attempted
+    assert imported == []
+
+
+def _manifest() -> dict:
+    import yaml
+
+    return yaml.safe_load((find_pack().root / "course.yaml").read_text())
+
+
+def _variants() -> list[dict]:
+    base = _manifest()
+    out = []
+    for key, value in [
+        ("id", "bad id!"),
+        ("title", ""),
+        ("functions", []),
+        ("functions", ["a", "a"]),
+        ("functions", ["1x"]),
+        ("submission", {"file": "x.txt"}),
+        ("submission", {"module": "m"}),
+        ("unknown_key", 1),
+        ("sections", {"G14.01": 3}),
+        ("specs", 7),
+        ("plugin", "kinds.txt"),
+    ]:
+        data = copy.deepcopy(base)
+        data[key] = value
+        out.append(data)
+    missing = copy.deepcopy(base)
+    del missing["title"]
+    out += [missing, [], "text", {1: "x"}]
+    return out
+
+
+def test_the_manifest_s_fast_check_accepts_the_real_manifest() -> None:
+    assert _plainly_valid(_manifest(), _SCHEMA)
+
+
+@pytest.mark.parametrize("data", _variants())
+def test_the_manifest_s_fast_check_never_accepts_what_jsonschema_refuses(data: object) -> None:
+    valid = not list(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data))
+    assert not valid
+    assert not _plainly_valid(data, _SCHEMA)
+
+
+# --- junit.xml streamed: the same bytes as the whole tree ------------------------------------------
+
+
+def _junit_by_tree(report, seconds):
+    """The tree-based writer junit.py had before it streamed (the oracle)."""
+    import xml.etree.ElementTree as ET
+
+    from grader.builtin.junit import OUTCOME, _seconds, _text
+    from grader.feedback import STATUS_LABELS, check_feedback, student_message
+    from grader.term import adjustment_lines
+
+    root = ET.Element("testsuites", name="grader")
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    total_time = 0.0
+    exercise_ids = [e.id for e in report.exercises] or [e.id for s in report.submissions[:1] for e in s.exercises]
+    for ex_id in exercise_ids:
+        suite = ET.SubElement(root, "testsuite", name=_text(ex_id))
+        counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+        suite_time = 0.0
+        for sub in report.submissions:
+            for ex in sub.exercises:
+                if ex.id != ex_id:
+                    continue
+                for c in ex.checks:
+                    t = seconds.get(sub.id, {}).get((ex.id, c.id), 0.0)
+                    suite_time += t
+                    case = ET.SubElement(
+                        suite, "testcase", classname=_text(f"{sub.id}.{ex.id}"), name=_text(c.id), time=_seconds(t)
+                    )
+                    counts["tests"] += 1
+                    element = OUTCOME.get(c.status)
+                    if element is None:
+                        continue
+                    counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[element]] += 1
+                    first_line = (student_message(c) or STATUS_LABELS.get(c.status, c.status)).splitlines()[0]
+                    child = ET.SubElement(case, element, type=c.status, message=_text(first_line))
+                    child.text = _text(check_feedback(c), newlines=True)
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.set("time", _seconds(suite_time))
+        total_time += suite_time
+    adjusted = [sub for sub in report.submissions if sub.adjustments]
+    if adjusted:
+        suite = ET.SubElement(
+            root, "testsuite", name="final scores", tests="0", failures="0", errors="0", skipped="0", time="0.000"
+        )
+        props = ET.SubElement(suite, "properties")
+        for sub in adjusted:
+            ET.SubElement(props, "property", name=_text(sub.id), value=_text(" | ".join(adjustment_lines(sub)[::-1])))
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", _seconds(total_time))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=False).join(
+        ('<?xml version="1.0" encoding="utf-8"?>\n', "\n")
+    )
+
+
+def _reports():
+    from grader.models import Adjustment, CheckResult, Exercise, ExerciseResult, GradingReport, SubmissionResult
+
+    def check(cid, status, message=""):
+        return CheckResult(
+            id=cid,
+            description="d",
+            status=status,
+            score=1.0 if status == "passed" else 0.0,
+            max_score=1.0,
+            visibility="visible",
+            message=message,
+            hint='h <&> "q"',
+            shown=True,
+        )
+
+    ex1 = ExerciseResult(
+        "E1",
+        "One",
+        "s",
+        1.0,
+        3.0,
+        (check("a", "passed"), check("b", "failed", "wrong <b>\nmore"), check("c", "timeout", "slow")),
+    )
+    ex2 = ExerciseResult("E2", "Two", "s", 0.0, 2.0, (check("d", "not_attempted"), check("e", "error", "\x1b[31mx")))
+    empty = ExerciseResult("E3", "Three", "s", 0.0, 0.0, ())
+    subs = tuple(
+        SubmissionResult(
+            id=name,
+            path=name,
+            sha256="",
+            status="graded",
+            score=1.0,
+            max_score=5.0,
+            exercises=(ex1, ex2, empty),
+            slug=name,
+        )
+        for name in ("ann", "bob & co", "c\u202ed")
+    )
+    late = SubmissionResult(
+        id="late",
+        path="late",
+        sha256="",
+        status="graded",
+        score=0.5,
+        max_score=5.0,
+        exercises=(ex1, ex2),
+        slug="late",
+        raw_score=1.0,
+        adjustments=(Adjustment(kind="late", points=-0.5, reason="1 day late"),),
+    )
+    exercises = tuple(Exercise(id=i, title=i, section="s", path="", checks=()) for i in ("E1", "E2", "E3"))
+    return [
+        GradingReport("0", "h", "grade", subs, exercises),
+        GradingReport("0", "h", "grade", (*subs, late), exercises),
+        GradingReport("0", "h", "grade", (), exercises),
+        GradingReport("0", "h", "grade", (), ()),
+        GradingReport("0", "h", "grade", subs[:1], ()),
+        GradingReport("0", "h", "grade", (late,), ()),
+    ]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_junit_streamed_is_byte_identical_to_the_whole_tree(index: int) -> None:
+    from grader.builtin.junit import junit_pieces, junit_xml
+
+    report = _reports()[index]
+    seconds = {"ann": {("E1", "a"): 0.0125, ("E2", "e"): 1.5}, "late": {("E1", "b"): 0.25}}
+    expected = _junit_by_tree(report, seconds)
+    assert junit_xml(report, seconds) == expected
+    assert "".join(junit_pieces(report, lambda sub_id: seconds.get(sub_id, {}))) == expected
+
+
+# --- the gradebook stores compressed results and still reads plain ones; --insecure's fork server --------
+
+
+def test_the_gradebook_keeps_results_compressed_and_reads_plain_json_rows(tmp_path: Path) -> None:
+    import sqlite3
+    import zlib
+
+    from grader.builtin.gradebook import Gradebook
+    from grader.models import CheckResult, ExerciseResult, SubmissionResult, result_to_dict
+
+    check = CheckResult(
+        id="c",
+        description="d",
+        status="passed",
+        score=1.0,
+        max_score=1.0,
+        visibility="visible",
+        message="",
+        hint="a hint " * 40,
+        shown=True,
+    )
+    result = SubmissionResult(
+        id="ann",
+        path="ann",
+        sha256="ab",
+        status="graded",
+        score=46.0,
+        max_score=46.0,
+        exercises=(ExerciseResult("E", "T", "s", 46.0, 46.0, (check,) * 46),),
+        slug="ann",
+    )
+    book = Gradebook(tmp_path / "g.sqlite")
+    book.put("k1", "spec", result)
+    assert book.get("k1") == result
+    plain = json.dumps(result_to_dict(result))
+    book.db.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)", ("k0", "ab", "spec", "0", "ann", plain))
+    assert book.get("k0") == result  # a row of a gradebook written before: plain JSON text
+    stored = book.db.execute("SELECT result FROM results WHERE key = 'k1'").fetchone()[0]
+    book.close()
+    assert isinstance(stored, bytes) and len(stored) * 10 < len(plain)
+    assert json.loads(zlib.decompress(stored)) == json.loads(plain)
+    with sqlite3.connect(tmp_path / "g.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 2
+
+
+def test_the_fork_server_runs_plain_jobs_and_reports_how_they_end(tmp_path: Path) -> None:
+    import functools
+
+    from grader.jobs import ForkJob, ForkServer, run_calls
+    from grader.models import Call
+
+    if not ForkServer.available():
+        pytest.skip("no os.fork here: --insecure starts a fresh worker per submission")
+    path = tmp_path / "attention.py"
+    path.write_text(
+        "import os\nimport numpy as np\nprint('hello')\n"
+        "def pid():\n    return os.getpid()\n"
+        "def big():\n    return np.arange(5000.0)\n"
+        "def spin():\n    while True:\n        pass\n"
+        "def leave():\n    os._exit(3)\n"
+    )
+    server = ForkServer()
+    try:
+        launch = functools.partial(ForkJob, server, filename="attention.py")
+        out = run_calls(
+            str(path),
+            [
+                Call("pid", (), 2.0),
+                Call("big", (), 2.0),
+                Call("spin", (), 0.3),
+                Call("pid", (), 2.0),
+                Call("leave", (), 2.0),
+                Call("pid", (), 2.0),
+            ],
+            launch=launch,
+        )
+        first, big, spin, after, left, last = out.results
+        # three jobs (the first, the one after the timeout, the one after the exit), each printing at import
+        assert out.stdout == "hello\n" * 3 and first.status == "returned" and first.value != server.proc.pid
+        assert big.status == "returned" and big.value.tolist() == [float(i) for i in range(5000)]
+        assert spin.status == "timeout" and spin.message == "the call used more than 0.3 s of CPU time"
+        assert after.status == "returned" and after.value != first.value  # a fresh job after the timeout
+        assert left.status == "crashed" and left.message == "the process exited with code 3 before answering"
+        assert last.status == "returned"
+    finally:
+        server.close()
+    assert server.proc.returncode is not None
