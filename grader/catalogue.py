@@ -107,6 +107,8 @@ def load_contract(folder: str | os.PathLike[str]) -> tuple[str, tuple[Clause, ..
     path = Path(folder) / CONTRACT_FILE
     if not path.is_file():
         return None
+    import jsonschema  # here, not at the top: only 'grader audit' reads the contract
+
     data = parse_yaml(str(path))
     errors = sorted(jsonschema.Draft202012Validator(_CONTRACT_SCHEMA).iter_errors(data),
                     key=lambda e: (list(map(str, e.absolute_path)), e.message))

@@ -456,6 +456,8 @@ def grader_judge_check(
     store = _store()
     key = (context.exercise.id, check.id)
     store.pop(key, None)
+    if not results or any(r.status not in EVIDENCE_STATUSES for r in results):
+        return verdict  # not attempted, timed out, crashed: no evidence, and no reason to run the mutants
     if verdict.status == "passed" and not store.get("~any-failed", {}).get(context.exercise.id):
         # Nothing failed yet in this exercise: no need to build the table for a clean pass.
         store.setdefault("~passed", {}).setdefault(context.exercise.id, []).append((check, results, verdict))
