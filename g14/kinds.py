@@ -27,13 +27,17 @@ from typing import Any
 import numpy as np
 
 from grader import hookimpl
-from grader.compare import Mismatch, compare, format_value
+from grader.compare import EPS, Mismatch, compare, format_value
 from grader.kinds import (
+    REF_KEY,
+    ROW_SUM_ATOL,
     TOLERANCE,
+    WHY,
     Kind,
     KindContext,
+    gated,
     keys_schema,
-    reference_shapes,
+    reference_parts,
     shaped_parts,
     tolerances,
 )
@@ -53,21 +57,125 @@ SHIFT = {
 STEP = {"type": "number", "exclusiveMinimum": 0, "maximum": 0.1, "description": "give a step > 0 and at most 0.1, e.g. 1e-6"}
 
 
+FLOOR_SAFETY = 4.0
+"""Margin of `score_rounding` over the error bound it states."""
+
+
+def _lse(x: np.ndarray) -> np.ndarray:
+    """log(sum(exp(x))) along the last axis, stably."""
+    top = np.max(x, axis=-1, keepdims=True)
+    return (top + np.log(np.sum(np.exp(x - top), axis=-1, keepdims=True)))[..., 0]
+
+
+def row_weight_bound(scores: np.ndarray, allowed: np.ndarray, score_error: np.ndarray) -> np.ndarray:
+    """How far correct float64 code may put each weight of one softmax row (absolute), see `score_rounding`.
+
+    Two parts: the interval of each weight when every score may be off by ``score_error``
+    (its exact extremes: its own score up and the others down, and the reverse), and the
+    log-sum-exp route's common factor ``exp(c) - 1``, ``c = min(eps |top|, log sum_k exp(s_k -
+    top)) + (m + 4) eps``: it rounds ``top + log(sum)`` to float64's spacing at ``|top|``, or
+    drops the log entirely when it is below that spacing. 0 where masked, and on a row with one
+    allowed key (its weight is exactly 1 in every route).
+    """
+    out = np.zeros(scores.shape)
+    idx = np.flatnonzero(allowed)
+    if idx.size <= 1:
+        return out
+    s, e = scores[idx], score_error[idx]
+    diff = s[None, :] - s[:, None]  # [j, k] = s_k - s_j
+    spread = e[None, :] + e[:, None]
+    np.fill_diagonal(spread, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = np.exp(-_lse(diff))
+        high = np.exp(-_lse(diff - spread))
+        low = np.exp(-_lse(diff + spread))
+    top = float(np.max(s))
+    common = min(EPS * abs(top), float(_lse(s - top))) + (idx.size + 4) * EPS
+    out[idx] = np.maximum(high - p, p - low) + p * np.expm1(common)
+    return out
+
+
+def score_rounding(function: str, args: Sequence[Any], parts: dict[str, Any]) -> dict[str, np.ndarray] | None:
+    """A bound on the error of correct float64 code, per element, for ``softmax`` and ``attention``.
+
+    Error analysis of the routes the chapter allows (max subtraction, log-sum-exp in pure Python or
+    numpy, renormalising, ``math.fsum``), with ``eps`` = 2.2e-16:
+
+    * a score ``s_ij = q_i . k_j / sqrt(d_k)`` is off by at most ``d_k eps sum_k |q_ik k_jk| /
+      sqrt(d_k) + eps |s_ij|`` (a d_k-term dot product); softmax's own scores are exact;
+    * a weight is off by what those score errors can move it (`row_weight_bound`), plus the
+      log-sum-exp route's common factor: ``top + log(sum)`` rounds to float64's spacing at the
+      largest allowed score ``|top|`` (1.2e-4 near 1e12);
+    * an output ``sum_j p_ij V_jv`` is off by ``sum_j |dp_ij| |V_jv|`` plus m roundings of it.
+
+    Returns
+    -------
+    dict of str to ndarray or None
+        The bound times `FLOOR_SAFETY`, per part (``weights``, ``outputs``) present in ``parts``;
+        None for another function or arguments of another form (the caller measures instead).
+    """
+    try:
+        if function == "softmax":
+            scores = np.asarray(args[0], dtype=np.float64)
+            mask = np.ones(scores.shape, bool) if len(args) < 2 or args[1] is None else np.asarray(args[1], bool)
+            bound = row_weight_bound(scores, mask, np.zeros(scores.shape))
+            return {k: FLOOR_SAFETY * bound for k in parts if k in ("weights", "result")}
+        if function == "attention":
+            q, k, v = (np.asarray(a, dtype=np.float64) for a in args[:3])
+            causal = bool(args[3]) if len(args) > 3 else False
+            if q.ndim != 2 or k.ndim != 2 or v.ndim != 2:
+                return None
+            n, d = q.shape
+            m = k.shape[0]
+            root = np.sqrt(d)
+            with np.errstate(over="ignore", invalid="ignore"):
+                scores = q @ k.T / root
+                error = d * EPS * (np.abs(q) @ np.abs(k).T) / root + EPS * np.abs(scores)
+            if not (np.all(np.isfinite(scores)) and np.all(np.isfinite(error))):
+                return None
+            allowed = np.tril(np.ones((n, m), bool)) if causal else np.ones((n, m), bool)
+            weights = np.asarray(parts["weights"], dtype=np.float64) if "weights" in parts else None
+            if weights is None or weights.shape != (n, m):
+                return None
+            bound = np.stack([row_weight_bound(scores[i], allowed[i], error[i]) for i in range(n)])
+            out: dict[str, np.ndarray] = {"weights": FLOOR_SAFETY * bound}
+            if "outputs" in parts:
+                out["outputs"] = FLOOR_SAFETY * (bound @ np.abs(v) + m * EPS * (weights @ np.abs(v)))
+            return {key: val for key, val in out.items() if key in parts}
+    except (TypeError, ValueError, IndexError):
+        return None
+    return None
+
+
+def gradient_problem(grad: np.ndarray, reference: np.ndarray) -> str | None:
+    """Why a gradient breaks the basic contract, or None: it is finite and has the reference's sign
+    wherever the reference is clearly nonzero (over 1e-6 of its largest entry), so each score moves
+    the loss the way p_k (u_k - sum_j p_j u_j) says. Zeros sum to zero and point nowhere."""
+    if not np.all(np.isfinite(grad)):
+        return "the gradient holds a value that is not finite"
+    if grad.shape != reference.shape:
+        return None
+    clear = np.abs(reference) > 1e-6 * float(np.max(np.abs(reference), initial=0.0))
+    if np.any(np.sign(grad[clear]) != np.sign(reference[clear])):
+        return "the gradient points the wrong way for some score (its sign differs from p_k (u_k - sum_j p_j u_j))"
+    return None
+
+
 class RowSumsKind(Kind):
     """Every row of ``weights`` is nonnegative and sums to one (G14.06, "Mask before normalization")."""
 
     name = "row_sums"
-    params = {"atol": "optional"}
-    schema = keys_schema(atol=TOLERANCE)
+    params = {"atol": "optional", "why": "optional"}
+    schema = keys_schema(atol=TOLERANCE, why=WHY)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
-        shapes = reference_shapes(check, ctx, args)
+        shapes = reference_parts(check, ctx, args)
         if "weights" not in shapes or len(shapes["weights"]) != 2:
             raise ctx.fail(check, "function", "row_sums needs a function whose result has a 'weights' matrix")
-        return {"weights": shapes["weights"]}
+        return shapes
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
-        atol = float(check.params.get("atol", 1e-9))
+        atol = float(check.params.get("atol", ROW_SUM_ATOL))
         try:
             weights = shaped_parts(check, ctx, got, expected)["weights"]
         except Mismatch as m:
@@ -79,18 +187,19 @@ class RowSumsKind(Kind):
         if abs(sums[worst] - 1.0) > atol:
             return Verdict(
                 "failed",
-                f"row {worst} of weights sums to {sums[worst]:.12g}, not 1",
+                f"row {worst} of weights sums to {sums[worst]:.12g}, not 1; asked: within {atol:g} "
+                f"({check.params.get('why') or 'float64 sums m weights to 1 within about m * 2.2e-16'})",
                 (("row sums", format_value(sums)),),
             )
-        return Verdict("passed", fraction=1.0)
+        return gated(check, ctx, got, expected, "summing to one") or Verdict("passed", fraction=1.0)
 
 
 class ShiftInvarianceKind(Kind):
     """softmax(s + shift) equals softmax(s) (G14.02, "A numerical example before the general architecture")."""
 
     name = "shift_invariance"
-    params = {"shift": "required", "rtol": "optional", "atol": "optional"}
-    schema = keys_schema(shift=SHIFT, rtol=TOLERANCE, atol=TOLERANCE)
+    params = {"shift": "required", "rtol": "optional", "atol": "optional", "why": "optional"}
+    schema = keys_schema(shift=SHIFT, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         args = ctx.arguments(check)
@@ -99,21 +208,33 @@ class ShiftInvarianceKind(Kind):
                 isinstance(x, (int, float)) and not isinstance(x, bool) for x in args[0])):
             raise ctx.fail(check, "args", "the first argument must be a list of scores (numbers) to shift")
         shifted = ([x + shift for x in args[0]], *args[1:])
+        expected = reference_parts(check, ctx, args)
+        # Shifting rounds each score to float64's spacing at |s| + |shift|; the weights of the two
+        # calls may differ by that much relative (times a few, for the route's own rounding).
+        largest = max((abs(x) for x in args[0]), default=0.0) + abs(shift)
+        expected["~rtol"] = max(tolerances(check)[0], 16 * EPS * largest)
         return Prepared(
             calls=(Call(check.function, args, check.timeout), Call(check.function, shifted, check.timeout)),
-            expected=reference_shapes(check, ctx, args),
+            expected=expected,
             shown_call=f"{ctx.shown_call(check, args)} and the same scores plus {shift:g}",
         )
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
         rtol, atol = tolerances(check)
+        rtol = float(prepared.expected.get("~rtol", rtol))
+        why = check.params.get("why") or (
+            "the shift itself rounds each score to float64's spacing at |score| + |shift|")
         try:
             before = shaped_parts(check, ctx, results[0].value, prepared.expected)
             after = shaped_parts(check, ctx, results[1].value, prepared.expected)
             for name in before:
-                compare(f"{name} after the shift", before[name], after[name].tolist(), rtol, atol)
+                compare(f"{name} after the shift", before[name], after[name].tolist(), rtol, atol, why=why)
         except Mismatch as m:
             return Verdict("failed", "adding the same constant to every score changed the weights: " + m.message, m.details)
+        for result in results:  # the property holds: it pays only if the result meets the contract
+            failed = gated(check, ctx, result.value, prepared.expected, "shift invariance")
+            if failed is not None:
+                return failed
         return Verdict("passed", fraction=1.0)
 
 
@@ -121,8 +242,8 @@ class CausalNoninterferenceKind(Kind):
     """Changing the last key and value leaves earlier causal rows unchanged (G14.06, "Mask before normalization")."""
 
     name = "causal_noninterference"
-    params = {"atol": "optional"}
-    schema = keys_schema(atol=TOLERANCE)
+    params = {"atol": "optional", "why": "optional"}
+    schema = keys_schema(atol=TOLERANCE, why=WHY)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)
@@ -133,14 +254,20 @@ class CausalNoninterferenceKind(Kind):
         k[-1] = (np.asarray(k[-1]) + rng.normal(0.0, 3.0, len(k[-1]))).tolist()
         v[-1] = (np.asarray(v[-1]) + rng.normal(0.0, 3.0, len(v[-1]))).tolist()
         changed = (q, k, v, *args[3:])
+        expected = reference_parts(check, ctx, args)
+        expected["~ref_changed"] = reference_parts(check, ctx, changed)[REF_KEY]
+        # Earlier rows use the same numbers before and after (the changed key's weight is 0); a
+        # route whose summation order depends on the data may still differ by m roundings of |V|.
+        largest = max((abs(x) for row in (*args[2], *v) for x in row), default=0.0)
+        expected["~atol"] = max(float(check.params.get("atol", 1e-12)), 4 * len(k) * EPS * max(largest, 1.0))
         return Prepared(
             calls=(Call(check.function, args, check.timeout), Call(check.function, changed, check.timeout)),
-            expected=reference_shapes(check, ctx, args),
+            expected=expected,
             shown_call=f"{ctx.shown_call(check, args)}, then again with the last key and value changed",
         )
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:
-        atol = float(check.params.get("atol", 1e-12))
+        atol = float(prepared.expected.get("~atol", check.params.get("atol", 1e-12)))
         try:
             before = shaped_parts(check, ctx, results[0].value, prepared.expected)
             after = shaped_parts(check, ctx, results[1].value, prepared.expected)
@@ -152,11 +279,16 @@ class CausalNoninterferenceKind(Kind):
                     row = int(np.flatnonzero(moved.any(axis=1))[0])
                     raise Mismatch(
                         f"changing only the last key and value changed {part}[{row}]: "
-                        f"an earlier position used a future one",
+                        f"an earlier position used a future one (asked: unchanged within {atol:.3g}, m roundings "
+                        "of the values)",
                         ((f"{part}[{row}] before", format_value(a[row])), (f"{part}[{row}] after", format_value(b[row]))),
                     )
         except Mismatch as m:
             return Verdict("failed", m.message, m.details)
+        for result, key in zip(results, (REF_KEY, "~ref_changed")):  # the property holds: does the contract?
+            failed = gated(check, ctx, result.value, prepared.expected, "causal noninterference", key)
+            if failed is not None:
+                return failed
         return Verdict("passed", fraction=1.0)
 
 
@@ -164,11 +296,20 @@ class SumToZeroKind(Kind):
     """The softmax-backward gradient sums to zero (G14.04, "Differentiate the mixing operation")."""
 
     name = "sum_to_zero"
-    params = {"atol": "optional"}
-    schema = keys_schema(atol=TOLERANCE)
+    params = {"atol": "optional", "why": "optional"}
+    schema = keys_schema(atol=TOLERANCE, why=WHY)
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
-        return reference_shapes(check, ctx, args)
+        expected = reference_parts(check, ctx, args)
+        # sum_k p_k (u_k - mean) cancels terms of size |p_k u_k| and |mean| p_k: float64 leaves
+        # about m roundings of their total.
+        try:
+            p, u = (np.asarray(a, dtype=np.float64) for a in args[:2])
+            size = float(np.sum(np.abs(p * u)) + abs(float(p @ u)) * float(np.sum(np.abs(p))))
+        except (TypeError, ValueError):
+            size = 1.0
+        expected["~atol"] = 8 * (len(args[0]) + 1) * EPS * size
+        return expected
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
         atol = float(check.params.get("atol", 1e-12))
@@ -178,10 +319,17 @@ class SumToZeroKind(Kind):
             return Verdict("failed", m.message, m.details)
         total = float(np.sum(grad))
         scale = 1.0 + float(np.sum(np.abs(grad))) if np.all(np.isfinite(grad)) else 1.0
-        if not np.isfinite(total) or abs(total) > atol * scale:
+        allowed = max(atol * scale, float(expected.get("~atol", 0.0)))
+        if not np.isfinite(total) or abs(total) > allowed:
             return Verdict(
-                "failed", f"the gradient's entries sum to {total:.6g}, not 0", (("gradient", format_value(grad)),)
+                "failed", f"the gradient's entries sum to {total:.6g}, not 0; asked: within {allowed:.3g} "
+                "(m float64 roundings of the terms that cancel)", (("gradient", format_value(grad)),)
             )
+        reference = np.asarray(next(iter(expected.get(REF_KEY, {}).values()), grad), dtype=np.float64)
+        problem = gradient_problem(grad, reference)
+        if problem is not None:
+            return Verdict("failed", f"{problem}, so summing to zero earns nothing here: a property pays only for a "
+                           "result that meets the basic contract", (("gradient", format_value(grad)),))
         return Verdict("passed", fraction=1.0)
 
 
@@ -194,8 +342,9 @@ class FiniteDifferenceKind(Kind):
     """
 
     name = "finite_difference"
-    params = {"scores": "required", "upstream": "required", "step": "optional", "rtol": "optional", "atol": "optional"}
-    schema = keys_schema(scores=VECTOR, upstream=VECTOR, step=STEP, rtol=TOLERANCE, atol=TOLERANCE)
+    params = {"scores": "required", "upstream": "required", "step": "optional", "rtol": "optional", "atol": "optional",
+              "why": "optional"}
+    schema = keys_schema(scores=VECTOR, upstream=VECTOR, step=STEP, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         rng = ctx.rng(check)
@@ -228,17 +377,22 @@ class FiniteDifferenceKind(Kind):
             down[k] -= h
             grad[k] = (np.dot(u, softmax(up.tolist())) - np.dot(u, softmax(down.tolist()))) / (2 * h)
         args = (p.tolist(), u.tolist())
+        # Error of the central difference of f = u . softmax(s): truncation h^2 / 6 |f^(3)| (at
+        # most a few sum|u|) and rounding about 2 eps sum|u| / h; a margin of 8 on both.
+        total = float(np.sum(np.abs(u)))
         return Prepared(
             calls=(Call(check.function, args, check.timeout),),
-            expected={"gradient": grad},
+            expected={"gradient": grad, "~atol": 8 * (h * h * total + 2 * EPS * total / h)},
             shown_call=ctx.shown_call(check, args),
         )
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
         rtol = float(check.params.get("rtol", 1e-5))
-        atol = float(check.params.get("atol", 1e-7))
+        atol = max(float(check.params.get("atol", 1e-7)), float(expected.get("~atol", 0.0)))
+        why = check.params.get("why") or (
+            "a central difference with step h is off by about h^2 |f^(3)| in truncation and eps |f| / h in rounding")
         try:
-            compare("gradient", expected["gradient"], got, rtol, atol)
+            compare("gradient", expected["gradient"], got, rtol, atol, why=why)
         except Mismatch as m:
             return Verdict("failed", "disagrees with a finite-difference gradient: " + m.message, m.details)
         return Verdict("passed", fraction=1.0)
@@ -257,3 +411,9 @@ KINDS = (
 def grader_check_kinds() -> Sequence[Kind]:
     """Contribute the G14 check kinds."""
     return KINDS
+
+
+@hookimpl(trylast=True)
+def grader_float64_error(function: str, args: Sequence[Any], parts: dict[str, Any]) -> dict[str, Any] | None:
+    """The error bound of correct float64 code on softmax and attention (`score_rounding`)."""
+    return score_rounding(function, args, parts)

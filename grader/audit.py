@@ -18,10 +18,25 @@ and a ``visible`` column: whether the mutant fails at least one visible
 check, i.e. whether ``grader check`` (and a student's CI) shows the mistake.
 
 then the checks that caught each mutant, and each correct variant's score.
+Then three more tables:
+
+* each *degenerate* mutant (constants, uniform weights, an error on every
+  input: ``degenerate: true`` in the catalogue) with its score and its
+  figure, the points of the shape checks and ValueError checks it passes;
+  it may earn nothing else (no vacuous property points);
+* the starter's contract clauses (``contract.yaml`` beside the catalogue,
+  `grader.catalogue.load_contract`) with the checks that cover each;
+* with diagnosis on, the leave-one-out diagnosis: each mutant graded with
+  itself left out of the catalogue, and every name it then gets (a twin
+  with the same misconception is right; any other is a misnaming), with
+  the precision.
+
 The audit fails (exit 1) if a mutant survives an exercise it is tagged for,
 a correct variant loses a point, a mutant passes every visible check, an
-entry cannot be imported, or (with
-diagnosis on) a mutant's own report does not name its misconception.
+entry cannot be imported, a degenerate mutant scores above its figure, a
+contract clause has no check (or names one the specs lack), or (with
+diagnosis on) a mutant's own report does not name its misconception or the
+leave-one-out precision is below 100%.
 """
 
 from __future__ import annotations
@@ -35,7 +50,65 @@ from grader.errors import EXIT_CHECKS_FAILED, EXIT_OK, ConfigError
 from grader.models import SubmissionResult
 from grader.stash import COLLECTED
 
-__all__ = ["AuditRow", "audit", "audit_rows", "format_matrix"]
+__all__ = ["AuditRow", "audit", "audit_rows", "clause_lines", "degenerate_figure", "format_matrix", "precision_lines"]
+
+FIGURE_KINDS = ("shape", "raises")
+"""The check kinds a degenerate file may earn points on: shapes, and ValueError checks (which
+pay only with a valid twin that returns)."""
+
+
+def degenerate_figure(result: SubmissionResult, kinds: dict[tuple[str, str], str]) -> float:
+    """The points ``result`` earned on checks of `FIGURE_KINDS`: all a degenerate file may score.
+
+    Parameters
+    ----------
+    result : grader.models.SubmissionResult
+    kinds : dict of (str, str) to str
+        Each ``(exercise id, check id)``'s kind.
+    """
+    return round(sum(c.score for e in result.exercises for c in e.checks if kinds.get((e.id, c.id)) in FIGURE_KINDS), 6)
+
+
+def clause_lines(path: str, clauses: Sequence[Any], known: Collection[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """The clause x check table and the clauses that fail it.
+
+    Returns
+    -------
+    (list of str, list of str)
+        The table's lines (one per clause: its id, function, number of checks and the checks),
+        and one ``FAIL`` line per clause without a check or naming a check the specs lack.
+    """
+    width = max([len(c.id) for c in clauses] + [len("clause")])
+    fwidth = max([len(c.function) for c in clauses] + [len("function")])
+    lines = [f"contract clauses of {path}: {len(clauses)}", "",
+             f"{'clause':{width}}  {'function':{fwidth}}  checks"]
+    fails = []
+    for c in clauses:
+        missing = [f"{ex} {cid}" for ex, cid in c.checks if (ex, cid) not in known]
+        shown = ", ".join(f"{ex} {cid}" for ex, cid in c.checks) or "NONE"
+        lines.append(f"{c.id:{width}}  {c.function:{fwidth}}  {len(c.checks)}: {shown}")
+        if not c.checks:
+            fails.append(f"FAIL clause {c.id} has no check: code breaking it ({c.text}) keeps every point")
+        if missing:
+            fails.append(f"FAIL clause {c.id} names checks the specs do not have: {', '.join(missing)}")
+    return lines, fails
+
+
+def precision_lines(namings: Sequence[tuple[str, str, str, str]], misconception: dict[str, str]) -> tuple[list[str], int, int]:
+    """The leave-one-out diagnosis lines, and the counts of namings and misnamings."""
+    wrong = [n for n in namings if misconception.get(n[3]) != misconception.get(n[0])]
+    by_mutant: dict[str, list[str]] = {}
+    for mutant, ex, cid, named in namings:
+        by_mutant.setdefault(mutant, []).append(f"{ex} {cid} -> {named}")
+    lines = ["leave-one-out diagnosis (each mutant graded with itself left out of the catalogue)"]
+    for mutant, items in by_mutant.items():
+        lines.append(f"  {mutant}: " + "; ".join(items))
+    if not by_mutant:
+        lines.append("  no mutant is named once left out: no two catalogued mistakes look alike on all the evidence")
+    for mutant, ex, cid, named in wrong:
+        lines.append(f"FAIL {mutant} left out is misnamed {named} on {ex} {cid}")
+    return lines, len(namings), len(wrong)
+
 
 
 @dataclass(frozen=True)
@@ -196,12 +269,14 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         specs do not have.
     """
     from grader import session
+    from grader.catalogue import load_contract
     from grader.packs import mutants_dir
 
     folder, _ = mutants_dir(config)
     if folder is None:
         raise ConfigError("no mutant catalogue: the pack has none; pass --mutants DIR")
     catalogue = load_catalogue(folder, config.pack.submission, config.pack.chapter_url)
+    contract = load_contract(folder)
     collected = session.collect(config)
     config.stash[COLLECTED] = collected
     exercises = [e.id for e in collected.exercises]
@@ -214,8 +289,9 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
             )
     outcomes = run_entries(config, catalogue.entries, list(collected.calls))
     with_diagnosis = config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False)
+    table = None
     if with_diagnosis:
-        config.hooks.mistake_table(collected=collected, catalogue=catalogue,
+        table = config.hooks.mistake_table(collected=collected, catalogue=catalogue,
                                    outcomes={e.name: outcomes[e.name] for e in catalogue.mutants}, config=config)
     results = {
         e.name: session.grade_submission(e.submission, collected, config, outcome=outcomes[e.name])
@@ -223,6 +299,7 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     }
     visible = {(ex.id, pc.check.id) for ex, items in collected.checks for pc in items if pc.check.visibility == "visible"}
     rows = audit_rows(catalogue, results, with_diagnosis, visible)
+    kinds = {(ex.id, c.id): c.kind for ex in collected.exercises for c in ex.checks}
     checks = sum(len(e.checks) for e in collected.exercises)
     write(f"audit of {catalogue.path}: {len(catalogue.mutants)} mutants, {len(catalogue.correct)} correct variants; "
           f"{len(exercises)} exercises, {checks} checks")
@@ -237,6 +314,41 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     unseen = [r.entry.name for r in mutants if r.result.status == "graded" and not r.visible]
     broken = [r.entry.name for r in rows if r.result.status != "graded"]
     short = [r.entry.name for r in rows if r.entry.kind == "correct" and r.result.score != r.result.max_score]
+    ok = all(r.ok for r in rows)
+    tail = []
+    degenerate = [r for r in mutants if r.entry.degenerate and r.result.status == "graded"]
+    if degenerate:
+        write("degenerate file          score    figure (shape + ValueError checks passed)")
+        above = 0
+        for r in degenerate:
+            figure = degenerate_figure(r.result, kinds)
+            fine = r.result.score <= figure
+            above += not fine
+            score = f"{r.result.score:g}/{r.result.max_score:g}"
+            write(f"{r.entry.name:24} {score:8} {figure:g}"
+                  + ("" if fine else "  FAIL: points on other checks are vacuous"))
+        write("")
+        ok = ok and not above
+        tail.append(f"{len(degenerate) - above}/{len(degenerate)} degenerate files at their figure")
+    if contract is not None:
+        path, clauses = contract
+        known = {(ex.id, c.id) for ex in collected.exercises for c in ex.checks}
+        lines, fails = clause_lines(path, clauses, known)
+        for line in [*lines, *fails, ""]:
+            write(line)
+        ok = ok and not fails
+        covered = sum(1 for c in clauses if c.checks and all(k in known for k in c.checks))
+        tail.append(f"{covered}/{len(clauses)} contract clauses covered")
+    if with_diagnosis:
+        statuses = {name: {(e.id, c.id): c.status for e in res.exercises for c in e.checks} for name, res in results.items()}
+        # The table the hook returned (the diagnosis plugin's): the audit needs only its methods.
+        namings = table.leave_one_out(catalogue, collected, outcomes, statuses) if table is not None else []
+        lines, total, wrong = precision_lines(namings, {e.name: e.misconception for e in catalogue.mutants})
+        for line in [*lines, ""]:
+            write(line)
+        precision = 100.0 if not total else 100.0 * (total - wrong) / total
+        ok = ok and not wrong
+        tail.append(f"leave-one-out diagnosis precision {precision:.0f}% ({total} namings, {wrong} misnamed)")
     for name, ex in survived:
         write(f"FAIL {name} survives {ex}, which it is tagged for: the checks of {ex} do not catch it")
     for name in short:
@@ -247,10 +359,10 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         write(f"FAIL {name} passes every visible check: a student's 'grader check' and CI stay green on it")
     for name in broken:
         write(f"FAIL {name} could not be graded")
-    ok = all(r.ok for r in rows)
     killed = tagged - len(survived)
     write(f"{killed}/{tagged} tagged cells killed; {len(catalogue.correct) - len(short)}/{len(catalogue.correct)} "
           f"correct variants at full marks; {len(mutants) - len(unseen)}/{len(mutants)} mutants fail a visible check"
           + (f"; {len(mutants) - len(unnamed)}/{len(mutants)} mutants named"
-                                                if with_diagnosis else "") + (": OK" if ok else ": FAILED"))
+                                                if with_diagnosis else "")
+          + "".join(f"; {part}" for part in tail) + (": OK" if ok else ": FAILED"))
     return EXIT_OK if ok else EXIT_CHECKS_FAILED

@@ -33,10 +33,98 @@ from grader.errors import ConfigError
 from grader.fileio import write_atomic
 from grader.models import Call, CallResult, RunOutcome, Submission
 
-__all__ = ["CATALOGUE_FILE", "Catalogue", "Entry", "cache_dir", "fingerprint", "load_catalogue", "run_entries"]
+__all__ = [
+    "CATALOGUE_FILE", "CONTRACT_FILE", "Catalogue", "Clause", "Entry", "cache_dir", "fingerprint", "load_catalogue",
+    "load_contract", "run_entries",
+]
 
 CATALOGUE_FILE = "catalogue.yaml"
 """The catalogue's file name inside the mutants folder."""
+
+CONTRACT_FILE = "contract.yaml"
+"""The starter's contract clauses, beside the catalogue (`load_contract`)."""
+
+_CONTRACT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["clauses"],
+    "properties": {
+        "clauses": {
+            "type": "array", "minItems": 1,
+            "items": {
+                "type": "object", "additionalProperties": False, "required": ["id", "function", "text", "checks"],
+                "properties": {
+                    "id": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9-]*$"},
+                    "function": {"type": "string", "minLength": 1},
+                    "text": {"type": "string", "minLength": 5},
+                    "checks": {"type": "array", "uniqueItems": True,
+                               "items": {"type": "string", "pattern": r"^\S+ \S+$"}},
+                },
+            },
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One clause of the starter's contract and the checks that hold code to it.
+
+    Attributes
+    ----------
+    id : str
+        E.g. ``"attention-rejects-width-mismatch"``.
+    function : str
+        The starter function the clause is about.
+    text : str
+        The clause in the starter's words.
+    checks : tuple of (str, str)
+        ``(exercise id, check id)`` of each check that fails code breaking it.
+    """
+
+    id: str
+    function: str
+    text: str
+    checks: tuple[tuple[str, str], ...]
+
+
+def load_contract(folder: str | os.PathLike[str]) -> tuple[str, tuple[Clause, ...]] | None:
+    """Read ``<folder>/contract.yaml``: the starter's contract clauses, each with its checks.
+
+    Returns
+    -------
+    (str, tuple of Clause) or None
+        The file and its clauses; None when the folder has no contract file.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the file is malformed (one line naming the key) or lists a clause twice.
+    """
+    from grader.yamlfile import parse_yaml  # the same safe loader as the specs
+
+    path = Path(folder) / CONTRACT_FILE
+    if not path.is_file():
+        return None
+    import jsonschema  # here, not at the top: only 'grader audit' reads the contract
+
+    data = parse_yaml(str(path))
+    errors = sorted(jsonschema.Draft202012Validator(_CONTRACT_SCHEMA).iter_errors(data),
+                    key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    if errors:
+        err = errors[0]
+        where = ".".join(str(p) for p in err.absolute_path) or "top level"
+        raise ConfigError(f"{path}: {where}: {err.message}")
+    clauses: list[Clause] = []
+    for index, raw in enumerate(data["clauses"]):
+        if any(c.id == raw["id"] for c in clauses):
+            raise ConfigError(f"{path}: clauses[{index}] '{raw['id']}': the id is used twice")
+        pairs = (str(c).split(" ", 1) for c in raw["checks"])  # the schema asks "EXERCISE CHECK"
+        checks = tuple((exercise, check) for exercise, check in pairs)
+        clauses.append(Clause(str(raw["id"]), str(raw["function"]), " ".join(str(raw["text"]).split()), checks))
+    return str(path), tuple(clauses)
+
 
 def _entry_file(filename: str | None) -> str:
     """Each entry's code is ``<mutants folder>/<name>/<filename>``: the course pack's submission file."""
@@ -61,6 +149,7 @@ _ENTRY_SCHEMA: dict[str, Any] = {
         "section": {"type": "string", "minLength": 1},
         "exercises": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "uniqueItems": True},
         "description": {"type": "string", "minLength": 1},
+        "degenerate": {"type": "boolean"},
     },
     "if": {"properties": {"kind": {"const": "mutant"}}},
     "then": {"required": ["misconception", "section", "exercises"], "not": {"required": ["description"]}},
@@ -106,6 +195,10 @@ class Entry:
         The correct variant it was copied from, if any.
     description : str
         For a correct variant: what makes it a distinct approach.
+    degenerate : bool
+        For a mutant that computes nothing (constants, uniform weights, an
+        error on every input): ``grader audit`` requires it to score no
+        more than the shape checks and the ValueError checks it passes.
     """
 
     name: str
@@ -117,6 +210,7 @@ class Entry:
     exercises: tuple[str, ...] = ()
     base: str = ""
     description: str = ""
+    degenerate: bool = False
 
     @property
     def submission(self) -> Submission:
@@ -242,6 +336,7 @@ def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None, 
                 exercises=tuple(raw.get("exercises", ())),
                 base=raw.get("base", ""),
                 description=" ".join(raw.get("description", "").split()),
+                degenerate=bool(raw.get("degenerate", False)),
             )
         )
     correct = {e.name for e in entries if e.kind == "correct"}

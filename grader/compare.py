@@ -13,7 +13,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Mismatch", "as_array", "compare", "format_value", "part_names", "split_parts"]
+__all__ = [
+    "DEFAULT_WHY", "EPS", "FLOOR_WHY", "Mismatch", "as_array", "compare", "format_value", "part_names", "perturb",
+    "rounding_floor", "split_parts",
+]
 
 
 class Mismatch(Exception):
@@ -150,12 +153,16 @@ def _index(name: str, flat: int, shape: tuple[int, ...]) -> str:
     return name + "".join(f"[{i}]" for i in np.unravel_index(flat, shape))
 
 
-def compare(name: str, expected: Any, got: Any, rtol: float, atol: float) -> None:
+def compare(
+    name: str, expected: Any, got: Any, rtol: float, atol: float,
+    floor: Any = None, why: str = "",
+) -> None:
     """Compare one returned part with its expected value.
 
     Integers are compared exactly; floats with
-    ``abs(got - expected) <= atol + rtol * abs(expected)``, elementwise, and
-    a NaN or infinity where a finite number is expected always fails.
+    ``abs(got - expected) <= atol + rtol * abs(expected) + floor``,
+    elementwise, and a NaN or infinity where a finite number is expected
+    always fails. A failure's message says the accuracy asked and why.
 
     Parameters
     ----------
@@ -166,6 +173,13 @@ def compare(name: str, expected: Any, got: Any, rtol: float, atol: float) -> Non
         Returned JSON data.
     rtol, atol : float
         Relative and absolute tolerance.
+    floor : ndarray or float, optional
+        A further absolute allowance per element (the shape of
+        ``expected``): what float64 rounding can move the result by on these
+        inputs (`rounding_floor`). Zero by default.
+    why : str, optional
+        The reason for the tolerance, in words, for the message
+        (default `DEFAULT_WHY`).
 
     Raises
     ------
@@ -186,9 +200,10 @@ def compare(name: str, expected: Any, got: Any, rtol: float, atol: float) -> Non
             f"{name} has shape {arr.shape}, expected {exp.shape}",
             (("expected shape", str(exp.shape)), ("got shape", str(arr.shape)), ("got", format_value(arr))),
         )
+    extra = np.zeros(exp.shape) if floor is None else np.broadcast_to(np.asarray(floor, dtype=np.float64), exp.shape)
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(arr - exp)
-        bad = ~(err <= atol + rtol * np.abs(exp))
+        bad = ~(err <= atol + rtol * np.abs(exp) + extra)
     if not bad.any():
         return
     nonfinite = bad & ~np.isfinite(arr)
@@ -203,14 +218,139 @@ def compare(name: str, expected: Any, got: Any, rtol: float, atol: float) -> Non
         where = _index(name, flat, exp.shape)
         largest = f"{float(err.reshape(-1)[flat]):.6g}"
         message = f"{name} differs from the expected value by up to {largest} (at {where})"
+    asked = f"rtol={rtol:g}, atol={atol:g}"
+    most = float(np.max(extra)) if extra.size else 0.0
+    if most > 0:
+        asked += f", plus up to {most:.3g} for float64 rounding"
+    message += f"; asked: within {asked} ({why or DEFAULT_WHY})"
     details = (
         ("expected", format_value(exp if exp.shape else float(exp))),
         ("got", format_value(arr if arr.shape else float(arr))),
         ("largest error", largest),
         ("where", where),
-        ("tolerance", f"rtol={rtol:g}, atol={atol:g}"),
+        ("tolerance", asked),
     )
     raise Mismatch(message, details)
+
+
+EPS = float(np.finfo(np.float64).eps)
+"""float64's machine epsilon, 2**-52 (about 2.2e-16)."""
+
+DEFAULT_WHY = "float64 code is accurate to about 1e-13 here; float16 or a wrong formula is not"
+"""Why the default tolerances (rtol 1e-6, atol 1e-9) are what a check asks."""
+
+FLOOR_WHY = (
+    "the default, widened by what correct float64 code may be off by on inputs of this size: near a "
+    "score of 1e12 float64's spacing is about 1e-4, and a log-sum-exp route rounds to it"
+)
+"""Why a computed `rounding_floor` widens a check's tolerance."""
+
+SAFETY = 8.0
+"""Factor on the measured perturbation effect in `rounding_floor` (it is sampled, not a bound)."""
+
+
+def perturb(value: Any, rng: np.random.Generator, rel: float) -> Any:
+    """A copy of plain data with every float multiplied by ``1 + d``, ``|d| = rel`` with a random sign.
+
+    Integers, booleans and None are kept: they are sizes, flags and masks, not measured values.
+    """
+    if isinstance(value, list):
+        return [perturb(v, rng, rel) for v in value]
+    if isinstance(value, tuple):
+        return tuple(perturb(v, rng, rel) for v in value)
+    if isinstance(value, float):
+        return value * (1.0 + rel * (1.0 if rng.random() < 0.5 else -1.0))
+    return value
+
+
+def _signed(value: Any, pattern: int, counter: list[int], rel: float) -> Any:
+    """A copy of plain data with float number i multiplied by ``1 + rel`` or ``1 - rel``, as bit
+    ``pattern`` of i says (so that every two floats move apart in one pattern or another)."""
+    if isinstance(value, list):
+        return [_signed(v, pattern, counter, rel) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_signed(v, pattern, counter, rel) for v in value)
+    if isinstance(value, float):
+        index = counter[0]
+        counter[0] += 1
+        return value * (1.0 + (rel if (index >> pattern) & 1 else -rel))
+    return value
+
+
+def _terms(value: Any) -> int:
+    """The longest list in nested data: the most terms one sum over it can have."""
+    if not isinstance(value, (list, tuple)):
+        return 1
+    return max([len(value), *(_terms(v) for v in value)])
+
+
+def rounding_floor(
+    fn: Any, args: Sequence[Any], expected: dict[str, Any], names: Sequence[str], seed: int, trials: int = 4,
+) -> dict[str, np.ndarray]:
+    """What float64 rounding can move each part of a result by, measured on the inputs themselves.
+
+    A backward-stable float64 route (max subtraction, log-sum-exp, renormalising, ``math.fsum``)
+    computes the exact result of inputs perturbed by a few units in the last place, ``k * EPS``
+    relative with ``k`` the longest sum (at least 4). So the reference ``fn`` is called on
+    such perturbations (sign patterns by the bits of each float's index, so that every two
+    inputs move apart in one of them, then ``trials`` with random signs, seeded) and each
+    element's largest change,
+    times `SAFETY`, is the floor: about 0 on well-conditioned inputs, about 1e-3 for weights of
+    scores near 1e12, where float64's spacing is 1e-4.
+
+    Parameters
+    ----------
+    fn : callable
+        The trusted reference function.
+    args : sequence
+        The check's arguments (plain data).
+    expected : dict of str to ndarray
+        The parts to measure, by name (their shapes; a hand value may stand
+        for the reference's result: the changes are measured from the
+        reference's own result on ``args``).
+    names : sequence of str
+        The names of the result's parts, in order.
+    seed : int
+        Seeds the perturbations (a check's floor is the same on every run).
+    trials : int, optional
+
+    Returns
+    -------
+    dict of str to ndarray
+        Per part in ``expected``, an array of its shape (zeros where nothing moves); a part whose
+        perturbed value is not finite or changes shape is left at zero.
+    """
+    rng = np.random.default_rng(seed)
+    rel = max(4, _terms(list(args))) * EPS
+    floats = [0]
+    _signed(list(args), 0, floats, 0.0)  # count them
+    patterns = max(1, int(floats[0]).bit_length())
+    floor = {k: np.zeros(np.shape(v)) for k, v in expected.items()}
+    try:
+        base = fn(*args)
+    except Exception:  # noqa: BLE001 - the caller reports a reference that fails on the inputs
+        return floor
+    base_parts = dict(zip(names, base if len(names) > 1 else (base,)))
+    for trial in range(patterns + trials):
+        # Sign patterns first (each pair of inputs moves apart in one of them), then random signs.
+        moved = _signed(list(args), trial, [0], rel) if trial < patterns else perturb(list(args), rng, rel)
+        try:
+            value = fn(*moved)
+        except Exception:  # noqa: BLE001, S112 - a perturbed input the reference refuses: no evidence
+            continue
+        parts = value if len(names) > 1 else (value,)
+        for name, part in zip(names, parts):
+            if name not in floor:
+                continue
+            try:
+                arr = np.asarray(part, dtype=np.float64)
+            except (TypeError, ValueError):
+                continue
+            ref = np.asarray(base_parts[name], dtype=np.float64)
+            if arr.shape != ref.shape or ref.shape != floor[name].shape or not np.all(np.isfinite(arr)):
+                continue
+            floor[name] = np.maximum(floor[name], SAFETY * np.abs(arr - ref))
+    return floor
 
 
 def is_close_scalar(a: float, b: float, rtol: float, atol: float) -> bool:

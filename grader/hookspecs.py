@@ -151,6 +151,35 @@ def grader_check_kinds() -> Sequence[CheckKind] | None:
 
 
 @hookspec(firstresult=True)
+def grader_float64_error(function: str, args: Sequence[Any], parts: dict[str, Any]) -> dict[str, Any] | None:
+    """State what correct float64 code may be off by on one call, per element.
+
+    A course pack's error analysis of its own functions (e.g. from the
+    magnitude of the scores). The generic ``compare`` and ``literal`` kinds
+    widen a check's tolerance by it where it exceeds ``rtol``/``atol``
+    (`grader.kinds.with_floor`), so correct float64 routes pass on extreme
+    inputs; without an answer they measure the effect of rounding the inputs
+    instead. Called while checks are prepared, in the grader's process, on
+    trusted data only.
+
+    Parameters
+    ----------
+    function : str
+        The function the check calls.
+    args : sequence
+        Its (plain data) arguments.
+    parts : dict of str to array_like
+        The reference's result on ``args``, by part name.
+
+    Returns
+    -------
+    dict of str to ndarray or None
+        An absolute bound per element of each part it knows; None when it
+        does not know the function.
+    """
+
+
+@hookspec(firstresult=True)
 def grader_locate_submissions(path: str, config: Config) -> Sequence[Submission] | None:
     """Turn one command-line PATH into submissions.
 

@@ -87,6 +87,14 @@ def visible_part(collected: Any) -> Any:
     return dataclasses.replace(collected, checks=checks)
 
 
+def _result(result: Any) -> dict[str, Any]:
+    """One call result of a mistake: its data, or the exception it raised (diagnosis matches either)."""
+    if result.status == "returned":
+        return {"value": encode(result.value), "mutated": list(result.mutated_args)}
+    return {"status": result.status, "type": result.error_type, "value_error": result.value_error,
+            "message": result.message}
+
+
 def _mistakes(table: Any, exercise_id: str, check_id: str) -> list[dict[str, Any]]:
     if table is None:
         return []
@@ -94,7 +102,7 @@ def _mistakes(table: Any, exercise_id: str, check_id: str) -> list[dict[str, Any
     for entry, results in table.rows.get((exercise_id, check_id), ()):
         out.append({
             "name": entry.name, "misconception": entry.misconception, "section": entry.section,
-            "results": [{"value": encode(r.value), "mutated": list(r.mutated_args)} for r in results],
+            "results": [_result(r) for r in results],
         })
     return out
 
@@ -219,8 +227,12 @@ def load_mistakes(path: Path) -> Any:
                     entry = entries.setdefault(m["name"], Entry(
                         name=str(m["name"]), kind="mutant", file="", sha256="",
                         misconception=str(m["misconception"]), section=str(m["section"])))
-                    results = tuple(CallResult("returned", decode(r["value"]), mutated_args=tuple(r["mutated"]))
-                                    for r in m["results"])
+                    results = tuple(
+                        CallResult("returned", decode(r["value"]), mutated_args=tuple(r["mutated"]))
+                        if r.get("status", "returned") == "returned" else
+                        CallResult(str(r["status"]), error_type=str(r.get("type", "")),
+                                   value_error=bool(r.get("value_error")), message=str(r.get("message", "")))
+                        for r in m["results"])
                     rows.setdefault((ex["id"], c["id"]), []).append((entry, results))
     except (OSError, ValueError, KeyError, TypeError):
         return None

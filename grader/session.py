@@ -250,7 +250,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
 
     prepared = []
     for exercise in exercises:
-        context = KindContext(exercise, dict(reference))
+        context = KindContext(exercise, dict(reference), error_bound=_error_bound(config))
         items = []
         for check in exercise.checks:
             if visible_only and not is_public(check):
@@ -260,6 +260,15 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
             items.append(PreparedCheck(check, kind, context, ready))
         prepared.append((exercise, tuple(items)))
     return Collected(tuple(exercises), tuple(prepared), spec_hash(used, reference_path))
+
+
+def _error_bound(config: Config) -> Any:
+    """``KindContext.error_bound``: the ``grader_float64_error`` hook, as a plain function."""
+
+    def bound(function: str, args: Any, parts: Any) -> Any:
+        return config.hooks.float64_error(function=function, args=args, parts=parts)
+
+    return bound
 
 
 def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared:

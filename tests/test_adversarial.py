@@ -142,7 +142,7 @@ class Attack:
     absent: tuple = ()
 
 
-FULL_MARKS = 70.0
+FULL_MARKS = 86.0
 """The course's total (the specs' points): an honest correct classmate's score."""
 HONEST_WRONG = "mib differs from the expected value"
 CPU_TIME_OUT = "bytes_to_mib did not finish: the call used more than 2 s of CPU time"

@@ -29,7 +29,7 @@ EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")
 # K = killed (tagged, lost points), - = not tagged and untouched.
 MATRIX = {
     "unnormalized_scores": "KKK--K",
-    "no_max_subtraction": "-----K",
+    "no_max_subtraction": "--K--K",  # G14.03: exp(800) in the causal row with a future score far above
     "softmax_query_axis": "KKK--K",
     "no_sqrt_dk": "KKK--K",
     "divide_by_dk": "KKK--K",
@@ -57,8 +57,32 @@ MATRIX = {
     "mib_decimal": "----K-",
     "forgets_batch": "----K-",
     "forgets_heads": "----K-",
+    # mistakes seen in public code (issue 12)
+    "scale_times_sqrt_dk": "KKK--K",
+    "constant_scale_heads": "KKK--K",
+    "divide_by_half_dk": "KKK--K",
+    "scale_after_softmax": "KKK--K",
+    "row_sums_no_keepdims": "KKK--K",
+    "causal_uniform_past": "--K--K",
+    "mask_never_applied": "--K--K",
+    "max_over_masked": "--K--K",
+    "backward_p_minus_u": "---K--",
+    "memory_entries_only": "----K-",
+    "width_mismatch_type_error": "K----K",
+    # degenerate files
+    "constant_outputs": "KKKKKK",
+    "uniform_weights": "KKKKKK",
+    "always_value_error": "KKKKKK",
 }
-CORRECT = ("correct_lists", "correct_numpy", "correct_neg_inf", "correct_renormalize", "correct_logsumexp", "correct_batched")
+CORRECT = (
+    "correct_lists", "correct_numpy", "correct_neg_inf", "correct_renormalize", "correct_logsumexp", "correct_batched",
+    "correct_lse_lists", "correct_lse_numpy",
+)
+LAST_LINE = (
+    "118/118 tagged cells killed; 8/8 correct variants at full marks; 43/43 mutants fail a visible check; "
+    "43/43 mutants named; 3/3 degenerate files at their figure; 32/32 contract clauses covered; "
+    "leave-one-out diagnosis precision 100% (4 namings, 0 misnamed): OK"
+)
 
 # The chapter's section headings (G14: Attention, embeddings, and transformer reasoning).
 CHAPTER_SECTIONS = {
@@ -105,9 +129,8 @@ def audited() -> tuple[int, list[str]]:
 def test_the_audit_passes(audited) -> None:  # noqa: ANN001
     code, lines = audited
     assert code == 0
-    assert lines[0] == "audit of g14/mutants/catalogue.yaml: 29 mutants, 6 correct variants; 6 exercises, 46 checks"
-    assert lines[-1] == ("69/69 tagged cells killed; 6/6 correct variants at full marks; "
-                         "29/29 mutants fail a visible check; 29/29 mutants named: OK")
+    assert lines[0] == "audit of g14/mutants/catalogue.yaml: 43 mutants, 8 correct variants; 6 exercises, 58 checks"
+    assert lines[-1] == LAST_LINE
     assert not any(line.startswith("FAIL") for line in lines)
 
 
@@ -120,7 +143,7 @@ def test_the_whole_kill_matrix(audited) -> None:  # noqa: ANN001
         expected.append(f"{name:{width}}  " + "  ".join(f"{cell[c]:8}" for c in row) + "  yes      yes")
     assert lines[2 : 3 + len(MATRIX)] == expected
     correct_at = lines.index(f"{'correct variant':{width}}  score")
-    assert lines[correct_at + 1 : correct_at + 1 + len(CORRECT)] == [f"{n:{width}}  70/70" for n in CORRECT]
+    assert lines[correct_at + 1 : correct_at + 1 + len(CORRECT)] == [f"{n:{width}}  86/86" for n in CORRECT]
 
 
 def test_tags_in_the_catalogue_are_the_killed_cells() -> None:
@@ -133,27 +156,43 @@ def test_tags_in_the_catalogue_are_the_killed_cells() -> None:
 
 def test_the_checks_that_catch_each_mistake(audited) -> None:  # noqa: ANN001
     _, lines = audited
-    caught = dict(line.strip().split(": ", 1) for line in lines if line.startswith("  ") and ": " in line)
+    start = lines.index("caught by (exercise: checks not passed)") + 1
+    section = lines[start : lines.index("", start)]
+    caught = dict(line.strip().split(": ", 1) for line in section)
     assert set(caught) == set(MATRIX)
     assert caught["mutates_input"] == "G14.06 softmax-leaves-scores-unchanged"
     assert caught["fill_minus_1e4"] == caught["fill_minus_1e9"] == (
         "G14.06 masked-scores-above-allowed masked-scores-above-very-low-allowed")
     assert caught["causal_unequal_accepted"] == "G14.06 rejects-causal-unequal rejects-causal-more-queries"
+    assert caught["width_mismatch_type_error"] == "G14.01 q-k-widths-must-match; G14.06 rejects-width-mismatch"
+    # Uniform causal rows keep the causal properties, but break the contract (weights ordered like the scores).
+    assert caught["causal_uniform_past"] == (
+        "G14.03 causal-two-positions causal-random causal-future-score-far-above causal-random-dk5; "
+        "G14.06 causal-rows-sum-to-one causal-noninterference attention-leaves-inputs-unchanged "
+        "causal-masked-scores-above-max")
+    assert caught["max_over_masked"] == (
+        "G14.03 causal-future-score-far-above; G14.06 masked-scores-above-allowed masked-scores-above-very-low-allowed "
+        "causal-masked-scores-above-max")
+    # d_k / 2 equals sqrt(d_k) at d_k = 4 (unequal-counts, huge-scores): only the other d_k catch it in G14.06.
+    assert caught["divide_by_half_dk"].endswith("G14.06 unequal-counts-dk2 unequal-counts-dk9 causal-masked-scores-above-max")
     assert caught["no_finite_check"] == "G14.06 rejects-nan-score rejects-nan-value"
     assert caught["mib_decimal"] == "G14.05 mib-n1024 mib-n2048 one-mib"
     assert caught["forgets_batch"] == "G14.05 bytes-n1024 bytes-n2048 itemsize"
     assert caught["backward_drops_pk"] == "G14.04 chapter-example sums-to-zero finite-difference random-compare"
     assert caught["mask_after_softmax"] == (
-        "G14.03 causal-two-positions one-allowed-key causal-random masked-softmax-random; "
-        "G14.06 causal-rows-sum-to-one masked-scores-above-allowed causal-noninterference "
-        "masked-scores-above-very-low-allowed"
+        "G14.03 causal-two-positions one-allowed-key causal-random masked-softmax-random causal-future-score-far-above "
+        "causal-random-dk5; G14.06 causal-rows-sum-to-one masked-scores-above-allowed causal-noninterference "
+        "softmax-leaves-scores-unchanged attention-leaves-inputs-unchanged masked-scores-above-very-low-allowed "
+        "causal-masked-scores-above-max"
     )
     assert caught["no_sqrt_dk"] == (
-        "G14.01 unequal-counts-and-widths more-queries-than-keys; G14.02 random-outputs scaled-scores-dk3; "
-        "G14.03 causal-random; G14.06 unequal-counts"
+        "G14.01 unequal-counts-and-widths more-queries-than-keys dk5-against-dv2; G14.02 random-outputs "
+        "scaled-scores-dk3 scaled-scores-dk6; G14.03 causal-random causal-random-dk5; G14.06 unequal-counts "
+        "unequal-counts-dk2 unequal-counts-dk9 causal-masked-scores-above-max"
     )
-    # Hard-coded chapter answers pass every hand value and fail everything seeded.
-    assert "G14.02 shift-invariance random-softmax random-outputs scaled-scores-dk3;" in caught["hardcoded_answers"]
+    # Hard-coded chapter answers pass no hand value with a companion, and fail everything seeded.
+    assert "G14.02 shift-invariance random-softmax random-outputs scaled-scores-dk3 scaled-scores-dk6;" in (
+        caught["hardcoded_answers"])
     assert "G14.05 one-mib itemsize;" in caught["hardcoded_answers"]
 
 
@@ -167,7 +206,7 @@ def test_each_mutant_is_one_small_change_of_its_base() -> None:
     for entry in load_catalogue(MUTANTS).mutants:
         text = Path(entry.file).read_text()
         assert text.startswith('"""Mutant: '), entry.name
-        if entry.name == "hardcoded_answers":
+        if entry.name == "hardcoded_answers" or entry.degenerate:
             assert not entry.base  # nothing is computed: there is no base to differ from
             continue
         assert f"Derived from mutants/{entry.base}/attention.py" in text
@@ -214,8 +253,10 @@ entries:
     lines = out.splitlines()
     assert lines[2] == "mutant         G14.01    G14.02    G14.03    G14.04    G14.05    G14.06    visible"  # no "named"
     assert lines[3] == "mib_decimal    -         -         -         SURVIVED  killed    -         yes"
-    assert "no_sqrt_dk     58/70  LOST POINTS: G14.01 unequal-counts-and-widths more-queries-than-keys; " \
-           "G14.02 random-outputs scaled-scores-dk3; G14.03 causal-random; G14.06 unequal-counts" in lines
+    assert "no_sqrt_dk     66/86  LOST POINTS: G14.01 unequal-counts-and-widths more-queries-than-keys " \
+           "dk5-against-dv2; G14.02 random-outputs scaled-scores-dk3 scaled-scores-dk6; G14.03 causal-random " \
+           "causal-random-dk5; G14.06 unequal-counts unequal-counts-dk2 unequal-counts-dk9 " \
+           "causal-masked-scores-above-max" in lines
     assert "FAIL mib_decimal survives G14.04, which it is tagged for: the checks of G14.04 do not catch it" in lines
     assert "FAIL correct variant no_sqrt_dk loses points" in lines
     assert lines[-1] == ("1/2 tagged cells killed; 1/2 correct variants at full marks; "

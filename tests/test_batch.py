@@ -288,7 +288,7 @@ def test_a_file_changed_after_it_was_located_is_graded_as_read_and_not_kept(
     code, _, err = cli("grade", folder, "--out", out, "-q", "-p", "g14_swap", "--swap-with", starter)
     assert code == 0, err
     results = {s["id"]: s for s in json.loads((out / "results.json").read_text())["submissions"]}
-    assert results["swapped"]["score"] == 0 and results["twin"]["score"] == 70
+    assert results["swapped"]["score"] == 0 and results["twin"]["score"] == 86
     assert results["swapped"]["sha256"] == hashlib.sha256(starter.read_bytes()).hexdigest()
     # Only the twin's result was kept: the starter's score is not filed under the correct file's hash.
     rows = sqlite3.connect(out / "gradebook.sqlite").execute("SELECT student, sha256 FROM results").fetchall()

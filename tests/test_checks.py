@@ -152,10 +152,11 @@ def test_compare_nan_where_finite_expected() -> None:
     outputs, weights = reference_result("attention", prepared.calls[0].args)
     weights[0][1] = math.nan
     v = verdict_of(check, prepared, [outputs, weights], ctx=ctx)
-    assert failed(v) == "weights[0][1] is nan where a finite number is expected"
+    assert failed(v).startswith("weights[0][1] is nan where a finite number is expected; asked: within rtol=1e-06, "
+                                "atol=1e-09 (float64 code is accurate to about 1e-13 here")
     assert dict(v.details)["largest error"] == "not finite"
     outputs[2][0] = -math.inf
-    assert failed(verdict_of(check, prepared, [outputs, weights], ctx=ctx)) == (
+    assert failed(verdict_of(check, prepared, [outputs, weights], ctx=ctx)).startswith(
         "outputs[2][0] is -inf where a finite number is expected"
     )
 
@@ -307,14 +308,16 @@ def test_raises_kind() -> None:
 def test_row_sums_kind() -> None:
     check, ctx = make("row_sums", "attention", {"Q": {"normal": [4, 3]}, "K": {"normal": [6, 3]}, "V": {"normal": [6, 2]}})
     prepared = prepare(check, ctx)
-    assert prepared.expected == {"weights": (4, 6)}
+    assert {k: v for k, v in prepared.expected.items() if not k.startswith("~")} == {"weights": (4, 6), "outputs": (4, 2)}
     outputs, weights = reference_result("attention", prepared.calls[0].args)
+    np.testing.assert_array_equal(prepared.expected["~ref"]["weights"], weights)  # for the contract gate
     passed(verdict_of(check, prepared, [outputs, weights], ctx=ctx))
 
     half = [row[:] for row in weights]
     half[2] = [w / 2 for w in half[2]]
     v = verdict_of(check, prepared, [outputs, half], ctx=ctx)
-    assert failed(v) == "row 2 of weights sums to 0.5, not 1"
+    assert failed(v) == ("row 2 of weights sums to 0.5, not 1; asked: within 1e-09 (float64 sums m weights to 1 "
+                         "within about m * 2.2e-16)")
     sums = [round(float(s), 12) for s in np.sum(half, axis=1)]
     assert sums == [1.0, 1.0, 0.5, 1.0]
 
@@ -326,6 +329,16 @@ def test_row_sums_kind() -> None:
     assert failed(verdict_of(check, prepared, [outputs, weights[0]], ctx=ctx)) == (
         "weights has shape (6,), expected (4, 6)"
     )
+    # Uniform rows sum to one but ignore the scores: no point for the property alone.
+    uniform = [[1 / 6] * 6 for _ in weights]
+    assert failed(verdict_of(check, prepared, [outputs, uniform], ctx=ctx)) == (
+        "in row 0 the weights ignore the scores: the largest score's weight is not above the smallest allowed "
+        "score's, so summing to one earns nothing here: a property pays only for a result that meets the basic contract"
+    )
+    # Non-finite outputs break the contract too.
+    bad = [row[:] for row in outputs]
+    bad[0][0] = math.inf
+    assert failed(verdict_of(check, prepared, [bad, weights], ctx=ctx)).startswith("outputs holds a value that is not finite")
 
 
 # --- shift_invariance ------------------------------------------------------------
@@ -350,6 +363,19 @@ def test_shift_invariance_kind() -> None:
                                 plus_one_softmax(second.args[0]), ctx=ctx))
     assert message.startswith("adding the same constant to every score changed the weights: ")
 
+    def scaled_softmax(s: list[float]) -> list[float]:  # a temperature taken from the scores themselves
+        a = np.asarray(s) / np.max(np.abs(s))
+        e = np.exp(a - a.max())
+        return (e / e.sum()).tolist()
+
+    message = failed(verdict_of(check, prepared, scaled_softmax(first.args[0]),
+                                scaled_softmax(second.args[0]), ctx=ctx))
+    assert message.startswith("adding the same constant to every score changed the weights: ")
+    assert "asked: within rtol=1e-06" in message and "the shift itself rounds each score" in message
+    # Constant weights are shift invariant, and earn nothing.
+    zeros = [0.0] * 6
+    assert "earns nothing" in failed(verdict_of(check, prepared, zeros, zeros, ctx=ctx))
+
 
 # --- causal_noninterference --------------------------------------------------------
 
@@ -363,7 +389,8 @@ def test_causal_noninterference_kind() -> None:
     assert c0 is True and c1 is True
     assert q1 == q0 and k1[:-1] == k0[:-1] and v1[:-1] == v0[:-1]
     assert k1[-1] != k0[-1] and v1[-1] != v0[-1]
-    assert prepare(check, ctx) == prepared  # deterministic, changes included
+    again = prepare(check, ctx)  # deterministic, changes included
+    assert again.calls == prepared.calls and again.shown_call == prepared.shown_call
 
     ref_before, ref_after = reference_result("attention", before.args), reference_result("attention", after.args)
     passed(verdict_of(check, prepared, ref_before, ref_after, ctx=ctx))
@@ -380,8 +407,12 @@ def test_causal_noninterference_kind() -> None:
     message = failed(verdict_of(check, prepared, ref_before, [ref_after[0], moved], ctx=ctx))
     assert "changed" in message and "weights" in message and "[2]" in message
 
-    # the last row may change freely
-    passed(verdict_of(check, prepared, ref_before, [ref_after[0], ref_after[1][:-1] + [[0.2] * 5]], ctx=ctx))
+    # the last row may change freely (keeping to the contract: a distribution ordered like the scores)
+    last = [0.9 * w + 0.02 for w in ref_after[1][-1]]
+    passed(verdict_of(check, prepared, ref_before, [ref_after[0], ref_after[1][:-1] + [last]], ctx=ctx))
+    # Constant outputs and weights never change: that is no evidence of causal masking.
+    zeros = [[[0.0] * 2 for _ in range(5)], [[0.0] * 5 for _ in range(5)]]
+    assert "earns nothing" in failed(verdict_of(check, prepared, zeros, zeros, ctx=ctx))
 
 
 # --- sum_to_zero -------------------------------------------------------------------
@@ -394,9 +425,11 @@ def test_sum_to_zero_kind() -> None:
     assert reference_result("softmax_backward", prepared.calls[0].args) == [-0.375, 0.375]
     passed(verdict_of(check, prepared, [-3 / 8, 3 / 8], ctx=ctx))
     v = verdict_of(check, prepared, [-3 / 8, 1 / 2], ctx=ctx)
-    assert failed(v) == "the gradient's entries sum to 0.125, not 0"
+    assert failed(v).startswith("the gradient's entries sum to 0.125, not 0; asked: within ")
     assert dict(v.details) == {"gradient": "[-0.375, 0.5]"}
     assert "not 0" in failed(verdict_of(check, prepared, [math.nan, 0.0], ctx=ctx))
+    # Zeros sum to zero but point nowhere: the property alone earns nothing.
+    assert "the gradient points the wrong way" in failed(verdict_of(check, prepared, [0.0, 0.0], ctx=ctx))
 
     random_check, ctx = make("sum_to_zero", "softmax_backward", {"p": {"simplex": 6}, "u": {"normal": [6]}})
     prepared = prepare(random_check, ctx)
@@ -652,10 +685,14 @@ def test_property_kinds_reject_wrong_shapes(kind: str, function: str, args: dict
 
 
 def test_no_mutation_names_the_changed_argument() -> None:
-    check, ctx = make("no_mutation", "softmax", {"scores": {"normal": [5]}, "allowed": {"mask": 5}})
+    check, ctx = make("no_mutation", "softmax", {"scores": {"normal": [5]}, "allowed": {"mask": 5}},
+                      returns={"softmax": ("weights",)})
     prepared = prepare(check, ctx)
-    assert prepared.expected == {"params": ["scores", "allowed"]} and len(prepared.calls) == 1
-    passed(KINDS["no_mutation"].judge(check, prepared, [CallResult("returned", value=[0.2] * 5)], ctx))
+    assert prepared.expected["params"] == ["scores", "allowed"] and len(prepared.calls) == 1
+    good = reference_result("softmax", prepared.calls[0].args)
+    passed(KINDS["no_mutation"].judge(check, prepared, [CallResult("returned", value=good)], ctx))
+    # Leaving the arguments alone earns nothing for a result that breaks the contract (uniform weights).
+    assert "earns nothing" in failed(KINDS["no_mutation"].judge(check, prepared, [CallResult("returned", value=[0.2] * 5)], ctx))
     changed = CallResult("returned", value=[0.2] * 5, mutated_args=(0,))
     verdict = KINDS["no_mutation"].judge(check, prepared, [changed], ctx)
     assert failed(verdict) == (

@@ -18,7 +18,7 @@ from grader.builtin.classroom import SCHEMA
 from grader.ci import NOTE
 
 ROOT = Path(__file__).resolve().parents[1]
-MUTANT = ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py"  # 29/30 visible points: one check fails
+MUTANT = ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py"  # 33/35 visible points: two checks fail
 BIN = Path(sys.executable).parent
 
 
@@ -63,18 +63,19 @@ def test_github_workflow_runs_as_actions_runs_it(tmp_path: Path) -> None:
                GITHUB_ACTOR="student", GITHUB_REPOSITORY="course/student-repo")
     [check] = [line for line in runs if not _installs(line)]
     proc = _run(check, repo, env)
-    assert proc.returncode == 1, proc.stderr  # one visible check fails: the job is red
+    assert proc.returncode == 1, proc.stderr  # visible checks fail: the job is red
     lines = proc.stdout.splitlines()
     # The two notices GitHub Classroom reads, exactly as its reporter writes them, before any other annotation.
-    assert lines[0] == "::notice title=Autograding complete::Points 29/30"
-    assert lines[1] == '::notice title=Autograding report::{"totalPoints":29,"maxPoints":30}'
-    assert json.loads(lines[1].split("::", 2)[2]) == {"totalPoints": 29, "maxPoints": 30}
+    assert lines[0] == "::notice title=Autograding complete::Points 33/35"
+    assert lines[1] == '::notice title=Autograding report::{"totalPoints":33,"maxPoints":35}'
+    assert json.loads(lines[1].split("::", 2)[2]) == {"totalPoints": 33, "maxPoints": 35}
     errors = [line for line in lines if line.startswith("::error ")]
-    assert len(errors) == 1 and "file=attention.py" in errors[0] and "G14.02 scaled-scores-dk3" in errors[0]
+    assert len(errors) == 2 and "file=attention.py" in errors[0] and "G14.02 scaled-scores-dk3" in errors[0]
+    assert "G14.06 causal-masked-scores-above-max" in errors[1]  # d_k = 2: the missing scale shows there too
     assert "## G14 checks: attention.py" in summary.read_text()
     xml = JUnitXml.fromfile(str(repo / "junit.xml"))
     cases = [case for suite in xml for case in suite]
-    assert len(cases) == 19 and sum(1 for c in cases if not c.is_passed) == 1
+    assert len(cases) == 22 and sum(1 for c in cases if not c.is_passed) == 2
     upload = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
     assert upload[0]["with"]["path"] == "junit.xml" and upload[0]["if"] == "always()"
 
@@ -90,7 +91,7 @@ def test_gitlab_job_runs_as_gitlab_runs_it(tmp_path: Path) -> None:
     assert job["artifacts"] == {"when": "always", "reports": {"junit": "junit.xml"}}
     xml = JUnitXml.fromfile(str(repo / job["artifacts"]["reports"]["junit"]))
     cases = {(suite.name, case.name): case for suite in xml for case in suite}
-    assert len(cases) == 19 and not cases[("G14.02", "scaled-scores-dk3")].is_passed
+    assert len(cases) == 22 and not cases[("G14.02", "scaled-scores-dk3")].is_passed
     assert cases[("G14.06", "rejects-nan-value")].is_passed
 
 
@@ -122,14 +123,15 @@ def test_classroom50_autograder_writes_result_json_v1(tmp_path: Path) -> None:
     assert result["datetime"] == "2020-01-02T03:04:05Z"  # the contract's field, the committer's date
     assert "late" not in json.dumps(result)  # never used for lateness
     assert type(result["score"]) is int and type(result["max-score"]) is int
-    assert (result["score"], result["max-score"]) == (29, 30)
-    assert len(result["tests"]) == 19
+    assert (result["score"], result["max-score"]) == (33, 35)
+    assert len(result["tests"]) == 22
     for test in result["tests"]:
         assert type(test["test-name"]) is str and type(test["passed"]) is bool
         assert type(test["score"]) is int and type(test["max-score"]) is int
-    assert sum(t["score"] for t in result["tests"]) == 29
-    [failed] = [t for t in result["tests"] if not t["passed"]]
+    assert sum(t["score"] for t in result["tests"]) == 33
+    failed, other = [t for t in result["tests"] if not t["passed"]]
     assert failed["test-name"] == "G14.02 scaled-scores-dk3" and failed["score"] == 0 and failed["max-score"] == 1
+    assert other["test-name"] == "G14.06 causal-masked-scores-above-max"
 
 
 def test_init_ci_refuses_to_overwrite_and_an_unknown_target(tmp_path: Path, cli) -> None:  # noqa: ANN001

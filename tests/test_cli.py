@@ -91,8 +91,8 @@ def test_check_on_a_correct_file(cli) -> None:
     code, out, err = cli("check", SUBMISSIONS / "correct_lists" / "attention.py")
     assert code == 0
     lines = out.splitlines()
-    assert "19 passed, 0 failed" in lines
-    assert lines[-1] == "visible checks: 30/30 points; 27 hidden checks run at grading"
+    assert "22 passed, 0 failed" in lines
+    assert lines[-1] == "visible checks: 35/35 points; 36 hidden checks run at grading"
     assert "G14.02 Softmax weights and mixed outputs: 6/6  PASS all 4" in lines
     assert len(lines) == 8  # one line per exercise that passes whole, then the totals
 
@@ -107,7 +107,7 @@ def test_check_shows_call_expected_got_and_hint(cli) -> None:
     assert "expected: [[5.0]]" in text
     assert "got: [[0.0]]" in text
     assert 'hint: Normalize the scores with softmax first' in text
-    assert "14 passed, 5 failed" in text
+    assert "15 passed, 7 failed" in text
     assert "changing only the last key and value changed outputs[0]: an earlier position used a future one" in text
 
 
@@ -124,16 +124,16 @@ def test_check_on_starter_says_not_attempted(cli, monkeypatch: pytest.MonkeyPatc
     lines = out.splitlines()
     # One line per function not written yet, not one per check (with its hint): the starter fits a screen.
     assert lines[6:11] == [
-        "  TODO    attention: 10 checks not attempted (G14.01 G14.02 G14.03 G14.06)",
+        "  TODO    attention: 13 checks not attempted (G14.01 G14.02 G14.03 G14.06)",
         "  TODO    softmax: 6 checks not attempted (G14.02 G14.03 G14.06)",
         "  TODO    softmax_backward: 1 check not attempted (G14.04)",
         "  TODO    score_array_bytes: 1 check not attempted (G14.05)",
         "  TODO    bytes_to_mib: 1 check not attempted (G14.05)",
     ]
-    assert lines[0] == "G14.01 Shapes of scores, weights and outputs: 0/4"
+    assert lines[0] == "G14.01 Shapes of scores, weights and outputs: 0/6"
     assert "zero-scores" not in out and "hint:" not in out
-    assert lines[-2:] == ["0 passed, 0 failed, 19 not attempted",
-                          "visible checks: 0/30 points; 27 hidden checks run at grading"]
+    assert lines[-2:] == ["0 passed, 0 failed, 22 not attempted",
+                          "visible checks: 0/35 points; 36 hidden checks run at grading"]
     assert len(lines) == 14 and max(map(len, lines)) <= 80
 
 
@@ -148,8 +148,8 @@ def test_validate(cli) -> None:
     code, out, err = cli("validate")
     assert code == 0
     assert out.splitlines() == [
-        "specs: 6 exercises, 46 checks; 13 hand values agree with the reference",
-        "reference scores 70/70: valid",
+        "specs: 6 exercises, 58 checks; 13 hand values agree with the reference",
+        "reference scores 86/86: valid",
     ]
 
 
@@ -171,8 +171,8 @@ def test_grade_prints_a_table_and_progress(cli, tmp_path: Path) -> None:
     # Tests grade without a course secret: 'grade' says so first, in one line.
     assert err.splitlines()[0] == f"grader: warning: {SECRET_WARNING}"
     progress = [line.split("  (")[0] for line in err.splitlines()[1:]]  # the rate and ETA vary
-    assert progress == ["[1/2] correct_numpy: 70/70", "[2/2] mib_decimal: 65/70"]
-    assert re.fullmatch(r"\[2/2\] mib_decimal: 65/70(  \(\d+\.\d/s, ETA 0 s\))?", err.splitlines()[2])
+    assert progress == ["[1/2] correct_numpy: 86/86", "[2/2] mib_decimal: 81/86"]
+    assert re.fullmatch(r"\[2/2\] mib_decimal: 81/86(  \(\d+\.\d/s, ETA 0 s\))?", err.splitlines()[2])
     assert out.splitlines()[-3:] == [
         "graded 2 submissions (0 could not run)",
         f"reports: {tmp_path / 'index.html'}",

@@ -37,7 +37,7 @@ def test_real_values(graded: dict) -> None:
     rows = {r["student"]: r for r in _rows((graded["out"] / "gradebook.csv").read_text())}
     assert rows["correct_numpy"]["total"] == rows["correct_numpy"]["max_score"]
     assert rows["mib_decimal"]["G14.05"] == "5"
-    assert rows["no_sqrt_dk"]["G14.01"] == "4"
+    assert rows["no_sqrt_dk"]["G14.01"] == "6"
     assert rows["starter"]["total"] == "0" and rows["starter"]["status"] == "graded"
     assert rows["syntax_error"]["status"] == "error"
 

@@ -105,9 +105,9 @@ def test_a_fault_at_any_stage_is_that_submissions_error(
         assert (out / name).exists(), name
     results = {s["id"]: s for s in json.loads((out / "results.json").read_text())["submissions"]}
     assert results["sibling"]["status"] == "graded"
-    assert results["sibling"]["score"] == results["sibling"]["max_score"] == 70.0
+    assert results["sibling"]["score"] == results["sibling"]["max_score"] == 86.0
     victim = results["victim"]
-    assert victim["status"] == "error" and victim["score"] == 0.0 and victim["max_score"] == 70.0
+    assert victim["status"] == "error" and victim["score"] == 0.0 and victim["max_score"] == 86.0
     assert f"the grader failed while {words} (internal error " in victim["error"]
     assert "\n" not in victim["error"]
     # The exception's message is not in the result (it may hold student text); its type is.
@@ -121,7 +121,7 @@ def test_a_fault_at_any_stage_is_that_submissions_error(
     assert fault_id in (out / "victim.html").read_text()
     assert json.loads((out / "gradescope" / "victim.json").read_text())["score"] == 0.0
     rows = {row["student"]: row for row in csv.DictReader((out / "gradebook.csv").open())}
-    assert (rows["sibling"]["total"], rows["sibling"]["status"]) == ("70", "graded")
+    assert (rows["sibling"]["total"], rows["sibling"]["status"]) == ("86", "graded")
     assert (rows["victim"]["total"], rows["victim"]["status"]) == ("0", "error")
 
 
@@ -151,7 +151,7 @@ def test_a_failing_report_writer_does_not_stop_the_others(
         assert (out / name).exists(), name
     assert "1 report writer(s) failed: broken_writer (" in err
     results = json.loads((out / "results.json").read_text())["submissions"]
-    assert [s["score"] for s in results] == [70.0, 70.0]
+    assert [s["score"] for s in results] == [86.0, 86.0]
 
 
 def test_internal_error_ids_are_stable_and_ignore_the_message() -> None:

@@ -60,7 +60,10 @@ def test_messages_and_hidden_checks(graded: dict) -> None:
     xml = JUnitXml.fromfile(str(graded["out"] / "junit.xml"))
     cases = {(c.classname, c.name): c for suite in xml for c in suite}
     visible = cases[("unnormalized_scores.G14.02", "zero-scores")].result[0]
-    assert visible.message == "outputs differs from the expected value by up to 5 (at outputs[0][0])"
+    assert visible.message == (
+        "outputs differs from the expected value by up to 5 (at outputs[0][0]); asked: within rtol=1e-06, "
+        "atol=1e-09 (float64 code is accurate to about 1e-13 here; float16 or a wrong formula is not)"
+    )
     assert "expected: [[5.0]]" in visible.text and "Hint: Normalize the scores" in visible.text
     hidden = cases[("no_sqrt_dk.G14.01", "unequal-counts-and-widths")].result[0]
     assert hidden.message == HIDDEN_NOTE

@@ -25,9 +25,9 @@ from grader.naming import (
     unique_ids,
 )
 
-CORRECT = (SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()  # 70 / 70
-MIB = (SUBMISSIONS / "mib_decimal" / "attention.py").read_bytes()  # 65 / 70
-STARTER = (SUBMISSIONS / "starter" / "attention.py").read_bytes()  # 0 / 70
+CORRECT = (SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()  # 86 / 86
+MIB = (SUBMISSIONS / "mib_decimal" / "attention.py").read_bytes()  # 81 / 86
+STARTER = (SUBMISSIONS / "starter" / "attention.py").read_bytes()  # 0 / 86
 
 
 def _h8(raw: bytes) -> str:
@@ -122,10 +122,10 @@ def test_frank_frank2_and_frank_py_are_three_students(cli, tmp_path: Path) -> No
     out = tmp_path / "out"
     results = _grade(cli, cls, out=out)
     assert {sid: (s["slug"], s["score"]) for sid, s in results.items()} == {
-        "frank": ("frank", 70.0), "frank-2": ("frank-2", 0.0), "frank.py": ("frank.py", 65.0),
+        "frank": ("frank", 86.0), "frank-2": ("frank-2", 0.0), "frank.py": ("frank.py", 81.0),
     }
     assert results["frank.py"]["path"] == str(cls / "frank.py")
-    for slug, total in (("frank", "70 / 70"), ("frank-2", "0 / 70"), ("frank.py", "65 / 70")):
+    for slug, total in (("frank", "86 / 86"), ("frank-2", "0 / 86"), ("frank.py", "81 / 86")):
         assert _total(out / f"{slug}.html") == total
         assert json.loads((out / "gradescope" / f"{slug}.json").read_text())["score"] == float(total.split()[0])
     index = (out / "index.html").read_text()
@@ -145,8 +145,8 @@ def test_a_student_named_like_a_class_page_keeps_both_pages(cli, tmp_path: Path)
     }
     assert "Chapter G14: class summary" in (out / "summary.html").read_text()
     assert "Chapter G14: class results" in (out / "index.html").read_text()
-    assert _total(out / "summary-2.html") == "70 / 70" and _total(out / "index-2.html") == "65 / 70"
-    assert _total(out / "Ann.html") == "70 / 70" and _total(out / "ann-2.html") == "0 / 70"
+    assert _total(out / "summary-2.html") == "86 / 86" and _total(out / "index-2.html") == "81 / 86"
+    assert _total(out / "Ann.html") == "86 / 86" and _total(out / "ann-2.html") == "0 / 86"
     # No two files differ only by case (they would be one file on macOS and Windows).
     names = [p.name for p in out.iterdir()] + [p.name for p in (out / "gradescope").iterdir()]
     assert len({n.casefold() for n in names}) == len(names)
@@ -172,17 +172,17 @@ def test_odd_folder_names_are_graded_each_on_its_own_page(cli, tmp_path: Path) -
     out = tmp_path / "out"
     results = _grade(cli, cls, out=out)
     want = {
-        "bob": ("bob", 70.0),
+        "bob": ("bob", 86.0),
         "bob.py": ("bob.py", 0.0),
-        "bidi\u202egpj.exe": ("bidigpj.exe", 70.0),
+        "bidi\u202egpj.exe": ("bidigpj.exe", 86.0),
         "caf\ufffd": (f"caf_-{_h8(b'caf' + bytes([0xfe]))}", 0.0),  # b"caf\xfe" sorts first
-        "caf\ufffd-2": (f"caf_-2-{_h8(b'caf' + bytes([0xff]))}", 70.0),
-        "eve\r\nforged": ("eveforged", 65.0),
-        long: ("x" * 55 + f"-{_h8(long.encode())}", 70.0),
+        "caf\ufffd-2": (f"caf_-2-{_h8(b'caf' + bytes([0xff]))}", 86.0),
+        "eve\r\nforged": ("eveforged", 81.0),
+        long: ("x" * 55 + f"-{_h8(long.encode())}", 86.0),
     }
     assert {sid: (s["slug"], s["score"]) for sid, s in results.items()} == want
     for slug, score in want.values():
-        assert _total(out / f"{slug}.html") == f"{score:g} / 70"
+        assert _total(out / f"{slug}.html") == f"{score:g} / 86"
         assert (out / "gradescope" / f"{slug}.json").is_file()
     # Every file the batch wrote has a name that is valid UTF-8 and free of control characters.
     for path in out.rglob("*"):
@@ -211,7 +211,7 @@ def test_an_archive_with_a_huge_folder_and_a_duplicate_costs_only_those_students
     out = tmp_path / "out"
     results = _grade(cli, archive, out=out)
     assert set(results) == {"honest", "hoarder", "twice", long, "summary"}
-    assert results["honest"]["status"] == "graded" and results["honest"]["score"] == 70.0
+    assert results["honest"]["status"] == "graded" and results["honest"]["score"] == 86.0
     assert results["hoarder"]["status"] == "error" and results["hoarder"]["score"] == 0
     assert results["hoarder"]["error"] == (
         f"your folder hoarder in {archive} holds 20,001 files; the grader reads at most "
@@ -221,9 +221,9 @@ def test_an_archive_with_a_huge_folder_and_a_duplicate_costs_only_those_students
         f"attention.py appears twice in {archive} (export/twice/attention.py); neither was graded: "
         "export the submissions again with one file per student"
     )
-    assert results[long]["score"] == 65.0 and results[long]["slug"] == "y" * 55 + f"-{_h8(long.encode())}"
-    assert results["summary"]["score"] == 70.0 and results["summary"]["slug"] == "summary-2"
-    assert _total(out / "summary-2.html") == "70 / 70"
+    assert results[long]["score"] == 81.0 and results[long]["slug"] == "y" * 55 + f"-{_h8(long.encode())}"
+    assert results["summary"]["score"] == 86.0 and results["summary"]["slug"] == "summary-2"
+    assert _total(out / "summary-2.html") == "86 / 86"
     assert "Chapter G14: class summary" in (out / "summary.html").read_text()
     for sid, sub in results.items():
         assert (out / f"{sub['slug']}.html").is_file(), sid
@@ -244,7 +244,7 @@ def test_special_files_named_like_the_submission_are_reported_not_opened(cli, tm
         signal.alarm(0)
     assert results["fifo"]["error"] == "attention.py is not a regular file (a FIFO); submit the file itself"
     assert results["piped"]["error"] == "piped.py is not a regular file (a FIFO); submit the file itself"
-    assert results["honest"]["score"] == 70.0
+    assert results["honest"]["score"] == 86.0
     # A single folder whose attention.py is a FIFO, given directly.
     subs = locate(str(cls / "fifo"))
     assert [s.problem for s in subs] == ["attention.py is not a regular file (a FIFO); submit the file itself"]
@@ -266,7 +266,7 @@ def test_writers_agree_on_slugs_when_results_carry_none() -> None:
 def test_an_archive_that_is_one_students_file_is_named_after_the_archive(cli, tmp_path: Path) -> None:
     archive = _zip(tmp_path / "Zoë Smith.zip", [("attention.py", CORRECT), ("notes.txt", b"hi")])
     results = _grade(cli, archive, out=tmp_path / "out")
-    assert {sid: (s["slug"], s["score"]) for sid, s in results.items()} == {"Zoë Smith": ("Zoë_Smith", 70.0)}
+    assert {sid: (s["slug"], s["score"]) for sid, s in results.items()} == {"Zoë Smith": ("Zoë_Smith", 86.0)}
     assert results["Zoë Smith"]["path"] == f"{archive}:Zoë Smith"
 
 

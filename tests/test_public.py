@@ -18,8 +18,8 @@ def test_the_shipped_file_is_up_to_date(cli, tmp_path: Path) -> None:
     """A spec or reference change must come with 'grader publish' (this test says so)."""
     code, out, err = cli("publish", "--out", tmp_path / "public.json")
     assert code == 0, err
-    assert out.strip() == (f"{tmp_path / 'public.json'}: 19 visible checks, prepared; 27 hidden checks left out; "
-                           "29 catalogued mistakes' results on them, for diagnosis")
+    assert out.strip() == (f"{tmp_path / 'public.json'}: 22 visible checks, prepared; 36 hidden checks left out; "
+                           "43 catalogued mistakes' results on them, for diagnosis")
     assert (tmp_path / "public.json").read_bytes() == BUNDLE.read_bytes(), (
         "g14/public.json is stale: run 'grader publish' and commit it"
     )
@@ -37,7 +37,7 @@ def test_it_holds_only_visible_checks() -> None:
     published = {c["id"] for e in data["exercises"] for c in e["checks"]}
     assert published == visible
     assert not published & hidden
-    assert data["hidden_count"] == 27
+    assert data["hidden_count"] == 36
 
 
 def test_encode_round_trip() -> None:
@@ -61,7 +61,7 @@ def test_check_in_a_student_folder_matches_the_repository(cli, tmp_path: Path, m
     monkeypatch.chdir(student)
     code, out, err = cli("check", "attention.py", "--no-diagnosis")
     assert (code, out) == (code_repo, out_repo.replace(str(source), "attention.py")), err
-    assert out.splitlines()[-1].endswith("; 27 hidden checks run at grading")
+    assert out.splitlines()[-1].endswith("; 36 hidden checks run at grading")
 
 
 def test_public_option_and_a_broken_file(cli, tmp_path: Path) -> None:
@@ -71,7 +71,7 @@ def test_public_option_and_a_broken_file(cli, tmp_path: Path) -> None:
     assert code == 3
     assert err.strip() == f"grader: error: {bad}: not a public-checks file of format 1; run 'grader publish' again"
     code, out, err = cli("check", SUBMISSIONS / "correct_numpy" / "attention.py", "--public", BUNDLE)
-    assert code == 0 and "19 passed, 0 failed" in out
+    assert code == 0 and "22 passed, 0 failed" in out
 
 
 def test_check_names_the_likely_mistake_offline_from_the_shipped_data(cli, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
@@ -85,6 +85,6 @@ def test_check_names_the_likely_mistake_offline_from_the_shipped_data(cli, tmp_p
     assert code == 1, err
     text = " ".join(out.split())
     assert "likely mistake: The scores are divided by d_k instead of sqrt(d_k)" in text
-    assert "visible checks: 29/30 points" in text
+    assert "visible checks: 33/35 points" in text
     code, out, _ = cli("check", "attention.py", "--no-diagnosis")
     assert "likely mistake" not in out

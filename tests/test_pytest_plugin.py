@@ -35,9 +35,9 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(tmp_path: 
     proc = _pytest(folder, "--junitxml", "junit.xml")
     assert proc.returncode == 1
     assert "FAILED attention.py::G14.02::scaled-scores-dk3 - FAIL scaled-scores-dk3" in proc.stdout
-    assert "1 failed, 18 passed" in proc.stdout
+    assert "2 failed, 20 passed" in proc.stdout
     assert "G14.02 Softmax weights and mixed outputs: 5/6 points" in proc.stdout
-    assert ("visible checks: 29/30 points; 27 hidden checks run at grading (the grade comes from 'grader grade', "
+    assert ("visible checks: 33/35 points; 36 hidden checks run at grading (the grade comes from 'grader grade', "
             "not from this run)") in proc.stdout
     # The failure says what 'grader check' says under that check.
     _, out, _ = cli("check", folder / "attention.py")
@@ -46,7 +46,7 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(tmp_path: 
     assert block.strip() and block in proc.stdout
     xml = JUnitXml.fromfile(str(folder / "junit.xml"))
     cases = {case.name: case for suite in xml for case in suite}
-    assert len(cases) == 19
+    assert len(cases) == 22
     assert not cases["scaled-scores-dk3"].is_passed and cases["zero-scores"].is_passed
 
     def props(name: str) -> dict[str, str]:
@@ -60,11 +60,11 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(tmp_path: 
 def test_k_selects_an_exercise_and_the_starter_skips(tmp_path: Path) -> None:
     folder = _student(tmp_path)
     proc = _pytest(folder, "-k", "G14.03", "-vv")
-    assert "2 passed, 17 deselected" in proc.stdout
+    assert "3 passed, 19 deselected" in proc.stdout
     assert "attention.py::G14.03::causal-two-positions PASSED" in proc.stdout
     shutil.copy(ROOT / "g14" / "starter" / "attention.py", folder / "attention.py")
     proc = _pytest(folder, "-rs")
-    assert "19 skipped" in proc.stdout
+    assert "22 skipped" in proc.stdout
     assert "not attempted: attention still raises NotImplementedError" in proc.stdout
 
 

@@ -507,7 +507,7 @@ def test_correct_samples_score_full_marks_in_the_sandbox(cli, tmp_path: Path) ->
     assert code == 0, err
     results = json.loads((tmp_path / "results.json").read_text())
     assert {s["id"]: (s["score"], s["max_score"]) for s in results["submissions"]} == {
-        "correct_numpy": (70.0, 70.0), "correct_lists": (70.0, 70.0)}
+        "correct_numpy": (86.0, 86.0), "correct_lists": (86.0, 86.0)}
 
 
 def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path) -> None:
@@ -528,7 +528,7 @@ def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     results = json.loads((out / "results.json").read_text())
     assert sorted((s["id"], s["score"], s["error"]) for s in results["submissions"]) == [
-        ("correct_lists", 70.0, ""), ("correct_numpy", 70.0, "")]
+        ("correct_lists", 86.0, ""), ("correct_numpy", 86.0, "")]
     proc = subprocess.run(run + ["doctor"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout
     assert f"{len(LAYERS)} of {len(LAYERS)} layers active" in proc.stdout

@@ -37,9 +37,9 @@ def _inputs(secret: CourseSecret) -> dict[str, tuple]:
 
 def test_two_secrets_give_different_hidden_inputs_and_the_same_visible_ones() -> None:
     default, one, two = _inputs(CourseSecret()), _inputs(CourseSecret(S1.encode(), "t")), _inputs(CourseSecret(S2.encode(), "t"))
-    assert [v for v, _, _ in default.values()] == ["visible"] * 3 + ["hidden"] * 4 + ["visible"]
+    assert [v for v, _, _ in default.values()] == ["visible"] * 3 + ["hidden"] * 4 + ["visible", "hidden"]
     # The default keeps every spec seed (exercise seed * 1000 + index).
-    assert [s for _, s, _ in default.values()] == [1402000 + i for i in range(8)]
+    assert [s for _, s, _ in default.values()] == [1402000 + i for i in range(9)]
     for cid, (visibility, seed, args) in default.items():
         if visibility == "visible":
             assert one[cid] == two[cid] == default[cid]
@@ -48,7 +48,7 @@ def test_two_secrets_give_different_hidden_inputs_and_the_same_visible_ones() ->
     # The hidden checks with generated inputs draw other inputs with another secret; the
     # hand-written one (softmax-log3: literal arguments) does not depend on any seed.
     seeded = [cid for cid, (v, _, args) in default.items() if v == "hidden" and args != one[cid][2]]
-    assert seeded == ["shift-invariance", "random-softmax", "random-outputs"]
+    assert seeded == ["shift-invariance", "random-softmax", "random-outputs", "scaled-scores-dk6"]
     assert one["softmax-log3"][2] == default["softmax-log3"][2]
     for cid in seeded:
         assert one[cid][2] != two[cid][2]

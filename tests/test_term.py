@@ -68,27 +68,27 @@ def test_canvas_export_policy_manual_every_output(tmp_path: Path) -> None:
     assert sorted(r) == ["jonesann", "smithbob"]  # the Canvas ids, not the whole file names
     bob, ann = r["smithbob"], r["jonesann"]
     assert bob["lms"]["attempts"] == "2" and bob["lms"]["attempt"] == "208490299"  # the latest attempt
-    assert (bob["raw_score"], bob["score"]) == (58, 62)  # no_sqrt_dk's 58, G14.01 4 -> 8 by hand
-    assert (ann["raw_score"], ann["score"]) == (70, 61)  # -2 by hand, then 10% of 70 for the LATE mark
+    assert (bob["raw_score"], bob["score"]) == (66, 68)  # no_sqrt_dk's 66, G14.01 6 -> 8 by hand
+    assert (ann["raw_score"], ann["score"]) == (86, 75.4)  # -2 by hand, then 10% of 86 for the LATE mark
     assert [a["kind"] for a in ann["adjustments"]] == ["manual", "late"]
     check = next(c for e in ann["exercises"] for c in e["checks"] if c["id"] == "zero-scores")
     assert (check["score"], check["automatic_score"]) == (0, 2)
     late_reason = ann["adjustments"][1]["reason"]
-    assert "marked LATE" in late_reason and "-10% of 70 per day" in late_reason
+    assert "marked LATE" in late_reason and "-10% of 86 per day" in late_reason
     # every output: the same final score and the reasons
     gb = {row["student"]: row for row in csv.DictReader((out / "gradebook.csv").open())}
-    assert (gb["jonesann"]["total"], gb["jonesann"]["raw_score"]) == ("61", "70")
+    assert (gb["jonesann"]["total"], gb["jonesann"]["raw_score"]) == ("75.4", "86")
     assert "marked LATE" in gb["jonesann"]["adjustments"] and "copied from the notes" in gb["jonesann"]["adjustments"]
     rows = list(csv.reader((out / "canvas.csv").open()))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "G14 attention", "Notes"]
     canvas = {row[1]: row for row in rows[2:]}
-    assert canvas["340935"][5] == "61" and canvas["340934"][5] == "62" and "marked LATE" in canvas["340935"][6]
+    assert canvas["340935"][5] == "75.4" and canvas["340934"][5] == "68" and "marked LATE" in canvas["340935"][6]
     page = (out / "jonesann.html").read_text()
-    assert "61 / 70" in page and "marked LATE" in page and "automatic 2" in page
+    assert "75.4 / 86" in page and "marked LATE" in page and "automatic 2" in page
     gs = json.loads((out / "gradescope" / "jonesann.json").read_text())
-    assert gs["score"] == 61 and "marked LATE" in gs["output"] and gs["extra_data"]["raw_score"] == 70
+    assert gs["score"] == 75.4 and "marked LATE" in gs["output"] and gs["extra_data"]["raw_score"] == 86
     junit = (out / "junit.xml").read_text()
-    assert re.search(r'property name="jonesann" value="Automatic score 70, final score 61 / 70 \| Late', junit)
+    assert re.search(r'property name="jonesann" value="Automatic score 86, final score 75.4 / 86 \| Late', junit)
     # a regrade keeps the manual scores; the same inputs give the same bytes
     first = (out / "results.json").read_bytes()
     assert _grade(tmp_path, "--regrade") == 0
@@ -132,7 +132,7 @@ def test_only_and_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     capsys.readouterr()
     assert main(["diff", str(old), str(tmp_path / "out" / "results.json")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["smithbob: 58 -> 61 (+3)", "1 of 2 student(s) changed"]
+    assert lines == ["smithbob: 66 -> 67 (+1)", "1 of 2 student(s) changed"]
     assert main(["grade", str(tmp_path / "canvas.zip"), "--out", str(tmp_path / "o2"), "--only", "nobody"]) == 2
 
 
@@ -142,8 +142,8 @@ def test_moodle_export_with_worksheet_times(tmp_path: Path) -> None:
         (tmp_path / "export" / name / "attention.py").write_text(NUMPY)
     (tmp_path / "worksheet.csv").write_text(
         "Identifier,Full name,Status,Grade,Maximum Grade,Last modified (submission)\n"
-        'Participant 12345,Bob Smith,Submitted,,70,"Sunday, 1 March 2026, 11:00 PM"\n'
-        'Participant 12346,Ann Lee,Submitted,,70,"Tuesday, 3 March 2026, 10:00 AM"\n')
+        'Participant 12345,Bob Smith,Submitted,,86,"Sunday, 1 March 2026, 11:00 PM"\n'
+        'Participant 12346,Ann Lee,Submitted,,86,"Tuesday, 3 March 2026, 10:00 AM"\n')
     (tmp_path / "policy.yaml").write_text(
         "due: 2026-03-01T23:59:00Z\ngrace_minutes: 30\npenalty: {per: day, points: 5, cap: 20}\n"
         "late_days: {students: {Ann Lee: 1}}\n")
@@ -151,15 +151,15 @@ def test_moodle_export_with_worksheet_times(tmp_path: Path) -> None:
     assert main(["grade", str(tmp_path / "export"), "--out", str(out), "--policy", str(tmp_path / "policy.yaml"),
                  "--lms-times", str(tmp_path / "worksheet.csv"), "-j", "2"]) == 0
     r = _results(out)
-    assert r["Bob Smith"]["score"] == 70 and "adjustments" not in r["Bob Smith"]
+    assert r["Bob Smith"]["score"] == 86 and "adjustments" not in r["Bob Smith"]
     ann = r["Ann Lee"]  # 34 h late, 30 min grace, 1 late day used: 1 day charged
-    assert (ann["raw_score"], ann["score"]) == (70, 65)
+    assert (ann["raw_score"], ann["score"]) == (86, 81)
     assert "1 late day(s) used" in ann["adjustments"][0]["reason"]
     rows = list(csv.reader((out / "moodle.csv").open()))
     assert rows[0] == ["Identifier", "Full name", "Grade", "Maximum Grade", "Feedback comments"]
     moodle = {row[0]: row for row in rows[1:]}
-    assert moodle["Participant 12346"][1:4] == ["Ann Lee", "65", "70"] and "late day" in moodle["Participant 12346"][4]
-    assert moodle["Participant 12345"][1:4] == ["Bob Smith", "70", "70"]
+    assert moodle["Participant 12346"][1:4] == ["Ann Lee", "81", "86"] and "late day" in moodle["Participant 12346"][4]
+    assert moodle["Participant 12345"][1:4] == ["Bob Smith", "86", "86"]
 
 
 def test_policy_errors_are_one_line(tmp_path: Path) -> None:
@@ -222,8 +222,8 @@ def test_canvas_push_against_a_local_server(tmp_path: Path, monkeypatch: pytest.
     assert sorted(puts) == ["/api/v1/courses/1/assignments/2/submissions/340934",
                             "/api/v1/courses/1/assignments/2/submissions/340935"]
     ann = puts["/api/v1/courses/1/assignments/2/submissions/340935"]
-    assert ann["submission[posted_grade]"] == ["61"]
-    assert "marked LATE" in ann["comment[text_comment]"][0] and "G14: 61 / 70" in ann["comment[text_comment]"][0]
+    assert ann["submission[posted_grade]"] == ["75.4"]
+    assert "marked LATE" in ann["comment[text_comment]"][0] and "G14: 75.4 / 86" in ann["comment[text_comment]"][0]
 
 
 def test_similarity_flags_exactly_the_copied_and_shared_wrong_pairs(tmp_path: Path) -> None:
@@ -261,7 +261,7 @@ def test_arrival_times_from_the_gradebook(tmp_path: Path) -> None:
     args = ["grade", str(tmp_path / "alice"), "--out", str(out), "--policy", str(tmp_path / "policy.yaml")]
     assert main(args) == 0
     alice = _results(out)["alice"]
-    assert (alice["raw_score"], alice["score"]) == (70, 42)  # years late: the cap, 40% of 70
+    assert (alice["raw_score"], alice["score"]) == (86, 51.6)  # years late: the cap, 40% of 86
     assert "time the grader first saw the file" in alice["adjustments"][0]["reason"]
     first = (out / "results.json").read_bytes()
     assert main([*args, "--regrade"]) == 0
@@ -276,7 +276,7 @@ def test_moodle_participant_with_an_onlinetext_folder_too(tmp_path: Path) -> Non
     (export / "Bob Smith_12345_assignsubmission_onlinetext_" / "onlinetext.html").write_text("<p>see file</p>")
     assert main(["grade", str(export), "--out", str(tmp_path / "out")]) == 0
     r = _results(tmp_path / "out")
-    assert list(r) == ["Bob Smith"] and r["Bob Smith"]["score"] == 70 and r["Bob Smith"]["lms"]["user"] == "12345"
+    assert list(r) == ["Bob Smith"] and r["Bob Smith"]["score"] == 86 and r["Bob Smith"]["lms"]["user"] == "12345"
 
 
 def test_manual_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -285,6 +285,6 @@ def test_manual_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert _grade(tmp_path) == 3
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("grader: error: --manual ") and "line 2: check: G14.02 has no check 'no-such-check'" in err
-    (tmp_path / "manual.csv").write_text("student,check,points\nsmithbob,G14.01,11\n")
+    (tmp_path / "manual.csv").write_text("student,check,points\nsmithbob,G14.01,15\n")
     assert _grade(tmp_path) == 3
-    assert "line 2: points: 11 is more than G14.01 is worth (10); give at most 10" in capsys.readouterr().err
+    assert "line 2: points: 15 is more than G14.01 is worth (14); give at most 14" in capsys.readouterr().err

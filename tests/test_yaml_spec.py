@@ -29,6 +29,7 @@ G14_02_IDS = (
     "random-softmax",
     "random-outputs",
     "scaled-scores-dk3",
+    "scaled-scores-dk6",
 )
 
 
@@ -80,12 +81,12 @@ def test_real_g14_02_loads_with_defaults_filled_in() -> None:
     assert exercise.returns["attention"] == ("outputs", "weights")
     assert tuple(c.id for c in exercise.checks) == G14_02_IDS
     assert [c.kind for c in exercise.checks] == [
-        "literal", "literal", "literal", "literal", "shift_invariance", "compare", "compare", "compare",
+        "literal", "literal", "literal", "literal", "shift_invariance", "compare", "compare", "compare", "compare",
     ]
-    assert [c.points for c in exercise.checks] == [2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
-    assert exercise.max_score == 10.0
+    assert [c.points for c in exercise.checks] == [2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    assert exercise.max_score == 11.0
     assert [c.visibility for c in exercise.checks] == [
-        "visible", "visible", "visible", "hidden", "hidden", "hidden", "hidden", "visible",
+        "visible", "visible", "visible", "hidden", "hidden", "hidden", "hidden", "visible", "hidden",
     ]
     # defaults fill in timeout and hint; a check's own hint wins
     assert all(c.timeout == 2.0 and isinstance(c.timeout, float) for c in exercise.checks)
@@ -99,11 +100,12 @@ def test_real_g14_02_loads_with_defaults_filled_in() -> None:
     assert [c.hint == default_hint for c in exercise.checks] == [not h for h in own_hint]
     assert exercise.checks[4].hint.startswith("The common factor exp(c) cancels")
     # seeds: exercise seed * 1000 + index; kind-specific keys go to params
-    assert [c.seed for c in exercise.checks] == [1402000 + i for i in range(8)]
+    assert [c.seed for c in exercise.checks] == [1402000 + i for i in range(9)]
     zero = exercise.checks[0]
     assert zero.function == "attention"
     assert zero.args == {"Q": [[0.0]], "K": [[0.0], [0.0]], "V": [[2.0], [8.0]]}
-    assert zero.params == {"expect": {"outputs": [[5.0]], "weights": [[0.5, 0.5]]}}
+    assert zero.params == {"expect": {"outputs": [[5.0]], "weights": [[0.5, 0.5]]},
+                           "companion": {"Q": [[1.0]], "K": [[2.0], [0.0]], "V": [[2.0], [8.0]]}}
     assert exercise.checks[4].params == {"shift": 100.0}
     assert exercise.checks[5].args == {"scores": {"normal": [7], "scale": 3.0}}
     assert exercise.checks[5].params == {}
@@ -113,23 +115,23 @@ def test_check_seed_overrides_the_derived_seed(tmp_path: Path) -> None:
     path = spec_copy(tmp_path)
     edit(path, "  - id: random-softmax\n", "  - id: random-softmax\n    seed: 77\n")
     exercise = exercise_from_data(str(path), parse_yaml(str(path)), KINDS)
-    assert [c.seed for c in exercise.checks] == [1402000, 1402001, 1402002, 1402003, 1402004, 77, 1402006, 1402007]
+    assert [c.seed for c in exercise.checks] == [1402000, 1402001, 1402002, 1402003, 1402004, 77, 1402006, 1402007, 1402008]
 
 
 def test_validate_real_specs(cli) -> None:  # noqa: ANN001
     code, out, err = cli("validate")
     assert code == 0, err
     assert err == ""
-    assert "specs: 6 exercises, 46 checks; 13 hand values agree with the reference" in out
-    assert "reference scores 70/70: valid" in out
+    assert "specs: 6 exercises, 58 checks; 13 hand values agree with the reference" in out
+    assert "reference scores 86/86: valid" in out
 
 
 def test_validate_a_copied_spec_alone(cli, tmp_path: Path) -> None:  # noqa: ANN001
     path = spec_copy(tmp_path)
     code, out, err = cli("validate", "--specs", path.parent, "--reference", REFERENCE)
     assert code == 0, err
-    assert "specs: 1 exercises, 8 checks; 4 hand values agree with the reference" in out
-    assert "reference scores 10/10: valid" in out
+    assert "specs: 1 exercises, 9 checks; 4 hand values agree with the reference" in out
+    assert "reference scores 11/11: valid" in out
 
 
 # --- parse_yaml ----------------------------------------------------------
@@ -259,7 +261,7 @@ def test_exercise_from_data_kind_keys() -> None:
     data["checks"][5]["expect"] = [1.0]
     err = _data_error(data)
     assert err.where == "checks[5] 'random-softmax'.expect"
-    assert err.problem == "unknown key for kind 'compare' (its keys: atol, rtol, select)"
+    assert err.problem == "unknown key for kind 'compare' (its keys: atol, rtol, select, why)"
 
 
 # --- grader validate on broken specs (exit 3, one line) ----------------------
@@ -349,7 +351,7 @@ def test_cli_unknown_kind_key(cli, tmp_path: Path) -> None:  # noqa: ANN001
     roundtrip(path, lambda d: d["checks"][0].update(tolerance=0.1))
     line = validate_error(cli, path.parent)
     assert (
-        f"{path}: checks[0] 'zero-scores'.tolerance: unknown key for kind 'literal' (its keys: atol, expect, rtol)"
+        f"{path}: checks[0] 'zero-scores'.tolerance: unknown key for kind 'literal' (its keys: atol, companion, expect, rtol, why)"
         in line
     )
 
@@ -508,6 +510,6 @@ def test_cli_misspelt_key_gets_a_did_you_mean(cli, tmp_path: Path) -> None:  # n
     roundtrip(path, lambda d: d["checks"][0].update(visiblity="visible"))
     line = validate_error(cli, path.parent)
     assert line.endswith(
-        f"{path}: checks[0] 'zero-scores'.visiblity: unknown key for kind 'literal' (its keys: atol, expect, "
-        "rtol); did you mean 'visibility'?"
+        f"{path}: checks[0] 'zero-scores'.visiblity: unknown key for kind 'literal' (its keys: atol, companion, "
+        "expect, rtol, why); did you mean 'visibility'?"
     )

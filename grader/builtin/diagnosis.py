@@ -2,10 +2,17 @@
 
 When a check fails, this plugin compares what the submission returned with
 what each catalogued mutant (``mutants/catalogue.yaml``, see
-`grader.catalogue`) returned on the same check. If they agree, the
-verdict's ``diagnosis`` names the mutant's misconception and the chapter
-section that addresses it, e.g. "the mask is applied after softmax ...
-(chapter section "Mask before normalization")".
+`grader.catalogue`) returned on the same check. A mistake is named only
+when the evidence singles it out: the mutant must match the submission on
+that check *and* on every other check of the exercise the submission ran
+(both passed, or both failed with the same returned data or the same
+exception type). Then the check's ``diagnosis`` names the mutant's
+misconception and the chapter section that addresses it, e.g. "the mask is
+applied after softmax ... (chapter section "Mask before normalization")".
+When several mistakes fit all of the evidence, each is named; when none does
+(an uncatalogued mistake, or two mistakes at once), none is: a diagnosis is
+never a guess from one check. ``grader audit`` measures this by leaving each
+mutant out of the catalogue in turn (`leave_one_out`).
 
 The mutants are code and run like student code: through the
 ``grader_run_calls`` hook (a child process, or the sandbox), once per
@@ -29,7 +36,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from grader.boundary import plain_data
@@ -40,7 +48,7 @@ from grader.packs import mutants_dir, specs_dir
 from grader.plugins import hookimpl
 from grader.stash import COLLECTED, StashKey
 
-__all__ = ["DiagnosisTable", "build_table", "same_data"]
+__all__ = ["DiagnosisTable", "Evidence", "build_table", "leave_one_out", "same_data"]
 
 MATCH_RTOL = 1e-6
 MATCH_ATOL = 1e-9
@@ -50,6 +58,61 @@ mistake may differ in the last bits)."""
 
 _TABLE: StashKey[DiagnosisTable | None] = StashKey()
 _LOCK = StashKey[threading.Lock]()
+_EVIDENCE = threading.local()
+"""Per grading thread: (exercise id, check id) -> `Evidence` of the submission being judged, read
+back when its exercise is scored (judging sees one check, naming needs the whole exercise)."""
+
+EVIDENCE_STATUSES = ("returned", "raised")
+"""Call statuses that are evidence about the code (a timeout or a crash says nothing of the mistake)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one check says about a submission, for naming mistakes.
+
+    Attributes
+    ----------
+    passed : bool
+        Whether the submission passed the check.
+    matches : frozenset of str
+        The catalogued mutants whose results on the check agree with the
+        submission's: those that also passed, or that also failed with the
+        same data (`same_results`).
+    status, message : str
+        The verdict's, to recognise it when the exercise is scored.
+    """
+
+    passed: bool
+    matches: frozenset[str]
+    status: str = ""
+    message: str = ""
+
+
+def same_results(
+    mine: Sequence[CallResult], theirs: Sequence[CallResult], rtol: float, atol: float, expected_raise: bool = False,
+) -> bool:
+    """Whether two checks' call results agree call by call.
+
+    Both returned the same data (`same_data`) and changed the same arguments
+    in place, or both raised the same exception type with the same message.
+    Where an error is what the check asks for (the first call of a check
+    whose kind expects one, ``expected_raise``), the type alone must agree:
+    the message is the student's own words. Elsewhere an error's type alone
+    says little (many mistakes make numpy raise ValueError), its message
+    (numpy's, naming the shapes) says which.
+    """
+    if len(mine) != len(theirs):
+        return False
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        if a.status != b.status or a.status not in EVIDENCE_STATUSES:
+            return False
+        if a.status == "raised" and (a.error_type != b.error_type or a.value_error != b.value_error):
+            return False
+        if a.status == "raised" and not (expected_raise and i == 0) and a.message != b.message:
+            return False
+        if a.status == "returned" and not (a.mutated_args == b.mutated_args and same_data(a.value, b.value, rtol, atol)):
+            return False
+    return True
 
 
 def same_data(a: Any, b: Any, rtol: float, atol: float) -> bool:
@@ -99,9 +162,123 @@ class DiagnosisTable:
     catalogue : grader.catalogue.Catalogue
     """
 
-    def __init__(self, rows: Mapping[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]], catalogue: Catalogue):
+    def __init__(
+        self, rows: Mapping[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]], catalogue: Catalogue,
+        unknown: Mapping[tuple[str, str], frozenset[str]] | None = None,
+    ):
         self.rows = rows
         self.catalogue = catalogue
+        self.unknown = dict(unknown or {})
+
+    def without(self, names: Collection[str]) -> DiagnosisTable:
+        """The same table with the mutants ``names`` left out of the catalogue (`leave_one_out`)."""
+        rows = {key: [(e, r) for e, r in items if e.name not in names] for key, items in self.rows.items()}
+        entries = tuple(e for e in self.catalogue.entries if e.name not in names)
+        unknown = {key: frozenset(n for n in items if n not in names) for key, items in self.unknown.items()}
+        return DiagnosisTable(rows, dataclasses.replace(self.catalogue, entries=entries), unknown)
+
+    def mutant_names(self) -> frozenset[str]:
+        """Every mutant the table knows."""
+        names = {e.name for e in self.catalogue.mutants}
+        names.update(e.name for items in self.rows.values() for e, _ in items)
+        return frozenset(names)
+
+    def evidence(self, exercise_id: str, check: Check, results: Sequence[CallResult], passed: bool) -> Evidence | None:
+        """The `Evidence` of one check's results, or None when they are none (a call timed out, crashed...).
+
+        The tolerances are the check's own, never tighter than `MATCH_RTOL` / `MATCH_ATOL`.
+        """
+        if not results or any(r.status not in EVIDENCE_STATUSES for r in results):
+            return None
+        failing = self.rows.get((exercise_id, check.id), ())
+        if passed:  # the mutants that passed too: neither failing nor without evidence there
+            unknown = self.unknown.get((exercise_id, check.id), frozenset())
+            return Evidence(True, self.mutant_names() - {e.name for e, _ in failing} - unknown)
+        rtol = max(float(check.params.get("rtol", MATCH_RTOL)), MATCH_RTOL)
+        atol = max(float(check.params.get("atol", MATCH_ATOL)), MATCH_ATOL)
+        raising = check.kind == "raises"
+        return Evidence(False, frozenset(
+            e.name for e, theirs in failing if same_results(results, theirs, rtol, atol, expected_raise=raising)))
+
+    def name(self, exercise_id: str, evidence: Mapping[str, Evidence]) -> dict[str, tuple[Diagnosis, ...]]:
+        """The mistakes named on each failed check of an exercise, from the evidence of all its checks.
+
+        A mutant is named on a failed check when it matches there and on
+        every other check with evidence (it is consistent with everything
+        the submission did). One `Diagnosis` per distinct misconception, in
+        catalogue order.
+
+        Parameters
+        ----------
+        exercise_id : str
+        evidence : mapping of str to Evidence
+            By check id; checks without evidence are left out.
+
+        Returns
+        -------
+        dict of str to tuple of Diagnosis
+            By check id, only for failed checks that name something.
+        """
+        consistent = set(self.mutant_names())
+        for item in evidence.values():
+            consistent &= item.matches
+        if not consistent:
+            return {}
+        order = {e.name: i for i, e in enumerate(self.catalogue.entries)}
+        entries = {e.name: e for items in self.rows.values() for e, _ in items}
+        named: dict[str, tuple[Diagnosis, ...]] = {}
+        for check_id, item in evidence.items():
+            if item.passed:
+                continue
+            found: list[Diagnosis] = []
+            for name in sorted(item.matches & consistent, key=lambda n: (order.get(n, len(order)), n)):
+                entry = entries[name]
+                if any(f.misconception == entry.misconception for f in found):
+                    continue
+                found.append(Diagnosis(entry.name, entry.misconception, entry.section,
+                                       self.catalogue.section_url(entry.section)))
+            if found:
+                named[check_id] = tuple(found)
+        return named
+
+    def leave_one_out(
+        self, catalogue: Catalogue, collected: Any, outcomes: Mapping[str, RunOutcome],
+        statuses: Mapping[str, Mapping[tuple[str, str], str]],
+    ) -> list[tuple[str, str, str, str]]:
+        """Diagnose each mutant with itself left out of the catalogue: every name it then gets.
+
+        Parameters
+        ----------
+        catalogue : grader.catalogue.Catalogue
+        collected : grader.session.Collected
+        outcomes : mapping of str to RunOutcome
+            Each mutant's results on ``collected``'s calls.
+        statuses : mapping
+            Each mutant's verdict status per ``(exercise id, check id)``.
+
+        Returns
+        -------
+        list of (str, str, str, str)
+            ``(mutant, exercise id, check id, named mutant)`` for every
+            naming; a naming is right when the named mutant has the left-out
+            one's misconception (a twin), a misnaming otherwise.
+        """
+        out: list[tuple[str, str, str, str]] = []
+        for entry in catalogue.mutants:
+            outcome = outcomes.get(entry.name)
+            if outcome is None or outcome.import_error or len(outcome.results) != len(collected.calls):
+                continue
+            reduced = self.without({entry.name})
+            evidence: dict[str, dict[str, Evidence]] = {}
+            for exercise, pc, results in collected.split(outcome.results):
+                status = statuses[entry.name].get((exercise.id, pc.check.id), "")
+                item = reduced.evidence(exercise.id, pc.check, results, passed=status == "passed")
+                if item is not None:
+                    evidence.setdefault(exercise.id, {})[pc.check.id] = item
+            for exercise_id, items in evidence.items():
+                for check_id, found in reduced.name(exercise_id, items).items():
+                    out.extend((entry.name, exercise_id, check_id, d.mistake) for d in found)
+        return out
 
     def diagnose(self, exercise_id: str, check: Check, results: Sequence[CallResult]) -> tuple[Diagnosis, ...]:
         """The known mistakes whose results on this check equal ``results``.
@@ -116,18 +293,12 @@ class DiagnosisTable:
         tuple of grader.models.Diagnosis
             Empty when no catalogued mistake matches.
         """
-        if not results or any(r.status != "returned" for r in results):
+        item = self.evidence(exercise_id, check, results, passed=False)
+        if item is None:
             return ()
-        rtol = max(float(check.params.get("rtol", MATCH_RTOL)), MATCH_RTOL)
-        atol = max(float(check.params.get("atol", MATCH_ATOL)), MATCH_ATOL)
         found: list[Diagnosis] = []
-        for entry, theirs in self.rows.get((exercise_id, check.id), ()):
-            if len(theirs) != len(results) or any(f.misconception == entry.misconception for f in found):
-                continue
-            if all(
-                mine.mutated_args == other.mutated_args and same_data(mine.value, other.value, rtol, atol)
-                for mine, other in zip(results, theirs)
-            ):
+        for entry, _ in self.rows.get((exercise_id, check.id), ()):
+            if entry.name in item.matches and not any(f.misconception == entry.misconception for f in found):
                 found.append(Diagnosis(entry.name, entry.misconception, entry.section, self.catalogue.section_url(entry.section)))
         return tuple(found)
 
@@ -156,6 +327,7 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
     if outcomes is None:
         outcomes = run_entries(config, mutants, calls)
     rows: dict[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]] = {}
+    unknown: dict[tuple[str, str], set[str]] = {}
     split = {entry.name: collected.split(outcome.results) for entry in mutants
              if (outcome := outcomes.get(entry.name)) is not None and not outcome.import_error
              and len(outcome.results) == len(calls)}
@@ -164,11 +336,12 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
             if entry.name not in split:
                 continue
             theirs = tuple(split[entry.name][index][2])
-            if any(r.status != "returned" for r in theirs):
+            if any(r.status not in EVIDENCE_STATUSES for r in theirs):  # a call that neither returned nor raised
+                unknown.setdefault((exercise.id, pc.check.id), set()).add(entry.name)
                 continue
-            if judge(pc.check, pc.prepared, theirs, pc.kind, pc.context).status == "failed":
+            if judge(pc.check, pc.prepared, theirs, pc.kind, pc.context).status != "passed":
                 rows.setdefault((exercise.id, pc.check.id), []).append((entry, theirs))
-    return DiagnosisTable(rows, catalogue)
+    return DiagnosisTable(rows, catalogue, {key: frozenset(names) for key, names in unknown.items()})
 
 
 def _catalogue(config: Any) -> Catalogue | None:
@@ -259,6 +432,14 @@ def grader_configure(config: Any) -> None:
         load_catalogue(config.option("mutants"), config.pack.submission)  # a wrong explicit --mutants fails now, in one line
 
 
+def leave_one_out(
+    table: DiagnosisTable, catalogue: Catalogue, collected: Any, outcomes: Mapping[str, RunOutcome],
+    statuses: Mapping[str, Mapping[tuple[str, str], str]],
+) -> list[tuple[str, str, str, str]]:
+    """`DiagnosisTable.leave_one_out` of ``table``."""
+    return table.leave_one_out(catalogue, collected, outcomes, statuses)
+
+
 @hookimpl(wrapper=True, trylast=True)
 def grader_judge_check(
     check: Check, prepared: Prepared, results: Sequence[CallResult], kind: Any, context: Any, config: Any
@@ -270,10 +451,65 @@ def grader_judge_check(
     change) the diagnosed verdict.
     """
     verdict: Verdict = yield
-    if verdict is None or verdict.status != "failed" or verdict.diagnosis:
+    if verdict is None or verdict.diagnosis:
+        return verdict
+    store = _store()
+    key = (context.exercise.id, check.id)
+    store.pop(key, None)
+    if not results or any(r.status not in EVIDENCE_STATUSES for r in results):
+        return verdict  # not attempted, timed out, crashed: no evidence, and no reason to run the mutants
+    if verdict.status == "passed" and not store.get("~any-failed", {}).get(context.exercise.id):
+        # Nothing failed yet in this exercise: no need to build the table for a clean pass.
+        store.setdefault("~passed", {}).setdefault(context.exercise.id, []).append((check, results, verdict))
         return verdict
     found_table = table(config)
     if found_table is None:
         return verdict
-    found = found_table.diagnose(context.exercise.id, check, results)
-    return dataclasses.replace(verdict, diagnosis=found) if found else verdict
+    for earlier, earlier_results, earlier_verdict in store.pop("~passed", {}).pop(context.exercise.id, []):
+        item = found_table.evidence(context.exercise.id, earlier, earlier_results, passed=True)
+        if item is not None:
+            store[(context.exercise.id, earlier.id)] = dataclasses.replace(
+                item, status=earlier_verdict.status, message=earlier_verdict.message)
+    item = found_table.evidence(context.exercise.id, check, results, passed=verdict.status == "passed")
+    if item is not None:
+        store[key] = dataclasses.replace(item, status=verdict.status, message=verdict.message)
+    if verdict.status != "passed":
+        store.setdefault("~any-failed", {})[context.exercise.id] = True
+    return verdict
+
+
+def _store() -> dict[Any, Any]:
+    """This thread's evidence store (see `_EVIDENCE`)."""
+    if not hasattr(_EVIDENCE, "store"):
+        _EVIDENCE.store = {}
+    return _EVIDENCE.store
+
+
+@hookimpl(wrapper=True, trylast=True)
+def grader_score_exercise(exercise: Any, verdicts: Sequence[tuple[Check, Verdict]], config: Any) -> Any:
+    """Name the mistakes that all of the exercise's evidence singles out (`DiagnosisTable.name`).
+
+    The evidence of each check was recorded while it was judged; a check's
+    record counts only if it is this verdict's (same status and message),
+    so a submission that never ran (every check "not run") gets none.
+    """
+    result = yield
+    store = _store()
+    store.get("~passed", {}).pop(exercise.id, None)
+    failed_before = store.get("~any-failed", {}).pop(exercise.id, False)
+    evidence = {}
+    for check, verdict in verdicts:
+        item = store.pop((exercise.id, check.id), None)
+        if item is not None and item.status == verdict.status and item.message == verdict.message:
+            evidence[check.id] = item
+    if result is None or not failed_before or not evidence:
+        return result
+    found_table = table(config)
+    if found_table is None:
+        return result
+    named = found_table.name(exercise.id, evidence)
+    checks = tuple(
+        dataclasses.replace(c, diagnosis=c.diagnosis or named.get(c.id, ())) if c.status != "passed" else c
+        for c in result.checks
+    )
+    return dataclasses.replace(result, checks=checks)

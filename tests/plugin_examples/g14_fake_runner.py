@@ -1,5 +1,6 @@
 """A plugin that replaces the runner, the locator, the reference loader and
-the scorer, to show each built-in is overridable (tests/test_plugins.py)."""
+the scorer, to show each built-in is overridable (tests/test_plugins.py); it
+also sees each float64 error bound asked for."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ def grader_load_reference(path: str, config):  # noqa: ANN001
 
     SEEN["reference"] = path
     return load_reference(path)
+
+
+@hookimpl
+def grader_float64_error(function: str, args, parts):  # noqa: ANN001
+    # No error analysis of its own (it answers None): the pack's, or the measured one, applies.
+    SEEN.setdefault("error_bounds", set()).add(function)
 
 
 @hookimpl(wrapper=True)
