@@ -84,25 +84,28 @@ def test_blocking_an_essential_plugin_is_a_one_line_usage_error(name: str, capsy
 
 @pytest.mark.parametrize("order", [1, -1])
 def test_one_runner_answers_whatever_the_registration_order(monkeypatch, order: int) -> None:  # noqa: ANN001
-    """The other run_calls built-ins answer only when their option asks (--dask, grader merge)."""
+    """Only the runner answers run_calls; outcomes that exist (--dask, grader merge) reach it as sources."""
     import argparse
 
     from grader import plugins
     from grader.config import Config
     from grader.models import RunOutcome, Submission
+    from grader.stash import OUTCOME_SOURCES
 
     monkeypatch.setattr(plugins, "BUILTIN_PLUGINS", plugins.BUILTIN_PLUGINS[::order])
     pm = get_plugin_manager(load_entrypoints=False)
     config = Config("grade", argparse.Namespace(insecure=True, dask=None), pm)
-    kwargs = {"submission": Submission("ann", "ann", "/nonexistent/attention.py"), "calls": [], "config": config}
-    answers = {
-        pm.get_name(i.plugin): i.function(**{name: kwargs[name] for name in i.argnames})
-        for i in pm.hook.grader_run_calls.get_hookimpls()
-        if not i.wrapper
-    }
-    assert sorted(answers) == ["dask_cluster", "runner", "shard_record"]
-    assert answers["dask_cluster"] is None and answers["shard_record"] is None
-    assert isinstance(answers["runner"], RunOutcome) and "No such file" in answers["runner"].import_error
+    ann = Submission("ann", "ann", "/nonexistent/attention.py")
+    impls = [i for i in pm.hook.grader_run_calls.get_hookimpls() if not i.wrapper]
+    assert [pm.get_name(i.plugin) for i in impls] == ["runner"]
+    outcome = pm.hook.grader_run_calls(submission=ann, calls=[], config=config)
+    assert isinstance(outcome, RunOutcome) and "No such file" in outcome.import_error
+    # A source that has this submission's outcome answers instead, and nothing runs; one without it is passed.
+    recorded = RunOutcome(results=[], import_error="recorded")
+    config.stash[OUTCOME_SOURCES] = [lambda sub, calls: None, lambda sub, calls: recorded if sub.id == "ann" else None]
+    assert pm.hook.grader_run_calls(submission=ann, calls=[], config=config) is recorded
+    bob = Submission("bob", "bob", "/nonexistent/attention.py")
+    assert "No such file" in pm.hook.grader_run_calls(submission=bob, calls=[], config=config).import_error
 
 
 def test_the_runner_never_falls_back_to_plain_processes_when_grade_has_no_sandbox() -> None:
