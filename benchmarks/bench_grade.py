@@ -69,8 +69,9 @@ def write_class(folder: Path, n: int, mix: tuple[tuple[str, float], ...], hangin
 def run_grader(args: list[str]) -> tuple[float, float]:
     """Run ``grader`` (as ``python -m grader``); return (seconds, peak RSS in MiB)."""
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "grader", *args], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grader", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -95,17 +96,33 @@ def outputs_written(out: Path, n: int) -> str:
     pages = len(list(out.glob("*.html"))) - 2  # index.html and summary.html
     assert len(rows) == n + 1 and len(gradescope) == n and pages == n, (len(rows), len(gradescope), pages)
     assert cases == int(junit.get("tests")) and cases % n == 0 and charts >= 3, (cases, charts)
-    return (f"wrote gradebook.csv ({len(rows) - 1} students), gradescope/ ({len(gradescope)} files), junit.xml "
-            f"({cases} testcases), summary.html ({charts} charts), {pages} feedback pages")
+    return (
+        f"wrote gradebook.csv ({len(rows) - 1} students), gradescope/ ({len(gradescope)} files), junit.xml "
+        f"({cases} testcases), summary.html ({charts} charts), {pages} feedback pages"
+    )
 
 
 def baseline(files: list[Path], jobs: int = 2) -> float:
     """Seconds for one pytest process per submission, ``jobs`` at a time."""
+
     def one(path: Path) -> None:
         env = dict(os.environ, GRADER_BASELINE_SUBMISSION=str(path))
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        str(ROOT / "benchmarks" / "pytest_baseline.py")],
-                       cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                str(ROOT / "benchmarks" / "pytest_baseline.py"),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=True,
+        )
 
     start = time.perf_counter()
     with ThreadPoolExecutor(jobs) as pool:
@@ -124,21 +141,27 @@ def main() -> None:
     try:
         print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; n={a.n}, jobs={a.jobs}")
         numpy_files = write_class(work / "numpy", a.n, (("correct_numpy", 1.0),))
-        secs, rss = run_grader(["grade", str(work / "numpy"), "--out", str(work / "out-numpy"), "-q",
-                                "--jobs", str(a.jobs), *a.extra])
+        secs, rss = run_grader(
+            ["grade", str(work / "numpy"), "--out", str(work / "out-numpy"), "-q", "--jobs", str(a.jobs), *a.extra]
+        )
         rate = a.n / secs
-        print(f"correct numpy: {a.n} in {secs:.1f} s = {rate:.1f} submissions/s "
-              f"({1000 * secs / a.n * a.jobs:.1f} ms per submission per worker); peak RSS {rss:.0f} MiB")
+        print(
+            f"correct numpy: {a.n} in {secs:.1f} s = {rate:.1f} submissions/s "
+            f"({1000 * secs / a.n * a.jobs:.1f} ms per submission per worker); peak RSS {rss:.0f} MiB"
+        )
 
         write_class(work / "mixed", a.n, MIX, hanging=2)
         archive = work / "class.zip"
         with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
             for path in sorted((work / "mixed").rglob("attention.py")):
                 zf.write(path, path.relative_to(work / "mixed"))
-        secs_mixed, rss_mixed = run_grader(["grade", str(archive), "--out", str(work / "out-mixed"), "-q",
-                                            "--jobs", str(a.jobs), *a.extra])
-        print(f"mixed class zip (2 hanging): {a.n} in {secs_mixed:.1f} s = {a.n / secs_mixed:.1f} submissions/s; "
-              f"peak RSS {rss_mixed:.0f} MiB")
+        secs_mixed, rss_mixed = run_grader(
+            ["grade", str(archive), "--out", str(work / "out-mixed"), "-q", "--jobs", str(a.jobs), *a.extra]
+        )
+        print(
+            f"mixed class zip (2 hanging): {a.n} in {secs_mixed:.1f} s = {a.n / secs_mixed:.1f} submissions/s; "
+            f"peak RSS {rss_mixed:.0f} MiB"
+        )
         print(f"  {outputs_written(work / 'out-mixed', a.n)}")
 
         write_class(work / "hang", 1, (("hangs", 1.0),), hanging=1)
@@ -148,14 +171,18 @@ def main() -> None:
             t_hang.append(run_grader(["grade", str(work / "hang"), "--out", str(work / f"h{i}"), "-q", *a.extra])[0])
             t_ok.append(run_grader(["grade", str(work / "nohang"), "--out", str(work / f"c{i}"), "-q", *a.extra])[0])
         hang, ok = statistics.median(t_hang), statistics.median(t_ok)
-        print(f"one hanging submission: {hang:.2f} s against {ok:.2f} s for a correct one (medians of 5 runs): "
-              f"it costs {hang - ok:.2f} s more, and its hanging checks have 4 x 2 s = 8 s of timeouts")
+        print(
+            f"one hanging submission: {hang:.2f} s against {ok:.2f} s for a correct one (medians of 5 runs): "
+            f"it costs {hang - ok:.2f} s more, and its hanging checks have 4 x 2 s = 8 s of timeouts"
+        )
 
         sample = numpy_files[: a.baseline]
         secs_base = baseline(sample)
         base_rate = len(sample) / secs_base
-        print(f"baseline (pytest per submission, 2 at a time): {len(sample)} in {secs_base:.1f} s = "
-              f"{base_rate:.2f} submissions/s")
+        print(
+            f"baseline (pytest per submission, 2 at a time): {len(sample)} in {secs_base:.1f} s = "
+            f"{base_rate:.2f} submissions/s"
+        )
         print(f"speed-up on correct numpy submissions: {rate / base_rate:.0f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -69,7 +69,7 @@ attention = scaled_scores = softmax = causal_mask = softmax_backward = _huge
 score_array_bytes = bytes_to_mib = _huge
 '''
 
-HOG = '''
+HOG = """
 import threading as _threading
 
 def _spin():
@@ -78,9 +78,9 @@ def _spin():
 
 for _ in range(8):
     _threading.Thread(target=_spin, daemon=True).start()
-'''
+"""
 
-SLOW = '''
+SLOW = """
 import time as _time
 _fast_backward = softmax_backward
 
@@ -89,7 +89,7 @@ def softmax_backward(p, u):
     while _time.process_time() < end:
         pass
     return _fast_backward(p, u)
-'''
+"""
 
 MEASURE = """
 import json, sys, time
@@ -112,7 +112,10 @@ def grade(folder: Path, out: Path, jobs: int) -> dict:
     """Run ``grader grade`` in a fresh process; return its exit code, CPU seconds, peak RSS and results."""
     proc = subprocess.run(
         [sys.executable, "-c", MEASURE, "grade", str(folder), "--out", str(out), "-q", "--jobs", str(jobs)],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     try:
         figures = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -132,18 +135,25 @@ def flood(base: Path, n: int, jobs: int) -> None:
     write_class(hostile, {**{f"f{i:03d}": CORRECT + FLOOD + f"\n# {i}\n" for i in range(n)}, "sibling": CORRECT})
     a = grade(honest, base / "out-honest", jobs)
     b = grade(hostile, base / "out-flood", jobs)
-    print(f"honest class: {n} submissions; grader peak RSS {a['maxrss_mib']:.0f} MiB, "
-          f"{1000 * a['cpu'] / n:.1f} ms of grader CPU per submission")
-    print(f"flood class: {n} hostile + 1 honest; grader peak RSS {b['maxrss_mib']:.0f} MiB, "
-          f"{1000 * b['cpu'] / (n + 1):.1f} ms of grader CPU per submission; "
-          f"the honest sibling scored {b['scores']['sibling']:g}/{b['max_score']:g}")
+    print(
+        f"honest class: {n} submissions; grader peak RSS {a['maxrss_mib']:.0f} MiB, "
+        f"{1000 * a['cpu'] / n:.1f} ms of grader CPU per submission"
+    )
+    print(
+        f"flood class: {n} hostile + 1 honest; grader peak RSS {b['maxrss_mib']:.0f} MiB, "
+        f"{1000 * b['cpu'] / (n + 1):.1f} ms of grader CPU per submission; "
+        f"the honest sibling scored {b['scores']['sibling']:g}/{b['max_score']:g}"
+    )
     sample = b["errors"].get("f000", "")
     print(f"  a flooder's result: score {b['scores']['f000']:g}; error {sample!r}")
 
 
 def fairness(base: Path, runs: int, jobs: int) -> None:
     folder = base / "fair"
-    write_class(folder, {"slow_correct": CORRECT + SLOW, "hog": CORRECT.replace("import numpy as np", "import numpy as np" + HOG, 1)})
+    write_class(
+        folder,
+        {"slow_correct": CORRECT + SLOW, "hog": CORRECT.replace("import numpy as np", "import numpy as np" + HOG, 1)},
+    )
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
     scores, full_marks = [], 0.0
     try:
@@ -157,8 +167,10 @@ def fairness(base: Path, runs: int, jobs: int) -> None:
             hog.kill()
             hog.wait()
     full = sum(1 for s in scores if s == full_marks)
-    print(f"fairness under load ({len(hogs)} outside CPU hogs, a job-side hog graded beside): the slow but correct "
-          f"submission scored {full_marks:g}/{full_marks:g} in {full} of {runs} runs (scores: {sorted(set(scores))})")
+    print(
+        f"fairness under load ({len(hogs)} outside CPU hogs, a job-side hog graded beside): the slow but correct "
+        f"submission scored {full_marks:g}/{full_marks:g} in {full} of {runs} runs (scores: {sorted(set(scores))})"
+    )
 
 
 def main() -> None:

@@ -52,6 +52,7 @@ def main() -> None:
     os.chmod(jobs, 0o711)  # as the sandbox plugin makes it: the jobs' uids reach their folders
     worker = _Worker(zygote, (0, 1), jobs, "attention.py")
     try:
+
         def sandboxed(source, workdir, cpu, standby=False):
             job = SandboxJob(zygote, 2, jobs, DEFAULT_LIMITS)
             job.assign(source, cpu)

@@ -51,10 +51,17 @@ VECTOR = {
     "description": "give a list of numbers or a generator such as {normal: [5]}",
 }
 SHIFT = {
-    "type": "number", "minimum": -1e6, "maximum": 1e6,
+    "type": "number",
+    "minimum": -1e6,
+    "maximum": 1e6,
     "description": "give a number between -1e6 and 1e6 (no thousands separators)",
 }
-STEP = {"type": "number", "exclusiveMinimum": 0, "maximum": 0.1, "description": "give a step > 0 and at most 0.1, e.g. 1e-6"}
+STEP = {
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "maximum": 0.1,
+    "description": "give a step > 0 and at most 0.1, e.g. 1e-6",
+}
 
 
 FLOOR_SAFETY = 4.0
@@ -182,7 +189,9 @@ class RowSumsKind(Kind):
             return Verdict("failed", m.message, m.details)
         sums = weights.sum(axis=1)
         if not np.all(np.isfinite(weights)) or weights.min() < -atol:
-            return Verdict("failed", "weights hold a negative or non-finite entry", (("weights", format_value(weights)),))
+            return Verdict(
+                "failed", "weights hold a negative or non-finite entry", (("weights", format_value(weights)),)
+            )
         worst = int(np.argmax(np.abs(sums - 1.0)))
         if abs(sums[worst] - 1.0) > atol:
             return Verdict(
@@ -204,8 +213,11 @@ class ShiftInvarianceKind(Kind):
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
         args = ctx.arguments(check)
         shift = float(check.params["shift"])
-        if not (args and isinstance(args[0], list) and all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) for x in args[0])):
+        if not (
+            args
+            and isinstance(args[0], list)
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in args[0])
+        ):
             raise ctx.fail(check, "args", "the first argument must be a list of scores (numbers) to shift")
         shifted = ([x + shift for x in args[0]], *args[1:])
         expected = reference_parts(check, ctx, args)
@@ -223,14 +235,17 @@ class ShiftInvarianceKind(Kind):
         rtol, atol = tolerances(check)
         rtol = float(prepared.expected.get("~rtol", rtol))
         why = check.params.get("why") or (
-            "the shift itself rounds each score to float64's spacing at |score| + |shift|")
+            "the shift itself rounds each score to float64's spacing at |score| + |shift|"
+        )
         try:
             before = shaped_parts(check, ctx, results[0].value, prepared.expected)
             after = shaped_parts(check, ctx, results[1].value, prepared.expected)
             for name in before:
                 compare(f"{name} after the shift", before[name], after[name].tolist(), rtol, atol, why=why)
         except Mismatch as m:
-            return Verdict("failed", "adding the same constant to every score changed the weights: " + m.message, m.details)
+            return Verdict(
+                "failed", "adding the same constant to every score changed the weights: " + m.message, m.details
+            )
         for result in results:  # the property holds: it pays only if the result meets the contract
             failed = gated(check, ctx, result.value, prepared.expected, "shift invariance")
             if failed is not None:
@@ -281,7 +296,10 @@ class CausalNoninterferenceKind(Kind):
                         f"changing only the last key and value changed {part}[{row}]: "
                         f"an earlier position used a future one (asked: unchanged within {atol:.3g}, m roundings "
                         "of the values)",
-                        ((f"{part}[{row}] before", format_value(a[row])), (f"{part}[{row}] after", format_value(b[row]))),
+                        (
+                            (f"{part}[{row}] before", format_value(a[row])),
+                            (f"{part}[{row}] after", format_value(b[row])),
+                        ),
                     )
         except Mismatch as m:
             return Verdict("failed", m.message, m.details)
@@ -322,14 +340,20 @@ class SumToZeroKind(Kind):
         allowed = max(atol * scale, float(expected.get("~atol", 0.0)))
         if not np.isfinite(total) or abs(total) > allowed:
             return Verdict(
-                "failed", f"the gradient's entries sum to {total:.6g}, not 0; asked: within {allowed:.3g} "
-                "(m float64 roundings of the terms that cancel)", (("gradient", format_value(grad)),)
+                "failed",
+                f"the gradient's entries sum to {total:.6g}, not 0; asked: within {allowed:.3g} "
+                "(m float64 roundings of the terms that cancel)",
+                (("gradient", format_value(grad)),),
             )
         reference = np.asarray(next(iter(expected.get(REF_KEY, {}).values()), grad), dtype=np.float64)
         problem = gradient_problem(grad, reference)
         if problem is not None:
-            return Verdict("failed", f"{problem}, so summing to zero earns nothing here: a property pays only for a "
-                           "result that meets the basic contract", (("gradient", format_value(grad)),))
+            return Verdict(
+                "failed",
+                f"{problem}, so summing to zero earns nothing here: a property pays only for a "
+                "result that meets the basic contract",
+                (("gradient", format_value(grad)),),
+            )
         return Verdict("passed", fraction=1.0)
 
 
@@ -342,8 +366,14 @@ class FiniteDifferenceKind(Kind):
     """
 
     name = "finite_difference"
-    params = {"scores": "required", "upstream": "required", "step": "optional", "rtol": "optional", "atol": "optional",
-              "why": "optional"}
+    params = {
+        "scores": "required",
+        "upstream": "required",
+        "step": "optional",
+        "rtol": "optional",
+        "atol": "optional",
+        "why": "optional",
+    }
     schema = keys_schema(scores=VECTOR, upstream=VECTOR, step=STEP, rtol=TOLERANCE, atol=TOLERANCE, why=WHY)
 
     def prepare(self, check: Check, ctx: KindContext) -> Prepared:
@@ -352,8 +382,12 @@ class FiniteDifferenceKind(Kind):
             raw = check.params[key]
             n = ctx.generated_size(check, key, raw) or (len(raw) if isinstance(raw, list) else 0)
             if n > MAX_FD_LENGTH:
-                raise ctx.fail(check, key, f"{n:,} entries are more than {MAX_FD_LENGTH:,}, the most a finite "
-                               "difference takes (it calls softmax twice per entry): make it shorter")
+                raise ctx.fail(
+                    check,
+                    key,
+                    f"{n:,} entries are more than {MAX_FD_LENGTH:,}, the most a finite "
+                    "difference takes (it calls softmax twice per entry): make it shorter",
+                )
         try:
             scores = np.asarray(ctx.generate(check, "scores", check.params["scores"], rng), dtype=np.float64)
             u = np.asarray(ctx.generate(check, "upstream", check.params["upstream"], rng), dtype=np.float64)
@@ -390,7 +424,8 @@ class FiniteDifferenceKind(Kind):
         rtol = float(check.params.get("rtol", 1e-5))
         atol = max(float(check.params.get("atol", 1e-7)), float(expected.get("~atol", 0.0)))
         why = check.params.get("why") or (
-            "a central difference with step h is off by about h^2 |f^(3)| in truncation and eps |f| / h in rounding")
+            "a central difference with step h is off by about h^2 |f^(3)| in truncation and eps |f| / h in rounding"
+        )
         try:
             compare("gradient", expected["gradient"], got, rtol, atol, why=why)
         except Mismatch as m:

@@ -38,8 +38,11 @@ MAX_TOTAL_BYTES = 512 * 1024 * 1024
 """Most bytes extracted from one archive (512 MiB)."""
 
 _KINDS = {
-    stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
 }
 
 
@@ -177,8 +180,9 @@ def member_name(info: zipfile.ZipInfo) -> str:
     return name
 
 
-def _extract(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path, dest: Path,
-             filename: str) -> Extracted:
+def _extract(
+    zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path, dest: Path, filename: str
+) -> Extracted:
     skipped: list[str] = []
     files: dict[tuple[str, ...], list[zipfile.ZipInfo]] = defaultdict(list)  # kept file members by path
     folders: set[tuple[str, ...]] = set()  # every folder the kept members imply
@@ -246,14 +250,17 @@ def _extract(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path,
         elif (*folder, filename) in files:
             _take(zf, files[(*folder, filename)], student, where, archive, total, skipped, filename)
         elif (*folder, filename) in folders:
-            student.problem = f"{filename} in {archive} is a folder, not a file: the student folder must hold {filename}"
+            student.problem = (
+                f"{filename} in {archive} is a folder, not a file: the student folder must hold {filename}"
+            )
         else:
             student.holds = _holds(folder, counted, folders)
     return extracted
 
 
-def _holds(folder: tuple[str, ...], counted: list[tuple[str, ...]], folders: set[tuple[str, ...]],
-           limit: int = 200) -> list[tuple[str, bool]]:
+def _holds(
+    folder: tuple[str, ...], counted: list[tuple[str, ...]], folders: set[tuple[str, ...]], limit: int = 200
+) -> list[tuple[str, bool]]:
     """What a student folder of the archive holds, two levels deep: (relative path, is a folder)."""
     n = len(folder)
     found = {"/".join(p[n:]): False for p in counted if len(p) in (n + 1, n + 2) and p[:n] == folder}
@@ -262,15 +269,23 @@ def _holds(folder: tuple[str, ...], counted: list[tuple[str, ...]], folders: set
 
 
 def _take(
-    zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], student: Student, where: Path, archive: Path,
-    total: list[int], skipped: list[str], filename: str,
+    zf: zipfile.ZipFile,
+    infos: list[zipfile.ZipInfo],
+    student: Student,
+    where: Path,
+    archive: Path,
+    total: list[int],
+    skipped: list[str],
+    filename: str,
 ) -> None:
     """Extract a student's one file to ``where/<filename>``, or set the student's problem."""
     shown = (_safe_parts(infos[0].filename) or (filename,))[-1]  # the file's own name, also for "a\\b.py"
     if len(infos) > 1:
         none = "neither was graded" if len(infos) == 2 else "none of them was graded"
-        student.problem = (f"{shown} appears {_times(len(infos))} in {archive} ({infos[0].filename}); {none}: "
-                           "export the submissions again with one file per student")
+        student.problem = (
+            f"{shown} appears {_times(len(infos))} in {archive} ({infos[0].filename}); {none}: "
+            "export the submissions again with one file per student"
+        )
         return
     info = infos[0]
     mode = info.external_attr >> 16
@@ -279,8 +294,10 @@ def _take(
         student.problem = f"{shown} was left out of {archive}: it is a symbolic link"
         return
     if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
-        student.problem = (f"{shown} was left out of {archive}: it is not a regular file "
-                           f"({_KINDS.get(stat.S_IFMT(mode), 'a special file')})")
+        student.problem = (
+            f"{shown} was left out of {archive}: it is not a regular file "
+            f"({_KINDS.get(stat.S_IFMT(mode), 'a special file')})"
+        )
         return
     if info.file_size > MAX_MEMBER_BYTES:
         skipped.append(f"{info.filename}: larger than {MAX_MEMBER_BYTES >> 20} MiB")

@@ -80,8 +80,7 @@ def clause_lines(path: str, clauses: Sequence[Any], known: Collection[tuple[str,
     """
     width = max([len(c.id) for c in clauses] + [len("clause")])
     fwidth = max([len(c.function) for c in clauses] + [len("function")])
-    lines = [f"contract clauses of {path}: {len(clauses)}", "",
-             f"{'clause':{width}}  {'function':{fwidth}}  checks"]
+    lines = [f"contract clauses of {path}: {len(clauses)}", "", f"{'clause':{width}}  {'function':{fwidth}}  checks"]
     fails = []
     for c in clauses:
         missing = [f"{ex} {cid}" for ex, cid in c.checks if (ex, cid) not in known]
@@ -94,7 +93,9 @@ def clause_lines(path: str, clauses: Sequence[Any], known: Collection[tuple[str,
     return lines, fails
 
 
-def precision_lines(namings: Sequence[tuple[str, str, str, str]], misconception: dict[str, str]) -> tuple[list[str], int, int]:
+def precision_lines(
+    namings: Sequence[tuple[str, str, str, str]], misconception: dict[str, str]
+) -> tuple[list[str], int, int]:
     """The leave-one-out diagnosis lines, and the counts of namings and misnamings."""
     wrong = [n for n in namings if misconception.get(n[3]) != misconception.get(n[0])]
     by_mutant: dict[str, list[str]] = {}
@@ -108,7 +109,6 @@ def precision_lines(namings: Sequence[tuple[str, str, str, str]], misconception:
     for mutant, ex, cid, named in wrong:
         lines.append(f"FAIL {mutant} left out is misnamed {named} on {ex} {cid}")
     return lines, len(namings), len(wrong)
-
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,9 @@ class AuditRow:
 
 
 def audit_rows(
-    catalogue: Catalogue, results: Mapping[str, SubmissionResult], diagnosis: bool,
+    catalogue: Catalogue,
+    results: Mapping[str, SubmissionResult],
+    diagnosis: bool,
     visible: Collection[tuple[str, str]] | None = None,
 ) -> list[AuditRow]:
     """Turn the entries' grades into audit rows (see the module docstring).
@@ -177,9 +179,7 @@ def audit_rows(
     rows = []
     for entry in (*catalogue.mutants, *catalogue.correct):
         result = results[entry.name]
-        caught = {
-            ex.id: tuple(c.id for c in ex.checks if c.score < c.max_score) for ex in result.exercises
-        }
+        caught = {ex.id: tuple(c.id for c in ex.checks if c.score < c.max_score) for ex in result.exercises}
         cells: dict[str, str] = {}
         named = None
         if entry.kind == "mutant":
@@ -189,11 +189,16 @@ def audit_rows(
                 cells[ex.id] = ("killed" if lost else "SURVIVED") if tagged else ("lost" if lost else "-")
             if diagnosis:
                 named = any(
-                    d.misconception == entry.misconception for ex in result.exercises for c in ex.checks for d in c.diagnosis
+                    d.misconception == entry.misconception
+                    for ex in result.exercises
+                    for c in ex.checks
+                    for d in c.diagnosis
                 )
-        seen = tuple(
-            f"{ex} {cid}" for ex, ids in caught.items() for cid in ids if visible is None or (ex, cid) in visible
-        ) if entry.kind == "mutant" else ()
+        seen = (
+            tuple(f"{ex} {cid}" for ex, ids in caught.items() for cid in ids if visible is None or (ex, cid) in visible)
+            if entry.kind == "mutant"
+            else ()
+        )
         rows.append(AuditRow(entry, result, cells, {k: v for k, v in caught.items() if v}, named, seen))
     return rows
 
@@ -219,8 +224,12 @@ def format_matrix(rows: Sequence[AuditRow], exercises: Sequence[str]) -> list[st
     correct = [r for r in rows if r.entry.kind == "correct"]
     width = max([len(r.entry.name) for r in rows] + [len("mutant")])
     show_named = any(r.named is not None for r in mutants)
-    head = f"{'mutant':{width}}  " + "  ".join(f"{e:8}" for e in exercises) + "  visible" + (
-        "  named" if show_named else "")
+    head = (
+        f"{'mutant':{width}}  "
+        + "  ".join(f"{e:8}" for e in exercises)
+        + "  visible"
+        + ("  named" if show_named else "")
+    )
     lines = [head.rstrip()]
     for r in mutants:
         cells = "  ".join(f"{r.cells.get(e, '-'):8}" for e in exercises)
@@ -239,7 +248,9 @@ def format_matrix(rows: Sequence[AuditRow], exercises: Sequence[str]) -> list[st
     for r in correct:
         score = f"{r.result.score:g}/{r.result.max_score:g}"
         lost = "; ".join(f"{ex} {' '.join(ids)}" for ex, ids in r.caught.items())
-        problem = f"ERROR: {r.result.error}" if r.result.status != "graded" else (f"  LOST POINTS: {lost}" if lost else "")
+        problem = (
+            f"ERROR: {r.result.error}" if r.result.status != "graded" else (f"  LOST POINTS: {lost}" if lost else "")
+        )
         lines.append(f"{r.entry.name:{width}}  {score}{problem}")
     return lines
 
@@ -288,21 +299,31 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
                 f"(the specs have {', '.join(exercises)})"
             )
     outcomes = run_entries(config, catalogue.entries, list(collected.calls))
-    with_diagnosis = config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False)
+    with_diagnosis = config.pluginmanager.get_plugin("diagnosis") is not None and not config.option(
+        "no_diagnosis", False
+    )
     table = None
     if with_diagnosis:
-        table = config.hooks.mistake_table(collected=collected, catalogue=catalogue,
-                                   outcomes={e.name: outcomes[e.name] for e in catalogue.mutants}, config=config)
+        table = config.hooks.mistake_table(
+            collected=collected,
+            catalogue=catalogue,
+            outcomes={e.name: outcomes[e.name] for e in catalogue.mutants},
+            config=config,
+        )
     results = {
         e.name: session.grade_submission(e.submission, collected, config, outcome=outcomes[e.name])
         for e in catalogue.entries
     }
-    visible = {(ex.id, pc.check.id) for ex, items in collected.checks for pc in items if pc.check.visibility == "visible"}
+    visible = {
+        (ex.id, pc.check.id) for ex, items in collected.checks for pc in items if pc.check.visibility == "visible"
+    }
     rows = audit_rows(catalogue, results, with_diagnosis, visible)
     kinds = {(ex.id, c.id): c.kind for ex in collected.exercises for c in ex.checks}
     checks = sum(len(e.checks) for e in collected.exercises)
-    write(f"audit of {catalogue.path}: {len(catalogue.mutants)} mutants, {len(catalogue.correct)} correct variants; "
-          f"{len(exercises)} exercises, {checks} checks")
+    write(
+        f"audit of {catalogue.path}: {len(catalogue.mutants)} mutants, {len(catalogue.correct)} correct variants; "
+        f"{len(exercises)} exercises, {checks} checks"
+    )
     write("")
     for line in format_matrix(rows, exercises):
         write(line)
@@ -325,8 +346,10 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
             fine = r.result.score <= figure
             above += not fine
             score = f"{r.result.score:g}/{r.result.max_score:g}"
-            write(f"{r.entry.name:24} {score:8} {figure:g}"
-                  + ("" if fine else "  FAIL: points on other checks are vacuous"))
+            write(
+                f"{r.entry.name:24} {score:8} {figure:g}"
+                + ("" if fine else "  FAIL: points on other checks are vacuous")
+            )
         write("")
         ok = ok and not above
         tail.append(f"{len(degenerate) - above}/{len(degenerate)} degenerate files at their figure")
@@ -340,7 +363,9 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         covered = sum(1 for c in clauses if c.checks and all(k in known for k in c.checks))
         tail.append(f"{covered}/{len(clauses)} contract clauses covered")
     if with_diagnosis:
-        statuses = {name: {(e.id, c.id): c.status for e in res.exercises for c in e.checks} for name, res in results.items()}
+        statuses = {
+            name: {(e.id, c.id): c.status for e in res.exercises for c in e.checks} for name, res in results.items()
+        }
         # The table the hook returned (the diagnosis plugin's): the audit needs only its methods.
         namings = table.leave_one_out(catalogue, collected, outcomes, statuses) if table is not None else []
         lines, total, wrong = precision_lines(namings, {e.name: e.misconception for e in catalogue.mutants})
@@ -360,9 +385,11 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     for name in broken:
         write(f"FAIL {name} could not be graded")
     killed = tagged - len(survived)
-    write(f"{killed}/{tagged} tagged cells killed; {len(catalogue.correct) - len(short)}/{len(catalogue.correct)} "
-          f"correct variants at full marks; {len(mutants) - len(unseen)}/{len(mutants)} mutants fail a visible check"
-          + (f"; {len(mutants) - len(unnamed)}/{len(mutants)} mutants named"
-                                                if with_diagnosis else "")
-          + "".join(f"; {part}" for part in tail) + (": OK" if ok else ": FAILED"))
+    write(
+        f"{killed}/{tagged} tagged cells killed; {len(catalogue.correct) - len(short)}/{len(catalogue.correct)} "
+        f"correct variants at full marks; {len(mutants) - len(unseen)}/{len(mutants)} mutants fail a visible check"
+        + (f"; {len(mutants) - len(unnamed)}/{len(mutants)} mutants named" if with_diagnosis else "")
+        + "".join(f"; {part}" for part in tail)
+        + (": OK" if ok else ": FAILED")
+    )
     return EXIT_OK if ok else EXIT_CHECKS_FAILED

@@ -281,8 +281,10 @@ def check_length(size: int, limit: int, budget: ResultBudget | None = None, what
     if what != "call":
         # The worker's own import and probe messages are small: a longer one is bytes the submission
         # wrote on the grader's channel.
-        raise BoundaryError(f"the grader could not read the job's {what} message (it announced "
-                            f"{_size_words(size)}): does your code write to a file descriptor it did not open?")
+        raise BoundaryError(
+            f"the grader could not read the job's {what} message (it announced "
+            f"{_size_words(size)}): does your code write to a file descriptor it did not open?"
+        )
     if budget is None:
         raise BoundaryError(f"the result is larger than the grader accepts ({_size_words(size)})")
     raise BoundaryError(f"the result is far larger than the reference's ({_size_words(size)})")
@@ -296,7 +298,6 @@ class _BigInt(ValueError):
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"the literal {name} is not accepted")
-
 
 
 def _parse_int(text: str) -> int:
@@ -347,9 +348,16 @@ class _Count:
 
 def _array(header: Any, depth: int, count: _Count, reference: bool) -> Any:
     """Validate one binary array's header against the budget and take its bytes from the frame."""
-    if (type(header) is not list or len(header) != 2 or type(header[0]) is not str or header[0] not in WIRE_DTYPES
-            or type(header[1]) is not list or not header[1] or len(header[1]) > MAX_BUDGET.max_depth
-            or any(type(n) is not int or n < 0 for n in header[1])):
+    if (
+        type(header) is not list
+        or len(header) != 2
+        or type(header[0]) is not str
+        or header[0] not in WIRE_DTYPES
+        or type(header[1]) is not list
+        or not header[1]
+        or len(header[1]) > MAX_BUDGET.max_depth
+        or any(type(n) is not int or n < 0 for n in header[1])
+    ):
         raise BoundaryError(UNREADABLE)
     dtype, shape = header[0], tuple(header[1])
     if depth + len(shape) > count.budget.max_depth:
@@ -359,8 +367,9 @@ def _array(header: Any, depth: int, count: _Count, reference: bool) -> Any:
         items += lists
         lists *= n
         if count.items + items + lists > count.budget.max_items:
-            raise BoundaryError(f"{_larger(reference)} (more than {count.budget.max_items} numbers and lists)",
-                                fatal=False)
+            raise BoundaryError(
+                f"{_larger(reference)} (more than {count.budget.max_items} numbers and lists)", fatal=False
+            )
     count.items += items + lists
     nbytes = lists * WIRE_DTYPES[dtype]
     if count.blob is None or count.offset + nbytes > len(count.blob):
@@ -377,7 +386,9 @@ def _array(header: Any, depth: int, count: _Count, reference: bool) -> Any:
 
 
 def _larger(reference: bool) -> str:
-    return "the result is far larger than the reference's" if reference else "the result is larger than the grader accepts"
+    return (
+        "the result is far larger than the reference's" if reference else "the result is larger than the grader accepts"
+    )
 
 
 _NUMBERS = frozenset({float, int, bool})
@@ -407,8 +418,9 @@ def _value(value: Any, depth: int, count: _Count, reference: bool) -> Any:
             raise BoundaryError(f"the result is nested more than {count.budget.max_depth} lists deep", fatal=False)
         count.items += len(value)
         if count.items > count.budget.max_items:
-            raise BoundaryError(f"{_larger(reference)} (more than {count.budget.max_items} numbers and lists)",
-                                fatal=False)
+            raise BoundaryError(
+                f"{_larger(reference)} (more than {count.budget.max_items} numbers and lists)", fatal=False
+            )
         kinds = set(map(type, value))
         if kinds <= _NUMBERS:  # a row of numbers: checked in C, unless it holds an overflow
             _check_row(value, kinds)
@@ -424,8 +436,9 @@ def _value(value: Any, depth: int, count: _Count, reference: bool) -> Any:
                 count.items += len(row)
             else:
                 if count.items > count.budget.max_items:
-                    raise BoundaryError(f"{_larger(reference)} (more than {count.budget.max_items} numbers and "
-                                        "lists)", fatal=False)
+                    raise BoundaryError(
+                        f"{_larger(reference)} (more than {count.budget.max_items} numbers and lists)", fatal=False
+                    )
                 return value
             for row in value[:rows]:  # uncounted again: the rows are walked one by one below
                 count.items -= len(row)
@@ -540,8 +553,8 @@ def decode_frame(data: bytes, expect: str = "call", budget: ResultBudget | None 
         size = int.from_bytes(data[1:5], "big")
         if expect != "call" or len(data) < 5 or 5 + size > len(data):
             raise BoundaryError(UNREADABLE)
-        blob = memoryview(data)[5 + size:]
-        data = data[5:5 + size]
+        blob = memoryview(data)[5 + size :]
+        data = data[5 : 5 + size]
     if expect == "call":
         # Parsed items cannot outnumber these bytes; refuse before parsing what would exceed the budget.
         tokens = data.count(b",") + data.count(b"[") + data.count(b"{")
@@ -550,8 +563,9 @@ def decode_frame(data: bytes, expect: str = "call", budget: ResultBudget | None 
     try:
         frame = _DECODER.decode(data.decode("utf-8"))
     except _BigInt as exc:
-        raise BoundaryError(f"the result holds an integer too large to be a float ({exc.digits} digits)",
-                            fatal=False) from None
+        raise BoundaryError(
+            f"the result holds an integer too large to be a float ({exc.digits} digits)", fatal=False
+        ) from None
     except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested too deep to parse
         raise BoundaryError(UNREADABLE) from None
     if type(frame) is not dict or frame.get("event") != expect:
@@ -562,7 +576,8 @@ def decode_frame(data: bytes, expect: str = "call", budget: ResultBudget | None 
         if frame["ok"] and len(frame) != 2:
             raise BoundaryError(UNREADABLE)
         return {
-            "event": "import", "ok": frame["ok"],
+            "event": "import",
+            "ok": frame["ok"],
             "type": clean_text(frame.get("type", "Error"), MAX_NAME) or "Error",
             "message": clean_text(frame.get("message", ""), MAX_TEXT),
             "where": clean_text(frame.get("where", ""), MAX_WHERE),
@@ -579,7 +594,9 @@ def decode_frame(data: bytes, expect: str = "call", budget: ResultBudget | None 
     if type(value_error) is not bool:
         raise BoundaryError(UNREADABLE)
     out = {
-        "event": "call", "status": status, "value": None,
+        "event": "call",
+        "status": status,
+        "value": None,
         "type": clean_text(frame.get("type", ""), MAX_NAME),
         "value_error": value_error,
         "message": clean_text(frame.get("message", ""), MAX_TEXT),

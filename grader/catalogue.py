@@ -34,8 +34,16 @@ from grader.fileio import write_atomic
 from grader.models import Call, CallResult, RunOutcome, Submission
 
 __all__ = [
-    "CATALOGUE_FILE", "CONTRACT_FILE", "Catalogue", "Clause", "Entry", "cache_dir", "fingerprint", "load_catalogue",
-    "load_contract", "run_entries",
+    "CATALOGUE_FILE",
+    "CONTRACT_FILE",
+    "Catalogue",
+    "Clause",
+    "Entry",
+    "cache_dir",
+    "fingerprint",
+    "load_catalogue",
+    "load_contract",
+    "run_entries",
 ]
 
 CATALOGUE_FILE = "catalogue.yaml"
@@ -51,15 +59,21 @@ _CONTRACT_SCHEMA: dict[str, Any] = {
     "required": ["clauses"],
     "properties": {
         "clauses": {
-            "type": "array", "minItems": 1,
+            "type": "array",
+            "minItems": 1,
             "items": {
-                "type": "object", "additionalProperties": False, "required": ["id", "function", "text", "checks"],
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["id", "function", "text", "checks"],
                 "properties": {
                     "id": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9-]*$"},
                     "function": {"type": "string", "minLength": 1},
                     "text": {"type": "string", "minLength": 5},
-                    "checks": {"type": "array", "uniqueItems": True,
-                               "items": {"type": "string", "pattern": r"^\S+ \S+$"}},
+                    "checks": {
+                        "type": "array",
+                        "uniqueItems": True,
+                        "items": {"type": "string", "pattern": r"^\S+ \S+$"},
+                    },
                 },
             },
         },
@@ -110,8 +124,10 @@ def load_contract(folder: str | os.PathLike[str]) -> tuple[str, tuple[Clause, ..
     import jsonschema  # here, not at the top: only 'grader audit' reads the contract
 
     data = parse_yaml(str(path))
-    errors = sorted(jsonschema.Draft202012Validator(_CONTRACT_SCHEMA).iter_errors(data),
-                    key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    errors = sorted(
+        jsonschema.Draft202012Validator(_CONTRACT_SCHEMA).iter_errors(data),
+        key=lambda e: (list(map(str, e.absolute_path)), e.message),
+    )
     if errors:
         err = errors[0]
         where = ".".join(str(p) for p in err.absolute_path) or "top level"
@@ -134,6 +150,7 @@ def _entry_file(filename: str | None) -> str:
 
     return find_pack().submission
 
+
 CACHEABLE = ("returned", "raised", "bad_return")
 """Call statuses worth caching; timeouts and crashes are run again."""
 
@@ -153,7 +170,10 @@ _ENTRY_SCHEMA: dict[str, Any] = {
     },
     "if": {"properties": {"kind": {"const": "mutant"}}},
     "then": {"required": ["misconception", "section", "exercises"], "not": {"required": ["description"]}},
-    "else": {"required": ["description"], "not": {"anyOf": [{"required": [k]} for k in ("misconception", "exercises", "base")]}},
+    "else": {
+        "required": ["description"],
+        "not": {"anyOf": [{"required": [k]} for k in ("misconception", "exercises", "base")]},
+    },
 }
 
 SCHEMA: dict[str, Any] = {
@@ -314,8 +334,10 @@ def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None, 
         err = errors[0]
         message = err.message
         if {"then", "else"} & set(map(str, err.schema_path)):
-            message = "a mutant needs misconception, section and exercises (and no description); " \
-                      "a correct variant needs description (and no misconception, exercises or base)"
+            message = (
+                "a mutant needs misconception, section and exercises (and no description); "
+                "a correct variant needs description (and no misconception, exercises or base)"
+            )
         raise ConfigError(f"{path}: {_where(data, list(err.absolute_path))}: {message}")
     entries: list[Entry] = []
     for index, raw in enumerate(data["entries"]):
@@ -342,7 +364,9 @@ def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None, 
     correct = {e.name for e in entries if e.kind == "correct"}
     for index, entry in enumerate(entries):
         if entry.base and entry.base not in correct:
-            raise ConfigError(f"{path}: entries[{index}] '{entry.name}'.base: '{entry.base}' is not a correct variant here")
+            raise ConfigError(
+                f"{path}: entries[{index}] '{entry.name}'.base: '{entry.base}' is not a correct variant here"
+            )
     return Catalogue(str(path), tuple(entries), data.get("chapter_url", "") or chapter_url)
 
 
@@ -377,8 +401,12 @@ def cache_dir() -> Path | None:
 
 _WORKER = Path(__file__).resolve().parent / "worker.py"
 _DECODING = (
-    _WORKER, _WORKER.parent / "boundary.py", _WORKER.parent / "jobs.py", _WORKER.parent / "builtin" / "runner.py",
-    _WORKER.parent / "zygote.py", *sorted((_WORKER.parent / "child").glob("*.py")),
+    _WORKER,
+    _WORKER.parent / "boundary.py",
+    _WORKER.parent / "jobs.py",
+    _WORKER.parent / "builtin" / "runner.py",
+    _WORKER.parent / "zygote.py",
+    *sorted((_WORKER.parent / "child").glob("*.py")),
 )
 """The files that decide what a job's answer becomes (the worker, the decoder, the job machinery and
 the runner, the sandbox child: ``zygote.py`` and every module of ``grader/child``): a change to any
@@ -403,8 +431,14 @@ def _to_frame(result: CallResult) -> dict[str, Any]:
     from grader.boundary import plain_data
 
     return {
-        "status": result.status, "value": plain_data(result.value), "type": result.error_type, "value_error": result.value_error,
-        "message": result.message, "where": result.where, "seconds": result.seconds, "mutated": list(result.mutated_args),
+        "status": result.status,
+        "value": plain_data(result.value),
+        "type": result.error_type,
+        "value_error": result.value_error,
+        "message": result.message,
+        "where": result.where,
+        "seconds": result.seconds,
+        "mutated": list(result.mutated_args),
     }
 
 

@@ -38,8 +38,10 @@ __all__ = ["TARGETS", "init_ci", "templates"]
 
 TARGETS = ("github", "gitlab", "classroom50")
 
-NOTE = ("CI runs the VISIBLE checks only (grader check); hidden checks run only at grading, "
-        "and the grade comes from 'grader grade', not from this run.")
+NOTE = (
+    "CI runs the VISIBLE checks only (grader check); hidden checks run only at grading, "
+    "and the grade comes from 'grader grade', not from this run."
+)
 
 GITHUB = """\
 # {chapter} visible checks on every push (written by 'grader init-ci github').
@@ -149,8 +151,14 @@ def templates(target: str, package: str | None = None, pack: Any = None) -> dict
     if any(c in package for c in "\"'\n\r\\") or not package.strip():
         raise UsageError(f"--package {package!r}: give a pip requirement, URL or path without quotes")
     path, text = FILES[target]
-    fields = {"note": NOTE, "package": package, "chapter": pack.chapter, "id": pack.id, "file": pack.submission,
-              "notebook": pack.notebook}
+    fields = {
+        "note": NOTE,
+        "package": package,
+        "chapter": pack.chapter,
+        "id": pack.id,
+        "file": pack.submission,
+        "notebook": pack.notebook,
+    }
     return {path.format(**fields): text.format(**fields)}
 
 

@@ -60,7 +60,6 @@ from grader.stash import INTERNAL_ERRORS
 __all__ = ["console_main", "main"]
 
 
-
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one-line `UsageError` exceptions."""
 
@@ -106,9 +105,12 @@ USES_MUTANTS = ("grade", "similarity", "check", "publish", "audit", "build-stude
 
 def _pack_argument(parser: argparse.ArgumentParser) -> None:
     """``--pack``: the course pack to grade (read before the parser too: it registers the pack's plugin)."""
-    parser.add_argument("--pack", default=None, metavar="DIR",
-                        help="the course pack: its folder (holding course.yaml) or an installed pack's id "
-                        "(default: the one installed)")
+    parser.add_argument(
+        "--pack",
+        default=None,
+        metavar="DIR",
+        help="the course pack: its folder (holding course.yaml) or an installed pack's id (default: the one installed)",
+    )
 
 
 def _common(pm: pluggy.PluginManager, command: str) -> _Parser:
@@ -117,20 +119,30 @@ def _common(pm: pluggy.PluginManager, command: str) -> _Parser:
     _pack_argument(common)
     if command in USES_SPECS:
         common.add_argument("--specs", default=None, metavar="DIR", help="exercise specs folder (default: the pack's)")
-        common.add_argument("--reference", default=None, metavar="FILE",
-                            help="reference implementation (default: the pack's)")
+        common.add_argument(
+            "--reference", default=None, metavar="FILE", help="reference implementation (default: the pack's)"
+        )
     if command in GRADING:
         common.add_argument(
-            "-j", "--jobs", type=_positive_int, default=None, metavar="N",
+            "-j",
+            "--jobs",
+            type=_positive_int,
+            default=None,
+            metavar="N",
             help="submissions graded at once (default: one per core)",
         )
     if command in USES_MUTANTS:
         common.add_argument(
-            "--mutants", default=None, metavar="DIR",
+            "--mutants",
+            default=None,
+            metavar="DIR",
             help="catalogue of known mistakes, for diagnosis and 'audit' (default: the pack's, if it has one)",
         )
     common.add_argument(
-        "-p", action="append", default=[], metavar="PLUGIN",
+        "-p",
+        action="append",
+        default=[],
+        metavar="PLUGIN",
         help="load a plugin module by name, or block one with -p no:NAME (repeatable)",
     )
     Hooks(pm).addoption(parser=common, command=command)
@@ -153,22 +165,36 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     grade = sub.add_parser(
-        "grade", parents=[_common(pm, "grade")], help="grade submissions and write reports",
+        "grade",
+        parents=[_common(pm, "grade")],
+        help="grade submissions and write reports",
         description=f"Grade one {file}, a student folder, or a folder of student folders.",
     )
     grade.add_argument("paths", nargs="+", metavar="PATH", help=f"{file}, a student folder, or a folder of them")
-    grade.add_argument("--out", default="reports", metavar="DIR", help="folder for the HTML and JSON reports (default: reports)")
-    grade.add_argument("--json", metavar="FILE", type=output_file,
-                       help="write the JSON results here (default: DIR/results.json)")
-    grade.add_argument("--only", nargs="+", metavar="ID",
-                       help="grade only these students again; the others' results come from the gradebook "
-                       "(left out when it has none)")
-    grade.add_argument("--shard", metavar="K/N", type=_shard,
-                       help="grade only the K-th of N slices of the class (K from 1; auto/N: K from "
-                       "JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID or GRADER_SHARD_INDEX) and write DIR/shard/ "
-                       "for 'grader merge'")
+    grade.add_argument(
+        "--out", default="reports", metavar="DIR", help="folder for the HTML and JSON reports (default: reports)"
+    )
+    grade.add_argument(
+        "--json", metavar="FILE", type=output_file, help="write the JSON results here (default: DIR/results.json)"
+    )
+    grade.add_argument(
+        "--only",
+        nargs="+",
+        metavar="ID",
+        help="grade only these students again; the others' results come from the gradebook (left out when it has none)",
+    )
+    grade.add_argument(
+        "--shard",
+        metavar="K/N",
+        type=_shard,
+        help="grade only the K-th of N slices of the class (K from 1; auto/N: K from "
+        "JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID or GRADER_SHARD_INDEX) and write DIR/shard/ "
+        "for 'grader merge'",
+    )
     similarity = sub.add_parser(
-        "similarity", parents=[_common(pm, "similarity")], help="grade and write DIR/similarity.html: copied code, identical wrong values",
+        "similarity",
+        parents=[_common(pm, "similarity")],
+        help="grade and write DIR/similarity.html: copied code, identical wrong values",
         description="Grade the class (like 'grade --similarity') and flag pairs of submissions: code that shares "
         "most of its tokens (copydetect, starter as boilerplate) and identical wrong values on hidden checks.",
     )
@@ -176,77 +202,117 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     similarity.add_argument("--out", default="reports", metavar="DIR", help="folder for the reports (default: reports)")
     similarity.add_argument("--json", metavar="FILE", type=output_file, help="write the JSON results here")
     merge = sub.add_parser(
-        "merge", parents=[_common(pm, "merge")], help="merge the folders of 'grade --shard K/N' runs into one run's files",
+        "merge",
+        parents=[_common(pm, "merge")],
+        help="merge the folders of 'grade --shard K/N' runs into one run's files",
         description="Combine the --out folders of every shard of a class into exactly the files one unsharded "
         "'grader grade' writes. Refuses shards made with other specs, reference, grader, secret or settings, and "
         "names shards missing or given twice.",
     )
     merge.add_argument("shard_dirs", nargs="+", metavar="SHARD_DIR", help="the --out folder of each shard")
-    merge.add_argument("--out", default="reports", metavar="DIR", help="folder for the merged reports (default: reports)")
-    merge.add_argument("--json", metavar="FILE", type=output_file, help="write the JSON results here (default: DIR/results.json)")
+    merge.add_argument(
+        "--out", default="reports", metavar="DIR", help="folder for the merged reports (default: reports)"
+    )
+    merge.add_argument(
+        "--json", metavar="FILE", type=output_file, help="write the JSON results here (default: DIR/results.json)"
+    )
     diff = sub.add_parser(
-        "diff", help="compare two results.json: who changed, by how much, on which checks",
+        "diff",
+        help="compare two results.json: who changed, by how much, on which checks",
         description="List the students whose score or checks differ between two results files (a regrade).",
     )
     diff.add_argument("old", metavar="OLD.json")
     diff.add_argument("new", metavar="NEW.json")
     check = sub.add_parser(
-        "check", parents=[_common(pm, "check")], help=f"run the visible checks on your own {file}",
+        "check",
+        parents=[_common(pm, "check")],
+        help=f"run the visible checks on your own {file}",
         description=f"Run the visible checks on one {file} and print a summary.",
     )
     check.add_argument("paths", nargs=1, metavar="FILE", help=f"your {file}, {notebook}, or the folder holding it")
     check.add_argument(
-        "--public", metavar="FILE",
+        "--public",
+        metavar="FILE",
         help="public checks made by 'grader publish' (default: the specs folder if present, "
         "else the checks shipped with the grader)",
     )
     publish = sub.add_parser(
-        "publish", parents=[_common(pm, "publish")], help="write the visible checks, prepared, for 'grader check'",
+        "publish",
+        parents=[_common(pm, "publish")],
+        help="write the visible checks, prepared, for 'grader check'",
         description="Prepare the visible checks (calls and expected values) into one JSON file that "
         "'grader check' runs without the specs or the reference.",
     )
-    publish.add_argument("--out", dest="bundle", default=None, metavar="FILE",
-                         help="where to write it (default: the pack's public-checks file, shipped with it)")
+    publish.add_argument(
+        "--out",
+        dest="bundle",
+        default=None,
+        metavar="FILE",
+        help="where to write it (default: the pack's public-checks file, shipped with it)",
+    )
     package = sub.add_parser(
-        "build-student-package", parents=[_common(pm, "build-student-package")],
+        "build-student-package",
+        parents=[_common(pm, "build-student-package")],
         help="build the wheel and sdist a course gives its students (public checks, starter, diagnosis data)",
         description="Publish the visible checks afresh, then build the student wheel and sdist: the grader, the "
         "public checks with each catalogued mistake's results on them, and the starter; never the reference, a "
         "spec, a hidden input or expected value, or mutant code. Every artifact is opened and inspected.",
     )
-    package.add_argument("--out", dest="package_out", default="dist", metavar="DIR",
-                         help="folder for the .whl and .tar.gz (default: dist)")
+    package.add_argument(
+        "--out",
+        dest="package_out",
+        default="dist",
+        metavar="DIR",
+        help="folder for the .whl and .tar.gz (default: dist)",
+    )
     starter = sub.add_parser(
-        "starter", help=f"copy the starter {file} into a folder (default: here)",
+        "starter",
+        help=f"copy the starter {file} into a folder (default: here)",
         description=f"Copy the starter {file} (shipped in the student package) into DIR; an existing "
         f"{file} is never overwritten.",
     )
     starter.add_argument("starter_dir", nargs="?", default=".", metavar="DIR", help="where to put it (default: .)")
     _pack_argument(starter)
     init_ci = sub.add_parser(
-        "init-ci", help="write CI files for a student repository (github, gitlab or classroom50)",
+        "init-ci",
+        help="write CI files for a student repository (github, gitlab or classroom50)",
         description="Write the CI files of a student template repository. CI runs the visible checks only "
         "(grader check); the grade comes from 'grader grade'.",
     )
     init_ci.add_argument("target", choices=("github", "gitlab", "classroom50"), help="the CI to write files for")
-    init_ci.add_argument("--dir", dest="ci_dir", default=".", metavar="DIR",
-                         help="the repository to write into (default: the current folder)")
-    init_ci.add_argument("--package", default=None, metavar="SPEC",
-                         help="what CI installs with pip: the course's student wheel (URL or path; default: the "
-                         "pack's student package name)")
+    init_ci.add_argument(
+        "--dir",
+        dest="ci_dir",
+        default=".",
+        metavar="DIR",
+        help="the repository to write into (default: the current folder)",
+    )
+    init_ci.add_argument(
+        "--package",
+        default=None,
+        metavar="SPEC",
+        help="what CI installs with pip: the course's student wheel (URL or path; default: the "
+        "pack's student package name)",
+    )
     init_ci.add_argument("--force", action="store_true", help="overwrite files that exist")
     _pack_argument(init_ci)
     sub.add_parser(
-        "doctor", parents=[_common(pm, "doctor")], help="show which sandbox layers are active on this machine",
+        "doctor",
+        parents=[_common(pm, "doctor")],
+        help="show which sandbox layers are active on this machine",
         description="Start the sandbox, run an empty job in it, and list every isolation layer.",
     )
     sub.add_parser(
-        "audit", parents=[_common(pm, "audit")], help="grade the catalogued mutants and correct variants; print the kill matrix",
+        "audit",
+        parents=[_common(pm, "audit")],
+        help="grade the catalogued mutants and correct variants; print the kill matrix",
         description="Grade every mutant and correct variant of the catalogue (--mutants). Fails if a mutant "
         "survives an exercise it is tagged for, or a correct variant loses a point.",
     )
     sub.add_parser(
-        "validate", parents=[_common(pm, "validate")], help="check the specs against the reference",
+        "validate",
+        parents=[_common(pm, "validate")],
+        help="check the specs against the reference",
         description="Check every hand value against the reference, then grade the reference: it must score full marks.",
     )
     return parser
@@ -287,8 +353,13 @@ def _run(config: Config) -> int:
     if config.command == "init-ci":
         from grader.ci import NOTE, init_ci
 
-        for path in init_ci(config.option("target"), Path(config.option("ci_dir")), config.option("package"),
-                            bool(config.option("force")), config.pack):
+        for path in init_ci(
+            config.option("target"),
+            Path(config.option("ci_dir")),
+            config.option("package"),
+            bool(config.option("force")),
+            config.pack,
+        ):
             _write(f"wrote {display(str(path))}")
         _write(NOTE)
         return EXIT_OK
@@ -309,9 +380,11 @@ def _run(config: Config) -> int:
         pack = config.pack
         for path in config.options.paths:  # a file of another pack: every function would read as missing
             if Path(path).is_file() and Path(path).name not in (pack.submission, pack.notebook):
-                print(f"grader: warning: {display(path)}: the course pack {pack.id} ({pack.chapter}) grades "
-                      f"{pack.submission}; pass --pack DIR if {display(Path(path).name)} is another pack's",
-                      file=sys.stderr)
+                print(
+                    f"grader: warning: {display(path)}: the course pack {pack.id} ({pack.chapter}) grades "
+                    f"{pack.submission}; pass --pack DIR if {display(Path(path).name)} is another pack's",
+                    file=sys.stderr,
+                )
         report = session.grade(config, config.options.paths, visible_only=True)
     else:
         report = session.grade(config, config.options.paths)
@@ -320,8 +393,11 @@ def _run(config: Config) -> int:
     if faults:
         shown = ", ".join(f"{display(repr(sub_id))} ({fault})" for sub_id, fault in faults[:5])
         more = f" and {len(faults) - 5} more" if len(faults) > 5 else ""
-        print(f"grader: internal error on {len(faults)} submission(s): {shown}{more}; they are graded 'error', every "
-              f"other result and every class file was written (the tracebacks are above)", file=sys.stderr)
+        print(
+            f"grader: internal error on {len(faults)} submission(s): {shown}{more}; they are graded 'error', every "
+            f"other result and every class file was written (the tracebacks are above)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
     if config.command == "check":
         passed = all(c.status == "passed" for s in report.submissions for e in s.exercises for c in e.checks)
@@ -337,8 +413,10 @@ def _validate(config: Config) -> int:
     config.options.paths = [str(reference_file(config))]
     collected = session.collect(config)
     literals = sum(1 for ex in collected.exercises for c in ex.checks if c.kind == "literal")
-    _write(f"specs: {len(collected.exercises)} exercises, {sum(len(e.checks) for e in collected.exercises)} checks; "
-           f"{literals} hand values agree with the reference")
+    _write(
+        f"specs: {len(collected.exercises)} exercises, {sum(len(e.checks) for e in collected.exercises)} checks; "
+        f"{literals} hand values agree with the reference"
+    )
     report = session.grade(config, config.options.paths)
     result = report.submissions[0]
     bad = [(e.id, c) for e in result.exercises for c in e.checks if c.status != "passed"]
@@ -364,11 +442,15 @@ def _manifest_problems(config: Config, exercises: Sequence[Any]) -> list[str]:
     for ex in exercises:
         unknown = sorted({c.function for c in ex.checks} - set(pack.functions))
         if unknown:
-            problems.append(f"{ex.id}: checks call {', '.join(unknown)}, not among the functions of "
-                            f"{pack.root / 'course.yaml'} ({', '.join(pack.functions)}); list them there")
+            problems.append(
+                f"{ex.id}: checks call {', '.join(unknown)}, not among the functions of "
+                f"{pack.root / 'course.yaml'} ({', '.join(pack.functions)}); list them there"
+            )
         if ex.id in pack.sections and pack.sections[ex.id] != ex.section:
-            problems.append(f"{ex.id}: its section is {ex.section!r} but course.yaml's sections say "
-                            f"{pack.sections[ex.id]!r}; make them agree")
+            problems.append(
+                f"{ex.id}: its section is {ex.section!r} but course.yaml's sections say "
+                f"{pack.sections[ex.id]!r}; make them agree"
+            )
     return problems
 
 
@@ -388,8 +470,10 @@ def _starter(config: Config) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target)
     count = len(pack.functions)
-    _write(f"wrote {display(str(target))}: fill in the {_NUMBERS.get(count, str(count))} function{'s' if count != 1 else ''}, "
-           f"then run 'grader check {display(str(target))}'")
+    _write(
+        f"wrote {display(str(target))}: fill in the {_NUMBERS.get(count, str(count))} function{'s' if count != 1 else ''}, "
+        f"then run 'grader check {display(str(target))}'"
+    )
     return EXIT_OK
 
 
@@ -407,14 +491,17 @@ def _bundle(config: Config) -> dict[str, Any]:
     if config.pluginmanager.get_plugin("diagnosis") is not None and not config.option("no_diagnosis", False):
         folder, explicit = mutants_dir(config)
         try:
-            catalogue = load_catalogue(folder, config.pack.submission, config.pack.chapter_url) if folder is not None else None
+            catalogue = (
+                load_catalogue(folder, config.pack.submission, config.pack.chapter_url) if folder is not None else None
+            )
         except ConfigError:
             if explicit:
                 raise
             catalogue = None
         if catalogue is not None:  # each mistake's results on the visible checks: data for 'check' anywhere
-            table = config.hooks.mistake_table(collected=visible_part(collected), catalogue=catalogue, outcomes=None,
-                                               config=config)
+            table = config.hooks.mistake_table(
+                collected=visible_part(collected), catalogue=catalogue, outcomes=None, config=config
+            )
     return publish(collected, table)
 
 
@@ -425,13 +512,19 @@ def _build_student_package(config: Config) -> int:
     bundle = _bundle(config)
     mutants, _ = mutants_dir(config)
     artifacts = build_student_package(
-        Path(config.option("package_out")), dumps(bundle), config.pack, specs_dir(config), reference_file(config),
+        Path(config.option("package_out")),
+        dumps(bundle),
+        config.pack,
+        specs_dir(config),
+        reference_file(config),
         mutants or config.pack.mutants,
     )
     visible = sum(len(e["checks"]) for e in bundle["exercises"])
     for artifact in artifacts:
-        _write(f"{display(str(artifact))}: {len(member_names(artifact))} files; inspected: no reference, spec, "
-               "hidden check or mutant code")
+        _write(
+            f"{display(str(artifact))}: {len(member_names(artifact))} files; inspected: no reference, spec, "
+            "hidden check or mutant code"
+        )
     _write(f"the public checks: {visible} visible checks; {bundle['hidden_count']} hidden checks left out")
     return EXIT_OK
 
@@ -448,8 +541,10 @@ def _publish(config: Config) -> int:
         raise UsageError(f"--out {target}: cannot write the file ({exc.strerror})") from None
     visible = sum(len(e["checks"]) for e in bundle["exercises"])
     mistakes = len({m["name"] for e in bundle["exercises"] for c in e["checks"] for m in c["mistakes"]})
-    _write(f"{target}: {visible} visible checks, prepared; {bundle['hidden_count']} hidden checks left out; "
-           f"{mistakes} catalogued mistakes' results on them, for diagnosis")
+    _write(
+        f"{target}: {visible} visible checks, prepared; {bundle['hidden_count']} hidden checks left out; "
+        f"{mistakes} catalogued mistakes' results on them, for diagnosis"
+    )
     return EXIT_OK
 
 
@@ -507,8 +602,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
         traceback.print_exc()
-        print("grader: internal error: this is a bug in the grader or a plugin; please report it with the traceback above",
-              file=sys.stderr)
+        print(
+            "grader: internal error: this is a bug in the grader or a plugin; please report it with the traceback above",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
     finally:
         if config is not None:

@@ -14,8 +14,17 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "DEFAULT_WHY", "EPS", "FLOOR_WHY", "Mismatch", "as_array", "compare", "format_value", "part_names", "perturb",
-    "rounding_floor", "split_parts",
+    "DEFAULT_WHY",
+    "EPS",
+    "FLOOR_WHY",
+    "Mismatch",
+    "as_array",
+    "compare",
+    "format_value",
+    "part_names",
+    "perturb",
+    "rounding_floor",
+    "split_parts",
 ]
 
 
@@ -154,8 +163,13 @@ def _index(name: str, flat: int, shape: tuple[int, ...]) -> str:
 
 
 def compare(
-    name: str, expected: Any, got: Any, rtol: float, atol: float,
-    floor: Any = None, why: str = "",
+    name: str,
+    expected: Any,
+    got: Any,
+    rtol: float,
+    atol: float,
+    floor: Any = None,
+    why: str = "",
 ) -> None:
     """Compare one returned part with its expected value.
 
@@ -285,7 +299,12 @@ def _terms(value: Any) -> int:
 
 
 def rounding_floor(
-    fn: Any, args: Sequence[Any], expected: dict[str, Any], names: Sequence[str], seed: int, trials: int = 4,
+    fn: Any,
+    args: Sequence[Any],
+    expected: dict[str, Any],
+    names: Sequence[str],
+    seed: int,
+    trials: int = 4,
 ) -> dict[str, np.ndarray]:
     """What float64 rounding can move each part of a result by, measured on the inputs themselves.
 

@@ -25,6 +25,7 @@ STATUS_LABELS = {
 }
 """Words for each check status, as a student reads them."""
 
+
 def shorten(text: str, limit: int | None) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis (None: no limit)."""
     if limit is None or len(text) <= limit:

@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "MAX_SOURCE_BYTES", "SubmissionFiles", "output_file", "remove_stale_scratch", "safe_name", "scratch_prefix", "unique_file_names",
+    "MAX_SOURCE_BYTES",
+    "SubmissionFiles",
+    "output_file",
+    "remove_stale_scratch",
+    "safe_name",
+    "scratch_prefix",
+    "unique_file_names",
     "write_atomic",
 ]
 
@@ -66,9 +72,14 @@ def not_regular(path: str | os.PathLike[str]) -> str:
         mode = os.lstat(path).st_mode
     except OSError:
         return ""
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a folder")):
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
         if test(mode):
             return name
     return ""
@@ -126,7 +137,12 @@ class SubmissionFiles:
     """
 
     def __init__(
-        self, folder: Path, items: Sequence[Any], suffix: str, render: Callable[[Any], str], failure: str,
+        self,
+        folder: Path,
+        items: Sequence[Any],
+        suffix: str,
+        render: Callable[[Any], str],
+        failure: str,
     ) -> None:
         from grader.naming import slugs_of
 
@@ -182,7 +198,9 @@ def output_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
     kind = not_regular(path)
     if kind:
-        raise argparse.ArgumentTypeError(f"{text} is {kind}, which the grader would replace; give a regular file's path")
+        raise argparse.ArgumentTypeError(
+            f"{text} is {kind}, which the grader would replace; give a regular file's path"
+        )
     folder = path.absolute().parent
     while not folder.exists():
         folder = folder.parent

@@ -90,8 +90,9 @@ class Hooks:
 
     def float64_error(self, function: str, args: Sequence[Any], parts: dict[str, Any]) -> dict[str, Any] | None:
         """What correct float64 code may be off by on one call, per element of each part (first result)."""
-        return cast("dict[str, Any] | None",
-                    self._pm.hook.grader_float64_error(function=function, args=args, parts=parts))
+        return cast(
+            "dict[str, Any] | None", self._pm.hook.grader_float64_error(function=function, args=args, parts=parts)
+        )
 
     def locate_submissions(self, path: str, config: Config) -> Sequence[Submission] | None:
         """The submissions behind one command-line PATH (first result)."""

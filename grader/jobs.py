@@ -222,8 +222,9 @@ class PlainJob:
     (macOS), calls are timed by the wall clock.
     """
 
-    def __init__(self, source: bytes, workdir: str, cpu_seconds: float, standby: bool = False,
-                 filename: str = "submission.py") -> None:
+    def __init__(
+        self, source: bytes, workdir: str, cpu_seconds: float, standby: bool = False, filename: str = "submission.py"
+    ) -> None:
         request_path = write_request(workdir, source, cpu_seconds, filename)
         read_fd, write_fd = os.pipe()
         call_read, call_write = os.pipe()
@@ -320,8 +321,12 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-B", "-u", FORKSERVER, str(theirs.fileno())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
-            env=dict(CHILD_ENV, HOME="/nonexistent"), cwd="/", start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+            env=dict(CHILD_ENV, HOME="/nonexistent"),
+            cwd="/",
+            start_new_session=True,
         )
         theirs.close()
         self.sock = ours
@@ -382,8 +387,15 @@ class ForkJob:
     process group only while the job is its own.
     """
 
-    def __init__(self, server: ForkServer, source: bytes, workdir: str, cpu_seconds: float,
-                 standby: bool = False, filename: str = "submission.py") -> None:
+    def __init__(
+        self,
+        server: ForkServer,
+        source: bytes,
+        workdir: str,
+        cpu_seconds: float,
+        standby: bool = False,
+        filename: str = "submission.py",
+    ) -> None:
         folder = tempfile.mkdtemp(prefix="worker-", dir=workdir)
         file = os.path.join(folder, filename)
         with open(file, "wb") as fh:
@@ -393,8 +405,9 @@ class ForkJob:
         theirs = [pipes[0][1], pipes[1][1], pipes[2][1], pipes[3][0], pipes[4][1]]
         env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
         try:
-            reply = server.request({"op": "launch", "file": file, "cpu_seconds": cpu_seconds, "cwd": workdir,
-                                    "env": env}, theirs)
+            reply = server.request(
+                {"op": "launch", "file": file, "cpu_seconds": cpu_seconds, "cwd": workdir, "env": env}, theirs
+            )
         except BaseException:
             for fd in (pipes[0][0], pipes[1][0], pipes[2][0], pipes[3][1], pipes[4][0]):
                 os.close(fd)
@@ -502,7 +515,7 @@ class _Child:
         view = memoryview(call.wire if isinstance(call, Call) else call)
         while view:
             try:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
                 continue
             except BlockingIOError:
                 pass
@@ -535,8 +548,9 @@ class _Child:
         if room > 0:
             kept += chunk[:room]
 
-    def read_frame(self, deadline: float, sink: dict[str, bytearray], expect: str = "call",
-                   budget: ResultBudget | None = None) -> dict[str, Any] | str | BoundaryError:
+    def read_frame(
+        self, deadline: float, sink: dict[str, bytearray], expect: str = "call", budget: ResultBudget | None = None
+    ) -> dict[str, Any] | str | BoundaryError:
         """Return the next frame, decoded and validated by `grader.boundary.decode_frame`.
 
         Or ``"timeout"`` (nothing by ``deadline``), ``"eof"`` (the result
@@ -556,8 +570,8 @@ class _Child:
                         return exc
                     need = 4 + size - len(self.buffer)
                     if need <= 0:
-                        data = bytes(self.buffer[4:4 + size])
-                        del self.buffer[:4 + size]
+                        data = bytes(self.buffer[4 : 4 + size])
+                        del self.buffer[: 4 + size]
                         try:
                             return decode_frame(data, expect, budget)
                         except BoundaryError as exc:
@@ -634,8 +648,15 @@ def _result_of(frame: dict[str, Any], seconds: float) -> CallResult:
     if status == "returned":
         return CallResult("returned", value=frame["value"], seconds=seconds, mutated_args=mutated)
     if status == "raised":
-        return CallResult("raised", error_type=frame["type"] or "Exception", value_error=frame["value_error"],
-                          message=frame["message"], where=frame["where"], seconds=seconds, mutated_args=mutated)
+        return CallResult(
+            "raised",
+            error_type=frame["type"] or "Exception",
+            value_error=frame["value_error"],
+            message=frame["message"],
+            where=frame["where"],
+            seconds=seconds,
+            mutated_args=mutated,
+        )
     return CallResult(status, message=frame["message"], seconds=seconds, mutated_args=mutated)
 
 
@@ -769,7 +790,9 @@ def run_calls(
 
     start = 0
     standby: _Child | None = None  # a worker for calls[start:], imported or importing, waiting for a call
-    with tempfile.TemporaryDirectory(prefix=scratch_prefix("job")) if scratch else contextlib.nullcontext("") as workdir:
+    with (
+        tempfile.TemporaryDirectory(prefix=scratch_prefix("job")) if scratch else contextlib.nullcontext("") as workdir
+    ):
         try:
             while start < len(calls):
                 if time.monotonic() >= budget_end:
@@ -799,10 +822,16 @@ def run_calls(
                             child.drain(sink)
                             mark = (len(sink["stdout"]), len(sink["stderr"]))
                         got, failed, standby = _run_phase(
-                            child, calls, j, end, budget_end, over_budget, sink,
+                            child,
+                            calls,
+                            j,
+                            end,
+                            budget_end,
+                            over_budget,
+                            sink,
                             lambda pending: _standby(launch, source, workdir, cpu_for(pending)),
                         )
-                        results[j:j + len(got)] = got
+                        results[j : j + len(got)] = got
                         if failed:
                             handover = standby is not None
                             stop_at = j + len(got)
@@ -825,8 +854,14 @@ def run_calls(
 
 
 def _run_phase(
-    child: _Child, calls: Sequence[Call], start: int, end: int, budget_end: float, over_budget: str,
-    sink: dict[str, bytearray], start_standby: Callable[[Sequence[Call]], Job],
+    child: _Child,
+    calls: Sequence[Call],
+    start: int,
+    end: int,
+    budget_end: float,
+    over_budget: str,
+    sink: dict[str, bytearray],
+    start_standby: Callable[[Sequence[Call]], Job],
 ) -> tuple[list[CallResult], bool, _Child | None]:
     """Hand ``calls[start:end]`` to ``child`` at once and read one answer per call, each against its own limits.
 
@@ -879,7 +914,7 @@ def _run_phase(
                     frame = "wall"
                     break
                 if want_standby and standby is None and remaining <= STANDBY_LEAD_SECONDS:
-                    standby = _Child(start_standby(calls[j + 1:]))  # the call may hang: get its successor ready
+                    standby = _Child(start_standby(calls[j + 1 :]))  # the call may hang: get its successor ready
                 lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0
                 wait = max(remaining - lead, MIN_POLL_SECONDS)
                 frame = child.read_frame(min(now + wait, backstop), sink, "call", call.budget)
@@ -892,8 +927,7 @@ def _run_phase(
         elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
             result = CallResult("bad_return", message=frame.message, seconds=seconds)
         else:
-            got.append(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget_end, over_budget,
-                                    seconds))
+            got.append(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget_end, over_budget, seconds))
             return got, True, standby
         got.append(result)
         if standby is not None:  # the call answered in time after all
@@ -906,19 +940,28 @@ def _run_phase(
     return got, False, None
 
 
-def _failed_call(frame: str | BoundaryError, child: _Child, call: Call, cpu_timed: bool, budget_bound: bool,
-                 over_budget: str, seconds: float) -> CallResult:
+def _failed_call(
+    frame: str | BoundaryError,
+    child: _Child,
+    call: Call,
+    cpu_timed: bool,
+    budget_bound: bool,
+    over_budget: str,
+    seconds: float,
+) -> CallResult:
     """The result of a call that did not answer: timed out, refused, or the job ended or lost its channel."""
     if frame == "cpu":
-        return CallResult("timeout", message=f"the call used more than {call.timeout:g} s of CPU time",
-                          seconds=seconds)
+        return CallResult("timeout", message=f"the call used more than {call.timeout:g} s of CPU time", seconds=seconds)
     if frame in ("wall", "timeout"):
         if budget_bound:
             return CallResult("timeout", message=over_budget, seconds=seconds)
         if not cpu_timed:
             return CallResult("timeout", message=f"the call took longer than {call.timeout:g} s", seconds=seconds)
-        return CallResult("timeout", seconds=seconds, message=(
-            f"the call took longer than {call.timeout * WALL_BACKSTOP_FACTOR:g} s of wall-clock time"))
+        return CallResult(
+            "timeout",
+            seconds=seconds,
+            message=(f"the call took longer than {call.timeout * WALL_BACKSTOP_FACTOR:g} s of wall-clock time"),
+        )
     if isinstance(frame, BoundaryError):
         return CallResult("crashed", message=frame.message, seconds=seconds)
     if frame == "closed" and child.job.exit_code(0.5) is None:  # alive, but its call pipe is gone
@@ -926,8 +969,9 @@ def _failed_call(frame: str | BoundaryError, child: _Child, call: Call, cpu_time
     return CallResult("crashed", message=child.exit_description(), seconds=seconds)
 
 
-def _import_problem(frame: dict[str, Any] | str | BoundaryError, child: _Child, import_timeout: float,
-                    again: bool = False) -> str:
+def _import_problem(
+    frame: dict[str, Any] | str | BoundaryError, child: _Child, import_timeout: float, again: bool = False
+) -> str:
     """One sentence saying why the submission could not be imported.
 
     ``again``: a worker started after the first hidden call (to replace one
@@ -982,6 +1026,8 @@ def sandboxed(config: Any) -> bool:
     processes (`PlainJob`).
     """
     return config.command == "grade" and not config.option("insecure", False)
+
+
 """The parent's side of one job (`Job`): what a launcher's caller reads frames from."""
 
 call_result = _call_result

@@ -39,10 +39,35 @@ from grader.errors import SpecError
 from grader.models import Call, CallResult, Check, Exercise, Prepared, Verdict
 
 __all__ = [
-    "DEFAULT_ATOL", "DEFAULT_RTOL", "FLOOR_KEY", "LITERAL", "REASON", "REF_KEY", "ROW_SUM_ATOL", "SELECT", "SHAPES",
-    "TOLERANCE", "VALID", "WHY", "CheckKind", "Kind", "KindContext", "compare_parts", "contract_problem", "gated",
-    "guarded_call", "keys_schema", "mib", "named", "normalize", "reference_parts", "reference_shapes", "shaped_parts",
-    "tolerance_of", "tolerances", "with_floor",
+    "DEFAULT_ATOL",
+    "DEFAULT_RTOL",
+    "FLOOR_KEY",
+    "LITERAL",
+    "REASON",
+    "REF_KEY",
+    "ROW_SUM_ATOL",
+    "SELECT",
+    "SHAPES",
+    "TOLERANCE",
+    "VALID",
+    "WHY",
+    "CheckKind",
+    "Kind",
+    "KindContext",
+    "compare_parts",
+    "contract_problem",
+    "gated",
+    "guarded_call",
+    "keys_schema",
+    "mib",
+    "named",
+    "normalize",
+    "reference_parts",
+    "reference_shapes",
+    "shaped_parts",
+    "tolerance_of",
+    "tolerances",
+    "with_floor",
 ]
 
 DEFAULT_RTOL = 1e-6
@@ -142,7 +167,9 @@ class KindContext:
         if sum(sizes.values()) > MAX_CHECK_ELEMENTS:  # refused before anything is drawn
             shown = ", ".join(f"{name} {check.args[name][_gen(check.args[name])]}" for name, n in sizes.items() if n)
             raise self.fail(
-                check, "args", f"the generated arguments ({shown}) have {sum(sizes.values()):,} elements together; a "
+                check,
+                "args",
+                f"the generated arguments ({shown}) have {sum(sizes.values()):,} elements together; a "
                 f"check's are limited to {MAX_CHECK_ELEMENTS:,}: make them smaller",
             )
         values = {name: self.generate(check, name, raw, rng) for name, raw in check.args.items()}
@@ -171,8 +198,12 @@ class KindContext:
         if len(known) != 1:
             shown = ", ".join(repr(str(k)) for k in raw) or "no key"
             problem = "names two generators" if known else f"is not a generator (it has {shown})"
-            raise self.fail(check, key, f"{problem}; write one of {', '.join(GENERATORS)}, e.g. {{normal: [3, 2]}}, "
-                            "or a list for a literal value")
+            raise self.fail(
+                check,
+                key,
+                f"{problem}; write one of {', '.join(GENERATORS)}, e.g. {{normal: [3, 2]}}, "
+                "or a list for a literal value",
+            )
         gen = known[0]
         size = raw[gen]
         extra = {k: v for k, v in raw.items() if k != gen}
@@ -190,8 +221,11 @@ class KindContext:
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
                 raise self.fail(check, key, f"'{gen}' takes a positive length, e.g. {{{gen}: 5}}")
             shape = [size]
-        elif not (isinstance(size, list) and size and all(
-                isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in size)):
+        elif not (
+            isinstance(size, list)
+            and size
+            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in size)
+        ):
             raise self.fail(check, key, f"'{gen}' takes a shape: a list of positive integers, e.g. {{{gen}: [3, 2]}}")
         else:
             shape = size
@@ -202,7 +236,8 @@ class KindContext:
             elements *= s
         if elements > MAX_ARG_ELEMENTS or elements * 8 > MAX_ARG_BYTES:
             raise self.fail(
-                check, key,
+                check,
+                key,
                 f"'{gen}' shape {shape} has {elements:,} elements ({mib(elements * 8)}); a generated argument is "
                 f"limited to {MAX_ARG_ELEMENTS:,} elements and {mib(MAX_ARG_BYTES)}: make it smaller",
             )
@@ -256,17 +291,23 @@ class KindContext:
             value = guarded_call(fn, args)
         except MemoryError:
             raise self.fail(
-                check, "args", f"the reference needs more than {mib(REFERENCE_MEMORY)} of memory on arguments of "
+                check,
+                "args",
+                f"the reference needs more than {mib(REFERENCE_MEMORY)} of memory on arguments of "
                 f"shapes {shapes}; make the arguments smaller",
             ) from None
         except TimeoutError:
             raise self.fail(
-                check, "args", f"the reference took more than {REFERENCE_SECONDS} s on arguments of shapes {shapes}; "
+                check,
+                "args",
+                f"the reference took more than {REFERENCE_SECONDS} s on arguments of shapes {shapes}; "
                 "make the arguments smaller",
             ) from None
         except BaseException as exc:  # noqa: BLE001 - instructor code, reported in one line (also sys.exit)
             raise self.fail(
-                check, "args", f"the reference raised {type(exc).__name__} on these arguments: {exc}; fix the "
+                check,
+                "args",
+                f"the reference raised {type(exc).__name__} on these arguments: {exc}; fix the "
                 "arguments or the reference",
             ) from None
         value = normalize(value)
@@ -275,13 +316,16 @@ class KindContext:
         if elements > MAX_RESULT_ELEMENTS:
             got = ", ".join(str(np.shape(p)) for p in parts)
             raise self.fail(
-                check, "args", f"the reference's result has {elements:,} elements (shapes {got}); results are limited "
+                check,
+                "args",
+                f"the reference's result has {elements:,} elements (shapes {got}); results are limited "
                 f"to {MAX_RESULT_ELEMENTS:,} elements: make the arguments smaller",
             )
         names = self.exercise.returns.get(name)
         if names is not None and len(names) != len(parts):
             raise SpecError(
-                self.exercise.path, f"returns.{name}",
+                self.exercise.path,
+                f"returns.{name}",
                 f"names {len(names)} part(s) {list(names)} but the reference's {name} returns {len(parts)} "
                 f"value(s) on the arguments of check '{check.id}'; give one name per returned value",
             )
@@ -386,7 +430,9 @@ def named(check: Check, ctx: KindContext, value: Any, select: Sequence[str] | No
     if select:
         unknown = [s for s in select if s not in parts]
         if unknown:
-            raise ctx.fail(check, "select", f"unknown part(s) {unknown}; the result has {list(names)}: select among them")
+            raise ctx.fail(
+                check, "select", f"unknown part(s) {unknown}; the result has {list(names)}: select among them"
+            )
         parts = {k: parts[k] for k in select}
     return parts
 
@@ -454,7 +500,9 @@ def with_floor(check: Check, ctx: KindContext, args: Sequence[Any], expected: di
         scale = float(np.max(np.abs(floats[part]))) if floats[part].size else 0.0
         if float(np.max(values)) > 1e-2 * max(scale, 1e-300):
             raise ctx.fail(
-                check, "args", f"float64 rounding of these inputs moves {part} by up to {float(np.max(values)):.3g} "
+                check,
+                "args",
+                f"float64 rounding of these inputs moves {part} by up to {float(np.max(values)):.3g} "
                 f"(of at most {scale:.3g}): the check would prove nothing; choose better-conditioned inputs",
             )
     return {**expected, FLOOR_KEY: floor} if floor else expected
@@ -520,13 +568,20 @@ def contract_problem(parts: dict[str, np.ndarray], reference: dict[str, Any]) ->
             hi = int(np.argmax(r))
             lo = int(nonzero[np.argmin(r[nonzero])])
             if r[hi] > r[lo] * (1 + ORDER_MARGIN) and not row[hi] > row[lo]:
-                return (f"in row {i} the {name} ignore the scores: the largest score's weight is not above the "
-                        "smallest allowed score's")
+                return (
+                    f"in row {i} the {name} ignore the scores: the largest score's weight is not above the "
+                    "smallest allowed score's"
+                )
     return None
 
 
 def gated(
-    check: Check, ctx: KindContext, got: Any, expected: dict[str, Any], prop: str, ref_key: str = REF_KEY,
+    check: Check,
+    ctx: KindContext,
+    got: Any,
+    expected: dict[str, Any],
+    prop: str,
+    ref_key: str = REF_KEY,
 ) -> Verdict | None:
     """A failed verdict when ``got`` does not meet the basic contract (`contract_problem`), else None.
 
@@ -541,16 +596,19 @@ def gated(
     if problem is None:
         return None
     return Verdict(
-        "failed", f"{problem}, so {prop} earns nothing here: a property pays only for a result that meets the "
-        f"basic contract", tuple((k, format_value(v)) for k, v in parts.items()),
+        "failed",
+        f"{problem}, so {prop} earns nothing here: a property pays only for a result that meets the basic contract",
+        tuple((k, format_value(v)) for k, v in parts.items()),
     )
 
 
 def reference_parts(check: Check, ctx: KindContext, args: Sequence[Any]) -> dict[str, Any]:
     """Shapes of the reference's parts on ``args`` plus, under `REF_KEY`, the parts themselves."""
     parts = named(check, ctx, ctx.call_reference(check, args))
-    return {**{k: np.shape(v) for k, v in parts.items()},
-            REF_KEY: {k: np.asarray(v, dtype=np.float64) for k, v in parts.items()}}
+    return {
+        **{k: np.shape(v) for k, v in parts.items()},
+        REF_KEY: {k: np.asarray(v, dtype=np.float64) for k, v in parts.items()},
+    }
 
 
 def keys_schema(**properties: dict[str, Any]) -> dict[str, Any]:
@@ -563,18 +621,23 @@ LITERAL = {
     "description": "give the hand value: a number, a list of numbers or a mapping from part names to them",
 }
 SHAPES = {
-    "type": "object", "minProperties": 1,
+    "type": "object",
+    "minProperties": 1,
     "additionalProperties": {"type": "array", "items": {"type": "integer", "minimum": 0}},
     "description": "give a mapping from part names to shapes, e.g. {weights: [4, 6]}",
 }
 SELECT = {
-    "type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "minLength": 1},
+    "type": "array",
+    "minItems": 1,
+    "uniqueItems": True,
+    "items": {"type": "string", "minLength": 1},
     "description": "give a list of part names, e.g. [weights]",
 }
 REASON = {"type": "string", "minLength": 1, "description": "give the reason in words, e.g. empty scores"}
 WHY = {"type": "string", "minLength": 10, "description": "say in words why the check asks this tolerance"}
 VALID = {
-    "type": "object", "minProperties": 1,
+    "type": "object",
+    "minProperties": 1,
     "description": "give the arguments of a valid call next to the invalid one, e.g. {scores: [1.0, 0.0]}",
 }
 

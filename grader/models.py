@@ -580,14 +580,17 @@ def result_from_dict(data: dict[str, Any]) -> SubmissionResult:
     exercises = []
     for ex in data["exercises"]:
         checks = tuple(
-            CheckResult(**{
-                **c,
-                "details": tuple(tuple(pair) for pair in c.get("details", ())),
-                "diagnosis": tuple(Diagnosis(**d) for d in c.get("diagnosis", ())),
-            })
+            CheckResult(
+                **{
+                    **c,
+                    "details": tuple(tuple(pair) for pair in c.get("details", ())),
+                    "diagnosis": tuple(Diagnosis(**d) for d in c.get("diagnosis", ())),
+                }
+            )
             for c in ex["checks"]
         )
         exercises.append(ExerciseResult(**{**ex, "checks": checks}))
     adjustments = tuple(Adjustment(**a) for a in data.get("adjustments", ()))
-    return SubmissionResult(**{**data, "exercises": tuple(exercises), "adjustments": adjustments,
-                               "lms": dict(data.get("lms", {}))})
+    return SubmissionResult(
+        **{**data, "exercises": tuple(exercises), "adjustments": adjustments, "lms": dict(data.get("lms", {}))}
+    )

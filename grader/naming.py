@@ -63,15 +63,41 @@ __all__ = [
 MAX_SLUG_BYTES = 64
 """Longest slug base, in bytes of UTF-8 (a ``-N`` suffix for duplicates may follow)."""
 
-RESERVED = ("index", "summary", "results", "gradebook", "junit", "gradescope", "similarity", "staff", "canvas",
-            "moodle")
+RESERVED = (
+    "index",
+    "summary",
+    "results",
+    "gradebook",
+    "junit",
+    "gradescope",
+    "similarity",
+    "staff",
+    "canvas",
+    "moodle",
+)
 """Slugs no student gets (case-insensitively): the stems of the files and folders the
 writers make in the output folder (``index.html``, ``summary.html``, ``results.json``,
 ``gradebook.csv``, ``gradebook.sqlite``, ``junit.xml``, ``gradescope/``, ``similarity.html``,
 ``staff/``, ``canvas.csv``, ``moodle.csv``)."""
 
-DEVICES = frozenset(("con", "prn", "aux", "nul", "conin$", "conout$", *(f"com{i}" for i in range(10)),
-                     *(f"lpt{i}" for i in range(10)), "com¹", "com²", "com³", "lpt¹", "lpt²", "lpt³"))
+DEVICES = frozenset(
+    (
+        "con",
+        "prn",
+        "aux",
+        "nul",
+        "conin$",
+        "conout$",
+        *(f"com{i}" for i in range(10)),
+        *(f"lpt{i}" for i in range(10)),
+        "com¹",
+        "com²",
+        "com³",
+        "lpt¹",
+        "lpt²",
+        "lpt³",
+    )
+)
 """Names Windows reserves for devices, with any extension (``con.py.html`` too): a slug
 starting with one before its first dot gets a leading ``_``."""
 
@@ -268,8 +294,10 @@ def name_submissions(submissions: Sequence[T]) -> list[T]:
         raws.append(raw)
     ids = unique_ids(ids, alternatives)
     slugs = assign_slugs(ids, raws)
-    return [dataclasses.replace(sub, id=sid, slug=slug)  # type: ignore[type-var]
-            for sub, sid, slug in zip(submissions, ids, slugs)]
+    return [
+        dataclasses.replace(sub, id=sid, slug=slug)  # type: ignore[type-var]
+        for sub, sid, slug in zip(submissions, ids, slugs)
+    ]
 
 
 def slugs_of(items: Sequence[Any]) -> dict[str, str]:
@@ -313,8 +341,11 @@ def what_it_holds(entries: Sequence[tuple[str, bool]], filename: str, notebook: 
         notebook, lab.ipynb: rename it attention.ipynb (notebooks are graded
         too) or save it as attention.py"``, ``"it holds util.py, notes.txt"`` or ``"it is empty"``.
     """
-    shown = [(display_name(p), d) for p, d in entries
-             if not any(part.startswith(".") or part == "__pycache__" for part in p.split("/"))]
+    shown = [
+        (display_name(p), d)
+        for p, d in entries
+        if not any(part.startswith(".") or part == "__pycache__" for part in p.split("/"))
+    ]
     files = [p for p, d in shown if not d]
     stem = filename.rsplit(".", 1)[0].lower()
     top = [p for p in files if "/" not in p]
@@ -327,8 +358,10 @@ def what_it_holds(entries: Sequence[tuple[str, bool]], filename: str, notebook: 
     books = [p for p in files if p.lower().endswith(".ipynb")]
     if books:
         notebook = notebook or filename.rsplit(".", 1)[0] + ".ipynb"
-        return (f"it holds a notebook, {min(books)}: rename it {notebook} (notebooks are graded too) "
-                f"or save it as {filename}")
+        return (
+            f"it holds a notebook, {min(books)}: rename it {notebook} (notebooks are graded too) "
+            f"or save it as {filename}"
+        )
     if not shown:
         return "it is empty"
     listed = sorted(top or files, key=lambda p: (not p.endswith(".py"), p))

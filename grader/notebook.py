@@ -102,8 +102,10 @@ def convert(path: str | Path, source_name: str = "submission.py") -> Notebook:
         nb = nbformat.read(str(path), as_version=4)
     except Exception as exc:  # noqa: BLE001 - nbformat raises JSON, validation and version errors alike
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise NotebookError(f"{path.name} is not a notebook nbformat can read ({first}); save it again from "
-                            f"Jupyter, or hand in {source_name}") from None
+        raise NotebookError(
+            f"{path.name} is not a notebook nbformat can read ({first}); save it again from "
+            f"Jupyter, or hand in {source_name}"
+        ) from None
     out: list[str] = []
     where: list[tuple[int, int]] = []
     notes: list[str] = []
@@ -119,16 +121,23 @@ def convert(path: str | Path, source_name: str = "submission.py") -> Notebook:
             where.append((0, 0))
         cell_magic = bool(cell_lines) and cell_lines[0].lstrip().startswith("%%")
         if cell_magic:
-            notes.append(f"{path.name}, cell {number}: the cell magic {cell_lines[0].strip()[:40]!r} is not "
-                         "Python; the whole cell was left out")
+            notes.append(
+                f"{path.name}, cell {number}: the cell magic {cell_lines[0].strip()[:40]!r} is not "
+                "Python; the whole cell was left out"
+            )
         for k, line in enumerate(cell_lines, start=1):
             if cell_magic or _IPYTHON_LINE.match(line):
                 if not cell_magic:
-                    notes.append(f"{path.name}, cell {number}, line {k}: {line.strip()[:40]!r} is an IPython "
-                                 "line, not Python; it was left out")
+                    notes.append(
+                        f"{path.name}, cell {number}, line {k}: {line.strip()[:40]!r} is an IPython "
+                        "line, not Python; it was left out"
+                    )
                 indent = line[: len(line) - len(line.lstrip())]
-                out.append("# left out by the grader: a cell magic" if cell_magic
-                           else f"{indent}pass  # left out by the grader: an IPython line")
+                out.append(
+                    "# left out by the grader: a cell magic"
+                    if cell_magic
+                    else f"{indent}pass  # left out by the grader: an IPython line"
+                )
             else:
                 out.append(line)
             where.append((number, k))

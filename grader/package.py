@@ -49,8 +49,10 @@ def repository(start: Path | None = None) -> Path:
     for root in (start or Path.cwd(), ROOT):
         if (root / "pyproject.toml").is_file() and (root / "grader" / "cli.py").is_file():
             return root
-    raise ConfigError("build-student-package: run it in the grader's repository (the folder holding "
-                      "pyproject.toml and grader/)")
+    raise ConfigError(
+        "build-student-package: run it in the grader's repository (the folder holding pyproject.toml and grader/)"
+    )
+
 
 FORBIDDEN_PARTS = ("reference", "mutants", "exercises", "specs", "submissions", "tests", "benchmarks", "reports")
 """Folder names that never appear in a student artifact's paths."""
@@ -69,8 +71,10 @@ def pack_members(pack: Any) -> dict[str, Path | None]:
     starter; never the specs, the reference, the mutants or the samples.
     """
     pkg = pack_package(pack)
-    members: dict[str, Path | None] = {f"{pkg}/__init__.py": pack.root / "__init__.py", f"{pkg}/course.yaml":
-                                       pack.root / "course.yaml"}
+    members: dict[str, Path | None] = {
+        f"{pkg}/__init__.py": pack.root / "__init__.py",
+        f"{pkg}/course.yaml": pack.root / "course.yaml",
+    }
     if pack.plugin is not None:
         members[f"{pkg}/{pack.plugin.name}"] = pack.plugin
     members[f"{pkg}/{pack.public.relative_to(pack.root).as_posix()}"] = None
@@ -125,7 +129,7 @@ def _student_readme(readme: Path, pack: Any) -> str:
     if start < 0:
         return _pack_readme(pack)
     end = text.find("\n## ", start + 3)
-    return f"# {pack.chapter} grader for students\n\n" + text[start:end if end > 0 else None].strip() + "\n"
+    return f"# {pack.chapter} grader for students\n\n" + text[start : end if end > 0 else None].strip() + "\n"
 
 
 def _tables(text: str) -> list[list[str]]:
@@ -161,16 +165,26 @@ def student_pyproject(text: str, pack: Any) -> str:
     for group in _tables(text):
         header = group[0].strip() if group and group[0].startswith("[") else ""
         if header == "[tool.setuptools.package-data]":
-            group = [group[0], 'grader = ["templates/*.html", "py.typed"]',
-                     f"{pkg} = [{', '.join(json.dumps(d) for d in data)}]", ""]
+            group = [
+                group[0],
+                'grader = ["templates/*.html", "py.typed"]',
+                f"{pkg} = [{', '.join(json.dumps(d) for d in data)}]",
+                "",
+            ]
         elif header == '[project.entry-points."grader.packs"]':
             group = [group[0], f'{pack.id} = "{pkg}"', ""]
         elif header == "[tool.setuptools]":
             group = [_student_packages(line, pkg) for line in group]
         elif header == "[project]":
             about = json.dumps(f"{pack.chapter} ({pack.title}): visible checks for students' {pack.submission}")
-            group = [re.sub(r'^description = ".*"$', f"description = {about}",
-                            re.sub(r'^name = ".*"$', f'name = "{pack.distribution}"', line)) for line in group]
+            group = [
+                re.sub(
+                    r'^description = ".*"$',
+                    f"description = {about}",
+                    re.sub(r'^name = ".*"$', f'name = "{pack.distribution}"', line),
+                )
+                for line in group
+            ]
         out.extend(group)
     if not any(line.strip() == '[project.entry-points."grader.packs"]' for line in out):
         out += ["", '[project.entry-points."grader.packs"]', f'{pack.id} = "{pkg}"']
@@ -239,8 +253,9 @@ def _digests(paths: Iterable[Path]) -> dict[str, str]:
     return {hashlib.sha256(p.read_bytes()).hexdigest(): str(p) for p in paths if p.is_file()}
 
 
-def inspect_artifact(artifact: Path, specs: Path, reference: Path, mutants: Path,
-                     allowed: Iterable[str] = ()) -> list[str]:
+def inspect_artifact(
+    artifact: Path, specs: Path, reference: Path, mutants: Path, allowed: Iterable[str] = ()
+) -> list[str]:
     """What a student artifact holds that it must not; ``[]`` when it is clean.
 
     A problem is: a path with a folder of `FORBIDDEN_PARTS` or a ``.yaml``/
@@ -265,8 +280,9 @@ def inspect_artifact(artifact: Path, specs: Path, reference: Path, mutants: Path
     """
     import yaml
 
-    secret = _digests([reference, *sorted(specs.glob("*.y*ml")), *sorted(mutants.rglob("*.py")),
-                       *sorted(mutants.glob("*.yaml"))])
+    secret = _digests(
+        [reference, *sorted(specs.glob("*.y*ml")), *sorted(mutants.rglob("*.py")), *sorted(mutants.glob("*.yaml"))]
+    )
     hidden_ids = set()
     for spec in sorted(specs.glob("*.y*ml")):
         data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
@@ -317,8 +333,9 @@ def _build_needs(root: Path) -> list[str]:
     return [shlex.quote(r) for r in ["build", *(r for r in requires if isinstance(r, str))]]
 
 
-def build_student_package(out: Path, bundle_text: str, pack: Any, specs: Path, reference: Path, mutants: Path,
-                          root: Path | None = None) -> list[Path]:
+def build_student_package(
+    out: Path, bundle_text: str, pack: Any, specs: Path, reference: Path, mutants: Path, root: Path | None = None
+) -> list[Path]:
     """Stage, build (wheel and sdist) and inspect the student package.
 
     Parameters
@@ -347,8 +364,10 @@ def build_student_package(out: Path, bundle_text: str, pack: Any, specs: Path, r
     """
     root = root or repository()
     if importlib.util.find_spec("build") is None:
-        raise ConfigError("build-student-package needs the 'build' package in this environment (it builds "
-                          f"offline, with this environment's backend): pip install {' '.join(_build_needs(root))}")
+        raise ConfigError(
+            "build-student-package needs the 'build' package in this environment (it builds "
+            f"offline, with this environment's backend): pip install {' '.join(_build_needs(root))}"
+        )
     if not pack.starter.is_file():
         raise ConfigError(f"{pack.starter}: the starter is missing (it goes into the student package)")
     out.mkdir(parents=True, exist_ok=True)
@@ -357,14 +376,20 @@ def build_student_package(out: Path, bundle_text: str, pack: Any, specs: Path, r
         built = Path(tmp) / "dist"
         # cwd: the temporary folder, so a build/ folder where the command runs (setuptools leaves one
         # after 'pip install .') is not imported in place of the 'build' package
-        proc = subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--no-isolation",
-                               "--outdir", str(built), str(tree)], capture_output=True, text=True, check=False,
-                               cwd=tmp)
+        proc = subprocess.run(
+            [sys.executable, "-m", "build", "--sdist", "--wheel", "--no-isolation", "--outdir", str(built), str(tree)],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=tmp,
+        )
         if proc.returncode != 0:
             tail = " / ".join(line.strip() for line in (proc.stderr or proc.stdout).strip().splitlines()[-3:])
-            raise ConfigError(f"building the student package failed: {tail}; it builds offline with this "
-                              f"environment's 'build' and the build backend pyproject.toml requires: "
-                              f"pip install {' '.join(_build_needs(root))}")
+            raise ConfigError(
+                f"building the student package failed: {tail}; it builds offline with this "
+                f"environment's 'build' and the build backend pyproject.toml requires: "
+                f"pip install {' '.join(_build_needs(root))}"
+            )
         artifacts = sorted(built.iterdir())
         allowed = pack_members(pack)
         problems = [p for a in artifacts for p in inspect_artifact(a, specs, reference, mutants, allowed)]

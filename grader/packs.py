@@ -50,8 +50,17 @@ from typing import Any
 from grader.errors import ConfigError, describe_failure
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "MANIFEST", "Pack", "find_pack", "installed_packs", "load_pack", "mutants_dir", "pack_option",
-    "reference_file", "shown", "specs_dir",
+    "ENTRY_POINT_GROUP",
+    "MANIFEST",
+    "Pack",
+    "find_pack",
+    "installed_packs",
+    "load_pack",
+    "mutants_dir",
+    "pack_option",
+    "reference_file",
+    "shown",
+    "specs_dir",
 ]
 
 ENTRY_POINT_GROUP = "grader.packs"
@@ -68,34 +77,66 @@ _SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["id", "title", "chapter", "submission", "functions", "specs", "reference"],
     "properties": {
-        "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
-               "description": "give an id of letters, digits, - and _, e.g. ch3"},
+        "id": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
+            "description": "give an id of letters, digits, - and _, e.g. ch3",
+        },
         "title": {"type": "string", "minLength": 1, "description": "give the chapter's title"},
         "chapter": {"type": "string", "minLength": 1, "description": "give the chapter's short name, e.g. CH3"},
-        "chapter_url": {"type": "string", "description": "give the chapter's web address, or \"\""},
-        "sections": {"type": "object", "additionalProperties": {"type": "string"},
-                     "description": "give a mapping from exercise ids to section headings"},
+        "chapter_url": {"type": "string", "description": 'give the chapter\'s web address, or ""'},
+        "sections": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "give a mapping from exercise ids to section headings",
+        },
         "submission": {
-            "type": "object", "additionalProperties": False, "required": ["file"],
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["file"],
             "properties": {
-                "file": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.py$",
-                         "description": "give the file students hand in, e.g. solution.py"},
+                "file": {
+                    "type": "string",
+                    "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.py$",
+                    "description": "give the file students hand in, e.g. solution.py",
+                },
                 "module": {"type": "string", "pattern": _NAME, "description": "give a module name, e.g. solution"},
-                "notebook": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.ipynb$",
-                             "description": "give the notebook's file name, e.g. solution.ipynb"},
+                "notebook": {
+                    "type": "string",
+                    "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.ipynb$",
+                    "description": "give the notebook's file name, e.g. solution.ipynb",
+                },
             },
             "description": "give {file: NAME.py}, optionally with module and notebook",
         },
-        "functions": {"type": "array", "minItems": 1, "uniqueItems": True,
-                      "items": {"type": "string", "pattern": _NAME},
-                      "description": "give the names of the functions students write"},
-        "imports": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_.]*$"},
-                    "description": "give the modules students may import beside the standard library"},
-        "distribution": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-                         "description": "give the student package's name on pip, e.g. ch3-grader"},
-        "specs": _REL, "reference": _REL, "starter": _REL, "mutants": _REL, "samples": _REL, "public": _REL,
-        "plugin": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.py$",
-                   "description": "give a Python file in the pack's folder, e.g. kinds.py"},
+        "functions": {
+            "type": "array",
+            "minItems": 1,
+            "uniqueItems": True,
+            "items": {"type": "string", "pattern": _NAME},
+            "description": "give the names of the functions students write",
+        },
+        "imports": {
+            "type": "array",
+            "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_.]*$"},
+            "description": "give the modules students may import beside the standard library",
+        },
+        "distribution": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+            "description": "give the student package's name on pip, e.g. ch3-grader",
+        },
+        "specs": _REL,
+        "reference": _REL,
+        "starter": _REL,
+        "mutants": _REL,
+        "samples": _REL,
+        "public": _REL,
+        "plugin": {
+            "type": "string",
+            "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.py$",
+            "description": "give a Python file in the pack's folder, e.g. kinds.py",
+        },
     },
 }
 
@@ -214,8 +255,20 @@ def load_pack(folder: str | Path, package: str = "") -> Pack:
     return _load(root, package)
 
 
-_FAST_KEYWORDS = frozenset({"type", "additionalProperties", "required", "properties", "pattern", "minLength",
-                            "minItems", "uniqueItems", "items", "description"})
+_FAST_KEYWORDS = frozenset(
+    {
+        "type",
+        "additionalProperties",
+        "required",
+        "properties",
+        "pattern",
+        "minLength",
+        "minItems",
+        "uniqueItems",
+        "items",
+        "description",
+    }
+)
 _FAST_TYPES = {"object": dict, "string": str, "array": list}
 
 
@@ -232,13 +285,16 @@ def _plainly_valid(data: Any, schema: dict[str, Any]) -> bool:
     if type(data) is not kind:
         return False
     if kind is str:
-        return len(data) >= schema.get("minLength", 0) and ("pattern" not in schema or
-                                                            re.search(schema["pattern"], data) is not None)
+        return len(data) >= schema.get("minLength", 0) and (
+            "pattern" not in schema or re.search(schema["pattern"], data) is not None
+        )
     if kind is list:
         items = schema.get("items")
-        return (len(data) >= schema.get("minItems", 0)
-                and (not schema.get("uniqueItems") or len({repr(x) for x in data}) == len(data))
-                and (items is None or all(_plainly_valid(x, items) for x in data)))
+        return (
+            len(data) >= schema.get("minItems", 0)
+            and (not schema.get("uniqueItems") or len({repr(x) for x in data}) == len(data))
+            and (items is None or all(_plainly_valid(x, items) for x in data))
+        )
     properties, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
     if any(key not in data for key in schema.get("required", ())) or any(type(key) is not str for key in data):
         return False
@@ -269,8 +325,10 @@ def _schema_problem(error: Any) -> str:
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(properties))
         key = ".".join([*([where] if where else []), str(extra[0])]) if extra else where
-        return (f"{key}: not a key of the manifest{' here' if where else ''}; remove it or fix its spelling "
-                f"(the keys are {', '.join(properties)})")
+        return (
+            f"{key}: not a key of the manifest{' here' if where else ''}; remove it or fix its spelling "
+            f"(the keys are {', '.join(properties)})"
+        )
     hint = schema.get("description", "")
     return f"{where or 'the manifest'}: {error.message}" + (f"; {hint}" if hint else "")
 
@@ -288,8 +346,11 @@ def _inside(root: Path, manifest: Path, key: str, value: str, example: str) -> P
     resolved = target.resolve()
     if given.is_absolute() or not resolved.is_relative_to(root):
         linked = not given.is_absolute() and ".." not in given.parts
-        why = ("is an absolute path" if given.is_absolute()
-               else "leads out of the pack's folder" + (" through a symbolic link" if linked else ""))
+        why = (
+            "is an absolute path"
+            if given.is_absolute()
+            else "leads out of the pack's folder" + (" through a symbolic link" if linked else "")
+        )
         fix = "; copy what it links to into the pack" if linked else f"; give a path relative to {root}, e.g. {example}"
         raise ConfigError(f"{manifest}: {key}: {value!r} {why}{fix}")
     return target
@@ -313,15 +374,18 @@ def _load(root: Path, package: str) -> Pack:
     if not _plainly_valid(data, _SCHEMA):
         import jsonschema  # here, not at import: a valid manifest is checked without it
 
-        error = next(iter(sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data), key=lambda e: e.path)),
-                     None)
+        error = next(
+            iter(sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data), key=lambda e: e.path)), None
+        )
     if error is not None:
         raise ConfigError(f"{path}: {_schema_problem(error)}")
     from grader.plugins import BUILTIN_PLUGINS
 
     if data["id"] in BUILTIN_PLUGINS:  # the pack's plugin is registered under its id: it would never load
-        raise ConfigError(f"{path}: id: {data['id']!r} is the name of a built-in plugin; give the pack another id, "
-                          f"e.g. {data['id']}-pack")
+        raise ConfigError(
+            f"{path}: id: {data['id']!r} is the name of a built-in plugin; give the pack another id, "
+            f"e.g. {data['id']}-pack"
+        )
     sub = data["submission"]
     stem = sub["file"][: -len(".py")]
 
@@ -329,14 +393,26 @@ def _load(root: Path, package: str) -> Pack:
         return _inside(root, path, key, data.get(key, default), default or f"{key}/{sub['file']}")
 
     return Pack(
-        id=data["id"], title=data["title"], chapter=data["chapter"], root=root,
-        submission=sub["file"], module=sub.get("module", stem), notebook=sub.get("notebook", stem + ".ipynb"),
-        functions=tuple(data["functions"]), imports=tuple(data.get("imports", ())),
-        specs=rel("specs", "specs"), reference=rel("reference", ""), starter=rel("starter", "starter/" + sub["file"]),
-        mutants=rel("mutants", "mutants"), samples=rel("samples", "submissions"), public=rel("public", "public.json"),
+        id=data["id"],
+        title=data["title"],
+        chapter=data["chapter"],
+        root=root,
+        submission=sub["file"],
+        module=sub.get("module", stem),
+        notebook=sub.get("notebook", stem + ".ipynb"),
+        functions=tuple(data["functions"]),
+        imports=tuple(data.get("imports", ())),
+        specs=rel("specs", "specs"),
+        reference=rel("reference", ""),
+        starter=rel("starter", "starter/" + sub["file"]),
+        mutants=rel("mutants", "mutants"),
+        samples=rel("samples", "submissions"),
+        public=rel("public", "public.json"),
         plugin=_inside(root, path, "plugin", data["plugin"], "kinds.py") if data.get("plugin") else None,
-        chapter_url=data.get("chapter_url", ""), sections=dict(data.get("sections", {})),
-        distribution=data.get("distribution", f"{data['id']}-grader"), package=package,
+        chapter_url=data.get("chapter_url", ""),
+        sections=dict(data.get("sections", {})),
+        distribution=data.get("distribution", f"{data['id']}-grader"),
+        package=package,
     )
 
 
@@ -355,8 +431,11 @@ def installed_packs() -> dict[str, tuple[str, Path]]:
         except (ImportError, ValueError):
             spec = None
         if spec is None or not spec.submodule_search_locations:
-            print(f"grader: warning: course pack '{ep.name}' ({ep.value}) is registered but its package is not "
-                  "importable; reinstall it", file=sys.stderr)
+            print(
+                f"grader: warning: course pack '{ep.name}' ({ep.value}) is registered but its package is not "
+                "importable; reinstall it",
+                file=sys.stderr,
+            )
             continue
         found[ep.name] = (ep.value, Path(next(iter(spec.submodule_search_locations))))
     return found
@@ -370,7 +449,7 @@ def pack_option(argv: list[str]) -> str | None:
         if arg == "--pack" and i + 1 < len(argv):
             return argv[i + 1]
         if arg.startswith("--pack="):
-            return arg[len("--pack="):]
+            return arg[len("--pack=") :]
     return None
 
 
@@ -398,7 +477,9 @@ def find_pack(option: str | None = None) -> Pack:
         return load_pack(folder, package)
     if not installed:
         raise ConfigError(f"no course pack: install one (entry-point group '{ENTRY_POINT_GROUP}') or pass --pack DIR")
-    raise ConfigError(f"several course packs are installed ({', '.join(sorted(installed))}); choose one with --pack NAME")
+    raise ConfigError(
+        f"several course packs are installed ({', '.join(sorted(installed))}); choose one with --pack NAME"
+    )
 
 
 def _package_of(folder: Path) -> str:

@@ -65,14 +65,21 @@ except as a wrapper."""
 UNBLOCKABLE = ESSENTIAL
 """The former name of `ESSENTIAL`."""
 
-ANSWERED: tuple[str, ...] = ("grader_load_exercise", "grader_load_reference", "grader_locate_submissions",
-                             "grader_run_calls", "grader_judge_check", "grader_score_exercise")
+ANSWERED: tuple[str, ...] = (
+    "grader_load_exercise",
+    "grader_load_reference",
+    "grader_locate_submissions",
+    "grader_run_calls",
+    "grader_judge_check",
+    "grader_score_exercise",
+)
 """Hooks a run needs an answer to: a built-in answering one may be blocked only for a plugin that answers it too
 (else ``-p no:judge`` was an internal error with a traceback on every submission)."""
 
 
-def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = True,
-                       pack: str | None = None) -> pluggy.PluginManager:
+def get_plugin_manager(
+    plugins: Iterable[str] = (), load_entrypoints: bool = True, pack: str | None = None
+) -> pluggy.PluginManager:
     """Return a fresh plugin manager for one run.
 
     Parameters
@@ -112,8 +119,9 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
             blocked = name[3:]
             short = blocked.removeprefix("grader.builtin.")
             if short in ESSENTIAL:
-                raise UsageError(f"-p {name}: the {short} cannot be blocked; use --insecure to grade without "
-                                 "the sandbox")
+                raise UsageError(
+                    f"-p {name}: the {short} cannot be blocked; use --insecure to grade without the sandbox"
+                )
             pm.set_blocked(blocked)
     for short in BUILTIN_PLUGINS:
         if pm.is_blocked(short):
@@ -125,8 +133,10 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
         try:
             pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
         except BaseException as exc:  # noqa: BLE001 - a third-party plugin failed to import, even by sys.exit()
-            raise PluginError(f"a plugin of entry-point group '{ENTRY_POINT_GROUP}' failed to load at "
-                              f"{describe_failure(exc)}; fix or uninstall it") from None
+            raise PluginError(
+                f"a plugin of entry-point group '{ENTRY_POINT_GROUP}' failed to load at "
+                f"{describe_failure(exc)}; fix or uninstall it"
+            ) from None
     for name in plugins:
         if name.startswith("no:") or pm.is_blocked(name) or pm.get_plugin(name) is not None:
             continue
@@ -134,16 +144,21 @@ def get_plugin_manager(plugins: Iterable[str] = (), load_entrypoints: bool = Tru
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
-                raise PluginError(f"-p {name}: no module named {exc.name!r}; check the name, or put its folder "
-                                  "on PYTHONPATH") from None
+                raise PluginError(
+                    f"-p {name}: no module named {exc.name!r}; check the name, or put its folder on PYTHONPATH"
+                ) from None
             raise PluginError(f"-p {name}: the plugin failed to import at {describe_failure(exc)}") from None
         except BaseException as exc:  # noqa: BLE001 - SyntaxError, SystemExit, KeyboardInterrupt...: one line
-            raise PluginError(f"-p {name}: the plugin failed to import at {describe_failure(exc)}; fix the "
-                              "plugin") from None
+            raise PluginError(
+                f"-p {name}: the plugin failed to import at {describe_failure(exc)}; fix the plugin"
+            ) from None
         pm.register(module, name=name)
         if not pm.get_hookcallers(module):
-            print(f"grader: warning: -p {name}: the module implements no grader hook (no function marked "
-                  "@grader.hookimpl named grader_...), so it changes nothing", file=sys.stderr)
+            print(
+                f"grader: warning: -p {name}: the module implements no grader hook (no function marked "
+                "@grader.hookimpl named grader_...), so it changes nothing",
+                file=sys.stderr,
+            )
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
@@ -177,13 +192,19 @@ def _check_blocked(pm: pluggy.PluginManager, blocked: list[str], load_entrypoint
         if short in BUILTIN_PLUGINS:
             module = importlib.import_module(f"grader.builtin.{short}")
             for hook in ANSWERED:
-                if hasattr(module, hook) and not [i for i in getattr(pm.hook, hook).get_hookimpls()
-                                                  if not (i.hookwrapper or i.wrapper)]:
-                    raise UsageError(f"-p no:{name}: then no plugin answers {hook} (the {short} plugin did); "
-                                     f"unblock it, or load one that implements {hook} with -p MODULE")
+                if hasattr(module, hook) and not [
+                    i for i in getattr(pm.hook, hook).get_hookimpls() if not (i.hookwrapper or i.wrapper)
+                ]:
+                    raise UsageError(
+                        f"-p no:{name}: then no plugin answers {hook} (the {short} plugin did); "
+                        f"unblock it, or load one that implements {hook} with -p MODULE"
+                    )
         elif name not in known and not _importable(name):
-            print(f"grader: warning: -p no:{name}: no plugin is named {name!r}, so nothing was blocked (the "
-                  f"built-ins are {', '.join(BUILTIN_PLUGINS)})", file=sys.stderr)
+            print(
+                f"grader: warning: -p no:{name}: no plugin is named {name!r}, so nothing was blocked (the "
+                f"built-ins are {', '.join(BUILTIN_PLUGINS)})",
+                file=sys.stderr,
+            )
 
 
 def _importable(name: str) -> bool:

@@ -91,8 +91,12 @@ def _result(result: Any) -> dict[str, Any]:
     """One call result of a mistake: its data, or the exception it raised (diagnosis matches either)."""
     if result.status == "returned":
         return {"value": encode(result.value), "mutated": list(result.mutated_args)}
-    return {"status": result.status, "type": result.error_type, "value_error": result.value_error,
-            "message": result.message}
+    return {
+        "status": result.status,
+        "type": result.error_type,
+        "value_error": result.value_error,
+        "message": result.message,
+    }
 
 
 def _mistakes(table: Any, exercise_id: str, check_id: str) -> list[dict[str, Any]]:
@@ -100,10 +104,14 @@ def _mistakes(table: Any, exercise_id: str, check_id: str) -> list[dict[str, Any
         return []
     out = []
     for entry, results in table.rows.get((exercise_id, check_id), ()):
-        out.append({
-            "name": entry.name, "misconception": entry.misconception, "section": entry.section,
-            "results": [_result(r) for r in results],
-        })
+        out.append(
+            {
+                "name": entry.name,
+                "misconception": entry.misconception,
+                "section": entry.section,
+                "results": [_result(r) for r in results],
+            }
+        )
     return out
 
 
@@ -130,20 +138,36 @@ def publish(collected: Any, table: Any = None) -> dict[str, Any]:
             c = pc.check
             if not is_public(c):
                 continue
-            checks.append({
-                "id": c.id, "kind": c.kind, "function": c.function, "points": c.points,
-                "visibility": c.visibility, "hint": c.hint, "timeout": c.timeout,
-                "description": c.description, "params": encode(c.params), "seed": c.seed,
-                "calls": [{"function": call.function, "args": encode(list(call.args)), "timeout": call.timeout}
-                          for call in pc.prepared.calls],
-                "expected": encode(pc.prepared.expected),
-                "shown_call": pc.prepared.shown_call,
-                "mistakes": _mistakes(table, exercise.id, c.id),
-            })
-        exercises.append({
-            "id": exercise.id, "title": exercise.title, "section": exercise.section,
-            "returns": {k: list(v) for k, v in exercise.returns.items()}, "checks": checks,
-        })
+            checks.append(
+                {
+                    "id": c.id,
+                    "kind": c.kind,
+                    "function": c.function,
+                    "points": c.points,
+                    "visibility": c.visibility,
+                    "hint": c.hint,
+                    "timeout": c.timeout,
+                    "description": c.description,
+                    "params": encode(c.params),
+                    "seed": c.seed,
+                    "calls": [
+                        {"function": call.function, "args": encode(list(call.args)), "timeout": call.timeout}
+                        for call in pc.prepared.calls
+                    ],
+                    "expected": encode(pc.prepared.expected),
+                    "shown_call": pc.prepared.shown_call,
+                    "mistakes": _mistakes(table, exercise.id, c.id),
+                }
+            )
+        exercises.append(
+            {
+                "id": exercise.id,
+                "title": exercise.title,
+                "section": exercise.section,
+                "returns": {k: list(v) for k, v in exercise.returns.items()},
+                "checks": checks,
+            }
+        )
     return {
         "format": FORMAT,
         "grader_version": __version__,
@@ -183,19 +207,36 @@ def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Collected, int]:
     exercises, prepared = [], []
     for ex in data["exercises"]:
         checks = tuple(
-            Check(id=c["id"], kind=c["kind"], function=c["function"], points=c["points"],
-                  visibility=c["visibility"], hint=c["hint"], timeout=c["timeout"], description=c["description"],
-                  params=decode(c["params"]), seed=c["seed"])
+            Check(
+                id=c["id"],
+                kind=c["kind"],
+                function=c["function"],
+                points=c["points"],
+                visibility=c["visibility"],
+                hint=c["hint"],
+                timeout=c["timeout"],
+                description=c["description"],
+                params=decode(c["params"]),
+                seed=c["seed"],
+            )
             for c in ex["checks"]
         )
-        exercise = Exercise(id=ex["id"], title=ex["title"], section=ex["section"], path=str(path), checks=checks,
-                            returns={k: tuple(v) for k, v in ex["returns"].items()})
+        exercise = Exercise(
+            id=ex["id"],
+            title=ex["title"],
+            section=ex["section"],
+            path=str(path),
+            checks=checks,
+            returns={k: tuple(v) for k, v in ex["returns"].items()},
+        )
         context = KindContext(exercise, {})
         items = []
         for check, c in zip(checks, ex["checks"]):
             kind = kinds.get(check.kind)
             if kind is None:
-                raise ConfigError(f"{path}: check '{check.id}' needs the check kind '{check.kind}', which no plugin provides")
+                raise ConfigError(
+                    f"{path}: check '{check.id}' needs the check kind '{check.kind}', which no plugin provides"
+                )
             calls = tuple(Call(k["function"], tuple(decode(k["args"])), k["timeout"]) for k in c["calls"])
             items.append(PreparedCheck(check, kind, context, Prepared(calls, decode(c["expected"]), c["shown_call"])))
         exercises.append(exercise)
@@ -224,15 +265,28 @@ def load_mistakes(path: Path) -> Any:
         for ex in data["exercises"]:
             for c in ex["checks"]:
                 for m in c.get("mistakes", ()):
-                    entry = entries.setdefault(m["name"], Entry(
-                        name=str(m["name"]), kind="mutant", file="", sha256="",
-                        misconception=str(m["misconception"]), section=str(m["section"])))
+                    entry = entries.setdefault(
+                        m["name"],
+                        Entry(
+                            name=str(m["name"]),
+                            kind="mutant",
+                            file="",
+                            sha256="",
+                            misconception=str(m["misconception"]),
+                            section=str(m["section"]),
+                        ),
+                    )
                     results = tuple(
                         CallResult("returned", decode(r["value"]), mutated_args=tuple(r["mutated"]))
-                        if r.get("status", "returned") == "returned" else
-                        CallResult(str(r["status"]), error_type=str(r.get("type", "")),
-                                   value_error=bool(r.get("value_error")), message=str(r.get("message", "")))
-                        for r in m["results"])
+                        if r.get("status", "returned") == "returned"
+                        else CallResult(
+                            str(r["status"]),
+                            error_type=str(r.get("type", "")),
+                            value_error=bool(r.get("value_error")),
+                            message=str(r.get("message", "")),
+                        )
+                        for r in m["results"]
+                    )
                     rows.setdefault((ex["id"], c["id"]), []).append((entry, results))
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -57,8 +57,9 @@ def names(config: Any) -> tuple[str, ...]:
 
 def pytest_addoption(parser: Any) -> None:
     """Add the ``grader_checks`` ini option (``auto``, ``true`` or ``false``; see `active`)."""
-    parser.addini("grader_checks", "run the course pack's visible checks as tests: auto (default), true or false",
-                  default="auto")
+    parser.addini(
+        "grader_checks", "run the course pack's visible checks as tests: auto (default), true or false", default="auto"
+    )
 
 
 def active(config: Any) -> bool:
@@ -133,8 +134,12 @@ class CheckItem(pytest.Item):
         super().__init__(**kwargs)
         self.check = check
         ex = self.exercise.result
-        self.user_properties += [("exercise", ex.id), ("check", check.id),
-                                 ("points", f"{check.score:g}"), ("max_points", f"{check.max_score:g}")]
+        self.user_properties += [
+            ("exercise", ex.id),
+            ("check", check.id),
+            ("points", f"{check.score:g}"),
+            ("max_points", f"{check.max_score:g}"),
+        ]
 
     def runtest(self) -> None:
         from grader.safetext import display
@@ -150,8 +155,7 @@ class CheckItem(pytest.Item):
             pytest.skip(f"not attempted: {display(function)} still raises NotImplementedError")
         from grader.checktext import MARKS, failure_lines
 
-        raise CheckFailed("\n".join([f"{MARKS.get(c.status, c.status.upper())} {display(c.id)}",
-                                     *failure_lines(c)]))
+        raise CheckFailed("\n".join([f"{MARKS.get(c.status, c.status.upper())} {display(c.id)}", *failure_lines(c)]))
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, CheckFailed):
@@ -176,4 +180,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
         terminalreporter.write_line(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g} points")
     terminalreporter.write_line(
         f"visible checks: {sub.score:g}/{sub.max_score:g} points; {run.hidden_count} hidden checks run at grading "
-        "(the grade comes from 'grader grade', not from this run)")
+        "(the grade comes from 'grader grade', not from this run)"
+    )

@@ -25,7 +25,9 @@ def load_results(path: str) -> dict[str, dict[str, Any]]:
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the file ({exc.strerror})") from None
     except (ValueError, KeyError, TypeError):
-        raise UsageError(f"{path}: not a grader results file (results.json); give the results of 'grader grade'") from None
+        raise UsageError(
+            f"{path}: not a grader results file (results.json); give the results of 'grader grade'"
+        ) from None
 
 
 def _checks(sub: dict[str, Any]) -> dict[str, tuple[str, float]]:
@@ -59,11 +61,15 @@ def diff_results(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]])
             if ca.get(key) != cb.get(key):
                 sa, pa = ca.get(key, ("absent", 0.0))
                 sb, pb = cb.get(key, ("absent", 0.0))
-                moved.append(f"{key} {sa} -> {sb} ({pb - pa:+g})" if sa != sb else f"{key} {pa:g} -> {pb:g} ({pb - pa:+g})")
+                moved.append(
+                    f"{key} {sa} -> {sb} ({pb - pa:+g})" if sa != sb else f"{key} {pa:g} -> {pb:g} ({pb - pa:+g})"
+                )
         if a["score"] == b["score"] and not moved and a.get("status") == b.get("status"):
             continue
         changed += 1
         delta = b["score"] - a["score"]
-        lines.append(f"{sid}: {a['score']:g} -> {b['score']:g} ({delta:+g})" + (": " + "; ".join(moved) if moved else ""))
+        lines.append(
+            f"{sid}: {a['score']:g} -> {b['score']:g} ({delta:+g})" + (": " + "; ".join(moved) if moved else "")
+        )
     lines.append(f"{changed} of {len(set(old) | set(new))} student(s) changed")
     return lines

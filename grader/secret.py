@@ -164,7 +164,7 @@ def _checked(text: str, source: str) -> CourseSecret:
     if len(text) < MIN_LENGTH:
         raise UsageError(
             f"{source}: the course secret has {len(text)} characters, at least {MIN_LENGTH} are needed "
-            "(make one with: python -c \"import secrets; print(secrets.token_hex(32))\")"
+            '(make one with: python -c "import secrets; print(secrets.token_hex(32))")'
         )
     return CourseSecret(text.encode("utf-8", "surrogateescape"), source)
 
@@ -187,8 +187,9 @@ def _from_file(path: str, source: str, warn: Any = None) -> CourseSecret:
     return _checked(text, source)
 
 
-def read_secret(secret_file: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None,
-                warn: Any = None) -> CourseSecret:
+def read_secret(
+    secret_file: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None, warn: Any = None
+) -> CourseSecret:
     """Find the course secret (see the module docstring for the order).
 
     Parameters

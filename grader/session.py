@@ -51,7 +51,16 @@ _CATALOGUE_FINGERPRINT = StashKey[str]()
 
 T = TypeVar("T")
 
-__all__ = ["Collected", "PreparedCheck", "collect", "grade", "grade_submission", "result_key", "spec_hash", "worker_count"]
+__all__ = [
+    "Collected",
+    "PreparedCheck",
+    "collect",
+    "grade",
+    "grade_submission",
+    "result_key",
+    "spec_hash",
+    "worker_count",
+]
 
 
 @dataclass(frozen=True)
@@ -92,7 +101,10 @@ class Collected:
         student printed showable. Within each group, the specs' order.
         """
         pairs = [(exercise, pc) for exercise, items in self.checks for pc in items]
-        return tuple([p for p in pairs if not secret_while_grading(p[1].check)] + [p for p in pairs if secret_while_grading(p[1].check)])
+        return tuple(
+            [p for p in pairs if not secret_while_grading(p[1].check)]
+            + [p for p in pairs if secret_while_grading(p[1].check)]
+        )
 
     @functools.cached_property
     def calls(self) -> tuple[Call, ...]:
@@ -125,8 +137,11 @@ class Collected:
         list of (grader.models.Exercise, PreparedCheck, list)
             Every check of `checks`, exercise by exercise, with the items of its own calls.
         """
-        return [(exercise, pc, list(results[self.slices[(exercise.id, pc.check.id)]]))
-                for exercise, items in self.checks for pc in items]
+        return [
+            (exercise, pc, list(results[self.slices[(exercise.id, pc.check.id)]]))
+            for exercise, items in self.checks
+            for pc in items
+        ]
 
     @property
     def hidden_count(self) -> int:
@@ -235,15 +250,20 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
         twin = next((i for i, e in enumerate(exercises) if e.id == exercise.id), None)
         if twin is not None:
             newer, older = sorted([path, used[twin]], key=lambda p: (p.stat().st_mtime_ns, p.name), reverse=True)
-            raise ConfigError(f"{newer}: exercise '{exercise.id}' is also defined in {older} (this file is the newer); "
-                              "keep one of the two files in the specs folder")
+            raise ConfigError(
+                f"{newer}: exercise '{exercise.id}' is also defined in {older} (this file is the newer); "
+                "keep one of the two files in the specs folder"
+            )
         exercises.append(exercise)
         used.append(path)
     if not_loaded and not config.stash.get(_NOT_LOADED_WARNED):
         config.stash[_NOT_LOADED_WARNED] = True  # validate collects twice: warn once
         shown = ", ".join(not_loaded[:10]) + (f" and {len(not_loaded) - 10} more" if len(not_loaded) > 10 else "")
-        print(f"grader: warning: {specs_dir}: not loaded: {display(shown)}; specs are the *.yaml and *.yml files "
-              "directly in this folder", file=sys.stderr)
+        print(
+            f"grader: warning: {specs_dir}: not loaded: {display(shown)}; specs are the *.yaml and *.yml files "
+            "directly in this folder",
+            file=sys.stderr,
+        )
     if not exercises:
         raise ConfigError(f"{specs_dir}: no exercise specs (*.yaml) found")
     from grader.kinds import KindContext
@@ -295,7 +315,6 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
     return dataclasses.replace(prepared, calls=tuple(calls))
 
 
-
 def _catalogue_fingerprint(config: Config, fingerprint: Any) -> str:
     """The mutant catalogue's fingerprint ("" when the run has none)."""
     folder = packs.mutants_dir(config)[0]
@@ -319,10 +338,10 @@ def _spec_like_files(folder: Path, limit: int = 1000) -> list[Path]:
     return found
 
 
-def _failed_everywhere(collected: Collected, status: str, message: str) -> list[tuple[Exercise, list[tuple[Check, Verdict]]]]:
-    return [
-        (exercise, [(pc.check, Verdict(status, message)) for pc in items]) for exercise, items in collected.checks
-    ]
+def _failed_everywhere(
+    collected: Collected, status: str, message: str
+) -> list[tuple[Exercise, list[tuple[Check, Verdict]]]]:
+    return [(exercise, [(pc.check, Verdict(status, message)) for pc in items]) for exercise, items in collected.checks]
 
 
 def grade_submission(
@@ -368,23 +387,33 @@ def _grade_submission(
                 outcome = config.hooks.run_calls(submission=submission, calls=calls, config=config)
             stage.name = "reading its results"
             if outcome is None or len(outcome.results) != len(calls):
-                raise RuntimeError(f"the runner returned {len(outcome.results) if outcome else 'no'} results "
-                                   f"for {len(calls)} calls")
+                raise RuntimeError(
+                    f"the runner returned {len(outcome.results) if outcome else 'no'} results for {len(calls)} calls"
+                )
             stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
             stage.name = "judging its checks"
             judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
             for exercise, pc, mine in collected.split(outcome.results):
-                verdict = answered(config.hooks.judge_check(
-                    check=pc.check, prepared=pc.prepared, results=mine, kind=pc.kind, context=pc.context,
-                    config=config,
-                ), "grader_judge_check")
+                verdict = answered(
+                    config.hooks.judge_check(
+                        check=pc.check,
+                        prepared=pc.prepared,
+                        results=mine,
+                        kind=pc.kind,
+                        context=pc.context,
+                        config=config,
+                    ),
+                    "grader_judge_check",
+                )
                 if pc.prepared.shown_call:
                     verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
                 judged[exercise.id].append((pc.check, verdict))
             verdicts = [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
         stage.name = "scoring it"
         exercise_results = tuple(
-            answered(config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config), "grader_score_exercise")
+            answered(
+                config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config), "grader_score_exercise"
+            )
             for exercise, judged in verdicts
         )
         return SubmissionResult(
@@ -431,13 +460,20 @@ def internal_error_result(
     fault = internal_error_id(exc)
     _log_internal_error(f"internal error {fault} while {stage} for submission {submission.id!a}", exc)
     config.stash.setdefault(INTERNAL_ERRORS, []).append((submission.id, fault))
-    message = (f"the grader failed while {stage} (internal error {fault}, {type(exc).__name__}); this submission "
-               f"was not graded: this is a bug in the grader or a plugin, please report it with that id")
+    message = (
+        f"the grader failed while {stage} (internal error {fault}, {type(exc).__name__}); this submission "
+        f"was not graded: this is a bug in the grader or a plugin, please report it with that id"
+    )
     verdicts = _failed_everywhere(collected, "error", message)
     exercise_results = []
     for exercise, judged in verdicts:
         try:
-            exercise_results.append(answered(config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config), "grader_score_exercise"))
+            exercise_results.append(
+                answered(
+                    config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config),
+                    "grader_score_exercise",
+                )
+            )
         except Exception:  # noqa: BLE001 - the scorer itself is at fault: keep the result scoreless
             exercise_results.append(_unscored(exercise, judged))
     return SubmissionResult(
@@ -456,12 +492,22 @@ def internal_error_result(
 def _unscored(exercise: Exercise, judged: list[tuple[Check, Verdict]]) -> ExerciseResult:
     """An exercise's result with every check at 0 points, made without the scoring plugin."""
     checks = tuple(
-        CheckResult(id=check.id, description="", status=verdict.status, score=0.0, max_score=check.points,
-                    visibility=check.visibility, message=verdict.message, hint=check.hint, shown=False)
+        CheckResult(
+            id=check.id,
+            description="",
+            status=verdict.status,
+            score=0.0,
+            max_score=check.points,
+            visibility=check.visibility,
+            message=verdict.message,
+            hint=check.hint,
+            shown=False,
+        )
         for check, verdict in judged
     )
-    return ExerciseResult(exercise.id, exercise.title, exercise.section, 0.0,
-                          round(sum(c.max_score for c in checks), 6), checks)
+    return ExerciseResult(
+        exercise.id, exercise.title, exercise.section, 0.0, round(sum(c.max_score for c in checks), 6), checks
+    )
 
 
 def _log_line(line: str) -> None:
@@ -572,8 +618,10 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         if unknown:
             from grader.errors import UsageError
 
-            raise UsageError(f"--only: no submission with the id {', '.join(map(repr, unknown))}; give ids as "
-                             "results.json lists them")
+            raise UsageError(
+                f"--only: no submission with the id {', '.join(map(repr, unknown))}; give ids as "
+                "results.json lists them"
+            )
     from grader.shards import select
 
     submissions = select(submissions, config)  # --shard K/N: this run's slice of the class (ids named class-wide)
@@ -597,13 +645,16 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
             continue
         if cached is not None:
             cached = dataclasses.replace(cached, id=submission.id, path=submission.path, slug=submission.slug)
-            results[index] = shared(_hand_over(adjust_result(cached, submission, config), submission, collected,
-                                               config), config)
+            results[index] = shared(
+                _hand_over(adjust_result(cached, submission, config), submission, collected, config), config
+            )
         else:
             todo.append(index)
     if left_out:
-        _log_line(f"warning: --only: {len(left_out)} other student(s) left out of this run's files, the gradebook has "
-                  f"no result of theirs: {', '.join(left_out[:10])}{' ...' if len(left_out) > 10 else ''}")
+        _log_line(
+            f"warning: --only: {len(left_out)} other student(s) left out of this run's files, the gradebook has "
+            f"no result of theirs: {', '.join(left_out[:10])}{' ...' if len(left_out) > 10 else ''}"
+        )
     # A runner that grades elsewhere (a Dask cluster) sends the batch ahead; results still come back through
     # grader_run_calls, one submission at a time, and are judged, kept and written here.
     config.hooks.batch_start(submissions=[submissions[i] for i in todo], calls=collected.calls, config=config)
@@ -616,8 +667,10 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
                 result = future.result()
             except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
                 result = internal_error_result(submissions[index], collected, config, exc, "grading it")
-            results[index] = shared(_hand_over(adjust_result(result, submissions[index], config),
-                                               submissions[index], collected, config), config)
+            results[index] = shared(
+                _hand_over(adjust_result(result, submissions[index], config), submissions[index], collected, config),
+                config,
+            )
     report = GradingReport(
         grader_version=__version__,
         spec_hash=collected.spec_hash,
@@ -631,8 +684,10 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         raise errors[0]
     if failed:
         names = ", ".join(f"{plugin} ({fault})" for plugin, fault in failed)
-        raise WriterError(f"{len(failed)} report writer(s) failed: {names}; every other file was written "
-                          f"(the traceback of each is above)")
+        raise WriterError(
+            f"{len(failed)} report writer(s) failed: {names}; every other file was written "
+            f"(the traceback of each is above)"
+        )
     return report
 
 
@@ -679,8 +734,11 @@ def adjust_result(result: SubmissionResult, submission: Submission, config: Conf
             raise  # a configuration error (manual.csv, policy.yaml): the run stops with its one line
         except Exception as exc:  # noqa: BLE001 - a plugin's bug costs this student their adjustments only
             fault = internal_error_id(exc)
-            _log_internal_error(f"internal error {fault} in the {impl.plugin_name} plugin's grader_adjust_result "
-                                f"for submission {submission.id!a}", exc)
+            _log_internal_error(
+                f"internal error {fault} in the {impl.plugin_name} plugin's grader_adjust_result "
+                f"for submission {submission.id!a}",
+                exc,
+            )
             config.stash.setdefault(INTERNAL_ERRORS, []).append((submission.id, fault))
             return automatic
         if changed is not None:
@@ -694,7 +752,9 @@ class WriterError(GraderError):
     exit_code = EXIT_INTERNAL
 
 
-def _hand_over(result: SubmissionResult, submission: Submission, collected: Collected, config: Config) -> SubmissionResult:
+def _hand_over(
+    result: SubmissionResult, submission: Submission, collected: Collected, config: Config
+) -> SubmissionResult:
     """Give a result to the ``grader_submission_graded`` writers; a writer's fault makes it an error result.
 
     The error result is then handed to every writer in its place (the page

@@ -663,9 +663,7 @@ def check_result_data(data: Any) -> None:
         raise ValueError("result.lms is not a mapping of strings to strings")
 
 
-def write_record(
-    folder: Path, manifest_data: dict[str, Any], lines: Iterable[str], secret: Any = None
-) -> None:
+def write_record(folder: Path, manifest_data: dict[str, Any], lines: Iterable[str], secret: Any = None) -> None:
     """Write ``manifest.json``, ``records.jsonl.gz`` and the `SEAL` into ``folder`` (each through a rename; gzip
     without a time, so the same shard gives the same bytes). The manifest is written last: a folder with one is
     complete. ``secret`` (a `grader.secret.CourseSecret`, default: none set) keys the seal."""

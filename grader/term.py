@@ -37,8 +37,17 @@ from grader.errors import ConfigError
 from grader.models import Adjustment, SubmissionResult
 
 __all__ = [
-    "POLICY_SCHEMA", "ManualRow", "Policy", "apply_manual", "late_penalty", "load_policy", "parse_lms_name",
-    "parse_time", "read_manual", "strip_adjustments", "submission_feedback",
+    "POLICY_SCHEMA",
+    "ManualRow",
+    "Policy",
+    "apply_manual",
+    "late_penalty",
+    "load_policy",
+    "parse_lms_name",
+    "parse_time",
+    "read_manual",
+    "strip_adjustments",
+    "submission_feedback",
 ]
 
 # Canvas "Download Submissions": lastnamefirstname[_LATE]_userid_attemptid_filename
@@ -69,8 +78,13 @@ def parse_lms_name(name: str) -> dict[str, str] | None:
         return {"system": "moodle", "name": m["name"], "user": m["user"], "late": "0"}
     m = _CANVAS.match(name)
     if m:
-        return {"system": "canvas", "name": m["name"], "user": m["user"], "late": "1" if m["late"] else "0",
-                "attempt": m["attempt"]}
+        return {
+            "system": "canvas",
+            "name": m["name"],
+            "user": m["user"],
+            "late": "1" if m["late"] else "0",
+            "attempt": m["attempt"],
+        }
     return None
 
 
@@ -90,11 +104,22 @@ POLICY_SCHEMA: dict[str, Any] = {
             "required": ["per"],
             "properties": {
                 "per": {"enum": ["day", "hour"], "description": "write per: day or per: hour"},
-                "percent": {"type": "number", "minimum": 0, "maximum": 100,
-                            "description": "give the percent of the maximum score taken per day or hour (0 to 100)"},
-                "points": {"type": "number", "minimum": 0, "description": "give the points taken per day or hour (>= 0)"},
-                "cap": {"type": "number", "minimum": 0,
-                        "description": "give the most taken in all, in the unit of percent or points (>= 0)"},
+                "percent": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 100,
+                    "description": "give the percent of the maximum score taken per day or hour (0 to 100)",
+                },
+                "points": {
+                    "type": "number",
+                    "minimum": 0,
+                    "description": "give the points taken per day or hour (>= 0)",
+                },
+                "cap": {
+                    "type": "number",
+                    "minimum": 0,
+                    "description": "give the most taken in all, in the unit of percent or points (>= 0)",
+                },
             },
             "oneOf": [{"required": ["percent"]}, {"required": ["points"]}],
         },
@@ -103,14 +128,23 @@ POLICY_SCHEMA: dict[str, Any] = {
             "additionalProperties": False,
             "properties": {
                 "default": {"type": "integer", "minimum": 0, "description": "give whole days >= 0"},
-                "students": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
-                             "description": "map student ids to whole days >= 0"},
+                "students": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer", "minimum": 0},
+                    "description": "map student ids to whole days >= 0",
+                },
             },
         },
-        "late_flag_units": {"type": "integer", "minimum": 0,
-                            "description": "give the days or hours charged for an LMS LATE mark without a time (>= 0)"},
-        "times": {"type": "array", "items": {"enum": ["lms", "arrival"]},
-                  "description": "list the trusted time sources in order: lms, arrival"},
+        "late_flag_units": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "give the days or hours charged for an LMS LATE mark without a time (>= 0)",
+        },
+        "times": {
+            "type": "array",
+            "items": {"enum": ["lms", "arrival"]},
+            "description": "list the trusted time sources in order: lms, arrival",
+        },
     },
 }
 """JSON Schema (draft 2020-12) of ``policy.yaml``; each ``description`` is the fix an error names."""
@@ -142,7 +176,9 @@ def _zone(name: str, path: str) -> dt.tzinfo:
 
         return ZoneInfo(name)
     except Exception:  # noqa: BLE001 - ZoneInfoNotFoundError, ValueError for odd names
-        raise ConfigError(f"{path}: timezone: unknown time zone {name!r}; give an IANA time zone, e.g. Europe/Paris") from None
+        raise ConfigError(
+            f"{path}: timezone: unknown time zone {name!r}; give an IANA time zone, e.g. Europe/Paris"
+        ) from None
 
 
 def parse_time(text: str, tz: dt.tzinfo = dt.UTC) -> dt.datetime | None:
@@ -190,7 +226,9 @@ def load_policy(path: str) -> Policy:
         where = f" line {mark.line + 1}" if mark else ""
         raise ConfigError(f"{path}:{where} not valid YAML; fix the syntax") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the policy must be a mapping with at least 'due'; add 'due: 2026-03-01T23:59:00+00:00'")
+        raise ConfigError(
+            f"{path}: the policy must be a mapping with at least 'due'; add 'due: 2026-03-01T23:59:00+00:00'"
+        )
     if isinstance(data.get("due"), (dt.datetime, dt.date)):  # YAML reads an unquoted timestamp as one
         due = data["due"]
         data["due"] = due.isoformat() if isinstance(due, dt.datetime) else f"{due.isoformat()}T23:59:59"
@@ -202,7 +240,8 @@ def load_policy(path: str) -> Policy:
         fix = error.schema.get("description") if isinstance(error.schema, dict) else None
         if error.validator == "additionalProperties":
             fix = "remove it or check its spelling; the keys are " + ", ".join(
-                sorted((error.schema.get("properties") or {}).keys()) or ["student ids"])
+                sorted((error.schema.get("properties") or {}).keys()) or ["student ids"]
+            )
         elif error.validator == "required":
             fix = "add it"
         elif error.validator == "oneOf":
@@ -211,14 +250,23 @@ def load_policy(path: str) -> Policy:
     tz = _zone(str(data.get("timezone", "UTC")), path)
     due = parse_time(str(data["due"]), tz)
     if due is None:
-        raise ConfigError(f"{path}: due: {data['due']!r} is not a date and time; give ISO 8601, e.g. 2026-03-01T23:59:00+00:00")
+        raise ConfigError(
+            f"{path}: due: {data['due']!r} is not a date and time; give ISO 8601, e.g. 2026-03-01T23:59:00+00:00"
+        )
     penalty = data.get("penalty") or {}
     late_days = data.get("late_days") or {}
     return Policy(
-        path=path, due=due, tz=tz, grace=dt.timedelta(minutes=float(data.get("grace_minutes", 0))),
-        per=penalty.get("per", "day"), percent=penalty.get("percent"), points=penalty.get("points"),
-        cap=penalty.get("cap"), late_days_default=int(late_days.get("default", 0)),
-        late_days=dict(late_days.get("students") or {}), late_flag_units=int(data.get("late_flag_units", 1)),
+        path=path,
+        due=due,
+        tz=tz,
+        grace=dt.timedelta(minutes=float(data.get("grace_minutes", 0))),
+        per=penalty.get("per", "day"),
+        percent=penalty.get("percent"),
+        points=penalty.get("points"),
+        cap=penalty.get("cap"),
+        late_days_default=int(late_days.get("default", 0)),
+        late_days=dict(late_days.get("students") or {}),
+        late_flag_units=int(data.get("late_flag_units", 1)),
         times=tuple(data.get("times", ("lms",))),
     )
 
@@ -227,8 +275,15 @@ def _fmt(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def late_penalty(policy: Policy, student: str, max_score: float, score: float, submitted: dt.datetime | None,
-                 source: str = "", late_flag: bool = False) -> Adjustment | None:
+def late_penalty(
+    policy: Policy,
+    student: str,
+    max_score: float,
+    score: float,
+    submitted: dt.datetime | None,
+    source: str = "",
+    late_flag: bool = False,
+) -> Adjustment | None:
     """The late penalty of one submission under ``policy``, or None when it is on time or unpenalised.
 
     Parameters
@@ -265,14 +320,17 @@ def late_penalty(policy: Policy, student: str, max_score: float, score: float, s
         used = min(allowed, days_late)
         delay -= dt.timedelta(days=used)
         units = math.ceil(delay / unit) if delay > dt.timedelta(0) else 0
-        words.append(f"submitted {_fmt(submitted)} ({source}), due {_fmt(policy.due)}"
-                     + (f" with {policy.grace.total_seconds() / 60:g} min grace" if policy.grace else ""))
+        words.append(
+            f"submitted {_fmt(submitted)} ({source}), due {_fmt(policy.due)}"
+            + (f" with {policy.grace.total_seconds() / 60:g} min grace" if policy.grace else "")
+        )
         if used:
             words.append(f"{used} late day(s) used")
     elif late_flag:
         units = policy.late_flag_units
-        words.append(f"marked LATE by the LMS export ({source or 'no submission time given'}): "
-                     f"{units} {policy.per}(s) charged")
+        words.append(
+            f"marked LATE by the LMS export ({source or 'no submission time given'}): {units} {policy.per}(s) charged"
+        )
     else:
         return None
     if units <= 0:
@@ -282,18 +340,23 @@ def late_penalty(policy: Policy, student: str, max_score: float, score: float, s
         if policy.cap is not None:
             taken_pct = min(taken_pct, policy.cap)
         taken = max_score * taken_pct / 100.0
-        rule = f"-{policy.percent:g}% of {max_score:g} per {policy.per}" + (f", at most {policy.cap:g}%" if policy.cap is not None else "")
+        rule = f"-{policy.percent:g}% of {max_score:g} per {policy.per}" + (
+            f", at most {policy.cap:g}%" if policy.cap is not None else ""
+        )
     else:
         assert policy.points is not None  # load_policy gives a policy points or percent
         taken = float(policy.points) * units
         if policy.cap is not None:
             taken = min(taken, policy.cap)
-        rule = f"-{policy.points:g} point(s) per {policy.per}" + (f", at most {policy.cap:g}" if policy.cap is not None else "")
+        rule = f"-{policy.points:g} point(s) per {policy.per}" + (
+            f", at most {policy.cap:g}" if policy.cap is not None else ""
+        )
     taken = round(min(taken, max(score, 0.0)), 6)
     return Adjustment("late", -taken, f"{units} {policy.per}(s) late: " + "; ".join(words) + f" ({rule})")
 
 
 # --- manual scores ------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class ManualRow:
@@ -341,8 +404,10 @@ def read_manual(path: str) -> list[ManualRow]:
     header = ["check" if c == "exercise" else c for c in header]
     missing = [c for c in ("student", "check", "points") if c not in header]
     if missing:
-        raise ConfigError(f"--manual {path}: line 1: no column {missing[0]!r}; the first row must name the columns "
-                          f"{', '.join(MANUAL_COLUMNS)}")
+        raise ConfigError(
+            f"--manual {path}: line 1: no column {missing[0]!r}; the first row must name the columns "
+            f"{', '.join(MANUAL_COLUMNS)}"
+        )
     col = {name: header.index(name) for name in MANUAL_COLUMNS if name in header}
     out = []
     for line, row in enumerate(rows[1:], start=2):
@@ -359,12 +424,16 @@ def read_manual(path: str) -> list[ManualRow]:
             if not math.isfinite(points) or points < 0:
                 raise ValueError
         except ValueError:
-            raise ConfigError(f"--manual {path}: line {line}: points: {text!r} is not a number >= 0; give the points "
-                              "the student gets for that check or exercise") from None
+            raise ConfigError(
+                f"--manual {path}: line {line}: points: {text!r} is not a number >= 0; give the points "
+                "the student gets for that check or exercise"
+            ) from None
         if not cell("student") or not cell("check"):
             which = "student" if not cell("student") else "check"
-            raise ConfigError(f"--manual {path}: line {line}: {which}: empty; give the student id and "
-                              "an exercise id or EXERCISE/check-id")
+            raise ConfigError(
+                f"--manual {path}: line {line}: {which}: empty; give the student id and "
+                "an exercise id or EXERCISE/check-id"
+            )
         out.append(ManualRow(line, cell("student"), cell("check"), points, cell("comment"), cell("grader")))
     return out
 
@@ -394,18 +463,24 @@ def apply_manual(result: SubmissionResult, rows: list[ManualRow], path: str = "m
         ex_id, _, check_id = target.partition("/")
         index = next((i for i, e in enumerate(exercises) if e.id == ex_id), None)
         if index is None:
-            raise ConfigError(f"--manual {path}: line {r.line}: check: no exercise {ex_id!r}; give one of "
-                              f"{', '.join(e.id for e in exercises)} (or EXERCISE/CHECK)")
+            raise ConfigError(
+                f"--manual {path}: line {r.line}: check: no exercise {ex_id!r}; give one of "
+                f"{', '.join(e.id for e in exercises)} (or EXERCISE/CHECK)"
+            )
         ex = exercises[index]
         if check_id:
             ci = next((i for i, c in enumerate(ex.checks) if c.id == check_id), None)
             if ci is None:
-                raise ConfigError(f"--manual {path}: line {r.line}: check: {ex_id} has no check {check_id!r}; give one of "
-                                  f"{', '.join(c.id for c in ex.checks)}")
+                raise ConfigError(
+                    f"--manual {path}: line {r.line}: check: {ex_id} has no check {check_id!r}; give one of "
+                    f"{', '.join(c.id for c in ex.checks)}"
+                )
             c = ex.checks[ci]
             if r.points > c.max_score:
-                raise ConfigError(f"--manual {path}: line {r.line}: points: {r.points:g} is more than {target} is worth "
-                                  f"({c.max_score:g}); give at most {c.max_score:g}")
+                raise ConfigError(
+                    f"--manual {path}: line {r.line}: points: {r.points:g} is more than {target} is worth "
+                    f"({c.max_score:g}); give at most {c.max_score:g}"
+                )
             delta = round(r.points - c.score, 6)
             checks = list(ex.checks)
             checks[ci] = dataclasses.replace(c, score=r.points, automatic_score=c.score)
@@ -413,18 +488,23 @@ def apply_manual(result: SubmissionResult, rows: list[ManualRow], path: str = "m
             automatic = c.score
         else:
             if r.points > ex.max_score:
-                raise ConfigError(f"--manual {path}: line {r.line}: points: {r.points:g} is more than {ex_id} is worth "
-                                  f"({ex.max_score:g}); give at most {ex.max_score:g}")
+                raise ConfigError(
+                    f"--manual {path}: line {r.line}: points: {r.points:g} is more than {ex_id} is worth "
+                    f"({ex.max_score:g}); give at most {ex.max_score:g}"
+                )
             delta = round(r.points - ex.score, 6)
             automatic = ex.score
             ex = dataclasses.replace(ex, score=r.points)
         exercises[index] = ex
-        reason = f"manual score for {target}: {r.points:g} (automatic {automatic:g})" + (f": {r.comment}" if r.comment else "")
+        reason = f"manual score for {target}: {r.points:g} (automatic {automatic:g})" + (
+            f": {r.comment}" if r.comment else ""
+        )
         adjustments.append(Adjustment("manual", delta, reason, target, r.grader))
     raw = result.score if result.raw_score is None else result.raw_score
     score = round(sum(e.score for e in exercises), 6)
-    return dataclasses.replace(result, exercises=tuple(exercises), adjustments=tuple(adjustments), raw_score=raw,
-                               score=score)
+    return dataclasses.replace(
+        result, exercises=tuple(exercises), adjustments=tuple(adjustments), raw_score=raw, score=score
+    )
 
 
 def apply_penalty(result: SubmissionResult, adjustment: Adjustment | None) -> SubmissionResult:
@@ -432,8 +512,12 @@ def apply_penalty(result: SubmissionResult, adjustment: Adjustment | None) -> Su
     if adjustment is None:
         return result
     raw = result.score if result.raw_score is None else result.raw_score
-    return dataclasses.replace(result, score=round(max(0.0, result.score + adjustment.points), 6), raw_score=raw,
-                               adjustments=(*result.adjustments, adjustment))
+    return dataclasses.replace(
+        result,
+        score=round(max(0.0, result.score + adjustment.points), 6),
+        raw_score=raw,
+        adjustments=(*result.adjustments, adjustment),
+    )
 
 
 def strip_adjustments(result: SubmissionResult) -> SubmissionResult:
@@ -442,8 +526,12 @@ def strip_adjustments(result: SubmissionResult) -> SubmissionResult:
         return result
     exercises = []
     for ex in result.exercises:
-        checks = tuple(dataclasses.replace(c, score=c.automatic_score, automatic_score=None)
-                       if c.automatic_score is not None else c for c in ex.checks)
+        checks = tuple(
+            dataclasses.replace(c, score=c.automatic_score, automatic_score=None)
+            if c.automatic_score is not None
+            else c
+            for c in ex.checks
+        )
         delta = sum(a.points for a in result.adjustments if a.kind == "manual" and a.target.partition("/")[0] == ex.id)
         exercises.append(dataclasses.replace(ex, checks=checks, score=round(ex.score - delta, 6)))
     score = result.score if result.raw_score is None else result.raw_score
@@ -454,8 +542,11 @@ def adjustment_lines(result: SubmissionResult) -> list[str]:
     """One line per adjustment, then the raw and final scores; [] without adjustments (every writer shows these)."""
     if not result.adjustments:
         return []
-    lines = [f"{'Late penalty' if a.kind == 'late' else 'Manual score'}: {a.points:+g}: {a.reason}"
-             + (f" (by {a.grader})" if a.grader else "") for a in result.adjustments]
+    lines = [
+        f"{'Late penalty' if a.kind == 'late' else 'Manual score'}: {a.points:+g}: {a.reason}"
+        + (f" (by {a.grader})" if a.grader else "")
+        for a in result.adjustments
+    ]
     raw = result.raw_score if result.raw_score is not None else result.score
     lines.append(f"Automatic score {raw:g}, final score {result.score:g} / {result.max_score:g}")
     return lines

@@ -256,8 +256,9 @@ def to_data(
     if kind in (list, tuple):
         return [to_data(v, np, depth + 1, budget, blobs) for v in value]
     if value is None and depth == 0:
-        raise BadReturn("the function returned None (is a return statement missing?); return numbers, lists, "
-                        "tuples or numpy arrays")
+        raise BadReturn(
+            "the function returned None (is a return statement missing?); return numbers, lists, tuples or numpy arrays"
+        )
     raise BadReturn("the result holds a %s; return numbers, lists, tuples or numpy arrays" % kind.__name__)
 
 
@@ -347,8 +348,9 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
         else:
             where = _where(exc.__traceback__, filename)
             why = _text(exc)
-        _send(fd, identity, {"event": "import", "ok": False, "type": type(exc).__name__, "message": why,
-                             "where": where})
+        _send(
+            fd, identity, {"event": "import", "ok": False, "type": type(exc).__name__, "message": why, "where": where}
+        )
         os._exit(0)
     _send(fd, identity, {"event": "import", "ok": True})
     del request, spec
@@ -359,8 +361,8 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
             blob = None
             if message[:1] == b"\x00":  # JSON, then the raw doubles of the large arguments it names
                 size = int.from_bytes(message[1:5], "big")
-                text = message[5:5 + size].decode("utf-8")
-                blob = memoryview(message)[5 + size:]
+                text = message[5 : 5 + size].decode("utf-8")
+                blob = memoryview(message)[5 + size :]
             else:
                 text = message.decode("utf-8")
             calls = _decode(text)["calls"]
@@ -420,22 +422,35 @@ _SCALARS = frozenset({float, int, bool, str, type(None)})
 
 
 def _answer(
-    module: ModuleType, name: Any, args: JSON, pristine: JSON, np: Any, filename: str,
+    module: ModuleType,
+    name: Any,
+    args: JSON,
+    pristine: JSON,
+    np: Any,
+    filename: str,
     blobs: list[bytes] | None = None,
 ) -> dict[str, JSON]:
     """Make one call; return its frame (the bytes of the arrays it names appended to ``blobs``)."""
     fn = getattr(module, name, None) if type(name) is str else None
     if not callable(fn):
-        return {"event": "call", "status": "not_implemented", "message": "%s defines no function %s" % (os.path.basename(filename), name)}
+        return {
+            "event": "call",
+            "status": "not_implemented",
+            "message": "%s defines no function %s" % (os.path.basename(filename), name),
+        }
     try:
         value = fn(*args)
     except NotImplementedError as exc:
         return {"event": "call", "status": "not_implemented", "message": _text(exc)}
     except BaseException as exc:
         return {
-            "event": "call", "status": "raised", "type": type(exc).__name__,
-            "value_error": isinstance(exc, ValueError), "message": _text(exc),
-            "where": _where(exc.__traceback__, filename), "mutated": _mutated(args, pristine),
+            "event": "call",
+            "status": "raised",
+            "type": type(exc).__name__,
+            "value_error": isinstance(exc, ValueError),
+            "message": _text(exc),
+            "where": _where(exc.__traceback__, filename),
+            "mutated": _mutated(args, pristine),
         }
     mutated = _mutated(args, pristine)
     try:
@@ -447,9 +462,13 @@ def _answer(
     except BaseException as exc:  # a hostile object raising during conversion
         if blobs:
             del blobs[:]
-        return {"event": "call", "status": "bad_return", "mutated": mutated,
-                "message": "the result holds a %s that could not be read (converting it raised %s)"
-                % (type(value).__name__, type(exc).__name__)}
+        return {
+            "event": "call",
+            "status": "bad_return",
+            "mutated": mutated,
+            "message": "the result holds a %s that could not be read (converting it raised %s)"
+            % (type(value).__name__, type(exc).__name__),
+        }
 
 
 def _snapshot(arg: JSON) -> str | None:

@@ -19,8 +19,15 @@ REFERENCE = ROOT / "g14" / "reference" / "attention.py"
 SUBMISSIONS = ROOT / "g14" / "submissions"
 STARTER = ROOT / "g14" / "starter" / "attention.py"
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
 
 
 def run_chromium(*args: str) -> subprocess.CompletedProcess:
@@ -36,8 +43,13 @@ def run_chromium(*args: str) -> subprocess.CompletedProcess:
             pytest.fail(why)
         pytest.skip(why)
     with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                              capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(
+            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
 
 # Hostile submissions (tests/test_adversarial.py grades them); one plants a conftest.py

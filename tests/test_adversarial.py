@@ -152,6 +152,8 @@ TIMED_OUT = (CPU_TIME_OUT, WALL_TIME_OUT)
 UNREADABLE = "bytes_to_mib crashed: the grader could not read its answer"
 FOREIGN = "returned something the grader cannot read: the result holds an object of a class of its own"
 """A result of the submission's own class (its name is student text, not repeated)."""
+
+
 def _job_folder() -> str:
     import numpy
 
@@ -172,12 +174,14 @@ OUTSIDE = (SANDBOX, "No such file or directory") if HIDDEN_BY_TMP else SANDBOX
 def _denied(path: str) -> str | tuple[str, str]:
     """The error of opening ``path`` outside the job's folder (not there at all, for a checkout under /tmp)."""
     denied = f"Permission denied: '{path}'" if path else "Permission denied"
-    return (denied, f"No such file or directory: '{path}'" if path else "No such file or directory") \
-        if HIDDEN_BY_TMP else denied
+    return (
+        (denied, f"No such file or directory: '{path}'" if path else "No such file or directory")
+        if HIDDEN_BY_TMP
+        else denied
+    )
 
 
-CLOSED_FD = ("bytes_to_mib crashed: your code closed or replaced a file descriptor the grader uses "
-             "(its result channel)")
+CLOSED_FD = "bytes_to_mib crashed: your code closed or replaced a file descriptor the grader uses (its result channel)"
 FALSE_BLAME = ("could not set up the job", "used up its CPU time or memory")
 """What a closed or replaced result pipe must not be blamed on."""
 SECRET_ENV = "GRADER_COURSE_SECRET"
@@ -187,10 +191,10 @@ CLASS_FILES = ("index.html", "summary.html", "results.json", "gradebook.csv", "j
 ATTACKS = {
     # reading secrets: the reference, the specs, the grader, /proc, fds, memory, classmates
     # (a checkout under /tmp is not there for a job: these find nothing and stay honest)
-    "read_reference": Attack((HONEST_WRONG,) if HIDDEN_BY_TMP
-                             else (_denied(f"{ROOT}/g14/reference/attention.py"), SANDBOX)),
-    "read_specs": Attack((HONEST_WRONG,) if HIDDEN_BY_TMP
-                         else (_denied(f"{ROOT}/g14/specs/G14.05.yaml"), SANDBOX)),
+    "read_reference": Attack(
+        (HONEST_WRONG,) if HIDDEN_BY_TMP else (_denied(f"{ROOT}/g14/reference/attention.py"), SANDBOX)
+    ),
+    "read_specs": Attack((HONEST_WRONG,) if HIDDEN_BY_TMP else (_denied(f"{ROOT}/g14/specs/G14.05.yaml"), SANDBOX)),
     "import_grader": Attack(((SANDBOX, "only numpy and the standard library"),)),
     "proc_and_environ": Attack((SANDBOX,)),
     "inherited_fds": Attack(("no inherited file descriptor leads to a secret; open: 0 1 2 3",)),
@@ -205,8 +209,14 @@ ATTACKS = {
     "network_unix": Attack(("Operation not permitted", SANDBOX)),
     # resources; hangs are in bytes_to_mib(1 MiB) only, a check mib_decimal fails anyway
     "fork_bomb": Attack((TIMED_OUT,), same=False),
-    "memory_bomb": Attack(("bytes_to_mib raised MemoryError", "more memory than the grader allows",
-                           ("used up its CPU time or memory", *TIMED_OUT)), same=False),
+    "memory_bomb": Attack(
+        (
+            "bytes_to_mib raised MemoryError",
+            "more memory than the grader allows",
+            ("used up its CPU time or memory", *TIMED_OUT),
+        ),
+        same=False,
+    ),
     "cpu_loop": Attack((CPU_TIME_OUT,)),
     "sleep_forever": Attack((WALL_TIME_OUT,)),
     "ignore_sigterm": Attack((WALL_TIME_OUT,)),
@@ -223,8 +233,9 @@ ATTACKS = {
     "kill_everything": Attack((HONEST_WRONG,)),
     "daemon": Attack((HONEST_WRONG,)),
     # exits and exceptions
-    "os_exit_at_import": Attack(("importing the file failed: the process exited with code 0 before answering",),
-                                baseline="starter"),
+    "os_exit_at_import": Attack(
+        ("importing the file failed: the process exited with code 0 before answering",), baseline="starter"
+    ),
     "sys_exit_at_import": Attack(("importing the file failed with SystemExit",), baseline="starter"),
     "os_exit_in_call": Attack(("bytes_to_mib crashed: the process exited with code 0 before answering",)),
     "sys_exit_in_call": Attack(("bytes_to_mib raised SystemExit on valid input",)),
@@ -243,30 +254,63 @@ ATTACKS = {
     "ctypes_escape": Attack(("Operation not permitted", SANDBOX)),
     "planted_files": Attack((HONEST_WRONG,)),
     # issue 9, the boundary: what a job sends is validated before it is kept
-    "lone_surrogate": Attack(("bytes_to_mib raised ValueError on valid input",
-                              ("bad \ufffd surrogate \ufffd here", "bad ? surrogate ? here"))),
+    "lone_surrogate": Attack(
+        (
+            "bytes_to_mib raised ValueError on valid input",
+            ("bad \ufffd surrogate \ufffd here", "bad ? surrogate ? here"),
+        )
+    ),
     "clock_nan": Attack((HONEST_WRONG,)),
     "clock_huge_int": Attack((HONEST_WRONG,)),
     # A number out of float range is refused as the call's answer; the job's exit costs the next call.
-    "forged_huge_int": Attack(("bytes_to_mib returned something the grader cannot read: the result holds an "
-                               "integer too large to be a float (400 digits)",), same=False),
+    "forged_huge_int": Attack(
+        (
+            "bytes_to_mib returned something the grader cannot read: the result holds an "
+            "integer too large to be a float (400 digits)",
+        ),
+        same=False,
+    ),
     # NaN is data a worker may send (a NaN result): the forged answer may be judged, and the job's exit costs
     # the next call
     "forged_nan_literal": Attack(((UNREADABLE, "mib differs from the expected value"),), same=False),
-    "forged_deep_dict": Attack((("the result is larger than the grader accepts", "nested more than", UNREADABLE,
-                                 "bytes_to_mib crashed: the result is far larger than the reference's"),),
-                               same=False),
-    "forged_wide_junk": Attack((("bytes_to_mib crashed: the result is larger than the grader accepts",
-                                 "bytes_to_mib crashed: the result is far larger than the reference's", UNREADABLE),)),
+    "forged_deep_dict": Attack(
+        (
+            (
+                "the result is larger than the grader accepts",
+                "nested more than",
+                UNREADABLE,
+                "bytes_to_mib crashed: the result is far larger than the reference's",
+            ),
+        ),
+        same=False,
+    ),
+    "forged_wide_junk": Attack(
+        (
+            (
+                "bytes_to_mib crashed: the result is larger than the grader accepts",
+                "bytes_to_mib crashed: the result is far larger than the reference's",
+                UNREADABLE,
+            ),
+        )
+    ),
     "close_result_fd": Attack((CLOSED_FD,), absent=FALSE_BLAME),
     "dup_result_fd": Attack((CLOSED_FD,), absent=FALSE_BLAME),
-    "longdouble_result": Attack(("(longdouble) scalar; convert it with float()",),
-                                absent=("could not be read (TypeError)",)),
+    "longdouble_result": Attack(
+        ("(longdouble) scalar; convert it with float()",), absent=("could not be read (TypeError)",)
+    ),
     # hidden checks say only that the result could not be read: the visible one names the type
-    "complex_result": Attack(("bytes_to_mib returned something the grader cannot read: the result holds a complex",
-                              "return plain numbers, lists of them or numpy arrays")),
-    "str_subclass": Attack(("bytes_to_mib raised _Loud on valid input",
-                            ("the result holds a _SlyBytes", "the result holds an object of a class of its own"))),
+    "complex_result": Attack(
+        (
+            "bytes_to_mib returned something the grader cannot read: the result holds a complex",
+            "return plain numbers, lists of them or numpy arrays",
+        )
+    ),
+    "str_subclass": Attack(
+        (
+            "bytes_to_mib raised _Loud on valid input",
+            ("the result holds a _SlyBytes", "the result holds an object of a class of its own"),
+        )
+    ),
     # issue 9, outputs: student text is made safe for each reader (terminal, CI log, XML)
     "ansi_import": Attack(("importing the file failed with ValueError",), baseline="starter"),
     "ansi_in_call": Attack(("bytes_to_mib raised ValueError on valid input",)),
@@ -280,8 +324,10 @@ ATTACKS = {
     # issue 9, system calls
     "listmount": Attack(((SANDBOX, "Function not implemented"),), absent=("LISTMOUNT-WORKED",)),
     "flock_shared": Attack((SANDBOX,), absent=("FLOCK-WORKED",)),
-    "getcwd_host": Attack(("bytes_to_mib raised ValueError on valid input", f"CWD={JOB_FOLDER} FILE={JOB_FOLDER}/attention.py"),
-                          absent=("grader-sandbox", "grader-job", str(ROOT))),
+    "getcwd_host": Attack(
+        ("bytes_to_mib raised ValueError on valid input", f"CWD={JOB_FOLDER} FILE={JOB_FOLDER}/attention.py"),
+        absent=("grader-sandbox", "grader-job", str(ROOT)),
+    ),
 }
 BUILT = {
     # Attacks made at test time from the grader's own data (see `_precomputed_attack`).
@@ -340,11 +386,15 @@ def _grade_watched(paths: list[str], out: Path, log: Path) -> tuple[int, float, 
         os.dup2(fh.fileno(), 1)
         os.dup2(fh.fileno(), 2)
         stdout = io.TextIOWrapper(os.fdopen(os.dup(fh.fileno()), "wb"), encoding="utf-8", write_through=True)
-        stderr = io.TextIOWrapper(os.fdopen(os.dup(fh.fileno()), "wb"), encoding="utf-8",
-                                  errors="backslashreplace", write_through=True)
+        stderr = io.TextIOWrapper(
+            os.fdopen(os.dup(fh.fileno()), "wb"), encoding="utf-8", errors="backslashreplace", write_through=True
+        )
         try:
-            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
-                    _environment(GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(log.with_suffix(".md"))):
+            with (
+                contextlib.redirect_stdout(stdout),
+                contextlib.redirect_stderr(stderr),
+                _environment(GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(log.with_suffix(".md"))),
+            ):
                 code, seconds = _grade(paths, out, quiet=False)
         finally:
             for stream in (stdout, stderr):
@@ -450,7 +500,7 @@ def _precomputed_attack(baseline: Path) -> str:
                 except Exception:  # noqa: BLE001 - a call the reference refuses
                     table[key] = {"raise": True}
     assert len(table) > 20
-    return baseline.read_text() + textwrap.dedent(f'''
+    return baseline.read_text() + textwrap.dedent(f"""
 
         # --- the attack: answers precomputed from the specs' seeds ---
         import json as _json
@@ -472,7 +522,7 @@ def _precomputed_attack(baseline: Path) -> str:
         for _name in ("attention", "softmax", "softmax_backward", "score_array_bytes", "bytes_to_mib"):
             if _name in globals():
                 globals()[_name] = _precomputed(globals()[_name])
-        ''')
+        """)
 
 
 def _processes() -> list[dict]:
@@ -487,8 +537,16 @@ def _processes() -> list[dict]:
         except OSError:
             continue
         fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        procs.append({"pid": int(entry), "ppid": int(fields.get("PPid", "0")), "uid": int(fields["Uid"].split()[0]),
-                      "name": fields.get("Name", "").strip(), "cmdline": cmdline, "state": fields.get("State", "")})
+        procs.append(
+            {
+                "pid": int(entry),
+                "ppid": int(fields.get("PPid", "0")),
+                "uid": int(fields["Uid"].split()[0]),
+                "name": fields.get("Name", "").strip(),
+                "cmdline": cmdline,
+                "state": fields.get("State", ""),
+            }
+        )
     return procs
 
 
@@ -510,8 +568,11 @@ def _survivors() -> list[dict]:
             p = procs.get(p["ppid"])
         return False
 
-    return [p for p in procs.values()
-            if (p["uid"] in UIDS or "advdaemon" in p["name"] + p["cmdline"]) and not under_zygote(p)]
+    return [
+        p
+        for p in procs.values()
+        if (p["uid"] in UIDS or "advdaemon" in p["name"] + p["cmdline"]) and not under_zygote(p)
+    ]
 
 
 def _wait_no_survivors(seconds: float = 5.0) -> list[dict]:
@@ -598,8 +659,11 @@ def _require_sandbox(tmp: Path) -> None:
 
     layers = probe_layers()
     wanted = ("pid", "fresh_proc", "net", "kill", "uid", "seccomp")
-    if layers.get("zygote") is not True or not all(layers.get(k) is True for k in wanted) \
-            or not str(layers.get("landlock", "")).startswith("ABI"):
+    if (
+        layers.get("zygote") is not True
+        or not all(layers.get(k) is True for k in wanted)
+        or not str(layers.get("landlock", "")).startswith("ABI")
+    ):
         pytest.skip(f"the sandbox is not fully available here ({layers}); run 'grader doctor'")
     probe = tmp / "probe"
     probe.mkdir()
@@ -616,8 +680,10 @@ def _require_sandbox(tmp: Path) -> None:
     error = json.loads((tmp / "probe-out" / "results.json").read_text())["submissions"][0]["error"]
     found = re.search(r"probe uid=(\d+) pid=(\d+) reference=(\w+)", error)
     if code != 0 or not found or int(found[1]) not in UIDS or found[2] != "1" or found[3] != "denied":
-        pytest.fail(f"'grader grade' does not run submissions in the sandbox ({error!r}): the adversarial "
-                    "suite refuses to run hostile code outside it")
+        pytest.fail(
+            f"'grader grade' does not run submissions in the sandbox ({error!r}): the adversarial "
+            "suite refuses to run hostile code outside it"
+        )
 
 
 # --- the graded attacks ------------------------------------------------------------
@@ -644,7 +710,8 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     shutil.copy(ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py", attacks / CLASSMATE / "attention.py")
     (attacks / "precompute_seeds").mkdir()
     (attacks / "precompute_seeds" / "attention.py").write_text(
-        _precomputed_attack(ROOT / "g14" / "submissions" / "no_sqrt_dk" / "attention.py"))
+        _precomputed_attack(ROOT / "g14" / "submissions" / "no_sqrt_dk" / "attention.py")
+    )
     secret = f"adversarial-{secrets.token_hex(8)}"
     helpers = _Helpers()
     before = {p["pid"] for p in _survivors()}
@@ -653,7 +720,8 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     try:
         with _environment(**{SECRET_ENV: secret, SECRET_ENV + "_FILE": None}):
             code, seconds, printed = _grade_watched(
-                [str(attacks), *(f"g14/submissions/{b}" for b in BASELINES)], out, log)
+                [str(attacks), *(f"g14/submissions/{b}" for b in BASELINES)], out, log
+            )
             hidden = _hidden_tokens()
     finally:
         helpers.close()
@@ -799,6 +867,7 @@ def _gradescope(out: Path, sub: dict) -> Path:
 
 def _strict_json(text: str) -> object:
     """Parse JSON as a strict reader does: no NaN or Infinity, no lone surrogate."""
+
     def refuse(constant: str) -> None:
         raise ValueError(f"{constant} is not JSON")
 
@@ -874,8 +943,13 @@ def _assert_safe_for_github(log: str) -> None:
     forged = []
     for line in active:
         found = re.match(r"::(\w[\w-]*)( [^:]*)?::(.*)$", line)
-        if not found or found[1] not in ("error", "warning", "notice") or "file=" not in (found[2] or "") \
-                or found[3].startswith("FORGED") or "FORGED" in (found[2] or ""):
+        if (
+            not found
+            or found[1] not in ("error", "warning", "notice")
+            or "file=" not in (found[2] or "")
+            or found[3].startswith("FORGED")
+            or "FORGED" in (found[2] or "")
+        ):
             forged.append(line)
     assert not forged, forged[:5]
 
@@ -892,8 +966,9 @@ def test_results_and_exports_are_strict(attacked: dict) -> None:
 def test_durations_are_the_grader_s_own(attacked: dict, name: str) -> None:
     """The job's own clock and frames say nothing about how long a call took."""
     root = ET.parse(attacked["out"] / "junit.xml").getroot()
-    times = [float(case.get("time")) for case in root.iter("testcase")
-             if case.get("classname", "").startswith(f"{name}.")]
+    times = [
+        float(case.get("time")) for case in root.iter("testcase") if case.get("classname", "").startswith(f"{name}.")
+    ]
     assert times, f"no test case of {name} in junit.xml"
     assert all(math.isfinite(t) and 0 <= t < 100 for t in times), times[:5]
     assert math.isfinite(float(root.get("time")))
@@ -923,8 +998,9 @@ def test_ci_log_holds_no_forged_workflow_command(attacked: dict) -> None:
 
 
 @pytest.mark.parametrize("name", ["github_in_call", "ansi_in_call", "github_import", "ansi_import"])
-def test_student_check_in_ci_is_safe(name: str, capfd: pytest.CaptureFixture[str],
-                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_student_check_in_ci_is_safe(
+    name: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """``grader check`` in a student's GitHub Actions job: no forged command, no escape sequence."""
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
@@ -944,8 +1020,9 @@ def test_hidden_inputs_stay_hidden(attacked: dict, name: str) -> None:
     assert len(hidden) > 100
     sub = attacked["by_id"][name]
     page = html.unescape(_page(attacked["out"], sub).read_text(encoding="utf-8"))
-    gradescope = json.dumps(json.loads(_gradescope(attacked["out"], sub).read_text(encoding="utf-8")),
-                            ensure_ascii=False)
+    gradescope = json.dumps(
+        json.loads(_gradescope(attacked["out"], sub).read_text(encoding="utf-8")), ensure_ascii=False
+    )
     for where, text in (("page", page), ("gradescope", gradescope)):
         leaked = sorted(t for t in hidden if t in text)
         assert not leaked, f"{name}: hidden inputs on its {where}: {leaked[:5]}"
@@ -981,8 +1058,11 @@ def test_attack_reports_render_in_chromium(attacked: dict, tmp_path: Path) -> No
     Every attack's page is rendered (two Chromium processes at a time); the
     rendered text must hold one of the attack's phrases.
     """
+
     def render(name: str) -> str:
-        return html.unescape(run_chromium("--dump-dom", _page(attacked["out"], attacked["by_id"][name]).as_uri()).stdout)
+        return html.unescape(
+            run_chromium("--dump-dom", _page(attacked["out"], attacked["by_id"][name]).as_uri()).stdout
+        )
 
     with ThreadPoolExecutor(2) as pool:
         doms = dict(zip(sorted(ATTACKS), pool.map(render, sorted(ATTACKS))))
@@ -1012,7 +1092,7 @@ def _write_zip(path: Path) -> None:
         zf.writestr("../../../../tmp/grader-adversarial-traversal.py", honest)
         zf.writestr("/tmp/grader-adversarial-abs.py", honest)
         link = zipfile.ZipInfo("export/zip_mallory/attention.py")
-        link.external_attr = (0o120777 << 16)  # a symbolic link to the reference
+        link.external_attr = 0o120777 << 16  # a symbolic link to the reference
         zf.writestr(link, str(ROOT / "g14" / "reference" / "attention.py"))
         bomb = zipfile.ZipInfo("export/zip_bomber/attention.py")
         bomb.compress_type = zipfile.ZIP_DEFLATED
@@ -1068,8 +1148,11 @@ ODD = {
     "link_passwd": ("error", ("attention.py is a symbolic link; submit the file itself",), False),
     "link_folder": ("error", ("link_folder is a symbolic link; submit the folder or file itself",), False),
     "link_module": ("error", ("link_module.py is a symbolic link",), False),
-    "non_utf8": ("error", ("importing the file failed with SyntaxError (attention.py, line 1)",
-                           "save the file as UTF-8"), False),
+    "non_utf8": (
+        "error",
+        ("importing the file failed with SyntaxError (attention.py, line 1)", "save the file as UTF-8"),
+        False,
+    ),
     "latin1_declared": ("graded", (), True),
     "large_ok": ("graded", (), True),
     "large_over": ("error", ("attention.py is 2,097,153 bytes; the grader reads files of at most 2 MiB",), False),
@@ -1200,12 +1283,16 @@ def named_class(tmp_path_factory: pytest.TempPathFactory) -> dict:
     before = {p["pid"] for p in _survivors()}
     snapshot = _snapshot(base)
     out = base / "out"
-    code, seconds, printed = _grade_watched([str(cls), str(archive), "g14/submissions/mib_decimal"], out,
-                                            base / "grade.log")
+    code, seconds, printed = _grade_watched(
+        [str(cls), str(archive), "g14/submissions/mib_decimal"], out, base / "grade.log"
+    )
     snapshot.pop(os.fsencode(out), None)
     snapshot.pop(os.fsencode(base / "grade.log"), None)
-    after = {k: v for k, v in _snapshot(base).items()
-             if not k.startswith(os.fsencode(out)) and not k.startswith(os.fsencode(base / "grade."))}
+    after = {
+        k: v
+        for k, v in _snapshot(base).items()
+        if not k.startswith(os.fsencode(out)) and not k.startswith(os.fsencode(base / "grade."))
+    }
     results = _results(out)
     return {
         "code": code,
@@ -1227,8 +1314,11 @@ def _named(named_class: dict, name: str | bytes) -> dict:
         found = [s for s in named_class["submissions"] if "latin1" in s["path"]]
     elif name in ARCHIVED:
         prefix = f"{named_class['archive']}:"
-        last = {s["path"][len(prefix):].rstrip("/").split("/")[-1]: s for s in named_class["submissions"]
-                if s["path"].startswith(prefix)}
+        last = {
+            s["path"][len(prefix) :].rstrip("/").split("/")[-1]: s
+            for s in named_class["submissions"]
+            if s["path"].startswith(prefix)
+        }
         found = [s for member, s in last.items() if member == name or len(name) > 255 and member.startswith("LLLL")]
     else:
         found = [s for s in named_class["submissions"] if s["path"] == str(named_class["class"] / name)]
@@ -1262,8 +1352,7 @@ def test_every_student_has_an_id_and_files_of_their_own(named_class: dict) -> No
             assert _named(named_class, name)["id"] == name
 
 
-@pytest.mark.parametrize("name", [n for n, kind in NAMED.items() if kind in SCORES],
-                         ids=lambda n: ascii(n)[:40])
+@pytest.mark.parametrize("name", [n for n, kind in NAMED.items() if kind in SCORES], ids=lambda n: ascii(n)[:40])
 def test_a_student_s_name_changes_nothing_of_their_grade(named_class: dict, name: str | bytes) -> None:
     sub = _named(named_class, name)
     assert sub["status"] == "graded", sub["error"]
@@ -1299,8 +1388,8 @@ def test_the_gradebook_cannot_be_forged(named_class: dict) -> None:
     assert len({len(r) for r in rows}) == 1
     for row in rows[1:]:
         for cell in row:
-            assert not cell.lstrip(" \"").startswith(("=", "+", "@", "\t", "\r")), row
-            assert not (cell.lstrip(" \"").startswith("-") and not re.fullmatch(r"-?[\d.]+", cell)), row
+            assert not cell.lstrip(' "').startswith(("=", "+", "@", "\t", "\r")), row
+            assert not (cell.lstrip(' "').startswith("-") and not re.fullmatch(r"-?[\d.]+", cell)), row
 
 
 def test_names_reach_the_terminal_and_ci_log_safely(named_class: dict) -> None:
@@ -1329,8 +1418,11 @@ def test_archive_problems_are_one_student_s(named_class: dict, name: str) -> Non
         assert sub["status"] == "graded" and sub["score"] == SCORES["correct"]
     else:
         assert sub["status"] == "error" and sub["score"] == 0, sub
-        words = {"zip_many": ("20,001 files", "files"), "zip_dup": ("twice", "more than once", "duplicate"),
-                 "zip_fifo": ("not a regular file (a FIFO)", "FIFO")}[name]
+        words = {
+            "zip_many": ("20,001 files", "files"),
+            "zip_dup": ("twice", "more than once", "duplicate"),
+            "zip_fifo": ("not a regular file (a FIFO)", "FIFO"),
+        }[name]
         assert any(w in sub["error"] for w in words), sub["error"]
         assert "Traceback" not in sub["error"]
 
@@ -1353,7 +1445,7 @@ PARENT_CPU_BOUND = 10.0
 
 def _slow_classmate() -> str:
     """correct_numpy's code, whose G14.05 functions each spin 0.6 s of CPU: slow, but within every limit."""
-    return (ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py").read_text() + textwrap.dedent('''
+    return (ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py").read_text() + textwrap.dedent("""
 
         import time as _time
 
@@ -1370,7 +1462,7 @@ def _slow_classmate() -> str:
 
         score_array_bytes = _slowly(score_array_bytes)
         bytes_to_mib = _slowly(bytes_to_mib)
-        ''')
+        """)
 
 
 @pytest.fixture(scope="session")
@@ -1401,9 +1493,26 @@ def parent_load(tmp_path_factory: pytest.TempPathFactory) -> dict:
     paths = [str(cls / n) for n in ("slow_classmate", "cpu_hog", "frame_flood", "junk_flood", "classmate")]
     start = time.monotonic()
     log = open(base / "grade.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "grader", "grade", *paths, "g14/submissions/mib_decimal",
-                             "--out", str(out), "-q", "--jobs", "2", *TIMEOUTS],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "grade",
+            *paths,
+            "g14/submissions/mib_decimal",
+            "--out",
+            str(out),
+            "-q",
+            "--jobs",
+            "2",
+            *TIMEOUTS,
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=limit,
+    )
     peak, cpu = 0, 0.0
     ticks = os.sysconf("SC_CLK_TCK")
     while proc.poll() is None:
@@ -1446,8 +1555,9 @@ def test_the_grader_s_memory_and_cpu_stay_bounded(parent_load: dict) -> None:
 def test_classmates_beside_a_hog_keep_full_marks(parent_load: dict, name: str) -> None:
     sub = parent_load["by_id"][name]
     assert sub["status"] == "graded", sub["error"]
-    assert sub["score"] == sub["max_score"] == FULL_MARKS, [c for e in sub["exercises"] for c in e["checks"]
-                                                     if c["status"] != "passed"][:3]
+    assert sub["score"] == sub["max_score"] == FULL_MARKS, [
+        c for e in sub["exercises"] for c in e["checks"] if c["status"] != "passed"
+    ][:3]
 
 
 @pytest.mark.parametrize("name", sorted(PARENT_ATTACKS))
@@ -1458,6 +1568,7 @@ def test_parent_attack_gains_nothing(parent_load: dict, name: str) -> None:
 
 
 # --- issue 9: the sandbox cannot be switched off by blocking its plugin -----------------
+
 
 @pytest.mark.parametrize("plugin", ["sandbox", "runner"])
 def test_blocking_the_sandbox_is_refused(plugin: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -75,8 +75,14 @@ MATRIX = {
     "always_value_error": "KKKKKK",
 }
 CORRECT = (
-    "correct_lists", "correct_numpy", "correct_neg_inf", "correct_renormalize", "correct_logsumexp", "correct_batched",
-    "correct_lse_lists", "correct_lse_numpy",
+    "correct_lists",
+    "correct_numpy",
+    "correct_neg_inf",
+    "correct_renormalize",
+    "correct_logsumexp",
+    "correct_batched",
+    "correct_lse_lists",
+    "correct_lse_numpy",
 )
 LAST_LINE = (
     "118/118 tagged cells killed; 8/8 correct variants at full marks; 43/43 mutants fail a visible check; "
@@ -161,20 +167,27 @@ def test_the_checks_that_catch_each_mistake(audited) -> None:  # noqa: ANN001
     caught = dict(line.strip().split(": ", 1) for line in section)
     assert set(caught) == set(MATRIX)
     assert caught["mutates_input"] == "G14.06 softmax-leaves-scores-unchanged"
-    assert caught["fill_minus_1e4"] == caught["fill_minus_1e9"] == (
-        "G14.06 masked-scores-above-allowed masked-scores-above-very-low-allowed")
+    assert (
+        caught["fill_minus_1e4"]
+        == caught["fill_minus_1e9"]
+        == ("G14.06 masked-scores-above-allowed masked-scores-above-very-low-allowed")
+    )
     assert caught["causal_unequal_accepted"] == "G14.06 rejects-causal-unequal rejects-causal-more-queries"
     assert caught["width_mismatch_type_error"] == "G14.01 q-k-widths-must-match; G14.06 rejects-width-mismatch"
     # Uniform causal rows keep the causal properties, but break the contract (weights ordered like the scores).
     assert caught["causal_uniform_past"] == (
         "G14.03 causal-two-positions causal-random causal-future-score-far-above causal-random-dk5; "
         "G14.06 causal-rows-sum-to-one causal-noninterference attention-leaves-inputs-unchanged "
-        "causal-masked-scores-above-max")
+        "causal-masked-scores-above-max"
+    )
     assert caught["max_over_masked"] == (
         "G14.03 causal-future-score-far-above; G14.06 masked-scores-above-allowed masked-scores-above-very-low-allowed "
-        "causal-masked-scores-above-max")
+        "causal-masked-scores-above-max"
+    )
     # d_k / 2 equals sqrt(d_k) at d_k = 4 (unequal-counts, huge-scores): only the other d_k catch it in G14.06.
-    assert caught["divide_by_half_dk"].endswith("G14.06 unequal-counts-dk2 unequal-counts-dk9 causal-masked-scores-above-max")
+    assert caught["divide_by_half_dk"].endswith(
+        "G14.06 unequal-counts-dk2 unequal-counts-dk9 causal-masked-scores-above-max"
+    )
     assert caught["no_finite_check"] == "G14.06 rejects-nan-score rejects-nan-value"
     assert caught["mib_decimal"] == "G14.05 mib-n1024 mib-n2048 one-mib"
     assert caught["forgets_batch"] == "G14.05 bytes-n1024 bytes-n2048 itemsize"
@@ -191,8 +204,10 @@ def test_the_checks_that_catch_each_mistake(audited) -> None:  # noqa: ANN001
         "unequal-counts-dk2 unequal-counts-dk9 causal-masked-scores-above-max"
     )
     # Hard-coded chapter answers pass no hand value with a companion, and fail everything seeded.
-    assert "G14.02 shift-invariance random-softmax random-outputs scaled-scores-dk3 scaled-scores-dk6;" in (
-        caught["hardcoded_answers"])
+    assert (
+        "G14.02 shift-invariance random-softmax random-outputs scaled-scores-dk3 scaled-scores-dk6;"
+        in (caught["hardcoded_answers"])
+    )
     assert "G14.05 one-mib itemsize;" in caught["hardcoded_answers"]
 
 
@@ -210,7 +225,9 @@ def test_each_mutant_is_one_small_change_of_its_base() -> None:
             assert not entry.base  # nothing is computed: there is no base to differ from
             continue
         assert f"Derived from mutants/{entry.base}/attention.py" in text
-        diff = difflib.unified_diff(code(ROOT / "g14" / "mutants" / entry.base / "attention.py"), code(Path(entry.file)), n=0)
+        diff = difflib.unified_diff(
+            code(ROOT / "g14" / "mutants" / entry.base / "attention.py"), code(Path(entry.file)), n=0
+        )
         changed = [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
         assert 1 <= len(changed) <= 4, (entry.name, changed)
 
@@ -251,16 +268,21 @@ entries:
     code, out, err = run_cli("audit", "--mutants", folder, "--no-diagnosis")
     assert code == 1, err
     lines = out.splitlines()
-    assert lines[2] == "mutant         G14.01    G14.02    G14.03    G14.04    G14.05    G14.06    visible"  # no "named"
+    assert (
+        lines[2] == "mutant         G14.01    G14.02    G14.03    G14.04    G14.05    G14.06    visible"
+    )  # no "named"
     assert lines[3] == "mib_decimal    -         -         -         SURVIVED  killed    -         yes"
-    assert "no_sqrt_dk     66/86  LOST POINTS: G14.01 unequal-counts-and-widths more-queries-than-keys " \
-           "dk5-against-dv2; G14.02 random-outputs scaled-scores-dk3 scaled-scores-dk6; G14.03 causal-random " \
-           "causal-random-dk5; G14.06 unequal-counts unequal-counts-dk2 unequal-counts-dk9 " \
-           "causal-masked-scores-above-max" in lines
+    assert (
+        "no_sqrt_dk     66/86  LOST POINTS: G14.01 unequal-counts-and-widths more-queries-than-keys "
+        "dk5-against-dv2; G14.02 random-outputs scaled-scores-dk3 scaled-scores-dk6; G14.03 causal-random "
+        "causal-random-dk5; G14.06 unequal-counts unequal-counts-dk2 unequal-counts-dk9 "
+        "causal-masked-scores-above-max" in lines
+    )
     assert "FAIL mib_decimal survives G14.04, which it is tagged for: the checks of G14.04 do not catch it" in lines
     assert "FAIL correct variant no_sqrt_dk loses points" in lines
-    assert lines[-1] == ("1/2 tagged cells killed; 1/2 correct variants at full marks; "
-                         "1/1 mutants fail a visible check: FAILED")
+    assert lines[-1] == (
+        "1/2 tagged cells killed; 1/2 correct variants at full marks; 1/1 mutants fail a visible check: FAILED"
+    )
 
 
 def test_an_untagged_loss_is_shown_but_allowed(tmp_path: Path) -> None:
@@ -278,7 +300,10 @@ entries:
     )
     code, out, err = run_cli("audit", "--mutants", folder)
     assert code == 0, out + err
-    assert "float16_arithmetic  lost      lost      lost      killed    -         lost      yes      yes" in out.splitlines()
+    assert (
+        "float16_arithmetic  lost      lost      lost      killed    -         lost      yes      yes"
+        in out.splitlines()
+    )
 
 
 @pytest.mark.parametrize(
@@ -286,14 +311,25 @@ entries:
     [
         ("entries: []\n", "entries: [] should be non-empty"),
         ("entries:\n  - {name: correct_lists, kind: correct}\n", "entries[0] 'correct_lists': a mutant needs"),
-        ("entries:\n  - {name: correct_lists, kind: mutant, misconception: Something wrong here., section: X}\n",
-         "entries[0] 'correct_lists': a mutant needs misconception, section and exercises"),
-        ("entries:\n  - {name: Bad-Name, kind: correct, description: x}\n", "entries[0] 'Bad-Name'.name: 'Bad-Name' does not match"),
+        (
+            "entries:\n  - {name: correct_lists, kind: mutant, misconception: Something wrong here., section: X}\n",
+            "entries[0] 'correct_lists': a mutant needs misconception, section and exercises",
+        ),
+        (
+            "entries:\n  - {name: Bad-Name, kind: correct, description: x}\n",
+            "entries[0] 'Bad-Name'.name: 'Bad-Name' does not match",
+        ),
         ("entries:\n  - {name: nowhere, kind: correct, description: x}\n", "entries[0] 'nowhere': "),
-        ("entries:\n  - {name: correct_lists, kind: correct, description: x}\n"
-         "  - {name: correct_lists, kind: correct, description: y}\n", "entries[1] 'correct_lists': the name is used twice"),
-        ("entries:\n  - {name: mib_decimal, kind: mutant, base: nope, misconception: One MiB is 10^6 bytes., "
-         "section: S, exercises: [G14.05]}\n", "entries[0] 'mib_decimal'.base: 'nope' is not a correct variant here"),
+        (
+            "entries:\n  - {name: correct_lists, kind: correct, description: x}\n"
+            "  - {name: correct_lists, kind: correct, description: y}\n",
+            "entries[1] 'correct_lists': the name is used twice",
+        ),
+        (
+            "entries:\n  - {name: mib_decimal, kind: mutant, base: nope, misconception: One MiB is 10^6 bytes., "
+            "section: S, exercises: [G14.05]}\n",
+            "entries[0] 'mib_decimal'.base: 'nope' is not a correct variant here",
+        ),
     ],
 )
 def test_a_malformed_catalogue_is_one_line_naming_the_key(tmp_path: Path, text: str, phrase: str) -> None:
@@ -337,7 +373,7 @@ def test_a_mutant_that_passes_every_visible_check_fails_the_audit(tmp_path: Path
     g14_06 = specs / "G14.06.yaml"
     text = g14_06.read_text()
     start = text.index("  - id: masked-scores-above-very-low-allowed")
-    g14_06.write_text(text[:start] + text[text.index("  - id: rejects-nan-value"):])
+    g14_06.write_text(text[:start] + text[text.index("  - id: rejects-nan-value") :])
     folder = _mini_catalogue(
         tmp_path,
         """
@@ -355,5 +391,6 @@ entries:
     lines = out.splitlines()
     assert lines[3] == "fill_minus_1e9  -         -         -         -         -         killed    NO"
     assert "FAIL fill_minus_1e9 passes every visible check: a student's 'grader check' and CI stay green on it" in lines
-    assert lines[-1] == ("1/1 tagged cells killed; 0/0 correct variants at full marks; "
-                         "0/1 mutants fail a visible check: FAILED")
+    assert lines[-1] == (
+        "1/1 tagged cells killed; 0/0 correct variants at full marks; 0/1 mutants fail a visible check: FAILED"
+    )

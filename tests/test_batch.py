@@ -18,7 +18,15 @@ from conftest import ROOT, SUBMISSIONS
 import grader.archive
 from grader.archive import ArchiveError, safe_extract
 
-SAMPLES = ("correct_numpy", "correct_lists", "mib_decimal", "no_sqrt_dk", "starter", "syntax_error", "mask_after_softmax")
+SAMPLES = (
+    "correct_numpy",
+    "correct_lists",
+    "mib_decimal",
+    "no_sqrt_dk",
+    "starter",
+    "syntax_error",
+    "mask_after_softmax",
+)
 
 
 def _class_folder(tmp_path: Path, copies: int = 1) -> Path:
@@ -80,8 +88,9 @@ def test_kill_9_midway_then_resume(tmp_path: Path) -> None:
     total = 4 * len(SAMPLES)
     out = tmp_path / "out"
     command = [sys.executable, "-m", "grader", "grade", str(folder), "--out", str(out), "--jobs", "2", "-q"]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     book = out / "gradebook.sqlite"
     deadline = time.monotonic() + 120
     done = 0
@@ -107,8 +116,9 @@ def test_kill_9_midway_then_resume(tmp_path: Path) -> None:
     with sqlite3.connect(book) as db:
         assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == total
 
-    clean = subprocess.run(command[:6] + [str(tmp_path / "clean")] + command[7:], cwd=ROOT, capture_output=True,
-                           text=True, timeout=300)
+    clean = subprocess.run(
+        command[:6] + [str(tmp_path / "clean")] + command[7:], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert clean.returncode == 0, clean.stderr
     assert (out / "results.json").read_bytes() == (tmp_path / "clean" / "results.json").read_bytes()
 
@@ -119,7 +129,7 @@ def _zip(path: Path, members: dict[str, bytes], links: dict[str, str] | None = N
             zf.writestr(name, data)
         for name, target in (links or {}).items():
             info = zipfile.ZipInfo(name)
-            info.external_attr = (0o120777 << 16)
+            info.external_attr = 0o120777 << 16
             zf.writestr(info, target)
     return path
 
@@ -127,19 +137,25 @@ def _zip(path: Path, members: dict[str, bytes], links: dict[str, str] | None = N
 def test_grade_a_zip_export_with_a_roster(cli, tmp_path: Path) -> None:
     numpy_src = (SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()
     mib_src = (SUBMISSIONS / "mib_decimal" / "attention.py").read_bytes()
-    archive = _zip(tmp_path / "class.zip", {
-        "export/alice/attention.py": numpy_src,
-        "export/bob.py": mib_src,
-        "export/dave/attention.py": numpy_src,
-        "export/../../escape.py": b"x = 1\n",
-        "__MACOSX/export/._alice.py": b"junk",
-    }, links={"export/erin/attention.py": "/etc/passwd"})
+    archive = _zip(
+        tmp_path / "class.zip",
+        {
+            "export/alice/attention.py": numpy_src,
+            "export/bob.py": mib_src,
+            "export/dave/attention.py": numpy_src,
+            "export/../../escape.py": b"x = 1\n",
+            "__MACOSX/export/._alice.py": b"junk",
+        },
+        links={"export/erin/attention.py": "/etc/passwd"},
+    )
     roster = tmp_path / "roster.csv"
     roster.write_text("id,name\nalice,Alice\nbob,Bob\ncarol,Carol\nerin,Erin\n")
     code, out, err = cli("grade", archive, "--out", tmp_path / "out", "--roster", roster, "-q")
     assert code == 0, err
-    assert (f"grader: warning: {archive}: skipped export/../../escape.py: an absolute path or one with '..', "
-            "refused (it may lead outside)") in err
+    assert (
+        f"grader: warning: {archive}: skipped export/../../escape.py: an absolute path or one with '..', "
+        "refused (it may lead outside)"
+    ) in err
     assert f"grader: warning: {archive}: skipped export/erin/attention.py: a symbolic link" in err
     assert "grader: warning: not on the roster: dave" in err
     # erin's only file was a symbolic link: skipped, and erin is listed with the reason.
@@ -176,7 +192,11 @@ def test_oversized_member_is_skipped(tmp_path: Path) -> None:
     extracted = safe_extract(archive, dest, "attention.py")
     assert extracted.skipped == ["a/attention.py: larger than 2 MiB"]
     a, b = extracted.students
-    assert (a.name, a.file, a.problem) == ("a", None, f"attention.py was left out of {archive}: it is larger than 2 MiB")
+    assert (a.name, a.file, a.problem) == (
+        "a",
+        None,
+        f"attention.py was left out of {archive}: it is larger than 2 MiB",
+    )
     assert (b.name, b.problem) == ("b", "")
     assert b.file == dest / "00001" / "attention.py" and b.file.read_bytes() == b"x = 1\n"
     assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")) == ["00001", "00001/attention.py"]
@@ -218,16 +238,21 @@ def test_a_roster_without_an_id_column_is_refused(cli, tmp_path: Path) -> None:
 
 
 def test_a_zip_student_without_a_python_file_is_listed(cli, tmp_path: Path) -> None:
-    archive = _zip(tmp_path / "c.zip", {
-        "export/alice/attention.py": (SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes(),
-        "export/bob/README.txt": b"I could not finish",
-    })
+    archive = _zip(
+        tmp_path / "c.zip",
+        {
+            "export/alice/attention.py": (SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes(),
+            "export/bob/README.txt": b"I could not finish",
+        },
+    )
     code, out, err = cli("grade", archive, "--out", tmp_path / "out", "-q")
     assert code == 0, err
     results = {s["id"]: s for s in json.loads((tmp_path / "out" / "results.json").read_text())["submissions"]}
     assert list(results) == ["alice", "bob"]
-    assert results["bob"]["error"] == (f"no attention.py in {archive}:bob: it holds README.txt, no attention.py; "
-                                       "the student folder must hold attention.py")
+    assert results["bob"]["error"] == (
+        f"no attention.py in {archive}:bob: it holds README.txt, no attention.py; "
+        "the student folder must hold attention.py"
+    )
 
 
 def test_an_empty_zip_names_the_archive(cli, tmp_path: Path) -> None:
@@ -253,7 +278,7 @@ def test_folders_left_by_a_killed_grader_are_removed_by_the_next(tmp_path: Path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, other.name])
 
 
-SWAP_PLUGIN = '''
+SWAP_PLUGIN = """
 from pathlib import Path
 from grader import hookimpl
 
@@ -267,7 +292,7 @@ def grader_collection_finish(submissions, collected, config):
 @hookimpl
 def grader_addoption(parser):
     parser.add_argument("--swap-with")
-'''
+"""
 
 
 def test_a_file_changed_after_it_was_located_is_graded_as_read_and_not_kept(

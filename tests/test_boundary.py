@@ -50,8 +50,9 @@ def test_budget_is_a_few_times_the_reference_plus_slack() -> None:
     assert BUDGET == ResultBudget(max_items=284, max_depth=4, max_bytes=284 * 32 + 4096)
     assert budget_for(None) == ResultBudget(max_items=256, max_depth=2, max_bytes=256 * 32 + 4096)
     assert budget_for(3.5) == ResultBudget(max_items=260, max_depth=2, max_bytes=260 * 32 + 4096)
-    assert budget_for((REFERENCE, [1.0, 0.0])) == ResultBudget(max_items=4 * 11 + 256, max_depth=5,
-                                                              max_bytes=(4 * 11 + 256) * 32 + 4096)
+    assert budget_for((REFERENCE, [1.0, 0.0])) == ResultBudget(
+        max_items=4 * 11 + 256, max_depth=5, max_bytes=(4 * 11 + 256) * 32 + 4096
+    )
     assert budget_for([0.0] * 10_000_000) == ResultBudget(MAX_BUDGET.max_items, 3, MAX_BUDGET.max_bytes)
     assert frame_limit(BUDGET) == BUDGET.max_bytes + FRAME_OVERHEAD_BYTES
     assert frame_limit(None) == DEFAULT_BUDGET.max_bytes + FRAME_OVERHEAD_BYTES
@@ -76,8 +77,9 @@ def test_a_length_over_the_limit_is_refused_in_words() -> None:
 
 
 def test_a_valid_frame_keeps_numbers_and_decodes_non_finite_floats() -> None:
-    frame = decode_frame(call_frame('[[1.5, {"$float": "nan"}], [{"$float": "-inf"}, 2, true]]', mutated=[2, 0]),
-                         budget=BUDGET)
+    frame = decode_frame(
+        call_frame('[[1.5, {"$float": "nan"}], [{"$float": "-inf"}, 2, true]]', mutated=[2, 0]), budget=BUDGET
+    )
     value = frame["value"]
     assert value[0][0] == 1.5 and math.isnan(value[0][1])
     assert value[1] == [-math.inf, 2, True] and type(value[1][1]) is int and type(value[1][2]) is bool
@@ -107,15 +109,20 @@ def test_an_overflowing_float_literal_is_refused() -> None:
     assert decode_frame(call_frame("[1e308, 1e308]"), budget=BUDGET)["value"] == [1e308, 1e308]  # sum overflows only
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ('"256.0"', "the result holds a string"),
-    ('{"mib": 64.0}', "the result holds a dict"),
-    ('[1.0, null]', "the result holds null (None)"),
-    ('{"$float": "NaN"}', "the result holds a dict"),
-    ('[[[[[1.0]]]]]', "the result is nested more than 4 lists deep"),
-    ("[" + ", ".join(["0.5"] * 400) + "]",
-     "the result is far larger than the reference's (more than 284 numbers and lists)"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('"256.0"', "the result holds a string"),
+        ('{"mib": 64.0}', "the result holds a dict"),
+        ("[1.0, null]", "the result holds null (None)"),
+        ('{"$float": "NaN"}', "the result holds a dict"),
+        ("[[[[[1.0]]]]]", "the result is nested more than 4 lists deep"),
+        (
+            "[" + ", ".join(["0.5"] * 400) + "]",
+            "the result is far larger than the reference's (more than 284 numbers and lists)",
+        ),
+    ],
+)
 def test_values_that_are_not_numbers_or_break_the_budget(value: str, message: str) -> None:
     error = refused(call_frame(value))
     assert not error.fatal and error.message == message
@@ -142,8 +149,17 @@ def test_wide_and_deep_junk_is_refused_fast() -> None:
 
 
 def test_a_lone_surrogate_becomes_a_replacement_character() -> None:
-    data = json.dumps({"event": "call", "status": "raised", "type": "ValueError\udc80", "value_error": True,
-                       "message": "bad \ud800 here", "where": "attention.py, line 3", "mutated": []}).encode()
+    data = json.dumps(
+        {
+            "event": "call",
+            "status": "raised",
+            "type": "ValueError\udc80",
+            "value_error": True,
+            "message": "bad \ud800 here",
+            "where": "attention.py, line 3",
+            "mutated": [],
+        }
+    ).encode()
     frame = decode_frame(data)
     assert frame["message"] == "bad \ufffd here" and frame["type"] == "ValueError\ufffd"
     frame["message"].encode("utf-8")  # now valid UTF-8 for every writer
@@ -155,31 +171,58 @@ def test_long_texts_are_cut() -> None:
     assert decode_frame(data)["message"] == "x" * 2000
 
 
-@pytest.mark.parametrize("data", [
-    b"\xff\xfe not json",
-    b"[1, 2]",
-    b'{"event": "call", "status": "returned", "value": 1.0, "seconds": 0.1}',  # durations are the grader's
-    b'{"event": "call", "status": "returned", "value": 1.0, "passed": true}',
-    b'{"event": "call", "status": "won", "value": 1.0}',
-    b'{"event": "call", "status": "returned"}',
-    b'{"event": "call", "status": "raised", "value_error": "yes"}',
-    b'{"event": "call", "status": "raised", "message": 5}',
-    b'{"event": "call", "status": "returned", "value": 1.0, "mutated": [0.5]}',
-    b'{"event": "done"}',
-    b'{"event": "import", "ok": false, "type": "Forged", "message": "fake"}',
-], ids=["bytes", "list", "seconds", "unknown-key", "status", "no-value", "bool-type", "message-type",
-        "mutated-type", "event", "import-in-call"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xff\xfe not json",
+        b"[1, 2]",
+        b'{"event": "call", "status": "returned", "value": 1.0, "seconds": 0.1}',  # durations are the grader's
+        b'{"event": "call", "status": "returned", "value": 1.0, "passed": true}',
+        b'{"event": "call", "status": "won", "value": 1.0}',
+        b'{"event": "call", "status": "returned"}',
+        b'{"event": "call", "status": "raised", "value_error": "yes"}',
+        b'{"event": "call", "status": "raised", "message": 5}',
+        b'{"event": "call", "status": "returned", "value": 1.0, "mutated": [0.5]}',
+        b'{"event": "done"}',
+        b'{"event": "import", "ok": false, "type": "Forged", "message": "fake"}',
+    ],
+    ids=[
+        "bytes",
+        "list",
+        "seconds",
+        "unknown-key",
+        "status",
+        "no-value",
+        "bool-type",
+        "message-type",
+        "mutated-type",
+        "event",
+        "import-in-call",
+    ],
+)
 def test_frames_not_in_the_worker_s_format_are_refused(data: bytes) -> None:
     error = refused(data)
     assert error.fatal
-    assert error.message == "the grader could not read its answer (does your code write to a file descriptor it did " \
-                            "not open?)"
+    assert (
+        error.message == "the grader could not read its answer (does your code write to a file descriptor it did "
+        "not open?)"
+    )
 
 
 def test_import_frames() -> None:
     assert decode_frame(b'{"event": "import", "ok": true}', "import")["ok"] is True
-    failed = decode_frame(json.dumps({"event": "import", "ok": False, "type": "SyntaxError", "message": "m\ud800",
-                                      "where": "attention.py, line 2"}).encode(), "import")
+    failed = decode_frame(
+        json.dumps(
+            {
+                "event": "import",
+                "ok": False,
+                "type": "SyntaxError",
+                "message": "m\ud800",
+                "where": "attention.py, line 2",
+            }
+        ).encode(),
+        "import",
+    )
     assert (failed["type"], failed["message"], failed["where"]) == ("SyntaxError", "m\ufffd", "attention.py, line 2")
     assert refused(b'{"event": "import", "ok": true, "message": "x"}', "import").fatal
     assert refused(b'{"event": "import", "ok": 1}', "import").fatal
@@ -316,7 +359,10 @@ def test_binary_arrays_keep_to_the_budget() -> None:
 
     blob = np.zeros(300, dtype="<f8").tobytes()
     error = refused(binary_frame('{"$array":["<f8",[300]]}', blob))
-    assert not error.fatal and error.message == "the result is far larger than the reference's (more than 284 numbers and lists)"
+    assert (
+        not error.fatal
+        and error.message == "the result is far larger than the reference's (more than 284 numbers and lists)"
+    )
     # a shape claiming 2**62 numbers is refused from its header, before any size is computed in bytes
     error = refused(binary_frame('{"$array":["<f8",[4611686018427387904]]}', b""))
     assert not error.fatal and "far larger" in error.message
@@ -324,17 +370,20 @@ def test_binary_arrays_keep_to_the_budget() -> None:
     assert not deep.fatal and deep.message == "the result is nested more than 4 lists deep"
 
 
-@pytest.mark.parametrize("header_json, blob", [
-    ('{"$array":["<f8",[4]]}', b"\0" * 24),  # fewer bytes than the header announces
-    ('{"$array":["<f8",[2]]}', b"\0" * 24),  # bytes no header announces
-    ('{"$array":["|O",[2]]}', b"\0" * 16),  # an object dtype
-    ('{"$array":[">f8",[2]]}', b"\0" * 16),  # not little-endian
-    ('{"$array":["<f8",[-1]]}', b""),
-    ('{"$array":["<f8",[true]]}', b"\0" * 8),
-    ('{"$array":["<f8",[]]}', b"\0" * 8),
-    ('{"$array":["<f8"]}', b""),
-    ('{"$array":["<f8",[1]],"x":1}', b"\0" * 8),
-])
+@pytest.mark.parametrize(
+    "header_json, blob",
+    [
+        ('{"$array":["<f8",[4]]}', b"\0" * 24),  # fewer bytes than the header announces
+        ('{"$array":["<f8",[2]]}', b"\0" * 24),  # bytes no header announces
+        ('{"$array":["|O",[2]]}', b"\0" * 16),  # an object dtype
+        ('{"$array":[">f8",[2]]}', b"\0" * 16),  # not little-endian
+        ('{"$array":["<f8",[-1]]}', b""),
+        ('{"$array":["<f8",[true]]}', b"\0" * 8),
+        ('{"$array":["<f8",[]]}', b"\0" * 8),
+        ('{"$array":["<f8"]}', b""),
+        ('{"$array":["<f8",[1]],"x":1}', b"\0" * 8),
+    ],
+)
 def test_a_binary_frame_that_is_not_the_worker_s_is_refused(header_json: str, blob: bytes) -> None:
     error = refused(binary_frame(header_json, blob))
     assert error.fatal or error.message.startswith("the result holds a dict")

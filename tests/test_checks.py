@@ -38,11 +38,23 @@ def make(
     returns: dict | None = None,
 ) -> tuple[Check, KindContext]:
     check = Check(
-        id=id, kind=kind, function=function, points=1.0, visibility="visible",
-        hint="Reread the chapter.", timeout=2.0, args=dict(args or {}), params=dict(params or {}), seed=seed,
+        id=id,
+        kind=kind,
+        function=function,
+        points=1.0,
+        visibility="visible",
+        hint="Reread the chapter.",
+        timeout=2.0,
+        args=dict(args or {}),
+        params=dict(params or {}),
+        seed=seed,
     )
     exercise = Exercise(
-        id="G14.99", title="Test", section="Tests", path=SPEC_PATH, checks=(check,),
+        id="G14.99",
+        title="Test",
+        section="Tests",
+        path=SPEC_PATH,
+        checks=(check,),
         returns=ATTENTION if returns is None else returns,
     )
     return check, KindContext(exercise, dict(REF))
@@ -134,7 +146,9 @@ def test_compare_select_compares_only_the_selected_part() -> None:
 
 
 def test_compare_shape_mismatch() -> None:
-    check, ctx = make("compare", "attention", {"Q": {"normal": [3, 2]}, "K": {"normal": [5, 2]}, "V": {"normal": [5, 4]}})
+    check, ctx = make(
+        "compare", "attention", {"Q": {"normal": [3, 2]}, "K": {"normal": [5, 2]}, "V": {"normal": [5, 4]}}
+    )
     prepared = prepare(check, ctx)
     outputs, weights = reference_result("attention", prepared.calls[0].args)
     v = verdict_of(check, prepared, [outputs, [row[:2] for row in weights]], ctx=ctx)
@@ -152,8 +166,10 @@ def test_compare_nan_where_finite_expected() -> None:
     outputs, weights = reference_result("attention", prepared.calls[0].args)
     weights[0][1] = math.nan
     v = verdict_of(check, prepared, [outputs, weights], ctx=ctx)
-    assert failed(v).startswith("weights[0][1] is nan where a finite number is expected; asked: within rtol=1e-06, "
-                                "atol=1e-09 (float64 code is accurate to about 1e-13 here")
+    assert failed(v).startswith(
+        "weights[0][1] is nan where a finite number is expected; asked: within rtol=1e-06, "
+        "atol=1e-09 (float64 code is accurate to about 1e-13 here"
+    )
     assert dict(v.details)["largest error"] == "not finite"
     outputs[2][0] = -math.inf
     assert failed(verdict_of(check, prepared, [outputs, weights], ctx=ctx)).startswith(
@@ -237,8 +253,9 @@ def test_literal_softmax_and_attention() -> None:
 
 def test_literal_prepare_refuses_a_wrong_hand_value() -> None:
     args = {"Q": [[0.0]], "K": [[0.0], [0.0]], "V": [[2.0], [8.0]]}
-    check, ctx = make("literal", "attention", args, {"expect": {"outputs": [[6.0]], "weights": [[0.5, 0.5]]}},
-                      id="zero-scores")
+    check, ctx = make(
+        "literal", "attention", args, {"expect": {"outputs": [[6.0]], "weights": [[0.5, 0.5]]}}, id="zero-scores"
+    )
     with pytest.raises(SpecError) as info:
         prepare(check, ctx)
     assert info.value.path == SPEC_PATH
@@ -306,9 +323,14 @@ def test_raises_kind() -> None:
 
 
 def test_row_sums_kind() -> None:
-    check, ctx = make("row_sums", "attention", {"Q": {"normal": [4, 3]}, "K": {"normal": [6, 3]}, "V": {"normal": [6, 2]}})
+    check, ctx = make(
+        "row_sums", "attention", {"Q": {"normal": [4, 3]}, "K": {"normal": [6, 3]}, "V": {"normal": [6, 2]}}
+    )
     prepared = prepare(check, ctx)
-    assert {k: v for k, v in prepared.expected.items() if not k.startswith("~")} == {"weights": (4, 6), "outputs": (4, 2)}
+    assert {k: v for k, v in prepared.expected.items() if not k.startswith("~")} == {
+        "weights": (4, 6),
+        "outputs": (4, 2),
+    }
     outputs, weights = reference_result("attention", prepared.calls[0].args)
     np.testing.assert_array_equal(prepared.expected["~ref"]["weights"], weights)  # for the contract gate
     passed(verdict_of(check, prepared, [outputs, weights], ctx=ctx))
@@ -316,8 +338,10 @@ def test_row_sums_kind() -> None:
     half = [row[:] for row in weights]
     half[2] = [w / 2 for w in half[2]]
     v = verdict_of(check, prepared, [outputs, half], ctx=ctx)
-    assert failed(v) == ("row 2 of weights sums to 0.5, not 1; asked: within 1e-09 (float64 sums m weights to 1 "
-                         "within about m * 2.2e-16)")
+    assert failed(v) == (
+        "row 2 of weights sums to 0.5, not 1; asked: within 1e-09 (float64 sums m weights to 1 "
+        "within about m * 2.2e-16)"
+    )
     sums = [round(float(s), 12) for s in np.sum(half, axis=1)]
     assert sums == [1.0, 1.0, 0.5, 1.0]
 
@@ -338,29 +362,36 @@ def test_row_sums_kind() -> None:
     # Non-finite outputs break the contract too.
     bad = [row[:] for row in outputs]
     bad[0][0] = math.inf
-    assert failed(verdict_of(check, prepared, [bad, weights], ctx=ctx)).startswith("outputs holds a value that is not finite")
+    assert failed(verdict_of(check, prepared, [bad, weights], ctx=ctx)).startswith(
+        "outputs holds a value that is not finite"
+    )
 
 
 # --- shift_invariance ------------------------------------------------------------
 
 
 def test_shift_invariance_kind() -> None:
-    check, ctx = make("shift_invariance", "softmax", {"scores": {"normal": [6]}}, {"shift": 100.0},
-                      returns={"softmax": ("weights",)})
+    check, ctx = make(
+        "shift_invariance", "softmax", {"scores": {"normal": [6]}}, {"shift": 100.0}, returns={"softmax": ("weights",)}
+    )
     prepared = prepare(check, ctx)
     first, second = prepared.calls
     assert len(first.args[0]) == 6
     assert second.args[0] == [s + 100.0 for s in first.args[0]]
     assert first.args[0] == rng_for(1499000, "the-check").normal(0.0, 1.0, [6]).tolist()
-    passed(verdict_of(check, prepared, reference_result("softmax", first.args),
-                      reference_result("softmax", second.args), ctx=ctx))
+    passed(
+        verdict_of(
+            check, prepared, reference_result("softmax", first.args), reference_result("softmax", second.args), ctx=ctx
+        )
+    )
 
     def plus_one_softmax(s: list[float]) -> list[float]:  # a classic slip: exp(s) / (1 + sum exp(s))
         e = np.exp(s)
         return (e / (1.0 + e.sum())).tolist()
 
-    message = failed(verdict_of(check, prepared, plus_one_softmax(first.args[0]),
-                                plus_one_softmax(second.args[0]), ctx=ctx))
+    message = failed(
+        verdict_of(check, prepared, plus_one_softmax(first.args[0]), plus_one_softmax(second.args[0]), ctx=ctx)
+    )
     assert message.startswith("adding the same constant to every score changed the weights: ")
 
     def scaled_softmax(s: list[float]) -> list[float]:  # a temperature taken from the scores themselves
@@ -368,8 +399,9 @@ def test_shift_invariance_kind() -> None:
         e = np.exp(a - a.max())
         return (e / e.sum()).tolist()
 
-    message = failed(verdict_of(check, prepared, scaled_softmax(first.args[0]),
-                                scaled_softmax(second.args[0]), ctx=ctx))
+    message = failed(
+        verdict_of(check, prepared, scaled_softmax(first.args[0]), scaled_softmax(second.args[0]), ctx=ctx)
+    )
     assert message.startswith("adding the same constant to every score changed the weights: ")
     assert "asked: within rtol=1e-06" in message and "the shift itself rounds each score" in message
     # Constant weights are shift invariant, and earn nothing.
@@ -442,8 +474,13 @@ def test_sum_to_zero_kind() -> None:
 
 
 def test_finite_difference_kind() -> None:
-    check, ctx = make("finite_difference", "softmax_backward", {},
-                      {"scores": {"normal": [5]}, "upstream": {"normal": [5]}}, returns={})
+    check, ctx = make(
+        "finite_difference",
+        "softmax_backward",
+        {},
+        {"scores": {"normal": [5]}, "upstream": {"normal": [5]}},
+        returns={},
+    )
     prepared = prepare(check, ctx)
     p, u = prepared.calls[0].args
     rng = rng_for(1499000, "the-check")
@@ -459,8 +496,13 @@ def test_finite_difference_kind() -> None:
     assert message.startswith("disagrees with a finite-difference gradient: gradient ")
     assert "gradient[" in dict(v.details)["where"]
 
-    with_args, ctx = make("finite_difference", "softmax_backward", {"p": [1.0]},
-                          {"scores": [0.0, 1.0], "upstream": [1.0, 2.0]}, returns={})
+    with_args, ctx = make(
+        "finite_difference",
+        "softmax_backward",
+        {"p": [1.0]},
+        {"scores": [0.0, 1.0], "upstream": [1.0, 2.0]},
+        returns={},
+    )
     with pytest.raises(SpecError, match=r"give 'scores' and 'upstream' of one length, and no 'args'"):
         prepare(with_args, ctx)
 
@@ -469,8 +511,12 @@ def test_finite_difference_kind() -> None:
 
 
 def test_seeded_generators_are_deterministic_and_per_check() -> None:
-    args = {"Q": {"normal": [3, 2], "scale": 3.0}, "K": {"uniform": [4, 2], "low": 0.0, "high": 2.0},
-            "V": {"normal": [4, 1]}, "causal": False}
+    args = {
+        "Q": {"normal": [3, 2], "scale": 3.0},
+        "K": {"uniform": [4, 2], "low": 0.0, "high": 2.0},
+        "V": {"normal": [4, 1]},
+        "causal": False,
+    }
     check, ctx = make("compare", "attention", args, id="alpha", seed=7)
     first, second = prepare(check, ctx), prepare(check, ctx)
     assert first.calls == second.calls
@@ -494,7 +540,9 @@ def test_mask_and_simplex_generators() -> None:
     scores, allowed = prepare(check, ctx).calls[0].args
     assert len(allowed) == 8 and all(type(a) is bool for a in allowed) and any(allowed)
     check, ctx = make("compare", "softmax", {"scores": {"normal": [8]}, "allowed": {"mask": 8, "p": 0.1}})
-    with pytest.raises(SpecError, match=r"check 'the-check'\.args\.allowed: generator 'mask' does not take p \(it takes no other key\)"):
+    with pytest.raises(
+        SpecError, match=r"check 'the-check'\.args\.allowed: generator 'mask' does not take p \(it takes no other key\)"
+    ):
         prepare(check, ctx)
     check, ctx = make("compare", "softmax", {"scores": {"normal": [0]}})
     with pytest.raises(SpecError, match="'normal' takes a shape: a list of positive integers"):
@@ -512,22 +560,48 @@ def _literal_softmax() -> tuple[Check, Prepared, KindContext]:
 @pytest.mark.parametrize(
     ("result", "status", "message"),
     [
-        (CallResult("not_implemented", message=""), "not_attempted",
-         "not attempted: softmax still raises NotImplementedError"),
-        (CallResult("not_implemented", message="attention.py defines no function softmax"), "not_attempted",
-         "not attempted: attention.py defines no function softmax"),
-        (CallResult("timeout", message="the call took longer than 2 s"), "timeout",
-         "softmax did not finish: the call took longer than 2 s"),
-        (CallResult("crashed", message="the process exited with code 0 before answering"), "error",
-         "softmax crashed: the process exited with code 0 before answering"),
-        (CallResult("skipped", message="importing the file failed with SyntaxError"), "error",
-         "not run: importing the file failed with SyntaxError"),
-        (CallResult("bad_return", message="the result holds a generator"), "error",
-         "softmax returned something the grader cannot read: the result holds a generator"),
-        (CallResult("raised", error_type="ValueError", value_error=True, message="boom", where="attention.py, line 3"),
-         "error", "softmax raised ValueError on valid input (attention.py, line 3): boom"),
-        (CallResult("raised", error_type="ZeroDivisionError", message="division by zero"),
-         "error", "softmax raised ZeroDivisionError on valid input: division by zero"),
+        (
+            CallResult("not_implemented", message=""),
+            "not_attempted",
+            "not attempted: softmax still raises NotImplementedError",
+        ),
+        (
+            CallResult("not_implemented", message="attention.py defines no function softmax"),
+            "not_attempted",
+            "not attempted: attention.py defines no function softmax",
+        ),
+        (
+            CallResult("timeout", message="the call took longer than 2 s"),
+            "timeout",
+            "softmax did not finish: the call took longer than 2 s",
+        ),
+        (
+            CallResult("crashed", message="the process exited with code 0 before answering"),
+            "error",
+            "softmax crashed: the process exited with code 0 before answering",
+        ),
+        (
+            CallResult("skipped", message="importing the file failed with SyntaxError"),
+            "error",
+            "not run: importing the file failed with SyntaxError",
+        ),
+        (
+            CallResult("bad_return", message="the result holds a generator"),
+            "error",
+            "softmax returned something the grader cannot read: the result holds a generator",
+        ),
+        (
+            CallResult(
+                "raised", error_type="ValueError", value_error=True, message="boom", where="attention.py, line 3"
+            ),
+            "error",
+            "softmax raised ValueError on valid input (attention.py, line 3): boom",
+        ),
+        (
+            CallResult("raised", error_type="ZeroDivisionError", message="division by zero"),
+            "error",
+            "softmax raised ZeroDivisionError on valid input: division by zero",
+        ),
     ],
     ids=["stub", "missing", "timeout", "crashed", "skipped", "bad-return", "raised-value-error", "raised-other"],
 )
@@ -589,35 +663,68 @@ def test_a_hidden_check_that_raised_shows_type_and_line_never_the_message() -> N
 def test_hidden_check_messages_carry_nothing_the_job_wrote() -> None:
     check, prepared, ctx = _hidden_softmax()
     cases = [
-        (CallResult("raised", error_type="Q_0_123456789", message=LEAK, where="attention.py, line 3"),
-         "softmax raised an exception of its own class (attention.py, line 3)"),
-        (CallResult("raised", error_type="ValueError", message=LEAK, where=f"attention.py, line 3): {LEAK}"),
-         "softmax raised ValueError"),
+        (
+            CallResult("raised", error_type="Q_0_123456789", message=LEAK, where="attention.py, line 3"),
+            "softmax raised an exception of its own class (attention.py, line 3)",
+        ),
+        (
+            CallResult("raised", error_type="ValueError", message=LEAK, where=f"attention.py, line 3): {LEAK}"),
+            "softmax raised ValueError",
+        ),
         (CallResult("raised", error_type="LinAlgError", message=LEAK), "softmax raised LinAlgError"),
-        (CallResult("raised", error_type="PermissionError", message=LEAK, where="attention.py, line 9"),
-         ("softmax raised PermissionError (attention.py, line 9) (the grader's sandbox does not allow this: while "
-          "grading, your code may read only its own file, the standard library and numpy, and may not use the network, "
-          "write outside its own folder, or start, stop or inspect other programs)")),
-        (CallResult("not_implemented", message=LEAK),
-         "not attempted: softmax still raises NotImplementedError or is not defined"),
-        (CallResult("bad_return", message=LEAK),
-         "softmax returned something the grader cannot read (return plain numbers, lists of them or numpy arrays)"),
-        (CallResult("bad_return", message="the result holds a Q_0_123; return numbers, lists, tuples or numpy arrays"),
-         ("softmax returned something the grader cannot read: the result holds an object of a class of its own; "
-          "return numbers, lists, tuples or numpy arrays")),
-        (CallResult("bad_return", message="the result holds a generator; return numbers, lists, tuples or numpy arrays"),
-         ("softmax returned something the grader cannot read: the result holds a generator; "
-          "return numbers, lists, tuples or numpy arrays")),
-        (CallResult("bad_return", message="the result holds a numpy array of dtype <U5; return numbers"),
-         ("softmax returned something the grader cannot read: the result holds a numpy array of dtype <U5; "
-          "return numbers")),
-        (CallResult("bad_return", message="the result is nested too deeply"),
-         "softmax returned something the grader cannot read: the result is nested too deeply"),
+        (
+            CallResult("raised", error_type="PermissionError", message=LEAK, where="attention.py, line 9"),
+            (
+                "softmax raised PermissionError (attention.py, line 9) (the grader's sandbox does not allow this: while "
+                "grading, your code may read only its own file, the standard library and numpy, and may not use the network, "
+                "write outside its own folder, or start, stop or inspect other programs)"
+            ),
+        ),
+        (
+            CallResult("not_implemented", message=LEAK),
+            "not attempted: softmax still raises NotImplementedError or is not defined",
+        ),
+        (
+            CallResult("bad_return", message=LEAK),
+            "softmax returned something the grader cannot read (return plain numbers, lists of them or numpy arrays)",
+        ),
+        (
+            CallResult(
+                "bad_return", message="the result holds a Q_0_123; return numbers, lists, tuples or numpy arrays"
+            ),
+            (
+                "softmax returned something the grader cannot read: the result holds an object of a class of its own; "
+                "return numbers, lists, tuples or numpy arrays"
+            ),
+        ),
+        (
+            CallResult(
+                "bad_return", message="the result holds a generator; return numbers, lists, tuples or numpy arrays"
+            ),
+            (
+                "softmax returned something the grader cannot read: the result holds a generator; "
+                "return numbers, lists, tuples or numpy arrays"
+            ),
+        ),
+        (
+            CallResult("bad_return", message="the result holds a numpy array of dtype <U5; return numbers"),
+            (
+                "softmax returned something the grader cannot read: the result holds a numpy array of dtype <U5; "
+                "return numbers"
+            ),
+        ),
+        (
+            CallResult("bad_return", message="the result is nested too deeply"),
+            "softmax returned something the grader cannot read: the result is nested too deeply",
+        ),
     ]
     for result, message in cases:
         v = judge(check, prepared, [result], KINDS["literal"], ctx)
-        assert (v.status, v.message, v.details) == ("error" if result.status != "not_implemented" else "not_attempted",
-                                                    message, ()), result
+        assert (v.status, v.message, v.details) == (
+            "error" if result.status != "not_implemented" else "not_attempted",
+            message,
+            (),
+        ), result
         assert "0.123" not in v.message
 
 
@@ -653,7 +760,9 @@ def test_split_parts_and_as_array() -> None:
 
 
 def test_row_sums_on_an_empty_matrix_fails_the_check() -> None:
-    check, ctx = make("row_sums", "attention", {"Q": {"normal": [4, 3]}, "K": {"normal": [6, 3]}, "V": {"normal": [6, 2]}})
+    check, ctx = make(
+        "row_sums", "attention", {"Q": {"normal": [4, 3]}, "K": {"normal": [6, 3]}, "V": {"normal": [6, 2]}}
+    )
     prepared = prepare(check, ctx)
     assert verdict_of(check, prepared, [[[]], [[]]], ctx=ctx).status == "failed"
 
@@ -669,12 +778,21 @@ def test_huge_integer_result_fails_the_check() -> None:
     [
         ("sum_to_zero", "softmax_backward", {"p": {"simplex": 6}, "u": {"normal": [6]}}, {}, ([],)),
         ("sum_to_zero", "softmax_backward", {"p": {"simplex": 6}, "u": {"normal": [6]}}, {}, (0.0,)),
-        ("row_sums", "attention", {"Q": {"normal": [4, 3]}, "K": {"normal": [6, 3]}, "V": {"normal": [6, 2]}}, {},
-         ([[[0.0]], [[1.0]]],)),
+        (
+            "row_sums",
+            "attention",
+            {"Q": {"normal": [4, 3]}, "K": {"normal": [6, 3]}, "V": {"normal": [6, 2]}},
+            {},
+            ([[[0.0]], [[1.0]]],),
+        ),
         ("shift_invariance", "softmax", {"scores": {"normal": [6]}}, {"shift": 100.0}, ([1.0], [1.0])),
-        ("causal_noninterference", "attention",
-         {"Q": {"normal": [5, 3]}, "K": {"normal": [5, 3]}, "V": {"normal": [5, 2]}, "causal": True}, {},
-         ([[[0.0]], [[1.0]]], [[[0.0]], [[1.0]]])),
+        (
+            "causal_noninterference",
+            "attention",
+            {"Q": {"normal": [5, 3]}, "K": {"normal": [5, 3]}, "V": {"normal": [5, 2]}, "causal": True},
+            {},
+            ([[[0.0]], [[1.0]]], [[[0.0]], [[1.0]]]),
+        ),
     ],
     ids=["sum-to-zero-empty", "sum-to-zero-scalar", "row-sums-1x1", "shift-1", "causal-1x1"],
 )
@@ -685,14 +803,17 @@ def test_property_kinds_reject_wrong_shapes(kind: str, function: str, args: dict
 
 
 def test_no_mutation_names_the_changed_argument() -> None:
-    check, ctx = make("no_mutation", "softmax", {"scores": {"normal": [5]}, "allowed": {"mask": 5}},
-                      returns={"softmax": ("weights",)})
+    check, ctx = make(
+        "no_mutation", "softmax", {"scores": {"normal": [5]}, "allowed": {"mask": 5}}, returns={"softmax": ("weights",)}
+    )
     prepared = prepare(check, ctx)
     assert prepared.expected["params"] == ["scores", "allowed"] and len(prepared.calls) == 1
     good = reference_result("softmax", prepared.calls[0].args)
     passed(KINDS["no_mutation"].judge(check, prepared, [CallResult("returned", value=good)], ctx))
     # Leaving the arguments alone earns nothing for a result that breaks the contract (uniform weights).
-    assert "earns nothing" in failed(KINDS["no_mutation"].judge(check, prepared, [CallResult("returned", value=[0.2] * 5)], ctx))
+    assert "earns nothing" in failed(
+        KINDS["no_mutation"].judge(check, prepared, [CallResult("returned", value=[0.2] * 5)], ctx)
+    )
     changed = CallResult("returned", value=[0.2] * 5, mutated_args=(0,))
     verdict = KINDS["no_mutation"].judge(check, prepared, [changed], ctx)
     assert failed(verdict) == (

@@ -26,8 +26,13 @@ def _repo(tmp_path: Path, target: str) -> Path:
     repo = tmp_path / "student-repo"
     repo.mkdir()
     shutil.copy(MUTANT, repo / "attention.py")
-    proc = subprocess.run([str(BIN / "grader"), "init-ci", target, "--dir", str(repo), "--package", "dist/g14.whl"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [str(BIN / "grader"), "init-ci", target, "--dir", str(repo), "--package", "dist/g14.whl"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == NOTE
     return repo
@@ -40,8 +45,9 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _run(line: str, repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(shlex.split(line), cwd=repo, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    return subprocess.run(
+        shlex.split(line), cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def _installs(line: str) -> bool:
@@ -59,8 +65,14 @@ def test_github_workflow_runs_as_actions_runs_it(tmp_path: Path) -> None:
     runs = [step["run"] for step in job["steps"] if "run" in step]
     assert runs[0] == 'python -m pip install "dist/g14.whl"'
     summary = tmp_path / "step-summary.md"
-    env = _env(GITHUB_ACTIONS="true", CI="true", GITHUB_WORKSPACE=str(repo), GITHUB_STEP_SUMMARY=str(summary),
-               GITHUB_ACTOR="student", GITHUB_REPOSITORY="course/student-repo")
+    env = _env(
+        GITHUB_ACTIONS="true",
+        CI="true",
+        GITHUB_WORKSPACE=str(repo),
+        GITHUB_STEP_SUMMARY=str(summary),
+        GITHUB_ACTOR="student",
+        GITHUB_REPOSITORY="course/student-repo",
+    )
     [check] = [line for line in runs if not _installs(line)]
     proc = _run(check, repo, env)
     assert proc.returncode == 1, proc.stderr  # visible checks fail: the job is red
@@ -95,8 +107,23 @@ def test_gitlab_job_runs_as_gitlab_runs_it(tmp_path: Path) -> None:
     assert cases[("G14.06", "rejects-nan-value")].is_passed
 
 
-RESULT_FIELDS = {"schema", "classroom", "assignment", "assignment_type", "owner", "submission", "commit", "release",
-                 "review", "datetime", "graded_at", "score", "max-score", "tests", "submitted_by"}
+RESULT_FIELDS = {
+    "schema",
+    "classroom",
+    "assignment",
+    "assignment_type",
+    "owner",
+    "submission",
+    "commit",
+    "release",
+    "review",
+    "datetime",
+    "graded_at",
+    "score",
+    "max-score",
+    "tests",
+    "submitted_by",
+}
 """Classroom 50's result.json v1 fields (FORMATS.md)."""
 
 
@@ -104,16 +131,30 @@ def test_classroom50_autograder_writes_result_json_v1(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "classroom50")
     autograder = repo / "autograder.py"
     assert NOTE in autograder.read_text() and "never used for lateness" in autograder.read_text()
-    git_env = {**_env(), "GIT_AUTHOR_NAME": "s", "GIT_AUTHOR_EMAIL": "s@x", "GIT_COMMITTER_NAME": "s",
-               "GIT_COMMITTER_EMAIL": "s@x", "GIT_COMMITTER_DATE": "2020-01-02T03:04:05Z"}
+    git_env = {
+        **_env(),
+        "GIT_AUTHOR_NAME": "s",
+        "GIT_AUTHOR_EMAIL": "s@x",
+        "GIT_COMMITTER_NAME": "s",
+        "GIT_COMMITTER_EMAIL": "s@x",
+        "GIT_COMMITTER_DATE": "2020-01-02T03:04:05Z",
+    }
     for cmd in (["git", "init", "-q"], ["git", "add", "attention.py"], ["git", "commit", "-qm", "submit"]):
         subprocess.run(cmd, cwd=repo, env=git_env, check=True, capture_output=True)
-    env = _env(CLASSROOM="g14-course", ASSIGNMENT="attention", ASSIGNMENT_TYPE="individual", OWNER="alice",
-               SUBMISSION_TAG="submit/20200102T030405Z-abc1234", COMMIT_URL="https://github.com/c/r/commit/abc",
-               RELEASE_URL="https://github.com/c/r/releases/tag/x", REVIEW_URL="https://github.com/c/r/pull/1",
-               GITHUB_ACTIONS="true")
-    proc = subprocess.run([sys.executable, str(autograder)], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    env = _env(
+        CLASSROOM="g14-course",
+        ASSIGNMENT="attention",
+        ASSIGNMENT_TYPE="individual",
+        OWNER="alice",
+        SUBMISSION_TAG="submit/20200102T030405Z-abc1234",
+        COMMIT_URL="https://github.com/c/r/commit/abc",
+        RELEASE_URL="https://github.com/c/r/releases/tag/x",
+        REVIEW_URL="https://github.com/c/r/pull/1",
+        GITHUB_ACTIONS="true",
+    )
+    proc = subprocess.run(
+        [sys.executable, str(autograder)], cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert proc.returncode == 0, proc.stderr  # a failing check is a grade, not an infrastructure error
     result = json.loads((repo / "result.json").read_text())
     assert set(result) <= RESULT_FIELDS

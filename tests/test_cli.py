@@ -33,11 +33,23 @@ def _one_line(err: str) -> str:
         (["check", "a.py", "b.py"], "unrecognized arguments: b.py"),
         (["grade", "no/such/place"], "no/such/place: no such file or folder"),
         (["grade", "README.md"], "README.md: not a Python file"),
-        (["grade", "g14/submissions", "--import-timeout", "soon"], "argument --import-timeout: invalid number of seconds: 'soon'"),
-        (["grade", "g14/submissions", "--import-timeout", "-1"], "argument --import-timeout: must be more than 0 seconds, got -1"),
-        (["grade", "g14/submissions", "--submission-timeout", "0"], "argument --submission-timeout: must be more than 0 seconds, got 0"),
+        (
+            ["grade", "g14/submissions", "--import-timeout", "soon"],
+            "argument --import-timeout: invalid number of seconds: 'soon'",
+        ),
+        (
+            ["grade", "g14/submissions", "--import-timeout", "-1"],
+            "argument --import-timeout: must be more than 0 seconds, got -1",
+        ),
+        (
+            ["grade", "g14/submissions", "--submission-timeout", "0"],
+            "argument --submission-timeout: must be more than 0 seconds, got 0",
+        ),
         # Found before grading, not after: root may "access" /proc and /sys but create nothing there.
-        (["grade", "g14/submissions", "--json", "/proc/x.json"], "argument --json: /proc/x.json: cannot write in /proc"),
+        (
+            ["grade", "g14/submissions", "--json", "/proc/x.json"],
+            "argument --json: /proc/x.json: cannot write in /proc",
+        ),
         (["grade", "g14/submissions", "--junit", "/sys/x.xml"], "argument --junit: /sys/x.xml: cannot write in /sys"),
     ],
 )
@@ -55,8 +67,9 @@ def test_the_sandbox_and_the_runner_cannot_be_blocked(cli, tmp_path: Path, plugi
     code, out, err = cli("grade", "-p", f"no:{plugin}", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "out")
     assert code == 2 and out == ""
     short = plugin.removeprefix("grader.builtin.")
-    assert _one_line(err) == (f"grader: error: -p no:{plugin}: the {short} cannot be blocked; use --insecure to "
-                              "grade without the sandbox")
+    assert _one_line(err) == (
+        f"grader: error: -p no:{plugin}: the {short} cannot be blocked; use --insecure to grade without the sandbox"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -106,7 +119,7 @@ def test_check_shows_call_expected_got_and_hint(cli) -> None:
     assert "call: attention(Q=[[0.0]], K=[[0.0], [0.0]], V=[[2.0], [8.0]])" in text
     assert "expected: [[5.0]]" in text
     assert "got: [[0.0]]" in text
-    assert 'hint: Normalize the scores with softmax first' in text
+    assert "hint: Normalize the scores with softmax first" in text
     assert "15 passed, 7 failed" in text
     assert "changing only the last key and value changed outputs[0]: an earlier position used a future one" in text
 
@@ -132,15 +145,20 @@ def test_check_on_starter_says_not_attempted(cli, monkeypatch: pytest.MonkeyPatc
     ]
     assert lines[0] == "G14.01 Shapes of scores, weights and outputs: 0/6"
     assert "zero-scores" not in out and "hint:" not in out
-    assert lines[-2:] == ["0 passed, 0 failed, 22 not attempted",
-                          "visible checks: 0/35 points; 36 hidden checks run at grading"]
+    assert lines[-2:] == [
+        "0 passed, 0 failed, 22 not attempted",
+        "visible checks: 0/35 points; 36 hidden checks run at grading",
+    ]
     assert len(lines) == 14 and max(map(len, lines)) <= 80
 
 
 def test_check_on_syntax_error(cli) -> None:
     code, out, err = cli("check", "g14/submissions/syntax_error/attention.py")
     assert code == 1
-    assert "ERROR g14/submissions/syntax_error/attention.py: importing the file failed with SyntaxError (attention.py, line 20)" in out
+    assert (
+        "ERROR g14/submissions/syntax_error/attention.py: importing the file failed with SyntaxError (attention.py, line 20)"
+        in out
+    )
     assert "Traceback" not in out + err
 
 
@@ -165,8 +183,9 @@ def test_python_dash_m_and_version() -> None:
 
 
 def test_grade_prints_a_table_and_progress(cli, tmp_path: Path) -> None:
-    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", SUBMISSIONS / "mib_decimal", "--out", tmp_path,
-                         "--jobs", "1")
+    code, out, err = cli(
+        "grade", SUBMISSIONS / "correct_numpy", SUBMISSIONS / "mib_decimal", "--out", tmp_path, "--jobs", "1"
+    )
     assert code == 0
     # Tests grade without a course secret: 'grade' says so first, in one line.
     assert err.splitlines()[0] == f"grader: warning: {SECRET_WARNING}"
@@ -210,8 +229,15 @@ def test_output_files_are_checked_before_grading(cli, tmp_path: Path) -> None:
 
 
 def test_gradescope_file_with_two_submissions_is_refused_before_grading(cli, tmp_path: Path) -> None:
-    code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", SUBMISSIONS / "mib_decimal", "--out", tmp_path / "o",
-                         "--gradescope", tmp_path / "results.json")
+    code, out, err = cli(
+        "grade",
+        SUBMISSIONS / "correct_numpy",
+        SUBMISSIONS / "mib_decimal",
+        "--out",
+        tmp_path / "o",
+        "--gradescope",
+        tmp_path / "results.json",
+    )
     assert code == 2
     assert _one_line(err) == (
         f"grader: error: --gradescope {tmp_path / 'results.json'}: Gradescope grades one submission per run, "
@@ -224,8 +250,13 @@ def test_a_reader_that_goes_away_stops_the_summary_not_the_grading(tmp_path: Pat
     """``grader grade ... | head -1``: no traceback, and the reports are still written."""
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first line
-    proc = subprocess.run([sys.executable, "-m", "grader", "grade", SUBMISSIONS / "correct_numpy", "--out",
-                           tmp_path / "o", "-q"], stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader", "grade", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "o", "-q"],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     os.close(write_end)
     assert proc.returncode == 0 and proc.stderr == f"grader: warning: {SECRET_WARNING}\n"  # no secret in tests
     assert (tmp_path / "o" / "results.json").is_file()

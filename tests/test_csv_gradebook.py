@@ -57,7 +57,9 @@ def test_partial_points_and_formula_like_ids() -> None:
 
 
 def test_csv_option_writes_elsewhere_and_check_writes_none(cli, tmp_path: Path) -> None:
-    code, _, err = cli("grade", SUBMISSIONS / "mib_decimal", "--out", tmp_path / "o", "--csv", tmp_path / "book.csv", "-q")
+    code, _, err = cli(
+        "grade", SUBMISSIONS / "mib_decimal", "--out", tmp_path / "o", "--csv", tmp_path / "book.csv", "-q"
+    )
     assert code == 0, err
     assert not (tmp_path / "o" / "gradebook.csv").exists()
     [row] = _rows((tmp_path / "book.csv").read_text())
@@ -76,6 +78,14 @@ def test_student_ids_cannot_forge_formulas_or_rows() -> None:
     assert text.splitlines()[4] == '"a b","7.5","7.5","10","graded"'
     rows = list(csv.reader(io.StringIO(text)))
     assert [r[0] for r in rows[1:]] == [
-        "'=HYPERLINK(\"x\")", "' +1", "'\"-2", "a b", "'@SUM(A1)", "'\tx", "'-", "''=1", "plain",
+        '\'=HYPERLINK("x")',
+        "' +1",
+        "'\"-2",
+        "a b",
+        "'@SUM(A1)",
+        "'\tx",
+        "'-",
+        "''=1",
+        "plain",
     ]
-    assert rows[1] == ["'=HYPERLINK(\"x\")", "7.5", "7.5", "10", "graded"]
+    assert rows[1] == ['\'=HYPERLINK("x")', "7.5", "7.5", "10", "graded"]

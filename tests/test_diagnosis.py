@@ -189,8 +189,9 @@ def test_without_a_catalogue_diagnosis_is_off_unless_asked_for(cli, tmp_path: Pa
     monkeypatch.chdir(tmp_path)
     code, out, err = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--pack", pack)
     assert code == 1 and "mib differs" in out and "likely mistake" not in out and err == ""
-    code, out, err = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--pack", pack,
-                         "--mutants", tmp_path / "nope")
+    code, out, err = cli(
+        "check", SUBMISSIONS / "mib_decimal" / "attention.py", "--pack", pack, "--mutants", tmp_path / "nope"
+    )
     assert code == 3 and f"{tmp_path / 'nope' / 'catalogue.yaml'}: catalogue not found" in err
 
 
@@ -207,8 +208,15 @@ def test_same_data() -> None:
 
 
 def _table(theirs: list[CallResult]) -> tuple[DiagnosisTable, Check]:
-    entry = Entry("m", "mutant", "mutants/m/attention.py", "0" * 64, "Masks after softmax.", "Mask before normalization",
-                  ("G14.03",))
+    entry = Entry(
+        "m",
+        "mutant",
+        "mutants/m/attention.py",
+        "0" * 64,
+        "Masks after softmax.",
+        "Mask before normalization",
+        ("G14.03",),
+    )
     check = Check("c", "compare", "softmax", 1.0, "hidden", "hint", 2.0, params={"rtol": 0, "atol": 0})
     catalogue = Catalogue("mutants/catalogue.yaml", (entry,), chapter_url="https://example.org/g14")
     return DiagnosisTable({("G14.03", "c"): [(entry, tuple(theirs))]}, catalogue), check
@@ -247,6 +255,7 @@ def test_catalogue_runs_through_the_runner_hook_and_is_cached(tmp_path: Path, mo
     config = Config("check", argparse.Namespace(), pm)
     entries = [CATALOGUE["mib_decimal"], CATALOGUE["correct_lists"]]
     calls = [Call("bytes_to_mib", (1048576,), 2.0), Call("softmax", ([0.0, math.log(3.0)],), 2.0)]
+
     def data(outcomes):  # noqa: ANN001, ANN202
         return {k: [(r.status, r.value, r.error_type) for r in v.results] for k, v in outcomes.items()}
 
@@ -258,7 +267,10 @@ def test_catalogue_runs_through_the_runner_hook_and_is_cached(tmp_path: Path, mo
     assert counter.runs == [] and data(again) == data(first)
     more = run_entries(config, entries, [*calls, Call("bytes_to_mib", (-1,), 2.0)])
     assert sorted(counter.runs) == [("correct_lists", 1), ("mib_decimal", 1)]
-    assert more["mib_decimal"].results[2].status == "raised" and data(more)["mib_decimal"][:2] == data(first)["mib_decimal"]
+    assert (
+        more["mib_decimal"].results[2].status == "raised"
+        and data(more)["mib_decimal"][:2] == data(first)["mib_decimal"]
+    )
     for path in (tmp_path / "cache" / "catalogue").iterdir():
         path.write_text("{not json")  # a damaged cache is ignored, and rewritten
     counter.runs.clear()
@@ -280,8 +292,11 @@ def test_results_that_depend_on_timing_are_not_cached(tmp_path: Path, monkeypatc
     config = Config("check", argparse.Namespace(), pm)
     out = run_entries(config, [entry], [Call("softmax", ([0.0],), 0.2)])
     assert out["slow"].results[0].status == "timeout"
-    cached = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "catalogue").glob("*.json")] if (
-        tmp_path / "cache" / "catalogue").exists() else []
+    cached = (
+        [json.loads(p.read_text()) for p in (tmp_path / "cache" / "catalogue").glob("*.json")]
+        if (tmp_path / "cache" / "catalogue").exists()
+        else []
+    )
     assert all(not c["results"] for c in cached)
 
 
@@ -303,7 +318,9 @@ def test_diagnoses_survive_the_stored_result_round_trip(tmp_path: Path) -> None:
 
     d = Diagnosis("mib_decimal", "One MiB taken as 10^6 bytes.", "Count computation", "")
     check = CheckResult("one-mib", "", "failed", 0.0, 1.0, "hidden", "mib differs", "hint", False, (), (d,))
-    result = SubmissionResult("s", "p", "0" * 64, "graded", 0.0, 1.0, (ExerciseResult("G14.05", "t", "s", 0.0, 1.0, (check,)),))
+    result = SubmissionResult(
+        "s", "p", "0" * 64, "graded", 0.0, 1.0, (ExerciseResult("G14.05", "t", "s", 0.0, 1.0, (check,)),)
+    )
     assert result_from_dict(json.loads(json.dumps(result_to_dict(result)))) == result
     copy = tmp_path / "mutants"
     shutil.copytree(MUTANTS, copy)

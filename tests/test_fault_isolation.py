@@ -25,8 +25,17 @@ from grader.models import CallResult, RunOutcome, Verdict
 from grader.plugins import hookimpl
 from grader.session import internal_error_id
 
-CLASS_FILES = ("index.html", "summary.html", "results.json", "gradebook.csv", "junit.xml", "gradescope",
-               "gradebook.sqlite", "sibling.html", "victim.html")
+CLASS_FILES = (
+    "index.html",
+    "summary.html",
+    "results.json",
+    "gradebook.csv",
+    "junit.xml",
+    "gradescope",
+    "gradebook.sqlite",
+    "sibling.html",
+    "victim.html",
+)
 POISON = "poison: raise here"
 
 
@@ -77,12 +86,15 @@ def _class(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("stage", "words"), [
-    ("running", "running its calls"),
-    ("judging", "judging its checks"),
-    ("scoring", "scoring it"),
-    ("writing", "writing its files"),
-])
+@pytest.mark.parametrize(
+    ("stage", "words"),
+    [
+        ("running", "running its calls"),
+        ("judging", "judging its checks"),
+        ("scoring", "scoring it"),
+        ("writing", "writing its files"),
+    ],
+)
 def test_a_fault_at_any_stage_is_that_submissions_error(
     stage: str, words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -179,8 +191,10 @@ def test_an_output_option_never_replaces_a_special_file_or_a_link(kind: str, tmp
     code, _, err = cli("check", SUBMISSIONS / "correct_numpy" / "attention.py", "--junit", target, "-q")
     what = "a FIFO" if kind == "fifo" else "a symbolic link"
     assert code == 2
-    assert err.strip().startswith(f"grader: error: argument --junit: {target} is {what}, which the grader would "
-                                  "replace; give a regular file's path")
+    assert err.strip().startswith(
+        f"grader: error: argument --junit: {target} is {what}, which the grader would "
+        "replace; give a regular file's path"
+    )
     assert target.is_symlink() if kind == "symlink" else target.is_fifo()
 
 
@@ -197,10 +211,15 @@ def test_canvas_push_settings_are_checked_before_grading(tmp_path: Path, cli, mo
     monkeypatch.delenv("CANVAS_API_TOKEN", raising=False)
     out = tmp_path / "out"
     for url, line in (
-        ("http://x", "grader: error: --canvas-push http://x: not an assignment's address; give "
-                     "https://HOST/courses/COURSE/assignments/ASSIGNMENT"),
-        ("https://canvas.example/courses/1/assignments/2",
-         "grader: error: --canvas-push: set CANVAS_API_TOKEN to a Canvas access token"),
+        (
+            "http://x",
+            "grader: error: --canvas-push http://x: not an assignment's address; give "
+            "https://HOST/courses/COURSE/assignments/ASSIGNMENT",
+        ),
+        (
+            "https://canvas.example/courses/1/assignments/2",
+            "grader: error: --canvas-push: set CANVAS_API_TOKEN to a Canvas access token",
+        ),
     ):
         code, _, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", out, "--canvas-push", url)
         assert (code, err.strip()) == (3, line)

@@ -67,7 +67,7 @@ def test_check_annotates_each_failing_check_on_its_function(cli, actions: Path) 
         "largest error: 5",
         "where: outputs[0][0]",
         "tolerance: rtol=1e-06, atol=1e-09",
-        'Hint: Normalize the scores with softmax first, then mix the values with those weights; never put raw scores '
+        "Hint: Normalize the scores with softmax first, then mix the values with those weights; never put raw scores "
         'into the weighted sum. Reread "A numerical example before the general architecture".',
     ]
     # One annotation per check that did not pass, as many as the terminal summary's count.
@@ -77,7 +77,10 @@ def test_check_annotates_each_failing_check_on_its_function(cli, actions: Path) 
     assert summary.startswith("## G14 checks: attention.py\n")
     assert f"passed, {failed} failed**" in summary
     assert "| G14.02 Softmax weights and mixed outputs |" in summary
-    assert "- **G14.02 zero-scores** (failed): outputs differs from the expected value by up to 5 (at outputs\\[0\\]\\[0\\])" in summary
+    assert (
+        "- **G14.02 zero-scores** (failed): outputs differs from the expected value by up to 5 (at outputs\\[0\\]\\[0\\])"
+        in summary
+    )
     assert "  - expected: <code>\\[\\[5.0\\]\\]</code>" in summary
     assert "hidden checks run at grading." in summary
 
@@ -97,7 +100,9 @@ def test_not_attempted_functions_get_one_notice_each(cli, actions: Path) -> None
     commands = _commands(out)
     assert {level for level, _, _ in commands} == {"notice"}
     functions = [props["title"].split(":")[0] for _, props, _ in commands]
-    assert sorted(functions) == sorted({"attention", "softmax", "softmax_backward", "score_array_bytes", "bytes_to_mib"})
+    assert sorted(functions) == sorted(
+        {"attention", "softmax", "softmax_backward", "score_array_bytes", "bytes_to_mib"}
+    )
     for _, props, message in commands:
         function = props["title"].split(":")[0]
         assert props["line"] == _def_line(file, function)
@@ -144,7 +149,9 @@ def test_at_most_ten_errors_per_step() -> None:
     checks = tuple(
         CheckResult(f"c{i}", "", "failed", 0.0, 1.0, "visible", f"wrong {i}", "hint", True) for i in range(15)
     )
-    sub = SubmissionResult("s", "nowhere/attention.py", "", "graded", 0.0, 15.0, (ExerciseResult("E1", "t", "s", 0.0, 15.0, checks),))
+    sub = SubmissionResult(
+        "s", "nowhere/attention.py", "", "graded", 0.0, 15.0, (ExerciseResult("E1", "t", "s", 0.0, 15.0, checks),)
+    )
     lines = workflow_commands(GradingReport("0", "h", "check", (sub,)))
     assert len(lines) == MAX_PER_LEVEL
     assert [_unescape(line.split("::")[2]).splitlines()[0] for line in lines] == [f"wrong {i}" for i in range(10)]
@@ -153,7 +160,9 @@ def test_at_most_ten_errors_per_step() -> None:
 def _hostile_report(message: str, sid: str = "eve") -> GradingReport:
     check = CheckResult("c1", "", "error", 0.0, 1.0, "visible", message, "", True)
     ex = ExerciseResult("G14.02", "Softmax", "s", 0.0, 1.0, (check,))
-    return GradingReport("0", "h", "check", (SubmissionResult(sid, "/nowhere/attention.py", "", "graded", 0.0, 1.0, (ex,)),))
+    return GradingReport(
+        "0", "h", "check", (SubmissionResult(sid, "/nowhere/attention.py", "", "graded", 0.0, 1.0, (ex,)),)
+    )
 
 
 def test_student_text_cannot_forge_a_workflow_command() -> None:
@@ -166,10 +175,21 @@ def test_student_text_cannot_forge_a_workflow_command() -> None:
     )
     assert line.count("\n") == 0 and "\r" not in line and "\x1b" not in line
     [line] = workflow_commands(
-        GradingReport("0", "h", "check", (SubmissionResult("eve,x:y\n::e", "/n/attention.py", "", "error", 0.0, 1.0, (),
-                                                           error="bad\n::error::forged"),))
+        GradingReport(
+            "0",
+            "h",
+            "check",
+            (
+                SubmissionResult(
+                    "eve,x:y\n::e", "/n/attention.py", "", "error", 0.0, 1.0, (), error="bad\n::error::forged"
+                ),
+            ),
+        )
     )
-    assert line == "::error file=/n/attention.py,title=eve%2Cx%3Ay %3A%3Ae%3A the file could not be graded::bad%0A::error::forged"
+    assert (
+        line
+        == "::error file=/n/attention.py,title=eve%2Cx%3Ay %3A%3Ae%3A the file could not be graded::bad%0A::error::forged"
+    )
 
 
 def test_step_summary_escapes_student_html_markdown_and_table_cells() -> None:
@@ -177,7 +197,5 @@ def test_step_summary_escapes_student_html_markdown_and_table_cells() -> None:
     sub = dataclasses.replace(report.submissions[0], id="<script>alert(1)</script>|`x`\n| forged | row |")
     text = step_summary(dataclasses.replace(report, submissions=(sub,)), "grade")
     row = text.splitlines()[4]
-    assert row == (
-        "| &lt;script&gt;alert(1)&lt;/script&gt;\\|\\`x\\` \\| forged \\| row \\| |  | 0 / 1 | graded |"
-    )
+    assert row == ("| &lt;script&gt;alert(1)&lt;/script&gt;\\|\\`x\\` \\| forged \\| row \\| |  | 0 / 1 | graded |")
     assert "<script>" not in text and len(text.splitlines()) == 6

@@ -91,7 +91,9 @@ def test_every_file_follows_the_published_format(graded: dict) -> None:
         assert [t["status"] for t in data["tests"]] == [
             "passed" if c["status"] == "passed" else "failed" for e in sub["exercises"] for c in e["checks"]
         ]
-        assert [t["visibility"] for t in data["tests"]] == [c["visibility"] for e in sub["exercises"] for c in e["checks"]]
+        assert [t["visibility"] for t in data["tests"]] == [
+            c["visibility"] for e in sub["exercises"] for c in e["checks"]
+        ]
 
 
 def test_scores_per_exercise_through_tags(graded: dict) -> None:
@@ -138,7 +140,9 @@ def test_hidden_checks_reveal_only_status_and_hint(graded: dict) -> None:
 
 def test_a_file_that_cannot_run_says_why(graded: dict) -> None:
     data = _load(graded, "syntax_error")
-    assert data["output"].startswith("Your file could not be graded: importing the file failed with SyntaxError (attention.py, line 20)")
+    assert data["output"].startswith(
+        "Your file could not be graded: importing the file failed with SyntaxError (attention.py, line 20)"
+    )
     assert data["score"] == 0 and data["extra_data"]["status"] == "error"
 
 
@@ -157,8 +161,14 @@ def test_one_submission_to_the_gradescope_path(cli, tmp_path: Path) -> None:
 
 def test_gradescope_path_refuses_a_batch(cli, tmp_path: Path) -> None:
     code, _, err = cli(
-        "grade", SUBMISSIONS / "starter", SUBMISSIONS / "syntax_error", "--out", tmp_path / "o", "-q",
-        "--gradescope", tmp_path / "results.json",
+        "grade",
+        SUBMISSIONS / "starter",
+        SUBMISSIONS / "syntax_error",
+        "--out",
+        tmp_path / "o",
+        "-q",
+        "--gradescope",
+        tmp_path / "results.json",
     )
     assert code == 2
     assert "--gradescope" in err and "one submission per run, and this run has more than one (2 found so far)" in err
@@ -182,13 +192,23 @@ def test_student_text_in_outputs_is_inert_and_valid_json() -> None:
         SubmissionResult,
     )
 
-    hidden = CheckResult("h1", "", "error", 0.0, 1.0, "hidden", "softmax raised TypeError (attention.py, line 12)",
-                         "Reread.", False)
-    visible = CheckResult("v1", "", "error", 0.0, 1.0, "visible", "softmax raised ValueError: \x1b[2Jbad\ud800",
-                          "", True)
-    sub = SubmissionResult("eve\x1b]0;pwn\x07", "p", "", "graded", 0.0, 2.0,
-                           (ExerciseResult("G14.02", "Softmax", "s", 0.0, 2.0, (hidden, visible)),),
-                           stdout="hello\x1b]0;title\x07 world\r\nline 2\n", stderr="\x1b[31m\n")
+    hidden = CheckResult(
+        "h1", "", "error", 0.0, 1.0, "hidden", "softmax raised TypeError (attention.py, line 12)", "Reread.", False
+    )
+    visible = CheckResult(
+        "v1", "", "error", 0.0, 1.0, "visible", "softmax raised ValueError: \x1b[2Jbad\ud800", "", True
+    )
+    sub = SubmissionResult(
+        "eve\x1b]0;pwn\x07",
+        "p",
+        "",
+        "graded",
+        0.0,
+        2.0,
+        (ExerciseResult("G14.02", "Softmax", "s", 0.0, 2.0, (hidden, visible)),),
+        stdout="hello\x1b]0;title\x07 world\r\nline 2\n",
+        stderr="\x1b[31m\n",
+    )
     data = gradescope_results(GradingReport("0", "h", "grade", (sub,)), sub)
     json.dumps(data, ensure_ascii=False).encode("utf-8")  # no lone surrogate left
     shown = json.dumps({"output": data["output"], "tests": data["tests"]})  # what the student reads

@@ -46,7 +46,10 @@ def test_a_consumer_reads_every_check_with_the_right_outcome(graded: dict) -> No
             assert case.time >= 0
         # The counts the suite declares are the counts of its cases.
         assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (
-            len(cases), counts["failure"], counts["error"], counts["skipped"]
+            len(cases),
+            counts["failure"],
+            counts["error"],
+            counts["skipped"],
         ), suite.name
     assert seen == {key: EXPECTED_KIND[status] for key, status in statuses.items()}
     root = ET.parse(graded["out"] / "junit.xml").getroot()
@@ -88,7 +91,9 @@ def _pytest_reference(tmp_path: Path) -> ET.Element:
     )
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_ref.py", "--junitxml=ref.xml"],
-        cwd=tmp_path, capture_output=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
     )
     return ET.parse(tmp_path / "ref.xml").getroot()
 
@@ -128,7 +133,15 @@ def test_same_structure_as_pytests_junitxml(graded: dict, tmp_path: Path) -> Non
 
 def test_control_characters_a_student_prints_stay_well_formed() -> None:
     check = CheckResult(
-        "c1", "", "error", 0.0, 1.0, "visible", "attention raised ValueError: \x1b[31mred\x00\x08", "hint", True,
+        "c1",
+        "",
+        "error",
+        0.0,
+        1.0,
+        "visible",
+        "attention raised ValueError: \x1b[31mred\x00\x08",
+        "hint",
+        True,
         (("got", "\x0c"),),
     )
     sub = SubmissionResult("s\x01", "s", "", "graded", 0.0, 1.0, (ExerciseResult("E1", "t", "s", 0.0, 1.0, (check,)),))
@@ -142,8 +155,9 @@ def test_control_characters_a_student_prints_stay_well_formed() -> None:
 def test_characters_xml_cannot_hold_are_removed_and_junitparser_reads_it(tmp_path: Path) -> None:
     message = "attention raised ValueError: a\x00b\x0bc\ud800d\ufffee\uffff<&>\"'\x1b]0;pwn\x07"
     check = CheckResult("c1", "", "failed", 0.0, 1.0, "visible", message, "h\x00int", True, (("got", "\ud800x\ty"),))
-    sub = SubmissionResult("\x00eve\ud800<x>", "s", "", "graded", 0.0, 1.0,
-                           (ExerciseResult("E1", "t", "s", 0.0, 1.0, (check,)),))
+    sub = SubmissionResult(
+        "\x00eve\ud800<x>", "s", "", "graded", 0.0, 1.0, (ExerciseResult("E1", "t", "s", 0.0, 1.0, (check,)),)
+    )
     target = tmp_path / "junit.xml"
     target.write_text(junit_xml(GradingReport("0", "h", "check", (sub,))), encoding="utf-8")
     [suite] = list(JUnitXml.fromfile(str(target)))
@@ -161,7 +175,10 @@ def test_junit_from_grader_check_for_students_ci(cli, graded: dict, tmp_path: Pa
     assert code == 1, err
     xml = JUnitXml.fromfile(str(target))
     visible = [
-        (e["id"], c) for e in graded["by_id"]["mib_decimal"]["exercises"] for c in e["checks"] if c["visibility"] == "visible"
+        (e["id"], c)
+        for e in graded["by_id"]["mib_decimal"]["exercises"]
+        for c in e["checks"]
+        if c["visibility"] == "visible"
     ]
     cases = [(suite.name, case) for suite in xml for case in suite]
     assert [(ex, case.name) for ex, case in cases] == [(ex, c["id"]) for ex, c in visible]

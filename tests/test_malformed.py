@@ -77,8 +77,15 @@ def run_in_process_of_its_own(argv: list[str]) -> tuple[int, str, str, float, fl
     For a case whose memory `tracemalloc` cannot tell: numpy reports an allocation that then
     fails (``MemoryError``) to tracemalloc as if it had been made.
     """
-    proc = subprocess.run([sys.executable, "-c", _CHILD, *map(str, argv)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=False, env={**os.environ, "PYTHONPATH": str(PLUGIN_EXAMPLES)})
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, *map(str, argv)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(PLUGIN_EXAMPLES)},
+    )
     *out, last = proc.stdout.splitlines() or [""]
     code, seconds, peak = json.loads(last)
     assert proc.returncode == 0, proc.stderr
@@ -99,16 +106,35 @@ def test_the_corpus_covers_every_class_of_the_issue() -> None:
     names = " ".join(p.name for p in CASES)
     assert len(CASES) + len(BAD_COMMAND_LINES) >= 60
     assert len(CASES) >= 60
-    for word in ("rtol", "step", "shift", "select", "inf", "nan", "100000-by-100000", "long-thin",
-                 "reference-result-too-large", "unknown-generator", "returns", "sys-exit", "keyboardinterrupt",
-                 "plugin-syntax-error", "nested", "yaml-txt", "subfolder", "backup", "duplicate-exercise-id",
-                 "plugin-kind-schema"):
+    for word in (
+        "rtol",
+        "step",
+        "shift",
+        "select",
+        "inf",
+        "nan",
+        "100000-by-100000",
+        "long-thin",
+        "reference-result-too-large",
+        "unknown-generator",
+        "returns",
+        "sys-exit",
+        "keyboardinterrupt",
+        "plugin-syntax-error",
+        "nested",
+        "yaml-txt",
+        "subfolder",
+        "backup",
+        "duplicate-exercise-id",
+        "plugin-kind-schema",
+    ):
         assert word in names, word
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_malformed_spec(case: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_malformed_spec(
+    case: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     meta = json.loads((case / "case.json").read_text())
     specs = tmp_path / "specs"
     shutil.copytree(case, specs, ignore=shutil.ignore_patterns("case.json", "reference.py", "__pycache__"))
@@ -144,6 +170,7 @@ def test_malformed_spec(case: Path, tmp_path: Path, capsys: pytest.CaptureFixtur
 
 # --- bad command lines -------------------------------------------------------------------------------
 
+
 def _folder(tmp: Path, files: dict[str, str]) -> Path:
     folder = tmp / "student"
     for rel, text in files.items():
@@ -163,61 +190,148 @@ def _roster(tmp: Path, text: str) -> Path:
 BAD_COMMAND_LINES = [
     ("jobs-zero", lambda t: ["grade", CORRECT, "--jobs", "0"], 2, ["argument -j/--jobs: must be at least 1, got 0"]),
     ("jobs-word", lambda t: ["grade", CORRECT, "--jobs", "two"], 2, ["invalid number: 'two'"]),
-    ("out-is-a-file", lambda t: ["grade", CORRECT, "--out", REFERENCE], 2,
-     ["--out", "exists and is not a folder; choose another --out"]),
-    ("out-below-a-file", lambda t: ["grade", CORRECT, "--out", REFERENCE / "reports"], 2,
-     ["cannot create the folder", "is not a folder); choose another --out"]),
-    ("out-in-proc", lambda t: ["grade", CORRECT, "--out", "/proc/grader-reports"], 2,
-     ["--out /proc/grader-reports: cannot create the folder (/proc is not writable)"]),
+    (
+        "out-is-a-file",
+        lambda t: ["grade", CORRECT, "--out", REFERENCE],
+        2,
+        ["--out", "exists and is not a folder; choose another --out"],
+    ),
+    (
+        "out-below-a-file",
+        lambda t: ["grade", CORRECT, "--out", REFERENCE / "reports"],
+        2,
+        ["cannot create the folder", "is not a folder); choose another --out"],
+    ),
+    (
+        "out-in-proc",
+        lambda t: ["grade", CORRECT, "--out", "/proc/grader-reports"],
+        2,
+        ["--out /proc/grader-reports: cannot create the folder (/proc is not writable)"],
+    ),
     ("json-is-a-folder", lambda t: ["grade", CORRECT, "--json", t], 2, ["is a folder; give a file name"]),
     ("missing-path", lambda t: ["grade", t / "nobody"], 2, ["nobody: no such file or folder; give an attention.py"]),
     ("path-not-python", lambda t: ["grade", REFERENCE.with_suffix(".txt")], 2, ["no such file or folder"]),
     ("a-text-file", lambda t: ["grade", ROOT / "README.md"], 2, ["README.md: not a Python file"]),
-    ("empty-folder", lambda t: ["grade", _folder(t, {})], 2,
-     ["student: holds no attention.py, no student folders and no .py files; it is empty"]),
-    ("folder-with-Attention.PY", lambda t: ["grade", _folder(t, {"Attention.PY": "x = 1\n"})], 2,
-     ["it holds Attention.PY: rename it attention.py"]),
-    ("folder-with-a-backup", lambda t: ["grade", _folder(t, {"attention.py.bak": "x = 1\n"})], 2,
-     ["it holds attention.py.bak: rename it attention.py"]),
+    (
+        "empty-folder",
+        lambda t: ["grade", _folder(t, {})],
+        2,
+        ["student: holds no attention.py, no student folders and no .py files; it is empty"],
+    ),
+    (
+        "folder-with-Attention.PY",
+        lambda t: ["grade", _folder(t, {"Attention.PY": "x = 1\n"})],
+        2,
+        ["it holds Attention.PY: rename it attention.py"],
+    ),
+    (
+        "folder-with-a-backup",
+        lambda t: ["grade", _folder(t, {"attention.py.bak": "x = 1\n"})],
+        2,
+        ["it holds attention.py.bak: rename it attention.py"],
+    ),
     # (a folder holding lab.ipynb is a class of one student now: notebooks are graded, see test_notebook.py)
-    ("check-with-a-roster", lambda t: ["check", CORRECT, "--roster", t / "r.csv"], 2,
-     ["unrecognized arguments: --roster"]),
+    (
+        "check-with-a-roster",
+        lambda t: ["check", CORRECT, "--roster", t / "r.csv"],
+        2,
+        ["unrecognized arguments: --roster"],
+    ),
     ("unknown-option", lambda t: ["grade", CORRECT, "--frobnicate"], 2, ["unrecognized arguments: --frobnicate"]),
     ("unknown-command", lambda t: ["regrade"], 2, ["invalid choice: 'regrade'"]),
-    ("block-the-sandbox", lambda t: ["grade", CORRECT, "-p", "no:sandbox"], 2, ["-p no:sandbox: the sandbox cannot be blocked"]),
-    ("missing-plugin", lambda t: ["grade", CORRECT, "-p", "no_such_grader_plugin"], 3,
-     ["-p no_such_grader_plugin: no module named 'no_such_grader_plugin'"]),
-    ("roster-missing", lambda t: ["grade", CORRECT, "--roster", t / "none.csv"], 2, ["--roster", "cannot read the CSV file"]),
-    ("roster-without-id-column", lambda t: ["grade", CORRECT, "--roster", _roster(t, "name\nAnn\n")], 2,
-     ["no student id column"]),
-    ("roster-empty", lambda t: ["grade", CORRECT, "--roster", _roster(t, "id\n")], 2, ["the file holds no student ids"]),
-    ("roster-id-twice", lambda t: ["grade", CORRECT, "--roster", _roster(t, "id\nann\nbob\nann\n")], 2,
-     ["the id 'ann' is listed twice, on lines 2 and 4; list each student once"]),
-    ("roster-id-twice-ignoring-case", lambda t: ["grade", CORRECT, "--roster-ignore-case",
-                                                  "--roster", _roster(t, "id\nAnn\nann\n")], 2,
-     ["the id 'ann' is listed twice, on lines 2 and 3 (as 'Ann' on line 2: --roster-ignore-case is on)"]),
+    (
+        "block-the-sandbox",
+        lambda t: ["grade", CORRECT, "-p", "no:sandbox"],
+        2,
+        ["-p no:sandbox: the sandbox cannot be blocked"],
+    ),
+    (
+        "missing-plugin",
+        lambda t: ["grade", CORRECT, "-p", "no_such_grader_plugin"],
+        3,
+        ["-p no_such_grader_plugin: no module named 'no_such_grader_plugin'"],
+    ),
+    (
+        "roster-missing",
+        lambda t: ["grade", CORRECT, "--roster", t / "none.csv"],
+        2,
+        ["--roster", "cannot read the CSV file"],
+    ),
+    (
+        "roster-without-id-column",
+        lambda t: ["grade", CORRECT, "--roster", _roster(t, "name\nAnn\n")],
+        2,
+        ["no student id column"],
+    ),
+    (
+        "roster-empty",
+        lambda t: ["grade", CORRECT, "--roster", _roster(t, "id\n")],
+        2,
+        ["the file holds no student ids"],
+    ),
+    (
+        "roster-id-twice",
+        lambda t: ["grade", CORRECT, "--roster", _roster(t, "id\nann\nbob\nann\n")],
+        2,
+        ["the id 'ann' is listed twice, on lines 2 and 4; list each student once"],
+    ),
+    (
+        "roster-id-twice-ignoring-case",
+        lambda t: ["grade", CORRECT, "--roster-ignore-case", "--roster", _roster(t, "id\nAnn\nann\n")],
+        2,
+        ["the id 'ann' is listed twice, on lines 2 and 3 (as 'Ann' on line 2: --roster-ignore-case is on)"],
+    ),
     ("not-a-zip", lambda t: ["grade", REFERENCE.with_name("fake.zip")], 2, ["no such file or folder"]),
     ("secret-file-missing", lambda t: ["grade", CORRECT, "--secret-file", t / "none.key"], 2, ["none.key"]),
-    ("import-timeout-nan", lambda t: ["grade", CORRECT, "--import-timeout", "nan"], 2,
-     ["argument --import-timeout: must be more than 0 seconds, got nan"]),
-    ("submission-timeout-zero", lambda t: ["grade", CORRECT, "--submission-timeout", "0"], 2,
-     ["argument --submission-timeout: must be more than 0 seconds, got 0"]),
-    ("gradescope-for-a-class", lambda t: ["grade", SUBMISSIONS, "--gradescope", t / "results.json"], 2,
-     ["Gradescope grades one submission per run", "use DIR/gradescope/<id>.json instead"]),
-    ("gradebook-is-a-folder", lambda t: ["grade", CORRECT, "--gradebook", t], 2,
-     ["argument --gradebook:", "is a folder; give a file name"]),
-    ("csv-below-a-file", lambda t: ["grade", CORRECT, "--csv", REFERENCE / "grades.csv"], 2,
-     ["argument --csv:", "is a file, not a folder"]),
-    ("specs-folder-missing", lambda t: ["grade", CORRECT, "--specs", t / "nospecs"], 3,
-     ["nospecs: specs folder not found"]),
-    ("reference-missing", lambda t: ["grade", CORRECT, "--reference", t / "ref.py"], 3,
-     ["ref.py: reference not found; pass --reference PATH"]),
+    (
+        "import-timeout-nan",
+        lambda t: ["grade", CORRECT, "--import-timeout", "nan"],
+        2,
+        ["argument --import-timeout: must be more than 0 seconds, got nan"],
+    ),
+    (
+        "submission-timeout-zero",
+        lambda t: ["grade", CORRECT, "--submission-timeout", "0"],
+        2,
+        ["argument --submission-timeout: must be more than 0 seconds, got 0"],
+    ),
+    (
+        "gradescope-for-a-class",
+        lambda t: ["grade", SUBMISSIONS, "--gradescope", t / "results.json"],
+        2,
+        ["Gradescope grades one submission per run", "use DIR/gradescope/<id>.json instead"],
+    ),
+    (
+        "gradebook-is-a-folder",
+        lambda t: ["grade", CORRECT, "--gradebook", t],
+        2,
+        ["argument --gradebook:", "is a folder; give a file name"],
+    ),
+    (
+        "csv-below-a-file",
+        lambda t: ["grade", CORRECT, "--csv", REFERENCE / "grades.csv"],
+        2,
+        ["argument --csv:", "is a file, not a folder"],
+    ),
+    (
+        "specs-folder-missing",
+        lambda t: ["grade", CORRECT, "--specs", t / "nospecs"],
+        3,
+        ["nospecs: specs folder not found"],
+    ),
+    (
+        "reference-missing",
+        lambda t: ["grade", CORRECT, "--reference", t / "ref.py"],
+        3,
+        ["ref.py: reference not found; pass --reference PATH"],
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "argv", "code", "pieces"), BAD_COMMAND_LINES, ids=[c[0] for c in BAD_COMMAND_LINES])
-def test_bad_command_line(name: str, argv, code: int, pieces: list[str], tmp_path: Path,
-                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_command_line(
+    name: str, argv, code: int, pieces: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = [str(a) for a in argv(tmp_path)]
     out_dir = tmp_path / "out"
     if args[0] == "grade" and "--out" not in args:
@@ -244,6 +358,7 @@ def test_a_zip_that_is_not_a_zip_is_one_line(tmp_path: Path, capsys: pytest.Capt
 
 # --- what is not one line but is still refused or hinted -----------------------------------------------
 
+
 def test_the_largest_generator_is_refused_without_allocating(tmp_path: Path) -> None:
     """``{normal: [100000, 100000]}`` (74.5 GiB) is refused in well under a second, allocating under 1 MiB."""
     from grader.builtin.checks import BUILTIN_KINDS
@@ -252,8 +367,17 @@ def test_the_largest_generator_is_refused_without_allocating(tmp_path: Path) -> 
     from grader.kinds import KindContext
     from grader.models import Check, Exercise
 
-    check = Check(id="big", kind="compare", function="softmax", points=1.0, visibility="hidden", hint="h",
-                  timeout=1.0, args={"scores": {"normal": [100000, 100000]}}, seed=1)
+    check = Check(
+        id="big",
+        kind="compare",
+        function="softmax",
+        points=1.0,
+        visibility="hidden",
+        hint="h",
+        timeout=1.0,
+        args={"scores": {"normal": [100000, 100000]}},
+        seed=1,
+    )
     ctx = KindContext(Exercise("M", "t", "s", "spec.yaml", (check,)), load_reference(str(REFERENCE)))
     kind = next(k for k in BUILTIN_KINDS if k.name == "compare")
     tracemalloc.start()
@@ -283,15 +407,15 @@ def test_folder_hints_for_students_of_a_class(tmp_path: Path, capsys: pytest.Cap
     problems = {s.id: s.problem for s in locate(str(cls))}
     assert problems == {
         "ann": f"no attention.py in {cls}/ann: it holds Attention.PY: rename it attention.py; the student folder "
-               "must hold attention.py",
+        "must hold attention.py",
         "bob": f"no attention.py in {cls}/bob: it holds attention.py.bak: rename it attention.py; the student folder "
-               "must hold attention.py",
+        "must hold attention.py",
         "cy": f"no attention.py in {cls}/cy: it holds lab/attention.py: move it up into the student folder; the "
-              "student folder must hold attention.py",
+        "student folder must hold attention.py",
         "dee": f"no attention.py in {cls}/dee: it holds a notebook, lab.ipynb: rename it attention.ipynb "
-               "(notebooks are graded too) or save it as attention.py; the student folder must hold attention.py",
+        "(notebooks are graded too) or save it as attention.py; the student folder must hold attention.py",
         "eve": f"no attention.py in {cls}/eve: it holds notes.txt, no attention.py; the student folder must hold "
-               "attention.py",
+        "attention.py",
         "fay": f"no attention.py in {cls}/fay: it is empty; the student folder must hold attention.py",
     }
 
@@ -304,8 +428,10 @@ def test_roster_ids_differing_in_case_are_hinted(capsys: pytest.CaptureFixture[s
     found = apply_roster(_subs("Ann", "bob"), ["ann", "bob"])
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        ("grader: warning: not on the roster: Ann; ids that differ only in case: Ann (the roster has ann): pass "
-         "--roster-ignore-case to match them"),
+        (
+            "grader: warning: not on the roster: Ann; ids that differ only in case: Ann (the roster has ann): pass "
+            "--roster-ignore-case to match them"
+        ),
         "grader: warning: 1 student(s) on the roster sent nothing: ann",
     ]
     assert [s.id for s in found] == ["Ann", "bob", "ann"]
@@ -318,12 +444,14 @@ def test_roster_duplicates_are_refused_before_grading(cli, tmp_path: Path) -> No
     roster = _roster(tmp_path, "id,name\nann,Ann\nbob,Bob\nann,Ann again\n")
     code, _, err = cli("grade", CORRECT, "--roster", roster, "--out", tmp_path / "out")
     assert code == 2
-    assert err.strip() == (f"grader: error: --roster {roster}: the id 'ann' is listed twice, on lines 2 and 4; "
-                           "list each student once")
+    assert err.strip() == (
+        f"grader: error: --roster {roster}: the id 'ann' is listed twice, on lines 2 and 4; list each student once"
+    )
     assert not (tmp_path / "out").exists()
 
 
 # --- archive names ------------------------------------------------------------------------------------
+
 
 def test_zip_names_utf8_without_the_flag_are_read_as_utf8(tmp_path: Path) -> None:
     """Debian's Info-ZIP ``zip`` writes UTF-8 names; Python would read them as cp437 (``Jos├⌐``)."""
@@ -337,8 +465,9 @@ def test_zip_names_utf8_without_the_flag_are_read_as_utf8(tmp_path: Path) -> Non
         (export / name).mkdir(parents=True)
         shutil.copy(CORRECT / "attention.py", export / name / "attention.py")
     archive = tmp_path / "class.zip"
-    subprocess.run([zip_tool, "-q", "-r", str(archive), "."], cwd=export, check=True,
-                   env={**os.environ, "LC_ALL": "C.UTF-8"})
+    subprocess.run(
+        [zip_tool, "-q", "-r", str(archive), "."], cwd=export, check=True, env={**os.environ, "LC_ALL": "C.UTF-8"}
+    )
     with zipfile.ZipFile(archive) as zf:
         infos = {member_name(i): i for i in zf.infolist()}
         assert "José/attention.py" in infos
@@ -364,16 +493,26 @@ def test_zip_names_in_cp437_stay_cp437() -> None:
 
 # --- the real process --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("source", "shown"), [
-    ("import sys\nsys.exit(0)\n", "reference.py, line 2: it called sys.exit(0)"),
-    ("raise KeyboardInterrupt\n", "reference.py, line 1: KeyboardInterrupt"),
-])
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        ("import sys\nsys.exit(0)\n", "reference.py, line 2: it called sys.exit(0)"),
+        ("raise KeyboardInterrupt\n", "reference.py, line 1: KeyboardInterrupt"),
+    ],
+)
 def test_the_grader_script_exits_3_when_the_reference_exits(source: str, shown: str, tmp_path: Path) -> None:
     """In a real process ``sys.exit(0)`` at import is exit 3 with one line, not exit 0 with nothing."""
     reference = tmp_path / "reference.py"
     reference.write_text(source)
-    proc = subprocess.run([sys.executable, "-m", "grader", "validate", "--reference", str(reference)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader", "validate", "--reference", str(reference)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert shown in proc.stderr
@@ -401,9 +540,14 @@ def test_a_kind_without_a_schema_gets_the_generic_checks() -> None:
         name = "bare"
         params = {"atol": "optional"}
 
-    data = {"exercise": "M", "title": "t", "section": "s", "seed": 1,
-            "defaults": {"points": 1, "visibility": "hidden", "hint": "h", "timeout": 1},
-            "checks": [{"id": "c", "kind": "bare", "function": "softmax", "atol": -1}]}
+    data = {
+        "exercise": "M",
+        "title": "t",
+        "section": "s",
+        "seed": 1,
+        "defaults": {"points": 1, "visibility": "hidden", "hint": "h", "timeout": 1},
+        "checks": [{"id": "c", "kind": "bare", "function": "softmax", "atol": -1}],
+    }
     exercise = exercise_from_data("spec.yaml", data, {"bare": Bare()})  # no schema: a negative atol passes
     assert exercise.checks[0].params == {"atol": -1}
     data["checks"][0]["atol"] = float("nan")

@@ -65,13 +65,22 @@ def test_non_utf8_names_show_replacement_characters_and_keep_distinct_slugs() ->
     assert display_name(ff) == display_name(fe) == "caf\ufffd"
     subs = name_submissions([Submission(display_name(n), "", None, raw_name=os.fsencode(n)) for n in (ff, fe)])
     assert [s.id for s in subs] == ["caf\ufffd", "caf\ufffd-2"]
-    assert [s.slug for s in subs] == [f"caf_-{_h8(b'caf' + bytes([0xff]))}", f"caf_-2-{_h8(b'caf' + bytes([0xfe]))}"]
+    assert [s.slug for s in subs] == [f"caf_-{_h8(b'caf' + bytes([0xFF]))}", f"caf_-2-{_h8(b'caf' + bytes([0xFE]))}"]
 
 
 def test_reserved_names_case_and_collisions() -> None:
     ids = ["summary", "Index", "Ann", "ann", "ann-2", "CON", "results", "frank", "frank-2"]
-    assert assign_slugs(ids) == ["summary-2", "Index-2", "Ann", "ann-3", "ann-2", "_CON", "results-2", "frank",
-                                 "frank-2"]
+    assert assign_slugs(ids) == [
+        "summary-2",
+        "Index-2",
+        "Ann",
+        "ann-3",
+        "ann-2",
+        "_CON",
+        "results-2",
+        "frank",
+        "frank-2",
+    ]
     # Windows device names are reserved whatever follows their first dot.
     assert assign_slugs(["aux.py", "Lpt1", "nul.tar.gz", "console"]) == ["_aux.py", "_Lpt1", "_nul.tar.gz", "console"]
     # NFC-equal names are two ids (two folders), with one slug base told apart.
@@ -94,10 +103,18 @@ def test_listing_order_does_not_change_ids_or_slugs(tmp_path: Path, monkeypatch:
     real = os.listdir
     monkeypatch.setattr(os, "listdir", lambda p: list(reversed(real(p))))
     again = name_submissions(locate(str(tmp_path)))
-    assert [(s.id, s.slug) for s in first] == [(s.id, s.slug) for s in again] == [
-        ("Ann", "Ann"), ("ann", "ann-2"), ("frank", "frank"), ("frank-2", "frank-2"), ("frank.py", "frank.py"),
-        ("zed", "zed"),
-    ]
+    assert (
+        [(s.id, s.slug) for s in first]
+        == [(s.id, s.slug) for s in again]
+        == [
+            ("Ann", "Ann"),
+            ("ann", "ann-2"),
+            ("frank", "frank"),
+            ("frank-2", "frank-2"),
+            ("frank.py", "frank.py"),
+            ("zed", "zed"),
+        ]
+    )
 
 
 # --- whole batches ----------------------------------------------------------------------
@@ -122,7 +139,9 @@ def test_frank_frank2_and_frank_py_are_three_students(cli, tmp_path: Path) -> No
     out = tmp_path / "out"
     results = _grade(cli, cls, out=out)
     assert {sid: (s["slug"], s["score"]) for sid, s in results.items()} == {
-        "frank": ("frank", 86.0), "frank-2": ("frank-2", 0.0), "frank.py": ("frank.py", 81.0),
+        "frank": ("frank", 86.0),
+        "frank-2": ("frank-2", 0.0),
+        "frank.py": ("frank.py", 81.0),
     }
     assert results["frank.py"]["path"] == str(cls / "frank.py")
     for slug, total in (("frank", "86 / 86"), ("frank-2", "0 / 86"), ("frank.py", "81 / 86")):
@@ -141,7 +160,10 @@ def test_a_student_named_like_a_class_page_keeps_both_pages(cli, tmp_path: Path)
     out = tmp_path / "out"
     results = _grade(cli, cls, out=out)
     assert {sid: s["slug"] for sid, s in results.items()} == {
-        "Ann": "Ann", "ann": "ann-2", "index": "index-2", "summary": "summary-2",
+        "Ann": "Ann",
+        "ann": "ann-2",
+        "index": "index-2",
+        "summary": "summary-2",
     }
     assert "Chapter G14: class summary" in (out / "summary.html").read_text()
     assert "Chapter G14: class results" in (out / "index.html").read_text()
@@ -175,8 +197,8 @@ def test_odd_folder_names_are_graded_each_on_its_own_page(cli, tmp_path: Path) -
         "bob": ("bob", 86.0),
         "bob.py": ("bob.py", 0.0),
         "bidi\u202egpj.exe": ("bidigpj.exe", 86.0),
-        "caf\ufffd": (f"caf_-{_h8(b'caf' + bytes([0xfe]))}", 0.0),  # b"caf\xfe" sorts first
-        "caf\ufffd-2": (f"caf_-2-{_h8(b'caf' + bytes([0xff]))}", 86.0),
+        "caf\ufffd": (f"caf_-{_h8(b'caf' + bytes([0xFE]))}", 0.0),  # b"caf\xfe" sorts first
+        "caf\ufffd-2": (f"caf_-2-{_h8(b'caf' + bytes([0xFF]))}", 86.0),
         "eve\r\nforged": ("eveforged", 81.0),
         long: ("x" * 55 + f"-{_h8(long.encode())}", 86.0),
     }
@@ -300,7 +322,9 @@ def test_only_a_whole_archive_over_the_member_limit_is_refused(tmp_path: Path, m
     archive = _zip(tmp_path / "c.zip", [(f"s{i}\\attention.py", b"x = 1\n") for i in range(6)])
     dest = tmp_path / "x"
     dest.mkdir()
-    assert [(s.name, s.problem) for s in safe_extract(archive, dest, "attention.py").students] == [(f"s{i}", "") for i in range(6)]
+    assert [(s.name, s.problem) for s in safe_extract(archive, dest, "attention.py").students] == [
+        (f"s{i}", "") for i in range(6)
+    ]
     monkeypatch.setattr(grader.archive, "MAX_MEMBERS", 5)
     with pytest.raises(ArchiveError, match=r"c\.zip: 6 members; an archive may list at most 5$"):
         safe_extract(archive, tmp_path / "y", "attention.py")

@@ -19,19 +19,27 @@ MUTANT = (ROOT / "g14" / "mutants" / "mask_after_softmax" / "attention.py").read
 
 def _notebook(path: Path, *cells: tuple[str, str]) -> Path:
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) if kind == "code" else nbformat.v4.new_markdown_cell(src)
-                for kind, src in cells]
+    nb.cells = [
+        nbformat.v4.new_code_cell(src) if kind == "code" else nbformat.v4.new_markdown_cell(src) for kind, src in cells
+    ]
     nbformat.write(nb, str(path))
     return path
 
 
 def test_code_cells_are_joined_in_order_and_ipython_lines_left_out(tmp_path: Path) -> None:
-    path = _notebook(tmp_path / "attention.ipynb", ("md", "# Title"), ("code", "%matplotlib inline\nimport math"),
-                     ("code", "%%timeit\nx = 1"), ("code", "def f():\n    !ls\n    return math.pi"))
+    path = _notebook(
+        tmp_path / "attention.ipynb",
+        ("md", "# Title"),
+        ("code", "%matplotlib inline\nimport math"),
+        ("code", "%%timeit\nx = 1"),
+        ("code", "def f():\n    !ls\n    return math.pi"),
+    )
     nb = convert(path, "attention.py")
-    assert nb.source == ("pass  # left out by the grader: an IPython line\nimport math\n\n"
-                         "# left out by the grader: a cell magic\n# left out by the grader: a cell magic\n\n"
-                         "def f():\n    pass  # left out by the grader: an IPython line\n    return math.pi\n")
+    assert nb.source == (
+        "pass  # left out by the grader: an IPython line\nimport math\n\n"
+        "# left out by the grader: a cell magic\n# left out by the grader: a cell magic\n\n"
+        "def f():\n    pass  # left out by the grader: an IPython line\n    return math.pi\n"
+    )
     assert nb.lines[:2] == ((2, 1), (2, 2)) and nb.lines[2] == (0, 0) and nb.lines[6:9] == ((4, 1), (4, 2), (4, 3))
     assert nb.notes == (
         "attention.ipynb, cell 2, line 1: '%matplotlib inline' is an IPython line, not Python; it was left out",
@@ -56,8 +64,12 @@ def test_check_on_a_notebook_matches_the_py_and_names_cells(cli, tmp_path: Path,
     code_py, out_py, _ = cli("check", tmp_path / "py" / "attention.py")
     head, _, rest = MUTANT.partition("\ndef softmax")
     broken = "def softmax" + rest.replace('"""Weights of one row', 'raise RuntimeError("boom")\n    """Weights', 1)
-    nb = _notebook(tmp_path / "attention.ipynb", ("md", "# mine"), ("code", "%load_ext autoreload\n" + head),
-                   ("code", "def softmax" + rest))
+    nb = _notebook(
+        tmp_path / "attention.ipynb",
+        ("md", "# mine"),
+        ("code", "%load_ext autoreload\n" + head),
+        ("code", "def softmax" + rest),
+    )
     code_nb, out_nb, err = cli("check", nb)
     assert (code_nb, out_nb) == (code_py, out_py)  # the same results, line for line
     assert "grader: note: attention.ipynb, cell 2, line 1: '%load_ext autoreload' is an IPython line" in err
@@ -84,7 +96,14 @@ def test_grade_takes_notebooks_in_a_class_folder(cli, tmp_path: Path) -> None:  
 def test_pytest_in_a_notebook_folder(tmp_path: Path) -> None:
     _notebook(tmp_path / "attention.ipynb", ("code", MUTANT))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert "FAILED attention.ipynb::G14.03::causal-two-positions" in proc.stdout
     assert "7 failed, 15 passed" in proc.stdout

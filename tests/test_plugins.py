@@ -48,7 +48,9 @@ def test_builtins_are_registered_through_the_same_hooks() -> None:
     pm = get_plugin_manager(load_entrypoints=False)
     names = {pm.get_name(p) for p in pm.get_plugins()}
     assert set(BUILTIN_PLUGINS) <= names
-    impls = {name: [pm.get_name(i.plugin) for i in getattr(pm.hook, name).get_hookimpls()] for name in hookspecs.HOOK_NAMES}
+    impls = {
+        name: [pm.get_name(i.plugin) for i in getattr(pm.hook, name).get_hookimpls()] for name in hookspecs.HOOK_NAMES
+    }
     runs = pm.hook.grader_run_calls.get_hookimpls()
     # One runner answers: it chooses its launcher from the configuration, and takes outcomes that already
     # exist (a Dask cluster's with --dask, a shard's recorded ones in grader merge) from OUTCOME_SOURCES,
@@ -58,13 +60,28 @@ def test_builtins_are_registered_through_the_same_hooks() -> None:
     # the staff pages and similarity keep what came back (staff: values; similarity: digests);
     # submission relocates a notebook's line numbers to its cells.
     # shard_record keeps, for a shard's record, the outcome every other wrapper saw (outermost).
-    assert sorted(pm.get_name(i.plugin) for i in runs if i.wrapper) == ["shard_record", "similarity", "staff",
-                                                                        "submission", "timing"]
+    assert sorted(pm.get_name(i.plugin) for i in runs if i.wrapper) == [
+        "shard_record",
+        "similarity",
+        "staff",
+        "submission",
+        "timing",
+    ]
     assert pm.get_name(runs[-1].plugin) == "shard_record" and runs[-1].wrapper
     assert impls["grader_load_exercise"] == ["yaml_spec"]
     assert sorted(impls["grader_write_reports"]) == [
-        "classroom", "csv_gradebook", "github", "gradescope", "html_report", "json_report", "junit", "lms",
-        "shard_record", "similarity", "staff", "summary_page",
+        "classroom",
+        "csv_gradebook",
+        "github",
+        "gradescope",
+        "html_report",
+        "json_report",
+        "junit",
+        "lms",
+        "shard_record",
+        "similarity",
+        "staff",
+        "summary_page",
     ]
 
 
@@ -137,8 +154,18 @@ def test_third_party_check_kind_spec_format_and_writer_via_p(cli, tmp_path: Path
     specs = _specs_with_extras(tmp_path)
     out = tmp_path / "out"
     code, stdout, err = cli(
-        "grade", SUBMISSIONS / "correct_numpy", SUBMISSIONS / "mib_decimal", "--specs", specs,
-        "--out", out, "-q", "-p", "g14_extras", "--csv-name", "book.csv",
+        "grade",
+        SUBMISSIONS / "correct_numpy",
+        SUBMISSIONS / "mib_decimal",
+        "--specs",
+        specs,
+        "--out",
+        out,
+        "-q",
+        "-p",
+        "g14_extras",
+        "--csv-name",
+        "book.csv",
     )
     assert code == 0, err
     assert (out / "book.csv").read_text().splitlines() == [

@@ -90,9 +90,11 @@ def masked_rows(draw):  # noqa: ANN001, ANN201
     scale = draw(st.sampled_from(SCALES))
     unit = draw(st.lists(st.floats(-1.0, 1.0), min_size=m, max_size=m))
     wild = draw(st.booleans())  # sometimes any finite float at all, up to +-1.8e308
-    scores = draw(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=m, max_size=m)) if wild else [
-        x * scale for x in unit
-    ]
+    scores = (
+        draw(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=m, max_size=m))
+        if wild
+        else [x * scale for x in unit]
+    )
     allowed = draw(st.lists(st.booleans(), min_size=m, max_size=m))
     return scores, allowed
 
@@ -105,11 +107,16 @@ def exact_problems(draw):  # noqa: ANN001, ANN201
     n = draw(st.integers(1, 5))
     m = n if causal else draw(st.integers(1, 5))
     d_k, d_v = draw(st.integers(1, 4)), draw(st.integers(1, 3))
-    eq, ek = draw(st.sampled_from([-500, -30, 0, 7, 100, 250, 500, 600])), draw(st.sampled_from([-500, -30, 0, 7, 250, 500]))
+    eq, ek = (
+        draw(st.sampled_from([-500, -30, 0, 7, 100, 250, 500, 600])),
+        draw(st.sampled_from([-500, -30, 0, 7, 250, 500])),
+    )
 
     def ints(rows: int, cols: int, e: int) -> list[list[float]]:
-        return [[math.ldexp(float(x), e) for x in draw(st.lists(st.integers(-8, 8), min_size=cols, max_size=cols))]
-                for _ in range(rows)]
+        return [
+            [math.ldexp(float(x), e) for x in draw(st.lists(st.integers(-8, 8), min_size=cols, max_size=cols))]
+            for _ in range(rows)
+        ]
 
     values = st.floats(-1e3, 1e3)
     V = [draw(st.lists(values, min_size=d_v, max_size=d_v)) for _ in range(m)]

@@ -18,8 +18,10 @@ def test_the_shipped_file_is_up_to_date(cli, tmp_path: Path) -> None:
     """A spec or reference change must come with 'grader publish' (this test says so)."""
     code, out, err = cli("publish", "--out", tmp_path / "public.json")
     assert code == 0, err
-    assert out.strip() == (f"{tmp_path / 'public.json'}: 22 visible checks, prepared; 36 hidden checks left out; "
-                           "43 catalogued mistakes' results on them, for diagnosis")
+    assert out.strip() == (
+        f"{tmp_path / 'public.json'}: 22 visible checks, prepared; 36 hidden checks left out; "
+        "43 catalogued mistakes' results on them, for diagnosis"
+    )
     assert (tmp_path / "public.json").read_bytes() == BUNDLE.read_bytes(), (
         "g14/public.json is stale: run 'grader publish' and commit it"
     )

@@ -19,8 +19,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB", "PYTEST"))}
     env["NO_COLOR"] = "1"
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=folder,
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def _student(tmp_path: Path, name: str = "no_sqrt_dk") -> Path:
@@ -37,11 +44,13 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(tmp_path: 
     assert "FAILED attention.py::G14.02::scaled-scores-dk3 - FAIL scaled-scores-dk3" in proc.stdout
     assert "2 failed, 20 passed" in proc.stdout
     assert "G14.02 Softmax weights and mixed outputs: 5/6 points" in proc.stdout
-    assert ("visible checks: 33/35 points; 36 hidden checks run at grading (the grade comes from 'grader grade', "
-            "not from this run)") in proc.stdout
+    assert (
+        "visible checks: 33/35 points; 36 hidden checks run at grading (the grade comes from 'grader grade', "
+        "not from this run)"
+    ) in proc.stdout
     # The failure says what 'grader check' says under that check.
     _, out, _ = cli("check", folder / "attention.py")
-    block = out[out.index("  FAIL    scaled-scores-dk3\n") + len("  FAIL    scaled-scores-dk3\n"):]
+    block = out[out.index("  FAIL    scaled-scores-dk3\n") + len("  FAIL    scaled-scores-dk3\n") :]
     block = block[: block.index("G14.03")]
     assert block.strip() and block in proc.stdout
     xml = JUnitXml.fromfile(str(folder / "junit.xml"))
@@ -52,8 +61,12 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(tmp_path: 
     def props(name: str) -> dict[str, str]:
         return {p.get("name"): p.get("value") for p in cases[name]._elem.iter("property")}
 
-    assert props("scaled-scores-dk3") == {"exercise": "G14.02", "check": "scaled-scores-dk3", "points": "0",
-                                          "max_points": "1"}
+    assert props("scaled-scores-dk3") == {
+        "exercise": "G14.02",
+        "check": "scaled-scores-dk3",
+        "points": "0",
+        "max_points": "1",
+    }
     assert props("zero-scores")["points"] == "2"
 
 

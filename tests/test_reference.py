@@ -21,11 +21,14 @@ def test_exports_exactly_the_contract() -> None:
 
 def test_g14_01_shapes() -> None:
     rng = np.random.default_rng(1)
-    outputs, weights = ref["attention"](rng.normal(size=(3, 2)).tolist(), rng.normal(size=(5, 2)).tolist(),
-                                        rng.normal(size=(5, 4)).tolist())
+    outputs, weights = ref["attention"](
+        rng.normal(size=(3, 2)).tolist(), rng.normal(size=(5, 2)).tolist(), rng.normal(size=(5, 4)).tolist()
+    )
     assert outputs.shape == (3, 4) and weights.shape == (3, 5)
     with pytest.raises(ValueError, match="K has 5 rows but V has 4"):
-        ref["attention"](rng.normal(size=(3, 2)).tolist(), rng.normal(size=(5, 2)).tolist(), rng.normal(size=(4, 5)).tolist())
+        ref["attention"](
+            rng.normal(size=(3, 2)).tolist(), rng.normal(size=(5, 2)).tolist(), rng.normal(size=(4, 5)).tolist()
+        )
 
 
 def test_g14_02_hand_values() -> None:

@@ -75,8 +75,10 @@ def test_visible_failure_shows_call_expected_and_got(graded: dict) -> None:
     block = block[: block.index('<div class="check">')]
     assert "outputs differs from the expected value by up to 5 (at outputs[0][0])" in block
     # the hand value's call, and its companion's (whose scores differ: uniform weights do not pay)
-    assert ("<dt>call</dt><dd><pre>attention(Q=[[0.0]], K=[[0.0], [0.0]], V=[[2.0], [8.0]]), and "
-            "attention(Q=[[1.0]], K=[[2.0], [0.0]], V=[[2.0], [8.0]])</pre></dd>") in block
+    assert (
+        "<dt>call</dt><dd><pre>attention(Q=[[0.0]], K=[[0.0], [0.0]], V=[[2.0], [8.0]]), and "
+        "attention(Q=[[1.0]], K=[[2.0], [0.0]], V=[[2.0], [8.0]])</pre></dd>"
+    ) in block
     assert "<dt>expected</dt><dd><pre>[[5.0]]</pre></dd>" in block
     assert "<dt>got</dt><dd><pre>[[0.0]]</pre></dd>" in block
     assert "<dt>largest error</dt><dd><pre>5</pre></dd>" in block
@@ -105,7 +107,9 @@ def test_after_due_date_details_follow_the_option(cli, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     shutil.copytree("g14/specs", specs)
     spec = specs / "G14.05.yaml"
-    spec.write_text(spec.read_text().replace("  - id: mib-n2048\n", "  - id: mib-n2048\n    visibility: after_due_date\n"))
+    spec.write_text(
+        spec.read_text().replace("  - id: mib-n2048\n", "  - id: mib-n2048\n    visibility: after_due_date\n")
+    )
     for flag, shown in (([], False), (["--after-due-date"], True)):
         out = tmp_path / f"out{len(flag)}"
         code, _, err = cli("grade", SUBMISSIONS / "mib_decimal", "--specs", specs, "--out", out, "-q", *flag)
@@ -160,10 +164,19 @@ def test_bidi_and_control_characters_in_ids_are_neutralised_on_pages() -> None:
     )
 
     sid = "eve\u202egnp.exe\x1b]0;pwn\x07\x1b[2J<b>"
-    check = CheckResult("c1", "", "error", 0.0, 1.0, "visible", "raised \u2066x\u2069\x1b[31m", "h", True,
-                        (("got", "a\x1b[2Jb\nc"),))
-    sub = SubmissionResult(sid, "p", "", "graded", 0.0, 1.0, (ExerciseResult("E1", "t", "s", 0.0, 1.0, (check,)),),
-                           stdout="out\x1b]0;t\x07put\u202e\n")
+    check = CheckResult(
+        "c1", "", "error", 0.0, 1.0, "visible", "raised \u2066x\u2069\x1b[31m", "h", True, (("got", "a\x1b[2Jb\nc"),)
+    )
+    sub = SubmissionResult(
+        sid,
+        "p",
+        "",
+        "graded",
+        0.0,
+        1.0,
+        (ExerciseResult("E1", "t", "s", 0.0, 1.0, (check,)),),
+        stdout="out\x1b]0;t\x07put\u202e\n",
+    )
     report = GradingReport("0", "h", "grade", (sub,))
     env = environment()
     page = render_submission(env, report, sub)

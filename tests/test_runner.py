@@ -101,8 +101,9 @@ def test_nan_and_inf_arguments_arrive_as_floats(tmp_path: Path) -> None:
         """,
     )
     out = run(path, C("probe", [1.0, math.nan, math.inf, -math.inf]))
-    assert out.results[0] == CallResult("returned", value=[True, True, True, True, True, True],
-                                        seconds=out.results[0].seconds)
+    assert out.results[0] == CallResult(
+        "returned", value=[True, True, True, True, True, True], seconds=out.results[0].seconds
+    )
 
 
 def test_float_subclass_with_lying_repr_and_eq_returns_plain_float(tmp_path: Path) -> None:
@@ -139,25 +140,49 @@ def test_float_subclass_with_lying_repr_and_eq_returns_plain_float(tmp_path: Pat
     ("body", "message"),
     [
         ("return (x for x in range(3))", "the result holds a generator; return numbers, lists, tuples or numpy arrays"),
-        ("return np.array([1, 'a', None], dtype=object)",
-         "the result holds a numpy array of dtype object; return numbers"),
+        (
+            "return np.array([1, 'a', None], dtype=object)",
+            "the result holds a numpy array of dtype object; return numbers",
+        ),
         ("return 'weights'", "the result holds a str; return numbers, lists, tuples or numpy arrays"),
         ("return {'outputs': [1.0]}", "the result holds a dict; return numbers, lists, tuples or numpy arrays"),
         ("return [1.0, None]", "the result holds a NoneType; return numbers, lists, tuples or numpy arrays"),
-        ("return np.array([1j])",
-         "the result holds a numpy array of dtype complex128; return real numbers (for example its .real part)"),
-        ("return np.complex64(1j)",
-         "the result holds a numpy complex64 scalar; return real numbers (for example its .real part)"),
-        ("return [np.longdouble(0.5)]",
-         "the result holds a numpy float128 (longdouble) scalar; convert it with float()"),
-        ("return np.ones(3, dtype=np.longdouble)",
-         "the result holds a numpy float128 (longdouble) array; convert it with .astype(float)"),
+        (
+            "return np.array([1j])",
+            "the result holds a numpy array of dtype complex128; return real numbers (for example its .real part)",
+        ),
+        (
+            "return np.complex64(1j)",
+            "the result holds a numpy complex64 scalar; return real numbers (for example its .real part)",
+        ),
+        (
+            "return [np.longdouble(0.5)]",
+            "the result holds a numpy float128 (longdouble) scalar; convert it with float()",
+        ),
+        (
+            "return np.ones(3, dtype=np.longdouble)",
+            "the result holds a numpy float128 (longdouble) array; convert it with .astype(float)",
+        ),
         ("return 10 ** 400", "the result holds an integer too large to be a float (401 digits); return floats"),
-        ("pass", "the function returned None (is a return statement missing?); return numbers, lists, tuples or "
-                 "numpy arrays"),
+        (
+            "pass",
+            "the function returned None (is a return statement missing?); return numbers, lists, tuples or "
+            "numpy arrays",
+        ),
     ],
-    ids=["generator", "object-array", "string", "dict", "none-inside", "complex-array", "complex-scalar",
-         "longdouble-scalar", "longdouble-array", "huge-int", "none"],
+    ids=[
+        "generator",
+        "object-array",
+        "string",
+        "dict",
+        "none-inside",
+        "complex-array",
+        "complex-scalar",
+        "longdouble-scalar",
+        "longdouble-array",
+        "huge-int",
+        "none",
+    ],
 )
 def test_unreadable_returns_are_bad_return(tmp_path: Path, body: str, message: str) -> None:
     path = submission(tmp_path, f"import numpy as np\n\ndef f():\n    {body}\n\ndef g():\n    return 1.0\n")
@@ -475,9 +500,7 @@ def test_infinite_loop_at_import(tmp_path: Path) -> None:
     started = time.monotonic()
     out = run(path, C("f"), C("f"), import_timeout=1)
     assert time.monotonic() - started < 4.0
-    assert out.import_error == (
-        "importing the file took longer than 1 s (does it run a loop at top level?)"
-    )
+    assert out.import_error == ("importing the file took longer than 1 s (does it run a loop at top level?)")
     assert "longer than 1 s" in out.import_error
     assert [r.status for r in out.results] == ["skipped", "skipped"]
 
@@ -626,8 +649,12 @@ def test_arguments_changed_in_place_are_reported_by_position(tmp_path: Path) -> 
         """,
     )
     args = ([1.0, 3.0, math.nan], [True, False, True])
-    out = run(path, *(C(name, *args) for name in ("shift", "pure", "plant", "loop")), C("as_float", [1, 2], [True]),
-              C("fail_after_change", *args))
+    out = run(
+        path,
+        *(C(name, *args) for name in ("shift", "pure", "plant", "loop")),
+        C("as_float", [1, 2], [True]),
+        C("fail_after_change", *args),
+    )
     shifted, pure, plant, loop, as_float, raised = out.results
     assert shifted.status == "returned" and shifted.mutated_args == (0,)
     assert shifted.value[:2] == [-2.0, 0.0] and math.isnan(shifted.value[2])
@@ -776,8 +803,9 @@ def test_a_restarted_job_that_fails_to_import_after_a_hidden_call_shows_no_messa
     )
     out = run(path, C("f"), C("secret", 424242.5, hidden=True), C("f", hidden=True))
     assert out.results[1].status == "crashed"
-    assert out.import_error.startswith("importing the file again (after a check that ended its process) failed "
-                                       "with RuntimeError (attention.py, line ")
+    assert out.import_error.startswith(
+        "importing the file again (after a check that ended its process) failed with RuntimeError (attention.py, line "
+    )
     assert "424242" not in out.import_error and "424242" not in out.stdout + out.stderr
 
 
@@ -800,8 +828,9 @@ def test_a_frame_over_the_call_s_budget_is_refused_and_the_next_call_runs(tmp_pa
     )
     started = time.monotonic()
     out = run(path, C("flood", budget=budget_for([1.0, 2.0])), C("ok"))
-    assert out.results[0] == CallResult("crashed", message="the result is far larger than the reference's (60.0 MiB)",
-                                        seconds=out.results[0].seconds)
+    assert out.results[0] == CallResult(
+        "crashed", message="the result is far larger than the reference's (60.0 MiB)", seconds=out.results[0].seconds
+    )
     assert out.results[1].value == 2.0
     assert time.monotonic() - started < 5.0
 
@@ -858,8 +887,10 @@ def test_a_job_that_closes_or_replaces_its_result_fd_is_told_so(tmp_path: Path, 
         """,
     )
     out = run(path, C("cut", 0.0), C("cut", 30.0), C("ok"))
-    lost = ("your code closed or replaced a file descriptor the grader uses (its result channel), so the grader "
-            "lost its channel to your code")
+    lost = (
+        "your code closed or replaced a file descriptor the grader uses (its result channel), so the grader "
+        "lost its channel to your code"
+    )
     assert [(r.status, r.message) for r in out.results[:2]] == [("crashed", lost), ("crashed", lost)]
     assert out.results[2].value == 2.0
 

@@ -115,7 +115,10 @@ FAILURES = {
         ("G14.05", "one-mib"): "mib differs",
     },
     "masked_row_nan": {
-        ("G14.06", "rejects-all-masked"): "returned a value instead of raising ValueError for a row where no position is allowed",
+        (
+            "G14.06",
+            "rejects-all-masked",
+        ): "returned a value instead of raising ValueError for a row where no position is allowed",
     },
 }
 

@@ -14,7 +14,7 @@ from conftest import ROOT
 from grader.builtin import sandbox
 from grader.builtin.sandbox import LAYERS, probe_layers
 
-PROBE = '''
+PROBE = """
 import os
 
 def score_array_bytes(B, H, N, itemsize=4):
@@ -25,7 +25,7 @@ def bytes_to_mib(nbytes):
 
 def softmax(scores, allowed=None):
     return [float(len(os.listdir("/proc")) > 0)] * len(scores)
-'''
+"""
 
 
 def test_doctor_shows_every_layer_active(cli) -> None:
@@ -58,15 +58,15 @@ def _grade(cli, tmp_path: Path, *extra: str) -> dict:
 def test_grade_runs_jobs_as_a_non_root_uid_as_pid_1(cli, tmp_path: Path) -> None:
     html = _grade(cli, tmp_path)["html"]
     # bytes-n1024 is visible: its details show what the job returned.
-    block = html[html.index("bytes-n1024</span>"):]
+    block = html[html.index("bytes-n1024</span>") :]
     assert "<dt>got</dt><dd><pre>61000</pre></dd>" in block[: block.index('<div class="check">')]
-    block = html[html.index("mib-n1024</span>"):]
+    block = html[html.index("mib-n1024</span>") :]
     assert "<dt>got</dt><dd><pre>1.0</pre></dd>" in block[: block.index('<div class="check">')]
 
 
 def test_insecure_runs_plain_children(cli, tmp_path: Path) -> None:
     html = _grade(cli, tmp_path, "--insecure")["html"]
-    block = html[html.index("bytes-n1024</span>"):]
+    block = html[html.index("bytes-n1024</span>") :]
     assert "<dt>got</dt><dd><pre>0</pre></dd>" in block[: block.index('<div class="check">')]
 
 
@@ -161,8 +161,9 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
     workdir.chmod(0o711)
     worker = sandbox._Worker(zygote, (0, 5), str(workdir), "attention.py")
     try:
-        out = run_calls(str(path), [Call("who", (), 2.0), Call("spin", (), 0.5), Call("who", (), 2.0)],
-                        launch=worker.launch)
+        out = run_calls(
+            str(path), [Call("who", (), 2.0), Call("spin", (), 0.5), Call("who", (), 2.0)], launch=worker.launch
+        )
         assert [r.status for r in out.results] == ["returned", "timeout", "returned"]
         assert [out.results[0].value, out.results[2].value] == [UID_BASE + 0, UID_BASE + 5]
         assert worker.unsettled <= 2  # the hung job and the finished one, killed without waiting, settled apart
@@ -327,7 +328,8 @@ def test_a_job_that_closes_or_replaces_fd_3_is_told_so(tmp_path: Path) -> None:
     assert out.results[4].value == 2.0
     assert elapsed < 15.0  # the grader notices the lost channel; it does not wait for the call's timeout
 
-SYSCALLS = '''
+
+SYSCALLS = """
 import ctypes
 import fcntl
 import os
@@ -397,7 +399,7 @@ def exits():
 def reboot():
     # reboot (169) with bad magic numbers: harmless even if it ran; the filter kills the job
     return _libc.syscall(169, 0, 0, 0, 0)
-'''
+"""
 
 
 def _sandboxed(tmp_path: Path, source: str, calls: list) -> object:
@@ -429,14 +431,20 @@ def test_seccomp_allow_list_denies_mount_table_locks_and_unknown_calls(tmp_path:
     assert out.results[3].value == [6.0, 1.0, 4.0]
     out = _sandboxed(tmp_path, SYSCALLS, [Call("reboot", (), 5.0), Call("others", (), 5.0)])
     assert [(r.status, r.message) for r in out.results] == [
-        ("crashed", "the process was killed by signal SIGSYS"), ("returned", "")]
+        ("crashed", "the process was killed by signal SIGSYS"),
+        ("returned", ""),
+    ]
 
 
 def test_seccomp_tables_are_disjoint() -> None:
     from grader.child import seccomp
 
-    tables = [set(seccomp.ALLOWED_SYSCALLS_X86_64), set(seccomp.DENIED_SYSCALLS_X86_64),
-              set(seccomp.KILLED_SYSCALLS_X86_64), set(seccomp.ARGUMENT_CHECKED)]
+    tables = [
+        set(seccomp.ALLOWED_SYSCALLS_X86_64),
+        set(seccomp.DENIED_SYSCALLS_X86_64),
+        set(seccomp.KILLED_SYSCALLS_X86_64),
+        set(seccomp.ARGUMENT_CHECKED),
+    ]
     assert sum(map(len, tables)) == len(set().union(*tables))
     assert {457, 458, 73, 253, 254, 294} <= tables[1]  # statmount, listmount, flock, inotify
 
@@ -460,7 +468,11 @@ def test_a_job_sees_a_fixed_working_folder(tmp_path: Path) -> None:
     failed = out.results[1]
     line = SYSCALLS.splitlines().index("def fails():") + 2
     assert (failed.status, failed.error_type, failed.message, failed.where) == (
-        "raised", "ValueError", folder, f"attention.py, line {line}")
+        "raised",
+        "ValueError",
+        folder,
+        f"attention.py, line {line}",
+    )
 
 
 def test_the_fixed_folder_moves_off_tmp_when_jobs_read_something_there() -> None:
@@ -468,7 +480,8 @@ def test_the_fixed_folder_moves_off_tmp_when_jobs_read_something_there() -> None
 
     fresh = ["/usr/lib/python3.11/json", "/tmp/fresh/.venv/lib/python3.11/site-packages/numpy"]
     assert fixed_folder_clash(fresh, "/tmp") == (
-        "/tmp/fresh/.venv/lib/python3.11/site-packages/numpy (read by jobs) lies under /tmp")
+        "/tmp/fresh/.venv/lib/python3.11/site-packages/numpy (read by jobs) lies under /tmp"
+    )
     assert choose_job_folder(fresh, ("/tmp", "/mnt")) == "/mnt"
     assert choose_job_folder(["/usr/lib/python3.11/json"], ("/tmp", "/mnt")) == "/tmp"
     assert choose_job_folder(fresh, ("/tmp", "/no/such/folder")) == ""
@@ -502,12 +515,20 @@ def time_now() -> float:
 
 
 def test_correct_samples_score_full_marks_in_the_sandbox(cli, tmp_path: Path) -> None:
-    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", ROOT / "g14" / "submissions" / "correct_lists",
-                         "--out", tmp_path, "-q")
+    code, out, err = cli(
+        "grade",
+        ROOT / "g14" / "submissions" / "correct_numpy",
+        ROOT / "g14" / "submissions" / "correct_lists",
+        "--out",
+        tmp_path,
+        "-q",
+    )
     assert code == 0, err
     results = json.loads((tmp_path / "results.json").read_text())
     assert {s["id"]: (s["score"], s["max_score"]) for s in results["submissions"]} == {
-        "correct_numpy": (86.0, 86.0), "correct_lists": (86.0, 86.0)}
+        "correct_numpy": (86.0, 86.0),
+        "correct_lists": (86.0, 86.0),
+    }
 
 
 def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path) -> None:
@@ -523,26 +544,38 @@ def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path
     env = dict(os.environ, TMPDIR=str(tmpdir))
     run = [sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main(sys.argv[1:]))"]
     out = tmp_path / "out"
-    proc = subprocess.run(run + ["grade", "g14/submissions/correct_numpy", "g14/submissions/correct_lists", "--out", str(out),
-                                 "-q"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        run + ["grade", "g14/submissions/correct_numpy", "g14/submissions/correct_lists", "--out", str(out), "-q"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     results = json.loads((out / "results.json").read_text())
     assert sorted((s["id"], s["score"], s["error"]) for s in results["submissions"]) == [
-        ("correct_lists", 86.0, ""), ("correct_numpy", 86.0, "")]
+        ("correct_lists", 86.0, ""),
+        ("correct_numpy", 86.0, ""),
+    ]
     proc = subprocess.run(run + ["doctor"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout
     assert f"{len(LAYERS)} of {len(LAYERS)} layers active" in proc.stdout
     assert list(tmpdir.iterdir()) == []  # the sandbox's folders are gone
 
 
-def test_grade_stops_in_one_line_when_a_real_job_cannot_run(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_grade_stops_in_one_line_when_a_real_job_cannot_run(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """If the preflight job fails, grade exits 3 before grading anything: never a class of zeros."""
     monkeypatch.setattr(sandbox, "PREFLIGHT_SOURCE", b"import os\nos._exit(9)\n")
     code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path / "out")
     assert code == 3
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("grader: error: the sandbox cannot run a job here (importing the "
-                                                   "file failed: the process exited with code 9 before answering)")
+    assert len(lines) == 1 and lines[0].startswith(
+        "grader: error: the sandbox cannot run a job here (importing the "
+        "file failed: the process exited with code 9 before answering)"
+    )
     assert not (tmp_path / "out" / "results.json").exists()
 
 
@@ -557,10 +590,12 @@ def test_a_job_folder_the_job_uids_cannot_reach_is_named_with_the_fix() -> None:
         problem = sandbox._preflight_problem(str(locked / "deeper"), "PermissionError:  denied\n")
         assert problem == (
             f"the sandbox's job folder {locked / 'deeper'} is not reachable by the job uids (61000+): {locked} is "
-            "mode 0700; set TMPDIR to a folder such as /tmp, or pass --insecure (PermissionError: denied)")
+            "mode 0700; set TMPDIR to a folder such as /tmp, or pass --insecure (PermissionError: denied)"
+        )
         locked.chmod(0o711)
         assert sandbox._preflight_problem(str(locked / "deeper"), "it answered None") == (
             "the sandbox cannot run a job here (it answered None); run 'grader doctor' to see each layer, "
-            "or pass --insecure to grade without the sandbox")
+            "or pass --insecure to grade without the sandbox"
+        )
     finally:
         shutil.rmtree(top)

@@ -171,7 +171,12 @@ def test_the_student_package_holds_the_packs_public_part_only(cli, tmp_path: Pat
         entry_points = zf.read("r3_grader-0.1.0.dist-info/entry_points.txt").decode()
         assert json.loads(zf.read("r3/public.json"))["hidden_count"] == 2
     assert sorted(n for n in names if n.startswith("r3/")) == [
-        "r3/__init__.py", "r3/course.yaml", "r3/kinds.py", "r3/public.json", "r3/starter/activations.py"]
+        "r3/__init__.py",
+        "r3/course.yaml",
+        "r3/kinds.py",
+        "r3/public.json",
+        "r3/starter/activations.py",
+    ]
     assert not [n for n in names if n.startswith("g14/")]
     assert "[grader.packs]\nr3 = r3" in entry_points
 
@@ -182,8 +187,11 @@ def test_validate_holds_the_specs_to_the_manifest(cli, tmp_path: Path) -> None: 
     pack = tmp_path / "r3"
     shutil.copytree(PACK, pack, ignore=shutil.ignore_patterns("__pycache__"))
     manifest = (pack / "course.yaml").read_text()
-    (pack / "course.yaml").write_text(manifest.replace("R3.01: Rectified linear units", "R3.01: Rectifiers")
-                                      .replace("functions: [relu, relu_grad]", "functions: [relu]"))
+    (pack / "course.yaml").write_text(
+        manifest.replace("R3.01: Rectified linear units", "R3.01: Rectifiers").replace(
+            "functions: [relu, relu_grad]", "functions: [relu]"
+        )
+    )
     code, out, err = cli("validate", "--pack", pack)
     assert code == 1, err
     assert out.splitlines()[1:] == [
@@ -201,10 +209,22 @@ def test_finding_a_pack() -> None:
     assert pack_option(["check", "--pack=r3", "f.py"]) == "r3" and pack_option(["check", "f.py"]) is None
     assert pack_option(["check", "--", "--pack", "x"]) is None
     installed = find_pack()  # the one pack installed here: G14, found through the entry point
-    assert (installed.id, installed.chapter, installed.submission, installed.package) == ("g14", "G14", "attention.py", "g14")
+    assert (installed.id, installed.chapter, installed.submission, installed.package) == (
+        "g14",
+        "G14",
+        "attention.py",
+        "g14",
+    )
     assert find_pack("g14") is installed  # by its entry point's name
     assert find_pack(str(ROOT / "g14")).submission == "attention.py"  # or by its folder
     r3 = load_pack(PACK)
     assert (r3.id, r3.title, r3.submission, r3.module, r3.notebook, r3.functions, r3.package) == (
-        "r3", TITLE, "activations.py", "activations", "activations.ipynb", ("relu", "relu_grad"), "")
+        "r3",
+        TITLE,
+        "activations.py",
+        "activations",
+        "activations.ipynb",
+        ("relu", "relu_grad"),
+        "",
+    )
     assert r3.specs == PACK / "specs" and r3.plugin == PACK / "kinds.py" and find_pack(str(PACK)) is r3

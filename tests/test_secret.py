@@ -36,7 +36,11 @@ def _inputs(secret: CourseSecret) -> dict[str, tuple]:
 
 
 def test_two_secrets_give_different_hidden_inputs_and_the_same_visible_ones() -> None:
-    default, one, two = _inputs(CourseSecret()), _inputs(CourseSecret(S1.encode(), "t")), _inputs(CourseSecret(S2.encode(), "t"))
+    default, one, two = (
+        _inputs(CourseSecret()),
+        _inputs(CourseSecret(S1.encode(), "t")),
+        _inputs(CourseSecret(S2.encode(), "t")),
+    )
     assert [v for v, _, _ in default.values()] == ["visible"] * 3 + ["hidden"] * 4 + ["visible", "hidden"]
     # The default keeps every spec seed (exercise seed * 1000 + index).
     assert [s for _, s, _ in default.values()] == [1402000 + i for i in range(9)]
@@ -92,8 +96,9 @@ def _grade(cli, out: Path, *extra: str) -> tuple[int, str]:
     return code, err
 
 
-def test_default_secret_warns_once_and_a_secret_grades_the_same_bytes(cli, tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_secret_warns_once_and_a_secret_grades_the_same_bytes(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     code, err = _grade(cli, tmp_path / "default")
     assert code == 0
     assert err.splitlines().count(f"grader: warning: {WARNING}") == 1
@@ -106,15 +111,17 @@ def test_default_secret_warns_once_and_a_secret_grades_the_same_bytes(cli, tmp_p
     assert results["correct_numpy"]["score"] == results["correct_numpy"]["max_score"]  # any secret: full marks
     code, out, err = cli("validate")  # the reference still agrees with itself on the secret's inputs
     assert code == 0 and "valid" in out, err
-    code, _, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "c", "-q", "--secret-file",
-                       tmp_path / "none.key")
+    code, _, err = cli(
+        "grade", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "c", "-q", "--secret-file", tmp_path / "none.key"
+    )
     assert code == 2 and err.strip() == (
         f"grader: error: --secret-file {tmp_path / 'none.key'}: cannot read the key file (No such file or directory)"
     )
 
 
-def test_a_stored_result_is_reused_only_under_the_same_secret(cli, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stored_result_is_reused_only_under_the_same_secret(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The gradebook key holds the secret's fingerprint: results graded on other hidden inputs are not reused."""
     out = tmp_path / "out"
     runs = []

@@ -19,7 +19,11 @@ from grader.package import inspect_artifact, member_names, pack_members
 from grader.packs import find_pack
 
 ROOT = Path(__file__).resolve().parents[1]
-SPECS, REFERENCE, MUTANTS = ROOT / "g14" / "specs", ROOT / "g14" / "reference" / "attention.py", ROOT / "g14" / "mutants"
+SPECS, REFERENCE, MUTANTS = (
+    ROOT / "g14" / "specs",
+    ROOT / "g14" / "reference" / "attention.py",
+    ROOT / "g14" / "mutants",
+)
 STARTER = ROOT / "g14" / "starter" / "attention.py"
 
 
@@ -47,7 +51,12 @@ def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(bu
     assert not [n for n in wheel if not n.startswith(("grader/", "g14/", "g14_grader-0.1.0.dist-info/"))]
     # Of the pack: the manifest, its plugin, the public checks and the starter; no spec, reference or mutant.
     assert sorted(n for n in wheel if n.startswith("g14/")) == [
-        "g14/__init__.py", "g14/course.yaml", "g14/kinds.py", "g14/public.json", "g14/starter/attention.py"]
+        "g14/__init__.py",
+        "g14/course.yaml",
+        "g14/kinds.py",
+        "g14/public.json",
+        "g14/starter/attention.py",
+    ]
     sdist = member_names(built["sdist"])
     assert "g14_grader-0.1.0/g14/public.json" in sdist and "g14_grader-0.1.0/pyproject.toml" in sdist
     for artifact in built.values():
@@ -109,8 +118,13 @@ def _fresh_venv(tmp: Path, wheel: Path) -> Path:
     env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    proc = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel), "pytest"],
-                          capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", str(wheel), "pytest"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot install the wheel's dependencies here (no package index?): {proc.stderr[-300:]}")
     return env_dir / "bin"
@@ -143,8 +157,11 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
     # The same code as a notebook gets the same results.
     (home / "attention.py").unlink()
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# attention"), nbformat.v4.new_code_cell("%load_ext autoreload"),
-                nbformat.v4.new_code_cell(source)]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# attention"),
+        nbformat.v4.new_code_cell("%load_ext autoreload"),
+        nbformat.v4.new_code_cell(source),
+    ]
     nbformat.write(nb, str(home / "attention.ipynb"))
     again = run(str(bin_dir / "grader"), "check", "attention.ipynb")
     assert again.returncode == 1 and "visible checks: 33/35 points" in again.stdout

@@ -32,16 +32,30 @@ class Tty(io.StringIO):
 
 
 def _config(**options: Any) -> Any:
-    return SimpleNamespace(command="check", option=lambda name, default=None: options.get(name, default),
-                           stash={}, out_dir=None)
+    return SimpleNamespace(
+        command="check", option=lambda name, default=None: options.get(name, default), stash={}, out_dir=None
+    )
 
 
 def _failing(sid: str, stdout: str = "") -> SubmissionResult:
     check = CheckResult(
-        "random", "", "failed", 0.0, 1.0, "visible",
-        "outputs differs from the expected value by up to 0.5 (at outputs[0][0])", "Reread the section.", True,
-        (("call", "attention(Q=[[1.0]])"), ("expected", "[[1.5]]"), ("got", "[[1.0]]"),
-         ("largest error", "0.5"), ("where", "outputs[0][0]"), ("tolerance", "rtol=1e-06, atol=1e-09")),
+        "random",
+        "",
+        "failed",
+        0.0,
+        1.0,
+        "visible",
+        "outputs differs from the expected value by up to 0.5 (at outputs[0][0])",
+        "Reread the section.",
+        True,
+        (
+            ("call", "attention(Q=[[1.0]])"),
+            ("expected", "[[1.5]]"),
+            ("got", "[[1.0]]"),
+            ("largest error", "0.5"),
+            ("where", "outputs[0][0]"),
+            ("tolerance", "rtol=1e-06, atol=1e-09"),
+        ),
     )
     ex = ExerciseResult("G14.02", "Softmax", "s", 0.0, 1.0, (check,))
     return SubmissionResult(sid, f"/class/{sid}", "", "graded", 0.0, 1.0, (ex,), stdout=stdout)
@@ -86,7 +100,9 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch: pytest.M
     monkeypatch.setenv("TERM", "dumb")
     assert use_colour(Tty()) is False
     assert colourize("  FAIL    random") == "  \x1b[31mFAIL\x1b[0m    random"
-    assert colourize("  PASS    x") == "  \x1b[32mPASS\x1b[0m    x" and colourize("  TODO    y").startswith("  \x1b[33mTODO")
+    assert colourize("  PASS    x") == "  \x1b[32mPASS\x1b[0m    x" and colourize("  TODO    y").startswith(
+        "  \x1b[33mTODO"
+    )
     assert colourize("== PASSING (x) ==") == "== PASSING (x) =="  # only a mark that starts the line
 
 
@@ -130,19 +146,36 @@ def test_check_on_a_folder_of_students(cli, tmp_path: Path) -> None:  # noqa: AN
     assert lines.count("0 passed, 0 failed, 22 not attempted") == 1
 
 
-INSTRUCTOR = ("--roster", "--gradebook", "--regrade", "--csv", "--gradescope", "--jobs", "--out", "--json",
-              "--after-due-date", "--published", "--secret-file", "--roster-ignore-case")
+INSTRUCTOR = (
+    "--roster",
+    "--gradebook",
+    "--regrade",
+    "--csv",
+    "--gradescope",
+    "--jobs",
+    "--out",
+    "--json",
+    "--after-due-date",
+    "--published",
+    "--secret-file",
+    "--roster-ignore-case",
+)
 
 
-@pytest.mark.parametrize("command", ["check", "publish", "doctor", "audit", "validate", "init-ci",
-                                     "build-student-package", "starter"])
+@pytest.mark.parametrize(
+    "command", ["check", "publish", "doctor", "audit", "validate", "init-ci", "build-student-package", "starter"]
+)
 def test_each_command_lists_only_the_options_it_uses(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([command, "--help"])
     text = capsys.readouterr().out
     shown = {opt for opt in INSTRUCTOR if f" {opt}" in text}
-    allowed = {"audit": {"--secret-file"}, "validate": {"--secret-file"}, "publish": {"--out"},
-               "build-student-package": {"--out", "--secret-file"}}.get(command, set())
+    allowed = {
+        "audit": {"--secret-file"},
+        "validate": {"--secret-file"},
+        "publish": {"--out"},
+        "build-student-package": {"--out", "--secret-file"},
+    }.get(command, set())
     assert shown <= allowed, shown
     if command == "check":
         assert "--public FILE" in text and "--junit FILE" in text and "--no-diagnosis" in text

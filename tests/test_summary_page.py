@@ -40,7 +40,12 @@ class _Charts(HTMLParser):
             self.charts[self.current] = []
             return
         if self.current is not None:
-            item = {"tag": tag, "class": attrs.get("class", ""), "text": "", "parent": self.open[-1] if self.open else None}
+            item = {
+                "tag": tag,
+                "class": attrs.get("class", ""),
+                "text": "",
+                "parent": self.open[-1] if self.open else None,
+            }
             self.charts[self.current].append(item)
             self.open.append(item)
 
@@ -78,9 +83,18 @@ def _expected(results: dict) -> dict:
     failing = {
         k: {st: sum(status[(sid, *k)] == st for sid in graded) for st in ("failed", "error", "timeout")} for k in keys
     }
-    ranked = sorted((k for k in keys if sum(failing[k].values())), key=lambda k: (-sum(failing[k].values()), keys.index(k)))
-    return {"keys": keys, "bins": bins, "passed": passed, "n": len(subs), "graded": len(graded),
-            "failing": failing, "top": ranked[:10]}
+    ranked = sorted(
+        (k for k in keys if sum(failing[k].values())), key=lambda k: (-sum(failing[k].values()), keys.index(k))
+    )
+    return {
+        "keys": keys,
+        "bins": bins,
+        "passed": passed,
+        "n": len(subs),
+        "graded": len(graded),
+        "failing": failing,
+        "top": ranked[:10],
+    }
 
 
 def _label(b: int) -> str:
@@ -126,14 +140,19 @@ def test_chromium_draws_every_bar_and_label(graded: dict) -> None:
     for status in ("failed", "error", "timeout"):
         assert _marks(failing, status) == [
             f"{ex} {cid}: {exp['failing'][(ex, cid)][status]} {words[status]}"
-            for ex, cid in exp["top"] if exp["failing"][(ex, cid)][status]
+            for ex, cid in exp["top"]
+            if exp["failing"][(ex, cid)][status]
         ]
 
 
 def test_chromium_screenshot_shows_the_charts(graded: dict, tmp_path: Path) -> None:
     shot = tmp_path / "summary.png"
-    proc = _chromium("--hide-scrollbars", "--window-size=1000,2600", f"--screenshot={shot}",
-                     (graded["out"] / "summary.html").as_uri())
+    proc = _chromium(
+        "--hide-scrollbars",
+        "--window-size=1000,2600",
+        f"--screenshot={shot}",
+        (graded["out"] / "summary.html").as_uri(),
+    )
     assert shot.is_file(), proc.stderr[-2000:]
     pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
 

@@ -39,13 +39,27 @@ def _canvas(tmp: Path) -> Path:
     (tmp / "manual.csv").write_text(
         "student,check,points,comment,grader\n"
         'smithbob,G14.01,8,"partial credit after the dispute",ta-lee\n'
-        'jonesann,G14.02/zero-scores,0,"copied from the notes",prof\n')
+        'jonesann,G14.02/zero-scores,0,"copied from the notes",prof\n'
+    )
     return z
 
 
 def _grade(tmp: Path, *extra: str) -> int:
-    return main(["grade", str(tmp / "canvas.zip"), "--out", str(tmp / "out"), "--policy", str(tmp / "policy.yaml"),
-                 "--manual", str(tmp / "manual.csv"), "-j", "2", *extra])
+    return main(
+        [
+            "grade",
+            str(tmp / "canvas.zip"),
+            "--out",
+            str(tmp / "out"),
+            "--policy",
+            str(tmp / "policy.yaml"),
+            "--manual",
+            str(tmp / "manual.csv"),
+            "-j",
+            "2",
+            *extra,
+        ]
+    )
 
 
 def _results(out: Path) -> dict:
@@ -54,9 +68,18 @@ def _results(out: Path) -> dict:
 
 def test_lms_names() -> None:
     assert parse_lms_name("smithbob_LATE_340934_208490284_attention") == {
-        "system": "canvas", "name": "smithbob", "user": "340934", "late": "1", "attempt": "208490284"}
+        "system": "canvas",
+        "name": "smithbob",
+        "user": "340934",
+        "late": "1",
+        "attempt": "208490284",
+    }
     assert parse_lms_name("Bob Smith_12345_assignsubmission_file_") == {
-        "system": "moodle", "name": "Bob Smith", "user": "12345", "late": "0"}
+        "system": "moodle",
+        "name": "Bob Smith",
+        "user": "12345",
+        "late": "0",
+    }
     assert parse_lms_name("alice") is None and parse_lms_name("smith_bob") is None
 
 
@@ -97,8 +120,9 @@ def test_canvas_export_policy_manual_every_output(tmp_path: Path) -> None:
     assert (out / "results.json").read_bytes() == first
 
 
-def test_staff_pages_never_in_student_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_staff_pages_never_in_student_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     _canvas(tmp_path)
     summary = tmp_path / "out" / "github-step-summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")  # the GitHub outputs too: annotations and the step summary
@@ -143,13 +167,30 @@ def test_moodle_export_with_worksheet_times(tmp_path: Path) -> None:
     (tmp_path / "worksheet.csv").write_text(
         "Identifier,Full name,Status,Grade,Maximum Grade,Last modified (submission)\n"
         'Participant 12345,Bob Smith,Submitted,,86,"Sunday, 1 March 2026, 11:00 PM"\n'
-        'Participant 12346,Ann Lee,Submitted,,86,"Tuesday, 3 March 2026, 10:00 AM"\n')
+        'Participant 12346,Ann Lee,Submitted,,86,"Tuesday, 3 March 2026, 10:00 AM"\n'
+    )
     (tmp_path / "policy.yaml").write_text(
         "due: 2026-03-01T23:59:00Z\ngrace_minutes: 30\npenalty: {per: day, points: 5, cap: 20}\n"
-        "late_days: {students: {Ann Lee: 1}}\n")
+        "late_days: {students: {Ann Lee: 1}}\n"
+    )
     out = tmp_path / "out"
-    assert main(["grade", str(tmp_path / "export"), "--out", str(out), "--policy", str(tmp_path / "policy.yaml"),
-                 "--lms-times", str(tmp_path / "worksheet.csv"), "-j", "2"]) == 0
+    assert (
+        main(
+            [
+                "grade",
+                str(tmp_path / "export"),
+                "--out",
+                str(out),
+                "--policy",
+                str(tmp_path / "policy.yaml"),
+                "--lms-times",
+                str(tmp_path / "worksheet.csv"),
+                "-j",
+                "2",
+            ]
+        )
+        == 0
+    )
     r = _results(out)
     assert r["Bob Smith"]["score"] == 86 and "adjustments" not in r["Bob Smith"]
     ann = r["Ann Lee"]  # 34 h late, 30 min grace, 1 late day used: 1 day charged
@@ -219,8 +260,10 @@ def test_canvas_push_against_a_local_server(tmp_path: Path, monkeypatch: pytest.
         server.shutdown()
     puts = {p: q for method, p, auth, q in _Canvas.requests if method == "PUT"}
     assert all(auth == "Bearer t0ken" for _, _, auth, _ in _Canvas.requests)
-    assert sorted(puts) == ["/api/v1/courses/1/assignments/2/submissions/340934",
-                            "/api/v1/courses/1/assignments/2/submissions/340935"]
+    assert sorted(puts) == [
+        "/api/v1/courses/1/assignments/2/submissions/340934",
+        "/api/v1/courses/1/assignments/2/submissions/340935",
+    ]
     ann = puts["/api/v1/courses/1/assignments/2/submissions/340935"]
     assert ann["submission[posted_grade]"] == ["75.4"]
     assert "marked LATE" in ann["comment[text_comment]"][0] and "G14: 75.4 / 86" in ann["comment[text_comment]"][0]
@@ -232,18 +275,28 @@ def test_similarity_flags_exactly_the_copied_and_shared_wrong_pairs(tmp_path: Pa
     renamed = NUMPY
     for old, new in (("mask", "allowed_here"), ("shift", "top"), ("scores", "raw_scores"), ("E ", "ex ")):
         renamed = renamed.replace(old, new)
-    wrong = {n: (ROOT / "g14" / "mutants" / n / "attention.py").read_text().replace("N * N * itemsize", "N * itemsize")
-             for n in ("correct_batched", "correct_logsumexp")}
-    files = {"alice": NUMPY, "bob": renamed, "carol": (S / "correct_lists" / "attention.py").read_text(),
-             "dave": wrong["correct_batched"], "erin": wrong["correct_logsumexp"]}
+    wrong = {
+        n: (ROOT / "g14" / "mutants" / n / "attention.py").read_text().replace("N * N * itemsize", "N * itemsize")
+        for n in ("correct_batched", "correct_logsumexp")
+    }
+    files = {
+        "alice": NUMPY,
+        "bob": renamed,
+        "carol": (S / "correct_lists" / "attention.py").read_text(),
+        "dave": wrong["correct_batched"],
+        "erin": wrong["correct_logsumexp"],
+    }
     for sid, text in files.items():
         (cls / sid).mkdir(parents=True)
         (cls / sid / "attention.py").write_text(text)
     out = tmp_path / "out"
     assert main(["similarity", str(cls), "--out", str(out), "--similarity-threshold", "0.75", "-j", "2"]) == 0
     page = (out / "similarity.html").read_text()
-    pairs = re.findall(r'<td><a href="\w+\.html">(\w+)</a></td><td><a href="\w+\.html">(\w+)</a></td>\s*<td>([^<]*)</td>'
-                       r'<td>([^<]*)</td>', page)
+    pairs = re.findall(
+        r'<td><a href="\w+\.html">(\w+)</a></td><td><a href="\w+\.html">(\w+)</a></td>\s*<td>([^<]*)</td>'
+        r"<td>([^<]*)</td>",
+        page,
+    )
     assert {(a, b) for a, b, _, _ in pairs} == {("alice", "bob"), ("dave", "erin")}
     by = {(a, b): (code, values) for a, b, code, values in pairs}
     assert by[("alice", "bob")][0].endswith("%") and by[("alice", "bob")][1] == ""
@@ -255,8 +308,9 @@ def test_arrival_times_from_the_gradebook(tmp_path: Path) -> None:
     """times: [arrival]: the grader's own first sight of the file, kept in the gradebook: a rerun gives the same bytes."""
     (tmp_path / "alice").mkdir()
     (tmp_path / "alice" / "attention.py").write_text(NUMPY)
-    (tmp_path / "policy.yaml").write_text("due: 2020-01-01T00:00:00Z\npenalty: {per: hour, percent: 5, cap: 40}\n"
-                                          "times: [lms, arrival]\n")
+    (tmp_path / "policy.yaml").write_text(
+        "due: 2020-01-01T00:00:00Z\npenalty: {per: hour, percent: 5, cap: 40}\ntimes: [lms, arrival]\n"
+    )
     out = tmp_path / "out"
     args = ["grade", str(tmp_path / "alice"), "--out", str(out), "--policy", str(tmp_path / "policy.yaml")]
     assert main(args) == 0

@@ -18,15 +18,23 @@ HOSTILE_ID = "eve\x1b]0;pwn\x07\x1b[2J\r\n::error::forged\u202egnp.exe\x9b31m"
 
 
 def _config(command: str, **options: Any) -> Any:
-    return SimpleNamespace(command=command, option=lambda name, default=None: options.get(name, default),
-                           stash={}, out_dir=None, pack=find_pack())
+    return SimpleNamespace(
+        command=command,
+        option=lambda name, default=None: options.get(name, default),
+        stash={},
+        out_dir=None,
+        pack=find_pack(),
+    )
 
 
 def _sub(sid: str, message: str = "", status: str = "graded") -> SubmissionResult:
-    check = CheckResult("c1", "", "error", 0.0, 1.0, "visible", message, "Reread the section.", True,
-                        (("exception", message),))
+    check = CheckResult(
+        "c1", "", "error", 0.0, 1.0, "visible", message, "Reread the section.", True, (("exception", message),)
+    )
     ex = ExerciseResult("G14.02", "Softmax", "s", 0.0, 1.0, (check,))
-    return SubmissionResult(sid, f"/class/{sid}", "", status, 0.0, 1.0, (ex,), error=message if status == "error" else "")
+    return SubmissionResult(
+        sid, f"/class/{sid}", "", status, 0.0, 1.0, (ex,), error=message if status == "error" else ""
+    )
 
 
 def test_display_removes_escape_sequences_controls_and_bidi() -> None:

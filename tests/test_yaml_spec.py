@@ -81,12 +81,28 @@ def test_real_g14_02_loads_with_defaults_filled_in() -> None:
     assert exercise.returns["attention"] == ("outputs", "weights")
     assert tuple(c.id for c in exercise.checks) == G14_02_IDS
     assert [c.kind for c in exercise.checks] == [
-        "literal", "literal", "literal", "literal", "shift_invariance", "compare", "compare", "compare", "compare",
+        "literal",
+        "literal",
+        "literal",
+        "literal",
+        "shift_invariance",
+        "compare",
+        "compare",
+        "compare",
+        "compare",
     ]
     assert [c.points for c in exercise.checks] == [2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     assert exercise.max_score == 11.0
     assert [c.visibility for c in exercise.checks] == [
-        "visible", "visible", "visible", "hidden", "hidden", "hidden", "hidden", "visible", "hidden",
+        "visible",
+        "visible",
+        "visible",
+        "hidden",
+        "hidden",
+        "hidden",
+        "hidden",
+        "visible",
+        "hidden",
     ]
     # defaults fill in timeout and hint; a check's own hint wins
     assert all(c.timeout == 2.0 and isinstance(c.timeout, float) for c in exercise.checks)
@@ -104,8 +120,10 @@ def test_real_g14_02_loads_with_defaults_filled_in() -> None:
     zero = exercise.checks[0]
     assert zero.function == "attention"
     assert zero.args == {"Q": [[0.0]], "K": [[0.0], [0.0]], "V": [[2.0], [8.0]]}
-    assert zero.params == {"expect": {"outputs": [[5.0]], "weights": [[0.5, 0.5]]},
-                           "companion": {"Q": [[1.0]], "K": [[2.0], [0.0]], "V": [[2.0], [8.0]]}}
+    assert zero.params == {
+        "expect": {"outputs": [[5.0]], "weights": [[0.5, 0.5]]},
+        "companion": {"Q": [[1.0]], "K": [[2.0], [0.0]], "V": [[2.0], [8.0]]},
+    }
     assert exercise.checks[4].params == {"shift": 100.0}
     assert exercise.checks[5].args == {"scores": {"normal": [7], "scale": 3.0}}
     assert exercise.checks[5].params == {}
@@ -115,7 +133,17 @@ def test_check_seed_overrides_the_derived_seed(tmp_path: Path) -> None:
     path = spec_copy(tmp_path)
     edit(path, "  - id: random-softmax\n", "  - id: random-softmax\n    seed: 77\n")
     exercise = exercise_from_data(str(path), parse_yaml(str(path)), KINDS)
-    assert [c.seed for c in exercise.checks] == [1402000, 1402001, 1402002, 1402003, 1402004, 77, 1402006, 1402007, 1402008]
+    assert [c.seed for c in exercise.checks] == [
+        1402000,
+        1402001,
+        1402002,
+        1402003,
+        1402004,
+        77,
+        1402006,
+        1402007,
+        1402008,
+    ]
 
 
 def test_validate_real_specs(cli) -> None:  # noqa: ANN001
@@ -269,8 +297,11 @@ def test_exercise_from_data_kind_keys() -> None:
 
 def test_cli_invalid_yaml(cli, tmp_path: Path) -> None:  # noqa: ANN001
     path = spec_copy(tmp_path)
-    edit(path, "      V: [[2.0], [8.0]]\n    expect:\n      outputs: [[5.0]]",
-         "      V: [[2.0], [8.0]\n    expect:\n      outputs: [[5.0]]")
+    edit(
+        path,
+        "      V: [[2.0], [8.0]]\n    expect:\n      outputs: [[5.0]]",
+        "      V: [[2.0], [8.0]\n    expect:\n      outputs: [[5.0]]",
+    )
     line = validate_error(cli, path.parent)
     assert f"{path}: invalid YAML" in line
 
@@ -278,8 +309,7 @@ def test_cli_invalid_yaml(cli, tmp_path: Path) -> None:  # noqa: ANN001
 def test_cli_python_tag(cli, tmp_path: Path) -> None:  # noqa: ANN001
     path = spec_copy(tmp_path)
     marker = tmp_path / "pwned"
-    edit(path, "title: Softmax weights and mixed outputs",
-         f"title: !!python/object/apply:os.system ['touch {marker}']")
+    edit(path, "title: Softmax weights and mixed outputs", f"title: !!python/object/apply:os.system ['touch {marker}']")
     line = validate_error(cli, path.parent)
     assert f"{path}: invalid YAML" in line
     assert "tag:yaml.org,2002:python/object/apply:os.system" in line
@@ -322,8 +352,11 @@ def test_cli_missing_required_key(cli, tmp_path: Path) -> None:  # noqa: ANN001
 
 def test_cli_wrong_type(cli, tmp_path: Path) -> None:  # noqa: ANN001
     path = spec_copy(tmp_path)
-    edit(path, "    visibility: visible\n    points: 2\n    args:\n      Q: [[0.0]]",
-         '    visibility: visible\n    points: "many"\n    args:\n      Q: [[0.0]]')
+    edit(
+        path,
+        "    visibility: visible\n    points: 2\n    args:\n      Q: [[0.0]]",
+        '    visibility: visible\n    points: "many"\n    args:\n      Q: [[0.0]]',
+    )
     line = validate_error(cli, path.parent)
     assert f"{path}: checks[0] 'zero-scores'.points: 'many' is not of type 'number'" in line
 
@@ -372,8 +405,11 @@ def test_cli_missing_reason_on_raises(cli, tmp_path: Path) -> None:  # noqa: ANN
 
 def test_cli_function_the_reference_lacks(cli, tmp_path: Path) -> None:  # noqa: ANN001
     path = spec_copy(tmp_path)
-    edit(path, "    function: softmax\n    args:\n      scores: {normal: [7], scale: 3.0}",
-         "    function: soft_max\n    args:\n      scores: {normal: [7], scale: 3.0}")
+    edit(
+        path,
+        "    function: softmax\n    args:\n      scores: {normal: [7], scale: 3.0}",
+        "    function: soft_max\n    args:\n      scores: {normal: [7], scale: 3.0}",
+    )
     line = validate_error(cli, path.parent)
     assert f"{path}: check 'random-softmax'.function: the reference has no function 'soft_max'" in line
     assert "(it has: attention, bytes_to_mib, score_array_bytes, softmax, softmax_backward)" in line
@@ -495,8 +531,7 @@ def test_cli_date_argument(cli, tmp_path: Path) -> None:  # noqa: ANN001
     """A date in arguments reaches the student as the text it was written as."""
     path = spec_copy(tmp_path, "G14.05.yaml")
     path.write_text(
-        path.read_text(encoding="utf-8")
-        + "\n  - id: rejects-date\n    kind: raises\n    function: bytes_to_mib\n"
+        path.read_text(encoding="utf-8") + "\n  - id: rejects-date\n    kind: raises\n    function: bytes_to_mib\n"
         "    args: {nbytes: 2001-12-14}\n    reason: a date\n",
         encoding="utf-8",
     )

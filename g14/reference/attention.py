@@ -250,10 +250,7 @@ def score_array_bytes(B, H, N, itemsize=4):
         If an argument is not a positive integer.
     """
     return (
-        _positive_int("B", B)
-        * _positive_int("H", H)
-        * _positive_int("N", N) ** 2
-        * _positive_int("itemsize", itemsize)
+        _positive_int("B", B) * _positive_int("H", H) * _positive_int("N", N) ** 2 * _positive_int("itemsize", itemsize)
     )
 
 

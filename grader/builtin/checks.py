@@ -67,7 +67,9 @@ class CompareKind(Kind):
 
     def expected(self, check: Check, ctx: KindContext, args: tuple[Any, ...]) -> Any:
         """The reference's parts, and the float64 rounding floor of the inputs where it matters (`with_floor`)."""
-        return with_floor(check, ctx, args, named(check, ctx, ctx.call_reference(check, args), check.params.get("select")))
+        return with_floor(
+            check, ctx, args, named(check, ctx, ctx.call_reference(check, args), check.params.get("select"))
+        )
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
         return compare_parts(check, ctx, expected, got)
@@ -146,7 +148,11 @@ class ShapeKind(Kind):
         reference = named(check, ctx, ctx.call_reference(check, args), list(expect))
         for part, shape in expect.items():
             if tuple(shape) != np.shape(reference[part]):
-                raise ctx.fail(check, "expect", f"{part} shape {shape} disagrees with the reference's {list(np.shape(reference[part]))}")
+                raise ctx.fail(
+                    check,
+                    "expect",
+                    f"{part} shape {shape} disagrees with the reference's {list(np.shape(reference[part]))}",
+                )
         return {k: tuple(v) for k, v in expect.items()}
 
     def check_value(self, check: Check, expected: Any, got: Any, ctx: KindContext) -> Verdict:
@@ -183,8 +189,11 @@ class RaisesKind(Kind):
         try:
             guarded_call(ctx.reference_function(check), copy.deepcopy(twin))
         except BaseException as exc:  # noqa: BLE001 - instructor data, one line
-            raise ctx.fail(check, "valid", f"the reference raised {type(exc).__name__} on these arguments, which "
-                           f"should be valid: {exc}") from None
+            raise ctx.fail(
+                check,
+                "valid",
+                f"the reference raised {type(exc).__name__} on these arguments, which should be valid: {exc}",
+            ) from None
         return Prepared(
             calls=(*prepared.calls, Call(check.function, twin, check.timeout)),
             expected=prepared.expected,
@@ -197,11 +206,16 @@ class RaisesKind(Kind):
         except ValueError:
             return None
         except (MemoryError, TimeoutError):
-            raise ctx.fail(check, "args", f"the reference needs more than {mib(REFERENCE_MEMORY)} or "
-                           f"{REFERENCE_SECONDS} s on these arguments; make them smaller") from None
+            raise ctx.fail(
+                check,
+                "args",
+                f"the reference needs more than {mib(REFERENCE_MEMORY)} or "
+                f"{REFERENCE_SECONDS} s on these arguments; make them smaller",
+            ) from None
         except BaseException as exc:  # noqa: BLE001 - instructor code, one line
-            raise ctx.fail(check, "args", f"the reference raised {type(exc).__name__}, not ValueError, on these "
-                           f"arguments: {exc}") from None
+            raise ctx.fail(
+                check, "args", f"the reference raised {type(exc).__name__}, not ValueError, on these arguments: {exc}"
+            ) from None
         raise ctx.fail(check, "args", "the reference does not raise ValueError on these arguments")
 
     def judge(self, check: Check, prepared: Prepared, results: Sequence[CallResult], ctx: KindContext) -> Verdict:

@@ -45,8 +45,13 @@ __all__ = ["SCHEMA", "classroom50_result", "points_notices"]
 SCHEMA = "classroom50/result/v1"
 
 RUNNER_FIELDS = {
-    "classroom": "CLASSROOM", "assignment": "ASSIGNMENT", "assignment_type": "ASSIGNMENT_TYPE",
-    "submission": "SUBMISSION_TAG", "commit": "COMMIT_URL", "release": "RELEASE_URL", "review": "REVIEW_URL",
+    "classroom": "CLASSROOM",
+    "assignment": "ASSIGNMENT",
+    "assignment_type": "ASSIGNMENT_TYPE",
+    "submission": "SUBMISSION_TAG",
+    "commit": "COMMIT_URL",
+    "release": "RELEASE_URL",
+    "review": "REVIEW_URL",
 }
 """result.json field -> the environment variable Classroom 50's runner sets for it."""
 
@@ -60,15 +65,18 @@ def points_notices(report: GradingReport) -> list[str]:
     total = sum(_int(c.score) for s in report.submissions for e in s.exercises for c in e.checks)
     most = sum(_int(c.max_score) for s in report.submissions for e in s.exercises for c in e.checks)
     payload = json.dumps({"totalPoints": total, "maxPoints": most}, separators=(",", ":"))
-    return [f"::notice title=Autograding complete::Points {total}/{most}",
-            f"::notice title=Autograding report::{payload}"]
+    return [
+        f"::notice title=Autograding complete::Points {total}/{most}",
+        f"::notice title=Autograding report::{payload}",
+    ]
 
 
 def _commit_date(folder: Path) -> str:
     """The HEAD commit's committer date in UTC ISO 8601, or "" outside a git checkout."""
     try:
-        out = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=folder, capture_output=True, text=True,
-                             timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%ct"], cwd=folder, capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
     if out.returncode != 0 or not out.stdout.strip().isdigit():
@@ -100,9 +108,14 @@ def classroom50_result(report: GradingReport, env: dict[str, str] | None = None,
     for sub in report.submissions[:1]:
         for ex in sub.exercises:
             for c in ex.checks:
-                test = {"test-name": display(f"{ex.id} {c.id}"), "passed": c.status == "passed",
-                        "score": _int(c.score), "max-score": _int(c.max_score),
-                        "exercise": display(ex.id), "status": c.status}
+                test = {
+                    "test-name": display(f"{ex.id} {c.id}"),
+                    "passed": c.status == "passed",
+                    "score": _int(c.score),
+                    "max-score": _int(c.max_score),
+                    "exercise": display(ex.id),
+                    "status": c.status,
+                }
                 if c.status != "passed":
                     test["message"] = display(c.message)[:500]
                 tests.append(test)
@@ -127,11 +140,17 @@ def grader_addoption(parser: Any, command: str) -> None:
     if command != "check":
         return
     group = parser.add_argument_group("classroom tools (check)")
-    group.add_argument("--points-notice", action="store_true",
-                       help="in GitHub Actions, print the 'Points X/Y' and JSON notices GitHub Classroom reads "
-                       "(visible checks only)")
-    group.add_argument("--classroom50", metavar="FILE", type=output_file,
-                       help="write Classroom 50's result.json v1 here (visible checks only)")
+    group.add_argument(
+        "--points-notice",
+        action="store_true",
+        help="in GitHub Actions, print the 'Points X/Y' and JSON notices GitHub Classroom reads (visible checks only)",
+    )
+    group.add_argument(
+        "--classroom50",
+        metavar="FILE",
+        type=output_file,
+        help="write Classroom 50's result.json v1 here (visible checks only)",
+    )
 
 
 @hookimpl

@@ -30,6 +30,7 @@ __all__ = ["gradebook_csv"]
 
 FILENAME = "gradebook.csv"
 
+
 def gradebook_csv(report: GradingReport) -> str:
     """The gradebook as CSV text.
 
@@ -52,8 +53,16 @@ def gradebook_csv(report: GradingReport) -> str:
     ids = [e.id for e in report.exercises] or [e.id for s in report.submissions[:1] for e in s.exercises]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    writer.writerow(["student", *(csv_cell(i) for i in ids), "total", "max_score", "status",
-                     *(["raw_score", "adjustments"] if adjusted else [])])
+    writer.writerow(
+        [
+            "student",
+            *(csv_cell(i) for i in ids),
+            "total",
+            "max_score",
+            "status",
+            *(["raw_score", "adjustments"] if adjusted else []),
+        ]
+    )
     for s in report.submissions:
         scores = {e.id: e.score for e in s.exercises}
         writer.writerow(
@@ -63,8 +72,14 @@ def gradebook_csv(report: GradingReport) -> str:
                 f"{s.score:g}",
                 f"{s.max_score:g}",
                 csv_cell(s.status),
-                *([f"{s.raw_score if s.raw_score is not None else s.score:g}",
-                   csv_cell(" | ".join(adjustment_lines(s)[:-1]))] if adjusted else []),
+                *(
+                    [
+                        f"{s.raw_score if s.raw_score is not None else s.score:g}",
+                        csv_cell(" | ".join(adjustment_lines(s)[:-1])),
+                    ]
+                    if adjusted
+                    else []
+                ),
             ]
         )
     return buf.getvalue()
@@ -74,7 +89,9 @@ def gradebook_csv(report: GradingReport) -> str:
 def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity", "merge"):
         return
-    parser.add_argument("--csv", metavar="FILE", type=output_file, help=f"write the CSV gradebook here (default: DIR/{FILENAME})")
+    parser.add_argument(
+        "--csv", metavar="FILE", type=output_file, help=f"write the CSV gradebook here (default: DIR/{FILENAME})"
+    )
 
 
 @hookimpl

@@ -89,7 +89,11 @@ class Evidence:
 
 
 def same_results(
-    mine: Sequence[CallResult], theirs: Sequence[CallResult], rtol: float, atol: float, expected_raise: bool = False,
+    mine: Sequence[CallResult],
+    theirs: Sequence[CallResult],
+    rtol: float,
+    atol: float,
+    expected_raise: bool = False,
 ) -> bool:
     """Whether two checks' call results agree call by call.
 
@@ -110,7 +114,9 @@ def same_results(
             return False
         if a.status == "raised" and not (expected_raise and i == 0) and a.message != b.message:
             return False
-        if a.status == "returned" and not (a.mutated_args == b.mutated_args and same_data(a.value, b.value, rtol, atol)):
+        if a.status == "returned" and not (
+            a.mutated_args == b.mutated_args and same_data(a.value, b.value, rtol, atol)
+        ):
             return False
     return True
 
@@ -163,7 +169,9 @@ class DiagnosisTable:
     """
 
     def __init__(
-        self, rows: Mapping[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]], catalogue: Catalogue,
+        self,
+        rows: Mapping[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]],
+        catalogue: Catalogue,
         unknown: Mapping[tuple[str, str], frozenset[str]] | None = None,
     ):
         self.rows = rows
@@ -197,8 +205,12 @@ class DiagnosisTable:
         rtol = max(float(check.params.get("rtol", MATCH_RTOL)), MATCH_RTOL)
         atol = max(float(check.params.get("atol", MATCH_ATOL)), MATCH_ATOL)
         raising = check.kind == "raises"
-        return Evidence(False, frozenset(
-            e.name for e, theirs in failing if same_results(results, theirs, rtol, atol, expected_raise=raising)))
+        return Evidence(
+            False,
+            frozenset(
+                e.name for e, theirs in failing if same_results(results, theirs, rtol, atol, expected_raise=raising)
+            ),
+        )
 
     def name(self, exercise_id: str, evidence: Mapping[str, Evidence]) -> dict[str, tuple[Diagnosis, ...]]:
         """The mistakes named on each failed check of an exercise, from the evidence of all its checks.
@@ -235,14 +247,18 @@ class DiagnosisTable:
                 entry = entries[name]
                 if any(f.misconception == entry.misconception for f in found):
                     continue
-                found.append(Diagnosis(entry.name, entry.misconception, entry.section,
-                                       self.catalogue.section_url(entry.section)))
+                found.append(
+                    Diagnosis(entry.name, entry.misconception, entry.section, self.catalogue.section_url(entry.section))
+                )
             if found:
                 named[check_id] = tuple(found)
         return named
 
     def leave_one_out(
-        self, catalogue: Catalogue, collected: Any, outcomes: Mapping[str, RunOutcome],
+        self,
+        catalogue: Catalogue,
+        collected: Any,
+        outcomes: Mapping[str, RunOutcome],
         statuses: Mapping[str, Mapping[tuple[str, str], str]],
     ) -> list[tuple[str, str, str, str]]:
         """Diagnose each mutant with itself left out of the catalogue: every name it then gets.
@@ -299,11 +315,15 @@ class DiagnosisTable:
         found: list[Diagnosis] = []
         for entry, _ in self.rows.get((exercise_id, check.id), ()):
             if entry.name in item.matches and not any(f.misconception == entry.misconception for f in found):
-                found.append(Diagnosis(entry.name, entry.misconception, entry.section, self.catalogue.section_url(entry.section)))
+                found.append(
+                    Diagnosis(entry.name, entry.misconception, entry.section, self.catalogue.section_url(entry.section))
+                )
         return tuple(found)
 
 
-def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Mapping[str, RunOutcome] | None = None) -> DiagnosisTable:
+def build_table(
+    config: Any, collected: Any, catalogue: Catalogue, outcomes: Mapping[str, RunOutcome] | None = None
+) -> DiagnosisTable:
     """Run the catalogue's mutants on every prepared call and keep their failing results.
 
     Parameters
@@ -328,9 +348,13 @@ def build_table(config: Any, collected: Any, catalogue: Catalogue, outcomes: Map
         outcomes = run_entries(config, mutants, calls)
     rows: dict[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]] = {}
     unknown: dict[tuple[str, str], set[str]] = {}
-    split = {entry.name: collected.split(outcome.results) for entry in mutants
-             if (outcome := outcomes.get(entry.name)) is not None and not outcome.import_error
-             and len(outcome.results) == len(calls)}
+    split = {
+        entry.name: collected.split(outcome.results)
+        for entry in mutants
+        if (outcome := outcomes.get(entry.name)) is not None
+        and not outcome.import_error
+        and len(outcome.results) == len(calls)
+    }
     for index, (exercise, pc, _) in enumerate(collected.split(calls)):
         for entry in mutants:
             if entry.name not in split:
@@ -408,7 +432,8 @@ def grader_addoption(parser: Any, command: str) -> None:
         return
     group = parser.add_argument_group("diagnosis")
     group.add_argument(
-        "--no-diagnosis", action="store_true",
+        "--no-diagnosis",
+        action="store_true",
         help="do not compare failing results with the catalogued mistakes (--mutants)",
     )
 
@@ -429,11 +454,16 @@ def grader_mistake_table(
 def grader_configure(config: Any) -> None:
     config.stash[_LOCK] = threading.Lock()
     if not config.option("no_diagnosis", False) and config.option("mutants"):
-        load_catalogue(config.option("mutants"), config.pack.submission)  # a wrong explicit --mutants fails now, in one line
+        load_catalogue(
+            config.option("mutants"), config.pack.submission
+        )  # a wrong explicit --mutants fails now, in one line
 
 
 def leave_one_out(
-    table: DiagnosisTable, catalogue: Catalogue, collected: Any, outcomes: Mapping[str, RunOutcome],
+    table: DiagnosisTable,
+    catalogue: Catalogue,
+    collected: Any,
+    outcomes: Mapping[str, RunOutcome],
     statuses: Mapping[str, Mapping[tuple[str, str], str]],
 ) -> list[tuple[str, str, str, str]]:
     """`DiagnosisTable.leave_one_out` of ``table``."""
@@ -469,7 +499,8 @@ def grader_judge_check(
         item = found_table.evidence(context.exercise.id, earlier, earlier_results, passed=True)
         if item is not None:
             store[(context.exercise.id, earlier.id)] = dataclasses.replace(
-                item, status=earlier_verdict.status, message=earlier_verdict.message)
+                item, status=earlier_verdict.status, message=earlier_verdict.message
+            )
     item = found_table.evidence(context.exercise.id, check, results, passed=verdict.status == "passed")
     if item is not None:
         store[key] = dataclasses.replace(item, status=verdict.status, message=verdict.message)

@@ -126,7 +126,9 @@ def workflow_commands(report: GradingReport, pack: Any = None) -> list[str]:
         where = _relative(file)
         if sub.status == "error":
             title = f"{sub.id}: the file could not be graded"
-            out.append(("error", _command("error", sub.error, file=where, line=_line_in(sub.error, file.name), title=title)))
+            out.append(
+                ("error", _command("error", sub.error, file=where, line=_line_in(sub.error, file.name), title=title))
+            )
             continue
         defs = _def_lines(file)
         not_attempted: dict[str, int] = {}
@@ -148,8 +150,14 @@ def workflow_commands(report: GradingReport, pack: Any = None) -> list[str]:
             name = function or "a function"
             checks_word = "check is" if count == 1 else "checks are"
             message = f"{name} still raises NotImplementedError: {count} {checks_word} not attempted yet."
-            out.append(("notice", _command("notice", message, file=where, line=defs.get(function),
-                                           title=f"{name}: not attempted yet")))
+            out.append(
+                (
+                    "notice",
+                    _command(
+                        "notice", message, file=where, line=defs.get(function), title=f"{name}: not attempted yet"
+                    ),
+                )
+            )
     kept: list[str] = []
     per_level: dict[str, int] = {}
     for level, command in out:
@@ -188,9 +196,13 @@ def _check_summary(sub: SubmissionResult, hidden: int, pack: Any) -> list[str]:
     if failing and sub.status != "error":
         lines += ["### Checks that did not pass", ""]
         for e, c in failing:
-            lines.append(f"- **{_md(e.id)} {_md(c.id)}** ({STATUS_LABELS.get(c.status, c.status)}): {_md(student_message(c))}")
+            lines.append(
+                f"- **{_md(e.id)} {_md(c.id)}** ({STATUS_LABELS.get(c.status, c.status)}): {_md(student_message(c))}"
+            )
             if c.shown and c.status != "not_attempted":
-                lines += [f"  - {_md(label)}: <code>{_md(shorten(value, DETAIL_LIMIT))}</code>" for label, value in c.details]
+                lines += [
+                    f"  - {_md(label)}: <code>{_md(shorten(value, DETAIL_LIMIT))}</code>" for label, value in c.details
+                ]
             if c.hint:
                 lines.append(f"  - Hint: {_md(c.hint)}")
         lines.append("")
@@ -200,7 +212,8 @@ def _check_summary(sub: SubmissionResult, hidden: int, pack: Any) -> list[str]:
 def _grade_summary(report: GradingReport, pack: Any) -> list[str]:
     ids = [e.id for e in report.exercises]
     lines = [
-        f"## {_md(pack.chapter)} grades: {len(report.submissions)} submission{'' if len(report.submissions) == 1 else 's'}", "",
+        f"## {_md(pack.chapter)} grades: {len(report.submissions)} submission{'' if len(report.submissions) == 1 else 's'}",
+        "",
         "| Submission | " + " | ".join(_md(i) for i in ids) + " | Total | Status |",
         "| --- | " + " | ".join("---:" for _ in ids) + " | ---: | --- |",
     ]

@@ -72,7 +72,9 @@ class Gradebook:
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
         except sqlite3.Error as exc:
-            raise UsageError(f"--gradebook {path}: not a usable SQLite file ({exc}); remove it or choose another") from None
+            raise UsageError(
+                f"--gradebook {path}: not a usable SQLite file ({exc}); remove it or choose another"
+            ) from None
         self.reused = 0
 
     def get(self, key: str) -> SubmissionResult | None:
@@ -88,8 +90,9 @@ class Gradebook:
         """When these bytes of this student were first seen: recorded as ``now`` the first time, ISO 8601 UTC."""
         with self.lock:
             self.db.execute("INSERT OR IGNORE INTO arrivals VALUES (?, ?, ?)", (student, sha256, now))
-            return self.db.execute("SELECT first_seen FROM arrivals WHERE student = ? AND sha256 = ?",
-                                   (student, sha256)).fetchone()[0]
+            return self.db.execute(
+                "SELECT first_seen FROM arrivals WHERE student = ? AND sha256 = ?", (student, sha256)
+            ).fetchone()[0]
 
     def put(self, key: str, spec_hash: str, result: SubmissionResult) -> None:
         """Store a result (committed at once, so a kill loses at most the results in flight).
@@ -118,7 +121,9 @@ def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity"):
         return
     group = parser.add_argument_group("gradebook")
-    group.add_argument("--gradebook", metavar="FILE", type=output_file, help="SQLite gradebook (default: DIR/gradebook.sqlite)")
+    group.add_argument(
+        "--gradebook", metavar="FILE", type=output_file, help="SQLite gradebook (default: DIR/gradebook.sqlite)"
+    )
     group.add_argument("--regrade", action="store_true", help="grade every submission again, ignoring stored results")
 
 

@@ -104,8 +104,11 @@ def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
 def _overall_output(sub: SubmissionResult, filename: str) -> str:
     lines = []
     if sub.status == "error":
-        lines += [f"Your file could not be graded: {display(sub.error)}",
-                  f"Fix this first, then run 'grader check {filename}'.", ""]
+        lines += [
+            f"Your file could not be graded: {display(sub.error)}",
+            f"Fix this first, then run 'grader check {filename}'.",
+            "",
+        ]
     lines.append(f"Total: {sub.score:g} / {sub.max_score:g}")
     lines += [display(line) for line in adjustment_lines(sub)]
     lines += [f"{display(e.id)} {display(e.title)}: {e.score:g} / {e.max_score:g}" for e in sub.exercises]
@@ -116,8 +119,9 @@ def _overall_output(sub: SubmissionResult, filename: str) -> str:
     return "\n".join(lines)
 
 
-def gradescope_results(report: GradingReport, sub: SubmissionResult, execution_time: float = 0.0,
-                       pack: Any = None) -> dict[str, Any]:
+def gradescope_results(
+    report: GradingReport, sub: SubmissionResult, execution_time: float = 0.0, pack: Any = None
+) -> dict[str, Any]:
     """The Gradescope ``results.json`` of one submission, as plain data.
 
     Parameters
@@ -149,9 +153,16 @@ def gradescope_results(report: GradingReport, sub: SubmissionResult, execution_t
             "sha256": sub.sha256,
             "grader_version": report.grader_version,
             "spec_hash": report.spec_hash,
-            **({"raw_score": sub.raw_score if sub.raw_score is not None else sub.score,
-                "adjustments": [{"kind": a.kind, "points": a.points, "reason": display(a.reason)}
-                                for a in sub.adjustments]} if sub.adjustments else {}),
+            **(
+                {
+                    "raw_score": sub.raw_score if sub.raw_score is not None else sub.score,
+                    "adjustments": [
+                        {"kind": a.kind, "points": a.points, "reason": display(a.reason)} for a in sub.adjustments
+                    ],
+                }
+                if sub.adjustments
+                else {}
+            ),
         },
         "tests": gradescope_tests(sub),
     }
@@ -195,7 +206,9 @@ def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity"):
         return
     parser.add_argument(
-        "--gradescope", metavar="FILE", type=output_file,
+        "--gradescope",
+        metavar="FILE",
+        type=output_file,
         help="write Gradescope's results.json for a run of one submission here "
         "(on Gradescope: /autograder/results/results.json)",
     )
@@ -237,8 +250,10 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
         sub = report.submissions[0]
         try:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(Path(target), _dumps(gradescope_results(report, sub, submission_seconds(config.stash, sub.id),
-                                                                 config.pack)))
+            write_atomic(
+                Path(target),
+                _dumps(gradescope_results(report, sub, submission_seconds(config.stash, sub.id), config.pack)),
+            )
         except OSError as exc:
             raise UsageError(f"--gradescope {target}: cannot write the file ({exc.strerror})") from None
     out = config.out_dir

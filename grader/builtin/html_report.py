@@ -51,8 +51,9 @@ def render_index(
 
 
 def _pages(out: Path, items: Sequence[Any], header: GradingReport, env: jinja2.Environment) -> SubmissionFiles:
-    return SubmissionFiles(out, items, ".html", lambda sub: render_submission(env, header, sub),
-                           f"--out {out}: cannot write the reports")
+    return SubmissionFiles(
+        out, items, ".html", lambda sub: render_submission(env, header, sub), f"--out {out}: cannot write the reports"
+    )
 
 
 @hookimpl

@@ -107,8 +107,10 @@ def submission_to_dict(s: SubmissionResult, slug: str = "") -> dict[str, Any]:
     }
     if s.adjustments or s.raw_score is not None:
         data["raw_score"] = s.raw_score if s.raw_score is not None else s.score
-        data["adjustments"] = [{"kind": a.kind, "points": a.points, "reason": a.reason, "target": a.target,
-                                "grader": a.grader} for a in s.adjustments]
+        data["adjustments"] = [
+            {"kind": a.kind, "points": a.points, "reason": a.reason, "target": a.target, "grader": a.grader}
+            for a in s.adjustments
+        ]
     if s.lms:
         data["lms"] = {k: s.lms[k] for k in sorted(s.lms)}
     return data

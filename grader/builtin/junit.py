@@ -94,8 +94,9 @@ def _tags(element: ET.Element) -> tuple[str, str]:
     return start, end
 
 
-def junit_pieces(report: GradingReport,
-                 seconds: dict[str, dict[tuple[str, str], float]] | Seconds | None = None) -> Iterator[str]:
+def junit_pieces(
+    report: GradingReport, seconds: dict[str, dict[tuple[str, str], float]] | Seconds | None = None
+) -> Iterator[str]:
     """`junit_xml`'s text, a test case at a time: the same bytes, never the whole tree in memory.
 
     A first pass counts each suite's statuses and seconds (its attributes
@@ -163,8 +164,9 @@ def junit_pieces(report: GradingReport,
                     times = seconds_of(sub.id) if times is None else times
                     for c in ex.checks:
                         t = times.get((ex.id, c.id), 0.0)
-                        case = ET.Element("testcase", classname=_text(f"{sub.id}.{ex.id}"), name=_text(c.id),
-                                          time=_seconds(t))
+                        case = ET.Element(
+                            "testcase", classname=_text(f"{sub.id}.{ex.id}"), name=_text(c.id), time=_seconds(t)
+                        )
                         element = OUTCOME.get(c.status)
                         if element is not None:
                             first_line = (student_message(c) or STATUS_LABELS.get(c.status, c.status)).splitlines()[0]
@@ -177,12 +179,12 @@ def junit_pieces(report: GradingReport,
             yield "\n"
     if adjusted:  # final scores and reasons: properties of a suite of no test, so the counts stay the checks'
         wrapper = ET.Element("testsuites")
-        suite = ET.SubElement(wrapper, "testsuite", name="final scores", tests="0", failures="0", errors="0",
-                              skipped="0", time="0.000")
+        suite = ET.SubElement(
+            wrapper, "testsuite", name="final scores", tests="0", failures="0", errors="0", skipped="0", time="0.000"
+        )
         props = ET.SubElement(suite, "properties")
         for sub in adjusted:
-            ET.SubElement(props, "property", name=_text(sub.id),
-                          value=_text(" | ".join(adjustment_lines(sub)[::-1])))
+            ET.SubElement(props, "property", name=_text(sub.id), value=_text(" | ".join(adjustment_lines(sub)[::-1])))
         ET.indent(wrapper)
         suite.tail = None
         yield level1 + ET.tostring(suite, encoding="unicode") + "\n"
@@ -194,7 +196,10 @@ def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity", "check", "merge"):
         return
     parser.add_argument(
-        "--junit", metavar="FILE", type=output_file, help=f"write JUnit XML here, for CI (any command; default for grade: DIR/{FILENAME})"
+        "--junit",
+        metavar="FILE",
+        type=output_file,
+        help=f"write JUnit XML here, for CI (any command; default for grade: DIR/{FILENAME})",
     )
 
 

@@ -67,16 +67,30 @@ def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity"):
         return
     group = parser.add_argument_group("LMS")
-    group.add_argument("--attempt", choices=("latest", "first"), default="latest",
-                       help="which of a student's attempts in a Canvas export is graded (default: latest)")
-    group.add_argument("--lms-times", metavar="CSV",
-                       help="the LMS's submission times (Moodle grading worksheet, or ID + submitted_at columns)")
-    group.add_argument("--canvas-assignment", default=None, metavar="NAME",
-                       help="the assignment column of DIR/canvas.csv, as Canvas names it: 'Name (id)' "
-                       "(default: the pack's chapter and module names)")
-    group.add_argument("--canvas-push", metavar="URL",
-                       help="post final scores and feedback to Canvas: https://HOST/courses/C/assignments/A "
-                       "(token in CANVAS_API_TOKEN; needs the 'canvas' extra)")
+    group.add_argument(
+        "--attempt",
+        choices=("latest", "first"),
+        default="latest",
+        help="which of a student's attempts in a Canvas export is graded (default: latest)",
+    )
+    group.add_argument(
+        "--lms-times",
+        metavar="CSV",
+        help="the LMS's submission times (Moodle grading worksheet, or ID + submitted_at columns)",
+    )
+    group.add_argument(
+        "--canvas-assignment",
+        default=None,
+        metavar="NAME",
+        help="the assignment column of DIR/canvas.csv, as Canvas names it: 'Name (id)' "
+        "(default: the pack's chapter and module names)",
+    )
+    group.add_argument(
+        "--canvas-push",
+        metavar="URL",
+        help="post final scores and feedback to Canvas: https://HOST/courses/C/assignments/A "
+        "(token in CANVAS_API_TOKEN; needs the 'canvas' extra)",
+    )
 
 
 def _with_lms(sub: Submission) -> Submission:
@@ -108,11 +122,14 @@ def choose_attempts(found: list[Submission], which: str = "latest") -> tuple[lis
         order = sorted(gradable, key=lambda s: int(s.lms.get("attempt", "0")))
         chosen = order[-1] if which == "latest" else order[0]
         lms = {**chosen.lms, "attempts": str(len(gradable))}  # "late" is the graded attempt's own mark
-        keep[id(chosen)] = Submission(chosen.id, chosen.path, chosen.file, chosen.sha256, chosen.problem, chosen.slug,
-                                      chosen.raw_name, lms)
+        keep[id(chosen)] = Submission(
+            chosen.id, chosen.path, chosen.file, chosen.sha256, chosen.problem, chosen.slug, chosen.raw_name, lms
+        )
         if len(gradable) > 1:
-            notes.append(f"{chosen.id} ({system} user {user}): {len(subs)} attempts, graded the {which} "
-                         f"(attempt {chosen.lms.get('attempt', '?')})")
+            notes.append(
+                f"{chosen.id} ({system} user {user}): {len(subs)} attempts, graded the {which} "
+                f"(attempt {chosen.lms.get('attempt', '?')})"
+            )
     out = []
     for sub in found:
         if not sub.lms:
@@ -135,12 +152,15 @@ def read_times(path: str) -> dict[str, str]:
         raise UsageError(f"--lms-times {path}: empty; export the grading worksheet again")
     header = [c.strip().lower() for c in rows[0]]
     id_col = next((header.index(n) for n in ("identifier", "id", "user_id", "student") if n in header), None)
-    t_col = next((header.index(n) for n in ("last modified (submission)", "submitted_at", "submitted") if n in header),
-                 None)
+    t_col = next(
+        (header.index(n) for n in ("last modified (submission)", "submitted_at", "submitted") if n in header), None
+    )
     name_col = header.index("full name") if "full name" in header else None
     if id_col is None or t_col is None:
-        raise UsageError(f"--lms-times {path}: needs an id column (Identifier, ID) and a time column "
-                         "(Last modified (submission), submitted_at); export Moodle's grading worksheet")
+        raise UsageError(
+            f"--lms-times {path}: needs an id column (Identifier, ID) and a time column "
+            "(Last modified (submission), submitted_at); export Moodle's grading worksheet"
+        )
     out: dict[str, str] = {}
     for row in rows[1:]:
         if len(row) <= max(id_col, t_col):
@@ -176,8 +196,16 @@ def _timed(sub: Submission, times: dict[str, str]) -> Submission:
     key = sub.lms.get("user") if sub.lms.get("user") in times else sub.id
     if key not in times:
         return sub
-    return Submission(sub.id, sub.path, sub.file, sub.sha256, sub.problem, sub.slug, sub.raw_name,
-                      {**sub.lms, "submitted_at": times[key]})
+    return Submission(
+        sub.id,
+        sub.path,
+        sub.file,
+        sub.sha256,
+        sub.problem,
+        sub.slug,
+        sub.raw_name,
+        {**sub.lms, "submitted_at": times[key]},
+    )
 
 
 @hookimpl
@@ -200,8 +228,17 @@ def canvas_csv(report: GradingReport, assignment: str) -> str:
     for s in report.submissions:
         if s.lms.get("system") != "canvas":
             continue
-        w.writerow([csv_cell(s.lms.get("name", s.id)), csv_cell(s.lms["user"]), "", "", "", f"{s.score:g}",
-                    csv_cell(" | ".join(adjustment_lines(s)))])
+        w.writerow(
+            [
+                csv_cell(s.lms.get("name", s.id)),
+                csv_cell(s.lms["user"]),
+                "",
+                "",
+                "",
+                f"{s.score:g}",
+                csv_cell(" | ".join(adjustment_lines(s))),
+            ]
+        )
     return buf.getvalue()
 
 
@@ -218,8 +255,15 @@ def moodle_csv(report: GradingReport, chapter: str) -> str:
     for s in report.submissions:
         if s.lms.get("system") != "moodle":
             continue
-        w.writerow([f"Participant {s.lms['user']}", csv_cell(s.lms.get("name", s.id)), f"{s.score:g}",
-                    f"{s.max_score:g}", csv_cell(submission_feedback(s, chapter).replace("\n", " | "))])
+        w.writerow(
+            [
+                f"Participant {s.lms['user']}",
+                csv_cell(s.lms.get("name", s.id)),
+                f"{s.score:g}",
+                f"{s.max_score:g}",
+                csv_cell(submission_feedback(s, chapter).replace("\n", " | ")),
+            ]
+        )
     return buf.getvalue()
 
 
@@ -245,8 +289,9 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str) ->
     """
     m = _PUSH.match(url)
     if m is None:
-        raise ConfigError(f"--canvas-push {url}: not an assignment's address; give "
-                          "https://HOST/courses/COURSE/assignments/ASSIGNMENT")
+        raise ConfigError(
+            f"--canvas-push {url}: not an assignment's address; give https://HOST/courses/COURSE/assignments/ASSIGNMENT"
+        )
     try:
         from canvasapi import Canvas
         from canvasapi.exceptions import CanvasException
@@ -259,14 +304,18 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str) ->
             if s.lms.get("system") != "canvas":
                 continue
             assignment.get_submission(int(s.lms["user"])).edit(
-                submission={"posted_grade": f"{s.score:g}"}, comment={"text_comment": submission_feedback(s, chapter)})
+                submission={"posted_grade": f"{s.score:g}"}, comment={"text_comment": submission_feedback(s, chapter)}
+            )
             posted += 1
     except CanvasException as exc:
-        raise ConfigError(f"--canvas-push {url}: Canvas refused ({type(exc).__name__}: {exc}); check the token "
-                          "and the address") from None
+        raise ConfigError(
+            f"--canvas-push {url}: Canvas refused ({type(exc).__name__}: {exc}); check the token and the address"
+        ) from None
     except OSError as exc:  # the network: requests' ConnectionError and timeouts are OSErrors
-        raise ConfigError(f"--canvas-push {url}: Canvas could not be reached ({type(exc).__name__}); check the "
-                          "address and the network; the other files were written") from None
+        raise ConfigError(
+            f"--canvas-push {url}: Canvas could not be reached ({type(exc).__name__}); check the "
+            "address and the network; the other files were written"
+        ) from None
     return posted
 
 
@@ -280,8 +329,12 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     if out is not None:
         try:
             if "canvas" in systems:
-                write_atomic(out / CANVAS_FILE, canvas_csv(report, config.option("canvas_assignment")
-                                                               or f"{config.pack.chapter} {config.pack.module}"))
+                write_atomic(
+                    out / CANVAS_FILE,
+                    canvas_csv(
+                        report, config.option("canvas_assignment") or f"{config.pack.chapter} {config.pack.module}"
+                    ),
+                )
             if "moodle" in systems:
                 write_atomic(out / MOODLE_FILE, moodle_csv(report, config.pack.chapter))
         except OSError as exc:
@@ -307,8 +360,9 @@ def grader_configure(config: Any) -> None:
     if not url:
         return
     if _PUSH.match(url) is None:
-        raise ConfigError(f"--canvas-push {url}: not an assignment's address; give "
-                          "https://HOST/courses/COURSE/assignments/ASSIGNMENT")
+        raise ConfigError(
+            f"--canvas-push {url}: not an assignment's address; give https://HOST/courses/COURSE/assignments/ASSIGNMENT"
+        )
     if not os.environ.get("CANVAS_API_TOKEN", ""):
         raise ConfigError("--canvas-push: set CANVAS_API_TOKEN to a Canvas access token")
     try:

@@ -35,9 +35,12 @@ _ROWS = StashKey[Any]()
 def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity"):
         return
-    parser.add_argument("--manual", metavar="CSV",
-                        help="manual scores (student, check or exercise, points, comment, grader), merged into every "
-                        "output and kept by --regrade")
+    parser.add_argument(
+        "--manual",
+        metavar="CSV",
+        help="manual scores (student, check or exercise, points, comment, grader), merged into every "
+        "output and kept by --regrade",
+    )
 
 
 @hookimpl
@@ -57,24 +60,32 @@ def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> N
     for r in rows:
         ex_id, _, check_id = r.target.partition("/")
         if ex_id not in by_id:
-            raise ConfigError(f"--manual {path}: line {r.line}: check: no exercise {ex_id!r}; give one of "
-                              f"{', '.join(by_id)} (or EXERCISE/CHECK)")
+            raise ConfigError(
+                f"--manual {path}: line {r.line}: check: no exercise {ex_id!r}; give one of "
+                f"{', '.join(by_id)} (or EXERCISE/CHECK)"
+            )
         ex = by_id[ex_id]
         worth = ex.max_score
         if check_id:
             check = next((c for c in ex.checks if c.id == check_id), None)
             if check is None:
-                raise ConfigError(f"--manual {path}: line {r.line}: check: {ex_id} has no check {check_id!r}; give one "
-                                  f"of {', '.join(c.id for c in ex.checks)}")
+                raise ConfigError(
+                    f"--manual {path}: line {r.line}: check: {ex_id} has no check {check_id!r}; give one "
+                    f"of {', '.join(c.id for c in ex.checks)}"
+                )
             worth = check.points
         if r.points > worth:
-            raise ConfigError(f"--manual {path}: line {r.line}: points: {r.points:g} is more than {r.target} is worth "
-                              f"({worth:g}); give at most {worth:g}")
+            raise ConfigError(
+                f"--manual {path}: line {r.line}: points: {r.points:g} is more than {r.target} is worth "
+                f"({worth:g}); give at most {worth:g}"
+            )
     ids = {s.id for s in submissions}
     unknown = sorted({r.student for r in rows} - ids)
     if unknown:
-        print(f"grader: warning: --manual {display(path)}: no submission in this run for {display(', '.join(unknown))}",
-              file=sys.stderr)
+        print(
+            f"grader: warning: --manual {display(path)}: no submission in this run for {display(', '.join(unknown))}",
+            file=sys.stderr,
+        )
 
 
 @hookimpl(tryfirst=True)

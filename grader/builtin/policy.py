@@ -29,8 +29,9 @@ SOURCES = {"lms": "time from the LMS export", "arrival": "time the grader first 
 def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity"):
         return
-    parser.add_argument("--policy", metavar="YAML",
-                        help="course policy: due date, late penalty per day or hour, cap, grace, late days")
+    parser.add_argument(
+        "--policy", metavar="YAML", help="course policy: due date, late penalty per day or hour, cap, grace, late days"
+    )
 
 
 @hookimpl
@@ -60,6 +61,13 @@ def grader_adjust_result(result: SubmissionResult, submission: Submission, confi
     found = submission_time(submission, config)
     system = submission.lms.get("system", "")
     source = (f"{system.capitalize()} " if system else "") + SOURCES[found[0]] if found else system.capitalize()
-    penalty = late_penalty(policy, result.id, result.max_score, result.score, found[1] if found else None, source,
-                           late_flag=submission.lms.get("late") == "1")
+    penalty = late_penalty(
+        policy,
+        result.id,
+        result.max_score,
+        result.score,
+        found[1] if found else None,
+        source,
+        late_flag=submission.lms.get("late") == "1",
+    )
     return apply_penalty(result, penalty)

@@ -47,8 +47,10 @@ def load_reference(path: str) -> dict[str, Callable[..., Any]]:
     try:
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - instructor code, even sys.exit() or raise KeyboardInterrupt: one line
-        raise ConfigError(f"{path}: the reference failed to import at {describe_failure(exc, str(file))}; "
-                          "fix the reference (grader validate checks it)") from None
+        raise ConfigError(
+            f"{path}: the reference failed to import at {describe_failure(exc, str(file))}; "
+            "fix the reference (grader validate checks it)"
+        ) from None
     return {
         name: obj
         for name, obj in vars(module).items()

@@ -199,8 +199,14 @@ class SandboxJob:
     """
 
     def __init__(
-        self, zygote: Zygote, slot: int, workdir: str, limits: dict[str, int], probe: bool = False,
-        on_end: Any = None, filename: str = "submission.py",
+        self,
+        zygote: Zygote,
+        slot: int,
+        workdir: str,
+        limits: dict[str, int],
+        probe: bool = False,
+        on_end: Any = None,
+        filename: str = "submission.py",
     ) -> None:
         self.zygote = zygote
         self.id = next(zygote.ids)
@@ -289,7 +295,7 @@ class SandboxJob:
             return None
         if not data.startswith(b"usage_usec "):
             return None
-        usec = int(data[11:data.index(b"\n")])
+        usec = int(data[11 : data.index(b"\n")])
         return usec / 1e6 if usec else None
 
     def _send(self, data: bytes) -> None:
@@ -298,7 +304,7 @@ class SandboxJob:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(self.task_fd, view):]
+                view = view[os.write(self.task_fd, view) :]
         except OSError:
             pass  # the job is gone; reading its frames will say so
 
@@ -410,7 +416,8 @@ def grader_addoption(parser: Any, command: str) -> None:
         return
     group = parser.add_argument_group("sandbox")
     group.add_argument(
-        "--insecure", action="store_true",
+        "--insecure",
+        action="store_true",
         help="grade without the sandbox (plain child processes); only for trusted code",
     )
 
@@ -461,8 +468,10 @@ def make_workdir() -> str:
         workdir = tempfile.mkdtemp(prefix=scratch_prefix("sandbox"))
         os.chmod(workdir, 0o711)
     except OSError as exc:
-        raise ConfigError(f"the sandbox cannot make its folder in {tempfile.gettempdir()} ({exc.strerror}); "
-                          "set TMPDIR to a writable folder such as /tmp") from None
+        raise ConfigError(
+            f"the sandbox cannot make its folder in {tempfile.gettempdir()} ({exc.strerror}); "
+            "set TMPDIR to a writable folder such as /tmp"
+        ) from None
     return workdir
 
 
@@ -498,8 +507,14 @@ def preflight(workers: Sequence[_Worker], workdir: str) -> str:
     try:
         for worker in workers:
             for _ in range(2):  # two jobs: in the first slot, then in the other (started ahead)
-                outcome = run_calls(path, [Call("grader_preflight", (41,), 10.0)], import_timeout=10.0,
-                                    submission_timeout=30.0, launch=worker.launch, scratch=False)
+                outcome = run_calls(
+                    path,
+                    [Call("grader_preflight", (41,), 10.0)],
+                    import_timeout=10.0,
+                    submission_timeout=30.0,
+                    launch=worker.launch,
+                    scratch=False,
+                )
                 result = outcome.results[0]
                 if result.status != "returned" or result.value != 42:
                     why = outcome.import_error or result.message or f"it answered {result.value!r}"
@@ -535,10 +550,14 @@ def _preflight_problem(workdir: str, why: str) -> str:
     blocked = _unreachable_parent(workdir)
     if blocked is not None:
         folder, mode = blocked
-        return (f"the sandbox's job folder {workdir} is not reachable by the job uids ({UID_BASE}+): {folder} "
-                f"is mode {mode:04o}; set TMPDIR to a folder such as /tmp, or pass --insecure ({why})")
-    return (f"the sandbox cannot run a job here ({why}); run 'grader doctor' to see each layer, "
-            "or pass --insecure to grade without the sandbox")
+        return (
+            f"the sandbox's job folder {workdir} is not reachable by the job uids ({UID_BASE}+): {folder} "
+            f"is mode {mode:04o}; set TMPDIR to a folder such as /tmp, or pass --insecure ({why})"
+        )
+    return (
+        f"the sandbox cannot run a job here ({why}); run 'grader doctor' to see each layer, "
+        "or pass --insecure to grade without the sandbox"
+    )
 
 
 class _Ending:
@@ -606,8 +625,9 @@ class _Worker:
 
     def _new(self, slot: int) -> SandboxJob:
         try:
-            job = SandboxJob(self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self._freed,
-                             filename=self.filename)
+            job = SandboxJob(
+                self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self._freed, filename=self.filename
+            )
         except BaseException:
             self._freed(slot)
             raise
@@ -720,8 +740,9 @@ def probe_layers() -> dict[str, Any]:
     try:
         job = SandboxJob(zygote, 0, workdir, DEFAULT_LIMITS, probe=True)
         child = JobChannel(job)
-        frame = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()},
-                                 expect="probe")
+        frame = child.read_frame(
+            time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()}, expect="probe"
+        )
         child.kill()
         layers = frame.get("layers", {}) if isinstance(frame, dict) else {}
         if not layers:
@@ -767,4 +788,3 @@ def doctor(write: Any) -> int:
     if not filesystem:
         write("without Landlock, 'grader grade' refuses to run unless --insecure is given")
     return 0 if active == len(LAYERS) else 1
-

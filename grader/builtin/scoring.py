@@ -22,11 +22,13 @@ def grader_addoption(parser: Any, command: str) -> None:
         return
     group = parser.add_argument_group("visibility")
     group.add_argument(
-        "--after-due-date", action="store_true",
+        "--after-due-date",
+        action="store_true",
         help="show the details of 'after_due_date' checks in reports",
     )
     group.add_argument(
-        "--published", action="store_true",
+        "--published",
+        action="store_true",
         help="show the details of 'after_published' checks in reports",
     )
 

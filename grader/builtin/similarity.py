@@ -60,11 +60,22 @@ def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity"):
         return
     group = parser.add_argument_group("similarity")
-    group.add_argument("--similarity", action="store_true", help=f"also write DIR/{FILENAME} (what 'grader similarity' does)")
-    group.add_argument("--starter", default=None, metavar="FILE",
-                       help="the starter file, boilerplate for code similarity (default: the pack's starter)")
-    group.add_argument("--similarity-threshold", type=float, default=0.6, metavar="SHARE",
-                       help="share of tokens two files must have in common to be flagged (default: 0.6)")
+    group.add_argument(
+        "--similarity", action="store_true", help=f"also write DIR/{FILENAME} (what 'grader similarity' does)"
+    )
+    group.add_argument(
+        "--starter",
+        default=None,
+        metavar="FILE",
+        help="the starter file, boilerplate for code similarity (default: the pack's starter)",
+    )
+    group.add_argument(
+        "--similarity-threshold",
+        type=float,
+        default=0.6,
+        metavar="SHARE",
+        help="share of tokens two files must have in common to be flagged (default: 0.6)",
+    )
 
 
 def _wanted(config: Any) -> bool:
@@ -77,7 +88,9 @@ def grader_configure(config: Any) -> None:
         try:
             import copydetect  # noqa: F401
         except ImportError:
-            raise ConfigError("--similarity: copydetect is not installed; pip install 'g14-grader[similarity]'") from None
+            raise ConfigError(
+                "--similarity: copydetect is not installed; pip install 'g14-grader[similarity]'"
+            ) from None
         # The returned values are not kept in the gradebook: every submission runs again to be compared.
         config.options.regrade = True
         config.stash.setdefault(INDEX_LINKS, []).append(("Similarity (staff)", FILENAME))
@@ -162,15 +175,26 @@ def grader_write_reports(report: Any, config: Any) -> None:
     slugs = slugs_of(report.submissions)
     pairs = []
     for a, b in sorted(set(code) | set(values), key=lambda p: (order[p[0]], order[p[1]])):
-        pairs.append({"a": a, "b": b, "pages": (f"{slugs[a]}.html", f"{slugs[b]}.html"),
-                      "code": f"{100 * code[(a, b)]:.0f}%" if (a, b) in code else "-", "checks": values.get((a, b), [])})
+        pairs.append(
+            {
+                "a": a,
+                "b": b,
+                "pages": (f"{slugs[a]}.html", f"{slugs[b]}.html"),
+                "code": f"{100 * code[(a, b)]:.0f}%" if (a, b) in code else "-",
+                "checks": values.get((a, b), []),
+            }
+        )
     config.stash[_PAIRS] = pairs
     import jinja2  # here: only --similarity renders this page
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     try:
-        write_atomic(config.out_dir / FILENAME, env.from_string(_PAGE).render(
-            pairs=pairs, count=len(report.submissions), threshold=threshold, chapter=config.pack.chapter))
+        write_atomic(
+            config.out_dir / FILENAME,
+            env.from_string(_PAGE).render(
+                pairs=pairs, count=len(report.submissions), threshold=threshold, chapter=config.pack.chapter
+            ),
+        )
     except OSError as exc:
         raise UsageError(f"--out {config.out_dir}: cannot write {FILENAME} ({exc.strerror})") from None
 

@@ -59,9 +59,12 @@ def _text(value: Any) -> str:
 def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity"):
         return
-    parser.add_argument("--staff", action="store_true",
-                        help="also write staff-only pages, DIR/staff/<slug>.html: hidden checks' inputs, expected and "
-                        "returned values (never in students' files)")
+    parser.add_argument(
+        "--staff",
+        action="store_true",
+        help="also write staff-only pages, DIR/staff/<slug>.html: hidden checks' inputs, expected and "
+        "returned values (never in students' files)",
+    )
 
 
 def _wanted(config: Any) -> bool:
@@ -86,15 +89,28 @@ def render_staff(sub: SubmissionResult, collected: Any, outcome: Any) -> str:
         calls = []
         for i, call in enumerate(pc.prepared.calls):
             r = got[i] if i < len(got) else None
-            outcome_text = ("not known" if r is None else
-                            f"returned: {_text(r.value)}" if r.status == "returned" else
-                            f"{r.status}: {r.error_type} {r.message} {r.where}".strip())
+            outcome_text = (
+                "not known"
+                if r is None
+                else f"returned: {_text(r.value)}"
+                if r.status == "returned"
+                else f"{r.status}: {r.error_type} {r.message} {r.where}".strip()
+            )
             calls.append({"function": call.function, "args": _text(list(call.args)), "outcome": outcome_text})
         c = checks.get((exercise.id, pc.check.id))
-        rows.append({"exercise": exercise.id, "check": pc.check.id, "visibility": pc.check.visibility,
-                     "status": c.status if c else "?", "score": c.score if c else 0.0,
-                     "max_score": c.max_score if c else pc.check.points, "message": c.message if c else "",
-                     "expected": _text(pc.prepared.expected), "calls": calls})
+        rows.append(
+            {
+                "exercise": exercise.id,
+                "check": pc.check.id,
+                "visibility": pc.check.visibility,
+                "status": c.status if c else "?",
+                "score": c.score if c else 0.0,
+                "max_score": c.max_score if c else pc.check.points,
+                "message": c.message if c else "",
+                "expected": _text(pc.prepared.expected),
+                "calls": calls,
+            }
+        )
     import jinja2  # here: only --staff renders these pages
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)

@@ -62,8 +62,11 @@ _NB_LOCK = threading.Lock()
 
 
 _KINDS = {
-    stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
 }
 
 
@@ -127,8 +130,11 @@ def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b
         return Submission(sid, shown, None, digest, text, raw_name=raw_name)
 
     if file is None or not os.path.lexists(file):
-        return problem(missing_file(shown, path, pack) if path.is_dir() else
-                       f"no {pack.submission} in {shown}: the student folder must hold {pack.submission}")
+        return problem(
+            missing_file(shown, path, pack)
+            if path.is_dir()
+            else f"no {pack.submission} in {shown}: the student folder must hold {pack.submission}"
+        )
     name = display_name(file.name)
     try:
         info = os.lstat(file)
@@ -156,9 +162,11 @@ def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b
     except OSError as exc:
         return problem(f"{_shown(file)}: cannot read the file ({exc.strerror})")
     if size > MAX_SOURCE_BYTES:
-        return problem(f"{name} is {size:,} bytes; the grader reads files of at most "
-                       f"{MAX_SOURCE_BYTES >> 20} MiB ({MAX_SOURCE_BYTES:,} bytes): leave data out of the file",
-                       digest.hexdigest())
+        return problem(
+            f"{name} is {size:,} bytes; the grader reads files of at most "
+            f"{MAX_SOURCE_BYTES >> 20} MiB ({MAX_SOURCE_BYTES:,} bytes): leave data out of the file",
+            digest.hexdigest(),
+        )
     return Submission(sid, shown, str(file), digest.hexdigest(), raw_name=raw_name)
 
 
@@ -213,9 +221,14 @@ def _child(child: Path, pack: Any) -> Submission | None:
     if stat.S_ISLNK(info.st_mode):
         if child.suffix == ".py" or child.is_dir():
             sid = name.removesuffix(".py")
-            return Submission(sid, _shown(child), None, "",
-                              f"{name} is a symbolic link; submit the folder or file itself, not a link to it",
-                              raw_name=raw)
+            return Submission(
+                sid,
+                _shown(child),
+                None,
+                "",
+                f"{name} is a symbolic link; submit the folder or file itself, not a link to it",
+                raw_name=raw,
+            )
         return None
     if stat.S_ISDIR(info.st_mode):
         if not os.path.lexists(child / pack.submission) and os.path.lexists(child / pack.notebook):
@@ -251,13 +264,17 @@ def locate(path: str, skip: Path | None = None, pack: Any = None) -> list[Submis
     except OSError:
         info = None
     if info is None or not os.path.lexists(p):
-        raise UsageError(f"{shown}: no such file or folder; give an {pack.submission}, a student folder or a folder of them")
+        raise UsageError(
+            f"{shown}: no such file or folder; give an {pack.submission}, a student folder or a folder of them"
+        )
     if not stat.S_ISDIR(info.st_mode):
         if p.suffix == ".ipynb":
             folder = p.resolve().parent.name if p.name == pack.notebook else p.name[:-6]
             return [notebook_submission(display_name(folder), p, p, os.fsencode(folder), pack)]
         if p.suffix != ".py":
-            raise UsageError(f"{shown}: not a Python file; give an {pack.submission}, a student folder or a folder of them")
+            raise UsageError(
+                f"{shown}: not a Python file; give an {pack.submission}, a student folder or a folder of them"
+            )
         folder = p.resolve().parent.name if p.name == pack.submission else p.name
         sid = display_name(folder)
         return [make_submission(sid[:-3] if p.name != pack.submission else sid, p, p, os.fsencode(folder), pack)]
@@ -282,8 +299,10 @@ def locate(path: str, skip: Path | None = None, pack: Any = None) -> list[Submis
         if sub is not None:
             found.append(sub)
     if not found:
-        raise UsageError(f"{shown}: holds no {pack.submission}, no student folders and no .py files; "
-                         f"{what_it_holds(folder_entries(p), pack.submission, pack.notebook)}")
+        raise UsageError(
+            f"{shown}: holds no {pack.submission}, no student folders and no .py files; "
+            f"{what_it_holds(folder_entries(p), pack.submission, pack.notebook)}"
+        )
     return found
 
 
@@ -300,7 +319,9 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
     """
     pack = config.pack
     if not Path(path).is_file():
-        raise UsageError(f"{path}: no such file or folder; give an {pack.submission}, a student folder or a folder of them")
+        raise UsageError(
+            f"{path}: no such file or folder; give an {pack.submission}, a student folder or a folder of them"
+        )
     dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
     config.stash.setdefault(_TEMPDIRS, []).append(dest)
     try:
@@ -319,9 +340,17 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
         if student.problem:
             found.append(Submission(sid, shown, None, "", student.problem, raw_name=raw))
         elif student.file is None:
-            found.append(Submission(sid, shown, None, "",
-                                    f"no {pack.submission} in {shown}: {what_it_holds(student.holds, pack.submission, pack.notebook)}; "
-                                    f"the student folder must hold {pack.submission}", raw_name=raw))
+            found.append(
+                Submission(
+                    sid,
+                    shown,
+                    None,
+                    "",
+                    f"no {pack.submission} in {shown}: {what_it_holds(student.holds, pack.submission, pack.notebook)}; "
+                    f"the student folder must hold {pack.submission}",
+                    raw_name=raw,
+                )
+            )
         else:
             sub = make_submission(sid, student.file.parent, student.file, raw, pack)
             found.append(replace(sub, path=shown, problem=sub.problem.replace(str(student.file.parent), shown)))
@@ -333,12 +362,14 @@ def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity"):
         return
     parser.add_argument(
-        "--roster", metavar="CSV",
+        "--roster",
+        metavar="CSV",
         help="class list (an 'id' column): students without a submission are graded 'error'; an id listed "
         "twice is refused",
     )
     parser.add_argument(
-        "--roster-ignore-case", action="store_true",
+        "--roster-ignore-case",
+        action="store_true",
         help="match roster ids to folder names without regard to case (Alice is alice)",
     )
 
@@ -376,6 +407,9 @@ def grader_run_calls(submission: Submission, calls: Any, config: Any) -> Any:
     if nb is None or outcome is None:
         return outcome
     return dataclasses.replace(
-        outcome, results=tuple(_relocated(r, nb) for r in outcome.results),
-        import_error=nb.relocate(outcome.import_error), stdout=outcome.stdout, stderr=nb.relocate(outcome.stderr),
+        outcome,
+        results=tuple(_relocated(r, nb) for r in outcome.results),
+        import_error=nb.relocate(outcome.import_error),
+        stdout=outcome.stdout,
+        stderr=nb.relocate(outcome.stderr),
     )

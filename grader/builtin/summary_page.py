@@ -151,7 +151,9 @@ def histogram_chart(report: GradingReport) -> Chart:
     labels.append(Label(left + plot_w / 2, height - 8, "total score, % of the maximum", "middle", "axis"))
     labels.append(Label(14, top + plot_h / 2, "submissions", "middle", "axis-y"))
     rows = (("Total score", "Submissions"), *((_bin_label(i), str(n)) for i, n in enumerate(counts)))
-    return Chart("histogram", "Histogram of total scores", width, height, tuple(bars), tuple(labels), tuple(lines), (), rows)
+    return Chart(
+        "histogram", "Histogram of total scores", width, height, tuple(bars), tuple(labels), tuple(lines), (), rows
+    )
 
 
 def _check_keys(report: GradingReport) -> list[tuple[str, str]]:
@@ -205,10 +207,22 @@ def pass_rate_chart(report: GradingReport) -> Chart:
         labels.append(Label(LABEL_W - 10, y + 14, name, "end", "name"))
         tracks.append(Bar(LABEL_W, y + 3, plot_w, ROW - 6, "track", name))
         if passed:
-            bars.append(Bar(LABEL_W, y + 3, plot_w * rate, ROW - 6, "pass", f"{name}: {rate:.0%} pass ({passed}/{total})"))
+            bars.append(
+                Bar(LABEL_W, y + 3, plot_w * rate, ROW - 6, "pass", f"{name}: {rate:.0%} pass ({passed}/{total})")
+            )
         labels.append(Label(LABEL_W + plot_w + 8, y + 14, f"{rate:.0%} ({passed}/{total})", "start", "value"))
         rows.append((name, str(passed), str(total), f"{rate:.0%}"))
-    return Chart("pass-rates", "Pass rate of every check", width, height, tuple(bars), tuple(labels), (), tuple(tracks), tuple(rows))
+    return Chart(
+        "pass-rates",
+        "Pass rate of every check",
+        width,
+        height,
+        tuple(bars),
+        tuple(labels),
+        (),
+        tuple(tracks),
+        tuple(rows),
+    )
 
 
 def failing_counts(report: GradingReport) -> list[tuple[tuple[str, str], dict[str, int]]]:
@@ -270,7 +284,9 @@ def failing_chart(report: GradingReport) -> Chart:
         n_total = sum(counts.values())
         labels.append(Label(LABEL_W + plot_w + 8, y + 14, f"{n_total} of {runnable}", "start", "value"))
         rows.append((name, str(counts["failed"]), str(counts["error"]), str(counts["timeout"]), str(n_total)))
-    return Chart("failing", "Checks failed most often", width, height, tuple(bars), tuple(labels), (), tuple(tracks), tuple(rows))
+    return Chart(
+        "failing", "Checks failed most often", width, height, tuple(bars), tuple(labels), (), tuple(tracks), tuple(rows)
+    )
 
 
 def render_summary(report: GradingReport, links: Any = (), pack: Any = None) -> str:

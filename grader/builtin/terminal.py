@@ -182,8 +182,9 @@ def _not_attempted(sub: SubmissionResult, functions: dict[tuple[str, str], str])
     return todo
 
 
-def _check_lines(sub: SubmissionResult, config: Any, functions: dict[tuple[str, str], str],
-                 write: Callable[[str], None]) -> None:
+def _check_lines(
+    sub: SubmissionResult, config: Any, functions: dict[tuple[str, str], str], write: Callable[[str], None]
+) -> None:
     quiet = config.option("quiet")
     for ex in sub.exercises:
         if quiet:
@@ -243,15 +244,26 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
             todo = _not_attempted(sub, functions)
             for function, (count, _points, exercises, why) in todo.items():
                 word = "check" if count == 1 else "checks"
-                write(_wrapped(f"{display(function)}: {count} {word} not attempted ({' '.join(map(display, exercises))})"
-                               + (f": {display(why)}" if why else ""), first="  TODO    ", rest=INDENT))
+                write(
+                    _wrapped(
+                        f"{display(function)}: {count} {word} not attempted ({' '.join(map(display, exercises))})"
+                        + (f": {display(why)}" if why else ""),
+                        first="  TODO    ",
+                        rest=INDENT,
+                    )
+                )
             if any(not why for *_, why in todo.values()):
                 write(f"{INDENT}(not attempted: the function still raises NotImplementedError)")
             _printed(sub, write)
         hidden = collected.hidden_count if collected else 0
         write(f"{passed} passed, {failed} failed" + (f", {todo_n} not attempted" if todo_n else ""))
-        write(_wrapped(f"visible checks: {sub.score:g}/{sub.max_score:g} points; {hidden} hidden checks run at "
-                       "grading", first="", rest="  "))
+        write(
+            _wrapped(
+                f"visible checks: {sub.score:g}/{sub.max_score:g} points; {hidden} hidden checks run at grading",
+                first="",
+                rest="  ",
+            )
+        )
         if many:
             write("")
 

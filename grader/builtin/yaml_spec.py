@@ -39,19 +39,32 @@ _CHECK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["id", "kind", "function"],
     "properties": {
-        "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-               "description": "give an id of letters, digits and . _ - that starts with a letter or digit"},
+        "id": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+            "description": "give an id of letters, digits and . _ - that starts with a letter or digit",
+        },
         "kind": {"type": "string", "minLength": 1, "description": "give a check kind, e.g. compare"},
-        "function": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
-                     "description": "give the name of a reference function, e.g. softmax"},
+        "function": {
+            "type": "string",
+            "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+            "description": "give the name of a reference function, e.g. softmax",
+        },
         "description": {"type": "string", "description": "give text"},
         "points": {"type": "number", "exclusiveMinimum": 0, "description": "give a number > 0"},
         "visibility": {"enum": list(VISIBILITIES), "description": f"give one of {', '.join(VISIBILITIES)}"},
         "hint": {"type": "string", "minLength": 1, "description": "give non-empty text"},
-        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600,
-                    "description": "give seconds per call: a number > 0 and at most 600"},
-        "args": {"type": "object", "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
-                 "description": "give a mapping from the function's parameter names to values or generators"},
+        "timeout": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 600,
+            "description": "give seconds per call: a number > 0 and at most 600",
+        },
+        "args": {
+            "type": "object",
+            "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+            "description": "give a mapping from the function's parameter names to values or generators",
+        },
         "seed": {"type": "integer", "minimum": 0, "description": "give an integer >= 0"},
     },
 }
@@ -62,8 +75,11 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["exercise", "title", "section", "seed", "checks"],
     "properties": {
-        "exercise": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-                     "description": "give an id of letters, digits and . _ -, e.g. ch3.02"},
+        "exercise": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+            "description": "give an id of letters, digits and . _ -, e.g. ch3.02",
+        },
         "title": {"type": "string", "minLength": 1, "description": "give non-empty text"},
         "section": {"type": "string", "minLength": 1, "description": "give the chapter section's heading"},
         "seed": {"type": "integer", "minimum": 0, "description": "give an integer >= 0"},
@@ -184,8 +200,9 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
             fix = "add it"
         else:
             fix = _fix(SCHEMA, err)
-        raise SpecError(path, _where(data, list(err.absolute_path)) or "top level",
-                        err.message + (f"; {fix}" if fix else ""))
+        raise SpecError(
+            path, _where(data, list(err.absolute_path)) or "top level", err.message + (f"; {fix}" if fix else "")
+        )
     secret = secret or CourseSecret()
     defaults = data.get("defaults", {})
     returns = {fn: tuple(names) for fn, names in data.get("returns", {}).items()}
@@ -211,8 +228,9 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
                 allowed = ", ".join(sorted(accepted)) or "none"
                 near = difflib.get_close_matches(str(key), [*CHECK_COMMON_KEYS, *accepted], n=1, cutoff=0.75)
                 hint = f"; did you mean '{near[0]}'?" if near else ""
-                raise SpecError(path, f"{where}.{key}",
-                                f"unknown key for kind '{kind.name}' (its keys: {allowed}){hint}")
+                raise SpecError(
+                    path, f"{where}.{key}", f"unknown key for kind '{kind.name}' (its keys: {allowed}){hint}"
+                )
         for key, need in accepted.items():
             if need == "required" and key not in params:
                 raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}': add it")
@@ -226,8 +244,11 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
                 err = kind_errors[0]
                 key = ".".join(map(str, err.absolute_path)) if err.absolute_path else ""
                 fix = _fix(kind_schema, err)
-                raise SpecError(path, f"{where}.{key}" if key else where,
-                                f"{err.message}" + (f"; {fix}" if fix else "") + f" (kind '{kind.name}')")
+                raise SpecError(
+                    path,
+                    f"{where}.{key}" if key else where,
+                    f"{err.message}" + (f"; {fix}" if fix else "") + f" (kind '{kind.name}')",
+                )
         seed = int(raw.get("seed", data["seed"] * 1000 + index))
         if merged["visibility"] != "visible":  # published checks must match: visible ones keep the spec seed
             seed = secret.hidden_seed(data["exercise"], raw["id"], seed)
@@ -261,7 +282,8 @@ def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity", "audit", "validate", "merge"):
         return
     parser.add_argument(
-        "--secret-file", metavar="FILE",
+        "--secret-file",
+        metavar="FILE",
         help="the course secret's key file, which makes hidden inputs unpredictable from the specs "
         "(default: $GRADER_COURSE_SECRET_FILE, else $GRADER_COURSE_SECRET, else none)",
     )

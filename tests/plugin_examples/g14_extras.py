@@ -24,8 +24,17 @@ class IsProbability:
     name = "is_probability"
     params = {"atol": "optional"}
     # JSON Schema of the kind's own keys; the spec loader names the key and adds the description.
-    schema = {"type": "object", "properties": {"atol": {"type": "number", "minimum": 0, "maximum": 0.5,
-                                                         "description": "give a tolerance between 0 and 0.5"}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "atol": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 0.5,
+                "description": "give a tolerance between 0 and 0.5",
+            }
+        },
+    }
     expects_raise = False
 
     def prepare(self, check: Check, ctx) -> Prepared:  # noqa: ANN001
@@ -68,9 +77,16 @@ def grader_load_exercise(path: str, config) -> Exercise | None:  # noqa: ANN001
     data = json.loads(Path(path).read_text())
     checks = tuple(
         Check(
-            id=c["id"], kind=c["kind"], function=c["function"], points=float(c["points"]),
-            visibility=c.get("visibility", "hidden"), hint=c["hint"], timeout=2.0,
-            args=c.get("args", {}), params=c.get("params", {}), seed=7,
+            id=c["id"],
+            kind=c["kind"],
+            function=c["function"],
+            points=float(c["points"]),
+            visibility=c.get("visibility", "hidden"),
+            hint=c["hint"],
+            timeout=2.0,
+            args=c.get("args", {}),
+            params=c.get("params", {}),
+            seed=7,
         )
         for c in data["checks"]
     )
