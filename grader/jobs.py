@@ -58,7 +58,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from grader.boundary import (
     CALL_KEYS,
@@ -76,6 +76,9 @@ from grader.child.limits import CPU_RLIMIT_MARGIN_SECONDS
 from grader.fileio import MAX_SOURCE_BYTES, scratch_prefix
 from grader.judging import explain_error
 from grader.models import Call, CallResult, RunOutcome, phase_wire
+
+if TYPE_CHECKING:
+    import socket  # imported where it is used: 'grader check' starts without it
 
 WORKER = str(Path(__file__).resolve().parent / "worker.py")
 EOF_GRACE_SECONDS = 0.25
@@ -212,6 +215,41 @@ call if it does, else it is killed before any call."""
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") and "SC_CLK_TCK" in os.sysconf_names else 100
 
 
+def open_stat(pid: int) -> int | None:
+    """A descriptor of ``/proc/<pid>/stat`` (read with `stat_cpu_seconds`), or None off Linux or once it is gone."""
+    try:
+        return os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def stat_cpu_seconds(stat_fd: int | None) -> float | None:
+    """CPU seconds (user and system, its waited children's included) of the process whose stat ``stat_fd`` reads.
+
+    None when there is no descriptor, the process is gone (ESRCH) or the file is not in Linux's format.
+    """
+    if stat_fd is None:
+        return None
+    try:
+        fields = os.pread(stat_fd, 4096, 0).rsplit(b")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / _CLOCK_TICKS  # utime stime cutime cstime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def stop_server(sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:
+    """Close a control socket and wait for its server process (5 s, then kill): the zygote's and the fork server's."""
+    try:
+        sock.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class PlainJob:
     """A worker in a plain child process (new session, scrubbed environment).
 
@@ -254,20 +292,10 @@ class PlainJob:
         self.stderr_fd = os.dup(self.proc.stderr.fileno())
         self.proc.stdout.close()
         self.proc.stderr.close()
-        self._stat_fd: int | None = None
-        try:
-            self._stat_fd = os.open(f"/proc/{self.proc.pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            pass
+        self._stat_fd = open_stat(self.proc.pid)
 
     def cpu_seconds(self) -> float | None:
-        if self._stat_fd is None:
-            return None
-        try:
-            fields = os.pread(self._stat_fd, 4096, 0).rsplit(b")", 1)[1].split()
-            return sum(int(f) for f in fields[11:15]) / _CLOCK_TICKS  # utime stime cutime cstime
-        except (OSError, IndexError, ValueError):  # gone (ESRCH), or not Linux's format
-            return None
+        return stat_cpu_seconds(self._stat_fd)
 
     def end_calls(self) -> None:
         if self.call_fd >= 0:
@@ -368,15 +396,7 @@ class ForkServer:
 
     def close(self) -> None:
         """Stop the server (it kills the jobs it still has)."""
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_server(self.sock, self.proc)
 
 
 class ForkJob:
@@ -420,20 +440,10 @@ class ForkJob:
         self.call_fd = pipes[3][1]
         self._status_fd: int | None = pipes[4][0]
         self._status: int | None = None
-        self._stat_fd: int | None = None
-        try:
-            self._stat_fd = os.open(f"/proc/{self.pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            pass
+        self._stat_fd = open_stat(self.pid)
 
     def cpu_seconds(self) -> float | None:
-        if self._stat_fd is None:
-            return None
-        try:
-            fields = os.pread(self._stat_fd, 4096, 0).rsplit(b")", 1)[1].split()
-            return sum(int(f) for f in fields[11:15]) / _CLOCK_TICKS  # utime stime cutime cstime
-        except (OSError, IndexError, ValueError):
-            return None
+        return stat_cpu_seconds(self._stat_fd)
 
     def end_calls(self) -> None:
         if self.call_fd >= 0:

@@ -48,7 +48,7 @@ from typing import Any
 from grader.child.limits import CEILING_CPU_SECONDS, DEFAULT_LIMITS, SETUP_FAILED, UID_BASE, slot_uid
 from grader.errors import ConfigError
 from grader.fileio import scratch_prefix
-from grader.jobs import CHILD_ENV, JobChannel, Launcher, describe_exit, run_calls, sandboxed
+from grader.jobs import CHILD_ENV, JobChannel, Launcher, describe_exit, run_calls, sandboxed, stop_server
 from grader.models import Call
 from grader.plugins import hookimpl
 from grader.stash import JOB_LAUNCHERS, StashKey
@@ -161,15 +161,7 @@ class Zygote:
 
     def close(self) -> None:
         """Stop the zygote (its jobs die with it)."""
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_server(self.sock, self.proc)
 
 
 class SandboxJob:
