@@ -569,6 +569,9 @@ def test_grade_stops_in_one_line_when_a_real_job_cannot_run(
 ) -> None:
     """If the preflight job fails, grade exits 3 before grading anything: never a class of zeros."""
     monkeypatch.setattr(sandbox, "PREFLIGHT_SOURCE", b"import os\nos._exit(9)\n")
+    # Under a private TMPDIR (mode 0700) the same failure is rightly blamed on the folder (next test):
+    # here the job folder is one the job uids can reach, whatever TMPDIR the suite runs with.
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
     code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path / "out")
     assert code == 3
     lines = err.strip().splitlines()
