@@ -52,6 +52,7 @@ from grader.errors import (
 )
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
 from grader.hooks import Hooks
+from grader.jobs import positive_int
 from grader.packs import find_pack, mutants_dir, pack_option, reference_file, specs_dir
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
@@ -65,16 +66,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message} (see '{self.prog} --help')")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _shard(text: str) -> object:
@@ -126,7 +117,7 @@ def _common(pm: pluggy.PluginManager, command: str) -> _Parser:
         common.add_argument(
             "-j",
             "--jobs",
-            type=_positive_int,
+            type=positive_int,
             default=None,
             metavar="N",
             help="submissions graded at once (default: one per core)",

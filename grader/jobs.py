@@ -122,6 +122,17 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1 (``--jobs``, ``--dask-chunk``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def read_source(path: str) -> bytes:
     """Read a submission file once, without following a symbolic link.
 
@@ -237,6 +248,37 @@ def stat_cpu_seconds(stat_fd: int | None) -> float | None:
         return None
 
 
+def start_server(script: str, stderr: Any = None) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """Start a control server (the sandbox's zygote, the fork server) and the socket the grader talks to it on.
+
+    ``script`` runs in a fresh isolated interpreter (``python -I -B -u``) in its own session, at
+    ``/`` with the children's environment (`CHILD_ENV`), and gets its end of a Unix socket pair as
+    its one argument. ``stderr`` is where its standard error goes (default: the grader's). The
+    grader's end waits at most 60 s for a reply. Stop it with `stop_server`.
+    """
+    import socket
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-u", script, str(theirs.fileno())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            pass_fds=(theirs.fileno(),),
+            env=dict(CHILD_ENV, HOME="/nonexistent"),
+            cwd="/",
+            start_new_session=True,
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    ours.settimeout(60.0)
+    return proc, ours
+
+
 def stop_server(sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:
     """Close a control socket and wait for its server process (5 s, then kill): the zygote's and the fork server's."""
     try:
@@ -250,7 +292,22 @@ def stop_server(sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-class PlainJob:
+class _PipedJob:
+    """What a job the grader started itself (a plain child, a forked one) shares: its CPU time and its call pipe."""
+
+    call_fd: int
+    _stat_fd: int | None
+
+    def cpu_seconds(self) -> float | None:
+        return stat_cpu_seconds(self._stat_fd)
+
+    def end_calls(self) -> None:
+        if self.call_fd >= 0:
+            os.close(self.call_fd)
+            self.call_fd = -1
+
+
+class PlainJob(_PipedJob):
     """A worker in a plain child process (new session, scrubbed environment).
 
     Its CPU time (`cpu_seconds`) is read from ``/proc/<pid>/stat``: user and
@@ -294,14 +351,6 @@ class PlainJob:
         self.proc.stderr.close()
         self._stat_fd = open_stat(self.proc.pid)
 
-    def cpu_seconds(self) -> float | None:
-        return stat_cpu_seconds(self._stat_fd)
-
-    def end_calls(self) -> None:
-        if self.call_fd >= 0:
-            os.close(self.call_fd)
-            self.call_fd = -1
-
     def kill(self, finished: bool = False, wait: bool = True) -> None:
         self.end_calls()
         try:
@@ -343,22 +392,9 @@ class ForkServer:
     """
 
     def __init__(self) -> None:
-        import socket
         import threading
 
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-u", FORKSERVER, str(theirs.fileno())],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            pass_fds=(theirs.fileno(),),
-            env=dict(CHILD_ENV, HOME="/nonexistent"),
-            cwd="/",
-            start_new_session=True,
-        )
-        theirs.close()
-        self.sock = ours
-        self.sock.settimeout(60.0)
+        self.proc, self.sock = start_server(FORKSERVER)
         self.lock = threading.Lock()
         self._buffer = b""
         if self._line() != {"ready": True}:
@@ -399,7 +435,7 @@ class ForkServer:
         stop_server(self.sock, self.proc)
 
 
-class ForkJob:
+class ForkJob(_PipedJob):
     """A plain worker forked by the warm `ForkServer` (``--insecure``): `PlainJob`'s rules, no interpreter start.
 
     Its CPU time is read from ``/proc/<pid>/stat``, its exit code comes on a status pipe from
@@ -441,14 +477,6 @@ class ForkJob:
         self._status_fd: int | None = pipes[4][0]
         self._status: int | None = None
         self._stat_fd = open_stat(self.pid)
-
-    def cpu_seconds(self) -> float | None:
-        return stat_cpu_seconds(self._stat_fd)
-
-    def end_calls(self) -> None:
-        if self.call_fd >= 0:
-            os.close(self.call_fd)
-            self.call_fd = -1
 
     def exit_code(self, timeout: float) -> int | None:
         if self._status is None and self._status_fd is not None:

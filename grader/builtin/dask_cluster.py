@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import ConfigError, UsageError
+from grader.jobs import positive_int
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
 from grader.stash import OUTCOME_SOURCES, StashKey
@@ -52,18 +53,6 @@ DEFAULT_CHUNK = 8
 _LOCK = threading.Lock()
 
 
-def _positive(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 @hookimpl
 def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity"):
@@ -77,7 +66,7 @@ def grader_addoption(parser: Any, command: str) -> None:
     )
     group.add_argument(
         "--dask-chunk",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_CHUNK,
         metavar="N",
         help=f"submissions per Dask task (default: {DEFAULT_CHUNK})",

@@ -36,8 +36,6 @@ import shutil
 import signal
 import socket
 import struct
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -48,7 +46,7 @@ from typing import Any
 from grader.child.limits import CEILING_CPU_SECONDS, DEFAULT_LIMITS, SETUP_FAILED, UID_BASE, slot_uid
 from grader.errors import ConfigError
 from grader.fileio import scratch_prefix
-from grader.jobs import CHILD_ENV, JobChannel, Launcher, describe_exit, run_calls, sandboxed, stop_server
+from grader.jobs import CHILD_ENV, JobChannel, Launcher, describe_exit, run_calls, sandboxed, start_server, stop_server
 from grader.models import Call
 from grader.plugins import hookimpl
 from grader.stash import JOB_LAUNCHERS, StashKey
@@ -97,21 +95,8 @@ class Zygote:
     def __init__(self) -> None:
         if platform.system() != "Linux":
             raise ConfigError("the sandbox needs Linux; pass --insecure to grade with process isolation only")
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-u", ZYGOTE, str(theirs.fileno())],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=self._stderr,
-            pass_fds=(theirs.fileno(),),
-            env=dict(CHILD_ENV, HOME="/nonexistent"),
-            cwd="/",
-            start_new_session=True,
-        )
-        theirs.close()
-        self.sock = ours
-        self.sock.settimeout(60.0)
+        self.proc, self.sock = start_server(ZYGOTE, stderr=self._stderr)
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         try:
