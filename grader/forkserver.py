@@ -139,6 +139,12 @@ class Server:
 
 
 def main(argv: Sequence[str]) -> None:
+    """Serve fork requests on the socket whose descriptor is ``argv[1]`` until the grader closes it.
+
+    The worker and numpy are imported once, here, so that each forked job starts with both loaded;
+    ``{"ready": true}`` tells the grader (`grader.jobs.ForkServer`) the server is up. When the socket
+    closes, the jobs still running are killed.
+    """
     sock = socket.socket(fileno=int(argv[1]))
     worker = _load_worker()
     import numpy  # noqa: F401 - imported once here, so every job starts with it
