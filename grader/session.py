@@ -12,12 +12,13 @@ import copy
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import os
 import sys
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -593,6 +594,10 @@ def _diagnosis_fingerprint(config: Config) -> str:
     return config.stash[_CATALOGUE_FINGERPRINT]
 
 
+AHEAD = 4
+"""Submissions in flight per grading thread in `grade` (queued, running, or graded and not yet written)."""
+
+
 def worker_count(config: Config) -> int:
     """Submissions graded at once: ``--jobs``, or one per core."""
     jobs = config.option("jobs")
@@ -659,18 +664,32 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     # grader_run_calls, one submission at a time, and are judged, kept and written here.
     config.hooks.batch_start(submissions=[submissions[i] for i in todo], calls=collected.calls, config=config)
     # One thread more than running jobs, so a result is judged while every job slot is busy.
-    with ThreadPoolExecutor(max_workers=worker_count(config) + 1, thread_name_prefix="grader") as pool:
-        futures = {pool.submit(grade_submission, submissions[i], collected, config): i for i in todo}
-        for future in as_completed(futures):
-            index = futures.pop(future)  # dropped here: a finished future would keep the unshared result alive
-            try:
-                result = future.result()
-            except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
-                result = internal_error_result(submissions[index], collected, config, exc, "grading it")
-            results[index] = shared(
-                _hand_over(adjust_result(result, submissions[index], config), submissions[index], collected, config),
-                config,
-            )
+    threads = worker_count(config) + 1
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grader") as pool:
+        # At most AHEAD submissions per thread are in flight (queued, running or finished and not yet
+        # handed over): when the writers of this thread fall behind the jobs, the grading threads wait
+        # instead of piling up whole unshared results, and no future exists for the rest of the class
+        # (issue 16: memory flat in the class size).
+        waiting = iter(todo)
+        futures: dict[Future[SubmissionResult], int] = {}
+        while True:
+            for index in itertools.islice(waiting, AHEAD * threads - len(futures)):
+                futures[pool.submit(grade_submission, submissions[index], collected, config)] = index
+            if not futures:
+                break
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=futures.__getitem__):  # the class's order, whatever finished first
+                index = futures.pop(future)  # dropped here: a finished future would keep the unshared result
+                try:
+                    result = future.result()
+                except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
+                    result = internal_error_result(submissions[index], collected, config, exc, "grading it")
+                results[index] = shared(
+                    _hand_over(
+                        adjust_result(result, submissions[index], config), submissions[index], collected, config
+                    ),
+                    config,
+                )
     report = GradingReport(
         grader_version=__version__,
         spec_hash=collected.spec_hash,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from grader.plugins import hookimpl
 from grader.safetext import csv_cell
 from grader.term import adjustment_lines
 
-__all__ = ["gradebook_csv"]
+__all__ = ["gradebook_csv", "gradebook_csv_lines"]
 
 FILENAME = "gradebook.csv"
 
@@ -49,10 +50,32 @@ def gradebook_csv(report: GradingReport) -> str:
         columns follow: ``raw_score`` (the automatic total) and
         ``adjustments`` (each reason, ``|``-separated); ``total`` is final.
     """
+    return "".join(gradebook_csv_lines(report))
+
+
+def gradebook_csv_lines(report: GradingReport) -> Iterator[str]:
+    """`gradebook_csv`'s text a row at a time (the header first), never the whole file in memory.
+
+    Parameters
+    ----------
+    report : grader.models.GradingReport
+
+    Yields
+    ------
+    str
+        One ``\n``-terminated CSV row.
+    """
     adjusted = any(s.adjustments for s in report.submissions)
     ids = [e.id for e in report.exercises] or [e.id for s in report.submissions[:1] for e in s.exercises]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+
+    def line() -> str:
+        text = buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+        return text
+
     writer.writerow(
         [
             "student",
@@ -63,6 +86,7 @@ def gradebook_csv(report: GradingReport) -> str:
             *(["raw_score", "adjustments"] if adjusted else []),
         ]
     )
+    yield line()
     for s in report.submissions:
         scores = {e.id: e.score for e in s.exercises}
         writer.writerow(
@@ -82,7 +106,7 @@ def gradebook_csv(report: GradingReport) -> str:
                 ),
             ]
         )
-    return buf.getvalue()
+        yield line()
 
 
 @hookimpl
@@ -104,6 +128,6 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     if target is None:
         return
     try:
-        write_atomic(Path(target), gradebook_csv(report))
+        write_atomic(Path(target), gradebook_csv_lines(report))
     except OSError as exc:
         raise UsageError(f"--csv {target}: cannot write the file ({exc.strerror})") from None

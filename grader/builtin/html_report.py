@@ -10,7 +10,7 @@ submissions run), the index once the batch is done.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,18 @@ def render_index(
     ``links`` are extra (label, file name) pairs shown under the title; other
     plugins add theirs to ``config.stash[grader.stash.INDEX_LINKS]``.
     """
-    return env.get_template("index.html").render(report=report, names=names, links=links)
+    return "".join(index_pieces(env, report, names, links))
+
+
+def index_pieces(
+    env: jinja2.Environment, report: GradingReport, names: dict[str, str], links: Sequence[tuple[str, str]] = ()
+) -> Iterator[str]:
+    """`render_index`'s text in the pieces jinja2 makes it of, to be written one by one.
+
+    The same bytes as `render_index`, never the whole page (about 50 pieces a
+    submission) in memory at once (issue 16).
+    """
+    return env.get_template("index.html").generate(report=report, names=names, links=links)
 
 
 def _pages(out: Path, items: Sequence[Any], header: GradingReport, env: jinja2.Environment) -> SubmissionFiles:
@@ -86,6 +97,6 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     pages.write_missing(report.submissions)
     try:
         links = config.stash.get(INDEX_LINKS, [])
-        write_atomic(out / "index.html", render_index(env, report, pages.names, links))
+        write_atomic(out / "index.html", index_pieces(env, report, pages.names, links))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write the reports ({exc.strerror})") from None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,13 +164,20 @@ def _check_keys(report: GradingReport) -> list[tuple[str, str]]:
     return keys
 
 
-def _statuses(report: GradingReport) -> dict[tuple[str, str], list[tuple[str, str]]]:
-    """(exercise, check) -> [(submission status, check status)] over the submissions."""
-    out: dict[tuple[str, str], list[tuple[str, str]]] = {}
+def _statuses(report: GradingReport) -> dict[tuple[str, str], Counter[tuple[str, str]]]:
+    """(exercise, check) -> how many submissions had each (submission status, check status).
+
+    Counted, not listed: the page's memory does not grow with the class (issue 16).
+    """
+    out: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
     for s in report.submissions:
         for e in s.exercises:
             for c in e.checks:
-                out.setdefault((e.id, c.id), []).append((s.status, c.status))
+                key = (e.id, c.id)
+                seen = out.get(key)
+                if seen is None:
+                    seen = out[key] = Counter()
+                seen[s.status, c.status] += 1
     return out
 
 
@@ -200,8 +208,8 @@ def pass_rate_chart(report: GradingReport) -> Chart:
     total = len(report.submissions)
     for i, (ex_id, check_id) in enumerate(keys):
         y = top + i * ROW
-        seen = statuses.get((ex_id, check_id), [])
-        passed = sum(1 for _, st in seen if st == "passed")
+        seen = statuses.get((ex_id, check_id), Counter())
+        passed = sum(n for (_, st), n in seen.items() if st == "passed")
         rate = passed / total if total else 0.0
         name = f"{ex_id} {check_id}"
         labels.append(Label(LABEL_W - 10, y + 14, name, "end", "name"))
@@ -240,9 +248,9 @@ def failing_counts(report: GradingReport) -> list[tuple[tuple[str, str], dict[st
     found = []
     for order, key in enumerate(_check_keys(report)):
         counts = {st: 0 for st in FAIL_STATUSES}
-        for sub_status, st in statuses.get(key, []):
+        for (sub_status, st), n in statuses.get(key, Counter()).items():
             if sub_status == "graded" and st in counts:
-                counts[st] += 1
+                counts[st] += n
         if sum(counts.values()):
             found.append((-sum(counts.values()), order, key, counts))
     found.sort()
