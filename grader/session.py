@@ -417,10 +417,11 @@ def _grade_submission(
             )
             for exercise, judged in verdicts
         )
+        sha256 = outcome.sha256 if outcome is not None and outcome.sha256 else submission.sha256
         return SubmissionResult(
             id=submission.id,
             path=submission.path,
-            sha256=outcome.sha256 if outcome is not None and outcome.sha256 else submission.sha256,
+            sha256=submission.sha256 if sha256 == submission.sha256 else sha256,  # one string kept, not two
             status="error" if error else "graded",
             score=round(sum(e.score for e in exercise_results), 6),
             max_score=round(sum(e.max_score for e in exercise_results), 6),
@@ -717,10 +718,16 @@ def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
     """The result with each check's and exercise's result shared with the equal ones already kept.
 
     A class of correct submissions holds the same 46 check results thousands of times; kept once,
-    the batch's memory grows by about a kilobyte per submission instead of tens (issue 16). The
-    results are frozen, so sharing changes nothing a writer sees.
+    the batch's memory grows by about a kilobyte per submission instead of tens (issue 16). So are
+    equal printed output and error texts (the same debugging print left in many submissions, up to
+    16 KiB a stream). The results are frozen, so sharing changes nothing a writer sees.
     """
     table = config.stash.setdefault(_SHARED, {})
+    changes: dict[str, Any] = {}
+    for name in ("stdout", "stderr", "error"):
+        text = getattr(result, name)
+        if text and table.setdefault(text, text) is not text:
+            changes[name] = table[text]
     try:
         exercises = []
         for exercise in result.exercises:
@@ -729,9 +736,11 @@ def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
                 exercise = dataclasses.replace(exercise, checks=checks)
             exercises.append(table.setdefault(exercise, exercise))
         kept = table.setdefault(("exercises", *exercises), tuple(exercises))
-    except TypeError:  # an unhashable field (a plugin's list in details): kept as it is
-        return result
-    return result if kept is result.exercises else dataclasses.replace(result, exercises=kept)
+        if kept is not result.exercises:
+            changes["exercises"] = kept
+    except TypeError:  # an unhashable field (a plugin's list in details): its exercises are kept as they are
+        pass
+    return dataclasses.replace(result, **changes) if changes else result
 
 
 def adjust_result(result: SubmissionResult, submission: Submission, config: Config) -> SubmissionResult:

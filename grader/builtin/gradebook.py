@@ -47,6 +47,10 @@ CREATE TABLE IF NOT EXISTS arrivals (
 """
 
 
+CACHE_KIB = 256
+"""SQLite's page cache of the gradebook, in KiB (``PRAGMA cache_size``; SQLite's default is 2,000)."""
+
+
 class Gradebook:
     """A SQLite file of results, written as they are produced.
 
@@ -70,6 +74,10 @@ class Gradebook:
             self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
+            # Each result is written once and read once (a resume's lookup): SQLite's default 2 MB page cache
+            # would only hold pages of results already written, in the grader's memory (issue 16); the
+            # operating system's file cache serves the few pages read again.
+            self.db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self.db.executescript(SCHEMA)
         except sqlite3.Error as exc:
             raise UsageError(

@@ -39,6 +39,8 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
     outcome = yield
     record = config.stash.get(CALL_SECONDS)
     if outcome is not None and record is not None:
-        # An array of doubles (8 bytes a call), not a list of floats: a class of 10,000 keeps 3.5 MB less.
-        record[submission.id] = array("d", (max(float(r.seconds), 0.0) for r in outcome.results))
+        # 4 bytes a call, allocated to size (a list of floats takes 32, an array filled from a generator
+        # over-allocates): a single float keeps a call's seconds to within a microsecond below 16 s,
+        # far finer than the milliseconds the exports show (issue 16: 10,000 submissions keep 4.5 MB less).
+        record[submission.id] = array("f", [max(float(r.seconds), 0.0) for r in outcome.results])
     return outcome
