@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -126,3 +128,126 @@ def test_a_big_check_calls_the_reference_once() -> None:
     ctx.forget_reference()
     assert ctx.last_reference("attention", call.args) == (False, None)
     assert FLOOR_KEY not in prepared.expected  # well-conditioned: the default tolerance stands
+
+
+# --- the worker: large float arguments and results -------------------------------------------------
+
+
+def _mutations() -> dict[str, Any]:
+    """Things a call may do to a 2-d list of floats it was handed, by name."""
+
+    def set_value(a: list) -> None:
+        a[7][3] = a[7][3] + 1.0
+
+    def same_value_as_int(a: list) -> None:
+        a[0][0] = int(a[0][0])  # 2.0 -> 2: equal, but another JSON text
+
+    def numpy_float(a: list) -> None:
+        a[1][1] = np.float64(a[1][1])  # equal, a float subclass: not what it was given
+
+    def nan_to_new_nan(a: list) -> None:
+        a[3][5] = float("nan")  # another NaN object: still NaN, so unchanged
+
+    def row_copied(a: list) -> None:
+        a[2] = list(a[2])  # an equal row: unchanged
+
+    def row_as_tuple(a: list) -> None:
+        a[2] = tuple(a[2])
+
+    def appended(a: list) -> None:
+        a[9].append(0.5)
+
+    def row_dropped(a: list) -> None:
+        del a[-1]
+
+    def nested(a: list) -> None:
+        a[4][4] = [a[4][4]]
+
+    def swapped(a: list) -> None:
+        a[0][1], a[0][2] = a[0][2], a[0][1]
+
+    return {
+        "nothing": lambda a: None,
+        "set_value": set_value,
+        "same_value_as_int": same_value_as_int,
+        "numpy_float": numpy_float,
+        "nan_to_new_nan": nan_to_new_nan,
+        "row_copied": row_copied,
+        "row_as_tuple": row_as_tuple,
+        "appended": appended,
+        "row_dropped": row_dropped,
+        "nested": nested,
+        "swapped": swapped,
+    }
+
+
+UNCHANGED = {"nothing", "nan_to_new_nan", "row_copied"}
+
+
+@pytest.mark.parametrize("name", sorted(_mutations()))
+def test_a_large_float_argument_s_mutation_is_seen_as_the_generic_check_sees_it(name: str) -> None:
+    from grader import worker
+    from grader.models import Call, phase_wire
+
+    rng = np.random.default_rng(3)
+    value = rng.normal(size=(80, 64)).tolist()
+    value[0][0] = 2.0
+    value[3][5] = float("nan")
+    wire = phase_wire((Call("f", (value, [1.0, 2.0]), 1.0),))[4:]
+    assert wire[:1] == b"\x00"  # the large argument travels as raw doubles
+    size = int.from_bytes(wire[1:5], "big")
+    calls = worker._decode(wire[5 : 5 + size].decode())["calls"]
+    [(function, args, pristine)] = worker._work(calls, memoryview(wire)[5 + size :], np)
+    assert function == "f" and type(pristine[0]) is worker._Floats and pristine[1] == [1.0, 2.0]
+    generic = worker._copy(args)  # what any other argument gets: a copy compared element by element
+    _mutations()[name](args[0])
+    fast = worker._mutated(args, pristine)
+    assert fast == worker._mutated(args, generic)
+    assert fast == ([] if name in UNCHANGED else [0])
+
+
+def test_a_large_argument_arrives_as_the_same_lists_and_a_large_result_leaves_as_its_bytes(tmp_path: Path) -> None:
+    from grader import worker
+
+    rng = np.random.default_rng(4)
+    array = rng.normal(size=(300, 70))
+    blobs: list[Any] = []
+    data = worker.to_data([array, array[:, ::2].astype(np.float32), np.arange(5000) > 2500], np, blobs=blobs)
+    assert data == [
+        {"$array": ["<f8", [300, 70]]},
+        {"$array": ["<f8", [300, 35]]},
+        {"$array": ["|b1", [5000]]},
+    ]
+    path = tmp_path / "frame"
+    with path.open("wb") as fh:
+        worker._emit(fh.fileno(), {"event": "call", "status": "returned", "value": data, "mutated": []}, blobs)
+    frame = path.read_bytes()
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    from grader.boundary import budget_for, decode_frame
+
+    got = decode_frame(frame[4:], "call", budget_for([array, array[:, ::2], np.zeros(5000)]))["value"]
+    assert np.array_equal(got[0], array) and got[0].flags.writeable is False
+    assert np.array_equal(got[1], array[:, ::2].astype(np.float32).astype(np.float64))
+    assert got[2].dtype == np.bool_ and int(got[2].sum()) == 2499
+
+
+def test_a_frame_larger_than_the_pipe_arrives_whole() -> None:
+    import os
+    import threading
+
+    from grader import worker
+
+    array = np.random.default_rng(6).normal(size=(512, 512))  # 2 MiB: about 32 pipe buffers
+    blobs: list[Any] = []
+    value = worker.to_data((array, 1.5), np, blobs=blobs)
+    read_fd, write_fd = os.pipe()
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(read_fd, 1 << 16), b"")))
+    reader.start()
+    worker._emit(write_fd, {"event": "call", "status": "returned", "value": value, "mutated": []}, blobs)
+    os.close(write_fd)
+    reader.join(30)
+    os.close(read_fd)
+    frame = b"".join(chunks)
+    assert len(chunks) > 1 and int.from_bytes(frame[:4], "big") == len(frame) - 4
+    assert frame[-8 * 512 * 512 :] == array.astype("<f8").tobytes()
