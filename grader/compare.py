@@ -214,12 +214,24 @@ def compare(
             f"{name} has shape {arr.shape}, expected {exp.shape}",
             (("expected shape", str(exp.shape)), ("got shape", str(arr.shape)), ("got", format_value(arr))),
         )
-    extra = np.zeros(exp.shape) if floor is None else np.broadcast_to(np.asarray(floor, dtype=np.float64), exp.shape)
+    extra = None if floor is None else np.broadcast_to(np.asarray(floor, dtype=np.float64), exp.shape)
     with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(arr - exp)
-        bad = ~(err <= atol + rtol * np.abs(exp) + extra)
-    if not bad.any():
+        # In place, two float temporaries (each as large as the part: 2 MiB for 512x512 weights):
+        # |got - expected| <= atol + rtol |expected| + floor, the same sums as written out.
+        err = np.asarray(arr - exp)
+        np.abs(err, out=err)
+        limit = np.abs(exp)
+        limit *= rtol
+        limit += atol
+        if extra is not None:
+            limit += extra
+        ok = err <= limit
+    if ok.all():
         return
+    del limit
+    bad = ~ok
+    if extra is None:
+        extra = np.zeros(exp.shape)
     nonfinite = bad & ~np.isfinite(arr)
     if nonfinite.any():
         flat = int(np.flatnonzero(nonfinite)[0])
