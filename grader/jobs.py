@@ -91,6 +91,9 @@ MIN_POLL_SECONDS = 0.01
 """Shortest wait between two readings of a job's CPU time."""
 HIDDEN_CUT_NOTE = "[output after the first hidden check is not shown]"
 """Ends the kept output when the submission printed more after the first hidden call was sent."""
+LARGE_FRAME_BYTES = 1 << 18
+"""A frame at least this long (its length prefix within its limit) is read straight into a buffer
+of its size: a 512x512 result (2 MiB of doubles) is not grown chunk by chunk and copied twice."""
 CHANNEL_LOST = (
     "your code closed or replaced a file descriptor the grader uses (its result channel), "
     "so the grader lost its channel to your code"
@@ -543,6 +546,8 @@ class _Child:
         self.imported = False  # set when its import frame said the import worked
         self.finished = False  # set when every call was answered
         self.bytes_read = 0  # of the result pipe: what the grader took in from this job
+        self.large: bytearray | None = None  # a large frame being read in place (`_read_large`)
+        self.filled = 0  # its bytes read so far
 
     def send(self, call: Call | bytes, deadline: float) -> str:
         """Write a phase of calls (`grader.models.phase_wire`; a `Call`: that call alone) to the job's call pipe.
@@ -600,7 +605,7 @@ class _Child:
         while True:
             if self.result_open:
                 need = 4 - len(self.buffer)
-                if need <= 0:
+                if need <= 0 and self.large is None:
                     size = int.from_bytes(self.buffer[:4], "big")
                     try:
                         check_length(size, limit, budget, expect)
@@ -614,19 +619,31 @@ class _Child:
                             return decode_frame(data, expect, budget)
                         except BoundaryError as exc:
                             return exc
-                try:
-                    chunk = os.read(self.result_fd, min(need, 1 << 20))
-                except BlockingIOError:
-                    chunk = None
-                except OSError:
-                    chunk = b""
+                    if size >= LARGE_FRAME_BYTES:  # allowed by its limit: read in place from here on
+                        self.large = bytearray(size)
+                        self.large[: len(self.buffer) - 4] = self.buffer[4:]
+                        self.filled = len(self.buffer) - 4
+                        self.buffer.clear()
+                if self.large is not None:
+                    got = self._read_large(expect, budget)
+                    if got is True:
+                        continue
+                    if got is not False:
+                        return got
+                    chunk = None  # nothing there yet: wait below
+                else:
+                    try:
+                        chunk = os.read(self.result_fd, min(need, 1 << 20))
+                    except BlockingIOError:
+                        chunk = None
+                    except OSError:
+                        chunk = b""
                 if chunk:
                     self.bytes_read += len(chunk)
                     self.buffer += chunk
                     continue
                 if chunk == b"":
-                    self.result_open = False
-                    self.selector.unregister(self.result_fd)
+                    self._result_closed()
             if not self.result_open:
                 # Briefly keep reading stdout and stderr: what the job wrote just before it
                 # ended (why it crashed, why its setup failed) must not be lost.
@@ -652,6 +669,38 @@ class _Child:
                     self.selector.unregister(key.fd)
                     continue
                 self._keep(sink[key.data], chunk)
+
+    def _read_large(self, expect: str, budget: ResultBudget | None) -> dict[str, Any] | BoundaryError | bool:
+        """Read more of a large frame (`LARGE_FRAME_BYTES`) straight into its own buffer.
+
+        Returns the decoded frame, or the `BoundaryError` that refused it, once it is whole;
+        True when bytes came, or the result pipe closed before the frame was whole (`read_frame`
+        reads on, or sees the pipe closed); False when no byte is there yet.
+        """
+        assert self.large is not None
+        try:
+            n = os.readv(self.result_fd, [memoryview(self.large)[self.filled :]])
+        except BlockingIOError:
+            return False
+        except OSError:
+            n = 0
+        if n == 0:
+            self.large = None  # it will never be whole
+            self._result_closed()
+            return True
+        self.bytes_read += n
+        self.filled += n
+        if self.filled < len(self.large):
+            return True
+        data, self.large = self.large, None
+        try:
+            return decode_frame(data, expect, budget)
+        except BoundaryError as exc:
+            return exc
+
+    def _result_closed(self) -> None:
+        self.result_open = False
+        self.selector.unregister(self.result_fd)
 
     def pending(self) -> bool:
         """Whether the result pipe holds more (or has closed) although no call is outstanding."""

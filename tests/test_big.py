@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import os
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from test_boundary import _PipeJob, worker_frame
 from test_checks import make, prepare
 
 from g14.kinds import EPS, row_weight_bound, score_rounding, weight_bounds
+from grader import worker
+from grader.boundary import BoundaryError, budget_for, decode_frame
+from grader.jobs import LARGE_FRAME_BYTES, _Child
 from grader.kinds import FLOOR_KEY
+from grader.models import Call, phase_wire
 
 
 def _pairwise_row(scores: np.ndarray, allowed: np.ndarray, error: np.ndarray) -> np.ndarray:
@@ -87,7 +96,6 @@ def test_the_matrix_bound_is_the_bound_of_each_row_with_a_causal_mask() -> None:
 
 
 def test_the_512x64_attention_bound_is_small_and_quick() -> None:
-    import time
 
     rng = np.random.default_rng(9901)
     q, k, v = (rng.normal(size=(512, 64)) for _ in range(3))
@@ -186,8 +194,6 @@ UNCHANGED = {"nothing", "nan_to_new_nan", "row_copied"}
 
 @pytest.mark.parametrize("name", sorted(_mutations()))
 def test_a_large_float_argument_s_mutation_is_seen_as_the_generic_check_sees_it(name: str) -> None:
-    from grader import worker
-    from grader.models import Call, phase_wire
 
     rng = np.random.default_rng(3)
     value = rng.normal(size=(80, 64)).tolist()
@@ -207,7 +213,6 @@ def test_a_large_float_argument_s_mutation_is_seen_as_the_generic_check_sees_it(
 
 
 def test_a_large_argument_arrives_as_the_same_lists_and_a_large_result_leaves_as_its_bytes(tmp_path: Path) -> None:
-    from grader import worker
 
     rng = np.random.default_rng(4)
     array = rng.normal(size=(300, 70))
@@ -223,7 +228,6 @@ def test_a_large_argument_arrives_as_the_same_lists_and_a_large_result_leaves_as
         worker._emit(fh.fileno(), {"event": "call", "status": "returned", "value": data, "mutated": []}, blobs)
     frame = path.read_bytes()
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4
-    from grader.boundary import budget_for, decode_frame
 
     got = decode_frame(frame[4:], "call", budget_for([array, array[:, ::2], np.zeros(5000)]))["value"]
     assert np.array_equal(got[0], array) and got[0].flags.writeable is False
@@ -232,10 +236,6 @@ def test_a_large_argument_arrives_as_the_same_lists_and_a_large_result_leaves_as
 
 
 def test_a_frame_larger_than_the_pipe_arrives_whole() -> None:
-    import os
-    import threading
-
-    from grader import worker
 
     array = np.random.default_rng(6).normal(size=(512, 512))  # 2 MiB: about 32 pipe buffers
     blobs: list[Any] = []
@@ -251,3 +251,118 @@ def test_a_frame_larger_than_the_pipe_arrives_whole() -> None:
     frame = b"".join(chunks)
     assert len(chunks) > 1 and int.from_bytes(frame[:4], "big") == len(frame) - 4
     assert frame[-8 * 512 * 512 :] == array.astype("<f8").tobytes()
+
+
+# --- the grader: reading a large frame -------------------------------------------------------------
+
+
+def _big_frame(array: np.ndarray) -> bytes:
+    """A whole frame (length prefix included) of a call that returned ``array``, as the worker writes it."""
+
+    body = worker_frame(array)
+    return len(body).to_bytes(4, "big") + body
+
+
+def _writer(fd: int, data: bytes, pause_after: int = -1, pause: float = 0.0) -> Any:
+    """Write ``data`` to ``fd`` from a thread (a pipe holds less), pausing once after ``pause_after`` bytes."""
+
+    def run() -> None:
+        view = memoryview(data)
+        if pause_after >= 0:
+            head = view[:pause_after]
+            while head:
+                head = head[os.write(fd, head) :]
+            time.sleep(pause)
+            view = view[pause_after:]
+        while view:
+            view = view[os.write(fd, view) :]
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_large_frame_is_read_in_place_and_decoded_as_its_arrays() -> None:
+
+    weights = np.random.default_rng(7).random((512, 512))
+    frame = _big_frame(weights)
+    assert len(frame) > LARGE_FRAME_BYTES
+    job = _PipeJob()
+    child = _Child(job)
+    sink = {"stdout": bytearray(), "stderr": bytearray()}
+    # Half of it, then a pause longer than the first deadline: the reader says "timeout", keeps
+    # what it has, and reads the rest at the next call.
+    thread = _writer(job.write_fd, frame, pause_after=len(frame) // 2, pause=0.3)
+    first = child.read_frame(time.monotonic() + 0.1, sink, "call", budget_for(weights))
+    assert first == "timeout" and child.large is not None and child.filled == len(frame) // 2 - 4
+    got = child.read_frame(time.monotonic() + 10.0, sink, "call", budget_for(weights))
+    thread.join()
+    assert isinstance(got, dict) and got["status"] == "returned"
+    assert np.array_equal(got["value"], weights) and got["value"].flags.writeable is False
+    assert child.bytes_read == len(frame) and child.large is None
+    assert child.read_frame(time.monotonic() + 0.05, sink, "call", budget_for(weights)) == "timeout"
+    child.kill()
+
+
+def test_a_large_frame_cut_short_is_the_job_s_end_not_a_frame() -> None:
+
+    weights = np.zeros((512, 512))
+    frame = _big_frame(weights)
+    job = _PipeJob()
+    child = _Child(job)
+    sink = {"stdout": bytearray(), "stderr": bytearray()}
+    thread = _writer(job.write_fd, frame[: len(frame) // 3])
+    thread.join()
+    os.close(job.write_fd)
+    job.write_fd = os.open(os.devnull, os.O_WRONLY)  # for kill() to close
+    assert child.read_frame(time.monotonic() + 5.0, sink, "call", budget_for(weights)) == "eof"
+    assert child.bytes_read == len(frame) // 3 and child.large is None and not child.result_open
+    child.kill()
+
+
+def test_a_large_frame_over_its_limit_is_refused_before_anything_is_kept() -> None:
+
+    small = budget_for(np.zeros((64, 64)))  # a 64x64 reference: about 0.5 MiB allowed
+    frame = _big_frame(np.zeros((512, 512)))
+    job = _PipeJob()
+    os.write(job.write_fd, frame[: 1 << 16])
+    child = _Child(job)
+    error = child.read_frame(time.monotonic() + 5.0, {"stdout": bytearray(), "stderr": bytearray()}, "call", small)
+    assert isinstance(error, BoundaryError) and error.fatal
+    assert error.message == "the result is far larger than the reference's (2.0 MiB)"
+    assert child.bytes_read == 4 and child.large is None  # the length alone, and no buffer for the rest
+    child.kill()
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["more numbers than the budget", "bytes beyond the header", "fewer bytes than the header", "not UTF-8 JSON"],
+)
+def test_a_malformed_or_oversized_large_frame_is_refused(case: str) -> None:
+
+    budget = budget_for(np.zeros((512, 512)))
+    text = {"event": "call", "status": "returned", "mutated": [], "value": {"$array": ["<f8", [512, 512]]}}
+    blob = np.zeros(512 * 512).tobytes()
+    if case == "more numbers than the budget":
+        text["value"]["$array"][1] = [2048, 512]  # 4x the reference's numbers (its frame fits the byte limit)
+        blob = blob * 4
+    elif case == "bytes beyond the header":
+        blob += b"\0" * 8
+    elif case == "fewer bytes than the header":
+        blob = blob[:-8]
+    header = json.dumps(text).encode()
+    body = b"\x00" + len(header).to_bytes(4, "big") + header + blob
+    if case == "not UTF-8 JSON":
+        body = b"\xff" * len(body)
+    job = _PipeJob()
+    child = _Child(job)
+    thread = _writer(job.write_fd, len(body).to_bytes(4, "big") + body)
+    error = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()}, "call", budget)
+    thread.join()
+    assert isinstance(error, BoundaryError), error
+    if case == "more numbers than the budget":
+        assert not error.fatal and error.message.startswith("the result is far larger than the reference's (more than")
+    else:
+        assert error.fatal
+    assert child.bytes_read == 4 + len(body) and child.large is None
+    child.kill()
