@@ -324,6 +324,9 @@ class CallResult:
     where: str = ""
     seconds: float = 0.0
     mutated_args: tuple[int, ...] = ()
+    wire: bytes = field(default=b"", compare=False, repr=False)
+    """The frame's bytes as the job wrote them (empty when no frame came): equal bytes, equal result
+    but for ``seconds``, so the grader judges an answer it has already judged once (`grader.session`)."""
 
 
 @dataclass(frozen=True)
