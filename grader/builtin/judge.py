@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grader.disclosure import is_released
-from grader.judging import VerdictCache, judge
+from grader.judging import VerdictCache
 from grader.models import CallResult, Check, Prepared, Verdict
 from grader.plugins import hookimpl
 
