@@ -89,11 +89,13 @@ WALL_BACKSTOP_FACTOR = 4.0
 """A call may take this many times its (CPU-time) timeout in wall-clock time, waiting included."""
 MIN_POLL_SECONDS = 0.01
 """Shortest wait between two readings of a job's CPU time."""
-HIDDEN_CUT_NOTE = "[output after the first hidden check is not shown]"
-"""Ends the kept output when the submission printed more after the first hidden call was sent."""
+READ_AHEAD_BYTES = 64 << 10
+"""The most a read of a job's result pipe takes beyond the frame it needs (the frames behind it)."""
 LARGE_FRAME_BYTES = 1 << 18
 """A frame at least this long (its length prefix within its limit) is read straight into a buffer
 of its size: a 512x512 result (2 MiB of doubles) is not grown chunk by chunk and copied twice."""
+HIDDEN_CUT_NOTE = "[output after the first hidden check is not shown]"
+"""Ends the kept output when the submission printed more after the first hidden call was sent."""
 CHANNEL_LOST = (
     "your code closed or replaced a file descriptor the grader uses (its result channel), "
     "so the grader lost its channel to your code"
@@ -546,6 +548,8 @@ class _Child:
         self.imported = False  # set when its import frame said the import worked
         self.finished = False  # set when every call was answered
         self.bytes_read = 0  # of the result pipe: what the grader took in from this job
+        self.empty = False  # the last read of the result pipe found nothing (reset when it is readable)
+        self.last_wire = b""  # the bytes of the last frame read (`CallResult.wire`)
         self.large: bytearray | None = None  # a large frame being read in place (`_read_large`)
         self.filled = 0  # its bytes read so far
 
@@ -598,8 +602,10 @@ class _Child:
 
         Or ``"timeout"`` (nothing by ``deadline``), ``"eof"`` (the result
         pipe closed), or the `BoundaryError` that refused the frame. A frame
-        whose length prefix exceeds its limit is refused before any of its
-        bytes are read: the grader reads exactly 4 bytes, then the frame.
+        whose length prefix exceeds its limit is refused before more of it
+        is read than one read ahead (`READ_AHEAD_BYTES`): what is read at
+        once is whatever the pipe holds, up to the frame's need or that
+        much, so that the frames of calls answered meanwhile take one read.
         """
         limit = IMPORT_FRAME_BYTES if expect != "call" else frame_limit(budget)
         while True:
@@ -615,11 +621,13 @@ class _Child:
                     if need <= 0:
                         data = bytes(self.buffer[4 : 4 + size])
                         del self.buffer[: 4 + size]
+                        self.last_wire = data
                         try:
                             return decode_frame(data, expect, budget)
                         except BoundaryError as exc:
                             return exc
-                    if size >= LARGE_FRAME_BYTES:  # allowed by its limit: read in place from here on
+                    if size >= LARGE_FRAME_BYTES:  # within its limit: read in place from here on
+                        # (the buffer holds less than this frame, so nothing of the next one)
                         self.large = bytearray(size)
                         self.large[: len(self.buffer) - 4] = self.buffer[4:]
                         self.filled = len(self.buffer) - 4
@@ -633,9 +641,13 @@ class _Child:
                     chunk = None  # nothing there yet: wait below
                 else:
                     try:
-                        chunk = os.read(self.result_fd, min(need, 1 << 20))
+                        # Not again before the pipe says it has more: the read just before found it empty.
+                        chunk = (
+                            None if self.empty else os.read(self.result_fd, min(max(need, READ_AHEAD_BYTES), 1 << 20))
+                        )
                     except BlockingIOError:
                         chunk = None
+                        self.empty = True
                     except OSError:
                         chunk = b""
                 if chunk:
@@ -658,7 +670,8 @@ class _Child:
                     return "timeout"
             for key, _ in self.selector.select(remaining):
                 if key.data == "result":
-                    continue  # read at the top of the loop, no more than the frame needs
+                    self.empty = False
+                    continue  # read at the top of the loop
                 try:
                     chunk = os.read(key.fd, 1 << 16)
                 except BlockingIOError:
@@ -675,12 +688,18 @@ class _Child:
 
         Returns the decoded frame, or the `BoundaryError` that refused it, once it is whole;
         True when bytes came, or the result pipe closed before the frame was whole (`read_frame`
-        reads on, or sees the pipe closed); False when no byte is there yet.
+        reads on, or sees the pipe closed); False when no byte is there yet. A large frame's
+        `CallResult.wire` is empty: it is judged each time (hashing 2 MiB as a verdict's key
+        costs about what judging it does, and would keep it).
         """
         assert self.large is not None
+        self.last_wire = b""
+        if self.empty:
+            return False
         try:
             n = os.readv(self.result_fd, [memoryview(self.large)[self.filled :]])
         except BlockingIOError:
+            self.empty = True
             return False
         except OSError:
             n = 0
@@ -701,6 +720,29 @@ class _Child:
     def _result_closed(self) -> None:
         self.result_open = False
         self.selector.unregister(self.result_fd)
+
+    def frame_ready(self) -> bool:
+        """Whether a whole frame is already read (after one read without waiting, if none was)."""
+        if self.large is not None:  # a large frame part read: read_frame reads the rest
+            return False
+        if len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(self.buffer[:4], "big"):
+            return True
+        if not self.result_open:
+            return False
+        if self.empty:
+            return False
+        try:
+            chunk = os.read(self.result_fd, READ_AHEAD_BYTES)
+        except BlockingIOError:
+            self.empty = True  # read_frame waits for the pipe instead of reading it again
+            return False
+        except OSError:  # gone: read_frame says so
+            return False
+        if not chunk:
+            return False  # end of file: left for read_frame to see (the read returns it again)
+        self.bytes_read += len(chunk)
+        self.buffer += chunk
+        return len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(self.buffer[:4], "big")
 
     def pending(self) -> bool:
         """Whether the result pipe holds more (or has closed) although no call is outstanding."""
@@ -729,11 +771,14 @@ class _Child:
                 pass
 
 
-def _result_of(frame: dict[str, Any], seconds: float) -> CallResult:
-    """A validated call frame (`grader.boundary.decode_frame`) as a `CallResult`, with the grader's duration."""
+def _result_of(frame: dict[str, Any], seconds: float, wire: bytes = b"") -> CallResult:
+    """A validated call frame (`grader.boundary.decode_frame`) as a `CallResult`, with the grader's duration.
+
+    ``wire`` is the frame's bytes (`CallResult.wire`).
+    """
     status, mutated = frame["status"], frame["mutated"]
     if status == "returned":
-        return CallResult("returned", value=frame["value"], seconds=seconds, mutated_args=mutated)
+        return CallResult("returned", value=frame["value"], seconds=seconds, mutated_args=mutated, wire=wire)
     if status == "raised":
         return CallResult(
             "raised",
@@ -743,8 +788,9 @@ def _result_of(frame: dict[str, Any], seconds: float) -> CallResult:
             where=frame["where"],
             seconds=seconds,
             mutated_args=mutated,
+            wire=wire,
         )
-    return CallResult(status, message=frame["message"], seconds=seconds, mutated_args=mutated)
+    return CallResult(status, message=frame["message"], seconds=seconds, mutated_args=mutated, wire=wire)
 
 
 def _call_result(frame: dict[str, Any]) -> CallResult:
@@ -976,7 +1022,8 @@ def _run_phase(
         call = calls[j]
         if j > start:
             began = time.monotonic()
-        cpu0 = child.job.cpu_seconds() if cpu_timed else None
+        # An answer already read needs no CPU reading (it came in time); others are timed from now.
+        cpu0 = (0.0 if child.frame_ready() else child.job.cpu_seconds()) if cpu_timed else None
         wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
         backstop = min(began + wall_limit, budget_end)
         more = j + 1 < len(calls)
@@ -1010,7 +1057,7 @@ def _run_phase(
                     break
         seconds = time.monotonic() - began
         if isinstance(frame, dict):
-            result: CallResult = _result_of(frame, seconds)
+            result: CallResult = _result_of(frame, seconds, child.last_wire)
         elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
             result = CallResult("bad_return", message=frame.message, seconds=seconds)
         else:
