@@ -25,7 +25,7 @@ from test_checks import make, prepare
 from g14.kinds import EPS, row_weight_bound, score_rounding, weight_bounds
 from grader import worker
 from grader.boundary import BoundaryError, budget_for, decode_frame
-from grader.jobs import LARGE_FRAME_BYTES, _Child
+from grader.jobs import LARGE_FRAME_BYTES, READ_AHEAD_BYTES, _Child
 from grader.kinds import FLOOR_KEY
 from grader.models import Call, phase_wire
 
@@ -287,19 +287,25 @@ def test_a_large_frame_is_read_in_place_and_decoded_as_its_arrays() -> None:
     weights = np.random.default_rng(7).random((512, 512))
     frame = _big_frame(weights)
     assert len(frame) > LARGE_FRAME_BYTES
+    small = json.dumps({"event": "call", "status": "returned", "value": 1.5, "mutated": []}).encode()
+    small = len(small).to_bytes(4, "big") + small
     job = _PipeJob()
     child = _Child(job)
     sink = {"stdout": bytearray(), "stderr": bytearray()}
-    # Half of it, then a pause longer than the first deadline: the reader says "timeout", keeps
-    # what it has, and reads the rest at the next call.
-    thread = _writer(job.write_fd, frame, pause_after=len(frame) // 2, pause=0.3)
+    # A small answer, then half of the large one, then a pause longer than the deadline: the
+    # reader says "timeout", keeps what it has, and reads the rest at the next call.
+    thread = _writer(job.write_fd, small + frame, pause_after=len(small) + len(frame) // 2, pause=0.3)
+    assert child.read_frame(time.monotonic() + 5.0, sink, "call", budget_for(weights))["value"] == 1.5
+    assert child.last_wire == small[4:]
     first = child.read_frame(time.monotonic() + 0.1, sink, "call", budget_for(weights))
     assert first == "timeout" and child.large is not None and child.filled == len(frame) // 2 - 4
     got = child.read_frame(time.monotonic() + 10.0, sink, "call", budget_for(weights))
     thread.join()
     assert isinstance(got, dict) and got["status"] == "returned"
     assert np.array_equal(got["value"], weights) and got["value"].flags.writeable is False
-    assert child.bytes_read == len(frame) and child.large is None
+    assert child.bytes_read == len(small) + len(frame) and child.large is None
+    # Its answer is judged each time: no wire (never the small answer's) to key a kept verdict.
+    assert child.last_wire == b""
     assert child.read_frame(time.monotonic() + 0.05, sink, "call", budget_for(weights)) == "timeout"
     child.kill()
 
@@ -330,7 +336,8 @@ def test_a_large_frame_over_its_limit_is_refused_before_anything_is_kept() -> No
     error = child.read_frame(time.monotonic() + 5.0, {"stdout": bytearray(), "stderr": bytearray()}, "call", small)
     assert isinstance(error, BoundaryError) and error.fatal
     assert error.message == "the result is far larger than the reference's (2.0 MiB)"
-    assert child.bytes_read == 4 and child.large is None  # the length alone, and no buffer for the rest
+    # Its length and at most one read ahead (what the pipe held), and no buffer for the rest.
+    assert child.bytes_read <= 4 + READ_AHEAD_BYTES and child.large is None
     child.kill()
 
 
