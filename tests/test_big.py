@@ -373,3 +373,23 @@ def test_a_malformed_or_oversized_large_frame_is_refused(case: str) -> None:
         assert error.fatal
     assert child.bytes_read == 4 + len(body) and child.large is None
     child.kill()
+
+
+def test_a_512x64_call_goes_through_a_job_whole(tmp_path: Path) -> None:
+    from grader.jobs import run_calls
+
+    rng = np.random.default_rng(8)
+    q = rng.normal(size=(512, 64))
+    call = Call("look", (q.tolist(), q[:4].tolist()), 5.0, budget=budget_for([np.zeros((512, 512)), 0.0]))
+    assert len(call.wire) > 256 << 10  # a large message for the worker, a large frame back
+    path = tmp_path / "attention.py"
+    path.write_text(
+        "import numpy as np\ndef look(a, b):\n    x = np.asarray(a)\n    return x @ x.T, sum(map(sum, a)) + len(b)\n"
+    )
+    plain = run_calls(str(path), [call]).results[0]
+    assert plain.status == "returned" and plain.mutated_args == ()
+    weights, total = plain.value
+    assert np.array_equal(weights, q @ q.T) and total == sum(map(sum, q.tolist())) + 4
+    path.write_text("def look(a, b):\n    a[511][63] += 1.0\n    return [[0.0]], 0.0\n")
+    changed = run_calls(str(path), [call]).results[0]
+    assert changed.status == "returned" and changed.mutated_args == (0,)
