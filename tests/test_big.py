@@ -393,3 +393,46 @@ def test_a_512x64_call_goes_through_a_job_whole(tmp_path: Path) -> None:
     path.write_text("def look(a, b):\n    a[511][63] += 1.0\n    return [[0.0]], 0.0\n")
     changed = run_calls(str(path), [call]).results[0]
     assert changed.status == "returned" and changed.mutated_args == (0,)
+
+
+def test_a_large_part_s_tolerance_is_made_once_and_judges_as_before() -> None:
+    from grader.compare import Mismatch, compare, tolerance_limit
+    from grader.kinds import LIMIT_KEPT_ELEMENTS, compare_parts
+
+    check, ctx = make("compare", "attention")
+    rng = np.random.default_rng(9)
+    weights = rng.random((256, 128))
+    assert weights.size >= LIMIT_KEPT_ELEMENTS
+    floor = np.full(weights.shape, 1e-7)
+    limit = ctx.limit_for(weights, 1e-6, 1e-9, floor)
+    assert limit is not None and not limit.flags.writeable
+    assert np.array_equal(limit, 1e-9 + 1e-6 * np.abs(weights) + floor)  # the sums as written out
+    assert ctx.limit_for(weights, 1e-6, 1e-9, floor) is limit  # kept
+    assert ctx.limit_for(weights.copy(), 1e-6, 1e-9, floor) is not limit  # another part, however equal
+    assert ctx.limit_for(weights, 1e-5, 1e-9, floor) is not limit
+    assert ctx.limit_for(weights[:10], 1e-6, 1e-9, None) is None  # small: compare makes its own
+    # The same verdicts and messages with it as without: within, at the edge (rounding puts some
+    # elements just past it), past it at one element.
+    edge = weights + tolerance_limit(weights, 1e-6, 1e-9, floor)
+    past = weights.copy()
+    past[17, 5] += 1e-5
+    outcomes = {}
+    for label, got in (("within", weights), ("edge", edge), ("past", past)):
+        seen = []
+        for kept in (None, limit):
+            try:
+                compare("weights", weights, got, 1e-6, 1e-9, floor, "why", kept)
+                seen.append("passed")
+            except Mismatch as m:
+                seen.append(m.message)
+        assert seen[0] == seen[1], label
+        outcomes[label] = seen[0]
+    assert outcomes["within"] == "passed"
+    assert outcomes["past"].startswith("weights differs from the expected value by up to 1e-05 (at weights[17][5])")
+    # Through compare_parts, as the compare kind judges: an answer off by one element fails.
+    expected = {"outputs": weights[:, :64].copy(), "weights": weights}
+    answer = [expected["outputs"], weights.copy()]
+    assert compare_parts(check, ctx, expected, answer).status == "passed"
+    answer[1][200, 100] += 1e-3
+    verdict = compare_parts(check, ctx, expected, answer)
+    assert verdict.status == "failed" and "(at weights[200][100])" in verdict.message
