@@ -436,3 +436,16 @@ def test_a_large_part_s_tolerance_is_made_once_and_judges_as_before() -> None:
     answer[1][200, 100] += 1e-3
     verdict = compare_parts(check, ctx, expected, answer)
     assert verdict.status == "failed" and "(at weights[200][100])" in verdict.message
+
+
+def test_a_large_frame_of_json_lists_is_read_in_place_too() -> None:
+    rows = np.random.default_rng(10).normal(size=(200, 200)).tolist()  # a pure-Python answer: JSON numbers
+    body = json.dumps({"event": "call", "status": "returned", "value": rows, "mutated": []}).encode()
+    assert len(body) > LARGE_FRAME_BYTES
+    job = _PipeJob()
+    child = _Child(job)
+    thread = _writer(job.write_fd, len(body).to_bytes(4, "big") + body)
+    got = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()}, "call", None)
+    thread.join()
+    assert isinstance(got, dict) and got["value"] == rows and child.last_wire == b""
+    child.kill()
