@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from grader.boundary import (
     CALL_KEYS,
     CHANNEL_LOST_EXIT,
+    FRAMES,
     IMPORT_FRAME_BYTES,
     UNREADABLE,
     BoundaryError,
@@ -654,7 +655,7 @@ class _Child:
                         del self.buffer[: 4 + size]
                         self.last_wire = data
                         try:
-                            return decode_frame(data, expect, budget)
+                            return FRAMES.decode(data, expect, budget)
                         except BoundaryError as exc:
                             return exc
                 try:
