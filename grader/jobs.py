@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from grader.boundary import (
     CALL_KEYS,
     CHANNEL_LOST_EXIT,
+    FRAMES,
     IMPORT_FRAME_BYTES,
     UNREADABLE,
     BoundaryError,
@@ -659,7 +660,7 @@ class _Child:
                         del self.buffer[: 4 + size]
                         self.last_wire = data
                         try:
-                            return decode_frame(data, expect, budget)
+                            return FRAMES.decode(data, expect, budget)
                         except BoundaryError as exc:
                             return exc
                     if size >= LARGE_FRAME_BYTES:  # within its limit: read in place from here on
