@@ -1069,7 +1069,9 @@ def _run_phase(
         more = j + 1 < len(calls)
         want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
         frame: dict[str, Any] | str | BoundaryError = sent
-        if sent == "sent":
+        if sent == "sent" and ready:  # its answer is already read: no waiting, no clock
+            frame = child.read_frame(budget_end, sink, "call", call.budget)
+        elif sent == "sent":
             polled = False
             while True:
                 now = time.monotonic()
