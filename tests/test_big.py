@@ -449,3 +449,70 @@ def test_a_large_frame_of_json_lists_is_read_in_place_too() -> None:
     thread.join()
     assert isinstance(got, dict) and got["value"] == rows and child.last_wire == b""
     child.kill()
+
+
+BIG_SPEC = """\
+exercise: BIG.01
+title: One large attention call
+section: "tests"
+seed: 9901
+returns:
+  attention: [outputs, weights]
+defaults:
+  timeout: 10
+  visibility: hidden
+  points: 1
+  hint: the large check
+checks:
+  - id: big-512x64
+    kind: compare
+    function: attention
+    args:
+      Q: {normal: [512, 64]}
+      K: {normal: [512, 64]}
+      V: {normal: [512, 64]}
+"""
+
+OFF_BY_ONE = """
+_right = attention
+
+
+def attention(Q, K, V, causal=False):
+    outputs, weights = _right(Q, K, V, causal)
+    weights = weights.copy()
+    weights[200, 100] += 1e-6  # one weight of 262,144, a millionth off
+    return outputs, weights
+"""
+
+
+def test_the_512x64_check_passes_the_right_answer_and_fails_one_element_off(tmp_path: Path) -> None:
+    from conftest import REFERENCE, SUBMISSIONS
+
+    from grader import session
+    from grader.cli import build_parser
+    from grader.config import Config
+    from grader.jobs import run_calls
+    from grader.judging import judge
+    from grader.plugins import get_plugin_manager
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "BIG.01.yaml").write_text(BIG_SPEC)
+    pm = get_plugin_manager(load_entrypoints=False)
+    argv = ["grade", "x.py", "--insecure", "--specs", str(specs), "--reference", str(REFERENCE)]
+    collected = session.collect(Config("grade", build_parser(pm).parse_args(argv), pm))
+    [(_, [pc])] = collected.checks
+    assert pc.prepared.calls[0].encoded[1]  # the arguments travel as raw doubles
+    right = (SUBMISSIONS / "correct_numpy" / "attention.py").read_text()
+    verdicts = {}
+    for name, source in (("right", right), ("off", right + OFF_BY_ONE)):
+        path = tmp_path / name / "attention.py"
+        path.parent.mkdir()
+        path.write_text(source)
+        [result] = run_calls(str(path), pc.prepared.calls).results
+        assert result.status == "returned" and result.mutated_args == ()
+        verdicts[name] = judge(pc.check, pc.prepared, [result], pc.kind, pc.context)
+    assert verdicts["right"].status == "passed"
+    off = verdicts["off"]
+    assert off.status == "failed"
+    assert off.message.startswith("weights differs from the expected value by up to 1e-06 (at weights[200][100])")
