@@ -25,6 +25,7 @@ __all__ = [
     "perturb",
     "rounding_floor",
     "split_parts",
+    "tolerance_limit",
 ]
 
 
@@ -119,18 +120,21 @@ def as_array(name: str, data: Any) -> np.ndarray:
     return arr
 
 
+_PLAIN_NUMBERS = frozenset({float, int})
+
+
 def _has_bool(data: Any) -> bool:
     """Whether nested lists hold a bool anywhere."""
-    stack = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, bool):
+    if type(data) is list:
+        kinds = set(map(type, data))  # a row at C speed: most rows are numbers only
+        if kinds <= _PLAIN_NUMBERS:
+            return False
+        if bool in kinds:
             return True
-        if isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, np.ndarray) and item.dtype == np.bool_:  # a large array that came as binary
-            return True
-    return False
+        return any(_has_bool(item) for item in data if type(item) is list or isinstance(item, np.ndarray))
+    if isinstance(data, np.ndarray):  # a large array that came as binary
+        return bool(data.dtype == np.bool_)
+    return isinstance(data, bool)
 
 
 def part_names(function: str, returns: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
@@ -156,6 +160,22 @@ def split_parts(names: Sequence[str], got: Any) -> dict[str, Any]:
     return dict(zip(names, got))
 
 
+def tolerance_limit(expected: Any, rtol: float, atol: float, floor: Any = None) -> np.ndarray:
+    """How far each element may be from ``expected`` in `compare`: ``atol + rtol * |expected| + floor``.
+
+    The same sums, in the same order, as written out (``rtol |e|``, then ``atol``, then the
+    floor); made in place, so a 512x512 part costs one array.
+    """
+    exp = np.asarray(expected, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        limit: np.ndarray = np.asarray(np.abs(exp))
+        limit *= rtol
+        limit += atol
+        if floor is not None:
+            limit += np.broadcast_to(np.asarray(floor, dtype=np.float64), exp.shape)
+    return limit
+
+
 def _index(name: str, flat: int, shape: tuple[int, ...]) -> str:
     if not shape:
         return name
@@ -170,6 +190,7 @@ def compare(
     atol: float,
     floor: Any = None,
     why: str = "",
+    limit: np.ndarray | None = None,
 ) -> None:
     """Compare one returned part with its expected value.
 
@@ -194,6 +215,9 @@ def compare(
     why : str, optional
         The reason for the tolerance, in words, for the message
         (default `DEFAULT_WHY`).
+    limit : ndarray, optional
+        ``tolerance_limit(expected, rtol, atol, floor)``, when the caller
+        keeps it for a part it compares again and again (a large one).
 
     Raises
     ------
@@ -214,12 +238,16 @@ def compare(
             f"{name} has shape {arr.shape}, expected {exp.shape}",
             (("expected shape", str(exp.shape)), ("got shape", str(arr.shape)), ("got", format_value(arr))),
         )
-    extra = np.zeros(exp.shape) if floor is None else np.broadcast_to(np.asarray(floor, dtype=np.float64), exp.shape)
+    if limit is None or np.shape(limit) != exp.shape:
+        limit = tolerance_limit(exp, rtol, atol, floor)
     with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(arr - exp)
-        bad = ~(err <= atol + rtol * np.abs(exp) + extra)
-    if not bad.any():
+        err = np.asarray(arr - exp)  # in place from here: one float temporary as large as the part
+        np.abs(err, out=err)
+        ok = err <= limit
+    if ok.all():
         return
+    bad = ~ok
+    extra = np.zeros(exp.shape) if floor is None else np.broadcast_to(np.asarray(floor, dtype=np.float64), exp.shape)
     nonfinite = bad & ~np.isfinite(arr)
     if nonfinite.any():
         flat = int(np.flatnonzero(nonfinite)[0])

@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from grader.boundary import (
     CALL_KEYS,
     CHANNEL_LOST_EXIT,
+    FRAMES,
     IMPORT_FRAME_BYTES,
     UNREADABLE,
     BoundaryError,
@@ -89,6 +90,11 @@ WALL_BACKSTOP_FACTOR = 4.0
 """A call may take this many times its (CPU-time) timeout in wall-clock time, waiting included."""
 MIN_POLL_SECONDS = 0.01
 """Shortest wait between two readings of a job's CPU time."""
+READ_AHEAD_BYTES = 64 << 10
+"""The most a read of a job's result pipe takes beyond the frame it needs (the frames behind it)."""
+LARGE_FRAME_BYTES = 1 << 18
+"""A frame at least this long (its length prefix within its limit) is read straight into a buffer
+of its size: a 512x512 result (2 MiB of doubles) is not grown chunk by chunk and copied twice."""
 HIDDEN_CUT_NOTE = "[output after the first hidden check is not shown]"
 """Ends the kept output when the submission printed more after the first hidden call was sent."""
 CHANNEL_LOST = (
@@ -198,6 +204,11 @@ class Job(Protocol):
     def end_calls(self) -> None:
         """Close the call pipe: the worker, at end-of-file, leaves."""
 
+    # Optional: ``wait_seconds() -> float | None``, the seconds the job has spent ready to run but
+    # waiting for a CPU (a busy machine), or None when unknown. Not counted against the wall-clock
+    # backstop (`run_calls`), so a call that computes is stopped by its CPU limit however busy the
+    # machine is, and a call that sleeps by the backstop.
+
     def kill(self, finished: bool = False, wait: bool = True) -> None:
         """Kill the worker and everything it started.
 
@@ -292,14 +303,47 @@ def stop_server(sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def schedstat_wait_seconds(schedstat_fd: int | None) -> float | None:
+    """Seconds the task whose ``/proc/<pid>/schedstat`` ``schedstat_fd`` reads has waited on a run queue, or None.
+
+    The file's second number (nanoseconds); None when there is no
+    descriptor, the task is gone or the kernel keeps no such figure.
+    """
+    if schedstat_fd is None:
+        return None
+    try:
+        return int(os.pread(schedstat_fd, 256, 0).split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def open_proc_file(pid: int, name: str) -> int | None:
+    """A descriptor of ``/proc/<pid>/<name>``, or None off Linux or once the process is gone."""
+    try:
+        return os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
 class _PipedJob:
     """What a job the grader started itself (a plain child, a forked one) shares: its CPU time and its call pipe."""
 
     call_fd: int
     _stat_fd: int | None
+    _schedstat_fd: int | None = None
 
     def cpu_seconds(self) -> float | None:
         return stat_cpu_seconds(self._stat_fd)
+
+    def wait_seconds(self) -> float | None:
+        """Seconds the worker's main thread has waited for a CPU (see `Job`)."""
+        return schedstat_wait_seconds(self._schedstat_fd)
+
+    def _close_proc_files(self) -> None:
+        for fd in (self._stat_fd, self._schedstat_fd):
+            if fd is not None:
+                os.close(fd)
+        self._stat_fd = self._schedstat_fd = None
 
     def end_calls(self) -> None:
         if self.call_fd >= 0:
@@ -350,6 +394,7 @@ class PlainJob(_PipedJob):
         self.proc.stdout.close()
         self.proc.stderr.close()
         self._stat_fd = open_stat(self.proc.pid)
+        self._schedstat_fd = open_proc_file(self.proc.pid, "schedstat")
 
     def kill(self, finished: bool = False, wait: bool = True) -> None:
         self.end_calls()
@@ -361,9 +406,7 @@ class PlainJob(_PipedJob):
             self.proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
             pass
-        if self._stat_fd is not None:
-            os.close(self._stat_fd)
-            self._stat_fd = None
+        self._close_proc_files()
 
     def exit_code(self, timeout: float) -> int | None:
         try:
@@ -477,6 +520,7 @@ class ForkJob(_PipedJob):
         self._status_fd: int | None = pipes[4][0]
         self._status: int | None = None
         self._stat_fd = open_stat(self.pid)
+        self._schedstat_fd = open_proc_file(self.pid, "schedstat")
 
     def exit_code(self, timeout: float) -> int | None:
         if self._status is None and self._status_fd is not None:
@@ -497,9 +541,7 @@ class ForkJob(_PipedJob):
             except OSError:
                 pass
             self.exit_code(5.0)
-        if self._stat_fd is not None:
-            os.close(self._stat_fd)
-            self._stat_fd = None
+        self._close_proc_files()
 
     def describe_exit(self, code: int, imported: bool) -> str:
         return describe_exit(code)
@@ -543,6 +585,10 @@ class _Child:
         self.imported = False  # set when its import frame said the import worked
         self.finished = False  # set when every call was answered
         self.bytes_read = 0  # of the result pipe: what the grader took in from this job
+        self.empty = False  # the last read of the result pipe found nothing (reset when it is readable)
+        self.last_wire = b""  # the bytes of the last frame read (`CallResult.wire`)
+        self.large: bytearray | None = None  # a large frame being read in place (`_read_large`)
+        self.filled = 0  # its bytes read so far
 
     def send(self, call: Call | bytes, deadline: float) -> str:
         """Write a phase of calls (`grader.models.phase_wire`; a `Call`: that call alone) to the job's call pipe.
@@ -593,14 +639,16 @@ class _Child:
 
         Or ``"timeout"`` (nothing by ``deadline``), ``"eof"`` (the result
         pipe closed), or the `BoundaryError` that refused the frame. A frame
-        whose length prefix exceeds its limit is refused before any of its
-        bytes are read: the grader reads exactly 4 bytes, then the frame.
+        whose length prefix exceeds its limit is refused before more of it
+        is read than one read ahead (`READ_AHEAD_BYTES`): what is read at
+        once is whatever the pipe holds, up to the frame's need or that
+        much, so that the frames of calls answered meanwhile take one read.
         """
         limit = IMPORT_FRAME_BYTES if expect != "call" else frame_limit(budget)
         while True:
             if self.result_open:
                 need = 4 - len(self.buffer)
-                if need <= 0:
+                if need <= 0 and self.large is None:
                     size = int.from_bytes(self.buffer[:4], "big")
                     try:
                         check_length(size, limit, budget, expect)
@@ -610,23 +658,41 @@ class _Child:
                     if need <= 0:
                         data = bytes(self.buffer[4 : 4 + size])
                         del self.buffer[: 4 + size]
+                        self.last_wire = data
                         try:
-                            return decode_frame(data, expect, budget)
+                            return FRAMES.decode(data, expect, budget)
                         except BoundaryError as exc:
                             return exc
-                try:
-                    chunk = os.read(self.result_fd, min(need, 1 << 20))
-                except BlockingIOError:
-                    chunk = None
-                except OSError:
-                    chunk = b""
+                    if size >= LARGE_FRAME_BYTES:  # within its limit: read in place from here on
+                        # (the buffer holds less than this frame, so nothing of the next one)
+                        self.large = bytearray(size)
+                        self.large[: len(self.buffer) - 4] = self.buffer[4:]
+                        self.filled = len(self.buffer) - 4
+                        self.buffer.clear()
+                if self.large is not None:
+                    got = self._read_large(expect, budget)
+                    if got is True:
+                        continue
+                    if got is not False:
+                        return got
+                    chunk = None  # nothing there yet: wait below
+                else:
+                    try:
+                        # Not again before the pipe says it has more: the read just before found it empty.
+                        chunk = (
+                            None if self.empty else os.read(self.result_fd, min(max(need, READ_AHEAD_BYTES), 1 << 20))
+                        )
+                    except BlockingIOError:
+                        chunk = None
+                        self.empty = True
+                    except OSError:
+                        chunk = b""
                 if chunk:
                     self.bytes_read += len(chunk)
                     self.buffer += chunk
                     continue
                 if chunk == b"":
-                    self.result_open = False
-                    self.selector.unregister(self.result_fd)
+                    self._result_closed()
             if not self.result_open:
                 # Briefly keep reading stdout and stderr: what the job wrote just before it
                 # ended (why it crashed, why its setup failed) must not be lost.
@@ -641,7 +707,8 @@ class _Child:
                     return "timeout"
             for key, _ in self.selector.select(remaining):
                 if key.data == "result":
-                    continue  # read at the top of the loop, no more than the frame needs
+                    self.empty = False
+                    continue  # read at the top of the loop
                 try:
                     chunk = os.read(key.fd, 1 << 16)
                 except BlockingIOError:
@@ -652,6 +719,67 @@ class _Child:
                     self.selector.unregister(key.fd)
                     continue
                 self._keep(sink[key.data], chunk)
+
+    def _read_large(self, expect: str, budget: ResultBudget | None) -> dict[str, Any] | BoundaryError | bool:
+        """Read more of a large frame (`LARGE_FRAME_BYTES`) straight into its own buffer.
+
+        Returns the decoded frame, or the `BoundaryError` that refused it, once it is whole;
+        True when bytes came, or the result pipe closed before the frame was whole (`read_frame`
+        reads on, or sees the pipe closed); False when no byte is there yet. A large frame's
+        `CallResult.wire` is empty: it is judged each time (hashing 2 MiB as a verdict's key
+        costs about what judging it does, and would keep it).
+        """
+        assert self.large is not None
+        self.last_wire = b""
+        if self.empty:
+            return False
+        try:
+            n = os.readv(self.result_fd, [memoryview(self.large)[self.filled :]])
+        except BlockingIOError:
+            self.empty = True
+            return False
+        except OSError:
+            n = 0
+        if n == 0:
+            self.large = None  # it will never be whole
+            self._result_closed()
+            return True
+        self.bytes_read += n
+        self.filled += n
+        if self.filled < len(self.large):
+            return True
+        data, self.large = self.large, None
+        try:
+            return decode_frame(data, expect, budget)
+        except BoundaryError as exc:
+            return exc
+
+    def _result_closed(self) -> None:
+        self.result_open = False
+        self.selector.unregister(self.result_fd)
+
+    def frame_ready(self) -> bool:
+        """Whether a whole frame is already read (after one read without waiting, if none was)."""
+        if self.large is not None:  # a large frame part read: read_frame reads the rest
+            return False
+        if len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(self.buffer[:4], "big"):
+            return True
+        if not self.result_open:
+            return False
+        if self.empty:
+            return False
+        try:
+            chunk = os.read(self.result_fd, READ_AHEAD_BYTES)
+        except BlockingIOError:
+            self.empty = True  # read_frame waits for the pipe instead of reading it again
+            return False
+        except OSError:  # gone: read_frame says so
+            return False
+        if not chunk:
+            return False  # end of file: left for read_frame to see (the read returns it again)
+        self.bytes_read += len(chunk)
+        self.buffer += chunk
+        return len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(self.buffer[:4], "big")
 
     def pending(self) -> bool:
         """Whether the result pipe holds more (or has closed) although no call is outstanding."""
@@ -680,11 +808,14 @@ class _Child:
                 pass
 
 
-def _result_of(frame: dict[str, Any], seconds: float) -> CallResult:
-    """A validated call frame (`grader.boundary.decode_frame`) as a `CallResult`, with the grader's duration."""
+def _result_of(frame: dict[str, Any], seconds: float, wire: bytes = b"") -> CallResult:
+    """A validated call frame (`grader.boundary.decode_frame`) as a `CallResult`, with the grader's duration.
+
+    ``wire`` is the frame's bytes (`CallResult.wire`).
+    """
     status, mutated = frame["status"], frame["mutated"]
     if status == "returned":
-        return CallResult("returned", value=frame["value"], seconds=seconds, mutated_args=mutated)
+        return CallResult("returned", value=frame["value"], seconds=seconds, mutated_args=mutated, wire=wire)
     if status == "raised":
         return CallResult(
             "raised",
@@ -694,8 +825,9 @@ def _result_of(frame: dict[str, Any], seconds: float) -> CallResult:
             where=frame["where"],
             seconds=seconds,
             mutated_args=mutated,
+            wire=wire,
         )
-    return CallResult(status, message=frame["message"], seconds=seconds, mutated_args=mutated)
+    return CallResult(status, message=frame["message"], seconds=seconds, mutated_args=mutated, wire=wire)
 
 
 def _call_result(frame: dict[str, Any]) -> CallResult:
@@ -927,13 +1059,19 @@ def _run_phase(
         call = calls[j]
         if j > start:
             began = time.monotonic()
-        cpu0 = child.job.cpu_seconds() if cpu_timed else None
+        # An answer already read needs no CPU reading (it came in time); others are timed from now.
+        ready = child.frame_ready()
+        cpu0 = (0.0 if ready else child.job.cpu_seconds()) if cpu_timed else None
         wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
         backstop = min(began + wall_limit, budget_end)
+        waited = getattr(child.job, "wait_seconds", None) if cpu0 is not None and not ready else None
+        wait0 = waited() if waited is not None else None
         more = j + 1 < len(calls)
         want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
         frame: dict[str, Any] | str | BoundaryError = sent
-        if sent == "sent":
+        if sent == "sent" and ready:  # its answer is already read: no waiting, no clock
+            frame = child.read_frame(budget_end, sink, "call", call.budget)
+        elif sent == "sent":
             polled = False
             while True:
                 now = time.monotonic()
@@ -944,13 +1082,20 @@ def _run_phase(
                     used = (cpu - cpu0) if cpu is not None else now - began
                 else:
                     used = 0.0  # nothing ran yet that a wait of the whole budget could overrun
-                remaining = min(call.timeout - used, backstop - now)
                 if call.timeout - used <= 0:
                     frame = "cpu" if cpu0 is not None else "wall"
                     break
+                if backstop - now <= 0 and waited is not None and wait0 is not None and backstop < budget_end:
+                    # Time the job spent waiting for a CPU (a busy machine) is not the call's: the backstop
+                    # moves on by it, so a call that computes meets its CPU limit first, however busy.
+                    waited_now = waited()
+                    left = wall_limit - (now - began - (waited_now - wait0)) if waited_now is not None else 0.0
+                    if left > 0:
+                        backstop = min(now + left, budget_end)
                 if backstop - now <= 0:
                     frame = "wall"
                     break
+                remaining = min(call.timeout - used, backstop - now)
                 if want_standby and standby is None and remaining <= STANDBY_LEAD_SECONDS:
                     standby = _Child(start_standby(calls[j + 1 :]))  # the call may hang: get its successor ready
                 lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0
@@ -961,7 +1106,7 @@ def _run_phase(
                     break
         seconds = time.monotonic() - began
         if isinstance(frame, dict):
-            result: CallResult = _result_of(frame, seconds)
+            result: CallResult = _result_of(frame, seconds, child.last_wire)
         elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
             result = CallResult("bad_return", message=frame.message, seconds=seconds)
         else:

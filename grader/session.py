@@ -123,6 +123,15 @@ class Collected:
             offset += n
         return out
 
+    @functools.cached_property
+    def check_slices(self) -> tuple[tuple[tuple[str, str], slice], ...]:
+        """((exercise id, check id), where its calls sit in `calls`) of every check, in the specs' order."""
+        return tuple(
+            ((exercise.id, pc.check.id), self.slices[(exercise.id, pc.check.id)])
+            for exercise, items in self.checks
+            for pc in items
+        )
+
     def split(self, results: Sequence[T]) -> list[tuple[Exercise, PreparedCheck, list[T]]]:
         """Each prepared check with its own part of a submission's results, in the specs' order.
 
@@ -278,6 +287,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
                 continue
             kind = kinds[check.kind]
             ready = _bounded(check, context, kind.prepare(check, context))
+            context.forget_reference()
             items.append(PreparedCheck(check, kind, context, ready))
         prepared.append((exercise, tuple(items)))
     return Collected(tuple(exercises), tuple(prepared), spec_hash(used, reference_path))
@@ -309,7 +319,11 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
     for call in prepared.calls:
         fn = context.reference.get(call.function)
         try:
-            budget = budget_for(guarded_call(fn, copy.deepcopy(call.args))) if fn is not None else DEFAULT_BUDGET
+            if fn is None:
+                budget = DEFAULT_BUDGET
+            else:
+                known, value = context.last_reference(call.function, call.args)
+                budget = budget_for(value if known else guarded_call(fn, copy.deepcopy(call.args)))
         except BaseException:  # noqa: BLE001 - the reference is meant to raise here (a raises check)
             budget = DEFAULT_BUDGET  # what a submission that does not raise returns has no reference size
         calls.append(dataclasses.replace(call, budget=budget, hidden=secret_while_grading(check)))
@@ -367,6 +381,23 @@ def grade_submission(
         return internal_error_result(submission, collected, config, exc, stage)
 
 
+_WITH_CALL = StashKey[dict[tuple[int, int], tuple[Prepared, Verdict, Verdict]]]()
+
+
+def _with_call(config: Config, prepared: Prepared, verdict: Verdict) -> Verdict:
+    """``verdict`` with the call a student may read first in its details (made once per verdict object:
+    a verdict judged before comes back as the same object, `grader.judging.VerdictCache`)."""
+    table = config.stash.setdefault(_WITH_CALL, {})
+    kept = table.get((id(prepared), id(verdict)))
+    if kept is not None and kept[0] is prepared and kept[1] is verdict:
+        return kept[2]
+    shown = dataclasses.replace(verdict, details=(("call", prepared.shown_call), *verdict.details))
+    if len(table) >= 8192:
+        table.clear()
+    table[(id(prepared), id(verdict))] = (prepared, verdict, shown)  # both kept alive: their ids stay theirs
+    return shown
+
+
 class _Stage:
     """The grading stage in progress, named in an internal-error note."""
 
@@ -407,7 +438,7 @@ def _grade_submission(
                     "grader_judge_check",
                 )
                 if pc.prepared.shown_call:
-                    verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
+                    verdict = _with_call(config, pc.prepared, verdict)
                 judged[exercise.id].append((pc.check, verdict))
             verdicts = [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
         stage.name = "scoring it"
