@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -257,59 +258,123 @@ def load_pack(folder: str | Path, package: str = "") -> Pack:
 
 _FAST_KEYWORDS = frozenset(
     {
+        "$schema",
         "type",
+        "enum",
         "additionalProperties",
         "required",
         "properties",
+        "propertyNames",
+        "minProperties",
         "pattern",
         "minLength",
         "minItems",
         "uniqueItems",
         "items",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
         "description",
     }
 )
-_FAST_TYPES = {"object": dict, "string": str, "array": list}
+_FAST_TYPES: dict[str, Any] = {
+    "object": lambda x: type(x) is dict,
+    "string": lambda x: type(x) is str,
+    "array": lambda x: type(x) is list,
+    "number": lambda x: type(x) in (int, float),
+    "integer": lambda x: type(x) is int,  # 3.0 is an integer too for JSON Schema: jsonschema decides that
+    "boolean": lambda x: type(x) is bool,
+    "null": lambda x: x is None,
+}
+_BOUNDS: dict[str, Any] = {
+    "minimum": lambda x, b: x >= b,
+    "maximum": lambda x, b: x <= b,
+    "exclusiveMinimum": lambda x, b: x > b,
+}
 
 
-def _plainly_valid(data: Any, schema: dict[str, Any]) -> bool:
-    """Whether ``data`` meets ``schema`` for certain, checked without jsonschema (False: ask jsonschema).
+def plainly_valid(data: Any, schema: Any) -> bool:
+    """Whether ``data`` meets the JSON Schema ``schema`` for certain, checked without jsonschema.
 
-    Knows only the keywords `_SCHEMA` uses (`_FAST_KEYWORDS`); any other keyword, or any doubt,
-    answers False, and the caller validates with jsonschema, which words the error. Importing
-    jsonschema costs more than the rest of a ``grader check`` start-up (issue 16).
+    Knows the keywords the manifest's, the specs' and the check kinds' schemas use
+    (`_FAST_KEYWORDS`), for the plain data YAML and JSON give; any other keyword, data of
+    another type, a number that is not finite, or any doubt answers False, and the caller
+    validates with jsonschema, which words the error. So True is always jsonschema's answer
+    too; False may not be. Importing jsonschema costs more than the rest of a ``grader check``
+    start-up (issue 16).
+
+    Parameters
+    ----------
+    data : object
+        Parsed YAML or JSON.
+    schema : dict
+        A JSON Schema (draft 2020-12).
+
+    Returns
+    -------
+    bool
     """
-    if not schema.keys() <= _FAST_KEYWORDS or schema.get("type", "object") not in _FAST_TYPES:
+    if not isinstance(schema, dict) or not schema.keys() <= _FAST_KEYWORDS:
         return False
-    kind = _FAST_TYPES[schema.get("type", "object")]
-    if type(data) is not kind:
+    types = schema.get("type")
+    if types is not None:
+        names = [types] if isinstance(types, str) else types
+        if not isinstance(names, list) or not any(_FAST_TYPES.get(n, lambda x: False)(data) for n in names):
+            return False
+    if "enum" in schema and (type(data) is not str or data not in [e for e in schema["enum"] if type(e) is str]):
         return False
+    kind = type(data)
+    if kind in (int, float):
+        if kind is float and not math.isfinite(data):
+            return False
+        for key, holds in _BOUNDS.items():
+            bound = schema.get(key)
+            if bound is not None and (type(bound) not in (int, float) or not holds(data, bound)):
+                return False
+        return True
     if kind is str:
+        pattern = schema.get("pattern")
         return len(data) >= schema.get("minLength", 0) and (
-            "pattern" not in schema or re.search(schema["pattern"], data) is not None
+            pattern is None or (isinstance(pattern, str) and re.search(pattern, data) is not None)
         )
     if kind is list:
         items = schema.get("items")
+        unique = not schema.get("uniqueItems") or (
+            all(type(x) is str for x in data) and len(set(data)) == len(data)  # JSON equality is plain here
+        )
         return (
             len(data) >= schema.get("minItems", 0)
-            and (not schema.get("uniqueItems") or len({repr(x) for x in data}) == len(data))
-            and (items is None or all(_plainly_valid(x, items) for x in data))
+            and unique
+            and (items is None or all(plainly_valid(x, items) for x in data))
         )
-    properties, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
-    if any(key not in data for key in schema.get("required", ())) or any(type(key) is not str for key in data):
-        return False
-    for key, value in data.items():
-        if key in properties:
-            sub = properties[key]
-        elif extra is False:
+    if kind is dict:
+        properties, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
+        names_schema = schema.get("propertyNames")
+        if (
+            any(type(key) is not str for key in data)
+            or any(key not in data for key in schema.get("required", ()))
+            or len(data) < schema.get("minProperties", 0)
+            or not isinstance(properties, dict)
+            or (names_schema is not None and not all(plainly_valid(key, names_schema) for key in data))
+        ):
             return False
-        elif extra is True:
-            continue
-        else:
-            sub = extra
-        if not _plainly_valid(value, sub):
-            return False
-    return True
+        for key, value in data.items():
+            if key in properties:
+                sub = properties[key]
+            elif extra is False:
+                return False
+            elif extra is True:
+                continue
+            else:
+                sub = extra
+            if not plainly_valid(value, sub):
+                return False
+        return True
+    return kind in (bool, type(None))  # no keyword above applies to them
+
+
+_plainly_valid = plainly_valid
+"""The former name of `plainly_valid`."""
 
 
 def _schema_problem(error: Any) -> str:

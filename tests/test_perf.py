@@ -80,6 +80,99 @@ def test_the_manifest_s_fast_check_never_accepts_what_jsonschema_refuses(data: o
     assert not _plainly_valid(data, _SCHEMA)
 
 
+# --- a valid spec is checked without jsonschema, and never accepted where jsonschema refuses -------
+
+
+_ODD_VALUES = (
+    True,
+    None,
+    0,
+    -1,
+    3.0,
+    1.5,
+    float("nan"),
+    float("inf"),
+    "",
+    "bad id!",
+    [],
+    ["a", "a"],
+    [1, 1.0],
+    {},
+    {1: "x"},
+)
+
+
+def _spec_data() -> list[tuple[str, object]]:
+    from grader.yamlfile import parse_yaml
+
+    pack = find_pack()
+    return [(p.name, parse_yaml(str(p))) for p in sorted(pack.specs.glob("*.yaml"))]
+
+
+def _mutants(data: object, depth: int = 0, limit: int = 4):
+    """``data`` with one value (at a depth up to ``limit``) replaced by each odd value, or one key dropped or added."""
+    yield from (v for v in _ODD_VALUES)
+    if depth >= limit:
+        return
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield {k: v for k, v in data.items() if k != key}
+            for changed in _mutants(value, depth + 1, limit):
+                yield {**data, key: changed}
+        yield {**data, "unknown_key": 1}
+    elif isinstance(data, list):
+        for i, value in enumerate(data[:3]):
+            for changed in _mutants(value, depth + 1, limit):
+                yield [*data[:i], changed, *data[i + 1 :]]
+
+
+def _kind_schemas() -> dict[str, dict]:
+    from g14.kinds import KINDS as G14_KINDS
+    from grader.builtin.checks import BUILTIN_KINDS
+
+    return {k.name: k.schema for k in (*BUILTIN_KINDS, *G14_KINDS) if getattr(k, "schema", None)}
+
+
+def test_the_real_specs_and_their_checks_keys_are_plainly_valid() -> None:
+    from grader.builtin.yaml_spec import CHECK_COMMON_KEYS, SCHEMA
+    from grader.packs import plainly_valid
+
+    schemas = _kind_schemas()
+    for _name, data in _spec_data():
+        assert plainly_valid(data, SCHEMA)
+        for check in data["checks"]:
+            params = {k: v for k, v in check.items() if k not in CHECK_COMMON_KEYS}
+            assert plainly_valid(params, schemas.get(check["kind"], {}))
+
+
+@pytest.mark.parametrize("name", ["G14.01.yaml", "G14.02.yaml", "G14.06.yaml"])
+def test_the_fast_check_never_accepts_a_spec_or_kind_keys_jsonschema_refuses(name: str) -> None:
+    from grader.builtin.yaml_spec import CHECK_COMMON_KEYS, SCHEMA
+    from grader.packs import plainly_valid
+
+    data = dict(_spec_data())[name]
+    outcomes = {True: 0, False: 0}
+    spec_validator = jsonschema.Draft202012Validator(SCHEMA)
+    for variant in _mutants(data):
+        fast = plainly_valid(variant, SCHEMA)
+        outcomes[fast] += 1
+        if fast:
+            assert not list(spec_validator.iter_errors(variant)), variant
+    schemas = _kind_schemas()
+    for check in data["checks"]:
+        schema = schemas.get(check["kind"])
+        if not schema:
+            continue
+        params = {k: v for k, v in check.items() if k not in CHECK_COMMON_KEYS}
+        validator = jsonschema.Draft202012Validator(schema)
+        for variant in _mutants(params, limit=2):
+            fast = plainly_valid(variant, schema)
+            outcomes[fast] += 1
+            if fast:
+                assert not list(validator.iter_errors(variant)), (check["id"], variant)
+    assert outcomes[True] > 50 and outcomes[False] > 500  # both answers were exercised
+
+
 # --- junit.xml streamed: the same bytes as the whole tree ------------------------------------------
 
 

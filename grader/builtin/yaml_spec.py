@@ -1,7 +1,8 @@
 """Built-in plugin: load exercise specs from YAML files.
 
 Specs are parsed with a `yaml.SafeLoader` (no Python tags, no aliases, no
-duplicate keys) and validated with a JSON Schema; every error names the file
+duplicate keys) and validated with a JSON Schema (a valid spec without
+importing jsonschema: `grader.packs.plainly_valid`); every error names the file
 and the key, e.g. ``g14/specs/G14.02.yaml: checks[3] 'shift'.points: 'x'
 is not of type 'number'``.
 
@@ -22,6 +23,7 @@ from typing import Any
 
 from grader.errors import SpecError
 from grader.models import VISIBILITIES, Check, Exercise
+from grader.packs import plainly_valid
 from grader.plugins import hookimpl
 from grader.secret import WARNING, CourseSecret, course_secret
 from grader.stash import CHECK_KINDS, StashKey
@@ -124,6 +126,14 @@ def _nonfinite(data: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], 
     return None
 
 
+def _schema_errors(schema: dict[str, Any], data: Any) -> list[Any]:
+    """jsonschema's errors for ``data``, in a stable order (asked only when `plainly_valid` is not sure)."""
+    import jsonschema  # here, not at the top: a valid spec is checked without it (issue 16)
+
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(data)
+    return sorted(errors, key=lambda e: (list(map(str, e.absolute_path)), e.message))
+
+
 def _fix(schema: dict[str, Any], error: Any) -> str:
     """The ``description`` of the schema part an error is about (what to write), or ""."""
     part: Any = schema
@@ -188,10 +198,7 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
     bad = _nonfinite(data)
     if bad is not None:
         raise SpecError(path, _where(data, list(bad[0])) or "top level", bad[1])
-    import jsonschema  # here, not at the top: 'grader check' with the public checks reads no spec (issue 16)
-
-    validator = jsonschema.Draft202012Validator(SCHEMA)
-    errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    errors = [] if plainly_valid(data, SCHEMA) else _schema_errors(SCHEMA, data)
     if errors:
         err = errors[0]
         if err.validator == "additionalProperties":
@@ -235,11 +242,8 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
             if need == "required" and key not in params:
                 raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}': add it")
         kind_schema = getattr(kind, "schema", None)
-        if kind_schema:  # a kind without a schema gets only the checks above
-            kind_errors = sorted(
-                jsonschema.Draft202012Validator(kind_schema).iter_errors(params),
-                key=lambda e: (list(map(str, e.absolute_path)), e.message),
-            )
+        if kind_schema and not plainly_valid(params, kind_schema):  # a kind without a schema: the checks above
+            kind_errors = _schema_errors(kind_schema, params)
             if kind_errors:
                 err = kind_errors[0]
                 key = ".".join(map(str, err.absolute_path)) if err.absolute_path else ""
