@@ -6,7 +6,15 @@ errors. See ``grader.hookspecs`` for every hook.
 
 from __future__ import annotations
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# The grader's own numpy work is on small arrays. Unless told otherwise, OpenBLAS starts a thread
+# per core when numpy is imported, and those threads spin while they wait: about 60 ms of CPU
+# per start-up on two cores, taken from the job running the student's code (issue 16: 'grader
+# check' start-up). One thread, as the jobs have (grader.jobs.CHILD_ENV); a value already set wins.
+_os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from grader.errors import ConfigError, GraderError, PluginError, SpecError, UsageError  # noqa: E402
 from grader.models import (  # noqa: E402
