@@ -24,10 +24,9 @@ lone surrogates); ElementTree escapes the rest. ``time`` is the seconds the chec
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.feedback import STATUS_LABELS, check_feedback, student_message
@@ -37,6 +36,9 @@ from grader.plugins import hookimpl
 from grader.safetext import display, xml_text
 from grader.stash import check_seconds
 from grader.term import adjustment_lines
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 __all__ = ["junit_pieces", "junit_xml"]
 
@@ -87,6 +89,8 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
 
 
 def _tags(element: ET.Element) -> tuple[str, str]:
+    import xml.etree.ElementTree as ET  # here: 'grader check' without --junit never needs it (issue 16)
+
     """The start and end tags of an element, as ElementTree writes them (its attributes in their order)."""
     element.text = _MARK
     start, end = ET.tostring(element, encoding="unicode").split(_MARK)
@@ -103,6 +107,8 @@ def junit_pieces(
     come before its test cases); the second makes and writes one test case
     at a time, indented as ``ElementTree.indent`` indents the whole tree.
     """
+    import xml.etree.ElementTree as ET
+
     if seconds is None:
         seconds_of: Seconds = lambda _id: {}  # noqa: E731
     elif isinstance(seconds, dict):

@@ -15,7 +15,6 @@ without any secret ``grader grade`` warns once.
 
 from __future__ import annotations
 
-import difflib
 import math
 import sys
 from pathlib import Path
@@ -233,6 +232,8 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
         for key in params:
             if key not in accepted:
                 allowed = ", ".join(sorted(accepted)) or "none"
+                import difflib  # only for a misspelled key
+
                 near = difflib.get_close_matches(str(key), [*CHECK_COMMON_KEYS, *accepted], n=1, cutoff=0.75)
                 hint = f"; did you mean '{near[0]}'?" if near else ""
                 raise SpecError(
