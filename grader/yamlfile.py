@@ -38,11 +38,11 @@ class _Strict:
 
     def compose_node(self: Any, parent: Any, index: Any) -> Any:  # noqa: D401
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's stubs leave it untyped
+            event = self.peek_event()
             raise yaml.YAMLError(f"aliases (*name) are not allowed in specs (line {event.start_mark.line + 1})")
         depth = getattr(self, "_depth", 0)
         if depth >= MAX_DEPTH:  # refused before the recursion gets deep (no RecursionError)
-            line = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
+            line = self.peek_event().start_mark.line + 1
             raise yaml.YAMLError(
                 f"nested more than {MAX_DEPTH} levels deep (line {line}); specs hold plain "
                 "lists and mappings a few levels deep"
@@ -101,7 +101,7 @@ class _NeedsPure(yaml.YAMLError):
 if getattr(yaml, "__with_libyaml__", False):
     from yaml._yaml import CParser
 
-    class _CLoader(_Strict, CParser, SafeConstructor, Resolver):  # type: ignore[misc]  # CParser is untyped
+    class _CLoader(_Strict, CParser, SafeConstructor, Resolver):
         def __init__(self, stream: str) -> None:
             CParser.__init__(self, stream)
             SafeConstructor.__init__(self)
