@@ -391,15 +391,30 @@ class ForkServer:
         If the server does not start.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, wait: bool = True) -> None:
+        """Start the server; ``wait=False`` returns at once, and the first request waits until it is ready."""
         import threading
 
         self.proc, self.sock = start_server(FORKSERVER)
         self.lock = threading.Lock()
         self._buffer = b""
-        if self._line() != {"ready": True}:
+        self._ready = False
+        if wait:
+            with self.lock:
+                self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        """Read the server's ``{"ready": true}`` (once; the caller holds the lock)."""
+        if self._ready:
+            return
+        try:
+            ready = self._line() == {"ready": True}
+        except (OSError, ValueError):
+            ready = False
+        if not ready:
             self.close()
             raise OSError("the fork server did not start")
+        self._ready = True
 
     @staticmethod
     def available() -> bool:
@@ -424,6 +439,7 @@ class ForkServer:
 
         data = json.dumps(message).encode() + b"\n"
         with self.lock:
+            self._wait_ready()
             if fds:
                 socket.send_fds(self.sock, [data], list(fds))
             else:

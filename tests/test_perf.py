@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,24 +19,75 @@ import pytest
 
 from grader.packs import _SCHEMA, _plainly_valid, find_pack
 
-HEAVY = ("jsonschema", "jinja2", "sqlite3")
+HEAVY = (
+    "jsonschema",
+    "jinja2",
+    "sqlite3",
+    "xml.etree.ElementTree",
+    "statistics",
+    "difflib",
+    "gzip",
+    "tqdm",
+    "nbformat",
+)
+"""What ``grader check attention.py`` never needs, on either of its paths (issue 16): schema validation
+of valid files, HTML pages, the gradebook, JUnit XML, the class summary, spelling suggestions, shard
+records, the progress bar and notebooks."""
 
 
-def test_grader_check_imports_no_plugin_library_it_does_not_use(tmp_path: Path) -> None:
+def _check_in_a_student_folder(tmp_path: Path, source: Path, *options: str) -> tuple[int, list[str], str, int]:
+    """Run ``grader check`` on a copy of ``source`` in a folder outside the repository, in a fresh interpreter.
+
+    Returns the exit code, the `HEAVY` modules it imported, what it printed and its process id.
+    """
     pack = find_pack()
-    shutil.copy(pack.starter, tmp_path / pack.submission)
+    folder = tmp_path / "student"
+    folder.mkdir()
+    shutil.copy(source, folder / pack.submission)
     script = (
-        "import sys\n"
+        "import io, json, os, sys, contextlib\n"
         "from grader.cli import main\n"
-        f"code = main(['check', {pack.submission!r}, '-q', '--public', {str(pack.public)!r}])\n"
-        f"print(json.dumps([code, sorted(m for m in {list(HEAVY)!r} if m in sys.modules)]))\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    code = main(['check', {pack.submission!r}, *{list(options)!r}])\n"
+        f"print(json.dumps([code, sorted(m for m in {list(HEAVY)!r} if m in sys.modules), out.getvalue(), os.getpid()]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", "import json\n" + script], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    code, imported = json.loads(out.stdout.strip().splitlines()[-1])
-    assert code == 1, out.stderr  # the untouched starter: its visible checks are not attempted
+    done = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120)
+    code, imported, printed, pid = json.loads(done.stdout.strip().splitlines()[-1])
+    return code, imported, printed, pid
+
+
+@pytest.mark.parametrize("public", [False, True], ids=["the-pack-s-specs", "the-public-checks"])
+@pytest.mark.parametrize("submission", ["starter", "correct"])
+def test_grader_check_imports_no_plugin_library_it_does_not_use(tmp_path: Path, public: bool, submission: str) -> None:
+    pack = find_pack()
+    source = pack.starter if submission == "starter" else pack.samples / "correct_numpy" / pack.submission
+    options = ["--public", str(pack.public)] if public else []  # without: this checkout's specs, as staff run it
+    code, imported, printed, _ = _check_in_a_student_folder(tmp_path, source, *options)
+    assert code == (1 if submission == "starter" else 0), printed  # the starter's checks are not attempted
     assert imported == []
+    assert ("22 passed, 0 failed" in printed) == (submission == "correct")
+
+
+def test_the_grader_s_numpy_runs_one_blas_thread_unless_told_otherwise() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    script = "import os, grader; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    assert subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True).stdout == "1\n"
+    env["OPENBLAS_NUM_THREADS"] = "2"
+    assert subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True).stdout == "2\n"
+
+
+def test_grader_check_forks_the_student_s_job_from_a_server_started_at_once(tmp_path: Path) -> None:
+    from grader.jobs import ForkServer
+
+    source = tmp_path / "attention.py"
+    source.write_text(find_pack().starter.read_text() + "\nimport os\nprint('my parent:', os.getppid())\n")
+    code, _, printed, grader_pid = _check_in_a_student_folder(tmp_path, source)
+    assert code == 1
+    parent = int(next(x for x in printed.splitlines() if "my parent:" in x).split()[-1])
+    # Forked by the warm server the command line started first (it imported numpy meanwhile), not
+    # started by the grader as a fresh interpreter; where there is no fork, a fresh interpreter.
+    assert (parent != grader_pid) == ForkServer.available()
 
 
 def _manifest() -> dict:
