@@ -119,18 +119,21 @@ def as_array(name: str, data: Any) -> np.ndarray:
     return arr
 
 
+_PLAIN_NUMBERS = frozenset({float, int})
+
+
 def _has_bool(data: Any) -> bool:
     """Whether nested lists hold a bool anywhere."""
-    stack = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, bool):
+    if type(data) is list:
+        kinds = set(map(type, data))  # a row at C speed: most rows are numbers only
+        if kinds <= _PLAIN_NUMBERS:
+            return False
+        if bool in kinds:
             return True
-        if isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, np.ndarray) and item.dtype == np.bool_:  # a large array that came as binary
-            return True
-    return False
+        return any(_has_bool(item) for item in data if type(item) is list or isinstance(item, np.ndarray))
+    if isinstance(data, np.ndarray):  # a large array that came as binary
+        return bool(data.dtype == np.bool_)
+    return isinstance(data, bool)
 
 
 def part_names(function: str, returns: dict[str, tuple[str, ...]]) -> tuple[str, ...]:

@@ -89,6 +89,8 @@ WALL_BACKSTOP_FACTOR = 4.0
 """A call may take this many times its (CPU-time) timeout in wall-clock time, waiting included."""
 MIN_POLL_SECONDS = 0.01
 """Shortest wait between two readings of a job's CPU time."""
+READ_AHEAD_BYTES = 64 << 10
+"""The most a read of a job's result pipe takes beyond the frame it needs (the frames behind it)."""
 HIDDEN_CUT_NOTE = "[output after the first hidden check is not shown]"
 """Ends the kept output when the submission printed more after the first hidden call was sent."""
 CHANNEL_LOST = (
@@ -559,6 +561,8 @@ class _Child:
         self.imported = False  # set when its import frame said the import worked
         self.finished = False  # set when every call was answered
         self.bytes_read = 0  # of the result pipe: what the grader took in from this job
+        self.empty = False  # the last read of the result pipe found nothing (reset when it is readable)
+        self.last_wire = b""  # the bytes of the last frame read (`CallResult.wire`)
 
     def send(self, call: Call | bytes, deadline: float) -> str:
         """Write a phase of calls (`grader.models.phase_wire`; a `Call`: that call alone) to the job's call pipe.
@@ -609,8 +613,10 @@ class _Child:
 
         Or ``"timeout"`` (nothing by ``deadline``), ``"eof"`` (the result
         pipe closed), or the `BoundaryError` that refused the frame. A frame
-        whose length prefix exceeds its limit is refused before any of its
-        bytes are read: the grader reads exactly 4 bytes, then the frame.
+        whose length prefix exceeds its limit is refused before more of it
+        is read than one read ahead (`READ_AHEAD_BYTES`): what is read at
+        once is whatever the pipe holds, up to the frame's need or that
+        much, so that the frames of calls answered meanwhile take one read.
         """
         limit = IMPORT_FRAME_BYTES if expect != "call" else frame_limit(budget)
         while True:
@@ -626,14 +632,17 @@ class _Child:
                     if need <= 0:
                         data = bytes(self.buffer[4 : 4 + size])
                         del self.buffer[: 4 + size]
+                        self.last_wire = data
                         try:
                             return decode_frame(data, expect, budget)
                         except BoundaryError as exc:
                             return exc
                 try:
-                    chunk = os.read(self.result_fd, min(need, 1 << 20))
+                    # Not again before the pipe says it has more: the read just before found it empty.
+                    chunk = None if self.empty else os.read(self.result_fd, min(max(need, READ_AHEAD_BYTES), 1 << 20))
                 except BlockingIOError:
                     chunk = None
+                    self.empty = True
                 except OSError:
                     chunk = b""
                 if chunk:
@@ -657,7 +666,8 @@ class _Child:
                     return "timeout"
             for key, _ in self.selector.select(remaining):
                 if key.data == "result":
-                    continue  # read at the top of the loop, no more than the frame needs
+                    self.empty = False
+                    continue  # read at the top of the loop
                 try:
                     chunk = os.read(key.fd, 1 << 16)
                 except BlockingIOError:
@@ -668,6 +678,27 @@ class _Child:
                     self.selector.unregister(key.fd)
                     continue
                 self._keep(sink[key.data], chunk)
+
+    def frame_ready(self) -> bool:
+        """Whether a whole frame is already read (after one read without waiting, if none was)."""
+        if len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(self.buffer[:4], "big"):
+            return True
+        if not self.result_open:
+            return False
+        if self.empty:
+            return False
+        try:
+            chunk = os.read(self.result_fd, READ_AHEAD_BYTES)
+        except BlockingIOError:
+            self.empty = True  # read_frame waits for the pipe instead of reading it again
+            return False
+        except OSError:  # gone: read_frame says so
+            return False
+        if not chunk:
+            return False  # end of file: left for read_frame to see (the read returns it again)
+        self.bytes_read += len(chunk)
+        self.buffer += chunk
+        return len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(self.buffer[:4], "big")
 
     def pending(self) -> bool:
         """Whether the result pipe holds more (or has closed) although no call is outstanding."""
@@ -696,11 +727,14 @@ class _Child:
                 pass
 
 
-def _result_of(frame: dict[str, Any], seconds: float) -> CallResult:
-    """A validated call frame (`grader.boundary.decode_frame`) as a `CallResult`, with the grader's duration."""
+def _result_of(frame: dict[str, Any], seconds: float, wire: bytes = b"") -> CallResult:
+    """A validated call frame (`grader.boundary.decode_frame`) as a `CallResult`, with the grader's duration.
+
+    ``wire`` is the frame's bytes (`CallResult.wire`).
+    """
     status, mutated = frame["status"], frame["mutated"]
     if status == "returned":
-        return CallResult("returned", value=frame["value"], seconds=seconds, mutated_args=mutated)
+        return CallResult("returned", value=frame["value"], seconds=seconds, mutated_args=mutated, wire=wire)
     if status == "raised":
         return CallResult(
             "raised",
@@ -710,8 +744,9 @@ def _result_of(frame: dict[str, Any], seconds: float) -> CallResult:
             where=frame["where"],
             seconds=seconds,
             mutated_args=mutated,
+            wire=wire,
         )
-    return CallResult(status, message=frame["message"], seconds=seconds, mutated_args=mutated)
+    return CallResult(status, message=frame["message"], seconds=seconds, mutated_args=mutated, wire=wire)
 
 
 def _call_result(frame: dict[str, Any]) -> CallResult:
@@ -943,7 +978,8 @@ def _run_phase(
         call = calls[j]
         if j > start:
             began = time.monotonic()
-        cpu0 = child.job.cpu_seconds() if cpu_timed else None
+        # An answer already read needs no CPU reading (it came in time); others are timed from now.
+        cpu0 = (0.0 if child.frame_ready() else child.job.cpu_seconds()) if cpu_timed else None
         wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
         backstop = min(began + wall_limit, budget_end)
         more = j + 1 < len(calls)
@@ -977,7 +1013,7 @@ def _run_phase(
                     break
         seconds = time.monotonic() - began
         if isinstance(frame, dict):
-            result: CallResult = _result_of(frame, seconds)
+            result: CallResult = _result_of(frame, seconds, child.last_wire)
         elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
             result = CallResult("bad_return", message=frame.message, seconds=seconds)
         else:

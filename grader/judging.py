@@ -16,13 +16,15 @@ sees a mutant's verdict).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from grader.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
 from grader.models import CallResult, Check, Prepared, Verdict
+from grader.stash import Stash, StashKey
 
-__all__ = ["SANDBOX_RULES", "explain_error", "judge"]
+__all__ = ["SANDBOX_RULES", "VerdictCache", "explain_error", "judge"]
 
 
 def _where(result: CallResult) -> str:
@@ -141,3 +143,72 @@ def judge(
                 )
     verdict: Verdict = kind.judge(check, prepared, results, context)
     return verdict
+
+
+class VerdictCache:
+    """The verdicts given in a run, keyed by check and the exact bytes of its calls' answers.
+
+    A class hands in the same answers again and again (every correct
+    submission's shapes, a ``ValueError`` where one is due, the same wrong
+    value of a common mistake): an answer judged once need not be judged
+    again. `judge` is a function of the check, its prepared calls, kind,
+    context, whether it is shown, and the results; and the results of calls
+    whose frames are equal byte for byte (`grader.models.CallResult.wire`)
+    are equal but for their seconds, which no verdict reads. So a verdict
+    from here is the one judging would give, and results stay
+    byte-identical. Only answers that came as frames are kept (a timeout,
+    a crash or a refused value is judged each time), never for a kind whose
+    ``cacheable`` attribute is False. At most `MAX_BYTES` of answers are
+    kept as keys; past that, the table starts again.
+
+    Thread-safe: the grading threads share one.
+    """
+
+    MAX_BYTES = 8 << 20
+    """Bytes of answers kept as keys, at most (8 MiB)."""
+
+    def __init__(self) -> None:
+        self._table: dict[tuple[int, bool, tuple[bytes, ...]], tuple[Prepared, Verdict]] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, stash: Stash) -> VerdictCache:
+        """The run's cache, kept in its stash (made on first use)."""
+        cache = stash.get(_VERDICTS, None)
+        return cache if cache is not None else stash.setdefault(_VERDICTS, cls())
+
+    def judge(
+        self,
+        check: Check,
+        prepared: Prepared,
+        results: Sequence[CallResult],
+        kind: Any,
+        context: Any,
+        shown: bool,
+    ) -> Verdict:
+        """`judge`'s verdict, from the table when these answers were judged before for this check.
+
+        The table knows a check by its `grader.models.Prepared` (the very
+        object, kept with the verdict), so checks of two collections never meet.
+        """
+        wires = tuple(r.wire for r in results)
+        if not results or not all(wires) or not getattr(kind, "cacheable", True):
+            return judge(check, prepared, results, kind, context, shown=shown)
+        key = (id(prepared), shown, wires)
+        kept = self._table.get(key)
+        if kept is not None and kept[0] is prepared:
+            return kept[1]
+        verdict = judge(check, prepared, results, kind, context, shown=shown)
+        size = sum(map(len, wires))
+        with self._lock:
+            if self._bytes + size > self.MAX_BYTES:
+                self._table.clear()
+                self._bytes = 0
+            if key not in self._table:
+                self._table[key] = (prepared, verdict)
+                self._bytes += size
+        return verdict
+
+
+_VERDICTS = StashKey[VerdictCache]()

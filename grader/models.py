@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import json
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -324,6 +325,9 @@ class CallResult:
     where: str = ""
     seconds: float = 0.0
     mutated_args: tuple[int, ...] = ()
+    wire: bytes = field(default=b"", compare=False, repr=False)
+    """The frame's bytes as the job wrote them (empty when no frame came): equal bytes, equal result
+    but for ``seconds``, so the grader judges an answer it has already judged once (`grader.session`)."""
 
 
 @dataclass(frozen=True)
@@ -541,8 +545,18 @@ class GradingReport:
     exercises: tuple[Exercise, ...] = ()
 
 
+_FIELDS: dict[type, tuple[tuple[str, ...], Any]] = {}
+
+
 def _shallow(obj: Any) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    """``obj``'s fields as a dict, in their order (the names and their getter found once per class)."""
+    known = _FIELDS.get(type(obj))
+    if known is None:
+        names = tuple(f.name for f in dataclasses.fields(obj))
+        known = _FIELDS.setdefault(type(obj), (names, operator.attrgetter(*names)))
+    names, getter = known
+    values = getter(obj)
+    return dict(zip(names, values if len(names) > 1 else (values,)))
 
 
 def result_to_dict(result: SubmissionResult) -> dict[str, Any]:

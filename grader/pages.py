@@ -57,4 +57,31 @@ def environment(pack: Any = None) -> jinja2.Environment:
     env.filters["plain"] = display
     env.filters["plain_lines"] = lambda text: display(text, newlines=True)
     env.globals["course"] = pack or find_pack()
+    env.globals["exercise_section"] = _sections(env)
     return env
+
+
+def _sections(env: Any) -> Any:
+    """``exercise_section(ex)``: one exercise's part of a submission's page, rendered once per distinct result.
+
+    A class of correct (or alike) submissions has the same exercise results
+    again and again (`grader.session.shared` keeps them once); their HTML is
+    the same too. Up to 256 are kept, as ``Markup`` (already escaped).
+    """
+    import functools
+
+    template = env.get_template("_exercise.html")
+
+    from markupsafe import Markup
+
+    @functools.lru_cache(maxsize=256)
+    def kept(ex: Any) -> Any:
+        return Markup(template.render(ex=ex))
+
+    def exercise_section(ex: Any) -> Any:
+        try:
+            return kept(ex)
+        except TypeError:  # an unhashable field (a plugin's list in details): rendered each time
+            return Markup(template.render(ex=ex))
+
+    return exercise_section

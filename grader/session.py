@@ -122,6 +122,15 @@ class Collected:
             offset += n
         return out
 
+    @functools.cached_property
+    def check_slices(self) -> tuple[tuple[tuple[str, str], slice], ...]:
+        """((exercise id, check id), where its calls sit in `calls`) of every check, in the specs' order."""
+        return tuple(
+            ((exercise.id, pc.check.id), self.slices[(exercise.id, pc.check.id)])
+            for exercise, items in self.checks
+            for pc in items
+        )
+
     def split(self, results: Sequence[T]) -> list[tuple[Exercise, PreparedCheck, list[T]]]:
         """Each prepared check with its own part of a submission's results, in the specs' order.
 

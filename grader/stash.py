@@ -205,4 +205,4 @@ def check_seconds(stash: Stash, sub_id: str) -> dict[tuple[str, str], float]:
     collected = stash.get(COLLECTED, None)
     if not seconds or collected is None or len(collected.calls) != len(seconds):
         return {}
-    return {(exercise.id, pc.check.id): round(sum(mine), 3) for exercise, pc, mine in collected.split(seconds)}
+    return {key: round(sum(seconds[where]), 3) for key, where in collected.check_slices}

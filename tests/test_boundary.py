@@ -249,8 +249,8 @@ class _PipeJob:
             os.close(fd)
 
 
-def test_a_frame_over_its_budget_is_refused_after_reading_only_its_length() -> None:
-    from grader.jobs import _Child
+def test_a_frame_over_its_budget_is_refused_after_reading_only_its_length_and_one_read_ahead() -> None:
+    from grader.jobs import READ_AHEAD_BYTES, _Child
 
     job = _PipeJob()
     body = b"[" * (1 << 18) + b"0" * (1 << 18)  # 512 KiB of the 100 MiB it claims
@@ -261,12 +261,12 @@ def test_a_frame_over_its_budget_is_refused_after_reading_only_its_length() -> N
     error = child.read_frame(time.monotonic() + 5.0, sink, "call", BUDGET)
     assert isinstance(error, BoundaryError) and error.fatal
     assert error.message == "the result is far larger than the reference's (100.0 MiB)"
-    assert child.bytes_read == 4  # the length prefix, and nothing of the frame
+    assert child.bytes_read == READ_AHEAD_BYTES == 64 << 10  # the length prefix and one read ahead, no more
     assert time.perf_counter() - started < 0.5
     left = bytearray()
-    while len(left) < len(body):
+    while len(left) < len(body) - (READ_AHEAD_BYTES - 4):
         left += os.read(job.result_fd, 1 << 20)
-    assert bytes(left) == body  # still in the pipe: the grader never took it in
+    assert bytes(left) == body[READ_AHEAD_BYTES - 4 :]  # still in the pipe: the grader never took it in
     child.kill()
 
 

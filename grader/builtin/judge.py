@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grader.disclosure import is_released
-from grader.judging import judge
+from grader.judging import VerdictCache
 from grader.models import CallResult, Check, Prepared, Verdict
 from grader.plugins import hookimpl
 
@@ -22,5 +22,9 @@ from grader.plugins import hookimpl
 def grader_judge_check(
     check: Check, prepared: Prepared, results: Sequence[CallResult], kind: Any, context: Any, config: Any
 ) -> Verdict:
-    """Judge with `judge`; what the student may read follows ``--after-due-date`` / ``--published``."""
-    return judge(check, prepared, results, kind, context, shown=is_released(check, config))
+    """Judge with `judge`; what the student may read follows ``--after-due-date`` / ``--published``.
+
+    An answer already judged in this run (the same bytes from the job for
+    the same check) gets its verdict again from `grader.judging.VerdictCache`.
+    """
+    return VerdictCache.of(config.stash).judge(check, prepared, results, kind, context, is_released(check, config))

@@ -1,0 +1,140 @@
+"""What makes the grader's own process cheap per submission, pinned without timing (issue 16).
+
+An answer judged once is not judged again (`grader.judging.VerdictCache`), and the result of a
+whole class graded together equals each submission's result graded alone: the shortcuts change
+how much work the grader does, never what it writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from conftest import SUBMISSIONS
+from test_checks import REF, make, plain, prepare
+
+from grader.judging import VerdictCache
+from grader.models import CallResult
+from grader.stash import Stash
+
+
+class _Counting:
+    """A kind that counts how often it judges, passing on to the real softmax kind."""
+
+    name = "counting"
+
+    def __init__(self, real: object, cacheable: bool = True) -> None:
+        self.real = real
+        self.cacheable = cacheable
+        self.judged = 0
+
+    def judge(self, check, prepared, results, context):  # noqa: ANN001, ANN201 - the kind protocol
+        self.judged += 1
+        return self.real.judge(check, prepared, results, context)
+
+
+def _softmax_check():
+    from test_checks import KINDS
+
+    check, ctx = make("compare", "softmax", {"scores": {"normal": [4]}})
+    prepared = prepare(check, ctx)
+    return check, ctx, prepared, KINDS["compare"]
+
+
+def _right(prepared) -> object:  # noqa: ANN001
+    """The reference's answer to the check's one call, as a job sends it back."""
+    return plain(REF["softmax"](*(np.asarray(a) for a in prepared.calls[0].args)))
+
+
+def _answer(value: object, wire: bytes) -> CallResult:
+    return CallResult("returned", value=value, wire=wire)
+
+
+def test_the_same_answer_is_judged_once_and_gets_the_same_verdict() -> None:
+    check, ctx, prepared, real = _softmax_check()
+    kind = _Counting(real)
+    cache = VerdictCache.of(Stash())
+    right = _right(prepared)
+    first = cache.judge(check, prepared, [_answer(right, b"frame-right")], kind, ctx, True)
+    again = cache.judge(check, prepared, [_answer(right, b"frame-right")], kind, ctx, True)
+    assert first.status == "passed" and again is first and kind.judged == 1
+    wrong = [0.1, 0.2, 0.3, 0.4]
+    failed = cache.judge(check, prepared, [_answer(wrong, b"frame-wrong")], kind, ctx, True)
+    assert failed.status == "failed" and "differs from the expected value" in failed.message
+    assert kind.judged == 2
+    # Shown or not is part of the key: a hidden verdict is never handed to a shown check, or back.
+    hidden = cache.judge(check, prepared, [_answer(wrong, b"frame-wrong")], kind, ctx, False)
+    assert kind.judged == 3 and hidden.status == "failed"
+
+
+def test_answers_without_frame_bytes_and_kinds_that_opt_out_are_judged_every_time() -> None:
+    check, ctx, prepared, real = _softmax_check()
+    right = _right(prepared)
+    cache = VerdictCache.of(Stash())
+    kind = _Counting(real)
+    for _ in range(3):
+        assert cache.judge(check, prepared, [CallResult("returned", value=right)], kind, ctx, True).status == "passed"
+    assert kind.judged == 3  # no wire (a result the grader made, not a frame): never kept
+    opted_out = _Counting(real, cacheable=False)
+    for _ in range(3):
+        cache.judge(check, prepared, [_answer(right, b"frame")], opted_out, ctx, True)
+    assert opted_out.judged == 3
+
+
+def test_another_collection_s_check_never_gets_a_kept_verdict() -> None:
+    check, ctx, prepared, real = _softmax_check()
+    _, ctx2, prepared2, _ = _softmax_check()  # equal, but another object: another run's collection
+    kind = _Counting(real)
+    cache = VerdictCache.of(Stash())
+    right = _right(prepared)
+    cache.judge(check, prepared, [_answer(right, b"frame")], kind, ctx, True)
+    cache.judge(check, prepared2, [_answer(right, b"frame")], kind, ctx2, True)
+    assert kind.judged == 2
+
+
+def test_the_table_starts_again_past_its_byte_budget(monkeypatch) -> None:  # noqa: ANN001
+    check, ctx, prepared, real = _softmax_check()
+    monkeypatch.setattr(VerdictCache, "MAX_BYTES", 100)
+    kind = _Counting(real)
+    cache = VerdictCache.of(Stash())
+    right = _right(prepared)
+    for n in range(5):
+        cache.judge(check, prepared, [_answer(right, bytes([n]) * 60)], kind, ctx, True)
+    assert len(cache._table) == 1  # every second answer pushed the table past 100 bytes
+    cache.judge(check, prepared, [_answer(right, bytes([4]) * 60)], kind, ctx, True)
+    assert kind.judged == 5  # the last one is still kept
+
+
+def test_a_class_graded_together_gets_each_submission_s_own_result(tmp_path: Path) -> None:
+    """Copies of every sample graded in one run equal the samples graded one by one."""
+    samples = sorted(p for p in SUBMISSIONS.iterdir() if (p / "attention.py").is_file())
+    samples = [p for p in samples if p.name != "hangs"]  # a 2 s timeout per call: not twice here
+    together = tmp_path / "class"
+    for copy in range(2):
+        for sample in samples:
+            shutil.copytree(sample, together / f"{sample.name}-{copy}")
+    env = dict(os.environ, GRADER_COURSE_SECRET="throughput-test-secret-2026")
+    grader = [sys.executable, "-m", "grader"]
+
+    def results(folder: Path, out: Path) -> dict[str, dict]:
+        done = subprocess.run(
+            [*grader, "grade", str(folder), "--out", str(out), "-q"], env=env, capture_output=True, text=True
+        )
+        assert done.returncode in (0, 1), done.stderr
+        rows = json.loads((out / "results.json").read_text())["submissions"]
+        return {row["id"]: row for row in rows}
+
+    graded = results(together, tmp_path / "together")
+    for sample in samples:
+        alone = tmp_path / "alone" / sample.name
+        shutil.copytree(sample, alone / f"{sample.name}-0")
+        (row,) = results(alone, tmp_path / "out-alone" / sample.name).values()
+        for copy in range(2):
+            mine = dict(graded[f"{sample.name}-{copy}"], id=row["id"], path=row["path"])
+            mine.pop("slug", None), row.pop("slug", None)
+            assert mine == row, sample.name
