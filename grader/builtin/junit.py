@@ -60,6 +60,8 @@ def _text(text: str, newlines: bool = False) -> str:
 @functools.lru_cache(maxsize=4096)
 def _attribute(text: str) -> str:
     """``_text(text)`` as ElementTree writes it in an attribute's quotes (its own escaping, asked once)."""
+    import xml.etree.ElementTree as ET
+
     written = ET.tostring(ET.Element("a", v=_text(text)), encoding="unicode")
     return written[len('<a v="') : -len('" />')]
 
@@ -102,9 +104,9 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
 
 
 def _tags(element: ET.Element) -> tuple[str, str]:
+    """The start and end tags of an element, as ElementTree writes them (its attributes in their order)."""
     import xml.etree.ElementTree as ET  # here: 'grader check' without --junit never needs it (issue 16)
 
-    """The start and end tags of an element, as ElementTree writes them (its attributes in their order)."""
     element.text = _MARK
     start, end = ET.tostring(element, encoding="unicode").split(_MARK)
     element.text = None
