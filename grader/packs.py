@@ -421,20 +421,71 @@ def _inside(root: Path, manifest: Path, key: str, value: str, example: str) -> P
     return target
 
 
+_PARSED = "__pycache__/course.yaml.parsed.json"
+"""Where a pack keeps its manifest as parsed (`_parsed_manifest`), beside Python's own cache."""
+
+
+def _parsed_manifest(path: Path, raw: bytes) -> Any:
+    """The manifest's data as the last run parsed it from these very bytes, or None.
+
+    ``grader check`` on a student's machine reads no other YAML file, so with this it never imports
+    PyYAML (issue 16). The file holds the SHA-256 of the bytes it was parsed from and the grader's
+    version, so a changed manifest (or grader) is parsed again; anything unreadable is ignored.
+    """
+    import hashlib
+    import json
+
+    try:
+        cached = json.loads((path.parent / _PARSED).read_text(encoding="utf-8"))
+        if cached["sha256"] == hashlib.sha256(raw).hexdigest() and cached["grader"] == _grader_version():
+            return cached["data"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _keep_parsed_manifest(path: Path, raw: bytes, data: Any) -> None:
+    """Keep a valid manifest's data for `_parsed_manifest` (best effort: a read-only pack parses every time)."""
+    import hashlib
+    import json
+
+    text = json.dumps({"sha256": hashlib.sha256(raw).hexdigest(), "grader": _grader_version(), "data": data})
+    if json.loads(text)["data"] != data:  # not plain JSON data after all: parse it each time
+        return
+    try:
+        from grader.fileio import write_atomic
+
+        write_atomic(path.parent / _PARSED, text)
+    except OSError:
+        pass
+
+
+def _grader_version() -> str:
+    from grader import __version__
+
+    return __version__
+
+
 @functools.cache
 def _load(root: Path, package: str) -> Pack:
-    import yaml
-
     path = root / MANIFEST
     if not path.is_file():
         raise ConfigError(f"{root}: not a course pack (no {MANIFEST}); pass --pack DIR with a pack's folder")
     try:
         raw = path.read_bytes()
-        if len(raw) > MAX_MANIFEST_BYTES:
-            raise ConfigError(f"{path}: {len(raw)} bytes; a manifest is limited to {MAX_MANIFEST_BYTES}")
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise ConfigError(f"{path}: cannot read the manifest ({exc})") from None
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise ConfigError(f"{path}: {len(raw)} bytes; a manifest is limited to {MAX_MANIFEST_BYTES}")
+    data = _parsed_manifest(path, raw)
+    parsed = data is None
+    if parsed:
+        import yaml
+
+        try:
+            data = yaml.safe_load(raw.decode("utf-8"))
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: cannot read the manifest ({exc})") from None
     error = None
     if not _plainly_valid(data, _SCHEMA):
         import jsonschema  # here, not at import: a valid manifest is checked without it
@@ -444,6 +495,8 @@ def _load(root: Path, package: str) -> Pack:
         )
     if error is not None:
         raise ConfigError(f"{path}: {_schema_problem(error)}")
+    if parsed:
+        _keep_parsed_manifest(path, raw, data)
     from grader.plugins import BUILTIN_PLUGINS
 
     if data["id"] in BUILTIN_PLUGINS:  # the pack's plugin is registered under its id: it would never load

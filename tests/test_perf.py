@@ -38,7 +38,7 @@ records, the progress bar and notebooks."""
 def _check_in_a_student_folder(tmp_path: Path, source: Path, *options: str) -> tuple[int, list[str], str, int]:
     """Run ``grader check`` on a copy of ``source`` in a folder outside the repository, in a fresh interpreter.
 
-    Returns the exit code, the `HEAVY` modules it imported, what it printed and its process id.
+    Returns the exit code, the `HEAVY` modules (and PyYAML) it imported, what it printed and its process id.
     """
     pack = find_pack()
     folder = tmp_path / "student"
@@ -50,7 +50,7 @@ def _check_in_a_student_folder(tmp_path: Path, source: Path, *options: str) -> t
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         f"    code = main(['check', {pack.submission!r}, *{list(options)!r}])\n"
-        f"print(json.dumps([code, sorted(m for m in {list(HEAVY)!r} if m in sys.modules), out.getvalue(), os.getpid()]))\n"
+        f"print(json.dumps([code, sorted(m for m in {[*HEAVY, 'yaml']!r} if m in sys.modules), out.getvalue(), os.getpid()]))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120)
     code, imported, printed, pid = json.loads(done.stdout.strip().splitlines()[-1])
@@ -65,7 +65,7 @@ def test_grader_check_imports_no_plugin_library_it_does_not_use(tmp_path: Path, 
     options = ["--public", str(pack.public)] if public else []  # without: this checkout's specs, as staff run it
     code, imported, printed, _ = _check_in_a_student_folder(tmp_path, source, *options)
     assert code == (1 if submission == "starter" else 0), printed  # the starter's checks are not attempted
-    assert imported == []
+    assert imported == ([] if public else ["yaml"])  # the public checks need no YAML: the manifest is kept parsed
     assert ("22 passed, 0 failed" in printed) == (submission == "correct")
 
 
@@ -472,3 +472,37 @@ def test_large_float_arguments_travel_as_doubles_and_arrive_as_the_same_lists(tm
         assert r.status == "returned" and r.mutated_args == (0,)
         assert r.value[:4] == [100, 64, True, True] and r.value[5] is True
         assert r.value[4] == sum(big[1])
+
+
+# --- the manifest, kept parsed beside Python's cache, follows every change of course.yaml -----------
+
+
+def test_a_kept_manifest_is_used_only_for_the_bytes_it_was_parsed_from(tmp_path: Path) -> None:
+    from grader import packs
+
+    root = Path(__file__).parent / "packs" / "r3"
+    pack_dir = tmp_path / "r3"
+    shutil.copytree(root, pack_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = pack_dir / "course.yaml"
+    kept = pack_dir / "__pycache__" / "course.yaml.parsed.json"
+
+    def load() -> packs.Pack:
+        packs._load.cache_clear()
+        return packs.load_pack(pack_dir)
+
+    first = load()
+    assert kept.is_file() and json.loads(kept.read_text())["data"]["title"] == first.title
+    manifest.write_text(manifest.read_text().replace(f"title: {first.title}", "title: A new title"))
+    assert load().title == "A new title"  # other bytes: parsed again, and kept again
+    assert json.loads(kept.read_text())["data"]["title"] == "A new title"
+    data = json.loads(kept.read_text())
+    data["data"]["title"] = "forged"
+    kept.write_text(json.dumps(data))
+    assert load().title == "forged"  # the kept data is what the file says for these bytes...
+    manifest.write_text(manifest.read_text() + "\n")
+    assert load().title == "A new title"  # ...and never for others
+    kept.write_text("{not json")
+    assert load().title == "A new title"  # unreadable: parsed again
+    manifest.write_text(manifest.read_text().replace("title: A new title", "title: ''"))
+    with pytest.raises(packs.ConfigError, match="title"):
+        load()  # an invalid manifest is refused as before, whatever was kept

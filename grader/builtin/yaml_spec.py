@@ -26,7 +26,6 @@ from grader.packs import plainly_valid
 from grader.plugins import hookimpl
 from grader.secret import WARNING, CourseSecret, course_secret
 from grader.stash import CHECK_KINDS, StashKey
-from grader.yamlfile import parse_yaml
 
 _SECRET_WARNED = StashKey[bool]()
 
@@ -173,7 +172,7 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
     path : str
         The spec file, for error messages.
     data : object
-        What `parse_yaml` returned.
+        What `grader.yamlfile.parse_yaml` returned.
     kinds : dict of str to check kind
         Known check kinds by name; their ``params`` say which extra keys a
         check of that kind accepts and requires.
@@ -307,6 +306,8 @@ def grader_load_exercise(path: str, config: Any) -> Exercise | None:
         return None
     kinds = config.stash[CHECK_KINDS]
     secret = course_secret(config)
+    from grader.yamlfile import parse_yaml  # here: 'grader check' with the public checks reads no YAML (issue 16)
+
     exercise = exercise_from_data(path, parse_yaml(path), kinds, secret)
     if (
         secret.is_default
