@@ -56,6 +56,7 @@ from grader.jobs import ForkServer, positive_int
 from grader.packs import find_pack, mutants_dir, pack_option, reference_file, specs_dir
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
+from grader.servers import check_fork_server
 from grader.stash import FORK_SERVER, INTERNAL_ERRORS
 
 __all__ = ["console_main", "main"]
@@ -567,8 +568,16 @@ def _write(line: str) -> None:
         os.close(devnull)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, fork_server: Any = None) -> int:
     """Run the grader with ``argv`` (default: ``sys.argv[1:]``).
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments, without the program's name.
+    fork_server : (subprocess.Popen, socket.socket), optional
+        ``grader check``'s fork server, as `grader.launch` started it before anything was
+        imported (`grader.servers.check_fork_server`); without it, ``check`` starts it here.
 
     Returns
     -------
@@ -577,7 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     config = None
-    early = _early_fork_server(argv)
+    early = _early_fork_server(argv, fork_server)
     try:
         pm = get_plugin_manager(_plugin_args(argv), pack=pack_option(argv))
         options = build_parser(pm, _pack_or_none(argv), only=argv[0] if argv else None).parse_args(argv)
@@ -616,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             early.close()
 
 
-def _early_fork_server(argv: Sequence[str]) -> ForkServer | None:
+def _early_fork_server(argv: Sequence[str], started: Any = None) -> ForkServer | None:
     """For ``check``, a warm fork server (`grader.jobs.ForkServer`) started before anything else.
 
     It imports numpy while the grader loads its plugins, the pack and the checks, so the student's
@@ -624,13 +633,10 @@ def _early_fork_server(argv: Sequence[str]) -> ForkServer | None:
     is started before any is read, and its jobs follow `grader.jobs.PlainJob`'s rules (their own
     session and folder, the children's environment, rlimits, the same timeouts and output caps).
     None for any other command, for ``--help``, or where there is no ``os.fork`` (Windows).
+    ``started`` is one `grader.launch` started even earlier.
     """
-    if not argv or argv[0] != "check" or any(a in ("-h", "--help") for a in argv) or not ForkServer.available():
-        return None
-    try:
-        return ForkServer(wait=False)
-    except OSError:
-        return None
+    started = started if started is not None else check_fork_server(list(argv))
+    return ForkServer(wait=False, started=started) if started is not None else None
 
 
 def console_main() -> None:

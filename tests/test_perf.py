@@ -506,3 +506,16 @@ def test_a_kept_manifest_is_used_only_for_the_bytes_it_was_parsed_from(tmp_path:
     manifest.write_text(manifest.read_text().replace("title: A new title", "title: ''"))
     with pytest.raises(packs.ConfigError, match="title"):
         load()  # an invalid manifest is refused as before, whatever was kept
+
+
+def test_the_command_starts_check_s_fork_server_before_it_imports_the_grader() -> None:
+    script = (
+        "import sys\n"
+        "import grader, grader.launch, grader.servers\n"
+        "early = sorted(m for m in ('numpy', 'pluggy', 'grader.models', 'grader.jobs', 'grader.cli') if m in sys.modules)\n"
+        "from grader import Check, StashKey, hookimpl\n"
+        "print(early, Check.__module__, StashKey.__module__, callable(hookimpl))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    # the package's API is imported on first use: what the launcher imports first is the standard library
+    assert out.stdout.split("\n")[0] == "[] grader.models grader.stash True", out.stderr
