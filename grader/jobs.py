@@ -192,6 +192,11 @@ class Job(Protocol):
     def end_calls(self) -> None:
         """Close the call pipe: the worker, at end-of-file, leaves."""
 
+    # Optional: ``wait_seconds() -> float | None``, the seconds the job has spent ready to run but
+    # waiting for a CPU (a busy machine), or None when unknown. Not counted against the wall-clock
+    # backstop (`run_calls`), so a call that computes is stopped by its CPU limit however busy the
+    # machine is, and a call that sleeps by the backstop.
+
     def kill(self, finished: bool = False, wait: bool = True) -> None:
         """Kill the worker and everything it started.
 
@@ -242,14 +247,47 @@ def stat_cpu_seconds(stat_fd: int | None) -> float | None:
         return None
 
 
+def schedstat_wait_seconds(schedstat_fd: int | None) -> float | None:
+    """Seconds the task whose ``/proc/<pid>/schedstat`` ``schedstat_fd`` reads has waited on a run queue, or None.
+
+    The file's second number (nanoseconds); None when there is no
+    descriptor, the task is gone or the kernel keeps no such figure.
+    """
+    if schedstat_fd is None:
+        return None
+    try:
+        return int(os.pread(schedstat_fd, 256, 0).split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def open_proc_file(pid: int, name: str) -> int | None:
+    """A descriptor of ``/proc/<pid>/<name>``, or None off Linux or once the process is gone."""
+    try:
+        return os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
 class _PipedJob:
     """What a job the grader started itself (a plain child, a forked one) shares: its CPU time and its call pipe."""
 
     call_fd: int
     _stat_fd: int | None
+    _schedstat_fd: int | None = None
 
     def cpu_seconds(self) -> float | None:
         return stat_cpu_seconds(self._stat_fd)
+
+    def wait_seconds(self) -> float | None:
+        """Seconds the worker's main thread has waited for a CPU (see `Job`)."""
+        return schedstat_wait_seconds(self._schedstat_fd)
+
+    def _close_proc_files(self) -> None:
+        for fd in (self._stat_fd, self._schedstat_fd):
+            if fd is not None:
+                os.close(fd)
+        self._stat_fd = self._schedstat_fd = None
 
     def end_calls(self) -> None:
         if self.call_fd >= 0:
@@ -300,6 +338,7 @@ class PlainJob(_PipedJob):
         self.proc.stdout.close()
         self.proc.stderr.close()
         self._stat_fd = open_stat(self.proc.pid)
+        self._schedstat_fd = open_proc_file(self.proc.pid, "schedstat")
 
     def kill(self, finished: bool = False, wait: bool = True) -> None:
         self.end_calls()
@@ -311,9 +350,7 @@ class PlainJob(_PipedJob):
             self.proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
             pass
-        if self._stat_fd is not None:
-            os.close(self._stat_fd)
-            self._stat_fd = None
+        self._close_proc_files()
 
     def exit_code(self, timeout: float) -> int | None:
         try:
@@ -441,6 +478,7 @@ class ForkJob(_PipedJob):
         self._status_fd: int | None = pipes[4][0]
         self._status: int | None = None
         self._stat_fd = open_stat(self.pid)
+        self._schedstat_fd = open_proc_file(self.pid, "schedstat")
 
     def exit_code(self, timeout: float) -> int | None:
         if self._status is None and self._status_fd is not None:
@@ -461,9 +499,7 @@ class ForkJob(_PipedJob):
             except OSError:
                 pass
             self.exit_code(5.0)
-        if self._stat_fd is not None:
-            os.close(self._stat_fd)
-            self._stat_fd = None
+        self._close_proc_files()
 
     def describe_exit(self, code: int, imported: bool) -> str:
         return describe_exit(code)
@@ -925,9 +961,12 @@ def _run_phase(
         if j > start:
             began = time.monotonic()
         # An answer already read needs no CPU reading (it came in time); others are timed from now.
-        cpu0 = (0.0 if child.frame_ready() else child.job.cpu_seconds()) if cpu_timed else None
+        ready = child.frame_ready()
+        cpu0 = (0.0 if ready else child.job.cpu_seconds()) if cpu_timed else None
         wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
         backstop = min(began + wall_limit, budget_end)
+        waited = getattr(child.job, "wait_seconds", None) if cpu0 is not None and not ready else None
+        wait0 = waited() if waited is not None else None
         more = j + 1 < len(calls)
         want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
         frame: dict[str, Any] | str | BoundaryError = sent
@@ -942,13 +981,20 @@ def _run_phase(
                     used = (cpu - cpu0) if cpu is not None else now - began
                 else:
                     used = 0.0  # nothing ran yet that a wait of the whole budget could overrun
-                remaining = min(call.timeout - used, backstop - now)
                 if call.timeout - used <= 0:
                     frame = "cpu" if cpu0 is not None else "wall"
                     break
+                if backstop - now <= 0 and waited is not None and wait0 is not None and backstop < budget_end:
+                    # Time the job spent waiting for a CPU (a busy machine) is not the call's: the backstop
+                    # moves on by it, so a call that computes meets its CPU limit first, however busy.
+                    waited_now = waited()
+                    left = wall_limit - (now - began - (waited_now - wait0)) if waited_now is not None else 0.0
+                    if left > 0:
+                        backstop = min(now + left, budget_end)
                 if backstop - now <= 0:
                     frame = "wall"
                     break
+                remaining = min(call.timeout - used, backstop - now)
                 if want_standby and standby is None and remaining <= STANDBY_LEAD_SECONDS:
                     standby = _Child(start_standby(calls[j + 1 :]))  # the call may hang: get its successor ready
                 lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0

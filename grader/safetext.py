@@ -24,6 +24,7 @@ the writers never import one another, they share this module.
 
 from __future__ import annotations
 
+import functools
 import html
 import os
 import re
@@ -100,11 +101,24 @@ def display(text: str, newlines: bool = False) -> str:
     -------
     str
     """
+    if type(text) is str and len(text) <= _KEPT_LENGTH:
+        return _display_kept(text, newlines)  # the same ids, messages and hints, page after page
+    return _display(text, newlines)
+
+
+_KEPT_LENGTH = 512
+"""`display` keeps its answers for texts up to this long (at most 4,096 of them)."""
+
+
+def _display(text: str, newlines: bool) -> str:
     text = unicode_safe(text)
     text = _ESCAPE_SEQUENCE.sub("", text)
     text = _LINE_BREAKS.sub("\n" if newlines else " ", text)
     text = text.replace("\t", " ")
     return _CONTROLS.sub("", text)
+
+
+_display_kept = functools.lru_cache(maxsize=4096)(_display)
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")

@@ -914,11 +914,16 @@ BUSY = """
 HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 
 
-def _hogs(n: int, seconds: float) -> list:
+def _hogs(n: int, seconds: float, sessions: bool = False) -> list:
+    """``n`` busy processes; with ``sessions``, each in a session of its own (as the worker is: with the
+    kernel's autogroups, the scheduler shares a core between sessions first)."""
     import subprocess
     import sys
 
-    return [subprocess.Popen([sys.executable, "-c", HOG.format(seconds=seconds)]) for _ in range(n)]
+    return [
+        subprocess.Popen([sys.executable, "-c", HOG.format(seconds=seconds)], start_new_session=sessions)
+        for _ in range(n)
+    ]
 
 
 def test_a_slow_correct_call_passes_while_other_processes_hog_its_core(tmp_path: Path) -> None:
@@ -939,6 +944,31 @@ def test_a_slow_correct_call_passes_while_other_processes_hog_its_core(tmp_path:
         os.sched_setaffinity(0, own)
     assert [(r.status, r.value) for r in out.results] == [("returned", 0.5), ("returned", 0.05)]
     assert out.results[0].seconds > 1.0  # longer than its timeout by the clock, yet within it by CPU time
+
+
+def test_a_spinning_call_meets_its_cpu_limit_however_busy_the_machine(tmp_path: Path) -> None:
+    """With five busy processes on its one core the job gets a sixth of it: 0.5 s of CPU take about 3 s,
+    past the 2 s backstop. The time it waited for the core is not the call's: its CPU limit stops it,
+    with the same words as on a quiet machine (a sleeping call still meets the backstop, below)."""
+    path = submission(tmp_path, BUSY)
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(own)})
+    try:
+        hogs = _hogs(5, 20.0, sessions=True)
+        try:
+            time.sleep(0.2)
+            out = run(path, C("busy", 30.0, timeout=0.5), C("nap", 30.0, timeout=0.5), C("busy", 0.01, timeout=1.0))
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+    finally:
+        os.sched_setaffinity(0, own)
+    spin, nap, after = out.results
+    assert spin.status == "timeout" and spin.message == "the call used more than 0.5 s of CPU time"
+    assert spin.seconds > 2.0  # longer than the backstop by the clock
+    assert nap.status == "timeout" and nap.message == "the call took longer than 2 s of wall-clock time"
+    assert after.status == "returned"
 
 
 def test_a_sleeping_call_times_out_at_the_wall_clock_backstop(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ message names the exception's type and line only (`grader.builtin.judge`).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,20 +86,35 @@ def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
     tests = []
     for i, ex in enumerate(sub.exercises, start=1):
         for j, c in enumerate(ex.checks, start=1):
-            name = display(f"{ex.id} {c.id}" + (f": {c.description}" if c.description else ""))
+            try:
+                name, status, output, tag, visibility = _test_texts(ex.id, c)
+            except TypeError:  # an unhashable field (a plugin's list in details): worked out each time
+                name, status, output, tag, visibility = _test_texts.__wrapped__(ex.id, c)
             tests.append(
                 {
                     "name": name,
                     "number": f"{i}.{j}",
                     "score": c.score,
                     "max_score": c.max_score,
-                    "status": "passed" if c.status == "passed" else "failed",
-                    "output": display(check_feedback(c), newlines=True),
-                    "tags": [display(ex.id)],
-                    "visibility": VISIBILITY.get(c.visibility, "hidden"),
+                    "status": status,
+                    "output": output,
+                    "tags": [tag],
+                    "visibility": visibility,
                 }
             )
     return tests
+
+
+@functools.lru_cache(maxsize=1024)
+def _test_texts(exercise_id: str, c: Any) -> tuple[str, str, str, str, str]:
+    """A test's texts: name, status, output, tag and visibility (once per distinct check result)."""
+    return (
+        display(f"{exercise_id} {c.id}" + (f": {c.description}" if c.description else "")),
+        "passed" if c.status == "passed" else "failed",
+        display(check_feedback(c), newlines=True),
+        display(exercise_id),
+        VISIBILITY.get(c.visibility, "hidden"),
+    )
 
 
 def _overall_output(sub: SubmissionResult, filename: str) -> str:

@@ -46,7 +46,18 @@ from typing import Any
 from grader.child.limits import CEILING_CPU_SECONDS, DEFAULT_LIMITS, SETUP_FAILED, UID_BASE, slot_uid
 from grader.errors import ConfigError
 from grader.fileio import scratch_prefix
-from grader.jobs import CHILD_ENV, JobChannel, Launcher, describe_exit, run_calls, sandboxed, start_server, stop_server
+from grader.jobs import (
+    CHILD_ENV,
+    JobChannel,
+    Launcher,
+    describe_exit,
+    open_proc_file,
+    run_calls,
+    sandboxed,
+    schedstat_wait_seconds,
+    start_server,
+    stop_server,
+)
 from grader.models import Call
 from grader.plugins import hookimpl
 from grader.stash import JOB_LAUNCHERS, StashKey
@@ -224,6 +235,8 @@ class SandboxJob:
         self.cpu_stat: str | None = reply.get("cpu_stat") if isinstance(reply.get("cpu_stat"), str) else None
         """The slot's cgroup-v2 ``cpu.stat`` (the zygote's word), read for CPU-time timeouts."""
         self._cpu_fd: int | None = None
+        self._schedstat_fd: int | None = None  # the job's /proc/<pid>/schedstat, opened when first read
+        self._schedstat_unknown = False
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
         self.setup_reason = ""
@@ -274,6 +287,28 @@ class SandboxJob:
             return None
         usec = int(data[11 : data.index(b"\n")])
         return usec / 1e6 if usec else None
+
+    def wait_seconds(self) -> float | None:
+        """Seconds the job's main process spent ready to run but waiting for a CPU, or None (see `grader.jobs.Job`).
+
+        Its ``/proc/<pid>/schedstat`` (run-queue delay), opened on first use
+        while the job's pidfd says it still runs (so the pid is still the
+        job's). The cgroup's ``cpu.pressure`` would cover every process of
+        the job, but on this kind of machine it counts about two thirds of
+        the delay that ``schedstat`` counts.
+        """
+        if self._schedstat_fd is None:
+            if self._schedstat_unknown or not isinstance(self.pid, int) or self.pidfd is None:
+                return None
+            self._schedstat_unknown = True  # one try
+            fd = open_proc_file(self.pid, "schedstat")
+            if fd is None:
+                return None
+            if select.select([self.pidfd], [], [], 0)[0]:  # it has ended: the pid may be another's now
+                os.close(fd)
+                return None
+            self._schedstat_fd = fd
+        return schedstat_wait_seconds(self._schedstat_fd)
 
     def _send(self, data: bytes) -> None:
         if self.task_fd is None:
@@ -339,9 +374,10 @@ class SandboxJob:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
-        if self._cpu_fd is not None:
-            os.close(self._cpu_fd)
-            self._cpu_fd = None
+        for fd in (self._cpu_fd, self._schedstat_fd):
+            if fd is not None:
+                os.close(fd)
+        self._cpu_fd = self._schedstat_fd = None
         shutil.rmtree(self.jobdir, ignore_errors=True)
         if self.on_end is not None:
             self.on_end(self.slot)

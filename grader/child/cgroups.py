@@ -14,6 +14,7 @@ Part of the sandbox child (``grader/child``), loaded by path by the zygote
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Iterable
@@ -51,8 +52,15 @@ def cgroup_dirs(slot: int, owner: int | None = None) -> dict[str, str]:
     job at a time, and making memory cgroups costs milliseconds. ``owner``
     is the zygote's pid (default: `ZYGOTE_PID`, this process in the zygote).
     """
+    return dict(_cgroup_dirs(int(slot), ZYGOTE_PID if owner is None else int(owner)))
+
+
+@functools.lru_cache(maxsize=64)
+def _cgroup_dirs(slot: int, owner: int) -> tuple[tuple[str, str], ...]:
+    """`cgroup_dirs`, worked out once per slot and owner: the zygote's cgroups never change, and a job,
+    forked from it, gets the answer made in the zygote (before it enters its slot's cgroups)."""
     dirs = {}
-    name = f"grader-{ZYGOTE_PID if owner is None else int(owner)}-slot{int(slot)}"
+    name = f"grader-{owner}-slot{slot}"
     for controller in ("pids", "memory", "cpu"):
         base = os.path.join(CGROUP_ROOT, controller)
         if os.path.isfile(os.path.join(base, "cgroup.procs")):
@@ -64,7 +72,7 @@ def cgroup_dirs(slot: int, owner: int | None = None) -> dict[str, str]:
         unified = CGROUP_ROOT  # a pure v2 machine
     if os.path.isfile(os.path.join(unified, "cgroup.procs")):
         dirs["kill"] = os.path.join(unified + _own_cgroup("").rstrip("/"), name)
-    return dirs
+    return tuple(dirs.items())
 
 
 def cgroup_enter(slot: int, limits: dict[str, int]) -> dict[str, bool | str]:

@@ -151,6 +151,7 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
             if op == "launch":
                 slot = int(request["slot"])
                 slots.add(slot)
+                cpu_stat = cgroups.cpu_stat_path(slot)  # worked out here once, and inherited by the job
                 try:
                     pid, reason_fd = jobsetup.fork_job(request, fds, control_fd, worker)
                     job_ = Running(request["job"], pid, slot, fds[3], reason_fd)
@@ -168,7 +169,7 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
                     poller.register(job_.pidfd, select.POLLIN)
                     # The grader gets a pidfd too: it kills a job without a round trip here,
                     # and a pidfd, unlike a pid, can never name another process.
-                    reply = {"pid": pid, "cpu_stat": cgroups.cpu_stat_path(slot)}
+                    reply = {"pid": pid, "cpu_stat": cpu_stat}
                     socket.send_fds(sock, [json.dumps(reply).encode() + b"\n"], [job_.pidfd])
                     continue
             elif op == "kill":

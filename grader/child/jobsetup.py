@@ -261,16 +261,13 @@ def isolate_job(request: dict[str, Any], layers: dict[str, Any]) -> None:
 
 
 def _close_fds_from(lowest: int) -> None:
-    try:
-        fds: Iterable[int] = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        fds = range(lowest, 1024)
-    for fd in fds:
-        if fd >= lowest:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    """Close every descriptor from ``lowest`` up: one ``close_range`` call where the kernel has it.
+
+    (Listing ``/proc/self/fd`` does not work here: Landlock allows the
+    zygote's ``/proc/self``, not the job's fresh one, so that would fall back
+    to a thousand ``close`` calls.) ``os.closerange`` falls back to a loop itself.
+    """
+    os.closerange(lowest, 1 << 20)
 
 
 def _setup_reason(exc: BaseException) -> str:
