@@ -20,6 +20,9 @@ def console_main() -> None:
 
     argv = sys.argv[1:]
     started = check_fork_server(argv)
-    from grader.cli import main
-
+    try:
+        from grader.cli import main
+    except KeyboardInterrupt:  # as main says it, with the server's socket closed as the process ends
+        print("grader: interrupted", file=sys.stderr)
+        sys.exit(130)
     sys.exit(main(argv, fork_server=started))
