@@ -63,6 +63,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,12 +73,14 @@ __all__ = [
     "CHANNEL_LOST_EXIT",
     "DEFAULT_BUDGET",
     "FLOAT_KEY",
+    "FRAMES",
     "FRAME_OVERHEAD_BYTES",
     "IMPORT_FRAME_BYTES",
     "LIST_BELOW_ITEMS",
     "MAX_BUDGET",
     "WIRE_DTYPES",
     "BoundaryError",
+    "FrameMemo",
     "ResultBudget",
     "budget_for",
     "check_length",
@@ -611,3 +614,67 @@ def decode_frame(data: bytes, expect: str = "call", budget: ResultBudget | None 
     elif blob is not None:
         raise BoundaryError(UNREADABLE)
     return out
+
+
+class FrameMemo:
+    """`decode_frame`'s answers for frames seen before in a run: equal bytes, an equal (fresh) frame.
+
+    A class's jobs send the same frames again and again (the same shapes,
+    the same ``ValueError``, the same right or wrong values). A frame is
+    decoded and validated once; a frame with the same bytes, for the same
+    expectation and budget, gets a copy of that answer: its own dict and
+    its own lists (numbers, strings and the read-only large arrays are
+    shared), so no consumer can change another's. Refusals are not kept.
+    At most `MAX_BYTES` of frames are kept as keys; past that the table
+    starts again. Thread-safe.
+    """
+
+    MAX_BYTES = 2 << 20
+    """Bytes of frames kept as keys, at most (2 MiB)."""
+
+    LARGEST = 16 << 10
+    """Frames longer than this are decoded each time (their copies would cost about as much)."""
+
+    def __init__(self) -> None:
+        self._table: dict[tuple[bytes, str, ResultBudget | None], dict[str, Any]] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def decode(self, data: bytes, expect: str = "call", budget: ResultBudget | None = None) -> dict[str, Any]:
+        """`decode_frame` (same arguments, same answer, same errors), from the table when it can."""
+        if len(data) > self.LARGEST:
+            return decode_frame(data, expect, budget)
+        key = (data, expect, budget)
+        kept = self._table.get(key)
+        if kept is None:
+            kept = decode_frame(data, expect, budget)
+            with self._lock:
+                if self._bytes + len(data) > self.MAX_BYTES:
+                    self._table.clear()
+                    self._bytes = 0
+                if key not in self._table:
+                    self._table[key] = kept
+                    self._bytes += len(data)
+        frame = dict(kept)
+        if type(frame.get("value")) is list:
+            frame["value"] = _fresh(frame["value"])
+        elif type(frame.get("layers")) is dict:
+            frame["layers"] = _fresh(frame["layers"])
+        return frame
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of decoded data: new lists and dicts, the same numbers, strings and read-only arrays."""
+    kind = type(value)
+    if kind is list:
+        kinds = set(map(type, value))
+        if list not in kinds and dict not in kinds:
+            return value[:]
+        return [_fresh(v) for v in value]
+    if kind is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    return value
+
+
+FRAMES = FrameMemo()
+"""The grader's one table of decoded frames (`FrameMemo`)."""

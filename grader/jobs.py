@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from grader.boundary import (
     CALL_KEYS,
     CHANNEL_LOST_EXIT,
+    FRAMES,
     IMPORT_FRAME_BYTES,
     UNREADABLE,
     BoundaryError,
@@ -616,7 +617,7 @@ class _Child:
                         del self.buffer[: 4 + size]
                         self.last_wire = data
                         try:
-                            return decode_frame(data, expect, budget)
+                            return FRAMES.decode(data, expect, budget)
                         except BoundaryError as exc:
                             return exc
                 try:
@@ -970,7 +971,9 @@ def _run_phase(
         more = j + 1 < len(calls)
         want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
         frame: dict[str, Any] | str | BoundaryError = sent
-        if sent == "sent":
+        if sent == "sent" and ready:  # its answer is already read: no waiting, no clock
+            frame = child.read_frame(budget_end, sink, "call", call.budget)
+        elif sent == "sent":
             polled = False
             while True:
                 now = time.monotonic()

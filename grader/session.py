@@ -375,6 +375,23 @@ def grade_submission(
         return internal_error_result(submission, collected, config, exc, stage)
 
 
+_WITH_CALL = StashKey[dict[tuple[int, int], tuple[Prepared, Verdict, Verdict]]]()
+
+
+def _with_call(config: Config, prepared: Prepared, verdict: Verdict) -> Verdict:
+    """``verdict`` with the call a student may read first in its details (made once per verdict object:
+    a verdict judged before comes back as the same object, `grader.judging.VerdictCache`)."""
+    table = config.stash.setdefault(_WITH_CALL, {})
+    kept = table.get((id(prepared), id(verdict)))
+    if kept is not None and kept[0] is prepared and kept[1] is verdict:
+        return kept[2]
+    shown = dataclasses.replace(verdict, details=(("call", prepared.shown_call), *verdict.details))
+    if len(table) >= 8192:
+        table.clear()
+    table[(id(prepared), id(verdict))] = (prepared, verdict, shown)  # both kept alive: their ids stay theirs
+    return shown
+
+
 class _Stage:
     """The grading stage in progress, named in an internal-error note."""
 
@@ -415,7 +432,7 @@ def _grade_submission(
                     "grader_judge_check",
                 )
                 if pc.prepared.shown_call:
-                    verdict = dataclasses.replace(verdict, details=(("call", pc.prepared.shown_call), *verdict.details))
+                    verdict = _with_call(config, pc.prepared, verdict)
                 judged[exercise.id].append((pc.check, verdict))
             verdicts = [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
         stage.name = "scoring it"

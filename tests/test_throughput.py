@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import SUBMISSIONS
 from test_checks import REF, make, plain, prepare
 
@@ -138,3 +139,35 @@ def test_a_class_graded_together_gets_each_submission_s_own_result(tmp_path: Pat
             mine = dict(graded[f"{sample.name}-{copy}"], id=row["id"], path=row["path"])
             mine.pop("slug", None), row.pop("slug", None)
             assert mine == row, sample.name
+
+
+def test_a_frame_seen_before_decodes_to_an_equal_frame_of_its_own() -> None:
+    from grader.boundary import BoundaryError, FrameMemo, decode_frame
+
+    memo = FrameMemo()
+    data = b'{"event":"call","status":"returned","mutated":[0],"value":[[1.0,2.5],[3,true]]}'
+    first = memo.decode(data)
+    assert first == decode_frame(data)
+    assert first["value"] == [[1.0, 2.5], [3, True]] and first["mutated"] == (0,)
+    first["value"][0].append(99.0)  # a consumer changing its own copy...
+    second = memo.decode(data)
+    assert second == decode_frame(data) and second["value"] == [[1.0, 2.5], [3, True]]  # ...changes no other
+    assert second["value"] is not first["value"] and second["value"][1] is not first["value"][1]
+    # Refusals are not kept: the same bytes are refused the same way every time.
+    bad = b'{"event":"call","status":"returned","mutated":[],"value":"text"}'
+    for _ in range(2):
+        with pytest.raises(BoundaryError, match="the result holds a string"):
+            memo.decode(bad)
+    assert len(memo._table) == 1
+
+
+def test_frames_past_the_memo_s_budget_start_it_again(monkeypatch) -> None:  # noqa: ANN001
+    from grader.boundary import FrameMemo
+
+    monkeypatch.setattr(FrameMemo, "MAX_BYTES", 200)
+    memo = FrameMemo()
+    frames = [b'{"event":"call","status":"returned","mutated":[],"value":%d.5}' % n + b" " * 40 for n in range(4)]
+    for data in frames:
+        assert memo.decode(data)["value"] == float(data.split(b":")[-1].split(b"}")[0])
+    assert [key[0] for key in memo._table] == [frames[-1]]  # 102 bytes each: two are past 200, so each
+    assert memo._bytes == len(frames[-1])  # frame after the first started the table again

@@ -14,6 +14,10 @@ from typing import Any
 from grader.disclosure import is_shown
 from grader.models import Check, CheckResult, Exercise, ExerciseResult, Verdict
 from grader.plugins import hookimpl
+from grader.stash import StashKey
+
+_KEPT = StashKey[dict[tuple[int, int], tuple[Check, Verdict, CheckResult]]]()
+"""The check results made in this run, by (check, verdict) object (see `score_exercise`)."""
 
 
 @hookimpl
@@ -37,11 +41,19 @@ def score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]]
     """Build an `ExerciseResult` from verdicts (see the module docstring).
 
     Details (the call, expected and got values) are kept only for checks the
-    student may see.
+    student may see. A check's result is made once per check and verdict
+    object (a verdict judged before comes back as the same object,
+    `grader.judging.VerdictCache`), and shared.
     """
     checks = []
+    after_due_date, published = config.option("after_due_date", False), config.option("published", False)
+    kept = config.stash.setdefault(_KEPT, {})
     for check, verdict in verdicts:
-        shown = is_shown(check.visibility, config.option("after_due_date", False), config.option("published", False))
+        known = kept.get((id(check), id(verdict)))
+        if known is not None and known[0] is check and known[1] is verdict:
+            checks.append(known[2])  # the same check and verdict objects (a verdict judged before)
+            continue
+        shown = is_shown(check.visibility, after_due_date, published)
         fraction = min(max(float(verdict.fraction), 0.0), 1.0)
         checks.append(
             CheckResult(
@@ -60,6 +72,9 @@ def score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]]
                 diagnosis=verdict.diagnosis,
             )
         )
+        if len(kept) >= 8192:
+            kept.clear()
+        kept[(id(check), id(verdict))] = (check, verdict, checks[-1])  # both kept alive: their ids stay theirs
     return ExerciseResult(
         id=exercise.id,
         title=exercise.title,
