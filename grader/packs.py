@@ -314,6 +314,14 @@ def plainly_valid(data: Any, schema: Any) -> bool:
     -------
     bool
     """
+    try:
+        return _plain(data, schema)
+    except (TypeError, ValueError, re.error, RecursionError):  # a schema jsonschema would refuse, or odd data
+        return False
+
+
+def _plain(data: Any, schema: Any) -> bool:
+    """`plainly_valid` without its guard."""
     if not isinstance(schema, dict) or not schema.keys() <= _FAST_KEYWORDS:
         return False
     types = schema.get("type")
@@ -343,9 +351,7 @@ def plainly_valid(data: Any, schema: Any) -> bool:
             all(type(x) is str for x in data) and len(set(data)) == len(data)  # JSON equality is plain here
         )
         return (
-            len(data) >= schema.get("minItems", 0)
-            and unique
-            and (items is None or all(plainly_valid(x, items) for x in data))
+            len(data) >= schema.get("minItems", 0) and unique and (items is None or all(_plain(x, items) for x in data))
         )
     if kind is dict:
         properties, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
@@ -355,7 +361,7 @@ def plainly_valid(data: Any, schema: Any) -> bool:
             or any(key not in data for key in schema.get("required", ()))
             or len(data) < schema.get("minProperties", 0)
             or not isinstance(properties, dict)
-            or (names_schema is not None and not all(plainly_valid(key, names_schema) for key in data))
+            or (names_schema is not None and not all(_plain(key, names_schema) for key in data))
         ):
             return False
         for key, value in data.items():
@@ -367,7 +373,7 @@ def plainly_valid(data: Any, schema: Any) -> bool:
                 continue
             else:
                 sub = extra
-            if not plainly_valid(value, sub):
+            if not _plain(value, sub):
                 return False
         return True
     return kind in (bool, type(None))  # no keyword above applies to them
