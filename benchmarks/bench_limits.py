@@ -30,9 +30,12 @@ It prints each mode's submissions/s (min / median / max over the repeats)
 and the ratios of the medians; the grader's CPU per submission (its whole
 process tree, from ``wait4``); with ``--rss``, the peak RSS of ``grader
 grade`` (sandboxed) at each class size (``wait4``'s ``ru_maxrss``: the
-largest process of the tree, the grader's own); with ``--big K``, the CPU a
-``compare`` check on 512x64 Q, K and V adds to each of K submissions (a run
-with the check, less a run without it, over the same class).
+largest process of the tree, the grader's own); with ``--big K``, what a
+``compare`` check on 512x64 Q, K and V costs: its CPU per added submission
+(the marginal cost) and per run (the fixed cost: preparing its expected
+value and error bound), each split into the grader's own process and the
+jobs (the sandbox's zygote and the jobs it forks), from runs of 1 and of K
+submissions with and without the check (`big_cost`).
 
 Every figure comes from this one run, on this machine: compare ratios, not
 absolute rates, between machines or busy moments.
@@ -356,28 +359,101 @@ BIG_CHECK = """\
 """
 
 
-def big_cost(work: Path, n: int, jobs: int) -> tuple[float, float]:
-    """CPU ms per submission that one 512x64 compare check adds (grader tree), and its 'with' run's CPU ms per sub."""
-    folder = work / "big-class"
-    write_class(folder, n)
+RUSAGE_WRAPPER = """\
+import atexit, os, resource, sys
+def _write():
+    with open(os.environ["BENCH_RUSAGE"], "w") as fh:
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        fh.write(repr(u.ru_utime + u.ru_stime))
+atexit.register(_write)
+sys.argv = ["grader", *sys.argv[1:]]
+from grader.cli import console_main
+console_main()
+"""
+"""Runs ``grader`` and writes the CPU seconds of its own process at exit (the rest of the tree: the jobs)."""
+
+
+def grade_split(folder: Path, out: Path, jobs: int, extra: list[str], work: Path) -> tuple[float, float]:
+    """Run ``grader grade`` (every submission must get full marks); return (CPU seconds of the whole
+    process tree, of the grader's own process)."""
+    shutil.rmtree(out, ignore_errors=True)
+    usage = work / "rusage.txt"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            RUSAGE_WRAPPER,
+            "grade",
+            str(folder),
+            "--out",
+            str(out),
+            "-q",
+            "--jobs",
+            str(jobs),
+            *extra,
+        ],
+        cwd=ROOT,
+        env=dict(ENV, BENCH_RUSAGE=str(usage)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    _, cpu, _, code = _wait(proc)
+    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if code != 0:
+        raise SystemExit(f"grader grade {' '.join(extra)} exited {code}: {stderr[-2000:]}")
+    with (out / "results.json").open() as fh:
+        subs = json.load(fh)["submissions"]
+    short = [s["id"] for s in subs if s["score"] != s["max_score"]]
+    if short:
+        raise SystemExit(f"grader grade {' '.join(extra)}: {len(short)} submissions without full marks ({short[:3]})")
+    return cpu, float(usage.read_text())
+
+
+def big_cost(work: Path, n: int, jobs: int, repeats: int = 2) -> dict[str, tuple[float, float, float]]:
+    """What one 512x64 compare check costs, from runs of 1 and ``n`` submissions with and without it.
+
+    Each of the four runs is the best (least CPU) of ``repeats``. The marginal cost is the
+    check's added CPU per added submission, ``((with_n - with_1) - (without_n - without_1)) / (n - 1)``;
+    the fixed cost what it adds to a run beyond that, ``(with_1 - without_1) - marginal``.
+
+    Returns
+    -------
+    dict
+        ``marginal`` (ms per submission) and ``fixed`` (s per run), each as (whole tree, grader
+        process, jobs); ``at_n`` (ms per submission of the run of ``n``, fixed cost included),
+        likewise.
+    """
+    if n < 2:
+        raise SystemExit("--big needs at least 2 submissions (the marginal cost is from runs of 1 and of K)")
     reference = next(
         p
         for p in [ROOT / "reference" / "attention.py", *sorted(ROOT.glob("**/reference/attention.py"))]
         if p.is_file() and ".venv" not in p.parts
     )
-    cpus = {}
+    folders = {1: work / "big-class-1", n: work / f"big-class-{n}"}
+    for size, folder in folders.items():
+        write_class(folder, size)
+    cpu: dict[tuple[str, int], tuple[float, float, float]] = {}
     for label, big in (("without", ""), ("with", BIG_CHECK)):
         specs = work / f"big-specs-{label}"
         specs.mkdir()
         (specs / "BIG.01.yaml").write_text(BIG_SPEC.format(big=big))
-        runs = []
-        for _ in range(2):
-            _, cpu, _ = grade(
-                folder, work / "big-out", jobs, ["--specs", str(specs), "--reference", str(reference), "--no-diagnosis"]
-            )
-            runs.append(cpu)
-        cpus[label] = min(runs)
-    return 1000 * (cpus["with"] - cpus["without"]) / n, 1000 * cpus["with"] / n
+        extra = ["--specs", str(specs), "--reference", str(reference), "--no-diagnosis"]
+        for size, folder in folders.items():
+            total, own = min(grade_split(folder, work / "big-out", jobs, extra, work) for _ in range(repeats))
+            cpu[label, size] = (total, own, total - own)
+    parts = range(3)
+    marginal = [
+        ((cpu["with", n][i] - cpu["with", 1][i]) - (cpu["without", n][i] - cpu["without", 1][i])) / (n - 1)
+        for i in parts
+    ]
+    fixed = [(cpu["with", 1][i] - cpu["without", 1][i]) - marginal[i] for i in parts]
+    at_n = [(cpu["with", n][i] - cpu["without", n][i]) / n for i in parts]
+    return {
+        "marginal": tuple(1000 * m for m in marginal),
+        "fixed": tuple(fixed),
+        "at_n": tuple(1000 * a for a in at_n),
+    }
 
 
 def _spread(values: list[float]) -> str:
@@ -391,7 +467,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats of every mode (default 3)")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of: {', '.join(MODES)}")
     parser.add_argument("--rss", default="", help="class sizes for the sandboxed peak RSS, e.g. 1000,5000,10000")
-    parser.add_argument("--big", type=int, default=0, help="submissions for the 512x64 compare check's cost (0: skip)")
+    parser.add_argument(
+        "--big", type=int, default=0, help="submissions (at least 2) for the 512x64 compare check's cost (0: skip)"
+    )
     parser.add_argument("--run", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.run:
@@ -443,10 +521,13 @@ def main() -> None:
                 shutil.rmtree(big, ignore_errors=True)
             print("peak RSS of grader grade (sandboxed): " + "; ".join(figures))
         if a.big:
-            added, total = big_cost(work, a.big, a.jobs)
+            big = big_cost(work, a.big, a.jobs)
+            m, f, at = big["marginal"], big["fixed"], big["at_n"]
             print(
-                f"a compare check on 512x64 Q, K, V: {added:.1f} ms of CPU per submission "
-                f"(grader and jobs; {total:.1f} ms per submission for the run with it, {a.big} submissions)"
+                f"a compare check on 512x64 Q, K, V: {m[0]:.1f} ms of CPU per added submission "
+                f"(grader {m[1]:.1f}, jobs {m[2]:.1f}) and {f[0]:.2f} s per run (grader {f[1]:.2f}, jobs {f[2]:.2f}); "
+                f"{at[0]:.1f} ms per submission over a run of {a.big} (runs of 1 and {a.big} submissions, "
+                "with and without it, best of 2 each)"
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -43,7 +43,9 @@ Per submission in flight, the grader holds at most:
 
 * the frame being read: ``4 + limit`` bytes, where ``limit`` is
   ``budget.max_bytes + FRAME_OVERHEAD_BYTES`` (at most
-  ``MAX_BUDGET.max_bytes + FRAME_OVERHEAD_BYTES`` = 32 MiB + 64 KiB), and,
+  ``MAX_BUDGET.max_bytes + FRAME_OVERHEAD_BYTES`` = 32 MiB + 64 KiB; a
+  frame of `grader.jobs.LARGE_FRAME_BYTES` or more is read into one buffer
+  of the length it announced, once that length is within its limit), and,
   while it is parsed, its text (up to 4 bytes a character) and at most
   ``budget.max_items + FRAME_OVERHEAD_BYTES`` parsed items (counted in the
   bytes before parsing), about 40 bytes each: with `DEFAULT_BUDGET`, about
@@ -521,7 +523,7 @@ def _mutated(value: Any) -> tuple[int, ...]:
     return tuple(sorted({i for i in value if 0 <= i < MAX_MUTATED}))
 
 
-def decode_frame(data: bytes, expect: str = "call", budget: ResultBudget | None = None) -> dict[str, Any]:
+def decode_frame(data: bytes | bytearray, expect: str = "call", budget: ResultBudget | None = None) -> dict[str, Any]:
     """Parse and validate one frame's bytes (without its length prefix).
 
     Parameters

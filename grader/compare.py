@@ -25,6 +25,7 @@ __all__ = [
     "perturb",
     "rounding_floor",
     "split_parts",
+    "tolerance_limit",
 ]
 
 
@@ -159,6 +160,22 @@ def split_parts(names: Sequence[str], got: Any) -> dict[str, Any]:
     return dict(zip(names, got))
 
 
+def tolerance_limit(expected: Any, rtol: float, atol: float, floor: Any = None) -> np.ndarray:
+    """How far each element may be from ``expected`` in `compare`: ``atol + rtol * |expected| + floor``.
+
+    The same sums, in the same order, as written out (``rtol |e|``, then ``atol``, then the
+    floor); made in place, so a 512x512 part costs one array.
+    """
+    exp = np.asarray(expected, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        limit: np.ndarray = np.asarray(np.abs(exp))
+        limit *= rtol
+        limit += atol
+        if floor is not None:
+            limit += np.broadcast_to(np.asarray(floor, dtype=np.float64), exp.shape)
+    return limit
+
+
 def _index(name: str, flat: int, shape: tuple[int, ...]) -> str:
     if not shape:
         return name
@@ -173,6 +190,7 @@ def compare(
     atol: float,
     floor: Any = None,
     why: str = "",
+    limit: np.ndarray | None = None,
 ) -> None:
     """Compare one returned part with its expected value.
 
@@ -197,6 +215,9 @@ def compare(
     why : str, optional
         The reason for the tolerance, in words, for the message
         (default `DEFAULT_WHY`).
+    limit : ndarray, optional
+        ``tolerance_limit(expected, rtol, atol, floor)``, when the caller
+        keeps it for a part it compares again and again (a large one).
 
     Raises
     ------
@@ -217,12 +238,16 @@ def compare(
             f"{name} has shape {arr.shape}, expected {exp.shape}",
             (("expected shape", str(exp.shape)), ("got shape", str(arr.shape)), ("got", format_value(arr))),
         )
-    extra = np.zeros(exp.shape) if floor is None else np.broadcast_to(np.asarray(floor, dtype=np.float64), exp.shape)
+    if limit is None or np.shape(limit) != exp.shape:
+        limit = tolerance_limit(exp, rtol, atol, floor)
     with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(arr - exp)
-        bad = ~(err <= atol + rtol * np.abs(exp) + extra)
-    if not bad.any():
+        err = np.asarray(arr - exp)  # in place from here: one float temporary as large as the part
+        np.abs(err, out=err)
+        ok = err <= limit
+    if ok.all():
         return
+    bad = ~ok
+    extra = np.zeros(exp.shape) if floor is None else np.broadcast_to(np.asarray(floor, dtype=np.float64), exp.shape)
     nonfinite = bad & ~np.isfinite(arr)
     if nonfinite.any():
         flat = int(np.flatnonzero(nonfinite)[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import re
 import shutil
@@ -48,22 +49,53 @@ def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
     kind = not_regular(dest)
     if kind:  # a rename would replace a device, a FIFO or a link (even /dev/null, as root)
         raise OSError(errno.EEXIST, f"{dest} is {kind}, not a regular file")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    folder = str(dest.parent)
+    if folder not in _FOLDERS_MADE:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        _FOLDERS_MADE.add(folder)
+    # A name of its own (this process, a counter) opened exclusively: what mkstemp does, without its
+    # random names; a name left by a crashed run is skipped.
+    while True:
+        tmp = os.path.join(folder, f".{dest.name}.{os.getpid()}.{next(_TEMP_NUMBERS)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            break
+        except FileExistsError:
+            continue
+        except FileNotFoundError:  # the folder went away since it was made: make it again
+            _FOLDERS_MADE.discard(folder)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _FOLDERS_MADE.add(folder)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            if isinstance(text, str):
-                fh.write(text)
-            else:
+        if isinstance(text, str):
+            _write_all(fd, text.encode("utf-8"))
+        else:
+            with os.fdopen(os.dup(fd), "w", encoding="utf-8", newline="\n") as fh:
                 fh.writelines(text)
-        os.chmod(tmp, 0o644)
+        os.fchmod(fd, 0o644)
+        os.close(fd)
+        fd = -1
         os.replace(tmp, dest)
     except BaseException:
+        if fd >= 0:
+            os.close(fd)
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+_FOLDERS_MADE: set[str] = set()
+"""Folders `write_atomic` made or found (made again if one is removed meanwhile)."""
+
+_TEMP_NUMBERS = itertools.count()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def not_regular(path: str | os.PathLike[str]) -> str:

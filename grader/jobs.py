@@ -97,6 +97,9 @@ MIN_POLL_SECONDS = 0.01
 """Shortest wait between two readings of a job's CPU time."""
 READ_AHEAD_BYTES = 64 << 10
 """The most a read of a job's result pipe takes beyond the frame it needs (the frames behind it)."""
+LARGE_FRAME_BYTES = 1 << 18
+"""A frame at least this long (its length prefix within its limit) is read straight into a buffer
+of its size: a 512x512 result (2 MiB of doubles) is not grown chunk by chunk and copied twice."""
 HIDDEN_CUT_NOTE = "[output after the first hidden check is not shown]"
 """Ends the kept output when the submission printed more after the first hidden call was sent."""
 CHANNEL_LOST = (
@@ -546,6 +549,8 @@ class _Child:
         self.bytes_read = 0  # of the result pipe: what the grader took in from this job
         self.empty = False  # the last read of the result pipe found nothing (reset when it is readable)
         self.last_wire = b""  # the bytes of the last frame read (`CallResult.wire`)
+        self.large: bytearray | None = None  # a large frame being read in place (`_read_large`)
+        self.filled = 0  # its bytes read so far
 
     def send(self, call: Call | bytes, deadline: float) -> str:
         """Write a phase of calls (`grader.models.phase_wire`; a `Call`: that call alone) to the job's call pipe.
@@ -605,7 +610,7 @@ class _Child:
         while True:
             if self.result_open:
                 need = 4 - len(self.buffer)
-                if need <= 0:
+                if need <= 0 and self.large is None:
                     size = int.from_bytes(self.buffer[:4], "big")
                     try:
                         check_length(size, limit, budget, expect)
@@ -620,21 +625,36 @@ class _Child:
                             return FRAMES.decode(data, expect, budget)
                         except BoundaryError as exc:
                             return exc
-                try:
-                    # Not again before the pipe says it has more: the read just before found it empty.
-                    chunk = None if self.empty else os.read(self.result_fd, min(max(need, READ_AHEAD_BYTES), 1 << 20))
-                except BlockingIOError:
-                    chunk = None
-                    self.empty = True
-                except OSError:
-                    chunk = b""
+                    if size >= LARGE_FRAME_BYTES:  # within its limit: read in place from here on
+                        # (the buffer holds less than this frame, so nothing of the next one)
+                        self.large = bytearray(size)
+                        self.large[: len(self.buffer) - 4] = self.buffer[4:]
+                        self.filled = len(self.buffer) - 4
+                        self.buffer.clear()
+                if self.large is not None:
+                    got = self._read_large(expect, budget)
+                    if got is True:
+                        continue
+                    if got is not False:
+                        return got
+                    chunk = None  # nothing there yet: wait below
+                else:
+                    try:
+                        # Not again before the pipe says it has more: the read just before found it empty.
+                        chunk = (
+                            None if self.empty else os.read(self.result_fd, min(max(need, READ_AHEAD_BYTES), 1 << 20))
+                        )
+                    except BlockingIOError:
+                        chunk = None
+                        self.empty = True
+                    except OSError:
+                        chunk = b""
                 if chunk:
                     self.bytes_read += len(chunk)
                     self.buffer += chunk
                     continue
                 if chunk == b"":
-                    self.result_open = False
-                    self.selector.unregister(self.result_fd)
+                    self._result_closed()
             if not self.result_open:
                 # Briefly keep reading stdout and stderr: what the job wrote just before it
                 # ended (why it crashed, why its setup failed) must not be lost.
@@ -662,8 +682,48 @@ class _Child:
                     continue
                 self._keep(sink[key.data], chunk)
 
+    def _read_large(self, expect: str, budget: ResultBudget | None) -> dict[str, Any] | BoundaryError | bool:
+        """Read more of a large frame (`LARGE_FRAME_BYTES`) straight into its own buffer.
+
+        Returns the decoded frame, or the `BoundaryError` that refused it, once it is whole;
+        True when bytes came, or the result pipe closed before the frame was whole (`read_frame`
+        reads on, or sees the pipe closed); False when no byte is there yet. A large frame's
+        `CallResult.wire` is empty: it is judged each time (hashing 2 MiB as a verdict's key
+        costs about what judging it does, and would keep it).
+        """
+        assert self.large is not None
+        self.last_wire = b""
+        if self.empty:
+            return False
+        try:
+            n = os.readv(self.result_fd, [memoryview(self.large)[self.filled :]])
+        except BlockingIOError:
+            self.empty = True
+            return False
+        except OSError:
+            n = 0
+        if n == 0:
+            self.large = None  # it will never be whole
+            self._result_closed()
+            return True
+        self.bytes_read += n
+        self.filled += n
+        if self.filled < len(self.large):
+            return True
+        data, self.large = self.large, None
+        try:
+            return decode_frame(data, expect, budget)
+        except BoundaryError as exc:
+            return exc
+
+    def _result_closed(self) -> None:
+        self.result_open = False
+        self.selector.unregister(self.result_fd)
+
     def frame_ready(self) -> bool:
         """Whether a whole frame is already read (after one read without waiting, if none was)."""
+        if self.large is not None:  # a large frame part read: read_frame reads the rest
+            return False
         if len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(self.buffer[:4], "big"):
             return True
         if not self.result_open:

@@ -286,6 +286,7 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
                 continue
             kind = kinds[check.kind]
             ready = _bounded(check, context, kind.prepare(check, context))
+            context.forget_reference()
             items.append(PreparedCheck(check, kind, context, ready))
         prepared.append((exercise, tuple(items)))
     return Collected(tuple(exercises), tuple(prepared), spec_hash(used, reference_path))
@@ -317,7 +318,11 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
     for call in prepared.calls:
         fn = context.reference.get(call.function)
         try:
-            budget = budget_for(guarded_call(fn, copy.deepcopy(call.args))) if fn is not None else DEFAULT_BUDGET
+            if fn is None:
+                budget = DEFAULT_BUDGET
+            else:
+                known, value = context.last_reference(call.function, call.args)
+                budget = budget_for(value if known else guarded_call(fn, copy.deepcopy(call.args)))
         except BaseException:  # noqa: BLE001 - the reference is meant to raise here (a raises check)
             budget = DEFAULT_BUDGET  # what a submission that does not raise returns has no reference size
         calls.append(dataclasses.replace(call, budget=budget, hidden=secret_while_grading(check)))

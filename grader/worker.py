@@ -125,22 +125,42 @@ def _finite(value: JSON) -> JSON:
     return value
 
 
-def _emit(fd: int, obj: JSON, blobs: Sequence[bytes] = ()) -> None:
-    """Write one frame: ``obj`` as JSON, then ``blobs`` (the raw bytes of the arrays it names) if any."""
+def _emit(fd: int, obj: JSON, blobs: Sequence[Any] = ()) -> None:
+    """Write one frame: ``obj`` as JSON, then ``blobs`` (the raw bytes of the arrays it names) if any.
+
+    A blob is anything with the buffer protocol (`to_data` appends C-contiguous arrays): its
+    bytes go to ``fd`` from where they are (``os.writev``), not copied into one frame first.
+    """
     try:
         text = _encode(obj)
     except ValueError:  # a NaN or an infinity somewhere: encode it (rare, so only then)
         text = _encode(_finite(obj))
     data = text.encode("utf-8")
-    if blobs:
-        body = b"".join([b"\x00", len(data).to_bytes(4, "big"), data, *blobs])
-        frame = len(body).to_bytes(4, "big") + body
-    else:
-        frame = len(data).to_bytes(4, "big") + data
-    view = memoryview(frame)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    if not blobs:
+        _write_all(fd, [memoryview(len(data).to_bytes(4, "big") + data)])
+        return
+    views = [memoryview(blob).cast("B") for blob in blobs]
+    size = 5 + len(data) + sum(len(v) for v in views)
+    _write_all(
+        fd, [memoryview(b"".join([size.to_bytes(4, "big"), b"\x00", len(data).to_bytes(4, "big"), data])), *views]
+    )
+
+
+def _write_all(fd: int, views: list[memoryview]) -> None:
+    """Write every byte of ``views`` (flat byte views), in order, however many a write takes."""
+    views = [v for v in views if len(v)]
+    while views:
+        n = os.writev(fd, views[:_IOV_MAX])
+        while n:
+            if n >= len(views[0]):
+                n -= len(views.pop(0))
+            else:
+                views[0] = views[0][n:]
+                n = 0
+
+
+_IOV_MAX = 1024
+"""Most buffers one ``writev`` takes (Linux's ``IOV_MAX``)."""
 
 
 def _identity(fd: int) -> tuple[int, int]:
@@ -148,7 +168,7 @@ def _identity(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _send(fd: int, identity: tuple[int, int], obj: JSON, blobs: Sequence[bytes] = ()) -> None:
+def _send(fd: int, identity: tuple[int, int], obj: JSON, blobs: Sequence[Any] = ()) -> None:
     """Write one frame to the grader, or leave if the submission closed or replaced ``fd``."""
     try:
         if _identity(fd) != identity:
@@ -217,13 +237,14 @@ def _numpy_kind(dtype: Any, what: str) -> str | None:
 
 
 def to_data(
-    value: Any, np: Any, depth: int = 0, budget: list[int] | None = None, blobs: list[bytes] | None = None
+    value: Any, np: Any, depth: int = 0, budget: list[int] | None = None, blobs: list[Any] | None = None
 ) -> JSON:
     """Convert a return value to JSON data, or raise BadReturn.
 
     With ``blobs`` (a list), a numpy array of one dimension or more becomes
-    ``{"$array": [DTYPE, SHAPE]}`` and its little-endian bytes are appended
-    to ``blobs``; without it, the array becomes nested lists.
+    ``{"$array": [DTYPE, SHAPE]}`` and a flat C-ordered little-endian view or
+    copy of it is appended to ``blobs`` (its bytes are what `_emit` writes); without it,
+    the array becomes nested lists.
     """
     budget = budget if budget is not None else [MAX_ITEMS]
     budget[0] -= 1
@@ -251,8 +272,9 @@ def to_data(
             if blobs is None or value.ndim == 0:
                 return np.asarray(value).tolist()
             wire = _WIRE_DTYPES[value.dtype.kind]
-            blobs.append(np.ascontiguousarray(value, dtype=wire).tobytes())
-            return {ARRAY_KEY: [wire, list(value.shape)]}
+            array = np.ascontiguousarray(value, dtype=wire)  # the value itself when it is already so
+            blobs.append(array.reshape(-1))
+            return {ARRAY_KEY: [wire, list(array.shape)]}
     if kind in (list, tuple):
         return [to_data(v, np, depth + 1, budget, blobs) for v in value]
     if value is None and depth == 0:
@@ -284,7 +306,18 @@ def _stdin_aside() -> int:
     return call_fd
 
 
-def _read_exactly(fd: int, n: int) -> bytes | None:
+def _read_exactly(fd: int, n: int) -> bytes | bytearray | None:
+    if n >= _LARGE_MESSAGE_BYTES:  # a phase with large arguments: read in place, not chunk by chunk and joined
+        buffer = bytearray(n)
+        view = memoryview(buffer)
+        done = 0
+        while done < n:
+            got = os.readv(fd, [view[done:]])
+            if not got:
+                return None
+            done += got
+        view.release()
+        return buffer
     chunks = []
     while n > 0:
         chunk = os.read(fd, min(n, 1 << 20))
@@ -295,7 +328,11 @@ def _read_exactly(fd: int, n: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _next_call(call_fd: int) -> bytes:
+_LARGE_MESSAGE_BYTES = 1 << 18
+"""A call message at least this long (a phase with large arguments) is read straight into one buffer."""
+
+
+def _next_call(call_fd: int) -> bytes | bytearray:
     """The next call message's bytes; leaves at end-of-file (the grader needs nothing more)."""
     try:
         header = os.read(call_fd, 4)
@@ -368,28 +405,41 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
             calls = _decode(text)["calls"]
             if type(calls) is not list:
                 raise TypeError
-            if blob is not None:
-                offset = [0]
-                for c in calls:
-                    c["args"] = [_unpack(a, np, blob, offset) for a in c["args"]]
-                if offset[0] != len(blob):
-                    raise ValueError
-            work = [(c["function"], c["args"], _copy(c["args"])) for c in calls]
+            work = _work(calls, blob, np)
         except (ValueError, KeyError, TypeError, AttributeError):  # not the grader's: the call pipe was replaced
             os._exit(CHANNEL_LOST_EXIT)
         del message, text, calls, blob
         while work:
             name, args, clean = work.pop(0)
-            blobs: list[bytes] = []
+            blobs: list[Any] = []
             frame = _answer(module, name, args, clean, np, filename, blobs)
             _send(fd, identity, frame, blobs)
             del args, clean, frame, blobs
 
 
-def _unpack(arg: JSON, np: Any, blob: memoryview, offset: list[int]) -> JSON:
-    """An argument of a phase with raw doubles: ``{"$array": ["<f8", SHAPE]}`` becomes its nested lists."""
+def _work(calls: list[Any], blob: memoryview | None, np: Any) -> list[tuple[Any, Any, Any]]:
+    """Each call of a phase as ``(function, args, pristine copy of the args)``, raw doubles unpacked.
+
+    Raises ValueError, KeyError, TypeError or AttributeError when the phase is not the grader's.
+    """
+    if blob is None:
+        return [(c["function"], c["args"], _copy(c["args"])) for c in calls]
+    work = []
+    offset = [0]
+    for c in calls:
+        unpacked = [_unpack(a, np, blob, offset) for a in c["args"]]
+        args = [value for value, _ in unpacked]
+        work.append((c["function"], args, [_Floats(v, d) if d else _copy(v) for v, d in unpacked]))
+    if offset[0] != len(blob):
+        raise ValueError
+    return work
+
+
+def _unpack(arg: JSON, np: Any, blob: memoryview, offset: list[int]) -> tuple[JSON, int]:
+    """An argument of a phase with raw doubles, and how many levels of lists of floats only it is
+    (0: not raw doubles): ``{"$array": ["<f8", SHAPE]}`` becomes its nested lists."""
     if type(arg) is not dict or list(arg) != [ARRAY_KEY]:
-        return arg
+        return arg, 0
     dtype, shape = arg[ARRAY_KEY]
     if dtype != "<f8" or type(shape) is not list or not all(type(n) is int and n >= 0 for n in shape):
         raise ValueError
@@ -400,7 +450,27 @@ def _unpack(arg: JSON, np: Any, blob: memoryview, offset: list[int]) -> JSON:
         raise ValueError
     array = np.frombuffer(blob, dtype="<f8", count=count, offset=offset[0]).reshape(shape)
     offset[0] += 8 * count
-    return array.tolist()
+    value = array.tolist()
+    return value, len(shape) if type(value) is list else 0
+
+
+class _Floats:
+    """The pristine copy of an argument that came as raw doubles: ``depth`` levels of lists of floats.
+
+    Its rows are copied by slicing (the floats in them are immutable and shared), and `_same`
+    compares a row with one of them in C (``==``, then the row's element types) instead of
+    element by element.
+    """
+
+    __slots__ = ("depth", "rows")
+
+    def __init__(self, value: list[Any], depth: int) -> None:
+        self.depth = depth
+        self.rows = _copy_rows(value, depth)
+
+
+def _copy_rows(value: list[Any], depth: int) -> list[Any]:
+    return value[:] if depth <= 1 else [_copy_rows(v, depth - 1) for v in value]
 
 
 def _copy(value: JSON) -> JSON:
@@ -428,7 +498,7 @@ def _answer(
     pristine: JSON,
     np: Any,
     filename: str,
-    blobs: list[bytes] | None = None,
+    blobs: list[Any] | None = None,
 ) -> dict[str, JSON]:
     """Make one call; return its frame (the bytes of the arrays it names appended to ``blobs``)."""
     fn = getattr(module, name, None) if type(name) is str else None
@@ -498,6 +568,8 @@ def _same(a: JSON, p: JSON) -> bool:
     Flat lists are compared in C (their element types, then their values);
     nested lists one row at a time. 1 and 1.0 differ, as their JSON does.
     """
+    if type(p) is _Floats:
+        return _same_floats(a, p.rows, p.depth)
     if type(a) is not type(p):
         return False
     if type(a) is list:
@@ -512,6 +584,21 @@ def _same(a: JSON, p: JSON) -> bool:
     if type(a) is dict:
         return _snapshot(a) == _snapshot(p)
     return bool(a == p)  # int, str, bool or None (the same type): == is already a bool
+
+
+_FLOAT = frozenset({float})
+
+
+def _same_floats(a: JSON, rows: list[Any], depth: int) -> bool:
+    """`_same` against ``depth`` levels of lists of floats (a `_Floats`' rows): a row is the same
+    when it equals its copy and holds floats only, both checked in C; else, element by element."""
+    if type(a) is not list or len(a) != len(rows):
+        return False
+    if depth > 1:
+        return all(_same_floats(x, r, depth - 1) for x, r in zip(a, rows))
+    if a == rows and set(map(type, a)) <= _FLOAT:
+        return True
+    return all(map(_same, a, rows))  # a NaN (unequal to itself), or a number of another type
 
 
 if __name__ == "__main__":
