@@ -1015,6 +1015,7 @@ def _run_phase(
     began = time.monotonic()
     first = calls[start]
     cpu_timed = child.job.cpu_seconds() is not None
+    phase_wait0: float | None = None  # the job's CPU waiting so far, read at the phase's first wait
     sent = child.send(phase_wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget_end))
     standby: _Child | None = None
     for j in range(start, end):
@@ -1027,7 +1028,11 @@ def _run_phase(
         wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
         backstop = min(began + wall_limit, budget_end)
         waited = getattr(child.job, "wait_seconds", None) if cpu0 is not None and not ready else None
-        wait0 = waited() if waited is not None else None
+        if waited is not None and phase_wait0 is None:
+            # Read once a phase: a call's waiting is counted from the phase's first unanswered call,
+            # which can only move a backstop further (the submission's budget still bounds it).
+            phase_wait0 = waited()
+        wait0 = phase_wait0
         more = j + 1 < len(calls)
         want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
         frame: dict[str, Any] | str | BoundaryError = sent
