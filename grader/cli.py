@@ -52,11 +52,12 @@ from grader.errors import (
 )
 from grader.fileio import check_out_dir, output_file, remove_stale_scratch
 from grader.hooks import Hooks
-from grader.jobs import positive_int
+from grader.jobs import ForkServer, positive_int
 from grader.packs import find_pack, mutants_dir, pack_option, reference_file, specs_dir
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
-from grader.stash import INTERNAL_ERRORS
+from grader.servers import check_fork_server
+from grader.stash import FORK_SERVER, INTERNAL_ERRORS
 
 __all__ = ["console_main", "main"]
 
@@ -140,14 +141,21 @@ def _common(pm: pluggy.PluginManager, command: str) -> _Parser:
     return common
 
 
-def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.ArgumentParser:
+def build_parser(pm: pluggy.PluginManager, pack: Any = None, only: str | None = None) -> argparse.ArgumentParser:
     """Build the parser; plugins add each subcommand's options through ``grader_addoption``.
 
     Each command lists (and accepts) only the options it uses: the core's own
     (`USES_SPECS`, `GRADING`, `USES_MUTANTS`) and those its plugins add for it.
     ``pack`` (a `grader.packs.Pack`, if one was found) names the chapter
-    and the submission file in the help.
+    and the submission file in the help. ``only`` names the command about to
+    be parsed: the other commands are listed with their help but get none of
+    their options (nothing parses them; the plugins are asked once, not once
+    per command).
     """
+
+    def common(command: str) -> _Parser:
+        return _common(pm, command) if only in (None, command) else _Parser(add_help=False)
+
     file = pack.submission if pack is not None else "submission file"
     notebook = pack.notebook if pack is not None else "notebook"
     what = f"chapter {pack.chapter} ({pack.title})" if pack is not None else "a course pack's"
@@ -157,7 +165,7 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     sub.required = True
     grade = sub.add_parser(
         "grade",
-        parents=[_common(pm, "grade")],
+        parents=[common("grade")],
         help="grade submissions and write reports",
         description=f"Grade one {file}, a student folder, or a folder of student folders.",
     )
@@ -184,7 +192,7 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     )
     similarity = sub.add_parser(
         "similarity",
-        parents=[_common(pm, "similarity")],
+        parents=[common("similarity")],
         help="grade and write DIR/similarity.html: copied code, identical wrong values",
         description="Grade the class (like 'grade --similarity') and flag pairs of submissions: code that shares "
         "most of its tokens (copydetect, starter as boilerplate) and identical wrong values on hidden checks.",
@@ -194,7 +202,7 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     similarity.add_argument("--json", metavar="FILE", type=output_file, help="write the JSON results here")
     merge = sub.add_parser(
         "merge",
-        parents=[_common(pm, "merge")],
+        parents=[common("merge")],
         help="merge the folders of 'grade --shard K/N' runs into one run's files",
         description="Combine the --out folders of every shard of a class into exactly the files one unsharded "
         "'grader grade' writes. Refuses shards made with other specs, reference, grader, secret or settings, and "
@@ -216,7 +224,7 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     diff.add_argument("new", metavar="NEW.json")
     check = sub.add_parser(
         "check",
-        parents=[_common(pm, "check")],
+        parents=[common("check")],
         help=f"run the visible checks on your own {file}",
         description=f"Run the visible checks on one {file} and print a summary.",
     )
@@ -229,7 +237,7 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     )
     publish = sub.add_parser(
         "publish",
-        parents=[_common(pm, "publish")],
+        parents=[common("publish")],
         help="write the visible checks, prepared, for 'grader check'",
         description="Prepare the visible checks (calls and expected values) into one JSON file that "
         "'grader check' runs without the specs or the reference.",
@@ -243,7 +251,7 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     )
     package = sub.add_parser(
         "build-student-package",
-        parents=[_common(pm, "build-student-package")],
+        parents=[common("build-student-package")],
         help="build the wheel and sdist a course gives its students (public checks, starter, diagnosis data)",
         description="Publish the visible checks afresh, then build the student wheel and sdist: the grader, the "
         "public checks with each catalogued mistake's results on them, and the starter; never the reference, a "
@@ -289,20 +297,20 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None) -> argparse.Argumen
     _pack_argument(init_ci)
     sub.add_parser(
         "doctor",
-        parents=[_common(pm, "doctor")],
+        parents=[common("doctor")],
         help="show which sandbox layers are active on this machine",
         description="Start the sandbox, run an empty job in it, and list every isolation layer.",
     )
     sub.add_parser(
         "audit",
-        parents=[_common(pm, "audit")],
+        parents=[common("audit")],
         help="grade the catalogued mutants and correct variants; print the kill matrix",
         description="Grade every mutant and correct variant of the catalogue (--mutants). Fails if a mutant "
         "survives an exercise it is tagged for, or a correct variant loses a point.",
     )
     sub.add_parser(
         "validate",
-        parents=[_common(pm, "validate")],
+        parents=[common("validate")],
         help="check the specs against the reference",
         description="Check every hand value against the reference, then grade the reference: it must score full marks.",
     )
@@ -560,8 +568,16 @@ def _write(line: str) -> None:
         os.close(devnull)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, fork_server: Any = None) -> int:
     """Run the grader with ``argv`` (default: ``sys.argv[1:]``).
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments, without the program's name.
+    fork_server : (subprocess.Popen, socket.socket), optional
+        ``grader check``'s fork server, as `grader.launch` started it before anything was
+        imported (`grader.servers.check_fork_server`); without it, ``check`` starts it here.
 
     Returns
     -------
@@ -570,9 +586,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     config = None
+    early = _early_fork_server(argv, fork_server)
     try:
         pm = get_plugin_manager(_plugin_args(argv), pack=pack_option(argv))
-        options = build_parser(pm, _pack_or_none(argv)).parse_args(argv)
+        options = build_parser(pm, _pack_or_none(argv), only=argv[0] if argv else None).parse_args(argv)
         if options.command == "similarity":  # 'grade --similarity' under its own name
             options.command, options.similarity = "grade", True
         if options.command == "merge":  # an unsharded 'grade' run's writers, fed from the shards' records
@@ -581,6 +598,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             options = merge_options(options, build_parser(pm))
             options.command = "grade"
         config = Config(command=options.command, options=options, pluginmanager=pm)
+        if early is not None:
+            config.stash[FORK_SERVER] = early
+            early = None
         if config.command == "grade":
             _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts
         config.hooks.configure(config)
@@ -601,6 +621,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if config is not None:
             config.hooks.unconfigure(config)
+        if early is not None:
+            early.close()
+
+
+def _early_fork_server(argv: Sequence[str], started: Any = None) -> ForkServer | None:
+    """For ``check``, a warm fork server (`grader.jobs.ForkServer`) started before anything else.
+
+    It imports numpy while the grader loads its plugins, the pack and the checks, so the student's
+    calls start at once (issue 16: ``grader check attention.py`` in 200 ms). It holds no check: it
+    is started before any is read, and its jobs follow `grader.jobs.PlainJob`'s rules (their own
+    session and folder, the children's environment, rlimits, the same timeouts and output caps).
+    None for any other command, for ``--help``, or where there is no ``os.fork`` (Windows).
+    ``started`` is one `grader.launch` started even earlier.
+    """
+    started = started if started is not None else check_fork_server(list(argv))
+    return ForkServer(wait=False, started=started) if started is not None else None
 
 
 def console_main() -> None:

@@ -122,6 +122,8 @@ class Server:
                 data, got, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 8)
             except InterruptedError:
                 continue
+            except OSError:  # the grader went away without reading (interrupted): as at end-of-file
+                return
             fds += got
             if not data:
                 return
@@ -151,7 +153,10 @@ def main(argv: Sequence[str]) -> None:
 
     server = Server(sock, worker)
     signal.signal(signal.SIGCHLD, server.reap)
-    sock.sendall(b'{"ready": true}\n')
+    try:
+        sock.sendall(b'{"ready": true}\n')
+    except OSError:  # the grader is gone already (interrupted while it started): nothing to serve
+        return
     server.serve()
     for pid in list(server.jobs):
         server.kill(pid)
@@ -159,3 +164,4 @@ def main(argv: Sequence[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv)
+    os._exit(0)  # nothing to flush or close: skip tearing numpy down (tens of ms of CPU the grader waits for)

@@ -77,6 +77,11 @@ from grader.child.limits import CPU_RLIMIT_MARGIN_SECONDS
 from grader.fileio import MAX_SOURCE_BYTES, scratch_prefix
 from grader.judging import explain_error
 from grader.models import Call, CallResult, RunOutcome, phase_wire
+from grader.servers import CHILD_ENV as CHILD_ENV
+from grader.servers import FORKSERVER as FORKSERVER
+from grader.servers import fork_server_available
+from grader.servers import start_server as start_server
+from grader.servers import stop_server as stop_server
 
 if TYPE_CHECKING:
     import socket  # imported where it is used: 'grader check' starts without it
@@ -102,19 +107,6 @@ CHANNEL_LOST = (
     "so the grader lost its channel to your code"
 )
 """Why a job that closed or replaced its result or call descriptor could not answer."""
-CHILD_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "LC_ALL": "C.UTF-8",
-    "PYTHONHASHSEED": "0",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1",
-    "VECLIB_MAXIMUM_THREADS": "1",
-}
-"""The child's whole environment (plus HOME and TMPDIR set to its folder)."""
 
 
 def positive_seconds(text: str) -> float:
@@ -259,50 +251,6 @@ def stat_cpu_seconds(stat_fd: int | None) -> float | None:
         return None
 
 
-def start_server(script: str, stderr: Any = None) -> tuple[subprocess.Popen[bytes], socket.socket]:
-    """Start a control server (the sandbox's zygote, the fork server) and the socket the grader talks to it on.
-
-    ``script`` runs in a fresh isolated interpreter (``python -I -B -u``) in its own session, at
-    ``/`` with the children's environment (`CHILD_ENV`), and gets its end of a Unix socket pair as
-    its one argument. ``stderr`` is where its standard error goes (default: the grader's). The
-    grader's end waits at most 60 s for a reply. Stop it with `stop_server`.
-    """
-    import socket
-
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-u", script, str(theirs.fileno())],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            pass_fds=(theirs.fileno(),),
-            env=dict(CHILD_ENV, HOME="/nonexistent"),
-            cwd="/",
-            start_new_session=True,
-        )
-    except BaseException:
-        ours.close()
-        raise
-    finally:
-        theirs.close()
-    ours.settimeout(60.0)
-    return proc, ours
-
-
-def stop_server(sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:
-    """Close a control socket and wait for its server process (5 s, then kill): the zygote's and the fork server's."""
-    try:
-        sock.close()
-    except OSError:
-        pass
-    try:
-        proc.wait(timeout=5.0)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def schedstat_wait_seconds(schedstat_fd: int | None) -> float | None:
     """Seconds the task whose ``/proc/<pid>/schedstat`` ``schedstat_fd`` reads has waited on a run queue, or None.
 
@@ -418,9 +366,6 @@ class PlainJob(_PipedJob):
         return describe_exit(code)
 
 
-FORKSERVER = str(Path(__file__).resolve().parent / "forkserver.py")
-
-
 class ForkServer:
     """The grader's handle on a warm fork server (``grader/forkserver.py``), for ``--insecure``.
 
@@ -434,22 +379,38 @@ class ForkServer:
         If the server does not start.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, wait: bool = True, started: tuple[subprocess.Popen[bytes], socket.socket] | None = None) -> None:
+        """Start the server (or take one `grader.servers.start_server` ``started``).
+
+        ``wait=False`` returns at once: the first request waits until the server is ready.
+        """
         import threading
 
-        self.proc, self.sock = start_server(FORKSERVER)
+        self.proc, self.sock = started if started is not None else start_server(FORKSERVER)
         self.lock = threading.Lock()
         self._buffer = b""
-        if self._line() != {"ready": True}:
+        self._ready = False
+        if wait:
+            with self.lock:
+                self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        """Read the server's ``{"ready": true}`` (once; the caller holds the lock)."""
+        if self._ready:
+            return
+        try:
+            ready = self._line() == {"ready": True}
+        except (OSError, ValueError):
+            ready = False
+        if not ready:
             self.close()
             raise OSError("the fork server did not start")
+        self._ready = True
 
     @staticmethod
     def available() -> bool:
         """Whether a fork server can run here (``os.fork`` and descriptor passing: not Windows)."""
-        import socket
-
-        return hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"
+        return fork_server_available()
 
     def _line(self) -> dict[str, Any]:
         while b"\n" not in self._buffer:
@@ -467,6 +428,7 @@ class ForkServer:
 
         data = json.dumps(message).encode() + b"\n"
         with self.lock:
+            self._wait_ready()
             if fds:
                 socket.send_fds(self.sock, [data], list(fds))
             else:
@@ -1053,6 +1015,7 @@ def _run_phase(
     began = time.monotonic()
     first = calls[start]
     cpu_timed = child.job.cpu_seconds() is not None
+    phase_wait0: float | None = None  # the job's CPU waiting so far, read at the phase's first wait
     sent = child.send(phase_wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget_end))
     standby: _Child | None = None
     for j in range(start, end):
@@ -1065,7 +1028,11 @@ def _run_phase(
         wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
         backstop = min(began + wall_limit, budget_end)
         waited = getattr(child.job, "wait_seconds", None) if cpu0 is not None and not ready else None
-        wait0 = waited() if waited is not None else None
+        if waited is not None and phase_wait0 is None:
+            # Read once a phase: a call's waiting is counted from the phase's first unanswered call,
+            # which can only move a backstop further (the submission's budget still bounds it).
+            phase_wait0 = waited()
+        wait0 = phase_wait0
         more = j + 1 < len(calls)
         want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
         frame: dict[str, Any] | str | BoundaryError = sent

@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -257,59 +258,129 @@ def load_pack(folder: str | Path, package: str = "") -> Pack:
 
 _FAST_KEYWORDS = frozenset(
     {
+        "$schema",
         "type",
+        "enum",
         "additionalProperties",
         "required",
         "properties",
+        "propertyNames",
+        "minProperties",
         "pattern",
         "minLength",
         "minItems",
         "uniqueItems",
         "items",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
         "description",
     }
 )
-_FAST_TYPES = {"object": dict, "string": str, "array": list}
+_FAST_TYPES: dict[str, Any] = {
+    "object": lambda x: type(x) is dict,
+    "string": lambda x: type(x) is str,
+    "array": lambda x: type(x) is list,
+    "number": lambda x: type(x) in (int, float),
+    "integer": lambda x: type(x) is int,  # 3.0 is an integer too for JSON Schema: jsonschema decides that
+    "boolean": lambda x: type(x) is bool,
+    "null": lambda x: x is None,
+}
+_BOUNDS: dict[str, Any] = {
+    "minimum": lambda x, b: x >= b,
+    "maximum": lambda x, b: x <= b,
+    "exclusiveMinimum": lambda x, b: x > b,
+}
 
 
-def _plainly_valid(data: Any, schema: dict[str, Any]) -> bool:
-    """Whether ``data`` meets ``schema`` for certain, checked without jsonschema (False: ask jsonschema).
+def plainly_valid(data: Any, schema: Any) -> bool:
+    """Whether ``data`` meets the JSON Schema ``schema`` for certain, checked without jsonschema.
 
-    Knows only the keywords `_SCHEMA` uses (`_FAST_KEYWORDS`); any other keyword, or any doubt,
-    answers False, and the caller validates with jsonschema, which words the error. Importing
-    jsonschema costs more than the rest of a ``grader check`` start-up (issue 16).
+    Knows the keywords the manifest's, the specs' and the check kinds' schemas use
+    (`_FAST_KEYWORDS`), for the plain data YAML and JSON give; any other keyword, data of
+    another type, a number that is not finite, or any doubt answers False, and the caller
+    validates with jsonschema, which words the error. So True is always jsonschema's answer
+    too; False may not be. Importing jsonschema costs more than the rest of a ``grader check``
+    start-up (issue 16).
+
+    Parameters
+    ----------
+    data : object
+        Parsed YAML or JSON.
+    schema : dict
+        A JSON Schema (draft 2020-12).
+
+    Returns
+    -------
+    bool
     """
-    if not schema.keys() <= _FAST_KEYWORDS or schema.get("type", "object") not in _FAST_TYPES:
+    try:
+        return _plain(data, schema)
+    except (TypeError, ValueError, re.error, RecursionError):  # a schema jsonschema would refuse, or odd data
         return False
-    kind = _FAST_TYPES[schema.get("type", "object")]
-    if type(data) is not kind:
+
+
+def _plain(data: Any, schema: Any) -> bool:
+    """`plainly_valid` without its guard."""
+    if not isinstance(schema, dict) or not schema.keys() <= _FAST_KEYWORDS:
         return False
+    types = schema.get("type")
+    if types is not None:
+        names = [types] if isinstance(types, str) else types
+        if not isinstance(names, list) or not any(_FAST_TYPES.get(n, lambda x: False)(data) for n in names):
+            return False
+    if "enum" in schema and (type(data) is not str or data not in [e for e in schema["enum"] if type(e) is str]):
+        return False
+    kind = type(data)
+    if kind in (int, float):
+        if kind is float and not math.isfinite(data):
+            return False
+        for key, holds in _BOUNDS.items():
+            bound = schema.get(key)
+            if bound is not None and (type(bound) not in (int, float) or not holds(data, bound)):
+                return False
+        return True
     if kind is str:
+        pattern = schema.get("pattern")
         return len(data) >= schema.get("minLength", 0) and (
-            "pattern" not in schema or re.search(schema["pattern"], data) is not None
+            pattern is None or (isinstance(pattern, str) and re.search(pattern, data) is not None)
         )
     if kind is list:
         items = schema.get("items")
-        return (
-            len(data) >= schema.get("minItems", 0)
-            and (not schema.get("uniqueItems") or len({repr(x) for x in data}) == len(data))
-            and (items is None or all(_plainly_valid(x, items) for x in data))
+        unique = not schema.get("uniqueItems") or (
+            all(type(x) is str for x in data) and len(set(data)) == len(data)  # JSON equality is plain here
         )
-    properties, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
-    if any(key not in data for key in schema.get("required", ())) or any(type(key) is not str for key in data):
-        return False
-    for key, value in data.items():
-        if key in properties:
-            sub = properties[key]
-        elif extra is False:
+        return (
+            len(data) >= schema.get("minItems", 0) and unique and (items is None or all(_plain(x, items) for x in data))
+        )
+    if kind is dict:
+        properties, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
+        names_schema = schema.get("propertyNames")
+        if (
+            any(type(key) is not str for key in data)
+            or any(key not in data for key in schema.get("required", ()))
+            or len(data) < schema.get("minProperties", 0)
+            or not isinstance(properties, dict)
+            or (names_schema is not None and not all(_plain(key, names_schema) for key in data))
+        ):
             return False
-        elif extra is True:
-            continue
-        else:
-            sub = extra
-        if not _plainly_valid(value, sub):
-            return False
-    return True
+        for key, value in data.items():
+            if key in properties:
+                sub = properties[key]
+            elif extra is False:
+                return False
+            elif extra is True:
+                continue
+            else:
+                sub = extra
+            if not _plain(value, sub):
+                return False
+        return True
+    return kind in (bool, type(None))  # no keyword above applies to them
+
+
+_plainly_valid = plainly_valid
+"""The former name of `plainly_valid`."""
 
 
 def _schema_problem(error: Any) -> str:
@@ -356,20 +427,71 @@ def _inside(root: Path, manifest: Path, key: str, value: str, example: str) -> P
     return target
 
 
+_PARSED = "__pycache__/course.yaml.parsed.json"
+"""Where a pack keeps its manifest as parsed (`_parsed_manifest`), beside Python's own cache."""
+
+
+def _parsed_manifest(path: Path, raw: bytes) -> Any:
+    """The manifest's data as the last run parsed it from these very bytes, or None.
+
+    ``grader check`` on a student's machine reads no other YAML file, so with this it never imports
+    PyYAML (issue 16). The file holds the SHA-256 of the bytes it was parsed from and the grader's
+    version, so a changed manifest (or grader) is parsed again; anything unreadable is ignored.
+    """
+    import hashlib
+    import json
+
+    try:
+        cached = json.loads((path.parent / _PARSED).read_text(encoding="utf-8"))
+        if cached["sha256"] == hashlib.sha256(raw).hexdigest() and cached["grader"] == _grader_version():
+            return cached["data"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _keep_parsed_manifest(path: Path, raw: bytes, data: Any) -> None:
+    """Keep a valid manifest's data for `_parsed_manifest` (best effort: a read-only pack parses every time)."""
+    import hashlib
+    import json
+
+    text = json.dumps({"sha256": hashlib.sha256(raw).hexdigest(), "grader": _grader_version(), "data": data})
+    if json.loads(text)["data"] != data:  # not plain JSON data after all: parse it each time
+        return
+    try:
+        from grader.fileio import write_atomic
+
+        write_atomic(path.parent / _PARSED, text)
+    except OSError:
+        pass
+
+
+def _grader_version() -> str:
+    from grader import __version__
+
+    return __version__
+
+
 @functools.cache
 def _load(root: Path, package: str) -> Pack:
-    import yaml
-
     path = root / MANIFEST
     if not path.is_file():
         raise ConfigError(f"{root}: not a course pack (no {MANIFEST}); pass --pack DIR with a pack's folder")
     try:
         raw = path.read_bytes()
-        if len(raw) > MAX_MANIFEST_BYTES:
-            raise ConfigError(f"{path}: {len(raw)} bytes; a manifest is limited to {MAX_MANIFEST_BYTES}")
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise ConfigError(f"{path}: cannot read the manifest ({exc})") from None
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise ConfigError(f"{path}: {len(raw)} bytes; a manifest is limited to {MAX_MANIFEST_BYTES}")
+    data = _parsed_manifest(path, raw)
+    parsed = data is None
+    if parsed:
+        import yaml
+
+        try:
+            data = yaml.safe_load(raw.decode("utf-8"))
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: cannot read the manifest ({exc})") from None
     error = None
     if not _plainly_valid(data, _SCHEMA):
         import jsonschema  # here, not at import: a valid manifest is checked without it
@@ -379,6 +501,8 @@ def _load(root: Path, package: str) -> Pack:
         )
     if error is not None:
         raise ConfigError(f"{path}: {_schema_problem(error)}")
+    if parsed:
+        _keep_parsed_manifest(path, raw, data)
     from grader.plugins import BUILTIN_PLUGINS
 
     if data["id"] in BUILTIN_PLUGINS:  # the pack's plugin is registered under its id: it would never load

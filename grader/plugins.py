@@ -176,6 +176,8 @@ def _check_blocked(pm: pluggy.PluginManager, blocked: list[str], load_entrypoint
         If a blocked built-in answered a hook of `ANSWERED` and no plugin
         left answers it (wrappers do not answer).
     """
+    if not blocked:  # nothing to check: no second scan of the installed distributions (issue 16)
+        return
     from importlib.metadata import entry_points
 
     known = set(BUILTIN_PLUGINS) | {name for name, plugin in pm.list_name_plugin() if plugin is not None}

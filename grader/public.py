@@ -183,6 +183,23 @@ def dumps(bundle: dict[str, Any]) -> str:
     return json.dumps(bundle, indent=1, sort_keys=True, allow_nan=True) + "\n"
 
 
+_READ: dict[tuple[str, int, int, int], Any] = {}
+
+
+def _read(path: Path) -> Any:
+    """A bundle's JSON data, parsed once per process for the same file (its checks and its mistakes both read it).
+
+    Keyed by the file's path, inode, size and modification time, so a file written again is read
+    again. The data is never changed by its readers.
+    """
+    stat = Path(path).stat()
+    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _READ:
+        _READ.clear()  # one bundle at a time is plenty
+        _READ[key] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return _READ[key]
+
+
 def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Collected, int]:
     """Rebuild a `grader.session.Collected` of the visible checks from a bundle.
 
@@ -199,7 +216,7 @@ def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Collected, int]:
     from grader.session import Collected, PreparedCheck
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = _read(path)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read the public checks ({exc}); run 'grader publish' again") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -259,7 +276,7 @@ def load_mistakes(path: Path) -> Any:
     from grader.models import CallResult
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = _read(path)
         rows: dict[tuple[str, str], list[Any]] = {}
         entries: dict[str, Entry] = {}
         for ex in data["exercises"]:

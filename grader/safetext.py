@@ -25,7 +25,6 @@ the writers never import one another, they share this module.
 from __future__ import annotations
 
 import functools
-import html
 import os
 import re
 import secrets
@@ -198,6 +197,8 @@ def markdown_inline(text: str) -> str:
     Markdown's special characters (`` \\ ` * _ [ ] | ~ ! # ``) are
     backslash-escaped, so the text can sit in a table cell.
     """
+    import html  # here: only the GitHub step summary writes Markdown (html imports its entity tables)
+
     return _MD_SPECIAL.sub(r"\\\1", html.escape(" ".join(display(text).split()), quote=False))
 
 

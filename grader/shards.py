@@ -23,7 +23,6 @@ scheduler (`SCHEDULER_VARIABLES`: a Kubernetes Indexed Job's
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import math
@@ -667,6 +666,8 @@ def write_record(folder: Path, manifest_data: dict[str, Any], lines: Iterable[st
     """Write ``manifest.json``, ``records.jsonl.gz`` and the `SEAL` into ``folder`` (each through a rename; gzip
     without a time, so the same shard gives the same bytes). The manifest is written last: a folder with one is
     complete. ``secret`` (a `grader.secret.CourseSecret`, default: none set) keys the seal."""
+    import gzip  # here: only a sharded run writes records
+
     from grader.fileio import write_atomic
     from grader.secret import CourseSecret
 
@@ -904,6 +905,8 @@ def merge_options(options: Any, parser: Any) -> Any:
 
 
 def _records(shard: Shard) -> Iterator[tuple[int, Any]]:
+    import gzip
+
     path = shard.folder / RECORDS
     if not path.is_file():
         raise UsageError(

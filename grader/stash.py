@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 if TYPE_CHECKING:
-    from grader.jobs import LauncherPool
+    from grader.jobs import ForkServer, LauncherPool
     from grader.models import Call, RunOutcome, Submission
     from grader.session import Collected
 
@@ -45,6 +45,7 @@ __all__ = [
     "CALL_SECONDS",
     "CHECK_KINDS",
     "COLLECTED",
+    "FORK_SERVER",
     "INDEX_LINKS",
     "INTERNAL_ERRORS",
     "JOB_LAUNCHERS",
@@ -158,6 +159,8 @@ SUMMARY_LINKS = StashKey[list[tuple[str, str]]]()
 """(label, file name) pairs the summary page (``summary.html``) links to."""
 JOB_LAUNCHERS: StashKey[LauncherPool] = StashKey()
 """The sandbox's workers, lent one submission at a time."""
+FORK_SERVER: StashKey[ForkServer] = StashKey()
+"""A warm fork server the command line started ahead for ``check`` (`grader.jobs.ForkServer`); the runner runs the calls in its jobs."""
 OUTCOME_SOURCES: StashKey[list[Callable[[Submission, Sequence[Call]], RunOutcome | None]]] = StashKey()
 """Callables ``(submission, calls) -> RunOutcome | None`` the runner asks before it runs the calls."""
 CALL_SECONDS = StashKey[dict[str, Sequence[float]]]()

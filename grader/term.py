@@ -31,8 +31,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grader.errors import ConfigError
 from grader.models import Adjustment, SubmissionResult
 
@@ -217,6 +215,8 @@ def load_policy(path: str) -> Policy:
         In one line naming the file, the key and the fix, if the file cannot
         be read, is not YAML, or breaks `POLICY_SCHEMA`.
     """
+    import yaml  # here: only a run with a late policy reads YAML (issue 16: 'grader check' reads none)
+
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,24 +19,75 @@ import pytest
 
 from grader.packs import _SCHEMA, _plainly_valid, find_pack
 
-HEAVY = ("jsonschema", "jinja2", "sqlite3")
+HEAVY = (
+    "jsonschema",
+    "jinja2",
+    "sqlite3",
+    "xml.etree.ElementTree",
+    "statistics",
+    "difflib",
+    "gzip",
+    "tqdm",
+    "nbformat",
+)
+"""What ``grader check attention.py`` never needs, on either of its paths (issue 16): schema validation
+of valid files, HTML pages, the gradebook, JUnit XML, the class summary, spelling suggestions, shard
+records, the progress bar and notebooks."""
 
 
-def test_grader_check_imports_no_plugin_library_it_does_not_use(tmp_path: Path) -> None:
+def _check_in_a_student_folder(tmp_path: Path, source: Path, *options: str) -> tuple[int, list[str], str, int]:
+    """Run ``grader check`` on a copy of ``source`` in a folder outside the repository, in a fresh interpreter.
+
+    Returns the exit code, the `HEAVY` modules (and PyYAML) it imported, what it printed and its process id.
+    """
     pack = find_pack()
-    shutil.copy(pack.starter, tmp_path / pack.submission)
+    folder = tmp_path / "student"
+    folder.mkdir()
+    shutil.copy(source, folder / pack.submission)
     script = (
-        "import sys\n"
+        "import io, json, os, sys, contextlib\n"
         "from grader.cli import main\n"
-        f"code = main(['check', {pack.submission!r}, '-q', '--public', {str(pack.public)!r}])\n"
-        f"print(json.dumps([code, sorted(m for m in {list(HEAVY)!r} if m in sys.modules)]))\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    code = main(['check', {pack.submission!r}, *{list(options)!r}])\n"
+        f"print(json.dumps([code, sorted(m for m in {[*HEAVY, 'yaml']!r} if m in sys.modules), out.getvalue(), os.getpid()]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", "import json\n" + script], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    code, imported = json.loads(out.stdout.strip().splitlines()[-1])
-    assert code == 1, out.stderr  # the untouched starter: its visible checks are not attempted
-    assert imported == []
+    done = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120)
+    code, imported, printed, pid = json.loads(done.stdout.strip().splitlines()[-1])
+    return code, imported, printed, pid
+
+
+@pytest.mark.parametrize("public", [False, True], ids=["the-pack-s-specs", "the-public-checks"])
+@pytest.mark.parametrize("submission", ["starter", "correct"])
+def test_grader_check_imports_no_plugin_library_it_does_not_use(tmp_path: Path, public: bool, submission: str) -> None:
+    pack = find_pack()
+    source = pack.starter if submission == "starter" else pack.samples / "correct_numpy" / pack.submission
+    options = ["--public", str(pack.public)] if public else []  # without: this checkout's specs, as staff run it
+    code, imported, printed, _ = _check_in_a_student_folder(tmp_path, source, *options)
+    assert code == (1 if submission == "starter" else 0), printed  # the starter's checks are not attempted
+    assert imported == ([] if public else ["yaml"])  # the public checks need no YAML: the manifest is kept parsed
+    assert ("22 passed, 0 failed" in printed) == (submission == "correct")
+
+
+def test_the_grader_s_numpy_runs_one_blas_thread_unless_told_otherwise() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    script = "import os, grader; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    assert subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True).stdout == "1\n"
+    env["OPENBLAS_NUM_THREADS"] = "2"
+    assert subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True).stdout == "2\n"
+
+
+def test_grader_check_forks_the_student_s_job_from_a_server_started_at_once(tmp_path: Path) -> None:
+    from grader.jobs import ForkServer
+
+    source = tmp_path / "attention.py"
+    source.write_text(find_pack().starter.read_text() + "\nimport os\nprint('my parent:', os.getppid())\n")
+    code, _, printed, grader_pid = _check_in_a_student_folder(tmp_path, source)
+    assert code == 1
+    parent = int(next(x for x in printed.splitlines() if "my parent:" in x).split()[-1])
+    # Forked by the warm server the command line started first (it imported numpy meanwhile), not
+    # started by the grader as a fresh interpreter; where there is no fork, a fresh interpreter.
+    assert (parent != grader_pid) == ForkServer.available()
 
 
 def _manifest() -> dict:
@@ -78,6 +130,99 @@ def test_the_manifest_s_fast_check_never_accepts_what_jsonschema_refuses(data: o
     valid = not list(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data))
     assert not valid
     assert not _plainly_valid(data, _SCHEMA)
+
+
+# --- a valid spec is checked without jsonschema, and never accepted where jsonschema refuses -------
+
+
+_ODD_VALUES = (
+    True,
+    None,
+    0,
+    -1,
+    3.0,
+    1.5,
+    float("nan"),
+    float("inf"),
+    "",
+    "bad id!",
+    [],
+    ["a", "a"],
+    [1, 1.0],
+    {},
+    {1: "x"},
+)
+
+
+def _spec_data() -> list[tuple[str, object]]:
+    from grader.yamlfile import parse_yaml
+
+    pack = find_pack()
+    return [(p.name, parse_yaml(str(p))) for p in sorted(pack.specs.glob("*.yaml"))]
+
+
+def _mutants(data: object, depth: int = 0, limit: int = 4):
+    """``data`` with one value (at a depth up to ``limit``) replaced by each odd value, or one key dropped or added."""
+    yield from (v for v in _ODD_VALUES)
+    if depth >= limit:
+        return
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield {k: v for k, v in data.items() if k != key}
+            for changed in _mutants(value, depth + 1, limit):
+                yield {**data, key: changed}
+        yield {**data, "unknown_key": 1}
+    elif isinstance(data, list):
+        for i, value in enumerate(data[:3]):
+            for changed in _mutants(value, depth + 1, limit):
+                yield [*data[:i], changed, *data[i + 1 :]]
+
+
+def _kind_schemas() -> dict[str, dict]:
+    from g14.kinds import KINDS as G14_KINDS
+    from grader.builtin.checks import BUILTIN_KINDS
+
+    return {k.name: k.schema for k in (*BUILTIN_KINDS, *G14_KINDS) if getattr(k, "schema", None)}
+
+
+def test_the_real_specs_and_their_checks_keys_are_plainly_valid() -> None:
+    from grader.builtin.yaml_spec import CHECK_COMMON_KEYS, SCHEMA
+    from grader.packs import plainly_valid
+
+    schemas = _kind_schemas()
+    for _name, data in _spec_data():
+        assert plainly_valid(data, SCHEMA)
+        for check in data["checks"]:
+            params = {k: v for k, v in check.items() if k not in CHECK_COMMON_KEYS}
+            assert plainly_valid(params, schemas.get(check["kind"], {}))
+
+
+@pytest.mark.parametrize("name", ["G14.01.yaml", "G14.02.yaml", "G14.06.yaml"])
+def test_the_fast_check_never_accepts_a_spec_or_kind_keys_jsonschema_refuses(name: str) -> None:
+    from grader.builtin.yaml_spec import CHECK_COMMON_KEYS, SCHEMA
+    from grader.packs import plainly_valid
+
+    data = dict(_spec_data())[name]
+    outcomes = {True: 0, False: 0}
+    spec_validator = jsonschema.Draft202012Validator(SCHEMA)
+    for variant in _mutants(data):
+        fast = plainly_valid(variant, SCHEMA)
+        outcomes[fast] += 1
+        if fast:
+            assert not list(spec_validator.iter_errors(variant)), variant
+    schemas = _kind_schemas()
+    for check in data["checks"]:
+        schema = schemas.get(check["kind"])
+        if not schema:
+            continue
+        params = {k: v for k, v in check.items() if k not in CHECK_COMMON_KEYS}
+        validator = jsonschema.Draft202012Validator(schema)
+        for variant in _mutants(params, limit=2):
+            fast = plainly_valid(variant, schema)
+            outcomes[fast] += 1
+            if fast:
+                assert not list(validator.iter_errors(variant)), (check["id"], variant)
+    assert outcomes[True] > 50 and outcomes[False] > 500  # both answers were exercised
 
 
 # --- junit.xml streamed: the same bytes as the whole tree ------------------------------------------
@@ -327,3 +472,50 @@ def test_large_float_arguments_travel_as_doubles_and_arrive_as_the_same_lists(tm
         assert r.status == "returned" and r.mutated_args == (0,)
         assert r.value[:4] == [100, 64, True, True] and r.value[5] is True
         assert r.value[4] == sum(big[1])
+
+
+# --- the manifest, kept parsed beside Python's cache, follows every change of course.yaml -----------
+
+
+def test_a_kept_manifest_is_used_only_for_the_bytes_it_was_parsed_from(tmp_path: Path) -> None:
+    from grader import packs
+
+    root = Path(__file__).parent / "packs" / "r3"
+    pack_dir = tmp_path / "r3"
+    shutil.copytree(root, pack_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = pack_dir / "course.yaml"
+    kept = pack_dir / "__pycache__" / "course.yaml.parsed.json"
+
+    def load() -> packs.Pack:
+        packs._load.cache_clear()
+        return packs.load_pack(pack_dir)
+
+    first = load()
+    assert kept.is_file() and json.loads(kept.read_text())["data"]["title"] == first.title
+    manifest.write_text(manifest.read_text().replace(f"title: {first.title}", "title: A new title"))
+    assert load().title == "A new title"  # other bytes: parsed again, and kept again
+    assert json.loads(kept.read_text())["data"]["title"] == "A new title"
+    data = json.loads(kept.read_text())
+    data["data"]["title"] = "forged"
+    kept.write_text(json.dumps(data))
+    assert load().title == "forged"  # the kept data is what the file says for these bytes...
+    manifest.write_text(manifest.read_text() + "\n")
+    assert load().title == "A new title"  # ...and never for others
+    kept.write_text("{not json")
+    assert load().title == "A new title"  # unreadable: parsed again
+    manifest.write_text(manifest.read_text().replace("title: A new title", "title: ''"))
+    with pytest.raises(packs.ConfigError, match="title"):
+        load()  # an invalid manifest is refused as before, whatever was kept
+
+
+def test_the_command_starts_check_s_fork_server_before_it_imports_the_grader() -> None:
+    script = (
+        "import sys\n"
+        "import grader, grader.launch, grader.servers\n"
+        "early = sorted(m for m in ('numpy', 'pluggy', 'grader.models', 'grader.jobs', 'grader.cli') if m in sys.modules)\n"
+        "from grader import Check, StashKey, hookimpl\n"
+        "print(early, Check.__module__, StashKey.__module__, callable(hookimpl))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    # the package's API is imported on first use: what the launcher imports first is the standard library
+    assert out.stdout.split("\n")[0] == "[] grader.models grader.stash True", out.stderr

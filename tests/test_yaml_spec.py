@@ -548,3 +548,60 @@ def test_cli_misspelt_key_gets_a_did_you_mean(cli, tmp_path: Path) -> None:  # n
         f"{path}: checks[0] 'zero-scores'.visiblity: unknown key for kind 'literal' (its keys: atol, companion, "
         "expect, rtol, why); did you mean 'visibility'?"
     )
+
+
+# --- libyaml's parser under the same strict rules (issue 16) ---------------------------------------
+
+_ROOT = Path(__file__).resolve().parents[1]
+_YAML_FILES = sorted(
+    str(p.relative_to(_ROOT))
+    for pattern in ("g14/**/*.yaml", "tests/**/*.yaml", "tests/**/*.yml")
+    for p in _ROOT.glob(pattern)
+)
+
+
+def _both_loaders(path: str) -> tuple[object, object]:
+    """What parse_yaml gives (data, or its SpecError's text) with libyaml's parser, and with the pure-Python one."""
+    import grader.yamlfile as yamlfile
+
+    def read() -> object:
+        try:
+            return repr(parse_yaml(path))
+        except SpecError as exc:
+            return f"SpecError: {exc}"
+
+    fast = read()
+    saved, yamlfile._StrictCLoader = yamlfile._StrictCLoader, None
+    try:
+        return fast, read()
+    finally:
+        yamlfile._StrictCLoader = saved
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML without libyaml reads every file the pure-Python way")
+def test_every_yaml_file_reads_the_same_with_libyaml_s_parser() -> None:
+    assert len(_YAML_FILES) > 50  # the specs, manifests, catalogues and every malformed spec of the tests
+    pairs = {p: _both_loaders(str(_ROOT / p)) for p in _YAML_FILES}
+    assert [p for p, (fast, pure) in pairs.items() if fast != pure] == []
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML without libyaml reads every file the pure-Python way")
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("a: &x [1]\nb: *x\n", "invalid YAML: aliases (*name) are not allowed in specs (line 2)"),
+        ("a: 1\na: 2\n", "invalid YAML: duplicate key 'a' (line 2)"),
+        ("a: !!binary aGk=\n", "invalid YAML: the tag tag:yaml.org,2002:binary is not allowed in specs (line 1)"),
+        ("[" * 40 + "]" * 40, "invalid YAML: nested more than 32 levels deep (line 1)"),
+        ("a: [1, 2\n", "invalid YAML: while parsing a flow sequence"),
+        ("a:\tb\nc: d\t\n", None),  # a tab: the pure-Python loader decides (libyaml accepts more)
+        ("a: !\nb: ! x\n", None),  # a bare tag: libyaml's events resolve it otherwise
+    ],
+)
+def test_libyaml_s_parser_refuses_and_words_errors_as_before(tmp_path: Path, text: str, expected: str | None) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text, encoding="utf-8")
+    fast, pure = _both_loaders(str(path))
+    assert fast == pure
+    if expected is not None:
+        assert isinstance(fast, str) and fast.startswith("SpecError: ") and expected in fast

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import functools
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.feedback import STATUS_LABELS, check_feedback, student_message
@@ -38,6 +37,9 @@ from grader.plugins import hookimpl
 from grader.safetext import display, xml_text
 from grader.stash import check_seconds
 from grader.term import adjustment_lines
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 __all__ = ["junit_pieces", "junit_xml"]
 
@@ -58,6 +60,8 @@ def _text(text: str, newlines: bool = False) -> str:
 @functools.lru_cache(maxsize=4096)
 def _attribute(text: str) -> str:
     """``_text(text)`` as ElementTree writes it in an attribute's quotes (its own escaping, asked once)."""
+    import xml.etree.ElementTree as ET
+
     written = ET.tostring(ET.Element("a", v=_text(text)), encoding="unicode")
     return written[len('<a v="') : -len('" />')]
 
@@ -101,6 +105,8 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
 
 def _tags(element: ET.Element) -> tuple[str, str]:
     """The start and end tags of an element, as ElementTree writes them (its attributes in their order)."""
+    import xml.etree.ElementTree as ET  # here: 'grader check' without --junit never needs it (issue 16)
+
     element.text = _MARK
     start, end = ET.tostring(element, encoding="unicode").split(_MARK)
     element.text = None
@@ -116,6 +122,8 @@ def junit_pieces(
     come before its test cases); the second makes and writes one test case
     at a time, indented as ``ElementTree.indent`` indents the whole tree.
     """
+    import xml.etree.ElementTree as ET
+
     if seconds is None:
         seconds_of: Seconds = lambda _id: {}  # noqa: E731
     elif isinstance(seconds, dict):

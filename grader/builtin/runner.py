@@ -9,7 +9,9 @@ which plugins were registered (`grader.jobs.sandboxed`):
 * ``grader merge`` and ``grade --dask`` take outcomes that already exist: the shards' records and the
   cluster's answers, offered through `grader.stash.OUTCOME_SOURCES`.
 * ``--insecure``, and the commands that run trusted code only (``check`` on a student's own file,
-  ``validate``, ``audit``, ``publish``), run them in plain child processes (`grader.jobs.PlainJob`).
+  ``validate``, ``audit``, ``publish``), run them in plain child processes (`grader.jobs.PlainJob`);
+  ``grade --insecure`` and ``check`` fork them from a warm fork server (`grader.jobs.ForkJob`)
+  where there is ``os.fork``: the same rules, without an interpreter start per job.
 
 Either way `grader.jobs.run_calls` makes the calls, one at a time, with the same timeouts. The
 runner is essential: ``-p no:runner`` is refused (`grader.plugins.ESSENTIAL`). A third-party
@@ -27,7 +29,7 @@ from grader.errors import ConfigError
 from grader.jobs import ForkJob, ForkServer, positive_seconds, run_calls, sandboxed
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
-from grader.stash import JOB_LAUNCHERS, OUTCOME_SOURCES, StashKey
+from grader.stash import FORK_SERVER, JOB_LAUNCHERS, OUTCOME_SOURCES, StashKey
 
 
 @hookimpl
@@ -56,11 +58,16 @@ _FORK_LOCK = threading.Lock()
 
 
 def _fork_server(config: Any) -> ForkServer | None:
-    """The run's warm fork server for ``grade --insecure``, started on first use; None where there is none.
+    """The run's warm fork server for ``grade --insecure`` (started on first use) or ``check``; None where there is none.
 
-    Only ``grade`` uses it (the other commands run few submissions); where ``os.fork`` is missing
+    ``check`` takes the one the command line started at once (`grader.stash.FORK_SERVER`), so that
+    numpy is imported there while the grader starts; ``grade --insecure`` starts its own. The
+    other commands run few submissions, in fresh interpreters; where ``os.fork`` is missing
     (Windows) each submission gets a fresh ``python worker.py``, as before (`grader.jobs.PlainJob`).
     """
+    early = config.stash.get(FORK_SERVER)  # 'grader check': started by the command line before the plugins loaded
+    if early is not None:
+        return early if early.proc.poll() is None else None  # gone: a fresh interpreter per submission
     if config.command != "grade" or not ForkServer.available():
         return None
     with _FORK_LOCK:
@@ -77,9 +84,10 @@ def _fork_server(config: Any) -> ForkServer | None:
 @hookimpl
 def grader_unconfigure(config: Any) -> None:
     """Stop the fork server, if one was started."""
-    server = config.stash.get(_FORK_SERVER)
-    if server is not None:
-        server.close()
+    for key in (_FORK_SERVER, FORK_SERVER):
+        server = config.stash.get(key)
+        if server is not None:
+            server.close()
 
 
 @hookimpl(trylast=True)

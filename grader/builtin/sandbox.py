@@ -378,7 +378,10 @@ class SandboxJob:
             if fd is not None:
                 os.close(fd)
         self._cpu_fd = self._schedstat_fd = None
-        shutil.rmtree(self.jobdir, ignore_errors=True)
+        try:
+            os.rmdir(self.jobdir)  # empty, as a rule: the job wrote on its own tmpfs, mounted elsewhere
+        except OSError:
+            shutil.rmtree(self.jobdir, ignore_errors=True)
         if self.on_end is not None:
             self.on_end(self.slot)
             self.on_end = None

@@ -16,7 +16,6 @@ with ``-p no:html_report`` there is no index and no summary either.
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -311,6 +310,8 @@ def render_summary(report: GradingReport, links: Any = (), pack: Any = None) -> 
     -------
     str
     """
+    import statistics  # here: only the class summary needs it
+
     totals = [s.score for s in report.submissions]
     max_score = max((s.max_score for s in report.submissions), default=0.0)
     stats = {

@@ -1,7 +1,8 @@
 """Built-in plugin: load exercise specs from YAML files.
 
 Specs are parsed with a `yaml.SafeLoader` (no Python tags, no aliases, no
-duplicate keys) and validated with a JSON Schema; every error names the file
+duplicate keys) and validated with a JSON Schema (a valid spec without
+importing jsonschema: `grader.packs.plainly_valid`); every error names the file
 and the key, e.g. ``g14/specs/G14.02.yaml: checks[3] 'shift'.points: 'x'
 is not of type 'number'``.
 
@@ -14,7 +15,6 @@ without any secret ``grader grade`` warns once.
 
 from __future__ import annotations
 
-import difflib
 import math
 import sys
 from pathlib import Path
@@ -22,10 +22,10 @@ from typing import Any
 
 from grader.errors import SpecError
 from grader.models import VISIBILITIES, Check, Exercise
+from grader.packs import plainly_valid
 from grader.plugins import hookimpl
 from grader.secret import WARNING, CourseSecret, course_secret
 from grader.stash import CHECK_KINDS, StashKey
-from grader.yamlfile import parse_yaml
 
 _SECRET_WARNED = StashKey[bool]()
 
@@ -124,6 +124,14 @@ def _nonfinite(data: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], 
     return None
 
 
+def _schema_errors(schema: dict[str, Any], data: Any) -> list[Any]:
+    """jsonschema's errors for ``data``, in a stable order (asked only when `plainly_valid` is not sure)."""
+    import jsonschema  # here, not at the top: a valid spec is checked without it (issue 16)
+
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(data)
+    return sorted(errors, key=lambda e: (list(map(str, e.absolute_path)), e.message))
+
+
 def _fix(schema: dict[str, Any], error: Any) -> str:
     """The ``description`` of the schema part an error is about (what to write), or ""."""
     part: Any = schema
@@ -164,7 +172,7 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
     path : str
         The spec file, for error messages.
     data : object
-        What `parse_yaml` returned.
+        What `grader.yamlfile.parse_yaml` returned.
     kinds : dict of str to check kind
         Known check kinds by name; their ``params`` say which extra keys a
         check of that kind accepts and requires.
@@ -188,10 +196,7 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
     bad = _nonfinite(data)
     if bad is not None:
         raise SpecError(path, _where(data, list(bad[0])) or "top level", bad[1])
-    import jsonschema  # here, not at the top: 'grader check' with the public checks reads no spec (issue 16)
-
-    validator = jsonschema.Draft202012Validator(SCHEMA)
-    errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    errors = [] if plainly_valid(data, SCHEMA) else _schema_errors(SCHEMA, data)
     if errors:
         err = errors[0]
         if err.validator == "additionalProperties":
@@ -226,6 +231,8 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
         for key in params:
             if key not in accepted:
                 allowed = ", ".join(sorted(accepted)) or "none"
+                import difflib  # only for a misspelled key
+
                 near = difflib.get_close_matches(str(key), [*CHECK_COMMON_KEYS, *accepted], n=1, cutoff=0.75)
                 hint = f"; did you mean '{near[0]}'?" if near else ""
                 raise SpecError(
@@ -235,11 +242,8 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
             if need == "required" and key not in params:
                 raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}': add it")
         kind_schema = getattr(kind, "schema", None)
-        if kind_schema:  # a kind without a schema gets only the checks above
-            kind_errors = sorted(
-                jsonschema.Draft202012Validator(kind_schema).iter_errors(params),
-                key=lambda e: (list(map(str, e.absolute_path)), e.message),
-            )
+        if kind_schema and not plainly_valid(params, kind_schema):  # a kind without a schema: the checks above
+            kind_errors = _schema_errors(kind_schema, params)
             if kind_errors:
                 err = kind_errors[0]
                 key = ".".join(map(str, err.absolute_path)) if err.absolute_path else ""
@@ -302,6 +306,8 @@ def grader_load_exercise(path: str, config: Any) -> Exercise | None:
         return None
     kinds = config.stash[CHECK_KINDS]
     secret = course_secret(config)
+    from grader.yamlfile import parse_yaml  # here: 'grader check' with the public checks reads no YAML (issue 16)
+
     exercise = exercise_from_data(path, parse_yaml(path), kinds, secret)
     if (
         secret.is_default

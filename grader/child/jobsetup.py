@@ -116,6 +116,8 @@ def prepare(readonly: list[str]) -> None:
     global READONLY_RULES, READONLY_PATHS, ZYGOTE_PIDFD, OWN_PIDNS_FD, NET_NAMESPACE, JOB_FOLDER
     NET_NAMESPACE = unshare(CLONE_NEWNET)
     READONLY_RULES = landlock.open_rules(readonly, landlock.READONLY_RIGHTS)
+    landlock.built_rules(tuple(READONLY_RULES))  # their structures, made once here rather than in every job
+    seccomp.prepare()  # the filter program too
     READONLY_PATHS = readonly
     JOB_FOLDER = choose_job_folder(readonly)
     ZYGOTE_PIDFD = high_fd(os.pidfd_open(os.getpid()))

@@ -71,6 +71,17 @@ def open_rules(paths: Iterable[str], rights: int) -> list[Rule]:
     return rules
 
 
+_BUILT_RULES: dict[tuple[Rule, ...], list[_PathBeneathAttr]] = {}
+
+
+def built_rules(rules: tuple[Rule, ...]) -> list[_PathBeneathAttr]:
+    """The ``landlock_path_beneath_attr`` of each rule, made once (the zygote's read-only rules, which jobs inherit)."""
+    built = _BUILT_RULES.get(rules)
+    if built is None:
+        built = _BUILT_RULES.setdefault(rules, [_PathBeneathAttr(allowed, fd) for fd, allowed in rules])
+    return built
+
+
 def landlock_restrict(readonly_rules: Iterable[Rule], readwrite: Iterable[str]) -> dict[str, bool | str]:
     """Allow only the read-only rules and ``readwrite`` paths; deny TCP; scope signals.
 
@@ -94,16 +105,10 @@ def landlock_restrict(readonly_rules: Iterable[Rule], readwrite: Iterable[str]) 
     )
     own = open_rules(readwrite, handled_fs)
     try:
-        for fd, allowed in list(readonly_rules) + own:
-            rule = _PathBeneathAttr(allowed, fd)
+        ruleset_c, path_beneath, no_flags = ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.c_uint32(0)
+        for rule in built_rules(tuple(readonly_rules)) + [_PathBeneathAttr(allowed, fd) for fd, allowed in own]:
             check(
-                libc.syscall(
-                    SYS_LANDLOCK_ADD_RULE,
-                    ctypes.c_int(ruleset),
-                    ctypes.c_int(1),
-                    ctypes.byref(rule),
-                    ctypes.c_uint32(0),
-                ),
+                libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset_c, path_beneath, ctypes.byref(rule), no_flags),
                 "landlock_add_rule",
             )
         check(

@@ -194,17 +194,28 @@ def seccomp_program() -> bytes:
     return b"".join(prog)
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_BUILT: list[tuple[ctypes.Array[ctypes.c_char], _SockFprog]] = []
+"""The program and its ``sock_fprog``, built once (in the zygote, by `prepare`; jobs inherit them)."""
+
+
+def prepare() -> None:
+    """Build the filter once, so that each job only installs it (building it is pure Python work)."""
+    if not _BUILT and platform.machine() in ("x86_64", "AMD64"):
+        program = seccomp_program()
+        buf = ctypes.create_string_buffer(program, len(program))
+        _BUILT.append((buf, _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))))
+
+
 def seccomp_install() -> None:
     """Install the filter (after PR_SET_NO_NEW_PRIVS). Raises OSError where unsupported."""
     if platform.machine() not in ("x86_64", "AMD64"):
         raise OSError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
-    program = seccomp_program()
-    buf = ctypes.create_string_buffer(program, len(program))
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    prepare()
+    fprog = _BUILT[0][1]
     check(
         libc.prctl(
             PR_SET_SECCOMP,

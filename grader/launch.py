@@ -1,0 +1,28 @@
+"""The ``grader`` command's entry point: what ``grader check`` needs first, then the command line.
+
+``grader check`` forks the student's job from a warm fork server (`grader.jobs.ForkServer`).
+Started here, before the grader imports anything else (`grader.servers` uses the standard library
+only, and the ``grader`` package imports its API lazily), the server imports numpy on another
+core while the grader loads its plugins, its pack and its checks (issue 16). Everything else is
+`grader.cli.main`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["console_main"]
+
+
+def console_main() -> None:
+    """Entry point of the ``grader`` script (and of ``python -m grader``)."""
+    from grader.servers import check_fork_server
+
+    argv = sys.argv[1:]
+    started = check_fork_server(argv)
+    try:
+        from grader.cli import main
+    except KeyboardInterrupt:  # as main says it, with the server's socket closed as the process ends
+        print("grader: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(main(argv, fork_server=started))
