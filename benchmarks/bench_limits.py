@@ -30,7 +30,8 @@ It prints each mode's submissions/s (min / median / max over the repeats)
 and the ratios of the medians; the grader's CPU per submission (its whole
 process tree, from ``wait4``); with ``--rss``, the peak RSS of ``grader
 grade`` (sandboxed) at each class size (``wait4``'s ``ru_maxrss``: the
-largest process of the tree, the grader's own); with ``--big K``, what a
+largest process of the tree, the grader's own; started from a small process,
+see `SPAWN`); with ``--big K``, what a
 ``compare`` check on 512x64 Q, K and V costs: its CPU per added submission
 (the marginal cost) and per run (the fixed cost: preparing its expected
 value and error bound), each split into the grader's own process and the
@@ -258,18 +259,34 @@ def _wait(proc: subprocess.Popen) -> tuple[float, float, float, int]:
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
 
 
+SPAWN = """\
+import json, os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(proc.pid, 0)
+print(json.dumps([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024]))
+"""
+"""Runs a command from a small process and prints its exit code, CPU seconds and peak RSS (MiB).
+
+A process's ``ru_maxrss`` keeps the high-water mark of the memory it had before its ``exec``: the
+copy of the process that forked it. Forked from this script, which by then may hold a large class's
+``results.json``, ``grader grade`` would be charged this script's memory; forked from this small
+process, it is charged its own."""
+
+
 def grade(folder: Path, out: Path, jobs: int, extra: list[str]) -> tuple[float, float, float]:
     """Run ``grader grade``; return (seconds, CPU seconds, peak RSS MiB); check every submission got full marks."""
     shutil.rmtree(out, ignore_errors=True)
+    command = [sys.executable, "-m", "grader", "grade", str(folder), "--out", str(out), "-q", "--jobs", str(jobs)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "grader", "grade", str(folder), "--out", str(out), "-q", "--jobs", str(jobs), *extra],
+        [sys.executable, "-c", SPAWN, *command, *extra],
         cwd=ROOT,
         env=ENV,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    seconds, cpu, rss, code = _wait(proc)
+    seconds, _, _, _ = _wait(proc)
     stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    code, cpu, rss = json.loads(proc.stdout.read().decode().strip().splitlines()[-1]) if proc.stdout else (1, 0, 0)
     if code != 0:
         raise SystemExit(f"grader grade {' '.join(extra)} exited {code}: {stderr[-2000:]}")
     with (out / "results.json").open() as fh:
