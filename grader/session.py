@@ -132,6 +132,14 @@ class Collected:
             for pc in items
         )
 
+    @functools.cached_property
+    def exercise_check_slices(self) -> dict[str, tuple[tuple[tuple[str, str], slice], ...]]:
+        """`check_slices` of each exercise, by exercise id."""
+        out: dict[str, list[tuple[tuple[str, str], slice]]] = {}
+        for key, where in self.check_slices:
+            out.setdefault(key[0], []).append((key, where))
+        return {ex_id: tuple(items) for ex_id, items in out.items()}
+
     def split(self, results: Sequence[T]) -> list[tuple[Exercise, PreparedCheck, list[T]]]:
         """Each prepared check with its own part of a submission's results, in the specs' order.
 

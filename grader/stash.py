@@ -185,7 +185,7 @@ def submission_seconds(stash: Stash, sub_id: str) -> float:
     return round(sum(stash.get(CALL_SECONDS, {}).get(sub_id, ())), 3)
 
 
-def check_seconds(stash: Stash, sub_id: str) -> dict[tuple[str, str], float]:
+def check_seconds(stash: Stash, sub_id: str, exercise_id: str | None = None) -> dict[tuple[str, str], float]:
     """Seconds per check of one submission, keyed by (exercise id, check id).
 
     Each check owns its calls' place in ``Collected.calls`` (see
@@ -196,6 +196,8 @@ def check_seconds(stash: Stash, sub_id: str) -> dict[tuple[str, str], float]:
     ----------
     stash : Stash
     sub_id : str
+    exercise_id : str, optional
+        Only this exercise's checks.
 
     Returns
     -------
@@ -205,4 +207,5 @@ def check_seconds(stash: Stash, sub_id: str) -> dict[tuple[str, str], float]:
     collected = stash.get(COLLECTED, None)
     if not seconds or collected is None or len(collected.calls) != len(seconds):
         return {}
-    return {key: round(sum(seconds[where]), 3) for key, where in collected.check_slices}
+    where_all = collected.check_slices if exercise_id is None else collected.exercise_check_slices.get(exercise_id, ())
+    return {key: round(sum(seconds[where]), 3) for key, where in where_all}

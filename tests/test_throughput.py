@@ -171,3 +171,49 @@ def test_frames_past_the_memo_s_budget_start_it_again(monkeypatch) -> None:  # n
         assert memo.decode(data)["value"] == float(data.split(b":")[-1].split(b"}")[0])
     assert [key[0] for key in memo._table] == [frames[-1]]  # 102 bytes each: two are past 200, so each
     assert memo._bytes == len(frames[-1])  # frame after the first started the table again
+
+
+def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict_encoded(tmp_path: Path) -> None:
+    """Every sample's result, with adjustments, LMS facts and odd ids, as json.dumps writes the dict."""
+    import dataclasses
+
+    from test_perf import _reports
+
+    from grader.builtin.json_report import _submission_json, submission_to_dict
+    from grader.models import Adjustment
+
+    env = dict(os.environ, GRADER_COURSE_SECRET="throughput-test-secret-2026")
+    out = tmp_path / "out"
+    subprocess.run(
+        [sys.executable, "-m", "grader", "grade", str(SUBMISSIONS), "--out", str(out), "-q"],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    from grader.models import result_from_dict
+
+    rows = json.loads((out / "results.json").read_text())["submissions"]
+    import sqlite3
+    import zlib
+
+    con = sqlite3.connect(out / "gradebook.sqlite")
+    graded = [
+        result_from_dict(json.loads(zlib.decompress(blob))) for (blob,) in con.execute("SELECT result FROM results")
+    ]
+    con.close()
+    assert len(rows) == 12
+    results = [s for report in _reports() for s in report.submissions] + graded
+    for s in list(results):
+        results.append(
+            dataclasses.replace(
+                s,
+                id='odd "id", "exercises": [] \\u0000 é',
+                raw_score=s.score,
+                adjustments=(Adjustment(kind="late", points=-1.0, reason='1 day "late"'),),
+                lms={"system": "canvas", "late": "1"},
+            )
+        )
+    assert len(results) > 20
+    for s in results:
+        for slug in ("", "a-slug"):
+            assert _submission_json(s, slug) == json.dumps(submission_to_dict(s, slug), allow_nan=False)

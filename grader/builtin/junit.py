@@ -131,6 +131,9 @@ def junit_pieces(
         seconds_of = lambda sub_id: table.get(sub_id, {})  # noqa: E731
     else:
         seconds_of = seconds
+    # A writer's seconds may also answer for one exercise (`grader.stash.check_seconds` does): the
+    # second pass, suite by suite, then works out each submission's seconds once in all.
+    exercise_seconds: Callable[[str, str], dict[tuple[str, str], float]] | None = getattr(seconds, "for_exercise", None)
     exercise_ids = [e.id for e in report.exercises] or [e.id for s in report.submissions[:1] for e in s.exercises]
     suites = []
     totals = dict.fromkeys(_COUNTS, 0)
@@ -187,7 +190,8 @@ def junit_pieces(
                 for ex in sub.exercises:
                     if ex.id != ex_id:
                         continue
-                    times = seconds_of(sub.id) if times is None else times
+                    if times is None:
+                        times = exercise_seconds(sub.id, ex_id) if exercise_seconds else seconds_of(sub.id)
                     for c in ex.checks:
                         t = times.get((ex.id, c.id), 0.0)
                         element = OUTCOME.get(c.status)
@@ -232,6 +236,19 @@ def grader_addoption(parser: Any, command: str) -> None:
     )
 
 
+class _StashSeconds:
+    """`grader.stash.check_seconds` of a run, as `junit_pieces` takes it: for a submission, or one exercise of it."""
+
+    def __init__(self, stash: Any) -> None:
+        self.stash = stash
+
+    def __call__(self, sub_id: str) -> dict[tuple[str, str], float]:
+        return check_seconds(self.stash, sub_id)
+
+    def for_exercise(self, sub_id: str, exercise_id: str) -> dict[tuple[str, str], float]:
+        return check_seconds(self.stash, sub_id, exercise_id)
+
+
 @hookimpl
 def grader_write_reports(report: GradingReport, config: Any) -> None:
     """Write ``--junit FILE``, or ``DIR/junit.xml`` when the command writes files."""
@@ -240,6 +257,6 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     if target is None:
         return
     try:
-        write_atomic(Path(target), junit_pieces(report, lambda sub_id: check_seconds(config.stash, sub_id)))
+        write_atomic(Path(target), junit_pieces(report, _StashSeconds(config.stash)))
     except OSError as exc:
         raise UsageError(f"--junit {target}: cannot write the file ({exc.strerror})") from None
