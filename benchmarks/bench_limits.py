@@ -289,12 +289,17 @@ def grade(folder: Path, out: Path, jobs: int, extra: list[str]) -> tuple[float, 
     code, cpu, rss = json.loads(proc.stdout.read().decode().strip().splitlines()[-1]) if proc.stdout else (1, 0, 0)
     if code != 0:
         raise SystemExit(f"grader grade {' '.join(extra)} exited {code}: {stderr[-2000:]}")
+    _full_marks_everywhere(out, extra)
+    return seconds, cpu, rss
+
+
+def _full_marks_everywhere(out: Path, extra: list[str]) -> None:
+    """Stop unless every submission in ``out/results.json`` got full marks."""
     with (out / "results.json").open() as fh:
         subs = json.load(fh)["submissions"]
     short = [s["id"] for s in subs if s["score"] != s["max_score"]]
     if short:
         raise SystemExit(f"grader grade {' '.join(extra)}: {len(short)} submissions without full marks ({short[:3]})")
-    return seconds, cpu, rss
 
 
 def run_mode(mode: str, folder: Path, work: Path, jobs: int) -> tuple[float, float]:
@@ -418,11 +423,7 @@ def grade_split(folder: Path, out: Path, jobs: int, extra: list[str], work: Path
     stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if code != 0:
         raise SystemExit(f"grader grade {' '.join(extra)} exited {code}: {stderr[-2000:]}")
-    with (out / "results.json").open() as fh:
-        subs = json.load(fh)["submissions"]
-    short = [s["id"] for s in subs if s["score"] != s["max_score"]]
-    if short:
-        raise SystemExit(f"grader grade {' '.join(extra)}: {len(short)} submissions without full marks ({short[:3]})")
+    _full_marks_everywhere(out, extra)
     return cpu, float(usage.read_text())
 
 

@@ -7,11 +7,13 @@ submission must cost only what it breaks.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -926,22 +928,29 @@ def _hogs(n: int, seconds: float, sessions: bool = False) -> list:
     ]
 
 
-def test_a_slow_correct_call_passes_while_other_processes_hog_its_core(tmp_path: Path) -> None:
-    """0.5 s of CPU with a 1 s timeout, sharing one core with two busy processes: about 1.5 s of wall time."""
-    path = submission(tmp_path, BUSY)
+@contextlib.contextmanager
+def _one_core_shared_with(n: int, sessions: bool = False) -> Iterator[None]:
+    """This process (and what it starts) on one core, with ``n`` busy processes there (`_hogs`)."""
     own = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(own)})  # the hogs and the worker inherit it: one core for the three
+    os.sched_setaffinity(0, {min(own)})  # the hogs and the worker inherit it
     try:
-        hogs = _hogs(2, 8.0)
+        hogs = _hogs(n, 20.0, sessions=sessions)
         try:
             time.sleep(0.2)
-            out = run(path, C("busy", 0.5, timeout=1.0), C("busy", 0.05, timeout=1.0))
+            yield
         finally:
             for hog in hogs:
                 hog.kill()
                 hog.wait()
     finally:
         os.sched_setaffinity(0, own)
+
+
+def test_a_slow_correct_call_passes_while_other_processes_hog_its_core(tmp_path: Path) -> None:
+    """0.5 s of CPU with a 1 s timeout, sharing one core with two busy processes: about 1.5 s of wall time."""
+    path = submission(tmp_path, BUSY)
+    with _one_core_shared_with(2):  # the hogs and the worker: one core for the three
+        out = run(path, C("busy", 0.5, timeout=1.0), C("busy", 0.05, timeout=1.0))
     assert [(r.status, r.value) for r in out.results] == [("returned", 0.5), ("returned", 0.05)]
     assert out.results[0].seconds > 1.0  # longer than its timeout by the clock, yet within it by CPU time
 
@@ -951,19 +960,8 @@ def test_a_spinning_call_meets_its_cpu_limit_however_busy_the_machine(tmp_path: 
     past the 2 s backstop. The time it waited for the core is not the call's: its CPU limit stops it,
     with the same words as on a quiet machine (a sleeping call still meets the backstop, below)."""
     path = submission(tmp_path, BUSY)
-    own = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(own)})
-    try:
-        hogs = _hogs(5, 20.0, sessions=True)
-        try:
-            time.sleep(0.2)
-            out = run(path, C("busy", 30.0, timeout=0.5), C("nap", 30.0, timeout=0.5), C("busy", 0.01, timeout=1.0))
-        finally:
-            for hog in hogs:
-                hog.kill()
-                hog.wait()
-    finally:
-        os.sched_setaffinity(0, own)
+    with _one_core_shared_with(5, sessions=True):
+        out = run(path, C("busy", 30.0, timeout=0.5), C("nap", 30.0, timeout=0.5), C("busy", 0.01, timeout=1.0))
     spin, nap, after = out.results
     assert spin.status == "timeout" and spin.message == "the call used more than 0.5 s of CPU time"
     assert spin.seconds > 2.0  # longer than the backstop by the clock
