@@ -705,7 +705,8 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     config.hooks.batch_start(submissions=[submissions[i] for i in todo], calls=collected.calls, config=config)
     # One thread more than running jobs, so a result is judged while every job slot is busy.
     threads = worker_count(config) + 1
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grader") as pool:
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grader")
+    try:
         # At most AHEAD submissions per thread are in flight (queued, running or finished and not yet
         # handed over): when the writers of this thread fall behind the jobs, the grading threads wait
         # instead of piling up whole unshared results, and no future exists for the rest of the class
@@ -730,6 +731,12 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
                     ),
                     config,
                 )
+    except BaseException:
+        # Ctrl-C (or a writer's one-line error): what is queued is dropped and nothing waits here for
+        # the submissions in flight; the runner's grader_unconfigure ends their jobs, so they finish at once.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     report = GradingReport(
         grader_version=__version__,
         spec_hash=collected.spec_hash,

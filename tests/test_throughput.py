@@ -217,3 +217,34 @@ def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict
     for s in results:
         for slug in ("", "a-slug"):
             assert _submission_json(s, slug) == json.dumps(submission_to_dict(s, slug), allow_nan=False)
+
+
+def test_the_first_ctrl_c_stops_a_batch_at_once(tmp_path: Path) -> None:
+    """Queued submissions are dropped and the running jobs ended: exit 130 within seconds, nothing left."""
+    import signal
+    import time
+
+    for i in range(6):
+        folder = tmp_path / "class" / f"s{i}"
+        folder.mkdir(parents=True)
+        (folder / "attention.py").write_text(
+            "import time\n\ndef scaled_scores(*a):\n    time.sleep(1000)\n\n"
+            "def softmax(*a):\n    time.sleep(1000)\n\ndef attention(*a):\n    time.sleep(1000)\n"
+        )
+    env = dict(os.environ, GRADER_COURSE_SECRET="throughput-test-secret-2026")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grader", "grade", str(tmp_path / "class"), "--out", str(tmp_path / "out")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(4.0)  # the first submissions' calls are sleeping now
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    try:
+        code = proc.wait(timeout=15)
+    finally:
+        proc.kill()
+    assert code == 130 and time.monotonic() - started < 10
+    assert "grader: interrupted" in proc.stderr.read()
