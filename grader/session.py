@@ -499,7 +499,8 @@ def internal_error_result(
     submission wrote.
     """
     fault = internal_error_id(exc)
-    _log_internal_error(f"internal error {fault} while {stage} for submission {submission.id!a}", exc)
+    if not config.stash.get(_STOPPED, False):  # not the stop's own doing (the batch stopped, its jobs ended)
+        _log_internal_error(f"internal error {fault} while {stage} for submission {submission.id!a}", exc)
     config.stash.setdefault(INTERNAL_ERRORS, []).append((submission.id, fault))
     message = (
         f"the grader failed while {stage} (internal error {fault}, {type(exc).__name__}); this submission "
@@ -558,6 +559,11 @@ def _log_line(line: str) -> None:
         print(f"grader: {display(line)}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
+
+
+_STOPPED = StashKey[bool]()
+"""True once a batch stops (Ctrl-C): the submissions still in flight fail as their jobs are ended,
+and those failures are not the grader's faults to report."""
 
 
 def _log_internal_error(line: str, exc: BaseException) -> None:
@@ -733,7 +739,9 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
                 )
     except BaseException:
         # Ctrl-C (or a writer's one-line error): what is queued is dropped and nothing waits here for
-        # the submissions in flight; the runner's grader_unconfigure ends their jobs, so they finish at once.
+        # the submissions in flight; the runner's grader_unconfigure ends their jobs, so they finish at
+        # once, quietly (their failures are the stop's, not the grader's).
+        config.stash[_STOPPED] = True
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
