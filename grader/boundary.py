@@ -65,9 +65,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import threading
 from dataclasses import dataclass
 from typing import Any
+
+from grader.memo import BudgetTable
 
 __all__ = [
     "ARRAY_KEY",
@@ -618,7 +619,7 @@ def decode_frame(data: bytes | bytearray, expect: str = "call", budget: ResultBu
     return out
 
 
-class FrameMemo:
+class FrameMemo(BudgetTable[tuple[bytes, str, "ResultBudget | None"], dict[str, Any]]):
     """`decode_frame`'s answers for frames seen before in a run: equal bytes, an equal (fresh) frame.
 
     A class's jobs send the same frames again and again (the same shapes,
@@ -637,26 +638,15 @@ class FrameMemo:
     LARGEST = 16 << 10
     """Frames longer than this are decoded each time (their copies would cost about as much)."""
 
-    def __init__(self) -> None:
-        self._table: dict[tuple[bytes, str, ResultBudget | None], dict[str, Any]] = {}
-        self._bytes = 0
-        self._lock = threading.Lock()
-
     def decode(self, data: bytes, expect: str = "call", budget: ResultBudget | None = None) -> dict[str, Any]:
         """`decode_frame` (same arguments, same answer, same errors), from the table when it can."""
         if len(data) > self.LARGEST:
             return decode_frame(data, expect, budget)
         key = (data, expect, budget)
-        kept = self._table.get(key)
+        kept = self._kept(key)
         if kept is None:
             kept = decode_frame(data, expect, budget)
-            with self._lock:
-                if self._bytes + len(data) > self.MAX_BYTES:
-                    self._table.clear()
-                    self._bytes = 0
-                if key not in self._table:
-                    self._table[key] = kept
-                    self._bytes += len(data)
+            self._keep(key, len(data), kept)
         frame = dict(kept)
         if type(frame.get("value")) is list:
             frame["value"] = _fresh(frame["value"])

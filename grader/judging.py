@@ -16,11 +16,11 @@ sees a mutant's verdict).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 from grader.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
+from grader.memo import BudgetTable
 from grader.models import CallResult, Check, Prepared, Verdict
 from grader.stash import Stash, StashKey
 
@@ -145,7 +145,7 @@ def judge(
     return verdict
 
 
-class VerdictCache:
+class VerdictCache(BudgetTable[tuple[int, bool, tuple[bytes, ...]], tuple[Prepared, Verdict]]):
     """The verdicts given in a run, keyed by check and the exact bytes of its calls' answers.
 
     A class hands in the same answers again and again (every correct
@@ -166,11 +166,6 @@ class VerdictCache:
 
     MAX_BYTES = 8 << 20
     """Bytes of answers kept as keys, at most (8 MiB)."""
-
-    def __init__(self) -> None:
-        self._table: dict[tuple[int, bool, tuple[bytes, ...]], tuple[Prepared, Verdict]] = {}
-        self._bytes = 0
-        self._lock = threading.Lock()
 
     @classmethod
     def of(cls, stash: Stash) -> VerdictCache:
@@ -196,18 +191,11 @@ class VerdictCache:
         if not results or not all(wires) or not getattr(kind, "cacheable", True):
             return judge(check, prepared, results, kind, context, shown=shown)
         key = (id(prepared), shown, wires)
-        kept = self._table.get(key)
+        kept = self._kept(key)
         if kept is not None and kept[0] is prepared:
             return kept[1]
         verdict = judge(check, prepared, results, kind, context, shown=shown)
-        size = sum(map(len, wires))
-        with self._lock:
-            if self._bytes + size > self.MAX_BYTES:
-                self._table.clear()
-                self._bytes = 0
-            if key not in self._table:
-                self._table[key] = (prepared, verdict)
-                self._bytes += size
+        self._keep(key, sum(map(len, wires)), (prepared, verdict))
         return verdict
 
 

@@ -27,6 +27,7 @@ from grader import __version__, packs
 from grader.config import Config
 from grader.disclosure import is_public, secret_while_grading
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
+from grader.memo import IdentityTable
 from grader.models import (
     Call,
     Check,
@@ -389,20 +390,18 @@ def grade_submission(
         return internal_error_result(submission, collected, config, exc, stage)
 
 
-_WITH_CALL = StashKey[dict[tuple[int, int], tuple[Prepared, Verdict, Verdict]]]()
+_WITH_CALL = StashKey[IdentityTable]()
 
 
 def _with_call(config: Config, prepared: Prepared, verdict: Verdict) -> Verdict:
     """``verdict`` with the call a student may read first in its details (made once per verdict object:
     a verdict judged before comes back as the same object, `grader.judging.VerdictCache`)."""
-    table = config.stash.setdefault(_WITH_CALL, {})
-    kept = table.get((id(prepared), id(verdict)))
-    if kept is not None and kept[0] is prepared and kept[1] is verdict:
-        return kept[2]
-    shown = dataclasses.replace(verdict, details=(("call", prepared.shown_call), *verdict.details))
-    if len(table) >= 8192:
-        table.clear()
-    table[(id(prepared), id(verdict))] = (prepared, verdict, shown)  # both kept alive: their ids stay theirs
+    table = config.stash.setdefault(_WITH_CALL, IdentityTable())
+    shown: Verdict | None = table.get(prepared, verdict)
+    if shown is None:
+        shown = table.put(
+            prepared, verdict, dataclasses.replace(verdict, details=(("call", prepared.shown_call), *verdict.details))
+        )
     return shown
 
 

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from grader.disclosure import is_shown
+from grader.memo import IdentityTable
 from grader.models import Check, CheckResult, Exercise, ExerciseResult, Verdict
 from grader.plugins import hookimpl
 from grader.stash import StashKey
 
-_KEPT = StashKey[dict[tuple[int, int], tuple[Check, Verdict, CheckResult]]]()
+_KEPT = StashKey[IdentityTable]()
 """The check results made in this run, by (check, verdict) object (see `score_exercise`)."""
 
 
@@ -47,11 +48,11 @@ def score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]]
     """
     checks = []
     after_due_date, published = config.option("after_due_date", False), config.option("published", False)
-    kept = config.stash.setdefault(_KEPT, {})
+    kept = config.stash.setdefault(_KEPT, IdentityTable())
     for check, verdict in verdicts:
-        known = kept.get((id(check), id(verdict)))
-        if known is not None and known[0] is check and known[1] is verdict:
-            checks.append(known[2])  # the same check and verdict objects (a verdict judged before)
+        known = kept.get(check, verdict)
+        if known is not None:  # the same check and verdict objects (a verdict judged before)
+            checks.append(known)
             continue
         shown = is_shown(check.visibility, after_due_date, published)
         fraction = min(max(float(verdict.fraction), 0.0), 1.0)
@@ -72,9 +73,7 @@ def score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]]
                 diagnosis=verdict.diagnosis,
             )
         )
-        if len(kept) >= 8192:
-            kept.clear()
-        kept[(id(check), id(verdict))] = (check, verdict, checks[-1])  # both kept alive: their ids stay theirs
+        kept.put(check, verdict, checks[-1])
     return ExerciseResult(
         id=exercise.id,
         title=exercise.title,
