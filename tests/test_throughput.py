@@ -250,3 +250,40 @@ def test_the_first_ctrl_c_stops_a_batch_at_once(tmp_path: Path) -> None:
     said = proc.stderr.read()
     assert "grader: interrupted" in said
     assert "internal error" not in said  # the jobs ended by the stop are not the grader's faults
+
+
+def test_the_answers_of_fast_calls_are_read_together_not_one_wait_each(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """60 calls answered 0.1 ms apart: the grader waits (sleeps, or waits on the job's pipes) about
+    once per `grader.jobs.GATHER_SECONDS`, not once per answer, and every answer is still its call's."""
+    import selectors
+    import time
+
+    from test_runner import C, run, submission
+
+    waits = []
+    real_select = selectors.DefaultSelector.select
+
+    def counting(self, timeout=None):  # noqa: ANN001, ANN202
+        waits.append(timeout)
+        return real_select(self, timeout)
+
+    real_sleep = time.sleep
+
+    def sleeping(seconds):  # noqa: ANN001, ANN202
+        waits.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(selectors.DefaultSelector, "select", counting)
+    monkeypatch.setattr(time, "sleep", sleeping)
+    path = submission(
+        tmp_path,
+        "import time\n"
+        "def double(x):\n"
+        "    end = time.perf_counter() + 0.0001\n"
+        "    while time.perf_counter() < end:\n"
+        "        pass\n"
+        "    return 2 * x\n",
+    )
+    outcome = run(path, *(C("double", i) for i in range(60)))
+    assert [(r.status, r.value) for r in outcome.results] == [("returned", 2 * i) for i in range(60)]
+    assert len(waits) <= 30, f"{len(waits)} waits for 60 answers"
