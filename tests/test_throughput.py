@@ -179,8 +179,9 @@ def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict
 
     from test_perf import _reports
 
+    from grader.builtin.gradebook import _stored_json
     from grader.builtin.json_report import _submission_json, submission_to_dict
-    from grader.models import Adjustment
+    from grader.models import Adjustment, result_to_dict
 
     env = dict(os.environ, GRADER_COURSE_SECRET="throughput-test-secret-2026")
     out = tmp_path / "out"
@@ -217,6 +218,10 @@ def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict
     for s in results:
         for slug in ("", "a-slug"):
             assert _submission_json(s, slug) == json.dumps(submission_to_dict(s, slug), allow_nan=False)
+        # The gradebook's stored text, spliced the same way, reads back as the result itself.
+        stored = json.loads(_stored_json(s))
+        assert stored == json.loads(json.dumps(result_to_dict(s)))
+        assert result_from_dict(stored) == s
 
 
 def test_the_first_ctrl_c_stops_a_batch_at_once(tmp_path: Path) -> None:
