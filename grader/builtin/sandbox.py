@@ -9,7 +9,10 @@ runner plugin (`grader.stash.JOB_LAUNCHERS`): each a launcher that asks the
 zygote for jobs; reading frames, deadlines and output caps stay in
 `grader.jobs`.
 
-Before grading, a *preflight* runs a real job in every slot of the batch
+The zygote gets ready, and a *preflight* runs, in a thread of their own
+while the specs and the reference load (`grader_grading_ready` waits for
+them, before the output folder is made). The preflight runs a real job in
+every slot of the batch
 (the same folder, uids, cgroups and limits; it imports a tiny file and
 makes one call): if it fails, ``grade`` stops with one line saying why,
 rather than grade a class to zeros. ``grader doctor`` runs it too. A job's
