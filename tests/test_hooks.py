@@ -137,7 +137,7 @@ def test_grading_ready_comes_after_the_checks_are_prepared_and_before_the_out_fo
     module = types.ModuleType("order_plugin")
 
     def record(name: str, config) -> None:  # noqa: ANN001
-        seen.append((name, JOB_LAUNCHERS in config.stash, out.exists()))
+        seen.append((name, config.stash[JOB_LAUNCHERS]._slots is not None, out.exists()))  # the workers lent yet?
 
     module.grader_load_exercise = hookimpl(tryfirst=True)(lambda path, config: record("load_exercise", config))
     module.grader_grading_ready = hookimpl(tryfirst=True)(lambda config: record("grading_ready", config))

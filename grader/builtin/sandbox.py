@@ -509,20 +509,17 @@ def grader_configure(config: Any) -> None:
     config.stash[_ZYGOTE] = zygote
     from grader.session import worker_count
 
-    config.stash[_STARTING] = _Starting(zygote, worker_count(config), config.pack.submission)
+    starting = _Starting(zygote, worker_count(config), config.pack.submission)
+    config.stash[_STARTING] = starting
+    config.stash[JOB_LAUNCHERS] = _Pool(starting)  # waits for the start-up when first used
 
 
 @hookimpl
 def grader_grading_ready(config: Any) -> None:
-    """Wait for the sandbox started at configure time; lend its workers to the runner."""
-    starting = config.stash.get(_STARTING)
-    if starting is None or JOB_LAUNCHERS in config.stash:
-        return
-    workers = starting.wait()  # raises what went wrong; grader_unconfigure stops the zygote and cleans up
-    slots: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
-    for worker in workers:
-        slots.put(worker)
-    config.stash[JOB_LAUNCHERS] = _Pool(slots)
+    """Wait for the sandbox started at configure time (``grade``; a Dask worker waits at its first job)."""
+    pool = config.stash.get(JOB_LAUNCHERS)
+    if isinstance(pool, _Pool):
+        pool.ready()  # raises what went wrong; grader_unconfigure stops the zygote and cleans up
 
 
 def make_workdir() -> str:
@@ -758,18 +755,36 @@ class _Worker:
 
 
 class _Pool:
-    """The sandbox's workers, lent one submission at a time (`grader.jobs.LauncherPool`)."""
+    """The sandbox's workers, lent one submission at a time (`grader.jobs.LauncherPool`).
 
-    def __init__(self, slots: queue.SimpleQueue[_Worker]) -> None:
-        self._slots = slots
+    Lent from configure time: the first `slot` (or `ready`) waits for the sandbox's start-up
+    (`_Starting`) and raises what went wrong there.
+    """
+
+    def __init__(self, starting: _Starting) -> None:
+        self._starting = starting
+        self._slots: queue.SimpleQueue[_Worker] | None = None
+        self._lock = threading.Lock()
+
+    def ready(self) -> queue.SimpleQueue[_Worker]:
+        """The workers, once the zygote is ready and the preflight passed (waits for both; raises ConfigError)."""
+        if self._slots is None:
+            with self._lock:
+                if self._slots is None:
+                    slots: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+                    for worker in self._starting.wait():
+                        slots.put(worker)
+                    self._slots = slots
+        return self._slots
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[Launcher]:
-        worker = self._slots.get()  # one worker per concurrent submission; each has its own uids
+        slots = self.ready()
+        worker = slots.get()  # one worker per concurrent submission; each has its own uids
         try:
             yield worker.launch
         finally:
-            self._slots.put(worker)
+            slots.put(worker)
 
 
 @hookimpl
