@@ -219,7 +219,8 @@ def main(argv: Sequence[str]) -> None:
 
     cgroups.cgroup_remove_stale()
     readonly = landlock.allowed_paths(numpy)
-    jobsetup.prepare(readonly)
+    numpy_dir = os.path.dirname(os.path.abspath(str(numpy.__file__)))
+    jobsetup.prepare(readonly, keep=[numpy_dir, numpy_dir + ".libs", os.path.dirname(WORKER)])
     # Move everything imported so far out of the collector's reach: a job's
     # garbage collection would otherwise write to every object's header and
     # copy the zygote's whole heap, page by page, into each forked job.
@@ -232,6 +233,8 @@ def main(argv: Sequence[str]) -> None:
                 "ready": True,
                 "pid": os.getpid(),
                 "readonly": readonly,
+                "readonly_rules": len(jobsetup.READONLY_RULES),
+                "covered": jobsetup.COVERED,
                 "job_folder": jobsetup.JOB_FOLDER,
                 "landlock_abi": landlock.landlock_abi(),
             }
