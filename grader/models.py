@@ -37,6 +37,7 @@ __all__ = [
     "Submission",
     "SubmissionResult",
     "Verdict",
+    "exercise_to_dict",
     "phase_wire",
     "result_from_dict",
     "result_to_dict",
@@ -559,27 +560,34 @@ def _shallow(obj: Any) -> dict[str, Any]:
     return dict(zip(names, values if len(names) > 1 else (values,)))
 
 
-def result_to_dict(result: SubmissionResult) -> dict[str, Any]:
+def result_to_dict(result: SubmissionResult, exercises: bool = True) -> dict[str, Any]:
     """A `SubmissionResult` as plain JSON data (for storing; see `result_from_dict`).
 
     Equal to ``dataclasses.asdict(result)`` (tuples stay tuples, which JSON
     writes as lists), built field by field: ``asdict`` deep-copies every
-    string and costs milliseconds per submission.
+    string and costs milliseconds per submission. With ``exercises=False``
+    the ``"exercises"`` key is left out (for a caller that encodes each
+    exercise itself, `exercise_to_dict`).
     """
     data = _shallow(result)
-    exercises = []
-    for ex in result.exercises:
-        ex_data = _shallow(ex)
-        checks = []
-        for check in ex.checks:
-            c = _shallow(check)
-            c["diagnosis"] = [_shallow(d) for d in check.diagnosis]
-            checks.append(c)
-        ex_data["checks"] = checks
-        exercises.append(ex_data)
-    data["exercises"] = exercises
+    if exercises:
+        data["exercises"] = [exercise_to_dict(ex) for ex in result.exercises]
+    else:
+        del data["exercises"]
     data["adjustments"] = [_shallow(a) for a in result.adjustments]
     data["lms"] = dict(result.lms)
+    return data
+
+
+def exercise_to_dict(exercise: ExerciseResult) -> dict[str, Any]:
+    """One `ExerciseResult` as plain JSON data: its part of `result_to_dict`."""
+    data = _shallow(exercise)
+    checks = []
+    for check in exercise.checks:
+        c = _shallow(check)
+        c["diagnosis"] = [_shallow(d) for d in check.diagnosis]
+        checks.append(c)
+    data["checks"] = checks
     return data
 
 

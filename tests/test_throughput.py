@@ -179,8 +179,9 @@ def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict
 
     from test_perf import _reports
 
+    from grader.builtin.gradebook import _stored_json
     from grader.builtin.json_report import _submission_json, submission_to_dict
-    from grader.models import Adjustment
+    from grader.models import Adjustment, result_to_dict
 
     env = dict(os.environ, GRADER_COURSE_SECRET="throughput-test-secret-2026")
     out = tmp_path / "out"
@@ -217,6 +218,10 @@ def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict
     for s in results:
         for slug in ("", "a-slug"):
             assert _submission_json(s, slug) == json.dumps(submission_to_dict(s, slug), allow_nan=False)
+        # The gradebook's stored text, spliced the same way, reads back as the result itself.
+        stored = json.loads(_stored_json(s))
+        assert stored == json.loads(json.dumps(result_to_dict(s)))
+        assert result_from_dict(stored) == s
 
 
 def test_the_first_ctrl_c_stops_a_batch_at_once(tmp_path: Path) -> None:
@@ -250,3 +255,40 @@ def test_the_first_ctrl_c_stops_a_batch_at_once(tmp_path: Path) -> None:
     said = proc.stderr.read()
     assert "grader: interrupted" in said
     assert "internal error" not in said  # the jobs ended by the stop are not the grader's faults
+
+
+def test_the_answers_of_fast_calls_are_read_together_not_one_wait_each(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """60 calls answered 0.1 ms apart: the grader waits (sleeps, or waits on the job's pipes) about
+    once per `grader.jobs.GATHER_SECONDS`, not once per answer, and every answer is still its call's."""
+    import selectors
+    import time
+
+    from test_runner import C, run, submission
+
+    waits = []
+    real_select = selectors.DefaultSelector.select
+
+    def counting(self, timeout=None):  # noqa: ANN001, ANN202
+        waits.append(timeout)
+        return real_select(self, timeout)
+
+    real_sleep = time.sleep
+
+    def sleeping(seconds):  # noqa: ANN001, ANN202
+        waits.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(selectors.DefaultSelector, "select", counting)
+    monkeypatch.setattr(time, "sleep", sleeping)
+    path = submission(
+        tmp_path,
+        "import time\n"
+        "def double(x):\n"
+        "    end = time.perf_counter() + 0.0001\n"
+        "    while time.perf_counter() < end:\n"
+        "        pass\n"
+        "    return 2 * x\n",
+    )
+    outcome = run(path, *(C("double", i) for i in range(60)))
+    assert [(r.status, r.value) for r in outcome.results] == [("returned", 2 * i) for i in range(60)]
+    assert len(waits) <= 30, f"{len(waits)} waits for 60 answers"
