@@ -28,6 +28,7 @@ from grader.builtin import sandbox
 from grader.child import landlock
 from grader.child.jobsetup import choose_job_folder
 from grader.models import Call
+from grader.servers import CHILD_ENV
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="the sandbox needs Linux and root")
 
@@ -65,6 +66,11 @@ def own_folder(folder):
     os.remove("sub/b.txt")
     os.rmdir("sub")
     return [float(text == "abc"), float(os.listdir(".") == ["attention.py"]), float(os.getcwd() == folder or os.getcwd().startswith(folder + "/job"))]
+
+
+def environment(names):
+    here = os.getcwd()
+    return [float(os.environ["HOME"] == os.environ["TMPDIR"] == here), float(sorted(os.environ) == names)]
 
 
 def computes():
@@ -139,6 +145,7 @@ def _run(
         Call("own_folder", (folder or workdir,), 5.0),  # the fixed folder, or a job folder in workdir
         Call("writes", (["/var/tmp/grader-layers-pwned", outside["sibling"], outside["host_tmp"]],), 5.0),
         Call("computes", (), 5.0),
+        Call("environment", (sorted([*CHILD_ENV, "HOME", "TMPDIR"]),), 5.0),
     ]
     try:
         out = run_calls(str(path), calls, launch=worker.launch, scratch=False)
@@ -151,7 +158,8 @@ def _run(
 
 
 def _assert_strict(values: list, outside: dict) -> None:
-    denied, allowed, own, written, computed = values
+    denied, allowed, own, written, computed, environment = values
+    assert environment == [1.0, 1.0]  # HOME and TMPDIR are its folder, and nothing else is set
     assert all(code in DENIED for code in denied), dict(zip(outside, denied))
     assert allowed == [0, 0]  # numpy, /dev/null
     assert all(code in DENIED for code in written[:2]), written

@@ -152,6 +152,8 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
                 slot = int(request["slot"])
                 slots.add(slot)
                 cpu_stat = cgroups.cpu_stat_path(slot)  # worked out here once, and inherited by the job
+                cgroups.prepare_slot(slot, request["limits"])  # made and opened once, entered by each job
+                request["environment_ready"] = jobsetup.prepare_environment(request)
                 try:
                     pid, reason_fd = jobsetup.fork_job(request, fds, control_fd, worker)
                     job_ = Running(request["job"], pid, slot, fds[3], reason_fd)

@@ -270,15 +270,41 @@ def receive_task(request: dict[str, Any], read_exactly: Callable[[int, int], byt
 
 
 def _move_job_folder(request: dict[str, Any], where: str) -> str:
-    """Point the request and the environment at the job folder's new place; return it."""
+    """Point the request at the job folder's new place; return it (`job_environment` follows it too)."""
     old = request["jobdir"]
     if where != old:
         request["jobdir"] = where
         request["file"] = os.path.join(where, os.path.relpath(request["file"], old))
-        for key, value in list(os.environ.items()):
-            if value == old:
-                os.environ[key] = where
     return where
+
+
+ENV_READY: dict[str, str] | None = None
+"""The job environment the zygote has made its own (`prepare_environment`), or None."""
+
+
+def job_environment(env: dict[str, str], jobdir: str, where: str) -> dict[str, str]:
+    """A job's environment ``env`` (the request's) once its folder ``jobdir`` is at ``where``: HOME, TMPDIR follow."""
+    return {key: where if value == jobdir else value for key, value in env.items()}
+
+
+def prepare_environment(request: dict[str, Any]) -> bool:
+    """In the zygote, before forking a job: make the zygote's own environment the job's, as it will be.
+
+    That is the request's environment with the job folder at `JOB_FOLDER`
+    (the same for every job, so it is set once). A job whose folder is
+    mounted there inherits it and sets nothing: setting it in each job cost
+    about 0.4 ms of CPU (every page the job first writes is copied from the
+    zygote's). Returns whether the zygote's environment is that one now.
+    """
+    global ENV_READY
+    if not JOB_FOLDER:
+        return False
+    env = job_environment(request["env"], request["jobdir"], JOB_FOLDER)
+    if env != ENV_READY:
+        os.environ.clear()
+        os.environ.update(env)
+        ENV_READY = env
+    return True
 
 
 def isolate_job(request: dict[str, Any], layers: dict[str, Any]) -> None:
@@ -397,9 +423,11 @@ def job(
             os.dup2(reason_fd, REASON_FD)  # reason_fd is 10 or above (`fork_job`)
             reason_fd = REASON_FD
         os.chdir(request["jobdir"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+        grader_jobdir = request["jobdir"]
         isolate_job(request, layers)  # uses the zygote's O_PATH descriptors, closed next
+        if not (request.get("environment_ready") and request["jobdir"] == JOB_FOLDER):
+            os.environ.clear()  # else the zygote's own environment is the job's already
+            os.environ.update(job_environment(request["env"], grader_jobdir, request["jobdir"]))
         _close_fds_from(REASON_FD + 1)
         if request.get("probe"):
             marks = layers.pop("_marks")
