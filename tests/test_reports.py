@@ -7,6 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import SUBMISSIONS, run_chromium
 
 CHECK_KEYS = ["id", "status", "score", "max_score", "visibility", "message"]
@@ -188,3 +189,32 @@ def test_bidi_and_control_characters_in_ids_are_neutralised_on_pages() -> None:
     index = render_index(env, report, {sid: "eve.html"})
     assert '<a href="eve.html">evegnp.exe&lt;b&gt;</a>' in index
     assert "\u202e" not in index and "\x1b" not in index
+
+
+def test_compiled_templates_are_kept_between_runs_and_a_read_only_folder_still_renders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """grader/templates/__pycache__ keeps jinja2's compiled templates: a second run compiles nothing;
+    where that folder cannot be made (here a file is in its way), templates compile as before."""
+    import shutil
+
+    import grader.pages as pages
+
+    folder = tmp_path / "templates"
+    shutil.copytree(pages.TEMPLATES, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(pages, "TEMPLATES", folder)
+    first = pages.environment()
+    first.get_template("index.html")
+    assert sorted(p.suffix for p in (folder / "__pycache__").iterdir()) == [".cache"] * 2  # index and its _exercise
+    second = pages.environment()
+
+    def compiled_again(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a kept template was compiled again")
+
+    monkeypatch.setattr(second, "compile", compiled_again)
+    assert second.get_template("index.html").render is not None
+
+    shutil.rmtree(folder / "__pycache__")
+    (folder / "__pycache__").write_text("not a folder")
+    assert pages._bytecode_cache() is None
+    assert pages.environment().get_template("index.html").render is not None
