@@ -193,10 +193,18 @@ def slot_processes(slot: int, owner: int | None = None) -> set[str]:
     pids: set[str] = set()
     for path in cgroup_dirs(slot, owner).values():
         try:
-            with open(os.path.join(path, "cgroup.procs")) as fh:
-                pids.update(fh.read().split())
+            fd = os.open(path + "/cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)  # no file object: called once a job
+        except OSError:
+            continue
+        try:
+            data = b""
+            while chunk := os.read(fd, 1 << 16):
+                data += chunk
         except OSError:
             pass
+        finally:
+            os.close(fd)
+        pids.update(data.decode().split())
     return pids
 
 
