@@ -102,8 +102,12 @@ A job answers a phase's fast calls a fraction of a millisecond apart: waking
 for each answer costs the grader a sleep, a wake-up and the GIL again per
 call. After this pause the answers that came meanwhile are read at once. It
 is far below any call's timeout; a call's CPU time is counted from the end
-of the pause, so at most this much of it goes uncounted.
+of the pause, so at most this much of it goes uncounted. Near a phase's end the
+pause is as long as its last calls should take, at the pace of the calls
+before them, so that a job that is done does not wait a whole pause.
 """
+MIN_GATHER_SECONDS = 0.0001
+"""A shorter pause than this is not taken: the grader waits for the answer itself."""
 READ_AHEAD_BYTES = 64 << 10
 """The most a read of a job's result pipe takes beyond the frame it needs (the frames behind it)."""
 LARGE_FRAME_BYTES = 1 << 18
@@ -1028,6 +1032,7 @@ def _run_phase(
     phase_wait0: float | None = None  # the job's CPU waiting so far, read at the phase's first wait
     sent = child.send(phase_wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget_end))
     standby: _Child | None = None
+    phase_began = began
     for j in range(start, end):
         call = calls[j]
         if j > start:
@@ -1035,9 +1040,15 @@ def _run_phase(
         # An answer already read needs no CPU reading (it came in time); others are timed from now.
         ready = child.frame_ready()
         if not ready and sent == "sent" and child.result_open:
-            time.sleep(GATHER_SECONDS)  # let the answers of the next fast calls gather, then read them at once
-            child.empty = False
-            ready = child.frame_ready()
+            # Let the answers of the next fast calls gather, then read them at once; near the phase's
+            # end, only for about as long as its last calls should take (at the pace of the ones before).
+            pause = GATHER_SECONDS
+            if j > start:
+                pause = min(pause, (time.monotonic() - phase_began) / (j - start) * (end - j))
+            if pause >= MIN_GATHER_SECONDS:
+                time.sleep(pause)
+                child.empty = False
+                ready = child.frame_ready()
         cpu0 = (0.0 if ready else child.job.cpu_seconds()) if cpu_timed else None
         wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
         backstop = min(began + wall_limit, budget_end)
