@@ -146,9 +146,9 @@ def _runs(eperm: int, enosys: int) -> list[tuple[int, int | str]]:
     outcome.update({nr: name for nr, name in ARGUMENT_CHECKED.items() if nr != SYS_CLONE3})
     runs: list[tuple[int, int | str]] = []
     for nr in range(max(outcome) + 2):
-        action = outcome.get(nr, enosys)
-        if not runs or runs[-1][1] != action:
-            runs.append((nr, action))
+        here = outcome.get(nr, enosys)
+        if not runs or runs[-1][1] != here:
+            runs.append((nr, here))
     return runs
 
 
