@@ -10,9 +10,16 @@ and the job folder's tmpfs at `JOB_FOLDER`, sets the rlimits (`rlimits`),
 runs the worker on it. A job that cannot set up says why on its reason pipe
 and exits with `limits.SETUP_FAILED`.
 
-What every job inherits from the zygote (the read-only Landlock rules, the
-zygote's pidfd and pid namespace, the job folder's path) is made once, at
-start, by `prepare`.
+What every job inherits from the zygote is made once, at start, by
+`prepare`: the read-only Landlock rules, the zygote's pidfd and pid
+namespace, the job folder's path, and the zygote's own mount namespace
+(private, so jobs need not make their copy private; with the standard
+library's site-packages covered, so that one rule allows the standard
+library: `COVERED`). Before each fork the zygote also makes its own
+environment the job's (`prepare_environment`) and opens the slot's
+cgroups (``cgroups.prepare_slot``): the job enters them and finds its
+environment set without any work of its own (each page a job first
+writes is copied from the zygote's: its Python work is dear).
 
 Part of the sandbox child (``grader/child``), loaded by path by the zygote
 (see the package's docstring): it imports only the standard library.
