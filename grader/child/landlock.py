@@ -105,8 +105,8 @@ def make_ruleset(rules: Iterable[Rule], abi: int | None = None, built: Sequence[
     Everything the kernel's ABI can handle is handled (denied unless a rule
     allows it): every filesystem right, TCP bind and connect (ABI 4), and
     the abstract UNIX socket and signal scopes (ABI 6). The descriptor is
-    at 10 or above and close-on-exec. Raises OSError if Landlock is
-    unavailable or a rule is refused.
+    close-on-exec. Raises OSError if Landlock is unavailable or a rule is
+    refused.
     """
     abi = landlock_abi() if abi is None else abi
     if abi < 1:
@@ -126,7 +126,7 @@ def make_ruleset(rules: Iterable[Rule], abi: int | None = None, built: Sequence[
     except BaseException:
         os.close(ruleset)
         raise
-    return high_fd(ruleset)
+    return ruleset
 
 
 def sublayers(abi: int) -> dict[str, bool | str]:
@@ -137,8 +137,9 @@ def sublayers(abi: int) -> dict[str, bool | str]:
 def restrict_self(ruleset: int) -> None:
     """Enforce the ruleset ``ruleset`` (from `make_ruleset`) on this process and all it starts, for good.
 
-    The ruleset itself is not changed: one made once (in the zygote) is
-    enforced by each job. Needs ``PR_SET_NO_NEW_PRIVS`` (or CAP_SYS_ADMIN).
+    Needs ``PR_SET_NO_NEW_PRIVS`` (or CAP_SYS_ADMIN). A ruleset holding the
+    job folder is made in each job: Landlock skips mount points as it walks
+    up from a file, so no rule outside the job's own tmpfs covers it.
     """
     check(
         libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)),
