@@ -104,6 +104,10 @@ class Hooks:
         """Tell every plugin the batch and the prepared checks (all called)."""
         self._pm.hook.grader_collection_finish(submissions=submissions, collected=collected, config=config)
 
+    def grading_ready(self, config: Config) -> None:
+        """Let every plugin finish what it readies in the background, or stop the run (all called)."""
+        self._pm.hook.grader_grading_ready(config=config)
+
     def batch_start(self, submissions: Sequence[Submission], calls: Sequence[Call], config: Config) -> None:
         """Tell every plugin the submissions about to be run and their calls (all called)."""
         self._pm.hook.grader_batch_start(submissions=submissions, calls=calls, config=config)

@@ -213,6 +213,19 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Colle
 
 
 @hookspec
+def grader_grading_ready(config: Config) -> None:
+    """Called once by ``grade``, after the checks are prepared and before the output folder is made.
+
+    The last moment a plugin can stop the run and leave nothing behind: it
+    raises `grader.errors.ConfigError` (one line: what is wrong, and the fix).
+    A plugin that started something at `grader_configure` time and let it
+    get ready in the background, while the specs and the reference were
+    loaded, waits for it here (the sandbox: its zygote and its preflight
+    jobs). All implementations are called, in the main thread.
+    """
+
+
+@hookspec
 def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call], config: Config) -> None:
     """Called once before grading starts, with the submissions about to be run (not those reused from a cache).
 

@@ -676,6 +676,7 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
 
     submissions = select(submissions, config)  # --shard K/N: this run's slice of the class (ids named class-wide)
     collected = collect(config, visible_only=visible_only)
+    config.hooks.grading_ready(config=config)  # e.g. the sandbox's zygote and preflight, readied meanwhile
     if config.out_dir is not None:  # only now: a run refused before grading leaves no --out behind
         from grader.fileio import make_out_dir
 

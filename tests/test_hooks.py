@@ -120,3 +120,37 @@ def test_the_runner_never_falls_back_to_plain_processes_when_grade_has_no_sandbo
     config = Config("grade", argparse.Namespace(insecure=False), pm)  # configured without the sandbox started
     with pytest.raises(ConfigError, match="the sandbox is not running"):
         grader_run_calls(Submission("ann", "ann", "/nonexistent/attention.py"), [], config)
+
+
+def test_grading_ready_comes_after_the_checks_are_prepared_and_before_the_out_folder(
+    tmp_path,
+    monkeypatch,
+    capsys,  # noqa: ANN001
+) -> None:
+    """The sandbox starts at configure time and gets ready while the specs load: the first spec is
+    read before the sandbox's workers are lent, grader_grading_ready sees no --out folder yet, and
+    by collection_finish the runner has its workers."""
+    from grader.stash import JOB_LAUNCHERS
+
+    seen: list[tuple[str, bool, bool]] = []
+    out = tmp_path / "out"
+    module = types.ModuleType("order_plugin")
+
+    def record(name: str, config) -> None:  # noqa: ANN001
+        seen.append((name, JOB_LAUNCHERS in config.stash, out.exists()))
+
+    module.grader_load_exercise = hookimpl(tryfirst=True)(lambda path, config: record("load_exercise", config))
+    module.grader_grading_ready = hookimpl(tryfirst=True)(lambda config: record("grading_ready", config))
+    module.grader_collection_finish = hookimpl(
+        lambda submissions, collected, config: record("collection_finish", config)
+    )
+    monkeypatch.setitem(sys.modules, "order_plugin", module)
+    monkeypatch.setenv("GRADER_COURSE_SECRET", "hooks-test-secret-2026")
+    code = main(["grade", "g14/submissions/correct_numpy", "--out", str(out), "-q", "-p", "order_plugin"])
+    assert code == 0, capsys.readouterr().err
+    names = [name for name, _, _ in seen]
+    assert names.count("grading_ready") == 1 and names[-1] == "collection_finish"
+    assert names.index("grading_ready") > max(i for i, name in enumerate(names) if name == "load_exercise")
+    assert seen[0] == ("load_exercise", False, False)  # the sandbox not waited for yet
+    assert ("grading_ready", False, False) in seen  # tryfirst: before the sandbox's own implementation
+    assert seen[-1] == ("collection_finish", True, True)

@@ -74,11 +74,12 @@ def test_grading_without_landlock_is_refused(cli, tmp_path: Path, monkeypatch: p
     real = sandbox.Zygote
 
     class NoLandlock(real):
-        def __init__(self) -> None:
-            super().__init__()
+        def wait_started(self) -> None:
+            super().wait_started()
             self.landlock_abi = 0
 
     monkeypatch.setattr(sandbox, "Zygote", NoLandlock)
+    monkeypatch.setenv("GRADER_COURSE_SECRET", "sandbox-test-secret-2026")  # as instructors run it: no warning
     code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path)
     assert code == 3
     assert err.strip().splitlines() == [
@@ -572,6 +573,7 @@ def test_grade_stops_in_one_line_when_a_real_job_cannot_run(
     # Under a private TMPDIR (mode 0700) the same failure is rightly blamed on the folder (next test):
     # here the job folder is one the job uids can reach, whatever TMPDIR the suite runs with.
     monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    monkeypatch.setenv("GRADER_COURSE_SECRET", "sandbox-test-secret-2026")  # as instructors run it: no warning
     code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path / "out")
     assert code == 3
     lines = err.strip().splitlines()

@@ -9,7 +9,10 @@ runner plugin (`grader.stash.JOB_LAUNCHERS`): each a launcher that asks the
 zygote for jobs; reading frames, deadlines and output caps stay in
 `grader.jobs`.
 
-Before grading, a *preflight* runs a real job in every slot of the batch
+The zygote gets ready, and a *preflight* runs, in a thread of their own
+while the specs and the reference load (`grader_grading_ready` waits for
+them, before the output folder is made). The preflight runs a real job in
+every slot of the batch
 (the same folder, uids, cgroups and limits; it imports a tiny file and
 makes one call): if it fails, ``grade`` stops with one line saying why,
 rather than grade a class to zeros. ``grader doctor`` runs it too. A job's
@@ -63,9 +66,6 @@ from grader.plugins import hookimpl
 from grader.stash import JOB_LAUNCHERS, StashKey
 
 _ZYGOTE: StashKey[Zygote] = StashKey()
-_WORKDIR = StashKey[str]()
-_SLOTS: StashKey[queue.SimpleQueue[_Worker]] = StashKey()
-_WORKERS = StashKey[int]()
 
 ZYGOTE = str(Path(__file__).resolve().parent.parent / "zygote.py")
 
@@ -103,13 +103,26 @@ class Zygote:
         If the zygote does not start (the reason is in the message).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, wait: bool = True) -> None:
         if platform.system() != "Linux":
             raise ConfigError("the sandbox needs Linux; pass --insecure to grade with process isolation only")
         self._stderr = tempfile.TemporaryFile()
         self.proc, self.sock = start_server(ZYGOTE, stderr=self._stderr)
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
+        self.landlock_abi = 0
+        self.readonly: list[str] = []
+        if wait:
+            self.wait_started()
+
+    def wait_started(self) -> None:
+        """Wait for the zygote's first line (it has imported numpy and prepared every layer).
+
+        Raises
+        ------
+        grader.errors.ConfigError
+            If the zygote did not start (the reason is in the message).
+        """
         try:
             line, _ = self._receive()
         except OSError:
@@ -438,34 +451,78 @@ def grader_addoption(parser: Any, command: str) -> None:
     )
 
 
+class _Starting:
+    """The sandbox getting ready in a thread of its own while ``grade`` loads the specs and the reference.
+
+    The zygote is started (exec'd) before any of them is read; this thread
+    waits for it to be ready, makes the job folder and the workers, and runs
+    the preflight. `grader_grading_ready` waits for it: a start-up that
+    would take a quarter of a small class's run overlaps with the checks'
+    preparation instead (issue 16).
+    """
+
+    def __init__(self, zygote: Zygote, count: int, filename: str) -> None:
+        self.zygote, self.count, self.filename = zygote, count, filename
+        self.workdir: str | None = None
+        self.workers: list[_Worker] = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="grader-sandbox-start", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.zygote.wait_started()
+            if self.zygote.landlock_abi < 1:
+                raise ConfigError(
+                    "no filesystem isolation here (Landlock needs Linux 5.13 or newer, enabled); grading "
+                    "hidden checks would let submissions read them. Run 'grader doctor', or pass --insecure "
+                    "to grade anyway"
+                )
+            self.workdir = make_workdir()
+            count = self.count
+            self.workers = [
+                _Worker(self.zygote, (slot, slot + count), self.workdir, self.filename) for slot in range(count)
+            ]
+            problem = preflight(self.workers, self.workdir)
+            if problem:
+                raise ConfigError(problem)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread (grader_grading_ready)
+            self.error = exc
+
+    def wait(self) -> list[_Worker]:
+        """The ready workers; or the start-up's error, raised here (a ConfigError: one line and the fix)."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.workers
+
+
+_STARTING = StashKey[_Starting]()
+
+
 @hookimpl
 def grader_configure(config: Any) -> None:
-    """Start the zygote before any spec or reference is loaded (``grade`` only)."""
+    """Start the zygote before any spec or reference is loaded (``grade`` only); it gets ready meanwhile."""
     if not sandboxed(config):
         return
-    zygote = Zygote()
-    if zygote.landlock_abi < 1:
-        zygote.close()
-        raise ConfigError(
-            "no filesystem isolation here (Landlock needs Linux 5.13 or newer, enabled); grading hidden "
-            "checks would let submissions read them. Run 'grader doctor', or pass --insecure to grade anyway"
-        )
+    zygote = Zygote(wait=False)
     config.stash[_ZYGOTE] = zygote
     from grader.session import worker_count
 
-    count = worker_count(config)
-    workdir = make_workdir()
-    config.stash[_WORKDIR] = workdir
+    config.stash[_STARTING] = _Starting(zygote, worker_count(config), config.pack.submission)
+
+
+@hookimpl
+def grader_grading_ready(config: Any) -> None:
+    """Wait for the sandbox started at configure time; lend its workers to the runner."""
+    starting = config.stash.get(_STARTING)
+    if starting is None or JOB_LAUNCHERS in config.stash:
+        return
+    workers = starting.wait()  # raises what went wrong; grader_unconfigure stops the zygote and cleans up
     slots: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
-    workers = [_Worker(zygote, (slot, slot + count), workdir, config.pack.submission) for slot in range(count)]
     for worker in workers:
         slots.put(worker)
-    config.stash[_SLOTS] = slots
     config.stash[JOB_LAUNCHERS] = _Pool(slots)
-    config.stash[_WORKERS] = count
-    problem = preflight(workers, workdir)
-    if problem:  # grader_unconfigure stops the zygote and removes the folder
-        raise ConfigError(problem)
 
 
 def make_workdir() -> str:
@@ -720,14 +777,19 @@ def grader_unconfigure(config: Any) -> None:
     zygote = config.stash.pop(_ZYGOTE, None)
     if zygote is None:
         return
-    slots = config.stash.pop(_SLOTS)
-    for _ in range(config.stash.pop(_WORKERS)):
+    starting = config.stash.pop(_STARTING)
+    config.stash.pop(JOB_LAUNCHERS, None)
+    if starting.thread.is_alive():  # the run stopped before grading: stopping the zygote ends the start-up too
+        zygote.close()
+        starting.thread.join(timeout=30.0)
+    for worker in starting.workers:
         try:
-            slots.get_nowait().close()
-        except (queue.Empty, OSError, ConfigError):
+            worker.close()
+        except (OSError, ConfigError):
             pass
     zygote.close()
-    shutil.rmtree(config.stash.pop(_WORKDIR), ignore_errors=True)
+    if starting.workdir is not None:
+        shutil.rmtree(starting.workdir, ignore_errors=True)
 
 
 def probe_layers() -> dict[str, Any]:
