@@ -42,7 +42,10 @@ applied if the kernel and the privileges allow it, and reported by
 3. ``PR_SET_NO_NEW_PRIVS``, then a Landlock ruleset: read-only the standard
    library (not its site-packages) and numpy, read-write the job folder,
    nothing else; TCP bind/connect denied; abstract UNIX sockets and signals
-   scoped to the job;
+   scoped to the job (the zygote's own mount namespace covers the standard
+   library's site-packages with an empty mount, where it can tell that
+   nothing else shows them: then one rule allows the standard library's
+   folder, ``jobsetup.COVERED``);
 4. drop to a non-root uid/gid (one per worker slot), death with the zygote;
 5. a seccomp allow-list (default deny; x86_64 only): the system calls CPython
    and numpy need, sockets AF_UNIX only (and no connect, sendmsg or sendto with

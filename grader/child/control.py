@@ -152,6 +152,8 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
                 slot = int(request["slot"])
                 slots.add(slot)
                 cpu_stat = cgroups.cpu_stat_path(slot)  # worked out here once, and inherited by the job
+                cgroups.prepare_slot(slot, request["limits"])  # made and opened once, entered by each job
+                request["environment_ready"] = jobsetup.prepare_environment(request)
                 try:
                     pid, reason_fd = jobsetup.fork_job(request, fds, control_fd, worker)
                     job_ = Running(request["job"], pid, slot, fds[3], reason_fd)
@@ -219,7 +221,8 @@ def main(argv: Sequence[str]) -> None:
 
     cgroups.cgroup_remove_stale()
     readonly = landlock.allowed_paths(numpy)
-    jobsetup.prepare(readonly)
+    numpy_dir = os.path.dirname(os.path.abspath(str(numpy.__file__)))
+    jobsetup.prepare(readonly, keep=[numpy_dir, numpy_dir + ".libs", os.path.dirname(WORKER)])
     # Move everything imported so far out of the collector's reach: a job's
     # garbage collection would otherwise write to every object's header and
     # copy the zygote's whole heap, page by page, into each forked job.
@@ -232,6 +235,8 @@ def main(argv: Sequence[str]) -> None:
                 "ready": True,
                 "pid": os.getpid(),
                 "readonly": readonly,
+                "readonly_rules": len(jobsetup.READONLY_RULES),
+                "covered": jobsetup.COVERED,
                 "job_folder": jobsetup.JOB_FOLDER,
                 "landlock_abi": landlock.landlock_abi(),
             }

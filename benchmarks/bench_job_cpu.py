@@ -1,0 +1,65 @@
+"""Benchmark: the CPU time one sandboxed job's set-up costs, in the zygote and in the job.
+
+Usage (from the repository root, as root on Linux)::
+
+    python benchmarks/bench_job_cpu.py --jobs 500
+
+Starts a zygote, then launches ``--jobs`` jobs one after the other, each in
+one of two slots, as ``grader grade`` does; each job sets up every layer
+and, given no task (its stdin closed), exits. The zygote's own CPU time
+and its reaped jobs' (``/proc/<zygote>/stat``: utime, stime, cutime,
+cstime) are read after 20 jobs and after the rest, and printed per job in
+milliseconds. CPU time, not wall-clock time: it holds on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+
+from grader.builtin.sandbox import DEFAULT_LIMITS, SandboxJob, Zygote, make_workdir
+
+
+def _cpu(pid: int) -> list[float]:
+    """utime, stime, cutime, cstime of ``pid``, in seconds."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return [int(x) / tick for x in fields[11:15]]
+
+
+def _run(zygote: Zygote, workdir: str, count: int) -> None:
+    for i in range(count):
+        job = SandboxJob(zygote, i % 2, workdir, DEFAULT_LIMITS, on_end=lambda slot: None)
+        job.end_calls()  # no task: the job leaves once set up
+        code = job.exit_code(10.0)
+        if code != 0:
+            raise SystemExit(f"a job ended with {code}: {job.setup_reason}")
+        job.settle()
+
+
+def main() -> None:
+    """Print the zygote's and the jobs' CPU milliseconds per job."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=500)
+    args = parser.parse_args()
+    zygote, workdir = Zygote(), make_workdir()
+    try:
+        _run(zygote, workdir, 20)  # the slots' cgroups made, the zygote warm
+        before = _cpu(zygote.proc.pid)
+        _run(zygote, workdir, args.jobs)
+        after = _cpu(zygote.proc.pid)
+    finally:
+        zygote.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    user, system, jobs_user, jobs_system = (1000 * (b - a) / args.jobs for a, b in zip(before, after))
+    print(
+        f"jobs={args.jobs}  zygote {user + system:.2f} ms/job (user {user:.2f}, system {system:.2f})  "
+        f"jobs {jobs_user + jobs_system:.2f} ms/job (user {jobs_user:.2f}, system {jobs_system:.2f})  "
+        f"total {user + system + jobs_user + jobs_system:.2f} ms/job"
+    )
+
+
+if __name__ == "__main__":
+    main()
