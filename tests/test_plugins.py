@@ -31,7 +31,7 @@ def examples_on_path(monkeypatch: pytest.MonkeyPatch):
 
 def test_every_hook_has_a_docstring_and_is_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert len(hookspecs.HOOK_NAMES) == 21
+    assert len(hookspecs.HOOK_NAMES) == 22
     for name in hookspecs.HOOK_NAMES:
         doc = inspect.getdoc(getattr(hookspecs, name))
         assert doc and len(doc) > 40, name
@@ -183,6 +183,7 @@ def test_third_party_check_kind_spec_format_and_writer_via_p(cli, tmp_path: Path
     assert g14_extras.EVENTS.index("collected:2:7") < first_judged
     batch = next(i for i, e in enumerate(g14_extras.EVENTS) if e.startswith("batch:2:"))  # both to run, every call
     assert g14_extras.EVENTS.index("collected:2:7") < batch < first_judged
+    assert g14_extras.EVENTS.index("ready") < g14_extras.EVENTS.index("collected:2:7")  # before --out is made
     results = json.loads((out / "results.json").read_text())
     assert [e["id"] for e in results["submissions"][0]["exercises"]][-1] == "X01"
 

@@ -197,6 +197,9 @@ def test_without_a_fixed_job_folder_a_job_works_in_its_own_folder_and_reads_no_m
     tmp_path: Path, outside: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     patch = "jobsetup.choose_job_folder = lambda readonly, choices=(): ''"
+    # Without the fixed folder a job works in its folder under TMPDIR: one the job uids can reach
+    # (a private TMPDIR, mode 0700, is refused by the preflight, with the fix; see test_sandbox.py).
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
     layers, values = _run(tmp_path, outside, monkeypatch, patch)
     assert layers["job_tmpfs"] is True and layers["fixed_cwd"].startswith("every fixed folder")
     _assert_strict(values, outside)

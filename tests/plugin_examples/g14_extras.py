@@ -106,6 +106,11 @@ def grader_collection_finish(submissions, collected, config) -> None:  # noqa: A
 
 
 @hookimpl
+def grader_grading_ready(config) -> None:  # noqa: ANN001
+    EVENTS.append("ready")  # nothing readied in the background here: the checks are prepared, --out not made
+
+
+@hookimpl
 def grader_batch_start(submissions, calls, config) -> None:  # noqa: ANN001
     EVENTS.append(f"batch:{len(submissions)}:{len(calls)}")
 
