@@ -314,6 +314,8 @@ class KindContext:
                 f"the reference took more than {REFERENCE_SECONDS} s on arguments of shapes {shapes}; "
                 "make the arguments smaller",
             ) from None
+        except KeyboardInterrupt:  # Ctrl-C while the checks are prepared: the run stops, no spec is blamed
+            raise
         except BaseException as exc:  # noqa: BLE001 - instructor code, reported in one line (also sys.exit)
             raise self.fail(
                 check,

@@ -333,6 +333,8 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
             else:
                 known, value = context.last_reference(call.function, call.args)
                 budget = budget_for(value if known else guarded_call(fn, copy.deepcopy(call.args)))
+        except KeyboardInterrupt:  # Ctrl-C, not the reference: the run stops (it was lost here)
+            raise
         except BaseException:  # noqa: BLE001 - the reference is meant to raise here (a raises check)
             budget = DEFAULT_BUDGET  # what a submission that does not raise returns has no reference size
         calls.append(dataclasses.replace(call, budget=budget, hidden=secret_while_grading(check)))

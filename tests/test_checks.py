@@ -828,3 +828,22 @@ def test_no_mutation_needs_valid_arguments() -> None:
     check, ctx = make("no_mutation", "softmax", {"scores": [1.0, 2.0], "allowed": [False, False]})
     with pytest.raises(SpecError, match="the reference raised ValueError"):
         prepare(check, ctx)
+
+
+def test_ctrl_c_in_the_reference_stops_the_run_and_is_no_spec_error() -> None:
+    # Ctrl-C while the checks are prepared lands in the reference's code: it must stop the run
+    # ("grader: interrupted", exit 130), not be reported as the spec's error (exit 3), nor be lost.
+    from grader.session import _bounded
+
+    def interrupted(scores: object, allowed: object) -> object:
+        raise KeyboardInterrupt
+
+    check, ctx = make("no_mutation", "softmax", {"scores": {"normal": [5]}, "allowed": {"mask": 5}})
+    ctx.reference["softmax"] = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        prepare(check, ctx)
+    prepared = prepare(*make("no_mutation", "softmax", {"scores": {"normal": [5]}, "allowed": {"mask": 5}}))
+    check, ctx = make("no_mutation", "softmax", {"scores": {"normal": [5]}, "allowed": {"mask": 5}})
+    ctx.reference["softmax"] = interrupted  # a context that never ran the reference: _bounded calls it
+    with pytest.raises(KeyboardInterrupt):
+        _bounded(check, ctx, prepared)
