@@ -604,3 +604,50 @@ def test_a_job_folder_the_job_uids_cannot_reach_is_named_with_the_fix() -> None:
         )
     finally:
         shutil.rmtree(top)
+
+
+def test_a_second_ctrl_c_while_the_jobs_end_still_removes_the_job_folder(tmp_path: Path) -> None:
+    # timeout -s INT (and a user pressing Ctrl-C twice) interrupts grader_unconfigure while a worker
+    # waits for its jobs to end: the zygote is stopped and the jobs' folder removed all the same.
+    import threading
+    from types import SimpleNamespace
+
+    from grader.builtin import sandbox
+    from grader.stash import Stash
+
+    class Interrupted:
+        def close(self) -> None:
+            raise KeyboardInterrupt
+
+    closed: list[str] = []
+    workdir = tmp_path / "grader-sandbox-x"
+    (workdir / "job").mkdir(parents=True)
+    done = threading.Thread(target=lambda: None)
+    done.start()
+    done.join()
+    starting = SimpleNamespace(thread=done, workers=[Interrupted()], workdir=str(workdir))
+    config = SimpleNamespace(stash=Stash())
+    config.stash[sandbox._ZYGOTE] = SimpleNamespace(close=lambda: closed.append("zygote"))
+    config.stash[sandbox._STARTING] = starting
+    with pytest.raises(KeyboardInterrupt):
+        sandbox.grader_unconfigure(config)
+    assert closed == ["zygote"]
+    assert not workdir.exists()
+
+
+def test_a_worker_closed_by_a_stop_starts_no_job_and_makes_no_folder_again(tmp_path: Path) -> None:
+    # Ctrl-C: grader_unconfigure closes the workers and removes the jobs' folder while grading threads
+    # are still in flight; one that asks for its next job must not make the folder again (it was left
+    # in TMPDIR, with a job folder in it, after one run in three interrupted at 0.8-0.9 s).
+    import itertools
+    from types import SimpleNamespace
+
+    from grader.builtin import sandbox
+    from grader.errors import ConfigError
+
+    workdir = tmp_path / "grader-sandbox-x"
+    worker = sandbox._Worker(SimpleNamespace(ids=itertools.count(1)), (0, 1), str(workdir))  # type: ignore[arg-type]
+    worker.close()
+    with pytest.raises(ConfigError, match="stopping"):
+        worker.launch(b"", str(workdir), 1.0)
+    assert not workdir.exists()

@@ -723,6 +723,8 @@ class _Worker:
         """The job started ahead, or a new one in a free slot (waiting for the settler if neither is there)."""
         deadline = time.monotonic() + 30.0
         with self.cond:
+            if self.closing:  # the run is stopping (Ctrl-C): its folder is gone, and no job is started again
+                raise ConfigError("the sandbox is stopping: no job is started")
             while self.ready is None and not self.free:
                 if not self.cond.wait(max(deadline - time.monotonic(), 0.0)):
                     raise ConfigError("the sandbox's job slots did not become free within 30 s")
@@ -794,17 +796,19 @@ def grader_unconfigure(config: Any) -> None:
         return
     starting = config.stash.pop(_STARTING)
     config.stash.pop(JOB_LAUNCHERS, None)
-    if starting.thread.is_alive():  # the run stopped before grading: stopping the zygote ends the start-up too
+    try:
+        if starting.thread.is_alive():  # the run stopped before grading: stopping the zygote ends the start-up too
+            zygote.close()
+            starting.thread.join(timeout=30.0)
+        for worker in starting.workers:
+            try:
+                worker.close()
+            except (OSError, ConfigError):
+                pass
+    finally:  # a second Ctrl-C while the jobs end (a worker's join) still leaves no folder behind
         zygote.close()
-        starting.thread.join(timeout=30.0)
-    for worker in starting.workers:
-        try:
-            worker.close()
-        except (OSError, ConfigError):
-            pass
-    zygote.close()
-    if starting.workdir is not None:
-        shutil.rmtree(starting.workdir, ignore_errors=True)
+        if starting.workdir is not None:
+            shutil.rmtree(starting.workdir, ignore_errors=True)
 
 
 def probe_layers() -> dict[str, Any]:
