@@ -69,6 +69,12 @@ def _bytecode_cache() -> Any:
     import jinja2
 
     class Kept(jinja2.FileSystemBytecodeCache):
+        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            try:
+                super().load_bytecode(bucket)
+            except Exception:  # noqa: BLE001 - an entry cut short (a full disk): compiled again, rewritten whole
+                bucket.reset()
+
         def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
             try:
                 super().dump_bytecode(bucket)

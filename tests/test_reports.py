@@ -218,3 +218,26 @@ def test_compiled_templates_are_kept_between_runs_and_a_read_only_folder_still_r
     (folder / "__pycache__").write_text("not a folder")
     assert pages._bytecode_cache() is None
     assert pages.environment().get_template("index.html").render is not None
+
+
+def test_a_damaged_compiled_template_is_compiled_again_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry of grader/templates/__pycache__ cut short (a full disk, a copy interrupted) made every
+    later run end in an internal error (jinja2's unpickling of its checksum raised): it is compiled
+    again, and the entry rewritten whole."""
+    from jinja2.bccache import bc_magic
+
+    import grader.pages as pages
+
+    folder = tmp_path / "templates"
+    shutil.copytree(pages.TEMPLATES, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(pages, "TEMPLATES", folder)
+    pages.environment().get_template("index.html")
+    entries = sorted((folder / "__pycache__").iterdir())
+    whole = [p.read_bytes() for p in entries]
+    for entry, data in zip(entries, whole):
+        entry.write_bytes(data[: len(bc_magic) + 3])  # jinja2's magic, then a few bytes of its pickled checksum
+    template = pages.environment().get_template("index.html")
+    assert template.name == "index.html" and callable(template.root_render_func)
+    assert [p.read_bytes() for p in entries] == whole
