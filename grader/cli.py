@@ -56,8 +56,8 @@ from grader.jobs import ForkServer, positive_int
 from grader.packs import find_pack, mutants_dir, pack_option, reference_file, specs_dir
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
-from grader.servers import check_fork_server
-from grader.stash import FORK_SERVER, INTERNAL_ERRORS
+from grader.servers import check_fork_server, stop_server
+from grader.stash import EARLY_ZYGOTE, FORK_SERVER, INTERNAL_ERRORS
 
 __all__ = ["console_main", "main"]
 
@@ -568,7 +568,7 @@ def _write(line: str) -> None:
         os.close(devnull)
 
 
-def main(argv: Sequence[str] | None = None, fork_server: Any = None) -> int:
+def main(argv: Sequence[str] | None = None, fork_server: Any = None, zygote: Any = None) -> int:
     """Run the grader with ``argv`` (default: ``sys.argv[1:]``).
 
     Parameters
@@ -578,6 +578,9 @@ def main(argv: Sequence[str] | None = None, fork_server: Any = None) -> int:
     fork_server : (subprocess.Popen, socket.socket), optional
         ``grader check``'s fork server, as `grader.launch` started it before anything was
         imported (`grader.servers.check_fork_server`); without it, ``check`` starts it here.
+    zygote : (subprocess.Popen, socket.socket, file), optional
+        ``grade``'s sandbox zygote, as `grader.launch` started it (`grader.servers.grade_zygote`);
+        the sandbox plugin takes it (`grader.stash.EARLY_ZYGOTE`), else it is stopped here.
 
     Returns
     -------
@@ -601,6 +604,9 @@ def main(argv: Sequence[str] | None = None, fork_server: Any = None) -> int:
         if early is not None:
             config.stash[FORK_SERVER] = early
             early = None
+        if zygote is not None:
+            config.stash[EARLY_ZYGOTE] = zygote
+            zygote = None
         if config.command == "grade":
             _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts
         config.hooks.configure(config)
@@ -623,6 +629,11 @@ def main(argv: Sequence[str] | None = None, fork_server: Any = None) -> int:
             config.hooks.unconfigure(config)
         if early is not None:
             early.close()
+        if zygote is None and config is not None:
+            zygote = config.stash.get(EARLY_ZYGOTE)  # not taken: the run stopped before the sandbox started
+        if zygote is not None:
+            stop_server(zygote[1], zygote[0])
+            zygote[2].close()
 
 
 def _early_fork_server(argv: Sequence[str], started: Any = None) -> ForkServer | None:

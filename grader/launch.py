@@ -4,7 +4,8 @@
 Started here, before the grader imports anything else (`grader.servers` uses the standard library
 only, and the ``grader`` package imports its API lazily), the server imports numpy on another
 core while the grader loads its plugins, its pack and its checks (issue 16). Everything else is
-`grader.cli.main`.
+`grader.cli.main`. For ``grader grade``, the sandbox's zygote is exec'd here too
+(`grader.servers.grade_zygote`): it gets ready while the grader starts.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ __all__ = ["console_main"]
 
 def console_main() -> None:
     """Entry point of the ``grader`` script (and of ``python -m grader``)."""
-    from grader.servers import check_fork_server
+    from grader.servers import check_fork_server, grade_zygote
 
     argv = sys.argv[1:]
     started = check_fork_server(argv)
+    zygote = grade_zygote(argv) if started is None else None
     try:
         from grader.cli import main
     except KeyboardInterrupt:  # as main says it, with the server's socket closed as the process ends
         print("grader: interrupted", file=sys.stderr)
         sys.exit(130)
-    sys.exit(main(argv, fork_server=started))
+    sys.exit(main(argv, fork_server=started, zygote=zygote))

@@ -45,6 +45,7 @@ __all__ = [
     "CALL_SECONDS",
     "CHECK_KINDS",
     "COLLECTED",
+    "EARLY_ZYGOTE",
     "FORK_SERVER",
     "INDEX_LINKS",
     "INTERNAL_ERRORS",
@@ -161,6 +162,9 @@ JOB_LAUNCHERS: StashKey[LauncherPool] = StashKey()
 """The sandbox's workers, lent one submission at a time."""
 FORK_SERVER: StashKey[ForkServer] = StashKey()
 """A warm fork server the command line started ahead for ``check`` (`grader.jobs.ForkServer`); the runner runs the calls in its jobs."""
+EARLY_ZYGOTE: StashKey[tuple[Any, Any, Any]] = StashKey()
+"""``grade``'s sandbox zygote as the command line exec'd it before loading anything
+(`grader.servers.grade_zygote`: process, socket, standard error file); the sandbox plugin takes it."""
 OUTCOME_SOURCES: StashKey[list[Callable[[Submission, Sequence[Call]], RunOutcome | None]]] = StashKey()
 """Callables ``(submission, calls) -> RunOutcome | None`` the runner asks before it runs the calls."""
 CALL_SECONDS = StashKey[dict[str, Sequence[float]]]()

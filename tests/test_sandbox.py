@@ -606,6 +606,39 @@ def test_a_job_folder_the_job_uids_cannot_reach_is_named_with_the_fix() -> None:
         shutil.rmtree(top)
 
 
+def test_the_zygote_the_command_line_starts_is_the_one_grade_uses_or_it_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """grader.launch execs grade's zygote before loading anything (grader.servers.grade_zygote): the
+    sandbox adopts it (no second one is started); a run that stops first, or needs none, stops it."""
+    from grader.cli import main
+    from grader.servers import grade_zygote
+
+    monkeypatch.setenv("GRADER_COURSE_SECRET", "sandbox-test-secret-2026")
+    assert grade_zygote(["check", "attention.py"]) is None
+    assert grade_zygote(["grade", "x", "--insecure"]) is None and grade_zygote(["grade", "--help"]) is None
+
+    def no_second(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a second zygote was started")
+
+    started = grade_zygote(["grade", "x"])
+    assert started is not None
+    monkeypatch.setattr(sandbox, "start_server", no_second)
+    sample = ROOT / "g14" / "submissions" / "correct_numpy"
+    assert main(["grade", str(sample), "--out", str(tmp_path / "out"), "-q"], zygote=started) == 0
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["submissions"][0]["score"] == 86
+    assert started[0].poll() is not None  # stopped with the run
+    for argv in (
+        ["grade", str(tmp_path / "missing")],
+        ["grade", str(sample), "--out", str(tmp_path / "o2"), "--insec"],
+    ):
+        started = grade_zygote(["grade", "x"])
+        assert started is not None
+        main(argv, zygote=started)
+        assert started[0].poll() is not None, argv
+    capsys.readouterr()
+
+
 def test_a_second_ctrl_c_while_the_jobs_end_still_removes_the_job_folder(tmp_path: Path) -> None:
     # timeout -s INT (and a user pressing Ctrl-C twice) interrupts grader_unconfigure while a worker
     # waits for its jobs to end: the zygote is stopped and the jobs' folder removed all the same.

@@ -63,7 +63,7 @@ from grader.jobs import (
 )
 from grader.models import Call
 from grader.plugins import hookimpl
-from grader.stash import JOB_LAUNCHERS, StashKey
+from grader.stash import EARLY_ZYGOTE, JOB_LAUNCHERS, StashKey
 
 _ZYGOTE: StashKey[Zygote] = StashKey()
 
@@ -103,11 +103,14 @@ class Zygote:
         If the zygote does not start (the reason is in the message).
     """
 
-    def __init__(self, wait: bool = True) -> None:
+    def __init__(self, wait: bool = True, started: tuple[Any, Any, Any] | None = None) -> None:
         if platform.system() != "Linux":
             raise ConfigError("the sandbox needs Linux; pass --insecure to grade with process isolation only")
-        self._stderr = tempfile.TemporaryFile()
-        self.proc, self.sock = start_server(ZYGOTE, stderr=self._stderr)
+        if started is not None:  # exec'd by the command line already (grader.servers.grade_zygote)
+            self.proc, self.sock, self._stderr = started
+        else:
+            self._stderr = tempfile.TemporaryFile()
+            self.proc, self.sock = start_server(ZYGOTE, stderr=self._stderr)
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         self.landlock_abi = 0
@@ -504,8 +507,8 @@ _STARTING = StashKey[_Starting]()
 def grader_configure(config: Any) -> None:
     """Start the zygote before any spec or reference is loaded (``grade`` only); it gets ready meanwhile."""
     if not sandboxed(config):
-        return
-    zygote = Zygote(wait=False)
+        return  # a zygote the command line started is stopped by it (grader.cli.main)
+    zygote = Zygote(wait=False, started=config.stash.pop(EARLY_ZYGOTE, None))
     config.stash[_ZYGOTE] = zygote
     from grader.session import worker_count
 
