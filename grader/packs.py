@@ -228,6 +228,8 @@ def _import_plugin(path: Path, package: str, pack_id: str) -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
         return module
+    except KeyboardInterrupt:  # Ctrl-C while it imports: the run stops, the pack is not blamed
+        raise
     except BaseException as exc:  # noqa: BLE001 - instructor code: one line, SystemExit included
         raise ConfigError(f"{path}: the pack's plugin failed to import at {describe_failure(exc)}") from None
 

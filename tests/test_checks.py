@@ -7,6 +7,7 @@ import dataclasses
 import math
 import re
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -847,3 +848,14 @@ def test_ctrl_c_in_the_reference_stops_the_run_and_is_no_spec_error() -> None:
     ctx.reference["softmax"] = interrupted  # a context that never ran the reference: _bounded calls it
     with pytest.raises(KeyboardInterrupt):
         _bounded(check, ctx, prepared)
+
+
+def test_ctrl_c_while_the_pack_s_plugin_imports_stops_the_run(tmp_path: Path) -> None:
+    # One Ctrl-C 0.3 s into grader grade lands in g14/kinds.py's import: it was reported as the
+    # pack's error ("the pack's plugin failed to import at ...: KeyboardInterrupt", exit 3).
+    from grader.packs import _import_plugin
+
+    plugin = tmp_path / "kinds.py"
+    plugin.write_text("raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        _import_plugin(plugin, "", "ctrl-c-pack")
