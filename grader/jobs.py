@@ -101,8 +101,8 @@ GATHER_SECONDS = 0.001
 A job answers a phase's fast calls a fraction of a millisecond apart: waking
 for each answer costs the grader a sleep, a wake-up and the GIL again per
 call. After this pause the answers that came meanwhile are read at once. It
-is far below any call's timeout; a call's CPU time is counted from the end
-of the pause, so at most this much of it goes uncounted. Near a phase's end the
+is far below any call's timeout; a call's CPU time is counted from before
+the pause (a busy machine may stretch the pause). Near a phase's end the
 pause is as long as its last calls should take, at the pace of the calls
 before them, so that a job that is done does not wait a whole pause.
 """
@@ -1034,7 +1034,7 @@ def _run_phase(
     Call ``k`` is timed from the moment the answer before it was read (the
     phase's hand-over, for the first) until its own answer is read; its
     CPU time is the job's in that span (every call before it had answered,
-    so no later call had started), counted from the end of a pause of
+    so no later call had started), counted from before a pause of
     `GATHER_SECONDS` when its answer was not in yet. A frame already in the
     pipe is read without waiting.
 
@@ -1064,6 +1064,7 @@ def _run_phase(
             continue
         # An answer already read needs no CPU reading (it came in time); others are timed from now.
         ready = taken is not None or child.frame_ready()
+        cpu_before: float | None = None
         if not ready and sent == "sent" and child.result_open:
             # Let the answers of the next fast calls gather, then read them at once; near the phase's
             # end, only for about as long as its last calls should take (at the pace of the ones before).
@@ -1071,10 +1072,18 @@ def _run_phase(
             if j > start:
                 pause = min(pause, (time.monotonic() - phase_began) / (j - start) * (end - j))
             if pause >= MIN_GATHER_SECONDS:
+                # Read before the pause: a busy machine may stretch it well past its length, and the
+                # call's CPU in it is the call's.
+                cpu_before = child.job.cpu_seconds() if cpu_timed else None
                 time.sleep(pause)
                 child.empty = False
                 ready = child.frame_ready()
-        cpu0 = (0.0 if ready else child.job.cpu_seconds()) if cpu_timed else None
+        if not cpu_timed:
+            cpu0 = None
+        elif ready:
+            cpu0 = 0.0
+        else:
+            cpu0 = cpu_before if cpu_before is not None else child.job.cpu_seconds()
         wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
         backstop = min(began + wall_limit, budget_end)
         waited = getattr(child.job, "wait_seconds", None) if cpu0 is not None and not ready else None
@@ -1091,7 +1100,7 @@ def _run_phase(
         elif sent == "sent" and ready:  # its answer is already read: no waiting, no clock
             frame = child.read_frame(budget_end, sink, "call", call.budget)
         elif sent == "sent":
-            polled = False
+            polled = cpu_before is not None  # the call ran through the pause: look at its CPU at once
             while True:
                 now = time.monotonic()
                 if cpu0 is None:

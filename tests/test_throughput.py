@@ -292,3 +292,19 @@ def test_the_answers_of_fast_calls_are_read_together_not_one_wait_each(tmp_path:
     outcome = run(path, *(C("double", i) for i in range(60)))
     assert [(r.status, r.value) for r in outcome.results] == [("returned", 2 * i) for i in range(60)]
     assert len(waits) <= 30, f"{len(waits)} waits for 60 answers"
+
+
+def test_a_call_s_cpu_during_a_stretched_pause_is_counted(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A busy machine may stretch the grader's pause (GATHER_SECONDS) far past 1 ms: a call spinning
+    through it has that CPU counted, and times out at its limit, not at the limit plus the pause."""
+    import time
+
+    from test_runner import C, run, submission
+
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda seconds: real_sleep(0.6 if seconds <= 0.001 else seconds))
+    path = submission(tmp_path, "def spin():\n    while True:\n        pass\n")
+    outcome = run(path, C("spin", timeout=0.3))
+    result = outcome.results[0]
+    assert result.status == "timeout" and "CPU" in result.message, result
+    assert result.seconds < 0.8, result.seconds  # 0.6 s of pause, then the first look finds it over 0.3 s
