@@ -267,12 +267,17 @@ def _wait(proc: subprocess.Popen) -> tuple[float, float, float, int]:
 
 
 SPAWN = """\
-import json, os, subprocess, sys
+import json, os, subprocess, sys, time
+start = time.perf_counter()
 proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
 _, status, usage = os.wait4(proc.pid, 0)
-print(json.dumps([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024]))
+seconds = time.perf_counter() - start
+print(json.dumps([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, seconds]))
 """
-"""Runs a command from a small process and prints its exit code, CPU seconds and peak RSS (MiB).
+"""Runs a command from a small process and prints its exit code, CPU seconds, peak RSS (MiB) and wall seconds.
+
+The wall time is the command's own, from its start to its exit, as the other modes are timed (not
+this small process's start-up, about 30 ms).
 
 A process's ``ru_maxrss`` keeps the high-water mark of the memory it had before its ``exec``: the
 copy of the process that forked it. Forked from this script, which by then may hold a large class's
@@ -291,9 +296,11 @@ def grade(folder: Path, out: Path, jobs: int, extra: list[str]) -> tuple[float, 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    seconds, _, _, _ = _wait(proc)
+    _wait(proc)
     stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    code, cpu, rss = json.loads(proc.stdout.read().decode().strip().splitlines()[-1]) if proc.stdout else (1, 0, 0)
+    code, cpu, rss, seconds = (
+        json.loads(proc.stdout.read().decode().strip().splitlines()[-1]) if proc.stdout else (1, 0, 0, 0)
+    )
     if code != 0:
         raise SystemExit(f"grader grade {' '.join(extra)} exited {code}: {stderr[-2000:]}")
     _full_marks_everywhere(out, extra)
