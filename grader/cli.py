@@ -56,7 +56,7 @@ from grader.jobs import ForkServer, positive_int
 from grader.packs import find_pack, mutants_dir, pack_option, reference_file, specs_dir
 from grader.plugins import get_plugin_manager
 from grader.safetext import display
-from grader.servers import check_fork_server, stop_server
+from grader.servers import check_fork_server, stop_zygote
 from grader.stash import EARLY_ZYGOTE, FORK_SERVER, INTERNAL_ERRORS
 
 __all__ = ["console_main", "main"]
@@ -632,8 +632,7 @@ def main(argv: Sequence[str] | None = None, fork_server: Any = None, zygote: Any
         if zygote is None and config is not None:
             zygote = config.stash.get(EARLY_ZYGOTE)  # not taken: the run stopped before the sandbox started
         if zygote is not None:
-            stop_server(zygote[1], zygote[0])
-            zygote[2].close()
+            stop_zygote(zygote)
 
 
 def _early_fork_server(argv: Sequence[str], started: Any = None) -> ForkServer | None:

@@ -23,7 +23,9 @@ __all__ = [
     "fork_server_available",
     "grade_zygote",
     "start_server",
+    "start_zygote",
     "stop_server",
+    "stop_zygote",
 ]
 
 FORKSERVER = os.path.join(os.path.dirname(os.path.realpath(__file__)), "forkserver.py")
@@ -127,12 +129,31 @@ def grade_zygote(argv: list[str]) -> tuple[subprocess.Popen[bytes], socket.socke
         return None
     if any(a in ("-h", "--help") or a.startswith("--insec") for a in argv):
         return None
+    try:
+        return start_zygote()
+    except OSError:
+        return None
+
+
+def start_zygote(script: str = ZYGOTE) -> tuple[subprocess.Popen[bytes], socket.socket, Any]:
+    """Exec the sandbox's zygote (``script``); return its process, its socket and its standard error file.
+
+    The standard error goes to a temporary file, where ``grader.builtin.sandbox.Zygote`` reads why a
+    zygote that did not start stopped. Stop it with `stop_zygote`. Raises OSError if it cannot start.
+    """
     import tempfile
 
     stderr = tempfile.TemporaryFile()
     try:
-        proc, sock = start_server(ZYGOTE, stderr=stderr)
-    except OSError:
+        proc, sock = start_server(script, stderr=stderr)
+    except BaseException:
         stderr.close()
-        return None
+        raise
     return proc, sock, stderr
+
+
+def stop_zygote(started: tuple[subprocess.Popen[bytes], socket.socket, Any]) -> None:
+    """Stop a zygote `start_zygote` started, and close its standard error file."""
+    proc, sock, stderr = started
+    stop_server(sock, proc)
+    stderr.close()

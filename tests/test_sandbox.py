@@ -623,7 +623,7 @@ def test_the_zygote_the_command_line_starts_is_the_one_grade_uses_or_it_is_stopp
 
     started = grade_zygote(["grade", "x"])
     assert started is not None
-    monkeypatch.setattr(sandbox, "start_server", no_second)
+    monkeypatch.setattr(sandbox, "start_zygote", no_second)
     sample = ROOT / "g14" / "submissions" / "correct_numpy"
     assert main(["grade", str(sample), "--out", str(tmp_path / "out"), "-q"], zygote=started) == 0
     assert json.loads((tmp_path / "out" / "results.json").read_text())["submissions"][0]["score"] == 86

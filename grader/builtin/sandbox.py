@@ -43,7 +43,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from grader.child.limits import CEILING_CPU_SECONDS, DEFAULT_LIMITS, SETUP_FAILED, UID_BASE, slot_uid
@@ -58,16 +57,15 @@ from grader.jobs import (
     run_calls,
     sandboxed,
     schedstat_wait_seconds,
-    start_server,
     stop_server,
 )
 from grader.models import Call
 from grader.plugins import hookimpl
+from grader.servers import ZYGOTE, start_zygote
 from grader.stash import EARLY_ZYGOTE, JOB_LAUNCHERS, StashKey
 
 _ZYGOTE: StashKey[Zygote] = StashKey()
 
-ZYGOTE = str(Path(__file__).resolve().parent.parent / "zygote.py")
 
 LAYERS = (
     ("pid", "pid namespace (the job is pid 1; nothing it starts outlives it)"),
@@ -106,11 +104,10 @@ class Zygote:
     def __init__(self, wait: bool = True, started: tuple[Any, Any, Any] | None = None) -> None:
         if platform.system() != "Linux":
             raise ConfigError("the sandbox needs Linux; pass --insecure to grade with process isolation only")
-        if started is not None:  # exec'd by the command line already (grader.servers.grade_zygote)
-            self.proc, self.sock, self._stderr = started
-        else:
-            self._stderr = tempfile.TemporaryFile()
-            self.proc, self.sock = start_server(ZYGOTE, stderr=self._stderr)
+        # Exec'd by the command line already (grader.servers.grade_zygote), or now.
+        self.proc: Any
+        self.sock: socket.socket
+        self.proc, self.sock, self._stderr = started if started is not None else start_zygote(ZYGOTE)
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         self.landlock_abi = 0
