@@ -580,7 +580,18 @@ def result_to_dict(result: SubmissionResult, exercises: bool = True) -> dict[str
 
 
 def exercise_to_dict(exercise: ExerciseResult) -> dict[str, Any]:
-    """One `ExerciseResult` as plain JSON data: its part of `result_to_dict`."""
+    """One `ExerciseResult` as plain JSON data: its part of `result_to_dict`.
+
+    Parameters
+    ----------
+    exercise : ExerciseResult
+
+    Returns
+    -------
+    dict
+        Its fields in order, ``checks`` a list of each check's fields (``diagnosis`` a list of
+        dicts). `result_from_dict` reads it back.
+    """
     data = _shallow(exercise)
     checks = []
     for check in exercise.checks:

@@ -139,7 +139,12 @@ def start_zygote(script: str = ZYGOTE) -> tuple[subprocess.Popen[bytes], socket.
     """Exec the sandbox's zygote (``script``); return its process, its socket and its standard error file.
 
     The standard error goes to a temporary file, where ``grader.builtin.sandbox.Zygote`` reads why a
-    zygote that did not start stopped. Stop it with `stop_zygote`. Raises OSError if it cannot start.
+    zygote that did not start stopped. Stop it with `stop_zygote`.
+
+    Raises
+    ------
+    OSError
+        If the interpreter cannot be started.
     """
     import tempfile
 
