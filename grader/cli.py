@@ -568,7 +568,9 @@ def _write(line: str) -> None:
         os.close(devnull)
 
 
-def main(argv: Sequence[str] | None = None, fork_server: Any = None, zygote: Any = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, fork_server: Any = None, zygote: Any = None, gc_paused: bool = False
+) -> int:
     """Run the grader with ``argv`` (default: ``sys.argv[1:]``).
 
     Parameters
@@ -581,6 +583,10 @@ def main(argv: Sequence[str] | None = None, fork_server: Any = None, zygote: Any
     zygote : (subprocess.Popen, socket.socket, file), optional
         ``grade``'s sandbox zygote, as `grader.launch` started it (`grader.servers.grade_zygote`);
         the sandbox plugin takes it (`grader.stash.EARLY_ZYGOTE`), else it is stopped here.
+    gc_paused : bool, optional
+        True when `grader.launch` paused the garbage collector for start-up: it is resumed here,
+        once the plugins are configured and before anything is graded, with start-up's objects
+        frozen (`gc.freeze`).
 
     Returns
     -------
@@ -610,6 +616,9 @@ def main(argv: Sequence[str] | None = None, fork_server: Any = None, zygote: Any
         if config.command == "grade":
             _prepare_out(config)  # refused before anything starts; made by session.grade once grading starts
         config.hooks.configure(config)
+        if gc_paused:
+            _resume_collecting()
+            gc_paused = False
         return _run(config)
     except GraderError as exc:
         print(f"grader: error: {display(str(exc))}", file=sys.stderr)
@@ -625,6 +634,8 @@ def main(argv: Sequence[str] | None = None, fork_server: Any = None, zygote: Any
         )
         return EXIT_INTERNAL
     finally:
+        if gc_paused:  # stopped before grading: the unconfigure hooks run with the collector on
+            _resume_collecting()
         if config is not None:
             config.hooks.unconfigure(config)
         if early is not None:
@@ -633,6 +644,14 @@ def main(argv: Sequence[str] | None = None, fork_server: Any = None, zygote: Any
             zygote = config.stash.get(EARLY_ZYGOTE)  # not taken: the run stopped before the sandbox started
         if zygote is not None:
             stop_zygote(zygote)
+
+
+def _resume_collecting() -> None:
+    """Resume the garbage collector `grader.launch` paused, start-up's objects frozen first."""
+    import gc
+
+    gc.freeze()
+    gc.enable()
 
 
 def _early_fork_server(argv: Sequence[str], started: Any = None) -> ForkServer | None:
