@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -260,3 +261,29 @@ def test_a_reader_that_goes_away_stops_the_summary_not_the_grading(tmp_path: Pat
     os.close(write_end)
     assert proc.returncode == 0 and proc.stderr == f"grader: warning: {SECRET_WARNING}\n"  # no secret in tests
     assert (tmp_path / "o" / "results.json").is_file()
+
+
+def test_the_collector_is_paused_for_start_up_only(tmp_path: Path) -> None:
+    """`grader.launch` pauses the garbage collector while the grader imports; grading runs with it on."""
+    (tmp_path / "gc_probe.py").write_text(
+        "import gc, json, os\n"
+        "import grader\n\n"
+        "@grader.hookimpl\n"
+        "def grader_configure(config):\n"
+        "    os.environ['PROBE_CONFIGURE'] = json.dumps(gc.isenabled())\n\n"
+        "@grader.hookimpl\n"
+        "def grader_submission_graded(result, config):\n"
+        "    seen = {'configure': json.loads(os.environ['PROBE_CONFIGURE']),\n"
+        "            'grading': gc.isenabled(), 'frozen': gc.get_freeze_count()}\n"
+        "    with open(os.environ['PROBE_OUT'], 'w') as f:\n"
+        "        json.dump(seen, f)\n"
+    )
+    out = tmp_path / "probe.json"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PROBE_OUT": str(out)}
+    argv = [sys.executable, "-m", "grader", "grade", str(SUBMISSIONS / "correct_lists"), "-p", "gc_probe"]
+    proc = subprocess.run([*argv, "--out", str(tmp_path / "o"), "-q"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(out.read_text())
+    assert seen["configure"] is False  # paused while the plugins and the pack were loaded
+    assert seen["grading"] is True
+    assert seen["frozen"] > 50_000  # numpy's, pluggy's and the grader's objects, moved out of its passes
