@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from grader.errors import ConfigError
-from grader.fileio import write_atomic
+from grader.fileio import cache_dir, write_atomic
 from grader.models import Call, CallResult, RunOutcome, Submission
 
 __all__ = [
@@ -383,20 +383,6 @@ def fingerprint(folder: str | os.PathLike[str], filename: str | None = None) -> 
     for path in [root / CATALOGUE_FILE, *sorted(root.glob(f"*/{_entry_file(filename)}"))]:
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
-
-
-def cache_dir() -> Path | None:
-    """Where `run_entries` keeps results: ``$GRADER_CACHE_DIR``, else the user's cache folder.
-
-    ``GRADER_CACHE_DIR`` set to an empty string turns the cache off
-    (returns None). Otherwise ``$XDG_CACHE_HOME/grader`` or
-    ``~/.cache/grader``.
-    """
-    if "GRADER_CACHE_DIR" in os.environ:
-        value = os.environ["GRADER_CACHE_DIR"]
-        return Path(value) if value else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "grader"
 
 
 _WORKER = Path(__file__).resolve().parent / "worker.py"

@@ -16,6 +16,7 @@ from typing import Any
 __all__ = [
     "MAX_SOURCE_BYTES",
     "SubmissionFiles",
+    "cache_dir",
     "output_file",
     "remove_stale_scratch",
     "safe_name",
@@ -345,3 +346,20 @@ def make_out_dir(out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot create the folder ({exc.strerror}); choose another --out") from None
+
+
+def cache_dir() -> Path | None:
+    """The grader's cache folder: ``$GRADER_CACHE_DIR``, else the user's cache folder.
+
+    `grader.catalogue.run_entries` keeps its results there and `grader.entrypoints` the installed
+    entry points.
+
+    ``GRADER_CACHE_DIR`` set to an empty string turns the cache off
+    (returns None). Otherwise ``$XDG_CACHE_HOME/grader`` or
+    ``~/.cache/grader``.
+    """
+    if "GRADER_CACHE_DIR" in os.environ:
+        value = os.environ["GRADER_CACHE_DIR"]
+        return Path(value) if value else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "grader"

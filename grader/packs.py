@@ -43,11 +43,11 @@ import math
 import re
 import sys
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from grader.entrypoints import entry_points
 from grader.errors import ConfigError, describe_failure
 
 __all__ = [
@@ -551,19 +551,19 @@ def installed_packs() -> dict[str, tuple[str, Path]]:
     once per process.
     """
     found: dict[str, tuple[str, Path]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for name, value, _ in entry_points(ENTRY_POINT_GROUP):
         try:
-            spec = importlib.util.find_spec(ep.value)
+            spec = importlib.util.find_spec(value)
         except (ImportError, ValueError):
             spec = None
         if spec is None or not spec.submodule_search_locations:
             print(
-                f"grader: warning: course pack '{ep.name}' ({ep.value}) is registered but its package is not "
+                f"grader: warning: course pack '{name}' ({value}) is registered but its package is not "
                 "importable; reinstall it",
                 file=sys.stderr,
             )
             continue
-        found[ep.name] = (ep.value, Path(next(iter(spec.submodule_search_locations))))
+        found[name] = (value, Path(next(iter(spec.submodule_search_locations))))
     return found
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import pluggy
 
 from grader import hookspecs
+from grader.entrypoints import entry_points, load
 from grader.errors import PluginError, UsageError, describe_failure
 
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "ESSENTIAL", "get_plugin_manager", "hookimpl"]
@@ -131,7 +132,7 @@ def get_plugin_manager(
     pack_id = _register_pack(pm, pack)
     if load_entrypoints:
         try:
-            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+            _load_entry_points(pm)
         except BaseException as exc:  # noqa: BLE001 - a third-party plugin failed to import, even by sys.exit()
             raise PluginError(
                 f"a plugin of entry-point group '{ENTRY_POINT_GROUP}' failed to load at "
@@ -167,6 +168,24 @@ def get_plugin_manager(
     return pm
 
 
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    """Register each plugin of `ENTRY_POINT_GROUP` not blocked or registered under its name yet.
+
+    As `pluggy.PluginManager.load_setuptools_entrypoints` does, from the entry points
+    `grader.entrypoints` keeps between runs (no `importlib.metadata` import when nothing installed
+    has changed).
+
+    Raises
+    ------
+    BaseException
+        Whatever a plugin's import raises; `get_plugin_manager` names it.
+    """
+    for name, value, _ in entry_points(ENTRY_POINT_GROUP):
+        if pm.get_plugin(name) is not None or pm.is_blocked(name):
+            continue
+        pm.register(load(value), name=name)
+
+
 def _check_blocked(pm: pluggy.PluginManager, blocked: list[str], load_entrypoints: bool, pack_id: str = "") -> None:
     """Refuse a block that leaves a hook of `ANSWERED` unanswered; warn about a block naming no plugin.
 
@@ -178,11 +197,9 @@ def _check_blocked(pm: pluggy.PluginManager, blocked: list[str], load_entrypoint
     """
     if not blocked:  # nothing to check: no second scan of the installed distributions (issue 16)
         return
-    from importlib.metadata import entry_points
-
     known = set(BUILTIN_PLUGINS) | {name for name, plugin in pm.list_name_plugin() if plugin is not None}
     if load_entrypoints:
-        known |= {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+        known |= {name for name, _, _ in entry_points(ENTRY_POINT_GROUP)}
     try:
         from grader.packs import installed_packs
 

@@ -1,0 +1,189 @@
+"""The installed entry points the grader reads, kept between runs until an installation changes.
+
+The grader finds third-party plugins (group ``grader``) and course packs (group ``grader.packs``)
+through `importlib.metadata`. Importing that module costs 15-30 ms (it brings ``email``,
+``zipfile``, ``csv``...), a tenth of ``grader check attention.py``'s start (issue 16). So the
+entry points of both groups are read with it once and kept in a small JSON file in the user's
+cache folder (`grader.fileio.cache_dir`), under a key that changes whenever an installation on
+``sys.path`` might have changed:
+
+- every ``sys.path`` entry with its modification time (a package installed or removed adds or
+  removes a folder there, and so changes it);
+- in each entry, every ``*.dist-info`` / ``*.egg-info`` folder with the modification time of its
+  ``entry_points.txt`` (a file edited in place);
+- the Python version.
+
+A run whose key differs from the file's reads `importlib.metadata` again and rewrites the file; a
+missing, unreadable or malformed file is the same as a different key, and a cache folder that
+cannot be written only costs the next run the import. ``GRADER_CACHE_DIR=`` (empty) turns the
+cache off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import sys
+from typing import Any
+
+from grader.fileio import cache_dir, write_atomic
+
+__all__ = ["GROUPS", "EntryPoint", "entry_points", "load"]
+
+GROUPS = ("grader", "grader.packs")
+"""The groups kept: the plugins' (`grader.plugins.ENTRY_POINT_GROUP`) and the packs'
+(`grader.packs.ENTRY_POINT_GROUP`)."""
+
+_FORMAT = 1
+"""The cache file's layout version: a file of another version is read as a miss."""
+
+_INFO_SUFFIXES = (".dist-info", ".egg-info")
+
+EntryPoint = tuple[str, str, str]
+"""An entry point as kept: ``(name, value, distribution)``, e.g.
+``("extras", "g14_extras", "g14-extras")``; ``value`` is ``module`` or ``module:attribute``."""
+
+_READ: tuple[list[Any], dict[str, list[EntryPoint]]] | None = None
+"""The last key and what was read under it, in this process."""
+
+
+def entry_points(group: str) -> list[EntryPoint]:
+    """The installed entry points of ``group``, in `importlib.metadata`'s order.
+
+    Parameters
+    ----------
+    group : str
+        One of `GROUPS`.
+
+    Returns
+    -------
+    list of (str, str, str)
+        ``(name, value, distribution)`` for each entry point of the group, the distributions
+        in ``sys.path`` order, each distribution once (as `importlib.metadata.entry_points`).
+        Read from the cache file when nothing installed has changed, and again in the same process
+        only when ``sys.path`` or an installation on it has changed.
+
+    Raises
+    ------
+    ValueError
+        If ``group`` is not one of `GROUPS`.
+    """
+    global _READ
+    if group not in GROUPS:
+        raise ValueError(f"entry-point group {group!r} is not kept; use one of {', '.join(GROUPS)}")
+    key = _key()
+    if _READ is None or _READ[0] != key:
+        _READ = key, _kept_or_read(key)
+    return list(_READ[1][group])
+
+
+def load(value: str) -> Any:
+    """Import what an entry point's ``value`` names: ``module`` or ``module:attribute.path``.
+
+    Parameters
+    ----------
+    value : str
+        The entry point's value, as in ``entry_points.txt`` (extras in brackets are ignored, as
+        `importlib.metadata.EntryPoint.load` does).
+
+    Returns
+    -------
+    object
+        The module, or the attribute found in it.
+
+    Raises
+    ------
+    Exception
+        Whatever importing the module raises (a plugin's own fault), or `AttributeError`.
+    """
+    module, _, attribute = value.split("[", 1)[0].partition(":")
+    found: Any = importlib.import_module(module.strip())
+    for part in filter(None, attribute.strip().split(".")):
+        found = getattr(found, part)
+    return found
+
+
+def _key() -> list[Any]:
+    """What the kept entry points depend on (the module docstring lists it)."""
+    key: list[Any] = [_FORMAT, sys.version]
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            stamp = os.stat(folder).st_mtime_ns
+        except OSError:  # not there (yet)
+            key.append([entry, None])
+            continue
+        key.append([entry, stamp])
+        try:
+            with os.scandir(folder) as listing:
+                infos = sorted(item.name for item in listing if item.name.endswith(_INFO_SUFFIXES))
+        except OSError:  # a file, such as a zip archive: its modification time is in the key
+            continue
+        for name in infos:
+            try:
+                key.append([name, os.stat(os.path.join(folder, name, "entry_points.txt")).st_mtime_ns])
+            except OSError:
+                key.append([name, None])
+    return key
+
+
+def _cache_file() -> str | None:
+    """The cache file of this Python installation (`sys.prefix`), or None when caching is off."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    prefix = hashlib.sha256(sys.prefix.encode("utf-8", "surrogatepass")).hexdigest()
+    return os.path.join(folder, f"entry-points-{prefix[:16]}.json")
+
+
+def _kept_or_read(key: list[Any]) -> dict[str, list[EntryPoint]]:
+    """The cache file's entry points if its key is ``key``, else `_read` (and the file rewritten)."""
+    path = _cache_file()
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                kept = json.load(fh)
+            if kept["key"] == key:
+                return _checked(kept["groups"])
+        except (OSError, ValueError, KeyError, TypeError):  # missing, damaged or another layout: a miss
+            pass
+    groups = _read()
+    if path is not None:
+        try:
+            write_atomic(path, json.dumps({"key": key, "groups": groups}))
+        except OSError:  # an unwritable cache folder: the next run reads importlib.metadata again
+            pass
+    return groups
+
+
+def _checked(groups: Any) -> dict[str, list[EntryPoint]]:
+    """``groups`` as read from the file, every group present and every entry three strings.
+
+    Raises
+    ------
+    ValueError
+        If anything is missing or of another type (the file is then read as a miss).
+    """
+    if not isinstance(groups, dict) or set(groups) != set(GROUPS):
+        raise ValueError("not the kept groups")
+    checked: dict[str, list[EntryPoint]] = {}
+    for group in GROUPS:
+        rows = groups[group]
+        if not isinstance(rows, list) or not all(
+            isinstance(row, list) and len(row) == 3 and all(isinstance(part, str) for part in row) for row in rows
+        ):
+            raise ValueError(f"group {group}: not a list of [name, value, distribution]")
+        checked[group] = [(name, value, dist) for name, value, dist in rows]
+    return checked
+
+
+def _read() -> dict[str, list[EntryPoint]]:
+    """The entry points of `GROUPS`, read through `importlib.metadata`."""
+    from importlib.metadata import entry_points as installed
+
+    groups: dict[str, list[EntryPoint]] = {}
+    for group in GROUPS:
+        groups[group] = [(ep.name, ep.value, ep.dist.name if ep.dist else "") for ep in installed(group=group)]
+    return groups

@@ -1,0 +1,138 @@
+"""The entry points kept between runs (`grader.entrypoints`): read again whenever an installation changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import entrypoints
+
+PROBE = (
+    "import json, sys\n"
+    "from grader.entrypoints import entry_points\n"
+    "print(json.dumps({'grader': entry_points('grader'), 'packs': entry_points('grader.packs'),\n"
+    "                  'metadata_imported': 'importlib.metadata' in sys.modules}))\n"
+)
+
+
+def _dist(site: Path, name: str, text: str) -> Path:
+    """A distribution's metadata folder in ``site`` with ``text`` as its entry_points.txt."""
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(text)
+    return info
+
+
+def _probe(site: Path, cache: Path | str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(site), "GRADER_CACHE_DIR": str(cache)}
+    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True)
+    return json.loads(proc.stdout)
+
+
+def _ours(seen: dict, group: str = "grader") -> list[list[str]]:
+    return [row for row in seen[group] if row[2].startswith("probe")]
+
+
+def test_a_second_run_reads_the_kept_file_without_importlib_metadata(tmp_path: Path) -> None:
+    site, cache = tmp_path / "site", tmp_path / "cache"
+    _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin:hooks\n[console_scripts]\nx = y:z\n")
+    _dist(site, "probe_pack", "[grader.packs]\nr9 = r9\n")
+    first = _probe(site, cache)
+    assert first["metadata_imported"] is True
+    assert _ours(first) == [["probe", "probe_plugin:hooks", "probe_plugin"]]
+    assert _ours(first, "packs") == [["r9", "r9", "probe_pack"]]
+    [kept] = cache.glob("entry-points-*.json")
+    written = kept.stat().st_mtime_ns
+    second = _probe(site, cache)
+    assert second == {**first, "metadata_imported": False}
+    assert kept.stat().st_mtime_ns == written  # read, not rewritten
+    assert [p.name for p in cache.iterdir()] == [kept.name]
+
+
+def test_an_installation_that_changes_is_read_again(tmp_path: Path) -> None:
+    site, cache = tmp_path / "site", tmp_path / "cache"
+    info = _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
+    _probe(site, cache)
+    # An entry_points.txt edited in place: the folders' times stay, the file's changes.
+    stamp = os.stat(site).st_mtime_ns
+    (info / "entry_points.txt").write_text("[grader]\nprobe = probe_plugin.v2\n")
+    os.utime(info / "entry_points.txt", ns=(stamp + 10**9, stamp + 10**9))
+    os.utime(site, ns=(stamp, stamp))
+    edited = _probe(site, cache)
+    assert edited["metadata_imported"] is True
+    assert _ours(edited) == [["probe", "probe_plugin.v2", "probe_plugin"]]
+    # A distribution installed beside it, then the first one removed.
+    _dist(site, "probe_other", "[grader]\nother = probe_other\n")
+    assert sorted(_ours(_probe(site, cache))) == [
+        ["other", "probe_other", "probe_other"],
+        ["probe", "probe_plugin.v2", "probe_plugin"],
+    ]
+    for file in info.iterdir():
+        file.unlink()
+    info.rmdir()
+    assert _ours(_probe(site, cache)) == [["other", "probe_other", "probe_other"]]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b"", b"{not json", b'{"key": 1}', b"[]", b'{"key": null, "groups": {"grader": [[1, 2, 3]]}}', b"\xff\xfe"],
+)
+def test_a_damaged_file_is_a_miss_and_is_rewritten(tmp_path: Path, damage: bytes) -> None:
+    site, cache = tmp_path / "site", tmp_path / "cache"
+    _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
+    first = _probe(site, cache)
+    [kept] = cache.glob("entry-points-*.json")
+    kept.write_bytes(damage)
+    again = _probe(site, cache)
+    assert again == first  # read through importlib.metadata again, the same entry points
+    assert json.loads(kept.read_text())["groups"]["grader"] == first["grader"]
+
+
+def test_wrong_types_under_the_right_key_are_a_miss(tmp_path: Path) -> None:
+    site, cache = tmp_path / "site", tmp_path / "cache"
+    _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
+    first = _probe(site, cache)
+    [kept] = cache.glob("entry-points-*.json")
+    data = json.loads(kept.read_text())
+    data["groups"]["grader"] = [["probe", 7, "probe_plugin"]]
+    kept.write_text(json.dumps(data))
+    assert _probe(site, cache) == first
+
+
+def test_no_cache_folder_or_an_unwritable_one_still_reads(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
+    off = _probe(site, "")  # GRADER_CACHE_DIR= turns the cache off
+    assert off["metadata_imported"] is True and _ours(off) == [["probe", "probe_plugin", "probe_plugin"]]
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    assert _probe(site, blocked / "cache") == off
+    assert blocked.read_text() == "not a folder"
+
+
+def test_in_one_process_a_new_sys_path_entry_is_seen(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    before = entrypoints.entry_points("grader")
+    site = tmp_path / "site"
+    _dist(site, "probe_late", "[grader]\nlate = probe_late\n")
+    monkeypatch.syspath_prepend(str(site))
+    after = entrypoints.entry_points("grader")
+    assert [row for row in after if row not in before] == [("late", "probe_late", "probe_late")]
+
+
+def test_load_names_a_module_or_an_attribute_path() -> None:
+    import grader.fileio
+
+    assert entrypoints.load("grader.fileio") is grader.fileio
+    assert entrypoints.load("grader.fileio:write_atomic") is grader.fileio.write_atomic
+    assert entrypoints.load("grader.fileio : write_atomic.__name__ [extra]") == "write_atomic"
+    with pytest.raises(ModuleNotFoundError):
+        entrypoints.load("grader.no_such_module")
+    with pytest.raises(ValueError, match="entry-point group 'pytest11' is not kept; use one of grader, grader.packs"):
+        entrypoints.entry_points("pytest11")
