@@ -356,9 +356,11 @@ def test_infinite_loop_costs_only_its_call(tmp_path: Path) -> None:
     assert out.import_error == ""
     assert [r.status for r in out.results] == ["returned", "timeout", "returned"]
     assert out.results[0].value == 1.0 and out.results[2].value == 2.0
-    # The timeout counts CPU time; the duration is the grader's own measure of the call.
+    # The timeout counts CPU time; the duration is the grader's own measure of the call, in wall
+    # time. A plain job's CPU time is read from /proc in clock ticks, so the wall time may fall
+    # short of the limit by one tick (0.495 s was seen on a loaded machine).
     assert out.results[1].message == "the call used more than 0.5 s of CPU time"
-    assert 0.5 <= out.results[1].seconds < 2.0
+    assert 0.5 - 1 / os.sysconf("SC_CLK_TCK") <= out.results[1].seconds < 2.0
 
 
 def _recording_launcher(launches: list) -> object:
