@@ -14,17 +14,20 @@ cache folder (`grader.fileio.cache_dir`), under a key that changes whenever an i
 - the Python version.
 
 A run whose key differs from the file's reads `importlib.metadata` again and rewrites the file; a
-missing, unreadable or malformed file is the same as a different key, and a cache folder that
+missing, unreadable or malformed file is the same as a different key (so is anything but a small
+regular file: a FIFO or a link to ``/dev/zero`` in its place is not waited on or read), and a cache folder that
 cannot be written only costs the next run the import. ``GRADER_CACHE_DIR=`` (empty) turns the
 cache off.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib
 import json
 import os
+import stat
 import sys
 from typing import Any
 
@@ -40,6 +43,9 @@ _FORMAT = 1
 """The cache file's layout version: a file of another version is read as a miss."""
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
+
+_MAX_BYTES = 4 << 20
+"""The largest cache file read (a few kB for a few hundred distributions); a larger one is a miss."""
 
 EntryPoint = tuple[str, str, str]
 """An entry point as kept: ``(name, value, distribution)``, e.g.
@@ -143,11 +149,10 @@ def _kept_or_read(key: list[Any]) -> dict[str, list[EntryPoint]]:
     path = _cache_file()
     if path is not None:
         try:
-            with open(path, encoding="utf-8") as fh:
-                kept = json.load(fh)
+            kept = json.loads(_read_small(path))
             if kept["key"] == key:
                 return _checked(kept["groups"])
-        except (OSError, ValueError, KeyError, TypeError):  # missing, damaged or another layout: a miss
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):  # missing, damaged, too deep: a miss
             pass
     groups = _read()
     if path is not None:
@@ -156,6 +161,25 @@ def _kept_or_read(key: list[Any]) -> dict[str, list[EntryPoint]]:
         except OSError:  # an unwritable cache folder: the next run reads importlib.metadata again
             pass
     return groups
+
+
+def _read_small(path: str) -> bytes:
+    """The bytes of the regular file ``path``, at most `_MAX_BYTES` of them, without blocking.
+
+    Raises
+    ------
+    OSError
+        If ``path`` is missing, a link, a FIFO, a device or a folder, or larger than `_MAX_BYTES`
+        (what a FIFO or ``/dev/zero`` in its place would make a plain read do: wait or fill memory).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_BYTES:
+            raise OSError(errno.EINVAL, f"{path}: not a regular file of at most {_MAX_BYTES} bytes")
+        return os.read(fd, _MAX_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 def _checked(groups: Any) -> dict[str, list[EntryPoint]]:

@@ -29,9 +29,11 @@ def _dist(site: Path, name: str, text: str) -> Path:
     return info
 
 
-def _probe(site: Path, cache: Path | str) -> dict:
+def _probe(site: Path, cache: Path | str, timeout: float | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(site), "GRADER_CACHE_DIR": str(cache)}
-    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True, timeout=timeout
+    )
     return json.loads(proc.stdout)
 
 
@@ -81,7 +83,16 @@ def test_an_installation_that_changes_is_read_again(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    [b"", b"{not json", b'{"key": 1}', b"[]", b'{"key": null, "groups": {"grader": [[1, 2, 3]]}}', b"\xff\xfe"],
+    [
+        b"",
+        b"{not json",
+        b'{"key": 1}',
+        b"[]",
+        b'{"key": null, "groups": {"grader": [[1, 2, 3]]}}',
+        b"\xff\xfe",
+        b"[" * 100_000,  # deeper than json's recursion limit: a RecursionError, not a ValueError
+        b'{"key": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    ],
 )
 def test_a_damaged_file_is_a_miss_and_is_rewritten(tmp_path: Path, damage: bytes) -> None:
     site, cache = tmp_path / "site", tmp_path / "cache"
@@ -92,6 +103,26 @@ def test_a_damaged_file_is_a_miss_and_is_rewritten(tmp_path: Path, damage: bytes
     again = _probe(site, cache)
     assert again == first  # read through importlib.metadata again, the same entry points
     assert json.loads(kept.read_text())["groups"]["grader"] == first["grader"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-dev-zero", "folder", "huge"])
+def test_a_cache_file_that_is_not_a_small_regular_file_is_a_miss_without_waiting(tmp_path: Path, kind: str) -> None:
+    """A FIFO would block a plain read forever, /dev/zero fill memory, a folder or a huge file fail late."""
+    site, cache = tmp_path / "site", tmp_path / "cache"
+    _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
+    first = _probe(site, cache)
+    [kept] = cache.glob("entry-points-*.json")
+    key, groups = (json.loads(kept.read_text())[part] for part in ("key", "groups"))
+    kept.unlink()
+    if kind == "fifo":
+        os.mkfifo(kept)
+    elif kind == "link-to-dev-zero":
+        kept.symlink_to("/dev/zero")
+    elif kind == "folder":
+        kept.mkdir()
+    else:  # the right key and groups, after 8 MiB of blanks: not parsed (a file this size is no cache of ours)
+        kept.write_text(" " * (8 << 20) + json.dumps({"key": key, "groups": groups}))
+    assert _probe(site, cache, timeout=20) == first  # importlib.metadata read again
 
 
 def test_wrong_types_under_the_right_key_are_a_miss(tmp_path: Path) -> None:
