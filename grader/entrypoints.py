@@ -7,11 +7,15 @@ entry points of both groups are read with it once and kept in a small JSON file 
 cache folder (`grader.fileio.cache_dir`), under a key that changes whenever an installation on
 ``sys.path`` might have changed:
 
-- every ``sys.path`` entry with its modification time (a package installed or removed adds or
-  removes a folder there, and so changes it);
-- in each entry, every ``*.dist-info`` / ``*.egg-info`` folder with the modification time of its
-  ``entry_points.txt`` (a file edited in place);
+- every ``sys.path`` entry with its modification and change times (a package installed or
+  removed adds or removes a folder there, and so changes them);
+- in each entry, every ``*.dist-info`` / ``*.egg-info`` folder with the modification and change
+  times and the size of its ``entry_points.txt`` (a file edited in place; the change time moves
+  even when a tool puts the modification time back);
 - the Python version.
+
+What is read under a key with a time newer than a few seconds (`_SETTLE_NS`) is not kept, in the
+file or in the process: a file system with coarse times could see a second change keep them all.
 
 A run whose key differs from the file's reads `importlib.metadata` again and rewrites the file; a
 missing, unreadable or malformed file is the same as a different key (so is anything but a small
@@ -29,6 +33,7 @@ import json
 import os
 import stat
 import sys
+import time
 from typing import Any
 
 from grader.fileio import cache_dir, write_atomic
@@ -39,10 +44,15 @@ GROUPS = ("grader", "grader.packs")
 """The groups kept: the plugins' (`grader.plugins.ENTRY_POINT_GROUP`) and the packs'
 (`grader.packs.ENTRY_POINT_GROUP`)."""
 
-_FORMAT = 1
+_FORMAT = 2
 """The cache file's layout version: a file of another version is read as a miss."""
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
+
+_SETTLE_NS = 3 * 10**9
+"""How old every time in the key must be for what was read under it to be kept: a file system may
+keep times to the second (ext3, HFS+, some NFS servers) or two (FAT), so a change made within that
+long of the last can leave every time equal (what git calls a racily clean index)."""
 
 _MAX_BYTES = 4 << 20
 """The largest cache file read (a few kB for a few hundred distributions); a larger one is a miss."""
@@ -79,10 +89,12 @@ def entry_points(group: str) -> list[EntryPoint]:
     global _READ
     if group not in GROUPS:
         raise ValueError(f"entry-point group {group!r} is not kept; use one of {', '.join(GROUPS)}")
-    key = _key()
-    if _READ is None or _READ[0] != key:
-        _READ = key, _kept_or_read(key)
-    return list(_READ[1][group])
+    key, settled = _key()
+    if _READ is not None and _READ[0] == key:
+        return list(_READ[1][group])
+    groups = _kept_or_read(key, settled)
+    _READ = (key, groups) if settled else None
+    return list(groups[group])
 
 
 def load(value: str) -> Any:
@@ -111,28 +123,53 @@ def load(value: str) -> Any:
     return found
 
 
-def _key() -> list[Any]:
-    """What the kept entry points depend on (the module docstring lists it)."""
+def _key() -> tuple[list[Any], bool]:
+    """What the kept entry points depend on (the module docstring lists it), and whether it is settled.
+
+    Settled: every time in it is older than `_SETTLE_NS`; a later change could otherwise leave
+    every time as it was, on a file system that keeps coarse times.
+    """
     key: list[Any] = [_FORMAT, sys.version]
+    newest = 0
     for entry in sys.path:
-        folder = entry or "."
         try:
-            stamp = os.stat(folder).st_mtime_ns
-        except OSError:  # not there (yet)
-            key.append([entry, None])
+            folder = os.fspath(entry) or "."
+        except TypeError:  # not a path: importlib.metadata skips it too
+            key.append([repr(entry), None])
             continue
-        key.append([entry, stamp])
+        if not isinstance(folder, str):  # bytes: importlib.metadata itself fails on it
+            key.append([repr(entry), None])
+            continue
+        try:
+            info = os.stat(folder)
+        except (OSError, ValueError):  # not there (yet), or no path at all (a NUL in it)
+            key.append([folder, None])
+            continue
+        key.append([folder, *_stamps(info)])
+        newest = max(newest, info.st_mtime_ns, info.st_ctime_ns)
         try:
             with os.scandir(folder) as listing:
-                infos = sorted(item.name for item in listing if item.name.endswith(_INFO_SUFFIXES))
-        except OSError:  # a file, such as a zip archive: its modification time is in the key
+                infos = sorted(item.name for item in listing if item.name.lower().endswith(_INFO_SUFFIXES))
+        except OSError:  # a file, such as a zip archive: its times are in the key
             continue
         for name in infos:
             try:
-                key.append([name, os.stat(os.path.join(folder, name, "entry_points.txt")).st_mtime_ns])
+                info = os.stat(os.path.join(folder, name, "entry_points.txt"))
             except OSError:
                 key.append([name, None])
-    return key
+                continue
+            key.append([name, *_stamps(info)])
+            newest = max(newest, info.st_mtime_ns, info.st_ctime_ns)
+    return key, newest < time.time_ns() - _SETTLE_NS
+
+
+def _stamps(info: os.stat_result) -> list[int]:
+    """A file's modification and change times and size: the change time (ctime) moves with any write.
+
+    So a tool that puts back the modification time it found (``tar``, ``cp -p``, ``rsync -a``, an
+    archive with fixed times, as reproducible wheels have) still changes the key.
+    """
+    return [info.st_mtime_ns, info.st_ctime_ns, info.st_size]
 
 
 def _cache_file() -> str | None:
@@ -144,9 +181,9 @@ def _cache_file() -> str | None:
     return os.path.join(folder, f"entry-points-{prefix[:16]}.json")
 
 
-def _kept_or_read(key: list[Any]) -> dict[str, list[EntryPoint]]:
-    """The cache file's entry points if its key is ``key``, else `_read` (and the file rewritten)."""
-    path = _cache_file()
+def _kept_or_read(key: list[Any], settled: bool = True) -> dict[str, list[EntryPoint]]:
+    """The cache file's entry points if its key is ``key``, else `_read` (and the file rewritten, if ``settled``)."""
+    path = _cache_file() if settled else None
     if path is not None:
         try:
             kept = json.loads(_read_small(path))

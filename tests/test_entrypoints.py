@@ -13,8 +13,11 @@ import pytest
 from grader import entrypoints
 
 PROBE = (
-    "import json, sys\n"
+    "import json, os, sys\n"
+    "from grader import entrypoints\n"
     "from grader.entrypoints import entry_points\n"
+    # The folders are made just before: kept at once unless a test asks for the real settling time.
+    "entrypoints._SETTLE_NS = int(os.environ.get('PROBE_SETTLE_NS', '0'))\n"
     "print(json.dumps({'grader': entry_points('grader'), 'packs': entry_points('grader.packs'),\n"
     "                  'metadata_imported': 'importlib.metadata' in sys.modules}))\n"
 )
@@ -29,8 +32,8 @@ def _dist(site: Path, name: str, text: str) -> Path:
     return info
 
 
-def _probe(site: Path, cache: Path | str, timeout: float | None = None) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(site), "GRADER_CACHE_DIR": str(cache)}
+def _probe(site: Path, cache: Path | str, timeout: float | None = None, settle_ns: int = 0) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(site), "GRADER_CACHE_DIR": str(cache), "PROBE_SETTLE_NS": str(settle_ns)}
     proc = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True, timeout=timeout
     )
@@ -79,6 +82,57 @@ def test_an_installation_that_changes_is_read_again(tmp_path: Path) -> None:
         file.unlink()
     info.rmdir()
     assert _ours(_probe(site, cache)) == [["other", "probe_other", "probe_other"]]
+
+
+def test_a_tool_that_puts_the_times_back_still_changes_the_key(tmp_path: Path) -> None:
+    """``tar -x`` of a plugin's next version, its archive made with fixed times (as reproducible wheels are)."""
+    site, cache = tmp_path / "site", tmp_path / "cache"
+    info = _dist(site, "probe_plugin", "[grader]\n")
+    for path in (info / "entry_points.txt", site):
+        os.utime(path, ns=(1_580_601_600 * 10**9, 1_580_601_600 * 10**9))
+    assert _ours(_probe(site, cache)) == []
+    (info / "entry_points.txt").write_text("[grader]\nprobe = probe_plugin\n")
+    for path in (info / "entry_points.txt", site):
+        os.utime(path, ns=(1_580_601_600 * 10**9, 1_580_601_600 * 10**9))
+    seen = _probe(site, cache)
+    assert seen["metadata_imported"] is True
+    assert _ours(seen) == [["probe", "probe_plugin", "probe_plugin"]]
+
+
+def test_what_is_read_under_a_time_of_the_last_seconds_is_not_kept(tmp_path: Path) -> None:
+    """On a file system with times to the second, a change within the same second as the last keeps every time."""
+    site, cache = tmp_path / "site", tmp_path / "cache"
+    _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
+    settle = entrypoints._SETTLE_NS
+    assert settle >= 2 * 10**9  # FAT keeps times to 2 s
+    first = _probe(site, cache, settle_ns=settle)  # the folders are a moment old
+    assert _ours(first) == [["probe", "probe_plugin", "probe_plugin"]]
+    assert list(cache.glob("entry-points-*.json")) == []
+    assert _probe(site, cache, settle_ns=settle)["metadata_imported"] is True
+    # Once every time is older than that (here: at once), the entry points are kept.
+    assert _probe(site, cache)["metadata_imported"] is True
+    assert _probe(site, cache)["metadata_imported"] is False
+
+
+def test_in_one_process_what_is_not_settled_is_not_kept(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    info = _dist(site, "probe_late", "[grader]\nlate = probe_late\n")
+    monkeypatch.syspath_prepend(str(site))
+    stamps = os.stat(info / "entry_points.txt"), os.stat(site)
+    assert ("late", "probe_late", "probe_late") in entrypoints.entry_points("grader")
+    # The same second, on a file system with times to the second: the edit leaves every time as it was.
+    real_stat = os.stat
+    (info / "entry_points.txt").write_text("[grader]\nlater = probe_late\n")
+
+    def coarse_stat(path, *args, **kwargs):
+        for before, where in zip(stamps, (info / "entry_points.txt", site)):
+            if os.fspath(path) == str(where):
+                return before
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(entrypoints.os, "stat", coarse_stat)
+    assert ("later", "probe_late", "probe_late") in entrypoints.entry_points("grader")
 
 
 @pytest.mark.parametrize(
@@ -167,3 +221,12 @@ def test_load_names_a_module_or_an_attribute_path() -> None:
         entrypoints.load("grader.no_such_module")
     with pytest.raises(ValueError, match="entry-point group 'pytest11' is not kept; use one of grader, grader.packs"):
         entrypoints.entry_points("pytest11")
+
+
+def test_a_path_object_on_sys_path_is_read_as_its_path(tmp_path: Path, monkeypatch) -> None:
+    """importlib.metadata takes a `pathlib.Path` on sys.path; the key must too (json.dumps refused it)."""
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    _dist(site, "probe_path", "[grader]\npathy = probe_path\n")
+    monkeypatch.setattr(sys, "path", [site, *sys.path])
+    assert ("pathy", "probe_path", "probe_path") in entrypoints.entry_points("grader")
