@@ -65,7 +65,8 @@ def environment(pack: Any = None) -> jinja2.Environment:
 def _bytecode_cache() -> Any:
     """Where compiled templates are kept between runs: ``grader/templates/__pycache__``, as Python keeps
     its own. Compiling them costs about 60 ms a run. Best effort: a folder that cannot be written
-    (a read-only install) compiles every time; jinja2 checks each entry against its template's source."""
+    (a read-only install) compiles every time; jinja2 checks each entry against its template's source,
+    and each jinja2 release has entries of its own."""
     import jinja2
 
     class Kept(jinja2.FileSystemBytecodeCache):
@@ -86,7 +87,11 @@ def _bytecode_cache() -> Any:
         folder.mkdir(exist_ok=True)
     except OSError:
         return None
-    return Kept(str(folder))
+    # jinja2 marks an entry with its own bytecode format and Python's version, not its release: the
+    # code a release compiles calls that release's runtime, so each release keeps entries of its own
+    # (as Python's cpython-311 and cpython-312 files sit side by side).
+    version = jinja2.__version__.replace("%", "%%")
+    return Kept(str(folder), pattern=f"__jinja2-{version}_%s.cache")
 
 
 def _sections(env: Any) -> Any:

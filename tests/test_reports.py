@@ -241,3 +241,32 @@ def test_a_damaged_compiled_template_is_compiled_again_not_a_crash(
     template = pages.environment().get_template("index.html")
     assert template.name == "index.html" and callable(template.root_render_func)
     assert [p.read_bytes() for p in entries] == whole
+
+
+def test_compiled_templates_are_kept_per_jinja2_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upgraded jinja2 never loads the templates an older release compiled: jinja2 marks its entries
+    with its bytecode format and Python's version only, so each release has entries of its own."""
+    import jinja2
+
+    import grader.pages as pages
+
+    folder = tmp_path / "templates"
+    shutil.copytree(pages.TEMPLATES, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(pages, "TEMPLATES", folder)
+    pages.environment().get_template("index.html")
+    mine = sorted(p.name for p in (folder / "__pycache__").iterdir())
+    assert len(mine) == 2 and all(name.startswith(f"__jinja2-{jinja2.__version__}_") for name in mine)
+    monkeypatch.setattr(jinja2, "__version__", "9.9.9%s")
+    upgraded = pages.environment()
+    compiled: list[str] = []
+    real = upgraded.compile
+
+    def counted(source: str, name: str | None = None, *args: object, **kwargs: object) -> object:
+        compiled.append(str(name))
+        return real(source, name, *args, **kwargs)
+
+    monkeypatch.setattr(upgraded, "compile", counted)
+    upgraded.get_template("index.html")
+    assert "index.html" in compiled  # not loaded from the older release's entry
+    added = [p.name for p in (folder / "__pycache__").iterdir() if p.name not in mine]
+    assert added and all(name.startswith("__jinja2-9.9.9%s_") for name in added)

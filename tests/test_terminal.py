@@ -109,3 +109,15 @@ def test_progress_bar_on_a_terminal_writes_no_student_escape() -> None:
     out = stream.getvalue()
     assert "\x1b]" not in out and "\x07" not in out and "pwn" not in out and "\u202e" not in out
     assert "[2/2] bob: 0/1  error: boomlink" in out
+
+
+def test_xml_text_removes_exactly_what_xml_cannot_hold() -> None:
+    from grader.safetext import xml_text
+
+    def xml_char(c: int) -> bool:  # XML 1.0, production [2] Char
+        return c in (0x9, 0xA, 0xD) or 0x20 <= c <= 0xD7FF or 0xE000 <= c <= 0xFFFD or 0x10000 <= c <= 0x10FFFF
+
+    every = "".join(map(chr, range(0x110000)))
+    kept = xml_text(every)
+    assert kept == "".join(ch for ch in every if xml_char(ord(ch)))
+    assert len(every) - len(kept) == 2079  # 29 C0 controls, 2,048 surrogates, U+FFFE, U+FFFF
