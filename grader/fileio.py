@@ -355,11 +355,18 @@ def cache_dir() -> Path | None:
     entry points.
 
     ``GRADER_CACHE_DIR`` set to an empty string turns the cache off
-    (returns None). Otherwise ``$XDG_CACHE_HOME/grader`` or
-    ``~/.cache/grader``.
+    (returns None). Otherwise ``$XDG_CACHE_HOME/grader`` (an absolute path: a relative one is
+    ignored, as the XDG specification says) or ``~/.cache/grader``; None when there is no home
+    folder to put it in (``HOME`` empty or ``/``, or unset for a user the password database does
+    not know), rather than a ``.cache`` folder at ``/`` or a ``~`` folder in the working folder.
     """
     if "GRADER_CACHE_DIR" in os.environ:
         value = os.environ["GRADER_CACHE_DIR"]
         return Path(value) if value else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")  # "~" itself when it cannot say, "/" for HOME=""
+        if not os.path.isabs(home) or os.path.dirname(home) == home:
+            return None
+        base = os.path.join(home, ".cache")
     return Path(base) / "grader"
