@@ -207,13 +207,17 @@ def _read_small(path: str) -> bytes:
     ------
     OSError
         If ``path`` is missing, a link, a FIFO, a device or a folder, or larger than `_MAX_BYTES`
-        (what a FIFO or ``/dev/zero`` in its place would make a plain read do: wait or fill memory).
+        (what a FIFO or ``/dev/zero`` in its place would make a plain read do: wait or fill memory),
+        or another user's: in a cache folder others can write (``GRADER_CACHE_DIR=/tmp/...``), the
+        file names the modules the grader imports as plugins and the packs it grades with.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_BYTES:
             raise OSError(errno.EINVAL, f"{path}: not a regular file of at most {_MAX_BYTES} bytes")
+        if hasattr(os, "geteuid") and info.st_uid != os.geteuid():  # another user's, in a shared cache folder
+            raise OSError(errno.EPERM, f"{path}: not this user's file")
         return os.read(fd, _MAX_BYTES + 1)
     finally:
         os.close(fd)
