@@ -16,6 +16,8 @@ cache folder (`grader.fileio.cache_dir`), under a key that changes whenever an i
 
 What is read under a key with a time newer than a few seconds (`_SETTLE_NS`) is not kept, in the
 file or in the process: a file system with coarse times could see a second change keep them all.
+Nor is what is read while a finder on `sys.meta_path` other than the path finder lists
+distributions (`importlib.metadata` asks it too, and nothing in the key would follow it).
 
 A run whose key differs from the file's reads `importlib.metadata` again and rewrites the file; a
 missing, unreadable or malformed file is the same as a different key (so is anything but a small
@@ -90,7 +92,7 @@ def entry_points(group: str) -> list[EntryPoint]:
     if group not in GROUPS:
         raise ValueError(f"entry-point group {group!r} is not kept; use one of {', '.join(GROUPS)}")
     key, settled = _key()
-    if _READ is not None and _READ[0] == key:
+    if settled and _READ is not None and _READ[0] == key:
         return list(_READ[1][group])
     groups = _kept_or_read(key, settled)
     _READ = (key, groups) if settled else None
@@ -160,7 +162,18 @@ def _key() -> tuple[list[Any], bool]:
                 continue
             key.append([name, *_stamps(info)])
             newest = max(newest, info.st_mtime_ns, info.st_ctime_ns)
-    return key, newest < time.time_ns() - _SETTLE_NS
+    return key, newest < time.time_ns() - _SETTLE_NS and not _other_finders()
+
+
+def _other_finders() -> bool:
+    """Whether a finder on `sys.meta_path` besides the path finder lists distributions of its own.
+
+    `importlib.metadata` asks each one; what such a finder lists (a test's distributions made in
+    memory, a frozen application's) has no time in the key, so nothing read with one is kept.
+    """
+    from importlib.machinery import PathFinder
+
+    return any(finder is not PathFinder and hasattr(finder, "find_distributions") for finder in sys.meta_path)
 
 
 def _stamps(info: os.stat_result) -> list[int]:

@@ -245,3 +245,37 @@ def test_a_path_object_on_sys_path_is_read_as_its_path(tmp_path: Path, monkeypat
     _dist(site, "probe_path", "[grader]\npathy = probe_path\n")
     monkeypatch.setattr(sys, "path", [site, *sys.path])
     assert ("pathy", "probe_path", "probe_path") in entrypoints.entry_points("grader")
+
+
+def test_a_finder_that_lists_distributions_of_its_own_is_asked(tmp_path: Path, monkeypatch) -> None:
+    """As importlib.metadata (and pluggy before) asks it: a plugin's tests often register one in memory."""
+    import importlib.metadata
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+
+    class InMemory(importlib.metadata.Distribution):
+        def read_text(self, filename):
+            return {
+                "METADATA": "Metadata-Version: 2.1\nName: probe-memory\nVersion: 1.0\n",
+                "entry_points.txt": "[grader]\nmemory = probe_memory\n",
+            }.get(filename)
+
+        def locate_file(self, path):
+            return tmp_path / path
+
+    class Finder:
+        @staticmethod
+        def find_spec(*args, **kwargs):
+            return None
+
+        @staticmethod
+        def find_distributions(context=None):
+            name = getattr(context, "name", None)
+            return iter([InMemory()] if name in (None, "probe-memory", "probe_memory") else [])
+
+    before = entrypoints.entry_points("grader")
+    assert ("memory", "probe_memory", "probe-memory") not in before
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, Finder])
+    assert ("memory", "probe_memory", "probe-memory") in entrypoints.entry_points("grader")
+    monkeypatch.undo()
+    assert ("memory", "probe_memory", "probe-memory") not in entrypoints.entry_points("grader")
