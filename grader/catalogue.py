@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from grader.errors import ConfigError
-from grader.fileio import cache_dir, write_atomic
+from grader.fileio import cache_dir, read_regular, write_atomic
 from grader.models import Call, CallResult, RunOutcome, Submission
 
 __all__ = [
@@ -428,10 +428,14 @@ def _to_frame(result: CallResult) -> dict[str, Any]:
     }
 
 
+_MAX_CACHE_BYTES = 256 << 20
+"""The largest cache file read (`grader.fileio.read_regular`); a larger one is a miss."""
+
+
 def _read_cache(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_regular(path, _MAX_CACHE_BYTES))
+    except (OSError, ValueError, RecursionError):  # missing, damaged, nested too deep, not ours: a miss
         return {}
     results = data.get("results") if isinstance(data, dict) else None
     return results if isinstance(results, dict) else {}

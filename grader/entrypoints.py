@@ -28,17 +28,15 @@ cache off.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import importlib
 import json
 import os
-import stat
 import sys
 import time
 from typing import Any
 
-from grader.fileio import cache_dir, write_atomic
+from grader.fileio import cache_dir, read_regular, write_atomic
 
 __all__ = ["GROUPS", "EntryPoint", "entry_points", "load"]
 
@@ -199,7 +197,7 @@ def _kept_or_read(key: list[Any], settled: bool = True) -> dict[str, list[EntryP
     path = _cache_file() if settled else None
     if path is not None:
         try:
-            kept = json.loads(_read_small(path))
+            kept = json.loads(read_regular(path, _MAX_BYTES))
             if kept["key"] == key:
                 return _checked(kept["groups"])
         except (OSError, ValueError, KeyError, TypeError, RecursionError):  # missing, damaged, too deep: a miss
@@ -211,29 +209,6 @@ def _kept_or_read(key: list[Any], settled: bool = True) -> dict[str, list[EntryP
         except OSError:  # an unwritable cache folder: the next run reads importlib.metadata again
             pass
     return groups
-
-
-def _read_small(path: str) -> bytes:
-    """The bytes of the regular file ``path``, at most `_MAX_BYTES` of them, without blocking.
-
-    Raises
-    ------
-    OSError
-        If ``path`` is missing, a link, a FIFO, a device or a folder, or larger than `_MAX_BYTES`
-        (what a FIFO or ``/dev/zero`` in its place would make a plain read do: wait or fill memory),
-        or another user's: in a cache folder others can write (``GRADER_CACHE_DIR=/tmp/...``), the
-        file names the modules the grader imports as plugins and the packs it grades with.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_BYTES:
-            raise OSError(errno.EINVAL, f"{path}: not a regular file of at most {_MAX_BYTES} bytes")
-        if hasattr(os, "geteuid") and info.st_uid != os.geteuid():  # another user's, in a shared cache folder
-            raise OSError(errno.EPERM, f"{path}: not this user's file")
-        return os.read(fd, _MAX_BYTES + 1)
-    finally:
-        os.close(fd)
 
 
 def _checked(groups: Any) -> dict[str, list[EntryPoint]]:

@@ -18,6 +18,7 @@ __all__ = [
     "SubmissionFiles",
     "cache_dir",
     "output_file",
+    "read_regular",
     "remove_stale_scratch",
     "safe_name",
     "scratch_prefix",
@@ -116,6 +117,45 @@ def not_regular(path: str | os.PathLike[str]) -> str:
         if test(mode):
             return name
     return ""
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of ``path``, a regular file of this user's of at most ``limit`` bytes, read without blocking.
+
+    What the grader's caches (`cache_dir`) read their files with: a FIFO or a link to ``/dev/zero``
+    in a file's place would make a plain read wait forever or fill memory, and in a cache folder
+    others can write (``GRADER_CACHE_DIR=/tmp/...``) another user's file would choose the plugins
+    imported, or the mutants' outcomes.
+
+    Parameters
+    ----------
+    path : path-like
+        The file; a symbolic link is refused.
+    limit : int
+        The largest size read.
+
+    Returns
+    -------
+    bytes
+        The file's bytes.
+
+    Raises
+    ------
+    OSError
+        If ``path`` is missing, a link, a FIFO, a device or a folder, larger than ``limit``, or
+        another user's.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            raise OSError(errno.EINVAL, f"{os.fspath(path)!r}: not a regular file of at most {limit} bytes")
+        if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+            raise OSError(errno.EPERM, f"{os.fspath(path)!r}: another user's file")
+        return os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
 
 
 def safe_name(text: str) -> str:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,3 +50,71 @@ def test_a_user_without_home_or_password_entry_gets_no_cache(no_override: pytest
     no_override.delenv("HOME", raising=False)
     no_override.setattr(os.path, "expanduser", lambda path: path)
     assert cache_dir() is None
+
+
+def _mutant_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[Path]]:
+    """Run two catalogue entries once with the cache in ``tmp_path``; a function running them again, the files."""
+    import argparse
+
+    from conftest import ROOT
+
+    from grader.catalogue import load_catalogue, run_entries
+    from grader.config import Config
+    from grader.models import Call
+    from grader.plugins import get_plugin_manager
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    entries = [
+        e for e in load_catalogue(ROOT / "g14" / "mutants").entries if e.name in ("mib_decimal", "correct_lists")
+    ]
+    config = Config("check", argparse.Namespace(), get_plugin_manager(load_entrypoints=False))
+    calls = [Call("bytes_to_mib", (1048576,), 2.0)]
+
+    def again() -> dict[str, float]:
+        return {name: outcome.results[0].value for name, outcome in run_entries(config, entries, calls).items()}
+
+    first = again()
+    assert first == {"mib_decimal": 1.048576, "correct_lists": 1.0}
+    return again, sorted((tmp_path / "cache" / "catalogue").glob("*.json"))
+
+
+def test_the_mutants_cache_reads_a_file_nested_too_deep_as_a_miss(tmp_path: Path, monkeypatch) -> None:
+    """json raises RecursionError (not ValueError) past its depth: it stopped the whole grading run."""
+    again, files = _mutant_cache(tmp_path, monkeypatch)
+    for path in files:
+        path.write_text("[" * 100_000)
+    assert again() == {"mib_decimal": 1.048576, "correct_lists": 1.0}
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
+def test_the_mutants_cache_ignores_another_user_s_file(tmp_path: Path, monkeypatch) -> None:
+    """In a shared cache folder, another user's file would choose the outcome a diagnosis is read from."""
+    again, files = _mutant_cache(tmp_path, monkeypatch)
+    for path in files:
+        data = json.loads(path.read_text())
+        for frame in data["results"].values():
+            frame["value"] = 42.0
+        path.write_text(json.dumps(data))
+        os.chown(path, 54_321, 54_321)
+    assert again() == {"mib_decimal": 1.048576, "correct_lists": 1.0}
+
+
+def test_the_mutants_cache_does_not_wait_on_a_fifo(tmp_path: Path, monkeypatch) -> None:
+    again, files = _mutant_cache(tmp_path, monkeypatch)
+    for path in files:
+        path.unlink()
+        os.mkfifo(path)
+    seen: list[dict[str, float]] = []
+    worker = threading.Thread(target=lambda: seen.append(again()), daemon=True)
+    worker.start()
+    worker.join(30)
+    hung = worker.is_alive()
+    while worker.is_alive():  # unblock a reader waiting for a writer: open each FIFO's other end
+        for path in files:
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        worker.join(1)
+    assert not hung
+    assert seen == [{"mib_decimal": 1.048576, "correct_lists": 1.0}]
