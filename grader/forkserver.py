@@ -143,13 +143,14 @@ class Server:
 def main(argv: Sequence[str]) -> None:
     """Serve fork requests on the socket whose descriptor is ``argv[1]`` until the grader closes it.
 
-    The worker and numpy are imported once, here, so that each forked job starts with both loaded;
+    The worker, numpy and the modules student code may import (the worker's ``preimport``, as the
+    sandbox's zygote does) are imported once, here, so that each forked job starts with them loaded;
     ``{"ready": true}`` tells the grader (`grader.jobs.ForkServer`) the server is up. When the socket
     closes, the jobs still running are killed.
     """
     sock = socket.socket(fileno=int(argv[1]))
     worker = _load_worker()
-    import numpy  # noqa: F401 - imported once here, so every job starts with it
+    worker.preimport()  # numpy and what student code may import, once here: the zygote's modules
 
     server = Server(sock, worker)
     signal.signal(signal.SIGCHLD, server.reap)

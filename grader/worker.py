@@ -68,6 +68,57 @@ ARRAY_KEY = "$array"
 _WIRE_DTYPES = {"b": "|b1", "i": "<i8", "u": "<u8", "f": "<f8"}
 _FLOAT_MAX = 1.7976931348623157e308
 
+PREIMPORT = (
+    "abc array base64 bisect calendar cmath collections collections.abc concurrent.futures "
+    "concurrent.futures.thread contextlib copy csv dataclasses datetime decimal enum fnmatch fractions "
+    "functools glob hashlib heapq io "
+    "itertools json linecache logging math numbers operator pathlib pprint queue random re reprlib "
+    "secrets statistics string struct textwrap threading time traceback types typing unittest warnings "
+    "numpy numpy.linalg numpy.random numpy.fft numpy.ma numpy.polynomial numpy.testing numpy.typing "
+    "numpy.lib.stride_tricks"
+).split()
+"""The modules student code may import (the README lists them). The servers that fork jobs (the
+sandbox's zygote, the fork server of ``check`` and ``--insecure``) import them once, before any
+job: after the sandbox's uid drop and Landlock, a module not imported yet may be unreadable."""
+
+IMPORTABLE = frozenset(name.partition(".")[0] for name in PREIMPORT)
+"""The top-level packages a submission may import a module of that is not imported yet."""
+
+
+class OnlyListed:
+    """``sys.meta_path``'s first finder while a submission runs: a module of a package outside
+    `IMPORTABLE` that is not imported yet is refused, as an uninstalled one is.
+
+    The same rule on every machine and in every kind of job: the sandbox cannot read a module
+    the zygote did not import where the interpreter's folders are closed to the job's uid (a
+    Python under a 0700 ``/root``), while ``grader check`` and ``--insecure`` jobs can read them
+    all. Without it, a submission importing ``colorsys`` passed ``grader check`` and scored 0 in
+    the sandbox. Modules already imported (``os``, ``sys``) are found in ``sys.modules`` first.
+    """
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> None:
+        """None (the usual finders decide) for a module of `IMPORTABLE`; else refused.
+
+        Raises
+        ------
+        ModuleNotFoundError
+            ``No module named 'NAME'``, the message of a module that is not there.
+        """
+        if name.partition(".")[0] in IMPORTABLE:
+            return None
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def preimport() -> None:
+    """Import `PREIMPORT` (what a Python lacks is skipped), as a server does before its first job."""
+    for name in PREIMPORT:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+
+
 # Bound before the submission is imported: a submission that replaces json.dumps or
 # json.loads (or JSONEncoder.encode) changes nothing of what the worker writes and reads.
 _encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
@@ -290,6 +341,7 @@ def main(argv: list[str]) -> NoReturn:
     with open(request_path, encoding="utf-8") as fh:
         request = json.load(fh)
     _limits(request["cpu_seconds"])
+    preimport()  # what a forked job starts with, so the same modules are there to import
     run(request, fd)
 
 
@@ -377,6 +429,7 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
         assert spec is not None and spec.loader is not None  # a path ending in .py always has both
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
+        sys.meta_path.insert(0, OnlyListed)
         spec.loader.exec_module(module)
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):

@@ -7,6 +7,8 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +22,8 @@ from scale_support import (
     make_class,
     run,
 )
+
+from grader.fileio import remove_stale_scratch
 
 distributed = pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
 
@@ -102,6 +106,8 @@ def test_killing_a_worker_mid_batch_loses_and_duplicates_nothing(cluster, tmp_pa
     local, client = cluster
     klass = _slow_class(tmp_path / "class")
     run("grade", klass, "--out", tmp_path / "local", "-q")
+    scratch = Path(tempfile.gettempdir())
+    before = {p.name for p in scratch.glob("grader-dask-*")}
     proc = subprocess.Popen(
         grader_cmd(
             "grade",
@@ -150,6 +156,11 @@ def test_killing_a_worker_mid_batch_loses_and_duplicates_nothing(cluster, tmp_pa
     assert counts[0] == counts[1] and counts[1][0] == counts[1][1] >= 14
     lines = (tmp_path / "dask" / "gradebook.csv").read_text().splitlines()
     assert len(lines) == 1 + 16 and len(set(lines)) == len(lines)
+    # The killed worker's chunk folder is named by its pid, so the next grader to start removes it.
+    remove_stale_scratch()
+    left = {p.name for p in scratch.glob("grader-dask-*")} - before
+    live = {str(pid) for pid in client.run(os.getpid).values()}
+    assert {name for name in left if name.split("-")[2] not in live} == set()
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path: Path) -> None:
@@ -233,3 +244,26 @@ def test_the_cluster_sends_data_only_and_is_decoded_strictly() -> None:
     ):
         with pytest.raises(OutcomeError, match=words):
             decode_outcome(bad, calls)
+
+
+def test_a_worker_killed_mid_chunk_leaves_a_folder_the_next_grader_removes(tmp_path: Path) -> None:
+    """A chunk's scratch folder is named by its worker's pid: before, a worker killed mid-chunk left a
+    ``grader-dask-*`` folder in the temporary folder for good (one per test-suite run)."""
+    script = (
+        "import json, os, signal, types\n"
+        "from grader.builtin import dask_cluster\n"
+        "def killed(**kwargs):\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "hook = types.SimpleNamespace(grader_run_calls=killed)\n"
+        "dask_cluster._runner = lambda settings: types.SimpleNamespace(hook=hook)\n"
+        "item = {'id': 's1', 'name': 'attention.py', 'sha256': '0' * 64, 'data': ''}\n"
+        "dask_cluster.run_chunk(json.dumps([item]), dask_cluster.encode_calls([]), {})\n"
+    )
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TMPDIR": str(scratch)}, cwd=ROOT)
+    assert proc.returncode == -signal.SIGKILL
+    [left] = scratch.iterdir()
+    assert left.name.startswith("grader-dask-") and (left / "0" / "attention.py").is_file()
+    assert remove_stale_scratch(str(scratch)) == 1
+    assert list(scratch.iterdir()) == []

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import ConfigError, UsageError
+from grader.fileio import scratch_prefix
 from grader.jobs import positive_int
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
@@ -406,7 +407,9 @@ def run_chunk(payload: str, calls_text: str, settings: dict[str, Any]) -> str:
         if calls is None:
             calls = _CALLS[digest] = decode_calls(calls_text)
     out = []
-    with tempfile.TemporaryDirectory(prefix="grader-dask-") as tmp:
+    # Named by this worker's pid (`scratch_prefix`): a worker killed mid-chunk leaves its folder,
+    # and the next grader to start removes it (`remove_stale_scratch`).
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("dask")) as tmp:
         for i, item in enumerate(json.loads(payload)):
             folder = Path(tmp) / str(i)
             folder.mkdir()

@@ -1,8 +1,8 @@
 """The zygote's control server, for the sandbox child: start-up, requests, and watching jobs.
 
 `main` (called by ``grader/zygote.py``) loads the worker by path, imports
-numpy and the modules student code may use (`PREIMPORT`: after Landlock
-and the uid drop, a job can import nothing new), makes what every job
+numpy and the modules student code may use (the worker's ``PREIMPORT``:
+after Landlock and the uid drop, a job may be unable to read a module), makes what every job
 inherits (`jobsetup.prepare`), freezes the heap for cheap forks, says it
 is ready, and `serve` answers the grader's requests on the control socket:
 ``launch`` (fork a job, `jobsetup.fork_job`; reply with its pid, a pidfd
@@ -35,18 +35,6 @@ from .limits import SETUP_FAILED
 
 WORKER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker.py")
 """The worker every job runs (``grader/worker.py``), loaded by path."""
-
-# Student code may import these; after the uid drop and Landlock, modules
-# not imported yet may be unreadable, so they are imported here, once.
-PREIMPORT = (
-    "abc array base64 bisect calendar cmath collections collections.abc concurrent.futures "
-    "concurrent.futures.thread contextlib copy csv dataclasses datetime decimal enum fnmatch fractions "
-    "functools glob hashlib heapq io "
-    "itertools json linecache logging math numbers operator pathlib pprint queue random re reprlib "
-    "secrets statistics string struct textwrap threading time traceback types typing unittest warnings "
-    "numpy numpy.linalg numpy.random numpy.fft numpy.ma numpy.polynomial numpy.testing numpy.typing "
-    "numpy.lib.stride_tricks"
-).split()
 
 
 class Running:
@@ -212,11 +200,7 @@ def main(argv: Sequence[str]) -> None:
     if os.getppid() == 1:
         os._exit(1)
     worker = _load_worker()
-    for name in PREIMPORT:
-        try:
-            __import__(name)
-        except ImportError:
-            pass
+    worker.preimport()
     import numpy
 
     cgroups.cgroup_remove_stale()

@@ -125,6 +125,9 @@ class Worker(Protocol):
     def run(self, request: dict[str, Any], fd: int) -> NoReturn:
         """Import the submission, then answer calls from stdin, writing frames to ``fd``."""
 
+    def preimport(self) -> None:
+        """Import the modules student code may import (the zygote does, before any job)."""
+
     def _emit(self, fd: int, obj: Any) -> None:
         """Write one frame."""
 
