@@ -7,11 +7,11 @@ entry points of both groups are read with it once and kept in a small JSON file 
 cache folder (`grader.fileio.cache_dir`), under a key that changes whenever an installation on
 ``sys.path`` might have changed:
 
-- every ``sys.path`` entry with its modification and change times (a package installed or
-  removed adds or removes a folder there, and so changes them);
-- in each entry, every ``*.dist-info`` / ``*.egg-info`` folder with the modification and change
-  times and the size of its ``entry_points.txt`` (a file edited in place; the change time moves
-  even when a tool puts the modification time back);
+- every ``sys.path`` entry, and in each folder the name of every ``*.dist-info`` /
+  ``*.egg-info`` folder (a package installed, upgraded or removed adds or removes one) with the
+  modification and change times and the size of its ``entry_points.txt`` (a file edited in
+  place; the change time moves even when a tool puts the modification time back); for an entry
+  that is a file (a zip archive), its own times and size;
 - the Python version.
 
 What is read under a key with a time newer than a few seconds (`_SETTLE_NS`) is not kept, in the
@@ -44,7 +44,7 @@ GROUPS = ("grader", "grader.packs")
 """The groups kept: the plugins' (`grader.plugins.ENTRY_POINT_GROUP`) and the packs'
 (`grader.packs.ENTRY_POINT_GROUP`)."""
 
-_FORMAT = 2
+_FORMAT = 3
 """The cache file's layout version: a file of another version is read as a miss."""
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
@@ -141,17 +141,23 @@ def _key() -> tuple[list[Any], bool]:
             key.append([repr(entry), None])
             continue
         try:
-            info = os.stat(folder)
-        except (OSError, ValueError):  # not there (yet), or no path at all (a NUL in it)
-            key.append([folder, None])
-            continue
-        key.append([folder, *_stamps(info)])
-        newest = max(newest, info.st_mtime_ns, info.st_ctime_ns)
-        try:
             with os.scandir(folder) as listing:
                 infos = sorted(item.name for item in listing if item.name.lower().endswith(_INFO_SUFFIXES))
-        except OSError:  # a file, such as a zip archive: its times are in the key
+        except NotADirectoryError:  # a file, such as a zip archive: its times stand for what it holds
+            try:
+                info = os.stat(folder)
+            except OSError:
+                key.append([folder, None])
+                continue
+            key.append([folder, *_stamps(info)])
+            newest = max(newest, info.st_mtime_ns, info.st_ctime_ns)
             continue
+        except (OSError, ValueError):  # not there (yet), unreadable, or no path at all (a NUL in it)
+            key.append([folder, None])
+            continue
+        # A folder: the names of its distributions stand for it, not its times, which every file
+        # made there moves (a student's folder, first on sys.path under python -m grader).
+        key.append([folder, len(infos)])
         for name in infos:
             try:
                 info = os.stat(os.path.join(folder, name, "entry_points.txt"))

@@ -99,6 +99,21 @@ def test_a_tool_that_puts_the_times_back_still_changes_the_key(tmp_path: Path) -
     assert _ours(seen) == [["probe", "probe_plugin", "probe_plugin"]]
 
 
+def test_a_file_made_beside_the_distributions_is_no_change(tmp_path: Path) -> None:
+    """Under python -m grader the working folder is first on sys.path: saving attention.py there changes nothing installed."""
+    site, cache = tmp_path / "site", tmp_path / "cache"
+    _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
+    first = _probe(site, cache)
+    (site / "attention.py").write_text("def softmax(x): ...\n")
+    (site / "attention.py").rename(site / "attention2.py")  # as an editor saves, through a rename
+    assert _probe(site, cache) == {**first, "metadata_imported": False}
+    _dist(site, "probe_other", "[grader]\nother = probe_other\n")  # a distribution made there is one
+    assert sorted(_ours(_probe(site, cache))) == [
+        ["other", "probe_other", "probe_other"],
+        ["probe", "probe_plugin", "probe_plugin"],
+    ]
+
+
 def test_what_is_read_under_a_time_of_the_last_seconds_is_not_kept(tmp_path: Path) -> None:
     """On a file system with times to the second, a change within the same second as the last keeps every time."""
     site, cache = tmp_path / "site", tmp_path / "cache"
