@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -117,16 +118,19 @@ def test_a_file_made_beside_the_distributions_is_no_change(tmp_path: Path) -> No
 def test_what_is_read_under_a_time_of_the_last_seconds_is_not_kept(tmp_path: Path) -> None:
     """On a file system with times to the second, a change within the same second as the last keeps every time."""
     site, cache = tmp_path / "site", tmp_path / "cache"
-    _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
+    info = _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
     settle = entrypoints._SETTLE_NS
     assert settle >= 2 * 10**9  # FAT keeps times to 2 s
-    first = _probe(site, cache, settle_ns=settle)  # the folders are a moment old
+    # A moment old however slow the machine: a time a minute ahead of the clock is not settled either.
+    ahead = time.time_ns() + 60 * 10**9
+    os.utime(info / "entry_points.txt", ns=(ahead, ahead))
+    first = _probe(site, cache, settle_ns=settle)
     assert _ours(first) == [["probe", "probe_plugin", "probe_plugin"]]
     assert list(cache.glob("entry-points-*.json")) == []
     assert _probe(site, cache, settle_ns=settle)["metadata_imported"] is True
-    # Once every time is older than that (here: at once), the entry points are kept.
-    assert _probe(site, cache)["metadata_imported"] is True
-    assert _probe(site, cache)["metadata_imported"] is False
+    # Once every time is older than that (here: as if two minutes had passed), the entry points are kept.
+    assert _probe(site, cache, settle_ns=-120 * 10**9)["metadata_imported"] is True
+    assert _probe(site, cache, settle_ns=-120 * 10**9)["metadata_imported"] is False
 
 
 def test_in_one_process_what_is_not_settled_is_not_kept(tmp_path: Path, monkeypatch) -> None:
