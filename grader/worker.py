@@ -78,8 +78,10 @@ PREIMPORT = (
     "numpy.lib.stride_tricks"
 ).split()
 """The modules student code may import (the README lists them). The servers that fork jobs (the
-sandbox's zygote, the fork server of ``check`` and ``--insecure``) import them once, before any
-job: after the sandbox's uid drop and Landlock, a module not imported yet may be unreadable."""
+sandbox's zygote, the fork server of ``check`` and ``--insecure``) and a worker started alone
+(Windows) import them once, before any job (`preimport`): after the sandbox's uid drop and
+Landlock, a module not imported yet may be unreadable, and in every job `OnlyListed` would refuse
+what a listed module imports itself (``random`` imports ``_random``)."""
 
 IMPORTABLE = frozenset(name.partition(".")[0] for name in PREIMPORT)
 """The top-level packages a submission may import a module of that is not imported yet."""
