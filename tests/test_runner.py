@@ -1018,3 +1018,26 @@ def test_extra_frames_a_submission_writes_never_answer_a_later_call(tmp_path: Pa
     # Within a phase, the frames it wrote answer its own next calls: it could have returned those values.
     out = run(path, C("extra"), C("pid"), C("pid"), C("pid"))
     assert [r.value for r in out.results[:3]] == [99.0, 99.0, 1.0]
+
+
+def test_read_source_reads_the_whole_file_up_to_the_limit(tmp_path: Path) -> None:
+    import errno
+
+    from grader.fileio import MAX_SOURCE_BYTES
+    from grader.jobs import read_source
+
+    for size in (0, 1, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, MAX_SOURCE_BYTES):
+        path = tmp_path / f"f{size}"
+        data = os.urandom(size)
+        path.write_bytes(data)
+        assert read_source(str(path)) == data
+    for size in (MAX_SOURCE_BYTES + 1, 3 * MAX_SOURCE_BYTES):  # it grew after it was located
+        path = tmp_path / f"g{size}"
+        path.write_bytes(b"x" * size)
+        with pytest.raises(OSError) as grew:
+            read_source(str(path))
+        assert grew.value.errno == errno.EFBIG and str(grew.value) == "[Errno 27] larger than 2 MiB"
+    (tmp_path / "link").symlink_to(tmp_path / "f1")
+    with pytest.raises(OSError) as linked:
+        read_source(str(tmp_path / "link"))
+    assert linked.value.errno == errno.ELOOP
