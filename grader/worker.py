@@ -75,21 +75,33 @@ PREIMPORT = (
     "itertools json linecache logging math numbers operator pathlib pprint queue random re reprlib "
     "secrets statistics string struct textwrap threading time traceback types typing unittest warnings "
     "numpy numpy.linalg numpy.random numpy.fft numpy.ma numpy.polynomial numpy.testing numpy.typing "
-    "numpy.lib.stride_tricks"
+    "numpy.lib.stride_tricks "
+    # What listed modules import only when used: datetime.strptime (_strptime), str.encode and
+    # open(encoding=...) (encodings.*; np.savez and np.load of an .npz name members in cp437),
+    # np.memmap (mmap); and ctypes.util, which the sandbox's zygote imports (landlock, seccomp).
+    "_strptime encodings.ascii encodings.latin_1 encodings.cp1252 encodings.cp437 encodings.utf_8_sig "
+    "encodings.utf_16 encodings.utf_16_le encodings.utf_16_be encodings.utf_32 encodings.utf_32_le "
+    "encodings.utf_32_be encodings.idna encodings.punycode mmap ctypes.util"
 ).split()
-"""The modules student code may import (the README lists them). The servers that fork jobs (the
-sandbox's zygote, the fork server of ``check`` and ``--insecure``) and a worker started alone
-(Windows) import them once, before any job (`preimport`): after the sandbox's uid drop and
-Landlock, a module not imported yet may be unreadable, and in every job `OnlyListed` would refuse
-what a listed module imports itself (``random`` imports ``_random``)."""
+"""The modules student code may import (the README lists them), and what they import when used.
+The servers that fork jobs (the sandbox's zygote, the fork server of ``check`` and
+``--insecure``) and a worker started alone (Windows) import them once, before any job
+(`preimport`): after the sandbox's uid drop and Landlock, a module not imported yet may be
+unreadable, and in every job `OnlyListed` refuses a standard-library module not imported yet
+(``random`` imports ``_random``)."""
 
-IMPORTABLE = frozenset(name.partition(".")[0] for name in PREIMPORT)
-"""The top-level packages a submission may import a module of that is not imported yet."""
+IMPORTABLE = frozenset({"numpy"})
+"""The packages a submission may import a module of that is not imported yet: numpy, which the
+sandbox reads on every machine (its folder is one of Landlock's read-only paths). A module of the
+standard library is importable only if a server imported it (`PREIMPORT` and what it imports):
+where the interpreter's folders are closed to the job's uid (a 0700 ``/root``) the sandbox can
+read no other, so ``logging.handlers`` or ``unittest.mock`` passed ``grader check`` and failed
+when graded."""
 
 
 class OnlyListed:
-    """``sys.meta_path``'s first finder while a submission runs: a module of a package outside
-    `IMPORTABLE` that is not imported yet is refused, as an uninstalled one is.
+    """``sys.meta_path``'s first finder while a submission runs: a module not imported yet is
+    refused, as an uninstalled one is, unless it belongs to `IMPORTABLE` (numpy).
 
     The same rule on every machine and in every kind of job: the sandbox cannot read a module
     the zygote did not import where the interpreter's folders are closed to the job's uid (a

@@ -58,11 +58,12 @@ def test_modules_already_imported_and_listed_ones_are_importable(tmp_path: Path)
 
 
 def test_the_finder_names_every_listed_package() -> None:
-    assert "numpy" in worker.IMPORTABLE and "statistics" in worker.IMPORTABLE
+    assert worker.IMPORTABLE == {"numpy"}  # a standard-library module must be imported already
     assert worker.OnlyListed.find_spec("numpy.f2py") is None  # the usual finders decide
-    with pytest.raises(ModuleNotFoundError, match="No module named 'scipy.linalg'") as refused:
-        worker.OnlyListed.find_spec("scipy.linalg")
-    assert refused.value.name == "scipy.linalg"
+    for name in ("scipy.linalg", "statistics", "logging.handlers"):
+        with pytest.raises(ModuleNotFoundError, match=f"No module named '{name}'") as refused:
+            worker.OnlyListed.find_spec(name)
+        assert refused.value.name == name
 
 
 @pytest.mark.skipif(
@@ -98,3 +99,55 @@ def test_check_insecure_and_the_sandbox_agree(tmp_path: Path) -> None:
     proc = subprocess.run([*grader, "check", "attention.py"], capture_output=True, text=True, cwd=student, env=env)
     assert proc.returncode == 1
     assert REFUSED + HINT in proc.stdout
+
+
+def test_a_standard_library_module_not_imported_yet_is_refused_even_in_a_listed_package(tmp_path: Path) -> None:
+    """The sandbox here cannot read ``logging/handlers.py`` (a 0700 /root): before, ``import
+    logging.handlers`` passed ``grader check`` and ``--insecure`` and scored 0 when graded, and
+    ``from unittest import mock`` raised ModuleNotFoundError for asyncio in --insecure and ImportError in the sandbox (its
+    interpreter's folder)."""
+    path = tmp_path / "attention.py"
+    path.write_text(
+        "def f(name):\n"
+        "    import importlib\n"
+        "    importlib.import_module(name)\n\n"
+        "def g():\n"
+        "    from unittest import mock\n"
+    )
+    calls = [Call("f", (name,), 5.0, None, False) for name in ("logging.handlers", "json.tool", "numpy.char")]
+    out = run_calls(str(path), [*calls, Call("g", (), 5.0, None, False)])
+    assert out.import_error == ""
+    got = [(r.status, r.error_type, r.message) for r in out.results]
+    assert got == [
+        ("raised", "ModuleNotFoundError", "No module named 'logging.handlers'"),
+        ("raised", "ModuleNotFoundError", "No module named 'json.tool'"),
+        ("bad_return", "", got[2][2]),  # numpy's modules, which the sandbox reads: imported, then f returned None
+        ("raised", "ImportError", got[3][2]),
+    ]
+    assert got[3][2].startswith("cannot import name 'mock' from 'unittest' (")  # Python's words, as in the sandbox
+    assert worker.IMPORTABLE == {"numpy"}
+    with pytest.raises(ModuleNotFoundError, match="No module named 'logging.handlers'"):
+        worker.OnlyListed.find_spec("logging.handlers")
+
+
+def test_what_listed_modules_import_when_used_is_imported_before_the_job(tmp_path: Path) -> None:
+    """Honest code refused before in every job: datetime.strptime imports _strptime, an encoding is
+    imported when first named, np.savez and np.load of an .npz use cp437, np.memmap uses mmap."""
+    path = tmp_path / "attention.py"
+    path.write_text(
+        "import datetime, time\n"
+        "import numpy as np\n\n"
+        "def f():\n"
+        "    d = datetime.datetime.strptime('2026-12-02', '%Y-%m-%d')\n"
+        "    t = time.strptime('2026', '%Y').tm_year\n"
+        "    codes = ['é'.encode(e) for e in ('latin-1', 'cp1252', 'utf-8-sig', 'utf-16-le', 'utf-32-le')]\n"
+        "    np.savez('a.npz', x=np.arange(3.0))\n"
+        "    loaded = np.load('a.npz')['x'].tolist()\n"
+        "    m = np.memmap('m.dat', dtype='f8', mode='w+', shape=(2,))\n"
+        "    m[:] = 2.0\n"
+        "    return [d.day, t, [len(c) for c in codes], loaded, float(m.sum()), len('bücher.de'.encode('idna'))]\n"
+    )
+    out = run_calls(str(path), [Call("f", (), 5.0, None, False)])
+    assert out.import_error == ""
+    assert out.results[0].status == "returned", out.results[0].message
+    assert out.results[0].value == [2, 2026, [1, 1, 5, 2, 4], [0.0, 1.0, 2.0], 4.0, 16]
