@@ -117,10 +117,13 @@ class OnlyListed:
         Raises
         ------
         ModuleNotFoundError
-            ``No module named 'NAME'``, the message of a module that is not there.
+            ``No module named 'NAME'``, the message of a module that is not there (for
+            ``importlib.reload``, which passes ``target``: ``spec not found for the module 'NAME'``).
         """
         if name.partition(".")[0] in IMPORTABLE:
             return None
+        if target is not None:  # importlib.reload of a module the job has: Python's words when none is found
+            raise ModuleNotFoundError(f"spec not found for the module {name!r}", name=name)
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 

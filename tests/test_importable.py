@@ -151,3 +151,20 @@ def test_what_listed_modules_import_when_used_is_imported_before_the_job(tmp_pat
     assert out.import_error == ""
     assert out.results[0].status == "returned", out.results[0].message
     assert out.results[0].value == [2, 2026, [1, 1, 5, 2, 4], [0.0, 1.0, 2.0], 4.0, 16]
+
+
+def test_a_refused_reload_says_so_in_true_words(tmp_path: Path) -> None:
+    """``importlib.reload`` of a module the job has (its file may be unreadable in the sandbox) is
+    refused with Python's words for a reload whose module is not found, not "No module named"."""
+    path = tmp_path / "attention.py"
+    path.write_text("import importlib, statistics\n\ndef f():\n    importlib.reload(statistics)\n")
+    out = run_calls(str(path), [Call("f", (), 5.0, None, False)])
+    assert out.import_error == ""
+    got = out.results[0]
+    assert (got.status, got.error_type, got.message) == (
+        "raised",
+        "ModuleNotFoundError",
+        "spec not found for the module 'statistics'",
+    )
+    with pytest.raises(ModuleNotFoundError, match="No module named 'statistics'"):
+        worker.OnlyListed.find_spec("statistics")
