@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,3 +99,14 @@ def test_check_insecure_and_the_sandbox_agree(tmp_path: Path) -> None:
     proc = subprocess.run([*grader, "check", "attention.py"], capture_output=True, text=True, cwd=student, env=env)
     assert proc.returncode == 1
     assert REFUSED + HINT in proc.stdout
+
+
+def test_the_readme_lists_what_may_be_imported() -> None:
+    """Both lists in the README (for students, and the sandbox's) name exactly the packages of `IMPORTABLE`."""
+    from conftest import ROOT
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    lists = re.findall(r"(?:these modules of the standard library: |numpy\.testing`\) and )`([a-z0-9_. ]+)`", text)
+    assert len(lists) == 2
+    for names in lists:
+        assert {name.partition(".")[0] for name in names.split()} | {"numpy"} == worker.IMPORTABLE
