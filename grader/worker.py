@@ -68,27 +68,33 @@ ARRAY_KEY = "$array"
 _WIRE_DTYPES = {"b": "|b1", "i": "<i8", "u": "<u8", "f": "<f8"}
 _FLOAT_MAX = 1.7976931348623157e308
 
-PREIMPORT = (
+LISTED = (
     "abc array base64 bisect calendar cmath collections collections.abc concurrent.futures "
     "concurrent.futures.thread contextlib copy csv dataclasses datetime decimal enum fnmatch fractions "
     "functools glob hashlib heapq io "
     "itertools json linecache logging math numbers operator pathlib pprint queue random re reprlib "
     "secrets statistics string struct textwrap threading time traceback types typing unittest warnings "
     "numpy numpy.linalg numpy.random numpy.fft numpy.ma numpy.polynomial numpy.testing numpy.typing "
-    "numpy.lib.stride_tricks "
-    # What listed modules import only when used: datetime.strptime (_strptime), str.encode and
-    # open(encoding=...) (encodings.*; np.savez and np.load of an .npz name members in cp437),
-    # np.memmap (mmap); and ctypes.util, which the sandbox's zygote imports (landlock, seccomp).
-    "_strptime encodings.ascii encodings.latin_1 encodings.cp1252 encodings.cp437 encodings.utf_8_sig "
-    "encodings.utf_16 encodings.utf_16_le encodings.utf_16_be encodings.utf_32 encodings.utf_32_le "
-    "encodings.utf_32_be encodings.idna encodings.punycode mmap ctypes.util"
+    "numpy.lib.stride_tricks"
 ).split()
-"""The modules student code may import (the README lists them), and what they import when used.
-The servers that fork jobs (the sandbox's zygote, the fork server of ``check`` and
-``--insecure``) and a worker started alone (Windows) import them once, before any job
-(`preimport`): after the sandbox's uid drop and Landlock, a module not imported yet may be
-unreadable, and in every job `OnlyListed` refuses a standard-library module not imported yet
-(``random`` imports ``_random``)."""
+"""The modules student code may import (the README lists them)."""
+
+PREIMPORT = (
+    LISTED
+    + (
+        # What listed modules import only when used: datetime.strptime (_strptime), str.encode and
+        # open(encoding=...) (encodings.*; np.savez and np.load of an .npz name members in cp437),
+        # np.memmap (mmap); and ctypes.util, which the sandbox's zygote imports (landlock, seccomp).
+        "_strptime encodings.ascii encodings.latin_1 encodings.cp1252 encodings.cp437 encodings.utf_8_sig "
+        "encodings.utf_16 encodings.utf_16_le encodings.utf_16_be encodings.utf_32 encodings.utf_32_le "
+        "encodings.utf_32_be encodings.idna encodings.punycode mmap ctypes.util"
+    ).split()
+)
+"""`LISTED`, and what its modules import when used. The servers that fork jobs (the sandbox's
+zygote, the fork server of ``check`` and ``--insecure``) and a worker started alone (Windows)
+import them once, before any job (`preimport`): after the sandbox's uid drop and Landlock, a
+module not imported yet may be unreadable, and in every job `OnlyListed` refuses a
+standard-library module not imported yet (``random`` imports ``_random``)."""
 
 IMPORTABLE = frozenset({"numpy"})
 """The packages a submission may import a module of that is not imported yet: numpy, which the

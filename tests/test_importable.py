@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -168,3 +169,16 @@ def test_a_refused_reload_says_so_in_true_words(tmp_path: Path) -> None:
     )
     with pytest.raises(ModuleNotFoundError, match="No module named 'statistics'"):
         worker.OnlyListed.find_spec("statistics")
+
+
+def test_the_readme_lists_what_may_be_imported() -> None:
+    """Both lists in the README (for students, and the sandbox's) name exactly the packages of `LISTED`."""
+    from conftest import ROOT
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    lists = re.findall(r"(?:these modules of the standard library: |numpy\.testing`\) and )`([a-z0-9_. ]+)`", text)
+    assert len(lists) == 2
+    for names in lists:
+        assert {name.partition(".")[0] for name in names.split()} | {"numpy"} == {
+            n.partition(".")[0] for n in worker.LISTED
+        }
