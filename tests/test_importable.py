@@ -182,3 +182,14 @@ def test_the_readme_lists_what_may_be_imported() -> None:
         assert {name.partition(".")[0] for name in names.split()} | {"numpy"} == {
             n.partition(".")[0] for n in worker.LISTED
         }
+
+
+def test_a_plain_job_has_what_the_sandbox_s_jobs_inherit_from_the_zygote(tmp_path: Path) -> None:
+    """The zygote imports ctypes.util (Landlock, seccomp), so a sandboxed job could import it and a
+    ``grader check`` or ``--insecure`` job could not: the fork server imports it too."""
+    path = tmp_path / "attention.py"
+    path.write_text("import ctypes.util\n\ndef f():\n    return [callable(ctypes.util.find_library)]\n")
+    out = run_calls(str(path), [Call("f", (), 5.0, None, False)])
+    assert out.import_error == ""
+    assert out.results[0].value == [True]
+    assert "ctypes.util" in worker.PREIMPORT and "ctypes.util" not in worker.LISTED
