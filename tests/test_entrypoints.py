@@ -200,16 +200,22 @@ def test_a_cache_file_that_is_not_a_small_regular_file_is_a_miss_without_waiting
     assert _probe(site, cache, timeout=20) == first  # importlib.metadata read again
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
-def test_another_user_s_file_is_a_miss(tmp_path: Path) -> None:
-    """In a shared cache folder, another user's file with the right key would choose this user's plugins."""
-    site, cache = tmp_path / "site", tmp_path / "cache"
+def _kept_with(site: Path, cache: Path, rows: list) -> tuple[dict, Path]:
+    """A first probe's entry points, and its cache file rewritten with ``rows`` as group ``grader``."""
     _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
     first = _probe(site, cache)
     [kept] = cache.glob("entry-points-*.json")
     data = json.loads(kept.read_text())
-    data["groups"]["grader"] = [["probe", "attention", "probe_plugin"]]  # a student's file, with python -m grader
+    data["groups"]["grader"] = rows
     kept.write_text(json.dumps(data))
+    return first, kept
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
+def test_another_user_s_file_is_a_miss(tmp_path: Path) -> None:
+    """In a shared cache folder, another user's file with the right key would choose this user's plugins."""
+    site, cache = tmp_path / "site", tmp_path / "cache"
+    first, kept = _kept_with(site, cache, [["probe", "attention", "probe_plugin"]])  # a student's file
     os.chown(kept, 54_321, 54_321)
     assert _probe(site, cache) == first  # read again through importlib.metadata
     assert kept.stat().st_uid == os.geteuid()  # and replaced by this user's
@@ -217,12 +223,7 @@ def test_another_user_s_file_is_a_miss(tmp_path: Path) -> None:
 
 def test_wrong_types_under_the_right_key_are_a_miss(tmp_path: Path) -> None:
     site, cache = tmp_path / "site", tmp_path / "cache"
-    _dist(site, "probe_plugin", "[grader]\nprobe = probe_plugin\n")
-    first = _probe(site, cache)
-    [kept] = cache.glob("entry-points-*.json")
-    data = json.loads(kept.read_text())
-    data["groups"]["grader"] = [["probe", 7, "probe_plugin"]]
-    kept.write_text(json.dumps(data))
+    first, _ = _kept_with(site, cache, [["probe", 7, "probe_plugin"]])
     assert _probe(site, cache) == first
 
 
