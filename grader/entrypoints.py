@@ -242,7 +242,8 @@ def _read() -> dict[str, list[EntryPoint]]:
     """The entry points of `GROUPS`, read through `importlib.metadata`."""
     from importlib.metadata import entry_points as installed
 
+    every = installed()  # one pass over the distributions for both groups
     groups: dict[str, list[EntryPoint]] = {}
     for group in GROUPS:
-        groups[group] = [(ep.name, ep.value, ep.dist.name if ep.dist else "") for ep in installed(group=group)]
+        groups[group] = [(ep.name, ep.value, ep.dist.name if ep.dist else "") for ep in every.select(group=group)]
     return groups

@@ -153,7 +153,12 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
             raise OSError(errno.EINVAL, f"{os.fspath(path)!r}: not a regular file of at most {limit} bytes")
         if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
             raise OSError(errno.EPERM, f"{os.fspath(path)!r}: another user's file")
-        return os.read(fd, limit + 1)
+        # As much as the file says it holds, and one byte more: a buffer of ``limit`` would be
+        # allocated whole for each read (4 MiB for the entry points' few kilobytes).
+        data = os.read(fd, min(info.st_size, limit) + 1)
+        if len(data) > limit:  # it grew past the limit since fstat
+            raise OSError(errno.EFBIG, f"{os.fspath(path)!r}: larger than {limit} bytes")
+        return data
     finally:
         os.close(fd)
 

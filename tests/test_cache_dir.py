@@ -118,3 +118,26 @@ def test_the_mutants_cache_does_not_wait_on_a_fifo(tmp_path: Path, monkeypatch) 
         worker.join(1)
     assert not hung
     assert seen == [{"mib_decimal": 1.048576, "correct_lists": 1.0}]
+
+
+def test_read_regular_allocates_what_the_file_holds_not_its_limit(tmp_path: Path) -> None:
+    """It read ``limit + 1`` bytes at once: each read of the entry points' few kilobytes allocated
+    4 MiB, and each of the mutants' cache files 256 MiB (``tests/test_malformed.py`` caught the first)."""
+    import tracemalloc
+
+    from grader.fileio import read_regular
+
+    small = tmp_path / "small.json"
+    small.write_bytes(b'{"key": 1}')
+    tracemalloc.start()
+    try:
+        assert read_regular(small, 256 << 20) == b'{"key": 1}'
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 10
+    exact = tmp_path / "exact"
+    exact.write_bytes(b"x" * 1000)
+    assert read_regular(exact, 1000) == b"x" * 1000
+    with pytest.raises(OSError, match="not a regular file of at most 999 bytes"):
+        read_regular(exact, 999)
