@@ -18,6 +18,7 @@ __all__ = [
     "SubmissionFiles",
     "cache_dir",
     "output_file",
+    "read_at_most",
     "read_regular",
     "remove_stale_scratch",
     "safe_name",
@@ -119,6 +120,43 @@ def not_regular(path: str | os.PathLike[str]) -> str:
     return ""
 
 
+def read_at_most(fd: int, limit: int) -> bytes:
+    """The bytes of the open file ``fd`` from its offset: all of them, or ``limit + 1`` if it holds more.
+
+    Read in pieces of the size the file says it has (`os.fstat`), then 64 KiB: a single read or a
+    buffered read of ``limit + 1`` allocates that much whole for every file, 2 MiB for each
+    submission (`grader.jobs.read_source`), 4 MiB for the entry points' few kilobytes.
+
+    Parameters
+    ----------
+    fd : int
+        An open regular file, read from its current offset (a read shorter than asked is taken for
+        its end); not closed.
+    limit : int
+        The largest size wanted, in bytes: one byte more is read to tell a larger file.
+
+    Returns
+    -------
+    bytes
+        At most ``limit + 1`` bytes; longer than ``limit`` means the file is.
+
+    Raises
+    ------
+    OSError
+        If reading fails.
+    """
+    want = min(os.fstat(fd).st_size, limit) + 1
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit and (chunk := os.read(fd, want)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if len(chunk) < want:  # the end: no read of 64 KiB more to find it
+            break
+        want = min(1 << 16, limit + 1 - size)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
     """The bytes of ``path``, a regular file of this user's of at most ``limit`` bytes, read without blocking.
 
@@ -153,9 +191,7 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
             raise OSError(errno.EINVAL, f"{os.fspath(path)!r}: not a regular file of at most {limit} bytes")
         if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
             raise OSError(errno.EPERM, f"{os.fspath(path)!r}: another user's file")
-        # As much as the file says it holds, and one byte more: a buffer of ``limit`` would be
-        # allocated whole for each read (4 MiB for the entry points' few kilobytes).
-        data = os.read(fd, min(info.st_size, limit) + 1)
+        data = read_at_most(fd, limit)
         if len(data) > limit:  # it grew past the limit since fstat
             raise OSError(errno.EFBIG, f"{os.fspath(path)!r}: larger than {limit} bytes")
         return data

@@ -74,7 +74,7 @@ from grader.boundary import (
     frame_limit,
 )
 from grader.child.limits import CPU_RLIMIT_MARGIN_SECONDS
-from grader.fileio import MAX_SOURCE_BYTES, scratch_prefix
+from grader.fileio import MAX_SOURCE_BYTES, read_at_most, scratch_prefix
 from grader.judging import explain_error
 from grader.models import Call, CallResult, RunOutcome, phase_wire
 from grader.servers import CHILD_ENV as CHILD_ENV
@@ -155,17 +155,9 @@ def read_source(path: str) -> bytes:
     """
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        # Read in pieces the size the file says it has (a buffered read of 2 MiB + 1 allocated that
-        # much each time: 28 us a file, 5 this way), until its end or past the limit.
-        want = min(os.fstat(fd).st_size, MAX_SOURCE_BYTES) + 1
-        chunks, size = [], 0
-        while size <= MAX_SOURCE_BYTES and (chunk := os.read(fd, want)):
-            chunks.append(chunk)
-            size += len(chunk)
-            want = min(1 << 16, MAX_SOURCE_BYTES + 1 - size)
+        data = read_at_most(fd, MAX_SOURCE_BYTES)
     finally:
         os.close(fd)
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > MAX_SOURCE_BYTES:  # it grew after it was located
         raise OSError(errno.EFBIG, f"larger than {MAX_SOURCE_BYTES >> 20} MiB")
     return data
