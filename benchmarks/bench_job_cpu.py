@@ -10,13 +10,25 @@ and, given no task (its stdin closed), exits. The zygote's own CPU time
 and its reaped jobs' (``/proc/<zygote>/stat``: utime, stime, cutime,
 cstime) are read after 20 jobs and after the rest, and printed per job in
 milliseconds. CPU time, not wall-clock time: it holds on a loaded machine.
+
+Beside it, the floor any fork-per-submission design pays here: a fresh
+process loads what the zygote loads (numpy and the modules a submission may
+import, `grader.worker.preimport`), freezes them out of the collector as the
+zygote does, then forks as many children that exit at once, one after the
+other; its own CPU (the forks) and its reaped children's (their exits) are
+printed per fork. The difference between the two lines is what the layers,
+the requests and the copy-on-write faults of a job's set-up in Python cost.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import resource
 import shutil
+import subprocess
+import sys
 
 from grader.builtin.sandbox import DEFAULT_LIMITS, SandboxJob, Zygote, make_workdir
 
@@ -39,11 +51,43 @@ def _run(zygote: Zygote, workdir: str, count: int) -> None:
         job.settle()
 
 
+def bare_forks(count: int) -> str:
+    """Fork ``count`` children that exit at once from this process, loaded as the zygote is; one line of CPU ms."""
+    from grader import worker
+
+    worker.preimport()
+    import numpy  # noqa: F401 - loaded as the zygote loads it
+
+    gc.collect()
+    gc.freeze()
+
+    def cpu() -> tuple[float, float]:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+    before = cpu()
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+    after = cpu()
+    parent, children = (1000 * (b - a) / count for a, b in zip(before, after))
+    return (
+        f"bare fork and exit of the same numpy-loaded process: {parent + children:.2f} ms/fork "
+        f"(parent {parent:.2f}, child {children:.2f})"
+    )
+
+
 def main() -> None:
-    """Print the zygote's and the jobs' CPU milliseconds per job."""
+    """Print the zygote's and the jobs' CPU milliseconds per job, then a bare fork's."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--bare-only", action="store_true", help=argparse.SUPPRESS)  # the fresh process of the floor
     args = parser.parse_args()
+    if args.bare_only:
+        print(bare_forks(args.jobs))
+        return
     zygote, workdir = Zygote(), make_workdir()
     try:
         _run(zygote, workdir, 20)  # the slots' cgroups made, the zygote warm
@@ -59,6 +103,9 @@ def main() -> None:
         f"jobs {jobs_user + jobs_system:.2f} ms/job (user {jobs_user:.2f}, system {jobs_system:.2f})  "
         f"total {user + system + jobs_user + jobs_system:.2f} ms/job"
     )
+    # A fresh process, so that nothing this one started (the zygote's socket, threads) is in its forks.
+    bare = [sys.executable, os.path.abspath(__file__), "--bare-only", "--jobs", str(args.jobs)]
+    print(subprocess.run(bare, check=True, capture_output=True, text=True).stdout.strip())
 
 
 if __name__ == "__main__":
