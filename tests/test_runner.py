@@ -923,25 +923,28 @@ BUSY = """
 HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 
 
-def _hogs(n: int, seconds: float, sessions: bool = False) -> list:
-    """``n`` busy processes; with ``sessions``, each in a session of its own (as the worker is: with the
-    kernel's autogroups, the scheduler shares a core between sessions first)."""
+def _hogs(n: int, seconds: float) -> list:
+    """``n`` busy processes, each in a session of its own, as the worker is.
+
+    With the kernel's autogroups the scheduler shares a core between sessions first: hogs left in
+    pytest's session would together get one share against the worker's (half the core instead of a
+    third: 1.01 s for 0.5 s of CPU, and 0.85 s when a process of that session ran on the other core).
+    """
     import subprocess
     import sys
 
     return [
-        subprocess.Popen([sys.executable, "-c", HOG.format(seconds=seconds)], start_new_session=sessions)
-        for _ in range(n)
+        subprocess.Popen([sys.executable, "-c", HOG.format(seconds=seconds)], start_new_session=True) for _ in range(n)
     ]
 
 
 @contextlib.contextmanager
-def _one_core_shared_with(n: int, sessions: bool = False) -> Iterator[None]:
+def _one_core_shared_with(n: int) -> Iterator[None]:
     """This process (and what it starts) on one core, with ``n`` busy processes there (`_hogs`)."""
     own = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(own)})  # the hogs and the worker inherit it
     try:
-        hogs = _hogs(n, 20.0, sessions=sessions)
+        hogs = _hogs(n, 20.0)
         try:
             time.sleep(0.2)
             yield
@@ -956,10 +959,7 @@ def _one_core_shared_with(n: int, sessions: bool = False) -> Iterator[None]:
 def test_a_slow_correct_call_passes_while_other_processes_hog_its_core(tmp_path: Path) -> None:
     """0.5 s of CPU with a 1 s timeout, sharing one core with two busy processes: about 1.5 s of wall time."""
     path = submission(tmp_path, BUSY)
-    # Each hog in a session of its own, as the worker is: with the kernel's autogroups the core is shared
-    # between sessions first, so hogs in this process's session would together get one share against the
-    # worker's (half the core: about 1.01 s, and 0.85 s when a process of this session ran on the other core).
-    with _one_core_shared_with(2, sessions=True):  # the hogs and the worker: one core for the three
+    with _one_core_shared_with(2):  # the hogs and the worker: one core for the three
         out = run(path, C("busy", 0.5, timeout=1.0), C("busy", 0.05, timeout=1.0))
     assert [(r.status, r.value) for r in out.results] == [("returned", 0.5), ("returned", 0.05)]
     assert out.results[0].seconds > 1.0  # longer than its timeout by the clock, yet within it by CPU time
@@ -970,7 +970,7 @@ def test_a_spinning_call_meets_its_cpu_limit_however_busy_the_machine(tmp_path: 
     past the 2 s backstop. The time it waited for the core is not the call's: its CPU limit stops it,
     with the same words as on a quiet machine (a sleeping call still meets the backstop, below)."""
     path = submission(tmp_path, BUSY)
-    with _one_core_shared_with(5, sessions=True):
+    with _one_core_shared_with(5):
         out = run(path, C("busy", 30.0, timeout=0.5), C("nap", 30.0, timeout=0.5), C("busy", 0.01, timeout=1.0))
     spin, nap, after = out.results
     assert spin.status == "timeout" and spin.message == "the call used more than 0.5 s of CPU time"
