@@ -283,7 +283,7 @@ def _title(path: Path) -> str:
     for line in path.read_text(encoding="utf-8").splitlines():
         match = re.match(r"#\s+(.+?)\s*(\{.*\})?$", line)
         if match:
-            return match.group(1).strip("` ")
+            return match.group(1).replace("`", "").strip()
     return path.stem.replace("-", " ")
 
 

@@ -187,3 +187,18 @@ def test_every_link_of_the_readme_leads_to_a_file() -> None:
     assert len(local) >= 10
     for link in local:
         assert (ROOT / link).is_file(), f"README.md links to {link}, which does not exist"
+
+
+def test_a_new_page_not_in_the_nav_is_added_under_how_to_guides(tmp_path: Path) -> None:
+    """A feature's new ``docs/<topic>.md`` is built and linked before anyone edits the nav."""
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    (tmp_path / "index.md").write_text("# Home\n", encoding="utf-8")
+    (tmp_path / "listed.md").write_text("# Listed\n", encoding="utf-8")
+    (tmp_path / "ctrf.md").write_text("<!-- a comment -->\n# Export to `CTRF`\n\ntext\n", encoding="utf-8")
+    nav = [{"Home": "index.md"}, {"How-to guides": [{"Listed": "listed.md"}]}, {"Reference": ["x.md"]}]
+    config = hooks.on_config({"nav": nav, "docs_dir": str(tmp_path)})
+    assert config["nav"][1] == {"How-to guides": [{"Listed": "listed.md"}, {"Export to CTRF": "ctrf.md"}]}
+    assert config["nav"][0] == {"Home": "index.md"} and config["nav"][2] == {"Reference": ["x.md"]}
