@@ -37,6 +37,7 @@ import io
 import os
 import re
 import sys
+import time
 import urllib.parse
 from typing import Any
 
@@ -380,6 +381,9 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
 MARK = "grader result "
 """Each pushed comment ends with ``(grader result <fingerprint>)``: a re-push finds it and posts no second one."""
 
+SLEEP = time.sleep
+"""How the push waits out a rate limit (a test replaces it)."""
+
 RETRIES = 5
 """Attempts of each Canvas request refused for its rate (403 "Rate Limit Exceeded" or 429)."""
 
@@ -490,9 +494,7 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
     grader.errors.ConfigError
         If canvasapi is missing, or Canvas refuses or cannot be reached.
     """
-    import time
-
-    sleep = sleep or time.sleep
+    sleep = sleep or SLEEP
     m = _PUSH.match(url)
     if m is None:
         raise UsageError(
