@@ -41,7 +41,9 @@ SCHEMAS = Path(__file__).parent / "schemas"
 # --- the results the writers get ------------------------------------------------------------
 
 
-def _check(cid: str, status: str, score: float, top: float, visibility: str = "visible", message: str = "") -> CheckResult:
+def _check(
+    cid: str, status: str, score: float, top: float, visibility: str = "visible", message: str = ""
+) -> CheckResult:
     return CheckResult(cid, "", status, score, top, visibility, message, "", visibility == "visible")
 
 
@@ -75,7 +77,14 @@ def _report() -> GradingReport:
         _sub("Bob Smith", {"system": "moodle", "user": "12345", "name": "Bob Smith"}, True, HOSTILE),
         _sub("Ann Lee", {"system": "moodle", "user": "12346", "name": "Ann Lee"}),
         SubmissionResult(
-            "Cy Err", "p", "", "error", 0.0, 10.0, (), error=f"importing the file failed: ValueError: {HOSTILE}",
+            "Cy Err",
+            "p",
+            "",
+            "error",
+            0.0,
+            10.0,
+            (),
+            error=f"importing the file failed: ValueError: {HOSTILE}",
             lms={"system": "moodle", "user": "12347", "name": "Cy Err"},
         ),  # fmt: skip
         _sub("plain", {}),
@@ -409,7 +418,9 @@ def test_ctrf_report_of_the_samples_is_valid_and_true(graded: dict) -> None:
     jsonschema.Draft7Validator(CTRF_SCHEMA).validate(data)
     tests = data["results"]["tests"]
     summary = data["results"]["summary"]
-    checks = [(s["id"], e["id"], c) for s in graded["results"]["submissions"] for e in s["exercises"] for c in e["checks"]]
+    checks = [
+        (s["id"], e["id"], c) for s in graded["results"]["submissions"] for e in s["exercises"] for c in e["checks"]
+    ]
     assert summary["tests"] == len(tests) == len(checks)
     want = {"passed": "passed", "failed": "failed", "error": "other", "timeout": "other", "not_attempted": "skipped"}
     for key in ("passed", "failed", "skipped", "other"):

@@ -193,7 +193,14 @@ def test_moodle_export_with_worksheet_times(tmp_path: Path) -> None:
     assert (ann["raw_score"], ann["score"]) == (86, 81)
     assert "1 late day(s) used" in ann["adjustments"][0]["reason"]
     rows = list(csv.reader((out / "moodle.csv").open()))
-    assert rows[0] == ["Identifier", "Full name", "Grade", "Maximum Grade", "Last modified (grade)", "Feedback comments"]
+    assert rows[0] == [
+        "Identifier",
+        "Full name",
+        "Grade",
+        "Maximum Grade",
+        "Last modified (grade)",
+        "Feedback comments",
+    ]
     moodle = {row[0]: row for row in rows[1:]}
     assert moodle["Participant 12346"][1:4] == ["Ann Lee", "81", "86"] and "late day" in moodle["Participant 12346"][5]
     assert moodle["Participant 12345"][1:4] == ["Bob Smith", "86", "86"]
