@@ -19,14 +19,17 @@ worksheet, ``Identifier`` and ``Last modified (submission)``; or any CSV with
 an ``ID``/``id`` column and ``submitted_at``), the trusted time the course
 policy uses.
 
-Grades out, for ``grader grade``: ``DIR/canvas.csv`` (Canvas's gradebook
-import: Student, ID, SIS User ID, SIS Login ID, Section, then the assignment
-column, ``--canvas-assignment``) and ``DIR/moodle.csv`` (Moodle's assignment
-grading worksheet import: Identifier, Full name, Grade, Maximum Grade,
-Feedback comments), both with the final score and the adjustments' reasons.
-``--canvas-push URL`` (``https://canvas.example.edu/courses/C/assignments/A``,
-token in ``CANVAS_API_TOKEN``) posts each Canvas student's final score with
-a feedback comment through ``canvasapi`` (the ``canvas`` extra).
+Grades out, for ``grader grade`` (each tested against the importer's own code, see
+docs/exports.md): ``DIR/canvas.csv`` (Canvas's gradebook import: Student, ID, SIS User ID,
+SIS Login ID, Section, the custom column ``Notes``, then the assignment column ``Title (id)``,
+`canvas_assignment_column`) and ``DIR/moodle.csv`` (Moodle's grading worksheet import:
+Identifier, Full name, Grade, Maximum Grade, Last modified (grade), Feedback comments as
+escaped HTML), both with the final score and the adjustments' reasons, keyed by the LMS's
+id (`lms_user_id`). ``--canvas-push URL`` (``https://canvas.example.edu/courses/C/assignments/A``,
+token in ``CANVAS_API_TOKEN``) posts the Canvas students' final scores and feedback comments
+in one bulk request through ``canvasapi`` (the ``canvas`` extra), retried on rate limits, never
+a comment twice for the same result, and never over plain ``http://`` but to localhost with
+``--allow-http`` (`push_to_canvas`).
 """
 
 from __future__ import annotations
