@@ -95,13 +95,14 @@ def _report() -> GradingReport:
 # --- Moodle ------------------------------------------------------------------------------------
 
 
-def moodle_import(text: str, participants: dict[str, int], grades: dict[int, dict]) -> dict:
+def moodle_import(text: str, participants: dict[str, int], grades: dict[int, dict], max_grade: float = 100) -> dict:
     """Moodle's "Upload grading worksheet", transcribed (moodle/moodle,
     mod/assign/feedback/offline/importgradeslib.php and locallib.php).
 
     ``participants``: unique id (the number after "Participant ") -> user id
     (``get_user_id_for_uniqueid``); ``grades``: user id -> the grade Moodle holds
-    (``grade``, ``timemodified``). Returns what Moodle stores: user id -> grade, feedback.
+    (``grade``, ``timemodified``); ``max_grade``: the assignment's maximum grade. Returns what
+    Moodle stores: user id -> grade, feedback.
     """
     rows = list(csv.reader(io.StringIO(text)))  # csv_import_reader, 'comma'
     columns = rows[0]
@@ -123,7 +124,7 @@ def moodle_import(text: str, participants: dict[str, int], grades: dict[int, dic
         held = grades.get(user)
         stale = held is not None and held["timemodified"] > modified + 60
         result: dict = {}
-        if not (held and held["grade"] == grade) and grade >= 0 and not stale and grade <= 10:
+        if not (held and held["grade"] == grade) and grade >= 0 and not stale and grade <= max_grade:
             result["grade"] = grade
         # `if (!empty($details['index']))`: a feedback column at index 0 is never read.
         if not stale and feedback_index:
@@ -443,3 +444,33 @@ def test_ctrf_of_hostile_text_is_valid() -> None:
     text.encode("utf-8")  # no lone surrogate
     assert "\\u001b" not in text and data["results"]["summary"]["stop"] == 1_000
     assert data["results"]["tests"][0]["name"] == "eve\ufffd G14.01 shape"
+
+
+def test_files_of_a_graded_lms_export_are_read_by_canvas_and_moodle(tmp_path: Path) -> None:
+    """The whole road: a Canvas zip and a Moodle folder graded, their files read by the importers."""
+    from test_term import NO_SQRT, NUMPY, _canvas, _grade
+
+    from grader.cli import main
+
+    _canvas(tmp_path)
+    url = "https://canvas.example.edu/courses/1/assignments/77"
+    assert _grade(tmp_path, "--canvas-assignment", "G14 attention (77)") == 0
+    read = canvas_import(
+        (tmp_path / "out" / "canvas.csv").read_text(), {77: "G14 attention"}, {340934: "b", 340935: "a"}, {"Notes"}
+    )
+    assert read["assignments"] == [77] and read["points"] == {77: "86"}
+    assert read["grades"] == {340934: {77: "68"}, 340935: {77: "75.4"}}
+    assert "marked LATE" in read["notes"][340935]["Notes"]
+    assert canvas_assignment_column(None, "G14 attention", url)[0] == "G14 attention (77)"
+
+    export = tmp_path / "moodle"
+    for folder, text in (
+        ("Bob Smith_12345_assignsubmission_file_", NUMPY),
+        ("Ann Lee_12346_assignsubmission_file_", NO_SQRT),
+    ):
+        (export / folder).mkdir(parents=True)
+        (export / folder / "attention.py").write_text(text)
+    assert main(["grade", str(export), "--out", str(tmp_path / "mout"), "-q"]) == 0
+    stored = moodle_import((tmp_path / "mout" / "moodle.csv").read_text(), {"12345": 1, "12346": 2}, {})
+    assert {u: s["grade"] for u, s in stored.items()} == {1: 86.0, 2: 66.0}
+    assert stored[2]["feedback"].startswith("G14: 66 / 86<br>G14.01 ")

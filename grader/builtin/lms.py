@@ -513,7 +513,7 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
         return 0
     try:
         canvas = Canvas(m["base"], token)
-        requester = canvas._Canvas__requester
+        requester = getattr(canvas, "_Canvas__requester", None)  # its last response: the rate-limit headers
         course = _call(requester, lambda: canvas.get_course(int(m["course"])), sleep)
         assignment = _call(requester, lambda: course.get_assignment(int(m["assignment"])), sleep)
         existing: dict[str, str] = {}
