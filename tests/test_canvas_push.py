@@ -158,7 +158,7 @@ def test_bad_addresses_are_one_line_before_grading(
 ) -> None:
     _canvas(tmp_path)
     monkeypatch.setenv("CANVAS_API_TOKEN", "t0ken")
-    assert _grade(tmp_path, "--canvas-push", url, *extra) == 2
+    assert _grade(tmp_path, "--canvas-push", url, *extra) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"grader: error: --canvas-push {url}: ") and says in err[0]
     assert not (tmp_path / "out").exists()  # refused before anything was graded or written

@@ -396,19 +396,19 @@ def check_push_address(url: str, allow_http: bool) -> None:
 
     Raises
     ------
-    grader.errors.UsageError
+    grader.errors.ConfigError
         If it is not an assignment's address, or is plain ``http://`` (the token would
         travel in clear) unless ``allow_http`` and the host is this machine.
     """
     m = _PUSH.match(url)
     if m is None:
-        raise UsageError(
+        raise ConfigError(
             f"--canvas-push {url}: not an assignment's address; give https://HOST/courses/COURSE/assignments/ASSIGNMENT"
         )
     if url.startswith("http://"):
         host = urllib.parse.urlsplit(url).hostname or ""
         if not allow_http or host not in {h.strip("[]") for h in LOCAL_HOSTS}:
-            raise UsageError(
+            raise ConfigError(
                 f"--canvas-push {url}: plain http:// would send the Canvas token in clear; give the https:// address"
                 + ("" if allow_http else " (--allow-http is for a test server on localhost only)")
                 + ("" if not allow_http else f"; --allow-http accepts localhost only, not {host}")
@@ -500,7 +500,7 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
     sleep = sleep or SLEEP
     m = _PUSH.match(url)
     if m is None:
-        raise UsageError(
+        raise ConfigError(
             f"--canvas-push {url}: not an assignment's address; give https://HOST/courses/COURSE/assignments/ASSIGNMENT"
         )
     try:
