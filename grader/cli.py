@@ -295,6 +295,9 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None, only: str | None = 
     )
     init_ci.add_argument("--force", action="store_true", help="overwrite files that exist")
     _pack_argument(init_ci)
+    from grader.gradescope_bundle import add_parser as add_gradescope_bundle
+
+    add_gradescope_bundle(sub, common)
     sub.add_parser(
         "doctor",
         parents=[common("doctor")],
@@ -362,6 +365,10 @@ def _run(config: Config) -> int:
             _write(f"wrote {display(str(path))}")
         _write(NOTE)
         return EXIT_OK
+    if config.command == "gradescope-bundle":
+        from grader.gradescope_bundle import run as gradescope_bundle
+
+        return gradescope_bundle(config, _write)
     if config.command == "doctor":
         code = config.hooks.doctor(write=_write, config=config)
         if code is None:

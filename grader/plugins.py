@@ -49,6 +49,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "csv_gradebook",
     "gradescope",
     "junit",
+    "ctrf",
     "github",
     "summary_page",
     "classroom",  # after "github": called before it, so its Classroom notices come before the annotations

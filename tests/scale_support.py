@@ -77,6 +77,7 @@ def run(*args: object, env: dict[str, str] | None = None, check: bool = True) ->
     return done
 
 
+_MILLISECONDS = re.compile(r'("(?:duration|start|stop)":) -?[0-9]+')
 _SECONDS = re.compile(r'("execution_time": )[0-9.e+-]+|( time=")[0-9.]+(")')
 
 
@@ -86,6 +87,8 @@ def without_times(name: str, data: bytes) -> bytes:
     if name.endswith(".json") and "gradescope" in name or name.endswith(".xml"):
         text = data.decode()
         return _SECONDS.sub(lambda m: (m.group(1) or m.group(2)) + "0" + (m.group(3) or ""), text).encode()
+    if name == "ctrf.json":  # CTRF's milliseconds: each check's duration, the run's start and stop
+        return _MILLISECONDS.sub(r"\1 0", data.decode()).encode()
     return data
 
 

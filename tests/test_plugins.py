@@ -72,6 +72,7 @@ def test_builtins_are_registered_through_the_same_hooks() -> None:
     assert sorted(impls["grader_write_reports"]) == [
         "classroom",
         "csv_gradebook",
+        "ctrf",
         "github",
         "gradescope",
         "html_report",

@@ -10,10 +10,12 @@ as soon as that submission is graded.
 
 Mapping of our result model:
 
-* top level: ``score`` is the total; ``execution_time`` the seconds the
-  student's calls took (see `grader.builtin.timing`); ``output`` says the
-  total per exercise, or why the file could not be graded, and what the
-  code printed; ``output_format`` is ``text`` so nothing the student
+* top level: ``score`` is the total (Gradescope hides it while a test is
+  withheld); ``execution_time`` the seconds the student's calls took (see
+  `grader.builtin.timing`); ``output`` (always shown) says the total per
+  exercise, or, when any check is not ``visible``, each exercise's sum over its
+  visible checks only (never a sum counting a withheld check), or why the file
+  could not be graded, and what the code printed; ``output_format`` is ``text`` so nothing the student
   controls is rendered as HTML (Gradescope's default for the top level);
   ``stdout_visibility`` is ``hidden`` (the grader's own log is for staff);
 * one test per check: ``name`` ``"G14.02 zero-scores: <description>"``,
@@ -118,6 +120,13 @@ def _test_texts(exercise_id: str, c: Any) -> tuple[str, str, str, str, str]:
 
 
 def _overall_output(sub: SubmissionResult, filename: str) -> str:
+    """The top-level ``output`` (always shown): no sum that counts a check Gradescope withholds.
+
+    While a test is ``hidden`` (or ``after_due_date``/``after_published`` before release)
+    Gradescope hides the total, but prints this text as it is: with such checks, it gives
+    each exercise's sum over its visible checks only, and no total or raw score.
+    """
+    withheld = any(c.visibility != "visible" for e in sub.exercises for c in e.checks)
     lines = []
     if sub.status == "error":
         lines += [
@@ -125,13 +134,26 @@ def _overall_output(sub: SubmissionResult, filename: str) -> str:
             f"Fix this first, then run 'grader check {filename}'.",
             "",
         ]
-    lines.append(f"Total: {sub.score:g} / {sub.max_score:g}")
-    lines += [display(line) for line in adjustment_lines(sub)]
-    lines += [f"{display(e.id)} {display(e.title)}: {e.score:g} / {e.max_score:g}" for e in sub.exercises]
+    adjustments = adjustment_lines(sub)
+    if not withheld:
+        lines.append(f"Total: {sub.score:g} / {sub.max_score:g}")
+        lines += [display(line) for line in adjustments]
+        lines += [f"{display(e.id)} {display(e.title)}: {e.score:g} / {e.max_score:g}" for e in sub.exercises]
+    else:
+        lines.append("Total: shown by Gradescope once the hidden checks are released.")
+        lines += [display(line) for line in adjustments[:-1]]  # the last line sums every check
+        for e in sub.exercises:
+            shown = [c for c in e.checks if c.visibility == "visible"]
+            if shown:
+                score, top = sum(c.score for c in shown), sum(c.max_score for c in shown)
+                more = " (and hidden checks)" if len(shown) < len(e.checks) else ""
+                lines.append(f"{display(e.id)} {display(e.title)}: visible checks {score:g} / {top:g}{more}")
+            else:
+                lines.append(f"{display(e.id)} {display(e.title)}: hidden checks only")
     for label, text in (("stdout", sub.stdout), ("stderr", sub.stderr)):
-        shown = display(text or "", newlines=True).rstrip("\n")
-        if shown.strip():
-            lines += ["", f"What your code printed ({label}):", shown]
+        shown_text = display(text or "", newlines=True).rstrip("\n")
+        if shown_text.strip():
+            lines += ["", f"What your code printed ({label}):", shown_text]
     return "\n".join(lines)
 
 

@@ -4,13 +4,13 @@
 a student's CI too) writes ``--junit FILE``. The layout is the one pytest's
 ``--junitxml`` writes and CI systems read::
 
-    <testsuites name="grader" tests= failures= errors= skipped= time=>
+    <testsuites name="grader" tests= failures= errors= time=>
       <testsuite name="G14.02" tests= failures= errors= skipped= time=>
-        <testcase classname="alice.G14.02" name="zero-scores" time="0.001">
+        <testcase classname="alice.G14_02" name="zero-scores" time="0.001">
           <failure type="failed" message="...">feedback</failure>
 
 One ``testsuite`` per exercise, holding one ``testcase`` per check of every
-submission (``classname`` is the submission id and the exercise). Statuses:
+submission (``classname`` is the submission id and the exercise, see `classname`). Statuses:
 ``failed`` -> ``<failure>``, ``error`` and ``timeout`` -> ``<error>`` (the
 call did not return a value), ``not_attempted`` -> ``<skipped>``. Messages
 follow `grader.feedback`: hidden checks never carry inputs or expected
@@ -19,6 +19,10 @@ characters (`grader.safetext.display`) and every character XML 1.0 cannot
 hold (`grader.safetext.xml_text`: C0 controls but TAB/LF/CR, U+FFFE/FFFF,
 lone surrogates); ElementTree escapes the rest. ``time`` is the seconds the check's calls took
 (`grader.builtin.timing`), so two runs differ in those attributes only.
+
+Valid against ``junit-10.xsd``, the schema Jenkins' xunit plugin validates with:
+``<testsuites>`` carries ``name``, ``time``, ``tests``, ``failures`` and ``errors``
+(no ``skipped``: that count is on each ``<testsuite>``).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from grader.term import adjustment_lines
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
-__all__ = ["junit_pieces", "junit_xml"]
+__all__ = ["classname", "junit_pieces", "junit_xml"]
 
 FILENAME = "junit.xml"
 
@@ -66,6 +70,25 @@ def _attribute(text: str) -> str:
     return written[len('<a v="') : -len('" />')]
 
 
+def classname(sub_id: str, exercise_id: str) -> str:
+    """A test case's ``classname``: ``<submission>.<exercise>``, each one's own dots made ``_``.
+
+    Jenkins' junit plugin splits a classname at its last dot into package and class; the
+    only dot left is the one between the two, so Jenkins shows the submission as the
+    package and the exercise as the class (``alice.G14_02``, never package ``alice.G14``,
+    class ``02``).
+
+    Parameters
+    ----------
+    sub_id, exercise_id : str
+
+    Returns
+    -------
+    str
+    """
+    return f"{sub_id.replace('.', '_')}.{exercise_id.replace('.', '_')}"
+
+
 def _passed_case(classname: str, name: str, time: str) -> str:
     """A test case with no child, as ElementTree writes it (``test_perf`` holds them to the same bytes)."""
     return f'<testcase classname="{_attribute(classname)}" name="{_attribute(name)}" time="{time}" />'
@@ -79,6 +102,8 @@ Seconds = Callable[[str], dict[tuple[str, str], float]]
 """Per submission id, the seconds of each (exercise id, check id), as `grader.stash.check_seconds` gives."""
 
 _COUNTS = ("tests", "failures", "errors", "skipped")
+_ROOT_COUNTS = ("tests", "failures", "errors")
+"""``<testsuites>``'s counts in junit-10.xsd (it has no ``skipped``)."""
 _KEY = {"failure": "failures", "error": "errors", "skipped": "skipped"}
 _MARK = "@@grader-junit-children@@"
 _INDENT = "  "
@@ -167,8 +192,8 @@ def junit_pieces(
         suites.append((ex_id, suite, counts["tests"]))
     adjusted = [sub for sub in report.submissions if sub.adjustments]
     root = ET.Element("testsuites", name="grader")
-    for key, value in totals.items():
-        root.set(key, str(value))
+    for key in _ROOT_COUNTS:
+        root.set(key, str(totals[key]))
     root.set("time", _seconds(total_time))
     yield '<?xml version="1.0" encoding="utf-8"?>\n'
     if not suites and not adjusted:
@@ -196,10 +221,10 @@ def junit_pieces(
                         t = times.get((ex.id, c.id), 0.0)
                         element = OUTCOME.get(c.status)
                         if element is None:  # most cases: written without a tree
-                            yield level2 + _passed_case(f"{sub.id}.{ex.id}", c.id, _seconds(t))
+                            yield level2 + _passed_case(classname(sub.id, ex.id), c.id, _seconds(t))
                             continue
                         case = ET.Element(
-                            "testcase", classname=_text(f"{sub.id}.{ex.id}"), name=_text(c.id), time=_seconds(t)
+                            "testcase", classname=_text(classname(sub.id, ex.id)), name=_text(c.id), time=_seconds(t)
                         )
                         if element is not None:
                             first_line = (student_message(c) or STATUS_LABELS.get(c.status, c.status)).splitlines()[0]

@@ -19,23 +19,29 @@ worksheet, ``Identifier`` and ``Last modified (submission)``; or any CSV with
 an ``ID``/``id`` column and ``submitted_at``), the trusted time the course
 policy uses.
 
-Grades out, for ``grader grade``: ``DIR/canvas.csv`` (Canvas's gradebook
-import: Student, ID, SIS User ID, SIS Login ID, Section, then the assignment
-column, ``--canvas-assignment``) and ``DIR/moodle.csv`` (Moodle's assignment
-grading worksheet import: Identifier, Full name, Grade, Maximum Grade,
-Feedback comments), both with the final score and the adjustments' reasons.
-``--canvas-push URL`` (``https://canvas.example.edu/courses/C/assignments/A``,
-token in ``CANVAS_API_TOKEN``) posts each Canvas student's final score with
-a feedback comment through ``canvasapi`` (the ``canvas`` extra).
+Grades out, for ``grader grade`` (each tested against the importer's own code, see
+docs/exports.md): ``DIR/canvas.csv`` (Canvas's gradebook import: Student, ID, SIS User ID,
+SIS Login ID, Section, the custom column ``Notes``, then the assignment column ``Title (id)``,
+`canvas_assignment_column`) and ``DIR/moodle.csv`` (Moodle's grading worksheet import:
+Identifier, Full name, Grade, Maximum Grade, Last modified (grade), Feedback comments as
+escaped HTML), both with the final score and the adjustments' reasons, keyed by the LMS's
+id (`lms_user_id`). ``--canvas-push URL`` (``https://canvas.example.edu/courses/C/assignments/A``,
+token in ``CANVAS_API_TOKEN``) posts the Canvas students' final scores and feedback comments
+in one bulk request through ``canvasapi`` (the ``canvas`` extra), retried on rate limits, never
+a comment twice for the same result, and never over plain ``http://`` but to localhost with
+``--allow-http`` (`push_to_canvas`).
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 import re
 import sys
+import time
+import urllib.parse
 from typing import Any
 
 from grader.errors import ConfigError, UsageError
@@ -59,7 +65,14 @@ _PUSHED = StashKey[int]()
 CANVAS_FILE = "canvas.csv"
 MOODLE_FILE = "moodle.csv"
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
-MOODLE_COLUMNS = ("Identifier", "Full name", "Grade", "Maximum Grade", "Feedback comments")
+MOODLE_COLUMNS = (
+    "Identifier",
+    "Full name",
+    "Grade",
+    "Maximum Grade",
+    "Last modified (grade)",
+    "Feedback comments",
+)
 
 
 @hookimpl
@@ -90,6 +103,11 @@ def grader_addoption(parser: Any, command: str) -> None:
         metavar="URL",
         help="post final scores and feedback to Canvas: https://HOST/courses/C/assignments/A "
         "(token in CANVAS_API_TOKEN; needs the 'canvas' extra)",
+    )
+    group.add_argument(
+        "--allow-http",
+        action="store_true",
+        help="let --canvas-push use a plain http:// address on localhost (a test server; never a real Canvas)",
     )
 
 
@@ -214,41 +232,130 @@ def grader_submission_time(submission: Submission, config: Any) -> list[tuple[st
     return [("lms", when)] if when else None
 
 
-def canvas_csv(report: GradingReport, assignment: str) -> str:
-    """Canvas's gradebook import: `CANVAS_COLUMNS`, the assignment, then ``Notes`` (the adjustments' reasons).
+def lms_user_id(sub: Any) -> str:
+    """The LMS's id of a result's student, the one every LMS writer (canvas.csv, moodle.csv, the push) keys on.
 
-    The second row is Canvas's ``Points Possible``; students from no Canvas
-    export are left out (Canvas matches rows by ``ID``).
+    Parameters
+    ----------
+    sub : grader.models.SubmissionResult
+        A result from an LMS export (``sub.lms`` holds ``user``).
+
+    Returns
+    -------
+    str
+        Canvas's user id, or Moodle's participant id; "" when the result came from no LMS export.
+    """
+    return str(sub.lms.get("user", ""))
+
+
+_TITLE_AND_ID = re.compile(r"\A(.*)\s+\((\d+)\)\Z")
+"""Canvas's ``Assignment.title_and_id``: a column ``Title (id)`` is matched to assignment ``id``."""
+
+
+def canvas_assignment_column(given: str | None, default_title: str, push_url: str | None) -> tuple[str, str | None]:
+    """The assignment column of ``canvas.csv``, and a warning when Canvas cannot match it by id.
+
+    Canvas's importer (``app/models/gradebook_importer.rb``, ``parse_assignments``) matches a
+    column ``Title (id)`` to the assignment with that id; a bare title matches only an
+    assignment with exactly that title, else it creates a new assignment.
+
+    Parameters
+    ----------
+    given : str or None
+        ``--canvas-assignment``.
+    default_title : str
+        The pack's chapter and module names.
+    push_url : str or None
+        ``--canvas-push``: its assignment id makes ``default_title (id)``.
+
+    Returns
+    -------
+    (str, str or None)
+        The header, and a one-line warning (None when the header carries an id).
+    """
+    if given:
+        if _TITLE_AND_ID.match(given):
+            return given, None
+        title = given
+    else:
+        m = _PUSH.match(push_url or "")
+        if m is not None:
+            return f"{default_title} ({m['assignment']})", None
+        title = default_title
+    return title, (
+        f"canvas.csv: the assignment column '{title}' carries no Canvas id, so Canvas matches it only to an "
+        f"assignment titled exactly so, else creates a new one; give --canvas-assignment '{title} (ID)' "
+        "(ID: the number after /assignments/ in the assignment's address)"
+    )
+
+
+def canvas_csv(report: GradingReport, assignment: str) -> str:
+    """Canvas's gradebook import: `CANVAS_COLUMNS`, ``Notes``, then the assignment column.
+
+    The layout Canvas's importer reads (``app/models/gradebook_importer.rb``): the
+    student columns, then custom columns (``Notes``: the adjustments' reasons; Canvas
+    reads it when the course's gradebook shows its Notes column), then the assignments
+    (``Title (id)``, see `canvas_assignment_column`). The second row is Canvas's
+    ``Points Possible``; students from no Canvas export are left out (Canvas matches
+    rows by ``ID``, `lms_user_id`).
     """
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    w.writerow([*CANVAS_COLUMNS, csv_cell(assignment), "Notes"])
+    w.writerow([*CANVAS_COLUMNS, "Notes", csv_cell(assignment)])
     max_score = max((s.max_score for s in report.submissions), default=0.0)
-    w.writerow(["    Points Possible", "", "", "", "", f"{max_score:g}", ""])
+    w.writerow(["    Points Possible", "", "", "", "", "", f"{max_score:g}"])
     for s in report.submissions:
         if s.lms.get("system") != "canvas":
             continue
         w.writerow(
             [
                 csv_cell(s.lms.get("name", s.id)),
-                csv_cell(s.lms["user"]),
+                csv_cell(lms_user_id(s)),
                 "",
                 "",
                 "",
-                f"{s.score:g}",
                 csv_cell(" | ".join(adjustment_lines(s))),
+                f"{s.score:g}",
             ]
         )
     return buf.getvalue()
 
 
-def moodle_csv(report: GradingReport, chapter: str) -> str:
+def moodle_time(now: float | None = None) -> str:
+    """``Last modified (grade)`` of moodle.csv: when the grades were made, ISO 8601 UTC to the minute.
+
+    Moodle (``mod/assign/feedback/offline/locallib.php``, ``process_import_grades``) skips a
+    row whose grade was changed in Moodle more than 60 s after this time (a grade given by
+    hand since is kept). ``SOURCE_DATE_EPOCH``, when set, fixes it (reproducible files).
+    """
+    import datetime as _dt
+    import time as _time
+
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    when = float(epoch) if epoch.isdigit() else (_time.time() if now is None else now)
+    return _dt.datetime.fromtimestamp(when, _dt.UTC).strftime("%Y-%m-%dT%H:%M:00+00:00")
+
+
+def moodle_feedback_html(text: str) -> str:
+    """Plain text as Moodle's ``Feedback comments`` (stored and shown as HTML): escaped, lines joined by ``<br>``.
+
+    A student's markup (an exception message holding ``<script>``) reaches Moodle as text, never as HTML.
+    """
+    import html
+
+    return "<br>".join(html.escape(display(line), quote=True) for line in text.split("\n"))
+
+
+def moodle_csv(report: GradingReport, chapter: str, modified: str | None = None) -> str:
     """Moodle's assignment grading worksheet, for "Upload grading worksheet": `MOODLE_COLUMNS`.
 
-    ``Identifier`` is ``Participant <id>``; students from no Moodle export
-    are left out. ``Feedback comments`` holds the scores and the reasons,
-    headed by ``chapter`` (the course pack's short name).
+    ``Identifier`` is ``Participant <id>`` (`lms_user_id`); students from no Moodle export
+    are left out. ``Last modified (grade)`` is ``modified`` (default `moodle_time`): Moodle
+    refuses a worksheet without that column. ``Feedback comments`` holds the scores and the
+    reasons, headed by ``chapter`` (the course pack's short name), as escaped HTML
+    (`moodle_feedback_html`).
     """
+    modified = modified or moodle_time()
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
     w.writerow(MOODLE_COLUMNS)
@@ -257,11 +364,12 @@ def moodle_csv(report: GradingReport, chapter: str) -> str:
             continue
         w.writerow(
             [
-                f"Participant {s.lms['user']}",
+                f"Participant {lms_user_id(s)}",
                 csv_cell(s.lms.get("name", s.id)),
                 f"{s.score:g}",
                 f"{s.max_score:g}",
-                csv_cell(submission_feedback(s, chapter).replace("\n", " | ")),
+                modified,
+                csv_cell(moodle_feedback_html(submission_feedback(s, chapter))),
             ]
         )
     return buf.getvalue()
@@ -270,12 +378,114 @@ def moodle_csv(report: GradingReport, chapter: str) -> str:
 _PUSH = re.compile(r"^(?P<base>https?://[^/]+)/courses/(?P<course>\d+)/assignments/(?P<assignment>\d+)/?$")
 
 
-def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str) -> int:
-    """Post each Canvas student's final score and a feedback comment (`grader.term.submission_feedback`).
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
+"""The hosts ``--allow-http`` accepts a plain ``http://`` address for (a test server on this machine)."""
 
-    Uses ``canvasapi``: ``GET /api/v1/courses/C``, ``GET .../assignments/A``,
-    then per student ``PUT .../assignments/A/submissions/USER`` with
-    ``submission[posted_grade]`` and ``comment[text_comment]``.
+MARK = "grader result "
+"""Each pushed comment ends with ``(grader result <fingerprint>)``: a re-push finds it and posts no second one."""
+
+SLEEP = time.sleep
+"""How the push waits out a rate limit (a test replaces it)."""
+
+RETRIES = 5
+"""Attempts of each Canvas request refused for its rate (403 "Rate Limit Exceeded" or 429)."""
+
+
+def check_push_address(url: str, allow_http: bool) -> None:
+    """Refuse a ``--canvas-push`` address before anything is graded.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If it is not an assignment's address, or is plain ``http://`` (the token would
+        travel in clear) unless ``allow_http`` and the host is this machine.
+    """
+    m = _PUSH.match(url)
+    if m is None:
+        raise ConfigError(
+            f"--canvas-push {url}: not an assignment's address; give https://HOST/courses/COURSE/assignments/ASSIGNMENT"
+        )
+    if url.startswith("http://"):
+        host = urllib.parse.urlsplit(url).hostname or ""
+        if not allow_http or host not in {h.strip("[]") for h in LOCAL_HOSTS}:
+            raise ConfigError(
+                f"--canvas-push {url}: plain http:// would send the Canvas token in clear; give the https:// address"
+                + ("" if allow_http else " (--allow-http is for a test server on localhost only)")
+                + ("" if not allow_http else f"; --allow-http accepts localhost only, not {host}")
+            )
+
+
+def comment_fingerprint(user: str, score: float, text: str) -> str:
+    """A result's fingerprint in its comment: the same student, score and feedback give the same one."""
+    digest = hashlib.sha256(f"{user}\0{score!r}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+    return digest[:16]
+
+
+def _back_off(requester: Any, attempt: int) -> float:
+    """Seconds to wait before retrying a rate-limited request: the server's Retry-After, else by the quota left."""
+    cache = getattr(requester, "_cache", None) or [None]
+    headers = getattr(cache[0], "headers", None) or {}
+    retry_after = str(headers.get("Retry-After", "")).strip()
+    if retry_after.replace(".", "", 1).isdigit():
+        return min(float(retry_after), 120.0)
+    remaining = str(headers.get("X-Rate-Limit-Remaining", "")).strip()
+    try:
+        left = float(remaining)
+    except ValueError:
+        left = 0.0
+    # Canvas refills its bucket at about 10 units a second: an empty bucket waits longer.
+    return min(2.0**attempt * (2.0 if left <= 0 else 1.0), 60.0)
+
+
+def _rate_limited(exc: Exception, requester: Any) -> bool:
+    """Canvas refused for its rate: 429, or 403 saying "Rate Limit Exceeded" (Canvas's own way)."""
+    from canvasapi.exceptions import Forbidden, RateLimitExceeded
+
+    if isinstance(exc, RateLimitExceeded):
+        return True
+    if not isinstance(exc, Forbidden):
+        return False
+    cache = getattr(requester, "_cache", None) or [None]
+    headers = getattr(cache[0], "headers", None) or {}
+    return "rate limit" in str(exc).lower() or "Retry-After" in headers
+
+
+def _call(requester: Any, what: Any, sleep: Any) -> Any:
+    """``what()``, retried on Canvas's rate limits after the server's back-off (`RETRIES` attempts)."""
+    for attempt in range(RETRIES):
+        try:
+            return what()
+        except Exception as exc:  # noqa: BLE001 - only rate limits are retried; the rest re-raised as they are
+            if attempt == RETRIES - 1 or not _rate_limited(exc, requester):
+                raise
+            sleep(_back_off(requester, attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sleep: Any = None) -> int:
+    """Post the Canvas students' final scores and feedback comments in one bulk request.
+
+    Uses ``canvasapi``: ``GET /api/v1/courses/C``, ``GET .../assignments/A``, ``GET
+    .../assignments/A/submissions?include[]=submission_comments`` (the comments already
+    there), then one ``POST .../assignments/A/submissions/update_grades`` for the class
+    (``grade_data[USER][posted_grade]``, ``grade_data[USER][text_comment]``), whose
+    Progress is followed to its end. A comment goes only to a student whose submission
+    holds no comment with this result's fingerprint (`comment_fingerprint`), so a re-push
+    posts no comment twice. Each request refused for its rate (429, or 403 "Rate Limit
+    Exceeded") is retried after the server's back-off (``Retry-After``, else by
+    ``X-Rate-Limit-Remaining``).
+
+    Parameters
+    ----------
+    report : grader.models.GradingReport
+    url : str
+        ``https://HOST/courses/C/assignments/A`` (checked by `check_push_address` before grading).
+    token : str
+        A Canvas access token.
+    chapter : str
+        The course pack's short name, heading each comment.
+    sleep : callable, optional
+        ``time.sleep`` (a test passes its own).
 
     Returns
     -------
@@ -285,8 +495,9 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str) ->
     Raises
     ------
     grader.errors.ConfigError
-        If canvasapi is missing, the URL is not a Canvas assignment's, or Canvas refuses.
+        If canvasapi is missing, or Canvas refuses or cannot be reached.
     """
+    sleep = sleep or SLEEP
     m = _PUSH.match(url)
     if m is None:
         raise ConfigError(
@@ -297,26 +508,50 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str) ->
         from canvasapi.exceptions import CanvasException
     except ImportError:
         raise ConfigError("--canvas-push: canvasapi is not installed; pip install 'g14-grader[canvas]'") from None
+    students = [s for s in report.submissions if s.lms.get("system") == "canvas" and lms_user_id(s)]
+    if not students:
+        return 0
     try:
-        assignment = Canvas(m["base"], token).get_course(int(m["course"])).get_assignment(int(m["assignment"]))
-        posted = 0
-        for s in report.submissions:
-            if s.lms.get("system") != "canvas":
-                continue
-            assignment.get_submission(int(s.lms["user"])).edit(
-                submission={"posted_grade": f"{s.score:g}"}, comment={"text_comment": submission_feedback(s, chapter)}
-            )
-            posted += 1
+        canvas = Canvas(m["base"], token)
+        requester = getattr(canvas, "_Canvas__requester", None)  # its last response: the rate-limit headers
+        course = _call(requester, lambda: canvas.get_course(int(m["course"])), sleep)
+        assignment = _call(requester, lambda: course.get_assignment(int(m["assignment"])), sleep)
+        existing: dict[str, str] = {}
+        for sub in _call(requester, lambda: list(assignment.get_submissions(include=["submission_comments"])), sleep):
+            texts = [str(c.get("comment", "")) for c in getattr(sub, "submission_comments", None) or []]
+            existing[str(getattr(sub, "user_id", ""))] = "\n".join(texts)
+        grade_data: dict[str, dict[str, str]] = {}
+        for s in students:
+            user = lms_user_id(s)
+            text = submission_feedback(s, chapter)
+            mark = f"({MARK}{comment_fingerprint(user, s.score, text)})"
+            entry = {"posted_grade": f"{s.score:g}"}
+            if mark not in existing.get(user, ""):
+                entry["text_comment"] = f"{text}\n{mark}"
+            grade_data[user] = entry
+        progress = _call(requester, lambda: assignment.submissions_bulk_update(grade_data=grade_data), sleep)
+        for attempt in range(30):  # the bulk update is a job of Canvas's: followed to its end
+            state = getattr(progress, "workflow_state", "completed")
+            if state == "completed":
+                break
+            if state == "failed":
+                raise ConfigError(
+                    f"--canvas-push {url}: Canvas's bulk grade update failed "
+                    f"({display(str(getattr(progress, 'message', '') or 'no message'))}); check the assignment"
+                )
+            sleep(min(1.0 + attempt, 10.0))
+            progress = _call(requester, progress.query, sleep)
     except CanvasException as exc:
         raise ConfigError(
-            f"--canvas-push {url}: Canvas refused ({type(exc).__name__}: {exc}); check the token and the address"
+            f"--canvas-push {url}: Canvas refused ({type(exc).__name__}: {display(str(exc))[:200]}); check the "
+            "token and the address"
         ) from None
     except OSError as exc:  # the network: requests' ConnectionError and timeouts are OSErrors
         raise ConfigError(
             f"--canvas-push {url}: Canvas could not be reached ({type(exc).__name__}); check the "
             "address and the network; the other files were written"
         ) from None
-    return posted
+    return len(grade_data)
 
 
 @hookimpl
@@ -329,12 +564,14 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     if out is not None:
         try:
             if "canvas" in systems:
-                write_atomic(
-                    out / CANVAS_FILE,
-                    canvas_csv(
-                        report, config.option("canvas_assignment") or f"{config.pack.chapter} {config.pack.module}"
-                    ),
+                column, warning = canvas_assignment_column(
+                    config.option("canvas_assignment"),
+                    f"{config.pack.chapter} {config.pack.module}",
+                    config.option("canvas_push"),
                 )
+                if warning:
+                    print(f"grader: warning: {display(warning)}", file=sys.stderr)
+                write_atomic(out / CANVAS_FILE, canvas_csv(report, column))
             if "moodle" in systems:
                 write_atomic(out / MOODLE_FILE, moodle_csv(report, config.pack.chapter))
         except OSError as exc:
@@ -359,10 +596,7 @@ def grader_configure(config: Any) -> None:
     url = config.option("canvas_push")
     if not url:
         return
-    if _PUSH.match(url) is None:
-        raise ConfigError(
-            f"--canvas-push {url}: not an assignment's address; give https://HOST/courses/COURSE/assignments/ASSIGNMENT"
-        )
+    check_push_address(url, bool(config.option("allow_http")))
     if not os.environ.get("CANVAS_API_TOKEN", ""):
         raise ConfigError("--canvas-push: set CANVAS_API_TOKEN to a Canvas access token")
     try:
