@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-__all__ = ["ArchiveError", "Extracted", "Student", "safe_extract"]
+__all__ = ["ArchiveError", "Extracted", "Student", "open_zip", "safe_extract"]
 
 MAX_MEMBERS = 200_000
 """Most members listed by one archive; more and it is refused (its listing alone costs memory)."""
@@ -141,6 +141,18 @@ def safe_extract(archive: Path, dest: Path, filename: str) -> Extracted:
         If the file is not a readable zip archive, lists more than
         `MAX_MEMBERS` members, or would extract more than `MAX_TOTAL_BYTES`.
     """
+    with open_zip(archive) as zf:
+        return _extract(zf, zf.infolist(), archive, dest, filename)
+
+
+def open_zip(archive: Path) -> zipfile.ZipFile:
+    """Open a zip archive within the whole-archive limits, its members' names decoded (`member_name`).
+
+    Raises
+    ------
+    ArchiveError
+        If the file is not a readable zip archive or lists more than `MAX_MEMBERS` members.
+    """
     stated = _member_count(archive)
     if stated is not None and stated > MAX_MEMBERS:
         raise ArchiveError(f"{archive}: {stated:,} members; an archive may list at most {MAX_MEMBERS:,}")
@@ -148,13 +160,13 @@ def safe_extract(archive: Path, dest: Path, filename: str) -> Extracted:
         zf = zipfile.ZipFile(archive)
     except Exception as exc:  # noqa: BLE001 -- BadZipFile, OSError, a name flagged UTF-8 that is not
         raise ArchiveError(f"{archive}: not a readable zip archive ({exc})") from None
-    with zf:
-        members = zf.infolist()
-        if len(members) > MAX_MEMBERS:
-            raise ArchiveError(f"{archive}: {len(members):,} members; an archive may list at most {MAX_MEMBERS:,}")
-        for info in members:
-            info.filename = member_name(info)
-        return _extract(zf, members, archive, dest, filename)
+    members = zf.infolist()
+    if len(members) > MAX_MEMBERS:
+        zf.close()
+        raise ArchiveError(f"{archive}: {len(members):,} members; an archive may list at most {MAX_MEMBERS:,}")
+    for info in members:
+        info.filename = member_name(info)
+    return zf
 
 
 def member_name(info: zipfile.ZipInfo) -> str:

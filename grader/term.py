@@ -4,8 +4,8 @@ Core helpers shared by the built-in plugins ``lms``, ``policy`` and
 ``manual`` (which do not import each other) and by `grader.session`:
 
 * `parse_lms_name`: a Canvas or Moodle export's entry name -> the student's
-  id, LMS user id, LATE flag and attempt (unknown names: None, and the
-  grader keeps today's behaviour);
+  id, LMS user id, LATE flag and attempt (the export as a whole is read by
+  `grader.lmsintake`);
 * `load_policy` / `late_penalty`: ``policy.yaml`` (due date, penalty per day
   or per hour, cap, grace period, late days per student), validated with
   jsonschema, errors in one line naming the file, the key and the fix;
@@ -27,7 +27,6 @@ import csv
 import dataclasses
 import datetime as dt
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -48,40 +47,37 @@ __all__ = [
     "submission_feedback",
 ]
 
-# Canvas "Download Submissions": lastnamefirstname[_LATE]_userid_attemptid_filename
-# (a resubmitted file keeps its name with "-1", "-2" before the extension).
-_CANVAS = re.compile(r"^(?P<name>[^_]+)_(?P<late>LATE_)?(?P<user>\d+)_(?P<attempt>\d+)_(?P<file>.+)$")
-# Moodle assignment "Download all submissions": "Full Name_participantid_assignsubmission_file_"
-_MOODLE = re.compile(r"^(?P<name>.+?)_(?P<user>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_$")
-
-
 def parse_lms_name(name: str) -> dict[str, str] | None:
-    """What a Canvas or Moodle export's entry name says of its student.
+    """What a Canvas or Moodle export's entry name says of its student (its LMS-written prefix only).
 
     Parameters
     ----------
     name : str
-        A folder name, or a file name without its ``.py`` (``smithbob_LATE_340934_208490284_attention``,
-        ``Bob Smith_12345_assignsubmission_file_``).
+        A Canvas file name, with or without its extension
+        (``smithbob_LATE_340934_208490284_attention``), or a Moodle folder
+        name (``Bob Smith_12345_assignsubmission_file_``). The export as a
+        whole is read by `grader.lmsintake`; this reads one name.
 
     Returns
     -------
     dict of str to str or None
         ``system``, ``name`` (the student's id), ``user`` (the LMS's user or
         participant id), ``late`` (``"1"`` or ``"0"``) and, for Canvas,
-        ``attempt`` (its attempt id, digits); None for a name neither system writes.
+        ``attempt`` (its attachment id, digits); None for a name neither system writes.
     """
-    m = _MOODLE.match(name)
-    if m:
-        return {"system": "moodle", "name": m["name"], "user": m["user"], "late": "0"}
-    m = _CANVAS.match(name)
-    if m:
+    from grader.lmsintake import parse_canvas, parse_moodle
+
+    found = parse_moodle(name, folder=True)
+    if found is not None:
+        return {"system": "moodle", "name": found["name"], "user": found["user"], "late": "0"}
+    canvas = parse_canvas(name)
+    if canvas is not None and "file" in canvas:
         return {
             "system": "canvas",
-            "name": m["name"],
-            "user": m["user"],
-            "late": "1" if m["late"] else "0",
-            "attempt": m["attempt"],
+            "name": canvas["name"],
+            "user": canvas["user"],
+            "late": canvas["late"],
+            "attempt": canvas["file"],
         }
     return None
 

@@ -376,7 +376,18 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 @hookimpl(trylast=True)
 def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
-    """Locate submissions on the filesystem with `locate` (zip archives: `locate_archive`)."""
+    """Locate submissions on the filesystem: an LMS export by `grader.lmsintake.locate_export`, else
+    with `locate` (zip archives: `locate_archive`)."""
+    from grader.lmsintake import locate_export
+
+    def scratch() -> Path:
+        dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
+        config.stash.setdefault(_TEMPDIRS, []).append(dest)
+        return dest
+
+    exported = locate_export(path, config, scratch)
+    if exported is not None:
+        return exported
     if path.lower().endswith(".zip"):
         return locate_archive(path, config)
     return locate(path, skip=config.out_dir, pack=config.pack)
