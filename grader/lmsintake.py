@@ -64,6 +64,8 @@ __all__ = [
     "parse_canvas",
     "parse_moodle",
     "place",
+    "shared_name",
+    "student_problem",
 ]
 
 LMS_CHOICES = ("canvas", "moodle", "none")
@@ -76,7 +78,9 @@ _WHO = r"(?:(?P<name>[^\W_]\w*?)_)?(?P<late>LATE_)?(?P<user>\d+|anon_[A-Za-z0-9]
 _CANVAS_FILE = re.compile(_WHO + r"_(?P<file>\d+)_(?P<upload>.+)", re.DOTALL)
 _CANVAS_ENTRY = re.compile(_WHO + r"_(?P<kind>text|link)\.html")
 _MOODLE_FOLDER = re.compile(r"(?P<name>[^_/]+)_(?P<user>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_?")
-_MOODLE_FLAT = re.compile(r"(?P<name>[^_/]+)_(?P<user>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_(?P<upload>.+)", re.DOTALL)
+_MOODLE_FLAT = re.compile(
+    r"(?P<name>[^_/]+)_(?P<user>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_(?P<upload>.+)", re.DOTALL
+)
 
 CANVAS_FORM = "lastfirst_[LATE_]userid_fileid_filename"
 MOODLE_FORM = "Full Name_participantid_assignsubmission_file_"
@@ -544,3 +548,55 @@ def _submissions(
     for problem in skipped:
         print(f"grader: warning: {display(path)}: skipped {display(problem)}", file=sys.stderr)
     return found
+
+
+# --- who a key names: manual rows, late days -------------------------------------------------------
+
+
+def shared_name(key: str, located: Sequence[Submission]) -> str:
+    """Why ``key`` names no one student: "" unless it is the display name of several LMS students.
+
+    Parameters
+    ----------
+    key : str
+        A ``manual.csv`` student or a policy's ``late_days.students`` key.
+    located : sequence of grader.models.Submission
+        The run's submissions as located.
+
+    Returns
+    -------
+    str
+        "" or the reason and the fix (give the LMS user id).
+    """
+    if any(key == s.id or key == s.lms.get("user") for s in located):
+        return ""
+    named = [s for s in located if s.lms.get("name") == key and s.lms.get("user")]
+    if len(named) < 2:
+        return ""
+    users = ", ".join(f"{s.lms['system'].capitalize()} user {s.lms['user']}" for s in named)
+    return f"{key!r} is the name of {len(named)} students ({users}); give the LMS user id of the one meant"
+
+
+def student_problem(key: str, located: Sequence[Submission]) -> str:
+    """Why ``key`` names no one student of a run with an LMS export; "" when it names one, or the run has none.
+
+    Parameters
+    ----------
+    key : str
+        A ``manual.csv`` student: an id or an LMS user id.
+    located : sequence of grader.models.Submission
+        The run's submissions as located.
+
+    Returns
+    -------
+    str
+        "" or the reason and the fix.
+    """
+    if not any(s.lms.get("system") for s in located):
+        return ""
+    shared = shared_name(key, located)
+    if shared:
+        return shared
+    if any(key == s.id or key == s.lms.get("user") for s in located):
+        return ""
+    return f"no student of this run has the id or LMS user id {key!r}; give an id or lms.user from results.json"

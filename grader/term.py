@@ -47,6 +47,7 @@ __all__ = [
     "submission_feedback",
 ]
 
+
 def parse_lms_name(name: str) -> dict[str, str] | None:
     """What a Canvas or Moodle export's entry name says of its student (its LMS-written prefix only).
 
@@ -296,7 +297,8 @@ def late_penalty(
         ``"the grader's record of its arrival"``).
     late_flag : bool
         Whether the LMS export marks it late (Canvas's ``_LATE_``); used only
-        when ``submitted`` is None: ``late_flag_units`` days or hours are charged.
+        when ``submitted`` is None: ``late_flag_units`` days or hours are
+        counted, the student's late days spent first (a late day covers 24 hours).
 
     Returns
     -------
@@ -323,10 +325,17 @@ def late_penalty(
         if used:
             words.append(f"{used} late day(s) used")
     elif late_flag:
-        units = policy.late_flag_units
+        # A LATE mark spends the student's late days before any penalty, as a time would.
+        counted = policy.late_flag_units
+        per_day = 1 if policy.per == "day" else 24
+        used = min(allowed, math.ceil(counted / per_day))
+        units = max(0, counted - used * per_day)
         words.append(
-            f"marked LATE by the LMS export ({source or 'no submission time given'}): {units} {policy.per}(s) charged"
+            f"marked LATE by the {source or 'LMS export'} without a time: {counted} {policy.per}(s) counted "
+            "(late_flag_units)"
         )
+        if used:
+            words.append(f"{used} late day(s) used")
     else:
         return None
     if units <= 0:
@@ -437,6 +446,9 @@ def read_manual(path: str) -> list[ManualRow]:
 def apply_manual(result: SubmissionResult, rows: list[ManualRow], path: str = "manual.csv") -> SubmissionResult:
     """Apply a student's ``manual.csv`` rows: each overrides a check's or an exercise's points.
 
+    A row is the student's when its ``student`` is their id or their LMS
+    user id (``result.lms["user"]``: display names collide, user ids do not).
+
     A check override keeps the automatic score in ``CheckResult.automatic_score``;
     every override is an `Adjustment` of kind ``manual`` (its points are the
     new minus the automatic). The later of two rows for one target wins.
@@ -447,7 +459,8 @@ def apply_manual(result: SubmissionResult, rows: list[ManualRow], path: str = "m
         If a row names an exercise or check the specs do not have, or gives
         more points than it is worth.
     """
-    mine = [r for r in rows if r.student == result.id]
+    user = result.lms.get("user", "")
+    mine = [r for r in rows if r.student == result.id or (user and r.student == user)]
     if not mine:
         return result
     last: dict[str, ManualRow] = {}
