@@ -103,7 +103,7 @@ def test_the_student_part_of_a_name_is_opaque() -> None:
     # The layout is decided once, from every entry: one upload cannot turn a Canvas export into a Moodle one.
     canvas = [Entry(n, False) for n in ("a_1_2_attention.py", "b_3_4_x_5_assignsubmission_file_y.py")]
     assert decide(canvas, "c.zip", None) == "canvas"
-    with pytest.raises(UsageError, match=r"c\.zip: an export of an unknown layout: 1 entries .* --lms canvas or"):
+    with pytest.raises(UsageError, match=r"c\.zip: an export of an unknown layout: 2 entries .* and 1 as Moodle does; give --lms canvas or"):
         decide([*canvas, Entry("Bob Smith_1_assignsubmission_file_", True)], "c.zip", None)
     assert decide([Entry("alice", True), Entry("bob.py", False)], "class", None) is None
 
@@ -243,7 +243,10 @@ def test_moodle_export_every_participant_under_their_own_id(tmp_path: Path, layo
         assert s.get("raw_score", s["score"]) == score, user
     assert u["2002"]["score"] == 85 - 14 and u["2001"]["score"] == 86  # the manual row is the one user's
     assert u["2001"]["id"] == "Bob Smith (2001)" and u["2003"]["id"] == "Ann Lee"
-    rows = {row["Identifier"]: row for row in _csv(out / "moodle.csv")}
+    every = _csv(out / "moodle.csv")
+    rows = {row["Identifier"]: row for row in every if row["Identifier"] != "Participant "}
+    unplaced = [row["Full name"] for row in every if row["Identifier"] == "Participant "]
+    assert unplaced == (["notes"] if layout == "folders" else [])  # its row stays, under no participant's id
     want = {f"Participant {k}": expected[k][2] - (14 if k == "2002" else 0) for k in expected}
     assert {k: float(v["Grade"]) for k, v in rows.items()} == want
     assert {k: v["Full name"] for k, v in rows.items()} == {f"Participant {k}": v[0] for k, v in expected.items()}
