@@ -103,7 +103,10 @@ def test_the_student_part_of_a_name_is_opaque() -> None:
     # The layout is decided once, from every entry: one upload cannot turn a Canvas export into a Moodle one.
     canvas = [Entry(n, False) for n in ("a_1_2_attention.py", "b_3_4_x_5_assignsubmission_file_y.py")]
     assert decide(canvas, "c.zip", None) == "canvas"
-    with pytest.raises(UsageError, match=r"c\.zip: an export of an unknown layout: 2 entries .* and 1 as Moodle does; give --lms canvas or"):
+    with pytest.raises(
+        UsageError,
+        match=r"c\.zip: an export of an unknown layout: 2 entries .* and 1 as Moodle does; give --lms canvas or",
+    ):
         decide([*canvas, Entry("Bob Smith_1_assignsubmission_file_", True)], "c.zip", None)
     assert decide([Entry("alice", True), Entry("bob.py", False)], "class", None) is None
 
@@ -149,7 +152,9 @@ def test_canvas_export_every_student_under_their_own_user_id(tmp_path: Path, cap
     u = _by_user(out)
     assert sorted(u) == ["1001", "1002", "1003", "1004", "1005", "1006"]  # no row for 9999 or 2001
     # (file graded, LATE, automatic score, final score) per Canvas user
-    got = {k: (s["lms"].get("file"), s["lms"]["late"], s.get("raw_score", s["score"]), s["score"]) for k, s in u.items()}
+    got = {
+        k: (s["lms"].get("file"), s["lms"]["late"], s.get("raw_score", s["score"]), s["score"]) for k, s in u.items()
+    }
     assert got == {
         "1001": ("attention.py", "0", 86, 82),  # G14.01 14 -> 10 by hand; the test file beside it not graded
         "1002": ("attention.py", "1", 66, 53.4),  # 6 -> 2 by hand; LATE: 2 days, 1 late day, 1 day charged (-8.6)
@@ -296,7 +301,9 @@ def test_readme_policy_a_month_after_the_due_date(tmp_path: Path, capsys: pytest
     assert u["2002"]["adjustments"][0]["points"] == 0 and "1 late day(s) used" in u["2002"]["adjustments"][0]["reason"]
     assert "time the grader first saw the file" not in json.dumps(u)
     assert printed.count("late penalties") == 1 and "leeann: -8.6: 1 day(s) late: marked LATE by the Canvas" in printed
-    assert "smithbob" not in printed.split("late penalties")[1] and "jonesann:" not in printed.split("late penalties")[1]
+    assert (
+        "smithbob" not in printed.split("late penalties")[1] and "jonesann:" not in printed.split("late penalties")[1]
+    )
     # a LATE mark counted as 2 days: the 2 late days cover both
     policy["late_flag_units"] = 2
     (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
@@ -312,9 +319,11 @@ def test_no_trusted_time_charges_nothing_and_says_so(tmp_path: Path, capsys: pyt
         (export / f"{name}_assignsubmission_file_").mkdir(parents=True)
         (export / f"{name}_assignsubmission_file_" / "attention.py").write_text(_src(sample))
     (tmp_path / "worksheet.csv").write_text(  # Moodle gives Bob's time, not Ann's
-        "Identifier,Full name,Last modified (submission)\nParticipant 12345,Bob Smith,\"Tuesday, 3 March 2026, 10:00 AM\"\n"
+        'Identifier,Full name,Last modified (submission)\nParticipant 12345,Bob Smith,"Tuesday, 3 March 2026, 10:00 AM"\n'
     )
-    (tmp_path / "policy.yaml").write_text("due: 2026-03-01T23:59:00Z\npenalty: {per: day, points: 5}\ntimes: [lms, arrival]\n")
+    (tmp_path / "policy.yaml").write_text(
+        "due: 2026-03-01T23:59:00Z\npenalty: {per: day, points: 5}\ntimes: [lms, arrival]\n"
+    )
     out = tmp_path / "out"
     args = ["grade", str(export), "--out", str(out), "--policy", str(tmp_path / "policy.yaml"), "-j", "2"]
     assert main([*args, "--lms-times", str(tmp_path / "worksheet.csv")]) == 0
@@ -345,7 +354,9 @@ def test_bad_inputs_are_one_line_and_leave_nothing(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "scratch"))
     canvas = _canvas_zip(tmp_path)
     grade = ["grade", str(canvas), "--out", str(tmp_path / "out")]
-    mixed = _zip(tmp_path / "mixed.zip", {"a_1_2_attention.py": "", "Bob Smith_3_assignsubmission_file_/attention.py": ""})
+    mixed = _zip(
+        tmp_path / "mixed.zip", {"a_1_2_attention.py": "", "Bob Smith_3_assignsubmission_file_/attention.py": ""}
+    )
     line = _refused(["grade", str(mixed), "--out", str(tmp_path / "out")], 2, capsys, tmp_path)
     assert line.startswith(f"grader: error: {mixed}: an export of an unknown layout") and "--lms canvas" in line
     line = _refused([*grade, "--lms", "moodle"], 2, capsys, tmp_path)
@@ -362,13 +373,17 @@ def test_bad_inputs_are_one_line_and_leave_nothing(
     line = _refused([*grade, "--manual", str(manual)], 3, capsys, tmp_path)
     assert f"--manual {manual}: line 2: student: 'smithbob' is the name of 2 students (Canvas user 1001" in line
     policy = tmp_path / "policy.yaml"
-    policy.write_text("due: 2026-03-01T23:59:00Z\npenalty: {per: day, percent: 10}\nlate_days: {students: {smithbob: 2}}\n")
+    policy.write_text(
+        "due: 2026-03-01T23:59:00Z\npenalty: {per: day, percent: 10}\nlate_days: {students: {smithbob: 2}}\n"
+    )
     line = _refused([*grade, "--policy", str(policy)], 3, capsys, tmp_path)
     assert f"{policy}: late_days.students.smithbob: 'smithbob' is the name of 2 students" in line
     # a policy that can date no one: a Moodle export carries no times, arrival never dates it
     moodle = _moodle_flat(tmp_path)
     policy.write_text("due: 2026-03-01T23:59:00Z\npenalty: {per: day, percent: 10}\ntimes: [lms, arrival]\n")
-    line = _refused(["grade", str(moodle), "--out", str(tmp_path / "out"), "--policy", str(policy)], 3, capsys, tmp_path)
+    line = _refused(
+        ["grade", str(moodle), "--out", str(tmp_path / "out"), "--policy", str(policy)], 3, capsys, tmp_path
+    )
     assert line == (
         f"grader: error: {policy}: times: [lms, arrival]: no trusted time for any submission of this run (a Moodle "
         "export's file names carry no times and arrival never dates an LMS export); give --lms-times with the "
