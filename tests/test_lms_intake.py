@@ -389,3 +389,35 @@ def test_bad_inputs_are_one_line_and_leave_nothing(
         "export's file names carry no times and arrival never dates an LMS export); give --lms-times with the "
         "LMS's times (Moodle's grading worksheet), or remove penalty"
     )
+
+
+def test_notebooks_go_through_every_intake(tmp_path: Path) -> None:
+    """A zip of student folders (no LMS) and a Canvas export zipped inside a folder: notebooks graded like .py files."""
+    plain = _zip(
+        tmp_path / "class.zip",
+        {
+            "class/alice/attention.ipynb": _notebook("mask_after_softmax"),  # 65
+            "class/bob.ipynb": _notebook("no_sqrt_dk"),  # 66
+            "class/carol/attention.py": _src("correct_numpy"),  # 86
+        },
+    )
+    assert main(["grade", str(plain), "--out", str(tmp_path / "out1"), "-j", "2"]) == 0
+    r = _results(tmp_path / "out1")
+    assert {k: (s["status"], s["score"]) for k, s in r.items()} == {
+        "alice": ("graded", 65),
+        "bob": ("graded", 66),
+        "carol": ("graded", 86),
+    }
+    canvas = _zip(
+        tmp_path / "wrapped.zip",
+        {
+            "submissions/jonesann_LATE_1003_5004_attention.ipynb": _notebook("mask_after_softmax"),
+            "submissions/leeann_1004_5005_attention.py": _src("no_sqrt_dk"),
+        },
+    )
+    assert main(["grade", str(canvas), "--out", str(tmp_path / "out2"), "-j", "2"]) == 0
+    u = _by_user(tmp_path / "out2")
+    assert {k: (s["id"], s["lms"]["file"], s["lms"]["late"], s["score"]) for k, s in u.items()} == {
+        "1003": ("jonesann", "attention.ipynb", "1", 65),
+        "1004": ("leeann", "attention.py", "0", 66),
+    }
