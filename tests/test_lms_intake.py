@@ -139,7 +139,7 @@ def test_canvas_export_every_student_under_their_own_user_id(tmp_path: Path, cap
     )
     (tmp_path / "policy.yaml").write_text(
         "due: 2026-03-01T23:59:00Z\npenalty: {per: day, percent: 10}\nlate_flag_units: 2\n"
-        "late_days: {students: {'1002': 1}}\n"
+        "late_days: {students: {1002: 1}}\n"  # an unquoted user id: YAML reads a number
     )
     out = tmp_path / "out"
     args = ["grade", str(tmp_path / "canvas.zip"), "--out", str(out), "-j", "2"]

@@ -18,6 +18,7 @@ listed in the terminal summary.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -47,7 +48,9 @@ def grader_addoption(parser: Any, command: str) -> None:
 @hookimpl
 def grader_configure(config: Any) -> None:
     if config.option("policy") and config.command != "check":
-        config.stash[_POLICY] = load_policy(config.option("policy"))
+        policy = load_policy(config.option("policy"))
+        # late_days keyed by LMS user id: YAML reads an unquoted 340934 as a number, the id is text
+        config.stash[_POLICY] = dataclasses.replace(policy, late_days={str(k): v for k, v in policy.late_days.items()})
 
 
 def submission_time(submission: Submission, config: Any) -> tuple[str, dt.datetime] | None:
