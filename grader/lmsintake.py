@@ -74,7 +74,7 @@ LMS_CHOICES = ("canvas", "moodle", "none")
 LOCATED = StashKey[list[Submission]]()
 """Every submission located in this run, before the grader's naming (for checks made before grading)."""
 
-_WHO = r"(?:(?P<name>[^\W_]\w*?)_)?(?P<late>LATE_)?(?P<user>\d+|anon_[A-Za-z0-9]+)"
+_WHO = r"(?:(?P<name>[^\W_]\w*?|)_)?(?P<late>LATE_)?(?P<user>\d+|anon_[A-Za-z0-9]+)"  # a name may sanitise to ""
 _CANVAS_FILE = re.compile(_WHO + r"_(?P<file>\d+)_(?P<upload>.+)", re.DOTALL)
 _CANVAS_ENTRY = re.compile(_WHO + r"_(?P<kind>text|link)\.html")
 _MOODLE_FOLDER = re.compile(r"(?P<name>[^_/]+)_(?P<user>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_?")

@@ -89,6 +89,7 @@ def test_the_student_part_of_a_name_is_opaque() -> None:
         "upload": "attention.py",
     }
     assert parse_canvas("LATE_anon_x7Kq2_99_attention.py")["user"] == "anon_x7Kq2"  # anonymised grading
+    assert parse_canvas("_1001_5001_attention.py")["user"] == "1001"  # a name with no word character left
     assert parse_canvas("parkjo_1006_text.html") == {"name": "parkjo", "user": "1006", "late": "0", "entry": "text"}
     assert parse_canvas("Bob Smith_12345_assignsubmission_file_attention.py") is None
     flat = parse_moodle("Ann Lee_2003_assignsubmission_file_Bob Smith_2002_assignsubmission_file_attention.py", False)
