@@ -414,17 +414,25 @@ def _folder_entries(folder: Path, skip: Path | None) -> list[Entry]:
         if stat.S_ISLNK(info.st_mode):
             entries.append(Entry(shown, False, [], f"{shown} is a symbolic link; give the export's own files"))
         elif stat.S_ISDIR(info.st_mode):
-            entry = Entry(shown, True)
-            for top, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED)
-                rel = os.path.relpath(top, path)
-                for f in sorted(files, key=os.fsencode):
-                    if not f.startswith(".") and len(entry.files) <= _MAX_FILES:
-                        entry.files.append((display_name(f if rel == "." else f"{rel}/{f}"), Path(top) / f))
-            entries.append(entry)
+            entries.append(Entry(shown, True, [("", path)]))  # its files are listed once the layout is known
         else:
             entries.append(Entry(shown, False, [("", path)]))
     return entries
+
+
+def _list_folder(entry: Entry) -> None:
+    """List the files below a folder entry of an unpacked export (at most one more than a student may hold)."""
+    path = entry.files[0][1]
+    entry.files = []
+    for top, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED)
+        rel = os.path.relpath(top, path)
+        for f in sorted(files, key=os.fsencode):
+            if f.startswith("."):
+                continue
+            entry.files.append((display_name(f if rel == "." else f"{rel}/{f}"), Path(top) / f))
+            if len(entry.files) > _MAX_FILES:
+                return
 
 
 def locate_export(path: str, config: Any, scratch: Callable[[], Path]) -> list[Submission] | None:
@@ -475,6 +483,9 @@ def locate_export(path: str, config: Any, scratch: Callable[[], Path]) -> list[S
     system = decide(entries, path, option)
     if system is None:
         return None
+    for entry in entries:
+        if entry.is_dir and not entry.problem:
+            _list_folder(entry)
     return _submissions(entries, system, path, config, None, scratch, skipped)
 
 
