@@ -10,7 +10,7 @@ when the export was downloaded); a Canvas export's ``LATE`` mark without a
 time counts ``late_flag_units``, the student's late days spent first, and a
 Canvas student without one is on time. A student no trusted source can date
 is charged nothing and named in one line of the terminal summary; a policy
-that can date no submission of the run is refused before grading. The
+that can date no submission of an LMS export is refused before grading. The
 penalty is an adjustment with its reason, after the manual scores; results
 keep the raw score (``raw_score``) and the final one; every penalty is
 listed in the terminal summary.
@@ -119,7 +119,7 @@ def _datable(submission: Submission, policy: Any, config: Any) -> bool:
 
 @hookimpl
 def grader_grading_ready(config: Any) -> None:
-    """Refuse a policy that can date none of this run's submissions (before the output folder is made).
+    """Refuse a policy that can date none of an LMS export's submissions (before the output folder is made).
 
     Raises
     ------
@@ -139,21 +139,16 @@ def grader_grading_ready(config: Any) -> None:
     gradable = [s for s in located if s.file is not None and not s.problem]
     if not gradable or any(_datable(s, policy, config) for s in gradable):
         return
-    systems = sorted({s.lms.get("system", "") for s in gradable} - {""})
-    if systems:
-        why = f"a {' and '.join(s.capitalize() for s in systems)} export's file names carry no times" + (
-            " and arrival never dates an LMS export" if "arrival" in policy.times else ""
-        )
-        fix = "give --lms-times with the LMS's times (Moodle's grading worksheet)"
-        if "lms" not in policy.times:
-            fix = "add lms to times and " + fix
-    else:
-        why = "no LMS gave times" + (
-            " and no gradebook records arrivals (no --out)" if "arrival" in policy.times else ""
-        )
-        fix = "add arrival to times (with --out, the gradebook records when the grader first sees each file)"
-        if "arrival" in policy.times:
-            fix = "give --out or --gradebook so arrivals are recorded, or --lms-times with the LMS's times"
+    sources = {impl.plugin_name for impl in config.hooks.implementations("grader_submission_time")}
+    if sources - {"lms", "gradebook"} or not all(s.lms.get("system") for s in gradable):
+        return  # another plugin may date them; a class folder's undated students are named after grading
+    systems = sorted({s.lms["system"] for s in gradable})
+    why = f"a {' and '.join(s.capitalize() for s in systems)} export's file names carry no times" + (
+        " and arrival never dates an LMS export" if "arrival" in policy.times else ""
+    )
+    fix = "give --lms-times with the LMS's times (Moodle's grading worksheet)"
+    if "lms" not in policy.times:
+        fix = "add lms to times and " + fix
     raise ConfigError(
         f"{policy.path}: times: [{', '.join(policy.times)}]: no trusted time for any submission of this run "
         f"({why}); {fix}, or remove penalty"
