@@ -25,7 +25,8 @@ The formats, as the LMSs write them (read from their source):
   ``_digits_`` run collapsed so the name never holds one), ``LATE`` when the
   submission is late, and the user id (``anon_<id>`` when anonymised) with
   ``_``; ``add_upload_submission`` appends ``_<attachment id>_<display name>``;
-  text and URL entries are ``<prefix>_text.html`` / ``<prefix>_link.html``.
+  text and URL entries are ``<prefix>_text.html`` / ``<prefix>_link.html``; a second
+  upload of one name is ``attention-1.py`` (``Attachment.make_unique_filename``).
   Canvas itself reads the leftmost ``_digits_`` as the user id, as here.
 * Moodle, ``mod/assign/classes/downloader.php`` (and ``locallib.php`` before
   4.1): the prefix is the full name with ``_`` replaced by spaces, ``_`` and
@@ -317,8 +318,10 @@ def _candidate(upload: str, wanted: str, system: str) -> bool:
         return True
     if system != "canvas":
         return False
-    stem, dot, ext = wanted.rpartition(".")  # Canvas names a second file of one name attention-1.py
-    return re.fullmatch(re.escape(stem) + r"-\d+" + re.escape(dot + ext), upload) is not None
+    # Canvas's Attachment.make_unique_filename names a second file of one name attention-1.py (attention-<uuid>.py
+    # after 7 tries)
+    stem, dot, ext = wanted.rpartition(".")
+    return re.fullmatch(re.escape(stem) + r"-(?:\d+|[0-9a-f-]{36})" + re.escape(dot + ext), upload) is not None
 
 
 def choose(student: Placed, submission: str, notebook: str, which: str = "latest") -> tuple[Item | None, int, str]:
