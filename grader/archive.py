@@ -1,9 +1,10 @@
 """Safe reading of the zip archives that learning-management systems export.
 
 The archive is read as a listing first: its students are the folders and
-``.py`` files under its root (the archive's single top-level folder, when it
+``.py`` files (and ``.ipynb`` ones, when a notebook name is given) under its root (the archive's single top-level folder, when it
 has one, descended while it holds one folder and no submission file). Only
-each student's submission file (the pack's, e.g. ``attention.py``; or the ``<id>.py`` file itself) is
+each student's submission file (the pack's, e.g. ``attention.py``, else its notebook
+``attention.ipynb``; or the ``<id>.py`` file itself) is
 extracted, each to a folder of its own with a name the grader makes
 (``00003/attention.py``), so no member name, however long, odd or
 case-folded, decides a path on disk.
@@ -26,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-__all__ = ["ArchiveError", "Extracted", "Student", "safe_extract"]
+__all__ = ["ArchiveError", "Extracted", "Student", "open_zip", "safe_extract"]
 
 MAX_MEMBERS = 200_000
 """Most members listed by one archive; more and it is refused (its listing alone costs memory)."""
@@ -119,7 +120,7 @@ def _times(n: int) -> str:
     return "twice" if n == 2 else f"{n} times"
 
 
-def safe_extract(archive: Path, dest: Path, filename: str) -> Extracted:
+def safe_extract(archive: Path, dest: Path, filename: str, notebook: str | None = None) -> Extracted:
     """List the students of ``archive`` and extract each one's file into ``dest``.
 
     Parameters
@@ -130,6 +131,10 @@ def safe_extract(archive: Path, dest: Path, filename: str) -> Extracted:
         An empty folder; student ``i`` (in sorted order) gets ``dest/<i>/<filename>``.
     filename : str
         The submission's file name (the course pack's, e.g. ``attention.py``).
+    notebook : str, optional
+        The notebook graded like it (the pack's, e.g. ``attention.ipynb``): a
+        student folder holding it and no ``filename`` gets it extracted as
+        ``dest/<i>/<notebook>``, and a top-level ``<id>.ipynb`` is a student too.
 
     Returns
     -------
@@ -141,6 +146,18 @@ def safe_extract(archive: Path, dest: Path, filename: str) -> Extracted:
         If the file is not a readable zip archive, lists more than
         `MAX_MEMBERS` members, or would extract more than `MAX_TOTAL_BYTES`.
     """
+    with open_zip(archive) as zf:
+        return _extract(zf, zf.infolist(), archive, dest, filename, notebook)
+
+
+def open_zip(archive: Path) -> zipfile.ZipFile:
+    """Open a zip archive within the whole-archive limits, its members' names decoded (`member_name`).
+
+    Raises
+    ------
+    ArchiveError
+        If the file is not a readable zip archive or lists more than `MAX_MEMBERS` members.
+    """
     stated = _member_count(archive)
     if stated is not None and stated > MAX_MEMBERS:
         raise ArchiveError(f"{archive}: {stated:,} members; an archive may list at most {MAX_MEMBERS:,}")
@@ -148,13 +165,13 @@ def safe_extract(archive: Path, dest: Path, filename: str) -> Extracted:
         zf = zipfile.ZipFile(archive)
     except Exception as exc:  # noqa: BLE001 -- BadZipFile, OSError, a name flagged UTF-8 that is not
         raise ArchiveError(f"{archive}: not a readable zip archive ({exc})") from None
-    with zf:
-        members = zf.infolist()
-        if len(members) > MAX_MEMBERS:
-            raise ArchiveError(f"{archive}: {len(members):,} members; an archive may list at most {MAX_MEMBERS:,}")
-        for info in members:
-            info.filename = member_name(info)
-        return _extract(zf, members, archive, dest, filename)
+    members = zf.infolist()
+    if len(members) > MAX_MEMBERS:
+        zf.close()
+        raise ArchiveError(f"{archive}: {len(members):,} members; an archive may list at most {MAX_MEMBERS:,}")
+    for info in members:
+        info.filename = member_name(info)
+    return zf
 
 
 def member_name(info: zipfile.ZipInfo) -> str:
@@ -181,8 +198,14 @@ def member_name(info: zipfile.ZipInfo) -> str:
 
 
 def _extract(
-    zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], archive: Path, dest: Path, filename: str
+    zf: zipfile.ZipFile,
+    members: list[zipfile.ZipInfo],
+    archive: Path,
+    dest: Path,
+    filename: str,
+    notebook: str | None = None,
 ) -> Extracted:
+    kinds = (".py", ".ipynb") if notebook else (".py",)
     skipped: list[str] = []
     files: dict[tuple[str, ...], list[zipfile.ZipInfo]] = defaultdict(list)  # kept file members by path
     folders: set[tuple[str, ...]] = set()  # every folder the kept members imply
@@ -191,7 +214,7 @@ def _extract(
         name = info.filename
         parts = _safe_parts(name.rstrip("/"))
         if parts is None:
-            if name.endswith(".py"):
+            if name.endswith(kinds):
                 skipped.append(f"{name}: an absolute path or one with '..', refused (it may lead outside)")
             continue
         if info.is_dir():
@@ -202,7 +225,7 @@ def _extract(
         if _hidden(parts):
             continue
         folders.update(parts[:i] for i in range(1, len(parts)))
-        if name.endswith(".py"):
+        if name.endswith(kinds):
             files[parts].append(info)
 
     # The root: descend while it holds a single folder, no .py file and no submission file.
@@ -213,18 +236,19 @@ def _extract(
             break
         (child,) = children
         below = (*root, child)
-        if below not in folders or below in files or (*below, filename) in files:
+        if below not in folders or below in files or (*below, filename) in files or (*below, notebook) in files:
             break
         root = below
 
     extracted = Extracted(skipped=skipped)
     total = [0]
-    if (*root, filename) in files:  # the archive is one student's folder
-        name = root[-1] if root else archive.stem
-        student = Student(name, False)
-        extracted.students.append(student)
-        _take(zf, files[(*root, filename)], student, dest / "00000", archive, total, skipped, filename)
-        return extracted
+    for own in (filename, notebook):
+        if own and (*root, own) in files:  # the archive is one student's folder
+            name = root[-1] if root else archive.stem
+            student = Student(name, False)
+            extracted.students.append(student)
+            _take(zf, files[(*root, own)], student, dest / "00000", archive, total, skipped, own)
+            return extracted
 
     sizes: dict[str, int] = defaultdict(int)
     for parts in counted:
@@ -241,7 +265,8 @@ def _extract(
         extracted.students.append(student)
         where = dest / f"{index:05d}"
         if student.is_file:
-            _take(zf, files[folder], student, where, archive, total, skipped, filename)
+            own = notebook if notebook and name.endswith(".ipynb") else filename
+            _take(zf, files[folder], student, where, archive, total, skipped, own)
         elif sizes[name] > MAX_STUDENT_FILES:
             student.problem = (
                 f"your folder {name} in {archive} holds {sizes[name]:,} files; the grader reads at most "
@@ -249,6 +274,8 @@ def _extract(
             )
         elif (*folder, filename) in files:
             _take(zf, files[(*folder, filename)], student, where, archive, total, skipped, filename)
+        elif notebook and (*folder, notebook) in files and (*folder, filename) not in folders:
+            _take(zf, files[(*folder, notebook)], student, where, archive, total, skipped, notebook)
         elif (*folder, filename) in folders:
             student.problem = (
                 f"{filename} in {archive} is a folder, not a file: the student folder must hold {filename}"

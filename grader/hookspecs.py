@@ -371,8 +371,9 @@ def grader_submission_time(submission: Submission, config: Config) -> Sequence[t
     Moodle grading worksheet, a Canvas CSV of submission times) and
     ``"arrival"`` (the grader's record of when it first saw the file, kept in
     the gradebook). The course policy (``times:``) picks the first source it
-    trusts. Never answer from a commit date or a file's modification time: the
-    student controls both.
+    trusts, and never ``arrival`` for a submission from an LMS export (the
+    grader sees those files when the export is downloaded). Never answer from
+    a commit date or a file's modification time: the student controls both.
     """
 
 

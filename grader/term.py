@@ -4,8 +4,8 @@ Core helpers shared by the built-in plugins ``lms``, ``policy`` and
 ``manual`` (which do not import each other) and by `grader.session`:
 
 * `parse_lms_name`: a Canvas or Moodle export's entry name -> the student's
-  id, LMS user id, LATE flag and attempt (unknown names: None, and the
-  grader keeps today's behaviour);
+  id, LMS user id, LATE flag and attempt (the export as a whole is read by
+  `grader.lmsintake`);
 * `load_policy` / `late_penalty`: ``policy.yaml`` (due date, penalty per day
   or per hour, cap, grace period, late days per student), validated with
   jsonschema, errors in one line naming the file, the key and the fix;
@@ -27,7 +27,6 @@ import csv
 import dataclasses
 import datetime as dt
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -48,40 +47,38 @@ __all__ = [
     "submission_feedback",
 ]
 
-# Canvas "Download Submissions": lastnamefirstname[_LATE]_userid_attemptid_filename
-# (a resubmitted file keeps its name with "-1", "-2" before the extension).
-_CANVAS = re.compile(r"^(?P<name>[^_]+)_(?P<late>LATE_)?(?P<user>\d+)_(?P<attempt>\d+)_(?P<file>.+)$")
-# Moodle assignment "Download all submissions": "Full Name_participantid_assignsubmission_file_"
-_MOODLE = re.compile(r"^(?P<name>.+?)_(?P<user>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_$")
-
 
 def parse_lms_name(name: str) -> dict[str, str] | None:
-    """What a Canvas or Moodle export's entry name says of its student.
+    """What a Canvas or Moodle export's entry name says of its student (its LMS-written prefix only).
 
     Parameters
     ----------
     name : str
-        A folder name, or a file name without its ``.py`` (``smithbob_LATE_340934_208490284_attention``,
-        ``Bob Smith_12345_assignsubmission_file_``).
+        A Canvas file name, with or without its extension
+        (``smithbob_LATE_340934_208490284_attention``), or a Moodle folder
+        name (``Bob Smith_12345_assignsubmission_file_``). The export as a
+        whole is read by `grader.lmsintake`; this reads one name.
 
     Returns
     -------
     dict of str to str or None
         ``system``, ``name`` (the student's id), ``user`` (the LMS's user or
         participant id), ``late`` (``"1"`` or ``"0"``) and, for Canvas,
-        ``attempt`` (its attempt id, digits); None for a name neither system writes.
+        ``attempt`` (its attachment id, digits); None for a name neither system writes.
     """
-    m = _MOODLE.match(name)
-    if m:
-        return {"system": "moodle", "name": m["name"], "user": m["user"], "late": "0"}
-    m = _CANVAS.match(name)
-    if m:
+    from grader.lmsintake import parse_canvas, parse_moodle
+
+    found = parse_moodle(name, folder=True)
+    if found is not None:
+        return {"system": "moodle", "name": found["name"], "user": found["user"], "late": "0"}
+    canvas = parse_canvas(name)
+    if canvas is not None and "file" in canvas:
         return {
             "system": "canvas",
-            "name": m["name"],
-            "user": m["user"],
-            "late": "1" if m["late"] else "0",
-            "attempt": m["attempt"],
+            "name": canvas["name"],
+            "user": canvas["user"],
+            "late": canvas["late"],
+            "attempt": canvas["file"],
         }
     return None
 
@@ -300,7 +297,8 @@ def late_penalty(
         ``"the grader's record of its arrival"``).
     late_flag : bool
         Whether the LMS export marks it late (Canvas's ``_LATE_``); used only
-        when ``submitted`` is None: ``late_flag_units`` days or hours are charged.
+        when ``submitted`` is None: ``late_flag_units`` days or hours are
+        counted, the student's late days spent first (a late day covers 24 hours).
 
     Returns
     -------
@@ -327,10 +325,17 @@ def late_penalty(
         if used:
             words.append(f"{used} late day(s) used")
     elif late_flag:
-        units = policy.late_flag_units
+        # A LATE mark spends the student's late days before any penalty, as a time would.
+        counted = policy.late_flag_units
+        per_day = 1 if policy.per == "day" else 24
+        used = min(allowed, math.ceil(counted / per_day))
+        units = max(0, counted - used * per_day)
         words.append(
-            f"marked LATE by the LMS export ({source or 'no submission time given'}): {units} {policy.per}(s) charged"
+            f"marked LATE by the {source or 'LMS export'} without a time: {counted} {policy.per}(s) counted "
+            "(late_flag_units)"
         )
+        if used:
+            words.append(f"{used} late day(s) used")
     else:
         return None
     if units <= 0:
@@ -441,6 +446,9 @@ def read_manual(path: str) -> list[ManualRow]:
 def apply_manual(result: SubmissionResult, rows: list[ManualRow], path: str = "manual.csv") -> SubmissionResult:
     """Apply a student's ``manual.csv`` rows: each overrides a check's or an exercise's points.
 
+    A row is the student's when its ``student`` is their id or their LMS
+    user id (``result.lms["user"]``: display names collide, user ids do not).
+
     A check override keeps the automatic score in ``CheckResult.automatic_score``;
     every override is an `Adjustment` of kind ``manual`` (its points are the
     new minus the automatic). The later of two rows for one target wins.
@@ -451,7 +459,8 @@ def apply_manual(result: SubmissionResult, rows: list[ManualRow], path: str = "m
         If a row names an exercise or check the specs do not have, or gives
         more points than it is worth.
     """
-    mine = [r for r in rows if r.student == result.id]
+    user = result.lms.get("user", "")
+    mine = [r for r in rows if r.student == result.id or (user and r.student == user)]
     if not mine:
         return result
     last: dict[str, ManualRow] = {}

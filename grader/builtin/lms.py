@@ -1,19 +1,15 @@
 """Built-in plugin: Canvas and Moodle exports in, their grade import files out, a push to Canvas.
 
-Intake. The names an LMS gives the entries of its "download submissions"
-export are read (`grader.term.parse_lms_name`), in a zip or an unpacked
-folder:
-
-* Canvas: ``lastnamefirstname_userid_attemptid_filename`` (``_LATE_`` after
-  the name when the submission was late): the id is ``lastnamefirstname``,
-  the Canvas user id and the LATE mark are kept; several entries of one
-  user are attempts, and the latest (largest attempt id) is graded unless
-  ``--attempt first``;
-* Moodle: a folder ``Full Name_participantid_assignsubmission_file_``: the
-  id is the full name, the participant id is kept.
-
-Ids still go through `grader.naming` (two ``smithbob`` stay two students).
-A name neither system writes keeps today's behaviour. ``--lms-times CSV``
+Intake (`grader.lmsintake`, called by the built-in locator). A zip or an
+unpacked folder whose entries are named as Canvas's or Moodle's "download
+submissions" export names them is read as that export, decided once from
+all its entries (or ``--lms canvas|moodle|none``); only the LMS-written
+prefix of a name is parsed, the student's file name is opaque. Every
+student is keyed by the LMS's user id (Canvas user id, Moodle participant
+id), and of their files the one named as the pack's submission file
+(``attention.py``, else ``attention.ipynb``; Canvas's ``attention-1.py`` for
+a second one, ``--attempt`` choosing) is graded, the others listed.
+``--lms-times CSV``
 reads when each was submitted from the LMS's own file (Moodle's grading
 worksheet, ``Identifier`` and ``Last modified (submission)``; or any CSV with
 an ``ID``/``id`` column and ``submitted_at``), the trusted time the course
@@ -46,14 +42,13 @@ from typing import Any
 
 from grader.errors import ConfigError, UsageError
 from grader.fileio import write_atomic
+from grader.lmsintake import LMS_CHOICES, LOCATED
 from grader.models import GradingReport, Submission
-from grader.naming import display_name
 from grader.plugins import hookimpl
-from grader.safetext import csv_cell, display
+from grader.safetext import csv_cell
 from grader.stash import StashKey
 from grader.term import (
     adjustment_lines,
-    parse_lms_name,
     parse_time,
     read_csv_rows,
     submission_feedback,
@@ -81,10 +76,18 @@ def grader_addoption(parser: Any, command: str) -> None:
         return
     group = parser.add_argument_group("LMS")
     group.add_argument(
+        "--lms",
+        choices=LMS_CHOICES,
+        default=None,
+        help="which LMS made the export (default: decided from the names of all its entries; "
+        "none: an ordinary class folder)",
+    )
+    group.add_argument(
         "--attempt",
         choices=("latest", "first"),
         default="latest",
-        help="which of a student's attempts in a Canvas export is graded (default: latest)",
+        help="of several files of the submission's name in a Canvas export (attention.py, attention-1.py), "
+        "which is graded (default: latest)",
     )
     group.add_argument(
         "--lms-times",
@@ -109,52 +112,6 @@ def grader_addoption(parser: Any, command: str) -> None:
         action="store_true",
         help="let --canvas-push use a plain http:// address on localhost (a test server; never a real Canvas)",
     )
-
-
-def _with_lms(sub: Submission) -> Submission:
-    raw = display_name(sub.raw_name) if sub.raw_name else sub.id
-    stem = raw.removesuffix(".py")
-    info = parse_lms_name(stem)
-    if info is None:
-        return sub
-    return Submission(info["name"], sub.path, sub.file, sub.sha256, sub.problem, sub.slug, sub.raw_name, info)
-
-
-def choose_attempts(found: list[Submission], which: str = "latest") -> tuple[list[Submission], list[str]]:
-    """Keep one attempt per LMS user (the largest attempt id, or the smallest for ``first``).
-
-    Returns
-    -------
-    (list of Submission, list of str)
-        The kept submissions in their order, and a note per user with several attempts.
-    """
-    groups: dict[tuple[str, str], list[Submission]] = {}
-    for sub in found:
-        if sub.lms:
-            groups.setdefault((sub.lms["system"], sub.lms["user"]), []).append(sub)
-    keep: dict[int, Submission] = {}
-    notes = []
-    for (system, user), subs in groups.items():
-        # Entries with a gradable file first (a Moodle participant's onlinetext folder holds none), then by attempt id.
-        gradable = [s for s in subs if s.file is not None and not s.problem] or subs
-        order = sorted(gradable, key=lambda s: int(s.lms.get("attempt", "0")))
-        chosen = order[-1] if which == "latest" else order[0]
-        lms = {**chosen.lms, "attempts": str(len(gradable))}  # "late" is the graded attempt's own mark
-        keep[id(chosen)] = Submission(
-            chosen.id, chosen.path, chosen.file, chosen.sha256, chosen.problem, chosen.slug, chosen.raw_name, lms
-        )
-        if len(gradable) > 1:
-            notes.append(
-                f"{chosen.id} ({system} user {user}): {len(subs)} attempts, graded the {which} "
-                f"(attempt {chosen.lms.get('attempt', '?')})"
-            )
-    out = []
-    for sub in found:
-        if not sub.lms:
-            out.append(sub)
-        elif id(sub) in keep:
-            out.append(keep[id(sub)])
-    return out, notes
 
 
 def read_times(path: str) -> dict[str, str]:
@@ -195,24 +152,26 @@ def read_times(path: str) -> dict[str, str]:
 
 @hookimpl(wrapper=True)
 def grader_locate_submissions(path: str, config: Any) -> Any:
-    """Read LMS names and keep one attempt per student."""
+    """Give LMS students their trusted times (``--lms-times``) and keep the batch for the checks before grading.
+
+    The export itself is read by `grader.lmsintake` (the built-in locator):
+    its students already carry the LMS's facts (``Submission.lms``).
+    """
     found = yield
-    found = [_with_lms(s) for s in found]
-    found, notes = choose_attempts(found, config.option("attempt") or "latest")
-    for note in notes:
-        print(f"grader: {display(note)}", file=sys.stderr)
     times = config.stash.get(_TIMES)
     if times is None and config.option("lms_times"):
         times = config.stash[_TIMES] = read_times(config.option("lms_times"))
-    if times:
+    if times and found:
         found = [_timed(s, times) for s in found]
+    if found:
+        config.stash.setdefault(LOCATED, []).extend(found)
     return found
 
 
 def _timed(sub: Submission, times: dict[str, str]) -> Submission:
     """The submission with its LMS time (matched by LMS user id, else by id), when the file gives one."""
     key = sub.lms.get("user") if sub.lms.get("user") in times else sub.id
-    if key not in times:
+    if not key or key not in times:
         return sub
     return Submission(
         sub.id,

@@ -14,6 +14,11 @@ overrides the exercise's points. Each override is an adjustment with its
 reason, shown on every output (`grader.term.apply_manual`). The file is read
 on every run and applied after the gradebook, so ``--regrade`` keeps every
 manual score. Rows are checked against the specs before grading starts.
+
+``student`` is the student's id or, for a Canvas or Moodle export, their
+LMS user id (display names collide; user ids do not). In a run with an LMS
+export, a row naming no student, or a display name two students share, is
+refused before grading, in one line.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import sys
 from typing import Any
 
 from grader.errors import ConfigError
+from grader.lmsintake import LOCATED, student_problem
 from grader.models import Submission, SubmissionResult
 from grader.plugins import hookimpl
 from grader.safetext import display
@@ -79,13 +85,32 @@ def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> N
                 f"--manual {path}: line {r.line}: points: {r.points:g} is more than {r.target} is worth "
                 f"({worth:g}); give at most {worth:g}"
             )
-    ids = {s.id for s in submissions}
+    ids = {s.id for s in submissions} | {s.lms["user"] for s in submissions if s.lms.get("user")}
     unknown = sorted({r.student for r in rows} - ids)
-    if unknown:
+    if unknown and not any(s.lms.get("system") for s in submissions):  # an LMS batch: refused before grading
         print(
             f"grader: warning: --manual {display(path)}: no submission in this run for {display(', '.join(unknown))}",
             file=sys.stderr,
         )
+
+
+@hookimpl
+def grader_grading_ready(config: Any) -> None:
+    """Refuse, before the output folder is made, a row naming no one student of an LMS export.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        In one line naming the file, the line, the column and the fix.
+    """
+    rows = config.stash.get(_ROWS)
+    located = config.stash.get(LOCATED)
+    if not rows or not located:
+        return
+    for r in rows:
+        problem = student_problem(r.student, located)
+        if problem:
+            raise ConfigError(f"--manual {config.option('manual')}: line {r.line}: student: {problem}")
 
 
 @hookimpl(tryfirst=True)

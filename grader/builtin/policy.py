@@ -5,22 +5,33 @@ date, the penalty per day or per hour (a percent of the maximum score or
 points), its cap, a grace period and late days per student. The submission
 time comes only from a trusted source (``grader_submission_time``): the LMS's
 export, or the grader's record of the file's arrival (``times: [lms,
-arrival]``); a Canvas export's ``LATE`` mark without a time charges
-``late_flag_units``. The penalty is an adjustment with its reason, after the
-manual scores; results keep the raw score (``raw_score``) and the final one.
+arrival]``), never for a file from an LMS export (the grader first saw it
+when the export was downloaded); a Canvas export's ``LATE`` mark without a
+time counts ``late_flag_units``, the student's late days spent first, and a
+Canvas student without one is on time. A student no trusted source can date
+is charged nothing and named in one line of the terminal summary; a policy
+that can date no submission of an LMS export is refused before grading. The
+penalty is an adjustment with its reason, after the manual scores; results
+keep the raw score (``raw_score``) and the final one; every penalty is
+listed in the terminal summary.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
+from grader.errors import ConfigError
+from grader.lmsintake import LOCATED, shared_name
 from grader.models import Submission, SubmissionResult
 from grader.plugins import hookimpl
+from grader.safetext import display
 from grader.stash import StashKey
 from grader.term import apply_penalty, late_penalty, load_policy
 
 _POLICY = StashKey[Any]()
+_UNDATED = StashKey[list[str]]()
 
 SOURCES = {"lms": "time from the LMS export", "arrival": "time the grader first saw the file"}
 
@@ -37,20 +48,34 @@ def grader_addoption(parser: Any, command: str) -> None:
 @hookimpl
 def grader_configure(config: Any) -> None:
     if config.option("policy") and config.command != "check":
-        config.stash[_POLICY] = load_policy(config.option("policy"))
+        policy = load_policy(config.option("policy"))
+        # late_days keyed by LMS user id: YAML reads an unquoted 340934 as a number, the id is text
+        config.stash[_POLICY] = dataclasses.replace(policy, late_days={str(k): v for k, v in policy.late_days.items()})
 
 
 def submission_time(submission: Submission, config: Any) -> tuple[str, dt.datetime] | None:
-    """The first trusted (source, time) the policy accepts, or None."""
+    """The first trusted (source, time) the policy accepts, or None.
+
+    ``arrival`` never dates a submission from an LMS export: the grader first
+    saw the file when the export was downloaded, not when it was handed in.
+    """
     policy = config.stash[_POLICY]
     offered: dict[str, str] = {}
     for answer in config.hook.grader_submission_time(submission=submission, config=config):
         for source, when in answer or ():
             offered.setdefault(source, when)
     for source in policy.times:
+        if source == "arrival" and submission.lms.get("system"):
+            continue
         if source in offered:
             return source, dt.datetime.fromisoformat(offered[source]).astimezone(dt.UTC)
     return None
+
+
+def _late_days_key(policy: Any, result: SubmissionResult, submission: Submission) -> str:
+    """Whose late days: the LMS user id when ``late_days.students`` names it, else the student id."""
+    user = submission.lms.get("user", "")
+    return user if user and user in policy.late_days else result.id
 
 
 @hookimpl(trylast=True)
@@ -58,16 +83,96 @@ def grader_adjust_result(result: SubmissionResult, submission: Submission, confi
     policy = config.stash.get(_POLICY)
     if policy is None or result.status == "error" and submission.file is None:
         return None
+    if policy.percent is None and policy.points is None:
+        return None
     found = submission_time(submission, config)
     system = submission.lms.get("system", "")
-    source = (f"{system.capitalize()} " if system else "") + SOURCES[found[0]] if found else system.capitalize()
+    # A LATE mark is the LMS's word: trusted with the LMS's times. A Canvas export without one says "on time".
+    late_flag = "lms" in policy.times and submission.lms.get("late") == "1"
+    if found is None and not late_flag:
+        if not ("lms" in policy.times and system == "canvas" and submission.lms.get("user")):
+            config.stash.setdefault(_UNDATED, []).append(result.id)
+        return None
+    source = (
+        (f"{system.capitalize()} " if system else "") + SOURCES[found[0]] if found else f"{system.capitalize()} export"
+    )
     penalty = late_penalty(
         policy,
-        result.id,
+        _late_days_key(policy, result, submission),
         result.max_score,
         result.score,
         found[1] if found else None,
         source,
-        late_flag=submission.lms.get("late") == "1",
+        late_flag=late_flag,
     )
     return apply_penalty(result, penalty)
+
+
+def _datable(submission: Submission, policy: Any, config: Any) -> bool:
+    """Whether any trusted source the policy accepts can date this submission."""
+    lms = submission.lms
+    if "lms" in policy.times and (lms.get("submitted_at") or (lms.get("system") == "canvas" and lms.get("user"))):
+        return True
+    has_book = bool(config.option("gradebook") or config.out_dir)
+    return "arrival" in policy.times and not lms.get("system") and has_book
+
+
+@hookimpl
+def grader_grading_ready(config: Any) -> None:
+    """Refuse a policy that can date none of an LMS export's submissions (before the output folder is made).
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        In one line naming the policy file, ``times`` and the fix.
+    """
+    policy = config.stash.get(_POLICY)
+    located = config.stash.get(LOCATED)
+    if policy is None or not located:
+        return
+    for key in policy.late_days:
+        shared = shared_name(key, located)
+        if shared:
+            raise ConfigError(f"{policy.path}: late_days.students.{key}: {shared}")
+    if policy.percent is None and policy.points is None:
+        return
+    gradable = [s for s in located if s.file is not None and not s.problem]
+    if not gradable or any(_datable(s, policy, config) for s in gradable):
+        return
+    sources = {impl.plugin_name for impl in config.hooks.implementations("grader_submission_time")}
+    if sources - {"lms", "gradebook"} or not all(s.lms.get("system") for s in gradable):
+        return  # another plugin may date them; a class folder's undated students are named after grading
+    systems = sorted({s.lms["system"] for s in gradable})
+    why = f"a {' and '.join(s.capitalize() for s in systems)} export's file names carry no times" + (
+        " and arrival never dates an LMS export" if "arrival" in policy.times else ""
+    )
+    fix = "give --lms-times with the LMS's times (Moodle's grading worksheet)"
+    if "lms" not in policy.times:
+        fix = "add lms to times and " + fix
+    raise ConfigError(
+        f"{policy.path}: times: [{', '.join(policy.times)}]: no trusted time for any submission of this run "
+        f"({why}); {fix}, or remove penalty"
+    )
+
+
+@hookimpl
+def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
+    """Every late penalty, and the students no trusted time could date (nothing charged to them)."""
+    policy = config.stash.get(_POLICY)
+    if policy is None or config.command != "grade":
+        return
+    charged = [(s, a) for s in report.submissions for a in s.adjustments if a.kind == "late" and a.points < 0]
+    if charged:
+        write(display(f"late penalties ({policy.path}): {len(charged)}"))
+        for s, a in charged:
+            write(display(f"  {s.id}: {a.points:+g}: {a.reason}"))
+    undated = sorted(set(config.stash.get(_UNDATED, [])))
+    if undated:
+        shown = ", ".join(undated[:10]) + (f" and {len(undated) - 10} more" if len(undated) > 10 else "")
+        write(
+            display(
+                f"late policy: no trusted time for {len(undated)} student(s), nothing charged: {shown}; "
+                "give --lms-times with the LMS's times"
+                + ("" if "arrival" in policy.times else ", or add arrival to times for files handed to the grader")
+            )
+        )

@@ -325,7 +325,7 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
     dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
     config.stash.setdefault(_TEMPDIRS, []).append(dest)
     try:
-        extracted = safe_extract(Path(path), dest, pack.submission)
+        extracted = safe_extract(Path(path), dest, pack.submission, pack.notebook)
     except ArchiveError as exc:
         raise UsageError(f"{exc}; export the submissions again") from None
     for problem in extracted.skipped:
@@ -334,7 +334,7 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
         raise UsageError(f"{path}: holds no {pack.submission}, no student folders and no .py files")
     found = []
     for student in extracted.students:
-        sid = student.name[:-3] if student.is_file else student.name
+        sid = student.name.rsplit(".", 1)[0] if student.is_file else student.name
         shown = f"{path}:{student.name}"
         raw = student.name.encode("utf-8", "surrogatepass")
         if student.problem:
@@ -352,7 +352,10 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
                 )
             )
         else:
-            sub = make_submission(sid, student.file.parent, student.file, raw, pack)
+            if student.file.name == pack.notebook:  # a notebook goes through the zip like a .py file
+                sub = notebook_submission(sid, student.file.parent, student.file, raw, pack)
+            else:
+                sub = make_submission(sid, student.file.parent, student.file, raw, pack)
             found.append(replace(sub, path=shown, problem=sub.problem.replace(str(student.file.parent), shown)))
     return found
 
@@ -376,7 +379,18 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 @hookimpl(trylast=True)
 def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
-    """Locate submissions on the filesystem with `locate` (zip archives: `locate_archive`)."""
+    """Locate submissions on the filesystem: an LMS export by `grader.lmsintake.locate_export`, else
+    with `locate` (zip archives: `locate_archive`)."""
+    from grader.lmsintake import locate_export
+
+    def scratch() -> Path:
+        dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
+        config.stash.setdefault(_TEMPDIRS, []).append(dest)
+        return dest
+
+    exported = locate_export(path, config, scratch)
+    if exported is not None:
+        return exported
     if path.lower().endswith(".zip"):
         return locate_archive(path, config)
     return locate(path, skip=config.out_dir, pack=config.pack)
