@@ -45,7 +45,7 @@ from grader.fileio import write_atomic
 from grader.lmsintake import LMS_CHOICES, LOCATED
 from grader.models import GradingReport, Submission
 from grader.plugins import hookimpl
-from grader.safetext import csv_cell
+from grader.safetext import csv_cell, display
 from grader.stash import StashKey
 from grader.term import (
     adjustment_lines,
