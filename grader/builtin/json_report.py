@@ -124,7 +124,15 @@ def report_to_dict(report: GradingReport) -> dict[str, Any]:
         "grader_version": report.grader_version,
         "spec_hash": report.spec_hash,
         "submissions": [submission_to_dict(s, slugs[s.id]) for s in report.submissions],
+        "misconceptions": _misconceptions(report),
     }
+
+
+def _misconceptions(report: GradingReport) -> list[dict[str, Any]]:
+    """What to reteach (`grader.insight.misconceptions`), with who: this file is for instructors."""
+    from grader.insight import misconceptions
+
+    return [m.to_dict(who=True) for m in misconceptions(report.submissions)]
 
 
 def _submission_json(s: SubmissionResult, slug: str = "") -> str:
@@ -175,13 +183,14 @@ def report_json_pieces(report: GradingReport, piece: Callable[[str], str | None]
     head = json.dumps({"grader_version": report.grader_version, "spec_hash": report.spec_hash})[:-1]
     slugs = slugs_of(report.submissions)  # the submissions' own, unless a result lacks one (as the writers do)
     yield f'{head}, "submissions": '
+    tail = f', "misconceptions": {json.dumps(_misconceptions(report))}}}\n'  # issue 27: what to reteach
     if not report.submissions:
-        yield "[]}\n"
+        yield "[]" + tail
         return
     for i, s in enumerate(report.submissions):
         line = (piece(s.id) if slugs[s.id] == s.slug else None) or _submission_json(s, slugs[s.id])
         yield ("[\n" if i == 0 else ",\n") + line
-    yield "\n]}\n"
+    yield "\n]" + tail
 
 
 @hookimpl
