@@ -131,7 +131,21 @@ POLICY_SCHEMA: dict[str, Any] = {
                     "additionalProperties": {"type": "integer", "minimum": 0},
                     "description": "map student ids to whole days >= 0",
                 },
+                "term": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "give the whole days >= 0 each student has for the whole term (grader.ledger)",
+                },
+                "ledger": {
+                    "type": "string",
+                    "description": "give the ledger.json 'grader term' wrote, relative to this file",
+                },
             },
+        },
+        "assignment": {
+            "type": "string",
+            "minLength": 1,
+            "description": "give this assignment's id in the term, e.g. A2 (grader term)",
         },
         "late_flag_units": {
             "type": "integer",
@@ -164,6 +178,8 @@ class Policy:
     late_days: dict[str, int] = dataclasses.field(default_factory=dict)
     late_flag_units: int = 1
     times: tuple[str, ...] = ("lms",)
+    assignment: str = ""
+    late_days_term: int | None = None
 
 
 def _zone(name: str, path: str) -> dt.tzinfo:
@@ -255,6 +271,10 @@ def load_policy(path: str) -> Policy:
         )
     penalty = data.get("penalty") or {}
     late_days = data.get("late_days") or {}
+    if "term" in late_days:  # one budget for the term: what the ledger says is left (grader.ledger)
+        from grader.ledger import term_allowances
+
+        late_days = term_allowances(path, late_days, str(data.get("assignment", "")))
     return Policy(
         path=path,
         due=due,
@@ -268,6 +288,8 @@ def load_policy(path: str) -> Policy:
         late_days=dict(late_days.get("students") or {}),
         late_flag_units=int(data.get("late_flag_units", 1)),
         times=tuple(data.get("times", ("lms",))),
+        assignment=str(data.get("assignment", "")),
+        late_days_term=late_days.get("term"),
     )
 
 

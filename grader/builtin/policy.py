@@ -12,6 +12,7 @@ manual scores; results keep the raw score (``raw_score``) and the final one.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -38,6 +39,9 @@ def grader_addoption(parser: Any, command: str) -> None:
 def grader_configure(config: Any) -> None:
     if config.option("policy") and config.command != "check":
         config.stash[_POLICY] = load_policy(config.option("policy"))
+        from grader.ledger import remember_term
+
+        remember_term(config, config.stash[_POLICY])  # results.json names the assignment and the term's days
 
 
 def submission_time(submission: Submission, config: Any) -> tuple[str, dt.datetime] | None:
@@ -70,4 +74,6 @@ def grader_adjust_result(result: SubmissionResult, submission: Submission, confi
         source,
         late_flag=submission.lms.get("late") == "1",
     )
-    return apply_penalty(result, penalty)
+    from grader.ledger import late_record  # a term's late days: what this assignment charged
+
+    return apply_penalty(dataclasses.replace(result, late=late_record(policy, result.id, found[1] if found else None)), penalty)
