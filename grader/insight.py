@@ -282,7 +282,7 @@ def item_analysis(report: GradingReport, min_class: int = MIN_CLASS) -> ItemAnal
             flags.append("constant")
         if r is not None and r < NEGATIVE_BELOW:
             flags.append("negative")
-        twins = ()
+        twins: tuple[str, ...] = ()
         if failing[j] and len(failing[j]) < len(subs):
             twins = tuple(f"{keys[o][0]} {keys[o][1]}" for o in range(len(keys)) if o != j and failing[o] == failing[j])
             if twins:

@@ -350,9 +350,7 @@ def ledger_json(ledger: Ledger) -> str:
         students.append(
             {
                 "id": student,
-                "assignments": {
-                    a: {k: v for k, v in r.items() if k != "adjustments"} for a, r in per.items()
-                },
+                "assignments": {a: {k: v for k, v in r.items() if k != "adjustments"} for a, r in per.items()},
                 "late_days_used": used,
                 "late_days_left": ledger.left[student],
                 "total": round(sum(r["score"] for r in per.values()), 6),
@@ -421,7 +419,7 @@ def term_report(ledger: Ledger) -> Any:
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``grader term`` to the CLI's subparsers; return its parser."""
-    term = sub.add_parser(
+    term: argparse.ArgumentParser = sub.add_parser(
         "term",
         help="one gradebook across a term's assignments, with late days from one budget",
         description="Read several assignments' results (grade --out folders or results.json files), in the "

@@ -97,7 +97,10 @@ def test_ledger_and_gradebook_agree_with_the_results(term: dict) -> None:
     assert (rows["alice"]["A3"], rows["alice"]["total"], rows["alice"]["raw_score"]) == ("77.4", "249.4", "258")
     assert "late days: 5 used of 5 (A1 3, A2 2, A3 0), 0 left" in rows["alice"]["adjustments"]
     assert "A3: 1 day(s) late" in rows["alice"]["adjustments"]
-    assert rows["bob"]["total"] == "258" and "late days: 0 used of 5 (A1 0, A2 0, A3 0), 5 left" in rows["bob"]["adjustments"]
+    assert (
+        rows["bob"]["total"] == "258"
+        and "late days: 0 used of 5 (A1 0, A2 0, A3 0), 5 left" in rows["bob"]["adjustments"]
+    )
 
 
 def test_a3_graded_without_the_ledger_is_refused(
@@ -134,7 +137,9 @@ def test_bad_input_gets_one_line_naming_the_file_and_the_fix(term: dict, tmp_pat
     code, _, err = cli("term", a1, a2, a1, "--out", out)
     assert code == 2 and "assignment id 'A1' again" in err and "'assignment:'" in err
 
-    gone = _edited(a2, tmp_path / "gone", lambda d: d.update(submissions=[s for s in d["submissions"] if s["id"] != "bob"]))
+    gone = _edited(
+        a2, tmp_path / "gone", lambda d: d.update(submissions=[s for s in d["submissions"] if s["id"] != "bob"])
+    )
     code, _, err = cli("term", a1, gone, a3, "--out", out)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert str(gone / "results.json") in err and "no result for student 'bob'" in err and "--missing zero" in err
@@ -152,6 +157,8 @@ def test_bad_input_gets_one_line_naming_the_file_and_the_fix(term: dict, tmp_pat
 def test_a_policy_with_term_and_students_is_refused_in_one_line(tmp_path: Path, cli) -> None:
     policy = tmp_path / "p.yaml"
     policy.write_text("due: '2026-03-01T23:59:00+00:00'\nlate_days: {term: 5, students: {alice: 2}}\n")
-    code, _, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--policy", policy, "--out", tmp_path / "o")
+    code, _, err = cli(
+        "grade", ROOT / "g14" / "submissions" / "correct_numpy", "--policy", policy, "--out", tmp_path / "o"
+    )
     assert code == 3 and str(policy) in err and "remove 'students'" in err
     assert not (tmp_path / "o").exists()

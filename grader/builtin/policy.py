@@ -76,4 +76,6 @@ def grader_adjust_result(result: SubmissionResult, submission: Submission, confi
     )
     from grader.ledger import late_record  # a term's late days: what this assignment charged
 
-    return apply_penalty(dataclasses.replace(result, late=late_record(policy, result.id, found[1] if found else None)), penalty)
+    return apply_penalty(
+        dataclasses.replace(result, late=late_record(policy, result.id, found[1] if found else None)), penalty
+    )
