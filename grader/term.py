@@ -543,8 +543,8 @@ def apply_penalty(result: SubmissionResult, adjustment: Adjustment | None) -> Su
 
 
 def strip_adjustments(result: SubmissionResult) -> SubmissionResult:
-    """The result as the grader scored it: manual overrides undone, no penalty, ``raw_score`` None."""
-    if result.raw_score is None and not result.adjustments:
+    """The result as the grader scored it: manual overrides undone, no penalty (nor late days), ``raw_score`` None."""
+    if result.raw_score is None and not result.adjustments and not result.late:
         return result
     exercises = []
     for ex in result.exercises:
@@ -557,7 +557,7 @@ def strip_adjustments(result: SubmissionResult) -> SubmissionResult:
         delta = sum(a.points for a in result.adjustments if a.kind == "manual" and a.target.partition("/")[0] == ex.id)
         exercises.append(dataclasses.replace(ex, checks=checks, score=round(ex.score - delta, 6)))
     score = result.score if result.raw_score is None else result.raw_score
-    return dataclasses.replace(result, exercises=tuple(exercises), score=score, raw_score=None, adjustments=())
+    return dataclasses.replace(result, exercises=tuple(exercises), score=score, raw_score=None, adjustments=(), late={})
 
 
 def adjustment_lines(result: SubmissionResult) -> list[str]:
