@@ -10,7 +10,10 @@ given, and writes:
   each student had left before it (``left_before``);
 * ``term/gradebook.csv``: the CSV gradebook's format
   (`grader.builtin.csv_gradebook`), one column per assignment, with the
-  late penalties and the late days in its ``adjustments`` column.
+  late penalties and the late days in its ``adjustments`` column;
+* ``term/canvas.csv`` / ``term/moodle.csv``: the LMS gradebook imports
+  (`grader.builtin.lms`) of the term's total, for the students an LMS
+  export named (column ``--canvas-assignment``, default ``Term total``).
 
 The budget is a policy's ``late_days: {term: 5}`` (`grader.term`). Each
 assignment's policy names the assignment (``assignment: A2``) and the
@@ -209,6 +212,7 @@ class Ledger:
     budget: int
     assignments: list[Assignment]
     rows: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    lms: dict[str, dict[str, str]] = field(default_factory=dict)
     left_before: dict[str, dict[str, int]] = field(default_factory=dict)
     left: dict[str, int] = field(default_factory=dict)
 
@@ -323,6 +327,8 @@ def build_ledger(assignments: Sequence[Assignment], missing: str = "error") -> L
                     "adjustments": [x for x in sub.get("adjustments", ()) if x.get("kind") == "late"],
                 }
                 left[student] -= used
+                if sub.get("lms"):  # the latest assignment's LMS identity, for the LMS files
+                    ledger.lms[student] = {str(k): str(v) for k, v in sub["lms"].items()}
             ledger.rows.setdefault(student, {})[a.id] = row
     ledger.left = left
     return ledger
@@ -409,6 +415,7 @@ def term_report(ledger: Ledger) -> Any:
                 exercises,
                 raw_score=raw if adjustments else None,
                 adjustments=tuple(adjustments),
+                lms=ledger.lms.get(student, {}),
             )
         )
     return GradingReport("", "", "term", tuple(subs))
@@ -436,6 +443,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default="error",
         help="a student without a result for an assignment: an error (default), or 0 points",
     )
+    term.add_argument(
+        "--canvas-assignment",
+        default="Term total",
+        metavar="NAME",
+        help="the assignment column of DIR/canvas.csv, as Canvas names it (default: Term total)",
+    )
     return term
 
 
@@ -447,7 +460,16 @@ def run(config: Any, write: Callable[[str], None]) -> int:
 
     ledger = build_ledger([load_assignment(s) for s in config.option("sources")], config.option("missing"))
     out = Path(config.option("term_out"))
-    texts = {LEDGER_FILE: ledger_json(ledger), GRADEBOOK_FILE: gradebook_csv(term_report(ledger))}
+    report = term_report(ledger)
+    texts = {LEDGER_FILE: ledger_json(ledger), GRADEBOOK_FILE: gradebook_csv(report)}
+    systems = {s.lms.get("system") for s in report.submissions}
+    if systems & {"canvas", "moodle"}:
+        from grader.builtin.lms import CANVAS_FILE, MOODLE_FILE, canvas_csv, moodle_csv
+
+        if "canvas" in systems:
+            texts[CANVAS_FILE] = canvas_csv(report, config.option("canvas_assignment"))
+        if "moodle" in systems:
+            texts[MOODLE_FILE] = moodle_csv(report, f"{ledger.course or 'term'} total")
     try:
         for name, text in texts.items():
             write_atomic(out / name, text)
@@ -460,5 +482,5 @@ def run(config: Any, write: Callable[[str], None]) -> int:
         used = sum(r["late_days_used"] for r in per.values())
         total = sum(r["score"] for r in per.values())
         write(display(f"{student}: {scores}; total {total:g}; late days used {used}, left {ledger.left[student]}"))
-    write(f"wrote {out / LEDGER_FILE} and {out / GRADEBOOK_FILE}")
+    write(f"wrote {', '.join(str(out / name) for name in texts)}")
     return EXIT_OK

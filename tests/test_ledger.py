@@ -162,3 +162,23 @@ def test_a_policy_with_term_and_students_is_refused_in_one_line(tmp_path: Path, 
     )
     assert code == 3 and str(policy) in err and "remove 'students'" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_term_total_goes_to_the_lms_files_of_the_students_an_lms_named(term: dict, tmp_path: Path, cli) -> None:
+    """Canvas's import (header, Points Possible row, a row per Canvas student by ID, as test_term reads it)."""
+
+    def canvas(d: dict) -> None:
+        for s in d["submissions"]:
+            s["lms"] = {"system": "canvas", "user": {"alice": "340934", "bob": "340935"}[s["id"]], "name": s["id"]}
+
+    outs = [_edited(o, tmp_path / f"c{i}", canvas) for i, o in enumerate(term["outs"])]
+    out = tmp_path / "t"
+    code, stdout, err = cli("term", *outs, "--out", out, "--canvas-assignment", "Term (12)")
+    assert code == 0, err
+    rows = list(csv.reader((out / "canvas.csv").open()))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Term (12)", "Notes"]
+    assert rows[1][0].strip() == "Points Possible" and rows[1][5] == f"{3 * MAX:g}"
+    by_id = {r[1]: r for r in rows[2:]}
+    assert by_id["340934"][5] == "249.4" and "late days: 5 used of 5 (A1 3, A2 2, A3 0), 0 left" in by_id["340934"][6]
+    assert by_id["340935"][5] == "258"
+    assert "alice: A1 86/86 A2 86/86 A3 77.4/86; total 249.4; late days used 5, left 0" in stdout
