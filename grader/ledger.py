@@ -89,8 +89,8 @@ def term_allowances(policy_path: str, late_days: dict[str, Any], assignment: str
     Raises
     ------
     grader.errors.ConfigError
-        ``students`` given with ``term``; the ledger unreadable, or of
-        another budget.
+        ``students`` given with ``term``; ``ledger`` without ``assignment``;
+        the ledger unreadable, or of another budget.
     """
     budget = int(late_days["term"])
     if late_days.get("students"):
@@ -101,6 +101,11 @@ def term_allowances(policy_path: str, late_days: dict[str, Any], assignment: str
     out: dict[str, Any] = {"default": budget, "students": {}, "term": budget}
     if not late_days.get("ledger"):
         return out
+    if not assignment:
+        raise ConfigError(
+            f"{policy_path}: late_days.ledger without 'assignment'; add 'assignment: A2' (this assignment's id in "
+            "the term) so the ledger gives the days left before it"
+        )
     path = Path(policy_path).parent / str(late_days["ledger"])
     if not path.exists():  # the term's first assignment: no ledger yet, every student has the budget
         return out

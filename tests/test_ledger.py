@@ -182,3 +182,20 @@ def test_the_term_total_goes_to_the_lms_files_of_the_students_an_lms_named(term:
     assert by_id["340934"][5] == "249.4" and "late days: 5 used of 5 (A1 3, A2 2, A3 0), 0 left" in by_id["340934"][6]
     assert by_id["340935"][5] == "258"
     assert "alice: A1 86/86 A2 86/86 A3 77.4/86; total 249.4; late days used 5, left 0" in stdout
+
+
+def test_a_policy_with_a_ledger_names_its_assignment(tmp_path: Path) -> None:
+    from grader.errors import ConfigError
+    from grader.term import load_policy
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text("due: '2026-03-01T23:59:00+00:00'\nlate_days: {term: 5, ledger: term/ledger.json}\n")
+    with pytest.raises(ConfigError, match=r"p.yaml: late_days.ledger without 'assignment'; add 'assignment: A2'"):
+        load_policy(str(policy))
+    (tmp_path / "term").mkdir()
+    (tmp_path / "term" / "ledger.json").write_text("{}")
+    policy.write_text(
+        "due: '2026-03-01T23:59:00+00:00'\nassignment: A1\nlate_days: {term: 5, ledger: term/ledger.json}\n"
+    )
+    with pytest.raises(ConfigError, match=r"is not a ledger; give the ledger.json 'grader term' wrote"):
+        load_policy(str(policy))
