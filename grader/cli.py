@@ -222,6 +222,9 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None, only: str | None = 
     )
     diff.add_argument("old", metavar="OLD.json")
     diff.add_argument("new", metavar="NEW.json")
+    from grader.ledger import add_parser as add_term_parser  # issue 27: the term ledger
+
+    add_term_parser(sub)
     check = sub.add_parser(
         "check",
         parents=[common("check")],
@@ -348,6 +351,10 @@ def _run(config: Config) -> int:
         for line in diff_results(load_results(config.option("old")), load_results(config.option("new"))):
             _write(display(line))
         return EXIT_OK
+    if config.command == "term":
+        from grader.ledger import run as run_term
+
+        return run_term(config, _write)
     if config.command == "build-student-package":
         return _build_student_package(config)
     if config.command == "starter":

@@ -517,6 +517,10 @@ class SubmissionResult:
         ``score`` is the final score after them.
     lms : dict of str to str
         The submission's `Submission.lms`.
+    late : dict of str to int
+        Under a policy with a term's late days (`grader.ledger`): ``days``
+        (whole days late, after the grace period) and ``used`` (late days
+        charged to it); empty when on time or without such a policy.
     """
 
     id: str
@@ -533,6 +537,7 @@ class SubmissionResult:
     raw_score: float | None = None
     adjustments: tuple[Adjustment, ...] = ()
     lms: dict[str, str] = field(default_factory=dict)
+    late: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

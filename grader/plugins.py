@@ -52,6 +52,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "ctrf",
     "github",
     "summary_page",
+    "class_insight",  # issue 27: the staff page of the class (--staff)
     "classroom",  # after "github": called before it, so its Classroom notices come before the annotations
 )
 """Short names of the built-in plugins, each ``grader.builtin.<name>``."""

@@ -128,7 +128,21 @@ POLICY_SCHEMA: dict[str, Any] = {
                     "additionalProperties": {"type": "integer", "minimum": 0},
                     "description": "map student ids to whole days >= 0",
                 },
+                "term": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "give the whole days >= 0 each student has for the whole term (grader.ledger)",
+                },
+                "ledger": {
+                    "type": "string",
+                    "description": "give the ledger.json 'grader term' wrote, relative to this file",
+                },
             },
+        },
+        "assignment": {
+            "type": "string",
+            "minLength": 1,
+            "description": "give this assignment's id in the term, e.g. A2 (grader term)",
         },
         "late_flag_units": {
             "type": "integer",
@@ -161,6 +175,8 @@ class Policy:
     late_days: dict[str, int] = dataclasses.field(default_factory=dict)
     late_flag_units: int = 1
     times: tuple[str, ...] = ("lms",)
+    assignment: str = ""
+    late_days_term: int | None = None
 
 
 def _zone(name: str, path: str) -> dt.tzinfo:
@@ -252,6 +268,10 @@ def load_policy(path: str) -> Policy:
         )
     penalty = data.get("penalty") or {}
     late_days = data.get("late_days") or {}
+    if "term" in late_days:  # one budget for the term: what the ledger says is left (grader.ledger)
+        from grader.ledger import term_allowances
+
+        late_days = term_allowances(path, late_days, str(data.get("assignment", "")))
     return Policy(
         path=path,
         due=due,
@@ -265,6 +285,8 @@ def load_policy(path: str) -> Policy:
         late_days=dict(late_days.get("students") or {}),
         late_flag_units=int(data.get("late_flag_units", 1)),
         times=tuple(data.get("times", ("lms",))),
+        assignment=str(data.get("assignment", "")),
+        late_days_term=late_days.get("term"),
     )
 
 
@@ -530,8 +552,8 @@ def apply_penalty(result: SubmissionResult, adjustment: Adjustment | None) -> Su
 
 
 def strip_adjustments(result: SubmissionResult) -> SubmissionResult:
-    """The result as the grader scored it: manual overrides undone, no penalty, ``raw_score`` None."""
-    if result.raw_score is None and not result.adjustments:
+    """The result as the grader scored it: manual overrides undone, no penalty (nor late days), ``raw_score`` None."""
+    if result.raw_score is None and not result.adjustments and not result.late:
         return result
     exercises = []
     for ex in result.exercises:
@@ -544,7 +566,7 @@ def strip_adjustments(result: SubmissionResult) -> SubmissionResult:
         delta = sum(a.points for a in result.adjustments if a.kind == "manual" and a.target.partition("/")[0] == ex.id)
         exercises.append(dataclasses.replace(ex, checks=checks, score=round(ex.score - delta, 6)))
     score = result.score if result.raw_score is None else result.raw_score
-    return dataclasses.replace(result, exercises=tuple(exercises), score=score, raw_score=None, adjustments=())
+    return dataclasses.replace(result, exercises=tuple(exercises), score=score, raw_score=None, adjustments=(), late={})
 
 
 def adjustment_lines(result: SubmissionResult) -> list[str]:

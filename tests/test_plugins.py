@@ -70,6 +70,7 @@ def test_builtins_are_registered_through_the_same_hooks() -> None:
     assert pm.get_name(runs[-1].plugin) == "shard_record" and runs[-1].wrapper
     assert impls["grader_load_exercise"] == ["yaml_spec"]
     assert sorted(impls["grader_write_reports"]) == [
+        "class_insight",
         "classroom",
         "csv_gradebook",
         "ctrf",

@@ -15,7 +15,9 @@ CHECK_KEYS = ["id", "status", "score", "max_score", "visibility", "message"]
 
 def test_json_results_shape(graded: dict) -> None:
     results = graded["results"]
-    assert list(results) == ["grader_version", "spec_hash", "submissions"]
+    # "course": the pack's id; "misconceptions": what to reteach (issue 27, grader/insight.py)
+    assert list(results) == ["grader_version", "spec_hash", "course", "submissions", "misconceptions"]
+    assert results["course"] == "g14"
     assert results["grader_version"] == "0.1.0"
     assert re.fullmatch(r"[0-9a-f]{64}", results["spec_hash"])
     for sub in results["submissions"]:

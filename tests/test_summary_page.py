@@ -8,6 +8,7 @@ screenshot must show each chart's colour.
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -163,3 +164,31 @@ def test_chromium_screenshot_shows_the_charts(graded: dict, tmp_path: Path) -> N
     assert count(COLOURS["hist"]) > 20_000  # 12 submissions, bars ~70 px wide
     assert count(COLOURS["pass"]) > 40 * 200  # a bar per check
     assert count(COLOURS["failed"]) > 2_000 and count(COLOURS["error"]) > 1_000
+
+
+def test_what_to_reteach_counts_each_misconception_of_the_samples(graded: dict) -> None:
+    """Issue 27: the summary's "What to reteach" rows equal a count made here from results.json's diagnoses.
+
+    A student counts once per misconception (however many checks or exercises name it); the page
+    shows the count and the share of all submissions, names no student, and results.json agrees.
+    """
+    subs = graded["results"]["submissions"]
+    who: dict[str, set[str]] = {}
+    for s in subs:
+        for e in s["exercises"]:
+            for c in e["checks"]:
+                for d in c.get("diagnosis", ()):
+                    who.setdefault(d["misconception"], set()).add(s["id"])
+    assert len(who) >= 3  # the samples hold several catalogued mistakes
+    html = (graded["out"] / "summary.html").read_text()
+    reteach = html.split('id="reteach"')[1].split("</section>")[0]
+    rows = re.findall(r"<tr><td>(.*?)</td><td class=\"num\">(\d+)</td><td class=\"num\">(\d+)%</td>", reteach)
+    import html as html_module
+
+    shown = {html_module.unescape(text): (int(n), int(pct)) for text, n, pct in rows}
+    assert shown == {m: (len(ids), round(100 * len(ids) / len(subs))) for m, ids in who.items()}
+    assert [n for n, _ in shown.values()] == sorted((n for n, _ in shown.values()), reverse=True)
+    for s in subs:
+        assert not re.search(rf"\b{re.escape(s['id'])}\b", reteach), s["id"]
+    data = {m["misconception"]: set(m["students"]) for m in graded["results"]["misconceptions"]}
+    assert data == who

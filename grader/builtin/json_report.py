@@ -114,6 +114,8 @@ def submission_to_dict(s: SubmissionResult, slug: str = "") -> dict[str, Any]:
         ]
     if s.lms:
         data["lms"] = {k: s.lms[k] for k in sorted(s.lms)}
+    if s.late:  # a term's late days (grader.ledger)
+        data["late"] = {k: s.late[k] for k in sorted(s.late)}
     return data
 
 
@@ -124,7 +126,15 @@ def report_to_dict(report: GradingReport) -> dict[str, Any]:
         "grader_version": report.grader_version,
         "spec_hash": report.spec_hash,
         "submissions": [submission_to_dict(s, slugs[s.id]) for s in report.submissions],
+        "misconceptions": _misconceptions(report),
     }
+
+
+def _misconceptions(report: GradingReport) -> list[dict[str, Any]]:
+    """What to reteach (`grader.insight.misconceptions`), with who: this file is for instructors."""
+    from grader.insight import misconceptions
+
+    return [m.to_dict(who=True) for m in misconceptions(report.submissions)]
 
 
 def _submission_json(s: SubmissionResult, slug: str = "") -> str:
@@ -167,21 +177,25 @@ def report_json(report: GradingReport, pieces: dict[str, str] | None = None) -> 
     return "".join(report_json_pieces(report, (pieces or {}).get))
 
 
-def report_json_pieces(report: GradingReport, piece: Callable[[str], str | None]) -> Iterator[str]:
+def report_json_pieces(
+    report: GradingReport, piece: Callable[[str], str | None], about: dict[str, Any] | None = None
+) -> Iterator[str]:
     """The JSON results file's text (as `report_json` makes it), a submission's line at a time.
 
-    ``piece(id)`` gives a submission's line already made, or None (it is made here).
+    ``piece(id)`` gives a submission's line already made, or None (it is made here); ``about``
+    adds keys after ``spec_hash`` (the course and the term's assignment, `grader.ledger.results_about`).
     """
-    head = json.dumps({"grader_version": report.grader_version, "spec_hash": report.spec_hash})[:-1]
+    head = json.dumps({"grader_version": report.grader_version, "spec_hash": report.spec_hash, **(about or {})})[:-1]
     slugs = slugs_of(report.submissions)  # the submissions' own, unless a result lacks one (as the writers do)
     yield f'{head}, "submissions": '
+    tail = f', "misconceptions": {json.dumps(_misconceptions(report))}}}\n'  # issue 27: what to reteach
     if not report.submissions:
-        yield "[]}\n"
+        yield "[]" + tail
         return
     for i, s in enumerate(report.submissions):
         line = (piece(s.id) if slugs[s.id] == s.slug else None) or _submission_json(s, slugs[s.id])
         yield ("[\n" if i == 0 else ",\n") + line
-    yield "\n]}\n"
+    yield "\n]" + tail
 
 
 @hookimpl
@@ -201,8 +215,11 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     if target is None:
         return
     spool = config.stash.get(_PIECES)
+    from grader.ledger import results_about
+
     try:
-        write_atomic(Path(target), report_json_pieces(report, spool.get if spool is not None else lambda _id: None))
+        pieces = report_json_pieces(report, spool.get if spool is not None else lambda _id: None, results_about(config))
+        write_atomic(Path(target), pieces)
     except OSError as exc:
         raise UsageError(f"--json {target}: cannot write the file ({exc.strerror})") from None
 

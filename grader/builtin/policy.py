@@ -51,6 +51,9 @@ def grader_configure(config: Any) -> None:
         policy = load_policy(config.option("policy"))
         # late_days keyed by LMS user id: YAML reads an unquoted 340934 as a number, the id is text
         config.stash[_POLICY] = dataclasses.replace(policy, late_days={str(k): v for k, v in policy.late_days.items()})
+        from grader.ledger import remember_term
+
+        remember_term(config, config.stash[_POLICY])  # results.json names the assignment and the term's days
 
 
 def submission_time(submission: Submission, config: Any) -> tuple[str, dt.datetime] | None:
@@ -105,7 +108,14 @@ def grader_adjust_result(result: SubmissionResult, submission: Submission, confi
         source,
         late_flag=late_flag,
     )
-    return apply_penalty(result, penalty)
+    from grader.ledger import late_record  # a term's late days: what this assignment charged
+
+    return apply_penalty(
+        dataclasses.replace(
+            result, late=late_record(policy, _late_days_key(policy, result, submission), found[1] if found else None)
+        ),
+        penalty,
+    )
 
 
 def _datable(submission: Submission, policy: Any, config: Any) -> bool:

@@ -323,7 +323,14 @@ def render_summary(report: GradingReport, links: Any = (), pack: Any = None) -> 
         "full": sum(1 for s in report.submissions if s.max_score and s.score == s.max_score),
     }
     charts = [histogram_chart(report), pass_rate_chart(report), failing_chart(report)]
-    return environment(pack).get_template("summary.html").render(report=report, stats=stats, charts=charts, links=links)
+    from grader.insight import misconceptions  # issue 27: what to reteach (counts only: no names here)
+
+    reteach = misconceptions(report.submissions)
+    return (
+        environment(pack)
+        .get_template("summary.html")
+        .render(report=report, stats=stats, charts=charts, links=links, reteach=reteach)
+    )
 
 
 def _wanted(config: Any) -> bool:
