@@ -240,7 +240,12 @@ def test_init_ci_refuses_a_package_that_is_not_one_thing(tmp_path: Path, cli, sp
 
 @pytest.mark.parametrize(
     "spec",
-    ["dist/g14_grader-0.1.0-py3-none-any.whl", "g14.whl", "https://example.org/w/g14-0.1-py3-none-any.whl", "g14-grader"],
+    [
+        "dist/g14_grader-0.1.0-py3-none-any.whl",
+        "g14.whl",
+        "https://example.org/w/g14-0.1-py3-none-any.whl",
+        "g14-grader",
+    ],
 )
 def test_init_ci_writes_the_package_as_given(tmp_path: Path, cli, spec: str) -> None:  # noqa: ANN001
     for target, rel in (("github", ".github/workflows/g14-checks.yml"), ("gitlab", ".gitlab-ci.yml")):
