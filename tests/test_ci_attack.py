@@ -34,6 +34,7 @@ TRUE_NOTICES = [
     '::notice title=Autograding report::{"totalPoints":33,"maxPoints":35}',
 ]
 
+
 def _walled() -> bool:
     from grader.child.landlock import landlock_abi
 
