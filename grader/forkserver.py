@@ -12,12 +12,13 @@ path, as the zygote loads it). It holds no secret: it is started before the spec
 Protocol, on the UNIX socket CONTROL_FD: the grader sends one JSON line per request, with file
 descriptors; the server answers one JSON line.
 
-* ``{"op": "launch", "file": PATH, "cpu_seconds": S, "cwd": DIR, "env": {...}}`` with five
+* ``{"op": "launch", "file": PATH, "cpu_seconds": S, "cwd": DIR, "env": {...}, "walls": BOOL}`` with five
   descriptors: the result pipe's write end, stdout's and stderr's write ends, the call pipe's
   read end and a status pipe's write end. The server forks a job: a new session, those pipes on
-  fds 3, 1, 2 and 0 and no other descriptor, the environment and folder given, the plain job's
-  walls (``grader/child/plain.py``: Landlock lets it write in DIR only and reach no other
-  process's descriptors), the worker's rlimits, then ``worker.run``. Answer ``{"pid": PID}``.
+  fds 3, 1, 2 and 0 and no other descriptor, the environment and folder given, with ``walls``
+  (default) the plain job's walls (``grader/child/plain.py``: no root, and Landlock lets it
+  write in DIR only and reach no other process's descriptors), the worker's rlimits, then
+  ``worker.run``. Answer ``{"pid": PID}``.
   When the job ends, the server writes its exit code (negative: the signal that killed it) on
   the status pipe and closes it.
 * ``{"op": "kill", "pid": PID}``: SIGKILL to the job's process group, only while the job is
@@ -117,7 +118,8 @@ class Server:
                 os.chdir(request["cwd"])
                 os.environ.clear()
                 os.environ.update(request["env"])
-                self.plain.guard(request["cwd"])
+                if request.get("walls", True):
+                    self.plain.guard(request["cwd"])
                 sys.argv = [request["file"]]
                 self.worker._limits(request["cpu_seconds"])
                 self.worker.run({"file": request["file"], "cpu_seconds": request["cpu_seconds"]}, 3)

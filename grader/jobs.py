@@ -462,7 +462,9 @@ class ForkJob(_PipedJob):
     the server (which reaps it), and it is killed through the server, which signals its
     process group only while the job is its own. `kill` returns once the job and every process
     it left behind (a double-forked daemon) are killed and reaped: the server is their
-    subreaper (``grader/child/plain.py``).
+    subreaper (``grader/child/plain.py``). With ``walls`` (``check``: a student's code on a CI
+    runner), the job is walled in first (``plain.guard``: Landlock, and no root); ``grade
+    --insecure`` (trusted code, by the instructor's choice) runs without.
     """
 
     def __init__(
@@ -473,6 +475,7 @@ class ForkJob(_PipedJob):
         cpu_seconds: float,
         standby: bool = False,
         filename: str = "submission.py",
+        walls: bool = True,
     ) -> None:
         folder = tempfile.mkdtemp(prefix="worker-", dir=workdir)
         file = os.path.join(folder, filename)
@@ -484,7 +487,15 @@ class ForkJob(_PipedJob):
         env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
         try:
             reply = server.request(
-                {"op": "launch", "file": file, "cpu_seconds": cpu_seconds, "cwd": workdir, "env": env}, theirs
+                {
+                    "op": "launch",
+                    "file": file,
+                    "cpu_seconds": cpu_seconds,
+                    "cwd": workdir,
+                    "env": env,
+                    "walls": walls,
+                },
+                theirs,
             )
         except BaseException:
             for fd in (pipes[0][0], pipes[1][0], pipes[2][0], pipes[3][1], pipes[4][0]):

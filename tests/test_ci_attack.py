@@ -193,31 +193,38 @@ def test_pytest_with_junitxml(tmp_path: Path) -> None:
     assert len(cases) == 22 and sum(1 for c in cases if not c.is_passed) == 2
 
 
-@pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="the fallback of a job run by root")
-def test_without_landlock_a_root_job_drops_to_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="a job run by root")
+@pytest.mark.parametrize("with_landlock", [True, False])
+def test_a_root_job_drops_to_nobody(monkeypatch: pytest.MonkeyPatch, with_landlock: bool) -> None:
     import shutil
     import tempfile
 
     from grader.child import landlock, plain
 
+    if with_landlock and landlock.landlock_abi() < 1:
+        pytest.skip("no Landlock here")
     folder = Path(tempfile.mkdtemp(prefix="grader-job-test-"))  # where run_calls makes it: in the temporary folder
     (folder / "worker-x").mkdir(parents=True)
     (folder / "worker-x" / "attention.py").write_text("x = 1\n")
-    monkeypatch.setattr(landlock, "landlock_abi", lambda: 0)
+    if not with_landlock:
+        monkeypatch.setattr(landlock, "landlock_abi", lambda: 0)
+    monkeypatch.setenv("CI_JOB_TOKEN", "secret-of-the-pipeline")
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the job
         try:
             os.close(read)
             applied = plain.guard(str(folder))
-            try:
-                os.close(os.open(f"/proc/{os.getppid()}/fd/1", os.O_WRONLY))
-                reached = "reached"
-            except OSError:
-                reached = "refused"
+            said = [applied, str(os.getuid())]
+            for what in ("fd/1", "environ"):
+                try:
+                    with open(f"/proc/{os.getppid()}/{what}", "rb") as fh:
+                        said.append(f"{what}: read {b'secret-of-the-pipeline' in fh.read()}")
+                except OSError:
+                    said.append(f"{what}: refused")
             with open(folder / "worker-x" / "attention.py") as fh:
-                own = "read" if fh.read() == "x = 1\n" else "unread"
-            os.write(write, f"{applied} {os.getuid()} {reached} {own}".encode())
+                said.append("own file: " + ("read" if fh.read() == "x = 1\n" else "unread"))
+            os.write(write, "; ".join(said).encode())
         except BaseException as exc:  # noqa: BLE001 - said to the parent
             os.write(write, repr(exc).encode())
         finally:
@@ -227,4 +234,5 @@ def test_without_landlock_a_root_job_drops_to_nobody(monkeypatch: pytest.MonkeyP
     with os.fdopen(read) as fh:
         said = fh.read()
     shutil.rmtree(folder)
-    assert said == "nobody 65534 refused read"
+    walls = "nobody+landlock" if with_landlock else "nobody"
+    assert said == f"{walls}; 65534; fd/1: refused; environ: refused; own file: read"

@@ -21,10 +21,11 @@ possible; it still makes sure of two things:
   ``/proc/PID/fd/N`` (the kernel's ptrace access check), so the grader's
   stdout, a CI runner's log pipe or a parent shell's descriptors are out of
   reach, and so are ``result.json``, ``junit.xml``, ``$GITHUB_STEP_SUMMARY``
-  or ``$GITHUB_ENV``. Without Landlock, a job run by root drops to the
-  ``nobody`` uid (its folder given to it) so that the same doors are shut by
-  ownership; a job of an ordinary user without Landlock keeps that user's
-  rights (its own machine: the student's own files).
+  or ``$GITHUB_ENV``. A job run by root (a CI container) also drops to the
+  ``nobody`` uid first (its folder given to it), so that other root
+  processes' ``/proc/PID/environ`` and files are shut by ownership too, with
+  or without Landlock; a job of an ordinary user without Landlock keeps that
+  user's rights (its own machine: the student's own files).
 
 Part of the sandbox child (``grader/child``), loaded by path by the fork
 server as the zygote loads it: it imports only the standard library.
@@ -59,6 +60,10 @@ def become_subreaper() -> bool:
 def guard(folder: str) -> str:
     """Wall in the calling process (a job, before it imports the submission); return what applied.
 
+    A job of root first drops to the ``nobody`` uid, its folder given to it: Landlock alone leaves
+    a root job able to read other root processes' ``/proc/PID/environ`` (a CI job's tokens).
+    Then Landlock, where the kernel has it.
+
     Parameters
     ----------
     folder : str
@@ -68,8 +73,17 @@ def guard(folder: str) -> str:
     Returns
     -------
     str
-        ``"landlock"``, ``"nobody"`` (root without Landlock) or ``"none"``.
+        ``"nobody+landlock"``, ``"landlock"``, ``"nobody"`` or ``"none"``.
     """
+    applied = []
+    if os.geteuid() == 0:
+        for root, dirs, files in os.walk(folder):
+            for name in (root, *(os.path.join(root, n) for n in dirs + files)):
+                os.lchown(name, NOBODY, NOBODY)
+        os.setgroups([])
+        os.setresgid(NOBODY, NOBODY, NOBODY)
+        os.setresuid(NOBODY, NOBODY, NOBODY)
+        applied.append("nobody")
     if landlock.landlock_abi() >= 1:
         try:
             prctl(PR_SET_NO_NEW_PRIVS, 1)
@@ -80,18 +94,10 @@ def guard(folder: str) -> str:
             finally:
                 for fd, _ in readonly:
                     os.close(fd)
-            return "landlock"
-        except OSError:  # refused (a container's seccomp profile): the fallback below
+            applied.append("landlock")
+        except OSError:  # refused (a container's seccomp profile): the uid, if any, is the wall
             pass
-    if os.geteuid() == 0:
-        for root, dirs, files in os.walk(folder):
-            for name in (root, *(os.path.join(root, n) for n in dirs + files)):
-                os.lchown(name, NOBODY, NOBODY)
-        os.setgroups([])
-        os.setresgid(NOBODY, NOBODY, NOBODY)
-        os.setresuid(NOBODY, NOBODY, NOBODY)
-        return "nobody"
-    return "none"
+    return "+".join(applied) or "none"
 
 
 def children(pid: int) -> list[int]:
