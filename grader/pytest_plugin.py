@@ -165,8 +165,8 @@ class CheckItem(pytest.Item):
 
         columns = max(40, self.config.get_terminal_writer().fullwidth - 1)  # as wide as the terminal: wraps twice
 
-        def fail(text: str, below: list[str] | None = None) -> CheckFailed:
-            return CheckFailed("\n".join([wrapped(text, first="", rest="    ", columns=columns), *(below or [])]))
+        def fail(text: str) -> CheckFailed:
+            return CheckFailed(wrapped(text, first="", rest="    ", columns=columns))
 
         run = _graded(self)
         if not hasattr(run, "report"):
