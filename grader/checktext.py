@@ -28,11 +28,11 @@ def width() -> int:
     return max(40, min(columns, 100))
 
 
-def wrapped(text: str, first: str = INDENT, rest: str = INDENT + "  ") -> str:
-    """``text`` on one paragraph wrapped to `width`, student text inert, indented ``first`` then ``rest``."""
+def wrapped(text: str, first: str = INDENT, rest: str = INDENT + "  ", columns: int | None = None) -> str:
+    """``text`` on one paragraph wrapped to ``columns`` (default `width`), student text inert, indented ``first`` then ``rest``."""
     return textwrap.fill(
         " ".join(display(text).split()),
-        width=width(),
+        width=columns or width(),
         initial_indent=first,
         subsequent_indent=rest,
         break_long_words=True,
@@ -52,19 +52,23 @@ def _said(value: str, message: str) -> bool:
     return bool(value) and value in " ".join(display(message).split())
 
 
-def failure_lines(c: Any) -> list[str]:
+def failure_lines(c: Any, columns: int | None = None) -> list[str]:
     """What ``check`` prints under a check that did not pass (also pytest's failure text).
 
     The message, the details it does not already state (each number once),
-    the likely mistake and the hint, wrapped to `width`, student text inert.
+    the likely mistake and the hint, wrapped to ``columns`` (default:
+    `width`; pytest gives its terminal's), student text inert.
     """
-    lines = wrapped(c.message).split("\n")
-    limit = max(20, width() - len(INDENT) - 20)
+    columns = columns or width()
+    lines = wrapped(c.message, columns=columns).split("\n")
+    limit = max(20, columns - len(INDENT) - 20)
     for label, value in c.details:
         if not _said(value, c.message):
             lines.append(f"{INDENT}{display(label)}: {one_line(value, limit)}")
     for d in c.diagnosis:
-        lines += wrapped(f'likely mistake: {d.misconception} See the chapter section "{d.section}".').split("\n")
+        lines += wrapped(
+            f'likely mistake: {d.misconception} See the chapter section "{d.section}".', columns=columns
+        ).split("\n")
     if c.hint:
-        lines += wrapped("hint: " + c.hint).split("\n")
+        lines += wrapped("hint: " + c.hint, columns=columns).split("\n")
     return lines

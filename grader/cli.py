@@ -293,8 +293,9 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None, only: str | None = 
         "--package",
         default=None,
         metavar="SPEC",
-        help="what CI installs with pip: the course's student wheel (URL or path; default: the "
-        "pack's student package name)",
+        help="required: what CI installs with pip, "
+        "the course's student wheel as a path in the repository (dist/NAME.whl), an https:// URL, "
+        "or the name the course publishes it under on its index",
     )
     init_ci.add_argument("--force", action="store_true", help="overwrite files that exist")
     _pack_argument(init_ci)

@@ -12,15 +12,20 @@ path, as the zygote loads it). It holds no secret: it is started before the spec
 Protocol, on the UNIX socket CONTROL_FD: the grader sends one JSON line per request, with file
 descriptors; the server answers one JSON line.
 
-* ``{"op": "launch", "file": PATH, "cpu_seconds": S, "cwd": DIR, "env": {...}}`` with five
+* ``{"op": "launch", "file": PATH, "cpu_seconds": S, "cwd": DIR, "env": {...}, "walls": BOOL}`` with five
   descriptors: the result pipe's write end, stdout's and stderr's write ends, the call pipe's
   read end and a status pipe's write end. The server forks a job: a new session, those pipes on
-  fds 3, 1, 2 and 0, the environment and folder given, the worker's rlimits, then
-  ``worker.run``. Answer ``{"pid": PID}``. When the job ends, the server writes its exit code
-  (negative: the signal that killed it) on the status pipe and closes it.
+  fds 3, 1, 2 and 0 and no other descriptor, the environment and folder given, with ``walls``
+  (default) the plain job's walls (``grader/child/plain.py``: no root, and Landlock lets it
+  write in DIR only and reach no other process's descriptors), the worker's rlimits, then
+  ``worker.run``. Answer ``{"pid": PID}``.
+  When the job ends, the server writes its exit code (negative: the signal that killed it) on
+  the status pipe and closes it.
 * ``{"op": "kill", "pid": PID}``: SIGKILL to the job's process group, only while the job is
   the server's own and not yet reaped (so a pid the system gave to another process is never
-  signalled). Answer ``{"ok": true}``.
+  signalled); then, the job reaped or not, every process a job left behind is killed and reaped
+  (the server is their subreaper: ``plain.sweep``). Answer ``{"ok": true}`` once the job and all
+  of them are gone, so that the grader writes no result while anything of the job still runs.
 
 Where ``os.fork`` does not exist (Windows), the grader does not start this server: ``--insecure``
 runs each submission in a fresh ``python worker.py`` (`grader.jobs.PlainJob`), as before.
@@ -28,6 +33,7 @@ runs each submission in a fresh ``python worker.py`` (`grader.jobs.PlainJob`), a
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -39,6 +45,20 @@ from types import ModuleType
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+CHILD = os.path.join(HERE, "child")
+PACKAGE = "_grader_child"
+
+
+def _load_plain() -> ModuleType:
+    """``grader/child/plain.py``, loaded by path in the package ``_grader_child`` (as the zygote loads the child)."""
+    spec = importlib.util.spec_from_file_location(
+        PACKAGE, os.path.join(CHILD, "__init__.py"), submodule_search_locations=[CHILD]
+    )
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[PACKAGE] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module(PACKAGE + ".plain")
 
 
 def _load_worker() -> ModuleType:
@@ -52,14 +72,15 @@ def _load_worker() -> ModuleType:
 class Server:
     """The jobs the server forked and has not reaped, with their status pipes."""
 
-    def __init__(self, sock: socket.socket, worker: ModuleType) -> None:
+    def __init__(self, sock: socket.socket, worker: ModuleType, plain: ModuleType) -> None:
         self.sock = sock
         self.worker = worker
+        self.plain = plain
         self.jobs: dict[int, int] = {}  # pid -> status pipe's write end
 
     def reap(self, *_: object) -> None:
-        """Reap every job that ended; report each one's exit code on its status pipe."""
-        while self.jobs:
+        """Reap every child that ended (jobs, and what they left behind); report each job's exit code on its status pipe."""
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -97,6 +118,8 @@ class Server:
                 os.chdir(request["cwd"])
                 os.environ.clear()
                 os.environ.update(request["env"])
+                if request.get("walls", True):
+                    self.plain.guard(request["cwd"])
                 sys.argv = [request["file"]]
                 self.worker._limits(request["cpu_seconds"])
                 self.worker.run({"file": request["file"], "cpu_seconds": request["cpu_seconds"]}, 3)
@@ -107,11 +130,17 @@ class Server:
         return {"pid": pid}
 
     def kill(self, pid: int) -> dict[str, Any]:
-        if pid in self.jobs:  # not reaped: the pid (and its group) is still this job's
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # reaped here, not in the handler meanwhile
+        try:
+            if pid in self.jobs:  # not reaped: the pid (and its group) is still this job's
+                for kill in (os.killpg, os.kill):  # its group, and the job itself if it left the group
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            self.plain.sweep(self.jobs, self.reap, until_gone=pid)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         return {"ok": True}
 
     def serve(self) -> None:
@@ -149,10 +178,12 @@ def main(argv: Sequence[str]) -> None:
     closes, the jobs still running are killed.
     """
     sock = socket.socket(fileno=int(argv[1]))
+    plain = _load_plain()
+    plain.become_subreaper()  # what a job leaves behind comes to this process, to be killed (plain.sweep)
     worker = _load_worker()
     worker.preimport()  # numpy and what student code may import, once here: the zygote's modules
 
-    server = Server(sock, worker)
+    server = Server(sock, worker, plain)
     signal.signal(signal.SIGCHLD, server.reap)
     try:
         sock.sendall(b'{"ready": true}\n')
@@ -161,6 +192,7 @@ def main(argv: Sequence[str]) -> None:
     server.serve()
     for pid in list(server.jobs):
         server.kill(pid)
+    plain.sweep(server.jobs, server.reap)  # what jobs that ended by themselves left behind
 
 
 if __name__ == "__main__":

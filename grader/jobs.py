@@ -401,7 +401,7 @@ class ForkServer:
         """
         import threading
 
-        self.proc, self.sock = started if started is not None else start_server(FORKSERVER)
+        self.proc, self.sock = started if started is not None else start_server(FORKSERVER, stderr=subprocess.DEVNULL)
         self.lock = threading.Lock()
         self._buffer = b""
         self._ready = False
@@ -460,7 +460,11 @@ class ForkJob(_PipedJob):
 
     Its CPU time is read from ``/proc/<pid>/stat``, its exit code comes on a status pipe from
     the server (which reaps it), and it is killed through the server, which signals its
-    process group only while the job is its own.
+    process group only while the job is its own. `kill` returns once the job and every process
+    it left behind (a double-forked daemon) are killed and reaped: the server is their
+    subreaper (``grader/child/plain.py``). With ``walls`` (``check``: a student's code on a CI
+    runner), the job is walled in first (``plain.guard``: Landlock, and no root); ``grade
+    --insecure`` (trusted code, by the instructor's choice) runs without.
     """
 
     def __init__(
@@ -471,6 +475,7 @@ class ForkJob(_PipedJob):
         cpu_seconds: float,
         standby: bool = False,
         filename: str = "submission.py",
+        walls: bool = True,
     ) -> None:
         folder = tempfile.mkdtemp(prefix="worker-", dir=workdir)
         file = os.path.join(folder, filename)
@@ -482,7 +487,15 @@ class ForkJob(_PipedJob):
         env = dict(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
         try:
             reply = server.request(
-                {"op": "launch", "file": file, "cpu_seconds": cpu_seconds, "cwd": workdir, "env": env}, theirs
+                {
+                    "op": "launch",
+                    "file": file,
+                    "cpu_seconds": cpu_seconds,
+                    "cwd": workdir,
+                    "env": env,
+                    "walls": walls,
+                },
+                theirs,
             )
         except BaseException:
             for fd in (pipes[0][0], pipes[1][0], pipes[2][0], pipes[3][1], pipes[4][0]):
@@ -512,11 +525,12 @@ class ForkJob(_PipedJob):
 
     def kill(self, finished: bool = False, wait: bool = True) -> None:
         self.end_calls()
-        if self.exit_code(0.5 if finished else 0.0) is None:
-            try:
-                self.server.request({"op": "kill", "pid": self.pid})
-            except OSError:
-                pass
+        ended = self.exit_code(0.5 if finished else 0.0)
+        try:  # even when the job ended by itself: the server kills and reaps whatever it left behind
+            self.server.request({"op": "kill", "pid": self.pid})
+        except OSError:
+            pass
+        if ended is None:
             self.exit_code(5.0)
         self._close_proc_files()
 

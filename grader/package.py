@@ -152,12 +152,17 @@ def _student_packages(line: str, pkg: str) -> str:
     return "packages = [" + ", ".join(json.dumps(n) for n in [*kept, pkg]) + "]"
 
 
+STUDENT_PYTEST = '    "pytest>=7.4",  # the student runs the visible checks as pytest tests (grader.pytest_plugin)'
+"""The student package's one dependency beyond the grader's own: pytest, which its plugin needs."""
+
+
 def student_pyproject(text: str, pack: Any) -> str:
     """The course's ``pyproject.toml`` rewritten for the student package.
 
     Its packages are ``grader`` and the pack's; its package data only the
     templates and the pack's public members; its ``grader.packs`` entry
-    point names the pack; its name is the pack's ``distribution``.
+    point names the pack; its name is the pack's ``distribution``; its
+    dependencies the grader's plus pytest (`STUDENT_PYTEST`).
     """
     pkg = pack_package(pack)
     data = sorted(m.split("/", 1)[1] for m in pack_members(pack) if not m.endswith(".py") or "/" in m.split("/", 1)[1])
@@ -185,6 +190,9 @@ def student_pyproject(text: str, pack: Any) -> str:
                 )
                 for line in group
             ]
+            at = next((i for i, line in enumerate(group) if line.strip() == "dependencies = ["), None)
+            if at is not None:  # plain 'pytest' in the student's folder runs the visible checks (pytest11)
+                group[at + 1 : at + 1] = [STUDENT_PYTEST]
         out.extend(group)
     if not any(line.strip() == '[project.entry-points."grader.packs"]' for line in out):
         out += ["", '[project.entry-points."grader.packs"]', f'{pack.id} = "{pkg}"']

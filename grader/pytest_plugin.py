@@ -5,11 +5,20 @@ course pack's, e.g. ``attention.py``, or its notebook): it collects one test
 per visible check, named by exercise and check id (e.g.
 ``attention.py::G14.03::causal-two-positions``), so ``-k G14.03`` selects an
 exercise. A check that does not pass fails with
-the text ``grader check`` prints for it; a function that still raises
-``NotImplementedError`` skips its checks ("not attempted"). Points are in
-the terminal summary and, with ``--junitxml``, as the properties
-``points``, ``max_points``, ``exercise`` and ``check`` of each test case.
-Hidden checks run only at grading (``grader grade``), never here.
+the text ``grader check`` prints for it, wrapped to pytest's terminal
+width; a function that still raises ``NotImplementedError`` fails its
+checks too, reported as "not attempted". So pytest exits non-zero
+whenever the visible points of the checks that ran are below their
+maximum, and 0 only at full points. Points of the checks that ran (all, or
+those ``-k`` selected) are in the terminal summary and, with
+``--junitxml``, as the properties ``points``, ``max_points``, ``exercise``
+and ``check`` of each test case. Hidden checks run only at grading
+(``grader grade``), never here.
+
+Collection reads the pack's visible checks only: nothing of the
+submission's is read or run (``--collect-only`` runs nothing). The
+submission is graded once, as ``grader check`` grades it (in a child
+process, `grader.student.run_check`), when the first selected check runs.
 
 When it is on
 -------------
@@ -30,11 +39,14 @@ The ini option ``grader_checks`` decides (``pytest.ini``, ``tox.ini``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 _RUN = pytest.StashKey[Any]()
+"""The `grader.student.CheckRun` of the session (or the `grader.errors.GraderError` it raised)."""
+_RAN = pytest.StashKey[dict[tuple[str, str], Any]]()
+"""(exercise id, check id) -> the check's result, for each check that ran in this session."""
 _NAMES = pytest.StashKey[tuple[str, ...]]()
 _TITLE = pytest.StashKey[str]()
 
@@ -94,68 +106,88 @@ class CheckFailed(Exception):
 
 
 class SubmissionFile(pytest.File):
-    """The student's file: graded once, one collector per exercise."""
+    """The student's file: one collector per exercise, from the pack's checks (the file is not read here)."""
 
     def collect(self) -> Any:
         from grader.errors import GraderError
-        from grader.student import run_check
+        from grader.student import visible_checks
 
         try:
-            run = run_check(str(self.path))
+            checks = visible_checks(str(self.path))
         except GraderError as exc:
             raise self.CollectError(f"grader: error: {exc}") from None
-        self.config.stash[_RUN] = run
-        sub = run.report.submissions[0]
-        for ex in sub.exercises:
-            yield ExerciseNode.from_parent(self, name=ex.id, result=ex, submission=sub, run=run)
+        exercises: dict[str, list[Any]] = {}
+        for check in checks:
+            exercises.setdefault(check.exercise, []).append(check)
+        for exercise, its in exercises.items():
+            yield ExerciseNode.from_parent(self, name=exercise, checks=its)
 
 
 class ExerciseNode(pytest.Collector):
     """One exercise of the visible checks (e.g. ``G14.03``): its items are the exercise's checks."""
 
-    def __init__(self, *, result: Any, submission: Any, run: Any, **kwargs: Any) -> None:
+    def __init__(self, *, checks: list[Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.result, self.submission, self.run = result, submission, run
+        self.checks = checks
 
     def collect(self) -> Any:
-        for c in self.result.checks:
-            yield CheckItem.from_parent(self, name=c.id, check=c)
+        for check in self.checks:
+            yield CheckItem.from_parent(self, name=check.check, check=check)
+
+
+def _graded(item: pytest.Item) -> Any:
+    """The session's `grader.student.CheckRun`, graded on first use (or the error it raised)."""
+    if _RUN not in item.config.stash:
+        from grader.errors import GraderError
+        from grader.student import run_check
+
+        try:
+            item.config.stash[_RUN] = run_check(str(item.path))
+        except GraderError as exc:
+            item.config.stash[_RUN] = exc
+    return item.config.stash[_RUN]
 
 
 class CheckItem(pytest.Item):
     """One visible check as a test: it fails with the same message as ``grader check``; points as properties."""
 
-    @property
-    def exercise(self) -> ExerciseNode:
-        """The exercise node this check was collected under."""
-        return cast("ExerciseNode", self.parent)
-
     def __init__(self, *, check: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check = check
-        ex = self.exercise.result
         self.user_properties += [
-            ("exercise", ex.id),
-            ("check", check.id),
-            ("points", f"{check.score:g}"),
-            ("max_points", f"{check.max_score:g}"),
+            ("exercise", check.exercise),
+            ("check", check.check),
         ]
 
     def runtest(self) -> None:
+        from grader.checktext import MARKS, failure_lines, wrapped
         from grader.safetext import display
 
-        c = self.check
-        if c.status == "passed":
-            return
-        sub = self.exercise.submission
-        if sub.status == "error":
-            raise CheckFailed(f"{display(sub.path)}: {display(sub.error)}")
-        if c.status == "not_attempted":
-            function = self.exercise.run.functions.get((self.exercise.result.id, c.id), "the function")
-            pytest.skip(f"not attempted: {display(function)} still raises NotImplementedError")
-        from grader.checktext import MARKS, failure_lines
+        columns = max(40, self.config.get_terminal_writer().fullwidth - 1)  # as wide as the terminal: wraps twice
 
-        raise CheckFailed("\n".join([f"{MARKS.get(c.status, c.status.upper())} {display(c.id)}", *failure_lines(c)]))
+        def fail(text: str) -> CheckFailed:
+            return CheckFailed(wrapped(text, first="", rest="    ", columns=columns))
+
+        run = _graded(self)
+        if not hasattr(run, "report"):
+            raise fail(f"grader: error: {run}")
+        sub = run.report.submissions[0]
+        key = (self.check.exercise, self.check.check)
+        found = [c for e in sub.exercises if e.id == key[0] for c in e.checks if c.id == key[1]]
+        if not found:
+            raise fail(f"{key[1]}: not graded ({sub.path}: {sub.error})")
+        c = found[0]
+        self.config.stash.setdefault(_RAN, {})[key] = c
+        self.user_properties += [("points", f"{c.score:g}"), ("max_points", f"{c.max_score:g}")]
+        if c.status == "passed" and c.score >= c.max_score:
+            return
+        if sub.status == "error":
+            raise fail(f"{sub.path}: {sub.error}")
+        mark = f"{MARKS.get(c.status, c.status.upper())} {display(c.id)}"
+        if c.status == "not_attempted":
+            function = run.functions.get(key, self.check.function)
+            raise fail(f"{mark}: not attempted: {function} still raises NotImplementedError (0/{c.max_score:g} points)")
+        raise CheckFailed("\n".join([mark, *failure_lines(c, columns=columns)]))
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, CheckFailed):
@@ -163,22 +195,50 @@ class CheckItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"{self.exercise.result.id} {self.check.id} ({self.check.max_score:g} points)"
+        return self.path, None, f"{self.check.exercise} {self.check.check} ({self.check.max_score:g} points)"
+
+
+def _points(config: Any) -> tuple[float, float]:
+    ran = config.stash.get(_RAN, {})
+    return sum(c.score for c in ran.values()), sum(c.max_score for c in ran.values())
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    """Below full visible points, the session fails (exit status 1), whatever else was said."""
+    if session.config.stash.get(_RAN, None) is None:
+        return
+    score, most = _points(session.config)
+    if score < most and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
-    """Points per exercise and in total, for the checks that ran."""
+    """Points per exercise and in total, for the checks that ran (``-k`` selects some)."""
     run = config.stash.get(_RUN, None)
-    if run is None:
+    ran = config.stash.get(_RAN, None)
+    if run is None or ran is None or not hasattr(run, "report"):
         return
-    from grader.safetext import display
+    from grader.checktext import wrapped
+
+    columns = max(40, config.get_terminal_writer().fullwidth - 1)
+
+    def write(text: str) -> None:
+        terminalreporter.write_line(wrapped(text, first="", rest="    ", columns=columns))
 
     names(config)
     terminalreporter.section(f"{config.stash[_TITLE]} visible checks".strip())
     sub = run.report.submissions[0]
     for ex in sub.exercises:
-        terminalreporter.write_line(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g} points")
-    terminalreporter.write_line(
-        f"visible checks: {sub.score:g}/{sub.max_score:g} points; {run.hidden_count} hidden checks run at grading "
+        mine = [c for c in ex.checks if (ex.id, c.id) in ran]
+        if not mine:
+            continue
+        score, most = sum(c.score for c in mine), sum(c.max_score for c in mine)
+        part = "" if len(mine) == len(ex.checks) else f" ({len(mine)} of its {len(ex.checks)} checks ran)"
+        write(f"{ex.id} {ex.title}: {score:g}/{most:g} points{part}")
+    score, most = _points(config)
+    total = sum(len(ex.checks) for ex in sub.exercises)
+    part = "" if len(ran) == total else f" ({len(ran)} of {total} visible checks ran)"
+    write(
+        f"visible checks: {score:g}/{most:g} points{part}; {run.hidden_count} hidden checks run at grading "
         "(the grade comes from 'grader grade', not from this run)"
     )

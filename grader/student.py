@@ -3,6 +3,8 @@
 `run_check` does what ``grader check FILE`` does (same plugins, same
 options, the public checks shipped with the package outside this
 repository) and returns the report instead of printing it.
+`visible_checks` lists the checks it would run without running anything
+of the submission's (pytest's collection).
 """
 
 from __future__ import annotations
@@ -14,7 +16,30 @@ from typing import Any
 from grader.models import GradingReport
 from grader.stash import COLLECTED
 
-__all__ = ["CheckRun", "run_check"]
+__all__ = ["CheckRun", "VisibleCheck", "run_check", "visible_checks"]
+
+
+@dataclass(frozen=True)
+class VisibleCheck:
+    """A visible check as the pack defines it, before anything runs.
+
+    Attributes
+    ----------
+    exercise, title : str
+        The exercise's id (``"G14.03"``) and title.
+    check : str
+        The check's id.
+    function : str
+        The function it calls.
+    max_score : float
+        Its points.
+    """
+
+    exercise: str
+    title: str
+    check: str
+    function: str
+    max_score: float
 
 
 @dataclass(frozen=True)
@@ -55,14 +80,8 @@ def run_check(path: str, options: Sequence[str] = ()) -> CheckRun:
         As ``grader check`` would report it (usage or configuration).
     """
     from grader import session
-    from grader.cli import _plugin_args, build_parser
-    from grader.config import Config
-    from grader.plugins import get_plugin_manager
 
-    argv = ["check", str(path), *options]
-    pm = get_plugin_manager(_plugin_args(argv))
-    parsed = build_parser(pm).parse_args(argv)
-    config = Config(command="check", options=parsed, pluginmanager=pm)
+    config = _config(path, options)
     try:
         config.hooks.configure(config)
         config.options.out = None
@@ -73,3 +92,48 @@ def run_check(path: str, options: Sequence[str] = ()) -> CheckRun:
         config.hooks.unconfigure(config)
     functions = {(e.id, c.id): c.function for e in report.exercises for c in e.checks}
     return CheckRun(report, hidden, functions)
+
+
+def _config(path: str, options: Sequence[str]) -> Any:
+    from grader.cli import _plugin_args, build_parser
+    from grader.config import Config
+    from grader.plugins import get_plugin_manager
+
+    argv = ["check", str(path), *options]
+    pm = get_plugin_manager(_plugin_args(argv))
+    parsed = build_parser(pm).parse_args(argv)
+    return Config(command="check", options=parsed, pluginmanager=pm)
+
+
+def visible_checks(path: str, options: Sequence[str] = ()) -> list[VisibleCheck]:
+    """The visible checks ``grader check path`` runs, in order; nothing of the submission's is read or run.
+
+    Parameters
+    ----------
+    path : str
+        The submission (only named: it is not opened).
+    options : sequence of str
+        More ``grader check`` options.
+
+    Returns
+    -------
+    list of VisibleCheck
+
+    Raises
+    ------
+    grader.errors.GraderError
+        As ``grader check`` would report it (usage or configuration).
+    """
+    from grader import session
+
+    config = _config(path, options)
+    try:
+        config.hooks.configure(config)
+        collected = session.collect(config, visible_only=True)
+    finally:
+        config.hooks.unconfigure(config)
+    return [
+        VisibleCheck(exercise.id, exercise.title, item.check.id, item.check.function, float(item.check.points))
+        for exercise, items in collected.checks
+        for item in items
+    ]

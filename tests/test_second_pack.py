@@ -137,11 +137,11 @@ def test_starter_and_ci_files_name_the_packs_file(cli, tmp_path: Path) -> None: 
     assert code == 0, err
     assert (tmp_path / "activations.py").read_bytes() == (PACK / "starter" / "activations.py").read_bytes()
     assert "fill in the two functions" in out
-    code, out, err = cli("init-ci", "github", "--dir", tmp_path, "--pack", PACK)
+    code, out, err = cli("init-ci", "github", "--dir", tmp_path, "--pack", PACK, "--package", "r3-grader==1.0")
     assert code == 0, err
     workflow = (tmp_path / ".github" / "workflows" / "r3-checks.yml").read_text()
     assert "name: R3 checks" in workflow and "grader check activations.py" in workflow
-    assert 'pip install "r3-grader"' in workflow and "G14" not in workflow and "attention" not in workflow
+    assert 'pip install "r3-grader==1.0"' in workflow and "G14" not in workflow and "attention" not in workflow
 
 
 def test_the_manifest_is_checked_key_by_key(cli, tmp_path: Path) -> None:  # noqa: ANN001

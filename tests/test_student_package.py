@@ -65,6 +65,8 @@ def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(bu
         bundle = json.loads(zf.read("g14/public.json"))
         assert zf.read("g14/starter/attention.py") == STARTER.read_bytes()
         entry_points = zf.read("g14_grader-0.1.0.dist-info/entry_points.txt").decode()
+        metadata = zf.read("g14_grader-0.1.0.dist-info/METADATA").decode()
+    assert "\nRequires-Dist: pytest>=7.4\n" in metadata  # plain 'pytest' works with the wheel alone
     assert "[pytest11]\ngrader = grader.pytest_plugin" in entry_points
     assert "[grader.packs]\ng14 = g14" in entry_points
     checks = [c for e in bundle["exercises"] for c in e["checks"]]
@@ -119,7 +121,7 @@ def _fresh_venv(tmp: Path, wheel: Path) -> Path:
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
     proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", str(wheel), "pytest"],
+        [str(python), "-m", "pip", "install", "-q", str(wheel)],  # pytest comes as its dependency
         capture_output=True,
         text=True,
         timeout=600,
@@ -131,7 +133,7 @@ def _fresh_venv(tmp: Path, wheel: Path) -> Path:
 
 
 def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_path: Path) -> None:
-    """The 'done when' of issue 10: an empty folder, only the student wheel (and pytest) installed."""
+    """The 'done when' of issue 10: an empty folder, only the student wheel installed (it brings pytest)."""
     import nbformat
 
     bin_dir = _fresh_venv(tmp_path, built["wheel"])

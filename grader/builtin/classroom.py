@@ -1,9 +1,11 @@
 """Built-in plugin: what classroom tools read from a student's CI run of ``grader check``.
 
 ``--points-notice`` (``check``, in GitHub Actions): the two notice
-annotations GitHub Classroom's grading reporter emits and Classroom reads
+annotations GitHub Classroom's grading reporter emitted
 (``classroom-resources/autograding-grading-reporter``,
-``src/notify-classroom.js``), with the same titles::
+``src/notify-classroom.js``), with the same titles. GitHub Classroom was
+retired on 2026-08-28; the notices are kept for the platforms that still
+read this format::
 
     ::notice title=Autograding complete::Points 26/30
     ::notice title=Autograding report::{"totalPoints":26,"maxPoints":30}
@@ -61,7 +63,7 @@ def _int(points: float) -> int:
 
 
 def points_notices(report: GradingReport) -> list[str]:
-    """GitHub Classroom's two notice lines for a ``check`` report (integer totals, like the reporter)."""
+    """The two ``Points X/Y`` notice lines (GitHub Classroom's retired format) for a ``check`` report (integer totals)."""
     total = sum(_int(c.score) for s in report.submissions for e in s.exercises for c in e.checks)
     most = sum(_int(c.max_score) for s in report.submissions for e in s.exercises for c in e.checks)
     payload = json.dumps({"totalPoints": total, "maxPoints": most}, separators=(",", ":"))
@@ -143,7 +145,8 @@ def grader_addoption(parser: Any, command: str) -> None:
     group.add_argument(
         "--points-notice",
         action="store_true",
-        help="in GitHub Actions, print the 'Points X/Y' and JSON notices GitHub Classroom reads (visible checks only)",
+        help="in GitHub Actions, print the 'Points X/Y' and JSON notices (the format of the retired GitHub "
+        "Classroom, for platforms that read it; visible checks only)",
     )
     group.add_argument(
         "--classroom50",

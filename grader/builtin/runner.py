@@ -61,15 +61,17 @@ def _fork_server(config: Any) -> ForkServer | None:
     """The run's warm fork server for ``grade --insecure`` (started on first use) or ``check``; None where there is none.
 
     ``check`` takes the one the command line started at once (`grader.stash.FORK_SERVER`), so that
-    numpy is imported there while the grader starts; ``grade --insecure`` starts its own. The
+    numpy is imported there while the grader starts; ``grade --insecure`` and a ``check`` run by
+    another tool (the pytest plugin, `grader.student.run_check`) start their own. The fork server's
+    jobs are walled in and swept (``grader/child/plain.py``). The
     other commands run few submissions, in fresh interpreters; where ``os.fork`` is missing
     (Windows) each submission gets a fresh ``python worker.py``, as before (`grader.jobs.PlainJob`).
     """
     early = config.stash.get(FORK_SERVER)  # 'grader check': started by the command line before the plugins loaded
     if early is not None:
         return early if early.proc.poll() is None else None  # gone: a fresh interpreter per submission
-    if config.command != "grade" or not ForkServer.available():
-        return None
+    if config.command not in ("grade", "check") or not ForkServer.available():
+        return None  # 'check' from a tool (the pytest plugin) starts one here: its jobs get the same walls
     with _FORK_LOCK:
         server = config.stash.get(_FORK_SERVER)
         if server is None:
@@ -107,7 +109,8 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
     if not sandboxed(config):
         server = _fork_server(config)
         if server is not None:  # grade --insecure: a warm fork server, not an interpreter per submission
-            launch = functools.partial(ForkJob, server, filename=config.pack.submission)
+            walls = config.command == "check"  # a student's code on a CI runner; --insecure is trusted code
+            launch = functools.partial(ForkJob, server, filename=config.pack.submission, walls=walls)
             return run_calls(submission.file, calls, import_timeout, submission_timeout, launch=launch)
         return run_calls(submission.file, calls, import_timeout, submission_timeout, filename=config.pack.submission)
     pool = config.stash.get(JOB_LAUNCHERS)
