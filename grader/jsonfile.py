@@ -92,8 +92,9 @@ def read_json(
         Of class ``error``, in one line naming ``what``, the problem and ``fix``.
     """
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
+        from grader.fileio import read_input
+
+        raw = read_input(path, max_bytes)
     except IsADirectoryError:
         raise error(f"{what}: is a folder, not a JSON file; {fix}") from None
     except OSError as exc:

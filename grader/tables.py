@@ -147,8 +147,9 @@ def read_table(
     """
     name = f"{option} {path}" if option else str(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
+        from grader.fileio import read_input
+
+        raw = read_input(path, max_bytes)
     except IsADirectoryError:
         raise error(f"{name}: is a folder; give the CSV file") from None
     except OSError as exc:
