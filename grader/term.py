@@ -197,7 +197,7 @@ _MONTHS = {
 _MONTH = {name: number for number, names in _MONTHS.items() for name in names.split()}
 # "[weekday,] 1[.] [de] March [de] 2026, [à|um|a las|às] 11:59 [PM]" in the five languages Moodle is used in most.
 _MOODLE_TIME = re.compile(
-    r"^(?:[^\W\d_]+\.?,?\s+)?(?P<day>\d{1,2})\.?\s+(?:de\s+)?(?P<month>[^\W\d_]+)\.?,?\s+(?:de\s+)?"
+    r"^(?:[^\W\d_]+(?:-[^\W\d_]+)?\.?,?\s+)?(?P<day>\d{1,2})\.?\s+(?:de\s+)?(?P<month>[^\W\d_]+)\.?,?\s+(?:de\s+)?"
     r"(?P<year>\d{4}),?\s+(?:(?:à|a|um|a\s+las|às|as|at)\s+)?(?P<hour>\d{1,2})[:h](?P<minute>\d{2})"
     r"(?::(?P<second>\d{2}))?\s*(?P<ampm>[ap]\.?\s?m\.?)?$",
     re.IGNORECASE,
