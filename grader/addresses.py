@@ -70,7 +70,11 @@ def check_dask_address(address: str) -> tuple[str, str, int | None]:
     """
     if not address.strip():
         raise UsageError(f"--dask: empty; {_DASK_EXAMPLE}")
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        parts.hostname  # noqa: B018 - raises ValueError for a broken [IPv6] host
+    except ValueError as exc:
+        raise UsageError(f"--dask {address}: not an address ({exc}); {_DASK_EXAMPLE}") from None
     if parts.scheme not in DASK_SCHEMES:
         raise UsageError(
             f"--dask {address}: unknown scheme {parts.scheme!r}; Dask reads {', '.join(DASK_SCHEMES)}; {_DASK_EXAMPLE}"
@@ -179,7 +183,11 @@ def check_canvas_url(url: str) -> tuple[str, int, int]:
 
     if not url.strip():
         raise ConfigError(f"--canvas-push: empty; {_CANVAS_EXAMPLE}")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.hostname  # noqa: B018 - raises ValueError for a broken [IPv6] host
+    except ValueError as exc:
+        raise ConfigError(f"--canvas-push {url}: not an address ({exc}); {_CANVAS_EXAMPLE}") from None
     if parts.scheme not in ("https", "http"):
         raise ConfigError(
             f"--canvas-push {url}: the scheme {parts.scheme or '(none)'!r} is not https; {_CANVAS_EXAMPLE}"

@@ -173,7 +173,15 @@ def read_table(
     if not rows:
         return Table(str(path), option, [], [], delimiter, encoding)
     header_line, header = rows[0]
-    return Table(str(path), option, [c.strip().lstrip("\ufeff").lower() for c in header], rows[1:], delimiter, encoding, header_line)
+    return Table(
+        str(path),
+        option,
+        [c.strip().lstrip("\ufeff").lower() for c in header],
+        rows[1:],
+        delimiter,
+        encoding,
+        header_line,
+    )
 
 
 def delimiter_name(delimiter: str) -> str:

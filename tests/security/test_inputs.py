@@ -190,7 +190,12 @@ CASES: list[tuple[str, Callable[[Path], list[Any]], int, list[str]]] = [
     # policy.yaml: the strict YAML loader, then meaning
     ("policy-alias-bomb", policy(ALIAS_BOMB), 3, ["policy.yaml", "aliases (*name) are not allowed"]),
     ("policy-due-twice", policy(GOOD_POLICY + "due: 2026-03-02T23:59:00Z\n"), 3, ["duplicate key 'due'", "line 3"]),
-    ("policy-feb-30", policy("due: 2026-02-30T23:59:00\n"), 3, ["due: '2026-02-30T23:59:00'", "not a date that exists"]),
+    (
+        "policy-feb-30",
+        policy("due: 2026-02-30T23:59:00\n"),
+        3,
+        ["due: '2026-02-30T23:59:00'", "not a date that exists"],
+    ),
     ("policy-month-13", policy("due: 2026-13-01T23:59:00Z\n"), 3, ["due:", "not a date that exists", "ISO 8601"]),
     ("policy-offset-25h", policy("due: 2026-03-01T23:59:00+25:00\n"), 3, ["due:", "offset +25:00 is out of range"]),
     ("policy-hour-25", policy("due: 2026-03-01T25:00:00Z\n"), 3, ["due:", "not a time that exists"]),
@@ -198,11 +203,36 @@ CASES: list[tuple[str, Callable[[Path], list[Any]], int, list[str]]] = [
     ("policy-grace-nan", policy(GOOD_POLICY + "grace_minutes: .nan\n"), 3, ["grace_minutes: nan", "below a year"]),
     ("policy-grace-1e15", policy(GOOD_POLICY + "grace_minutes: 1.0e+15\n"), 3, ["grace_minutes", "below a year"]),
     ("policy-grace-negative", policy(GOOD_POLICY + "grace_minutes: -5\n"), 3, ["grace_minutes", "minutes >= 0"]),
-    ("policy-points-inf", policy("due: 2026-03-01\npenalty: {per: day, points: .inf}\n"), 3, ["penalty.points", "finite"]),
-    ("policy-cap-150", policy("due: 2026-03-01\npenalty: {per: day, percent: 10, cap: 150}\n"), 3, ["penalty.cap", "at most 100"]),
-    ("policy-percent-150", policy("due: 2026-03-01\npenalty: {per: day, percent: 150}\n"), 3, ["penalty.percent", "0 to 100"]),
-    ("policy-both-units", policy("due: 2026-03-01\npenalty: {per: day, percent: 1, points: 1}\n"), 3, ["penalty", "exactly one of percent and points"]),
-    ("policy-per-week", policy("due: 2026-03-01\npenalty: {per: week, percent: 1}\n"), 3, ["penalty.per", "per: day or per: hour"]),
+    (
+        "policy-points-inf",
+        policy("due: 2026-03-01\npenalty: {per: day, points: .inf}\n"),
+        3,
+        ["penalty.points", "finite"],
+    ),
+    (
+        "policy-cap-150",
+        policy("due: 2026-03-01\npenalty: {per: day, percent: 10, cap: 150}\n"),
+        3,
+        ["penalty.cap", "at most 100"],
+    ),
+    (
+        "policy-percent-150",
+        policy("due: 2026-03-01\npenalty: {per: day, percent: 150}\n"),
+        3,
+        ["penalty.percent", "0 to 100"],
+    ),
+    (
+        "policy-both-units",
+        policy("due: 2026-03-01\npenalty: {per: day, percent: 1, points: 1}\n"),
+        3,
+        ["penalty", "exactly one of percent and points"],
+    ),
+    (
+        "policy-per-week",
+        policy("due: 2026-03-01\npenalty: {per: week, percent: 1}\n"),
+        3,
+        ["penalty.per", "per: day or per: hour"],
+    ),
     ("policy-latin1", policy("# échéance\n".encode("latin-1") + GOOD_POLICY.encode()), 3, ["policy.yaml", "not UTF-8"]),
     ("policy-binary", policy(bytes(range(256))), 3, ["policy.yaml", "not UTF-8"]),
     ("policy-bad-zone", policy(GOOD_POLICY + "timezone: Mars/Olympus\n"), 3, ["timezone", "unknown time zone", "IANA"]),
@@ -211,19 +241,34 @@ CASES: list[tuple[str, Callable[[Path], list[Any]], int, list[str]]] = [
     ("policy-empty", policy(""), 3, ["policy.yaml", "must be a mapping"]),
     ("policy-deep", policy(NESTED_YAML), 3, ["policy.yaml", "nested more than 32 levels"]),
     ("policy-late-days-negative", policy(GOOD_POLICY + "late_days: {default: -1}\n"), 3, ["late_days.default", ">= 0"]),
-    ("policy-late-days-huge", policy(GOOD_POLICY + "late_days: {default: 100000}\n"), 3, ["late_days.default", "0 to 366"]),
+    (
+        "policy-late-days-huge",
+        policy(GOOD_POLICY + "late_days: {default: 100000}\n"),
+        3,
+        ["late_days.default", "0 to 366"],
+    ),
     ("policy-flag-units-float", policy(GOOD_POLICY + "late_flag_units: 1.5\n"), 3, ["late_flag_units", "(>= 0)"]),
     ("policy-unknown-key", policy(GOOD_POLICY + "grace: 5\n"), 3, ["grace", "remove it or check its spelling"]),
     ("policy-too-large", policy("# " + "x" * (1 << 20) + "\n" + GOOD_POLICY), 3, ["policy.yaml", "limited to"]),
     ("policy-folder", lambda t: ["grade", CORRECT, "--out", t / "out", "--policy", t], 3, ["--policy", "is a folder"]),
-    ("policy-missing", lambda t: ["grade", CORRECT, "--out", t / "out", "--policy", t / "no.yaml"], 3, ["--policy", "no such file"]),
+    (
+        "policy-missing",
+        lambda t: ["grade", CORRECT, "--out", t / "out", "--policy", t / "no.yaml"],
+        3,
+        ["--policy", "no such file"],
+    ),
     # course.yaml
     ("course-alias-bomb", course(ALIAS_BOMB), 3, ["course.yaml", "aliases (*name) are not allowed"]),
     ("course-folder", course(None), 3, ["course.yaml: a folder, not a file", "YAML file"]),
     ("course-list", course("- id\n- title\n"), 3, ["course.yaml: the manifest is a list, not a mapping", "id, title"]),
     ("course-empty", course(""), 3, ["course.yaml: the manifest is empty", "write a mapping"]),
     ("course-duplicate-key", course("id: a\nid: b\n"), 3, ["course.yaml", "duplicate key 'id'"]),
-    ("course-latin1", course("title: Théorie\n".encode("latin-1")), 3, ["course.yaml", "not UTF-8", "save the manifest"]),
+    (
+        "course-latin1",
+        course("title: Théorie\n".encode("latin-1")),
+        3,
+        ["course.yaml", "not UTF-8", "save the manifest"],
+    ),
     ("course-tag", course("id: !!binary aGk=\n"), 3, ["course.yaml", "not allowed"]),
     ("course-deep", course("id: " + "[" * 100 + "]" * 100 + "\n"), 3, ["course.yaml", "nested"]),
     # manual.csv
@@ -233,97 +278,341 @@ CASES: list[tuple[str, Callable[[Path], list[Any]], int, list[str]]] = [
     ("manual-latin1", manual(LATIN1_CSV), 3, ["--manual", "not UTF-8 text", "Latin-1", "CSV UTF-8"]),
     ("manual-utf16-no-bom", manual(MANUAL_HEADER.encode("utf-16-le")), 3, ["--manual", "NUL characters", "CSV UTF-8"]),
     ("manual-utf32", manual("a,b\n".encode("utf-32")), 3, ["--manual", "UTF-32", "CSV UTF-8"]),
-    ("manual-decimal-comma-semicolon", manual("student;check;points\nalice;G14.02;1,5\n"), 3, ["line 2: points: '1,5' has a decimal comma", "write 1.5"]),
-    ("manual-decimal-comma-shift", manual("student,check,points,comment\nalice,G14.02,1,5,ok\n"), 3, ["line 2:", "5 cells but the header names 4", "write 1.5"]),
-    ("manual-points-nan", manual(MANUAL_HEADER + "alice,G14.02,nan,,\n"), 3, ["line 2: points: 'nan' is not a number >= 0"]),
+    (
+        "manual-decimal-comma-semicolon",
+        manual("student;check;points\nalice;G14.02;1,5\n"),
+        3,
+        ["line 2: points: '1,5' has a decimal comma", "write 1.5"],
+    ),
+    (
+        "manual-decimal-comma-shift",
+        manual("student,check,points,comment\nalice,G14.02,1,5,ok\n"),
+        3,
+        ["line 2:", "5 cells but the header names 4", "write 1.5"],
+    ),
+    (
+        "manual-points-nan",
+        manual(MANUAL_HEADER + "alice,G14.02,nan,,\n"),
+        3,
+        ["line 2: points: 'nan' is not a number >= 0"],
+    ),
     ("manual-points-inf", manual(MANUAL_HEADER + "alice,G14.02,inf,,\n"), 3, ["line 2: points: 'inf'"]),
     ("manual-points-negative", manual(MANUAL_HEADER + "alice,G14.02,-1,,\n"), 3, ["line 2: points: '-1'"]),
-    ("manual-points-text", manual(MANUAL_HEADER + "alice,G14.02,half,,\n"), 3, ["line 2: points: 'half'", "give the points"]),
-    ("manual-empty-student", manual(MANUAL_HEADER + ",G14.02,1,,\n"), 3, ["line 2: student: empty", "give the student id"]),
-    ("manual-empty-check", manual(MANUAL_HEADER + "alice,G14.02/,1,,\n"), 3, ["line 2: check: 'G14.02/' is not EXERCISE or EXERCISE/CHECK"]),
-    ("manual-duplicate", manual(MANUAL_HEADER + "alice,G14.02,1,,\nalice,G14.02,2,,\n"), 3, ["line 3: check:", "on line 2", "one row per student"]),
-    ("manual-no-points-column", manual("student,check,score\nalice,G14.02,1\n"), 3, ["line 1: no column 'points'", "comma-separated"]),
-    ("manual-column-twice", manual("student,check,points,points\nalice,G14.02,1,1\n"), 3, ["line 1: points: the column is named twice"]),
+    (
+        "manual-points-text",
+        manual(MANUAL_HEADER + "alice,G14.02,half,,\n"),
+        3,
+        ["line 2: points: 'half'", "give the points"],
+    ),
+    (
+        "manual-empty-student",
+        manual(MANUAL_HEADER + ",G14.02,1,,\n"),
+        3,
+        ["line 2: student: empty", "give the student id"],
+    ),
+    (
+        "manual-empty-check",
+        manual(MANUAL_HEADER + "alice,G14.02/,1,,\n"),
+        3,
+        ["line 2: check: 'G14.02/' is not EXERCISE or EXERCISE/CHECK"],
+    ),
+    (
+        "manual-duplicate",
+        manual(MANUAL_HEADER + "alice,G14.02,1,,\nalice,G14.02,2,,\n"),
+        3,
+        ["line 3: check:", "on line 2", "one row per student"],
+    ),
+    (
+        "manual-no-points-column",
+        manual("student,check,score\nalice,G14.02,1\n"),
+        3,
+        ["line 1: no column 'points'", "comma-separated"],
+    ),
+    (
+        "manual-column-twice",
+        manual("student,check,points,points\nalice,G14.02,1,1\n"),
+        3,
+        ["line 1: points: the column is named twice"],
+    ),
     ("manual-empty", manual(""), 3, ["--manual", "empty", "the first row must name the columns"]),
-    ("manual-unclosed-quote", manual(MANUAL_HEADER + 'alice,G14.02,1,"never closed\n'), 3, ["--manual", "not valid CSV", "close every quoted cell"]),
+    (
+        "manual-unclosed-quote",
+        manual(MANUAL_HEADER + 'alice,G14.02,1,"never closed\n'),
+        3,
+        ["--manual", "not valid CSV", "close every quoted cell"],
+    ),
     ("manual-folder", lambda t: ["grade", CORRECT, "--out", t / "out", "--manual", t], 3, ["--manual", "is a folder"]),
-    ("manual-unknown-exercise", manual(MANUAL_HEADER + "alice,G99.01,1,,\n"), 3, ["line 2: check: no exercise 'G99.01'"]),
-    ("manual-too-many-points", manual(MANUAL_HEADER + "alice,G14.02,1000,,\n"), 3, ["line 2: points: 1000 is more than G14.02 is worth"]),
+    (
+        "manual-unknown-exercise",
+        manual(MANUAL_HEADER + "alice,G99.01,1,,\n"),
+        3,
+        ["line 2: check: no exercise 'G99.01'"],
+    ),
+    (
+        "manual-too-many-points",
+        manual(MANUAL_HEADER + "alice,G14.02,1000,,\n"),
+        3,
+        ["line 2: points: 1000 is more than G14.02 is worth"],
+    ),
     # rosters
     ("roster-xlsx", roster(XLSX), 2, ["--roster", "Excel workbook (.xlsx)", "CSV UTF-8"]),
     ("roster-latin1", roster("id\nrené\n".encode("latin-1")), 2, ["--roster", "not UTF-8 text", "CSV UTF-8"]),
-    ("roster-semicolon-no-id", roster("name;email\nBob;b@x\n"), 2, ["--roster", "no student id column", "semicolon-separated"]),
+    (
+        "roster-semicolon-no-id",
+        roster("name;email\nBob;b@x\n"),
+        2,
+        ["--roster", "no student id column", "semicolon-separated"],
+    ),
     ("roster-id-twice", roster("id\nbob\nbob\n"), 2, ["--roster", "listed twice, on lines 2 and 3"]),
     ("roster-empty", roster(""), 2, ["--roster", "holds no student ids"]),
     ("roster-utf16-dup", roster("id\tname\nbob\tB\nbob\tC\n".encode("utf-16")), 2, ["--roster", "listed twice"]),
     # --lms-times worksheets
     ("lms-times-xlsx", lms_times(XLSX), 2, ["--lms-times", "Excel workbook (.xlsx)", "CSV UTF-8"]),
-    ("lms-times-latin1", lms_times((WORKSHEET + "Participant 1,Renée,x,lundi 2 mars 2026, 10:00\n").encode("latin-1")), 2, ["--lms-times", "not UTF-8"]),
-    ("lms-times-unknown-format", lms_times(WORKSHEET + 'Participant 1,Ann,x,"31/02/2026 25:61"\n'), 2, ["--lms-times", "line 2: last modified (submission): '31/02/2026 25:61' is not a date this grader reads", "ISO 8601", "French"]),
-    ("lms-times-no-time-column", lms_times("Identifier,Full name\nParticipant 1,Ann\n"), 2, ["--lms-times", "needs an id column", "found 'identifier', 'full name'"]),
+    (
+        "lms-times-latin1",
+        lms_times((WORKSHEET + "Participant 1,Renée,x,lundi 2 mars 2026, 10:00\n").encode("latin-1")),
+        2,
+        ["--lms-times", "not UTF-8"],
+    ),
+    (
+        "lms-times-unknown-format",
+        lms_times(WORKSHEET + 'Participant 1,Ann,x,"31/02/2026 25:61"\n'),
+        2,
+        [
+            "--lms-times",
+            "line 2: last modified (submission): '31/02/2026 25:61' is not a date this grader reads",
+            "ISO 8601",
+            "French",
+        ],
+    ),
+    (
+        "lms-times-no-time-column",
+        lms_times("Identifier,Full name\nParticipant 1,Ann\n"),
+        2,
+        ["--lms-times", "needs an id column", "found 'identifier', 'full name'"],
+    ),
     ("lms-times-empty", lms_times(""), 2, ["--lms-times", "empty; export the grading worksheet again"]),
     # diff's results.json
-    ("diff-no-score", diff({"submissions": [{"id": "alice"}]}), 2, ["new.json: submissions[0].score: missing", "results.json of 'grader grade'"]),
-    ("diff-text-score", diff({"submissions": [{"id": "alice", "score": "ten"}]}), 2, ["submissions[0].score: 'ten' is not a number"]),
-    ("diff-check-score-null", diff({"submissions": [{"id": "a", "score": 1, "exercises": [{"id": "E", "checks": [{"id": "c", "status": "passed", "score": None}]}]}]}), 2, ["submissions[0].exercises[0].checks[0].score: missing"]),
+    (
+        "diff-no-score",
+        diff({"submissions": [{"id": "alice"}]}),
+        2,
+        ["new.json: submissions[0].score: missing", "results.json of 'grader grade'"],
+    ),
+    (
+        "diff-text-score",
+        diff({"submissions": [{"id": "alice", "score": "ten"}]}),
+        2,
+        ["submissions[0].score: 'ten' is not a number"],
+    ),
+    (
+        "diff-check-score-null",
+        diff(
+            {
+                "submissions": [
+                    {
+                        "id": "a",
+                        "score": 1,
+                        "exercises": [{"id": "E", "checks": [{"id": "c", "status": "passed", "score": None}]}],
+                    }
+                ]
+            }
+        ),
+        2,
+        ["submissions[0].exercises[0].checks[0].score: missing"],
+    ),
     ("diff-deep", diff(NESTED_JSON), 2, ["new.json: nested 100000 levels deep", "results.json"]),
-    ("diff-nan", diff('{"submissions": [{"id": "a", "score": NaN}]}'), 2, ["new.json: not valid JSON", "NaN is not JSON"]),
+    (
+        "diff-nan",
+        diff('{"submissions": [{"id": "a", "score": NaN}]}'),
+        2,
+        ["new.json: not valid JSON", "NaN is not JSON"],
+    ),
     ("diff-not-json", diff("{submissions: oops"), 2, ["new.json: not valid JSON (line 1, column 2)"]),
     ("diff-list", diff([1, 2]), 2, ["new.json: submissions: missing or not a list"]),
     ("diff-submissions-dict", diff({"submissions": {"alice": 1}}), 2, ["submissions: missing or not a list"]),
-    ("diff-id-twice", diff({"submissions": [{"id": "a", "score": 1}, {"id": "a", "score": 2}]}), 2, ["submissions[1].id: 'a' is listed twice"]),
+    (
+        "diff-id-twice",
+        diff({"submissions": [{"id": "a", "score": 1}, {"id": "a", "score": 2}]}),
+        2,
+        ["submissions[1].id: 'a' is listed twice"],
+    ),
     ("diff-binary", diff(b"\xff\xfe\x00garbage"), 2, ["new.json: not UTF-8 text"]),
     ("diff-folder", lambda t: ["diff", t, t], 2, ["is a folder, not a JSON file"]),
     # check --public
     ("public-deep", public(NESTED_JSON), 3, ["public.json: nested 100000 levels deep", "grader publish"]),
     ("public-not-json", public("{"), 3, ["public.json: not valid JSON", "grader publish"]),
     ("public-list", public("[]"), 3, ["public.json: not a public-checks file", "grader publish"]),
-    ("public-no-exercises", public(json.dumps({"format": PUBLIC_FORMAT})), 3, ["public.json: not a public-checks file", "KeyError", "grader publish"]),
-    ("public-wrong-check", public(json.dumps({"format": PUBLIC_FORMAT, "exercises": [{"checks": [1]}]})), 3, ["not a public-checks file", "grader publish"]),
+    (
+        "public-no-exercises",
+        public(json.dumps({"format": PUBLIC_FORMAT})),
+        3,
+        ["public.json: not a public-checks file", "KeyError", "grader publish"],
+    ),
+    (
+        "public-wrong-check",
+        public(json.dumps({"format": PUBLIC_FORMAT, "exercises": [{"checks": [1]}]})),
+        3,
+        ["not a public-checks file", "grader publish"],
+    ),
     # merge: shard manifests
     ("shard-deep", shard(NESTED_JSON), 2, [SHARD_MANIFEST, "nested 100000 levels deep", "grade that shard again"]),
     ("shard-list", shard("[]"), 2, [SHARD_MANIFEST, "not a shard manifest"]),
     ("shard-not-json", shard("{"), 2, [SHARD_MANIFEST, "not valid JSON", "grade that shard again"]),
     # --dask: parsed before anything starts
-    ("dask-port-99999", grade_with("--dask", "tcp://127.0.0.1:99999"), 2, ["--dask tcp://127.0.0.1:99999", "out of range (1-65535)"]),
-    ("dask-port-word", grade_with("--dask", "tcp://127.0.0.1:eight"), 2, ["--dask", "the port 'eight' is not a number"]),
-    ("dask-tls-no-certs", grade_with("--dask", "tls://127.0.0.1:8786"), 2, ["--dask", "tls:// needs certificates", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE"]),
-    ("dask-http-scheme", grade_with("--dask", "http://127.0.0.1:8787"), 2, ["--dask", "unknown scheme 'http'", "tcp://HOST:8786"]),
+    (
+        "dask-port-99999",
+        grade_with("--dask", "tcp://127.0.0.1:99999"),
+        2,
+        ["--dask tcp://127.0.0.1:99999", "out of range (1-65535)"],
+    ),
+    (
+        "dask-port-word",
+        grade_with("--dask", "tcp://127.0.0.1:eight"),
+        2,
+        ["--dask", "the port 'eight' is not a number"],
+    ),
+    (
+        "dask-tls-no-certs",
+        grade_with("--dask", "tls://127.0.0.1:8786"),
+        2,
+        ["--dask", "tls:// needs certificates", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE"],
+    ),
+    (
+        "dask-http-scheme",
+        grade_with("--dask", "http://127.0.0.1:8787"),
+        2,
+        ["--dask", "unknown scheme 'http'", "tcp://HOST:8786"],
+    ),
     ("dask-empty", grade_with("--dask", ""), 2, ["--dask: empty", "give a value"]),
     ("dask-empty-equals", grade_with("--dask="), 2, ["--dask: empty"]),
     ("dask-no-host", grade_with("--dask", "tcp://:8786"), 2, ["--dask", "no host"]),
-    ("dask-refused", grade_with("--dask", "tcp://127.0.0.1:9"), 2, ["--dask tcp://127.0.0.1:9", "cannot reach the Dask scheduler"]),
+    (
+        "dask-refused",
+        grade_with("--dask", "tcp://127.0.0.1:9"),
+        2,
+        ["--dask tcp://127.0.0.1:9", "cannot reach the Dask scheduler"],
+    ),
     # --canvas-push: parsed before anything starts
-    ("canvas-port-word", grade_with("--canvas-push", "https://canvas.example.edu:x/courses/1/assignments/2"), 3, ["--canvas-push", "the port 'x' is not a number"]),
-    ("canvas-port-range", grade_with("--canvas-push", "https://canvas.example.edu:70000/courses/1/assignments/2"), 3, ["--canvas-push", "out of range"]),
-    ("canvas-ftp", grade_with("--canvas-push", "ftp://canvas.example.edu/courses/1/assignments/2"), 3, ["--canvas-push", "the scheme 'ftp' is not https"]),
-    ("canvas-not-assignment", grade_with("--canvas-push", "https://canvas.example.edu/courses/1"), 3, ["--canvas-push", "not an assignment's address"]),
-    ("canvas-password", grade_with("--canvas-push", "https://u:p@canvas.example.edu/courses/1/assignments/2"), 3, ["--canvas-push", "CANVAS_API_TOKEN"]),
+    (
+        "canvas-port-word",
+        grade_with("--canvas-push", "https://canvas.example.edu:x/courses/1/assignments/2"),
+        3,
+        ["--canvas-push", "the port 'x' is not a number"],
+    ),
+    (
+        "canvas-port-range",
+        grade_with("--canvas-push", "https://canvas.example.edu:70000/courses/1/assignments/2"),
+        3,
+        ["--canvas-push", "out of range"],
+    ),
+    (
+        "canvas-ftp",
+        grade_with("--canvas-push", "ftp://canvas.example.edu/courses/1/assignments/2"),
+        3,
+        ["--canvas-push", "the scheme 'ftp' is not https"],
+    ),
+    (
+        "canvas-not-assignment",
+        grade_with("--canvas-push", "https://canvas.example.edu/courses/1"),
+        3,
+        ["--canvas-push", "not an assignment's address"],
+    ),
+    (
+        "canvas-password",
+        grade_with("--canvas-push", "https://u:p@canvas.example.edu/courses/1/assignments/2"),
+        3,
+        ["--canvas-push", "CANVAS_API_TOKEN"],
+    ),
     ("canvas-empty", grade_with("--canvas-push", ""), 2, ["--canvas-push: empty"]),
     # output paths and empty values
-    ("init-ci-under-proc", lambda t: ["init-ci", "github", "--dir", "/proc/grader-ci"], 2, ["--dir /proc/grader-ci: under /proc", "choose another --dir"]),
-    ("init-ci-a-file", lambda t: ["init-ci", "github", "--dir", write(t / "f", "x")], 2, ["--dir", "exists and is not a folder", "choose another --dir"]),
-    ("init-ci-below-a-file", lambda t: ["init-ci", "github", "--dir", write(t / "f", "x") / "repo"], 2, ["--dir", "is not a folder); choose another --dir"]),
-    ("package-out-a-file", lambda t: ["build-student-package", "--out", write(t / "f", "x")], 2, ["--out", "exists and is not a folder"]),
-    ("package-out-under-sys", lambda t: ["build-student-package", "--out", "/sys/grader-dist"], 2, ["--out /sys/grader-dist: under /sys"]),
+    (
+        "init-ci-under-proc",
+        lambda t: ["init-ci", "github", "--dir", "/proc/grader-ci"],
+        2,
+        ["--dir /proc/grader-ci: under /proc", "choose another --dir"],
+    ),
+    (
+        "init-ci-a-file",
+        lambda t: ["init-ci", "github", "--dir", write(t / "f", "x")],
+        2,
+        ["--dir", "exists and is not a folder", "choose another --dir"],
+    ),
+    (
+        "init-ci-below-a-file",
+        lambda t: ["init-ci", "github", "--dir", write(t / "f", "x") / "repo"],
+        2,
+        ["--dir", "is not a folder); choose another --dir"],
+    ),
+    (
+        "package-out-a-file",
+        lambda t: ["build-student-package", "--out", write(t / "f", "x")],
+        2,
+        ["--out", "exists and is not a folder"],
+    ),
+    (
+        "package-out-under-sys",
+        lambda t: ["build-student-package", "--out", "/sys/grader-dist"],
+        2,
+        ["--out /sys/grader-dist: under /sys"],
+    ),
     ("json-under-proc", grade_with("--json", "/proc/grader.json"), 2, ["--json", "under /proc, a kernel file system"]),
     ("merge-not-a-shard", lambda t: ["merge", t, "--out", t / "out"], 2, ["not a shard folder", "--shard K/N"]),
     ("pack-empty", grade_with("--pack", ""), 2, ["--pack: empty (an unset variable?)"]),
     ("out-empty", lambda t: ["grade", CORRECT, "--out", ""], 2, ["--out: empty"]),
     ("jobs-100000", grade_with("--jobs", "100000"), 2, ["--jobs", "at most 256", "got 100000"]),
     # check-kind plugins that misbehave
-    ("kinds-hook-returns-text", plugin(KIND_PLUGIN.format(name="x", body="return 'compare'")), 3, ["grader_check_kinds returned a str", "list of check kinds"]),
-    ("kinds-hook-raises", plugin(KIND_PLUGIN.format(name="x", body="raise RuntimeError('boom')")), 3, ["grader_check_kinds failed", "RuntimeError: boom", "-p no:"]),
-    ("kinds-hook-wrong-items", plugin(KIND_PLUGIN.format(name="x", body="return [1, 2]")), 3, ["returned a int that is not a check kind"]),
-    ("kinds-same-name", plugin(KIND_PLUGIN.format(name="compare", body="return [Kind()]")), 3, ["two plugins define the check kind 'compare'", "checks", "kinds_", "rename one"]),
+    (
+        "kinds-hook-returns-text",
+        plugin(KIND_PLUGIN.format(name="x", body="return 'compare'")),
+        3,
+        ["grader_check_kinds returned a str", "list of check kinds"],
+    ),
+    (
+        "kinds-hook-raises",
+        plugin(KIND_PLUGIN.format(name="x", body="raise RuntimeError('boom')")),
+        3,
+        ["grader_check_kinds failed", "RuntimeError: boom", "-p no:"],
+    ),
+    (
+        "kinds-hook-wrong-items",
+        plugin(KIND_PLUGIN.format(name="x", body="return [1, 2]")),
+        3,
+        ["returned a int that is not a check kind"],
+    ),
+    (
+        "kinds-same-name",
+        plugin(KIND_PLUGIN.format(name="compare", body="return [Kind()]")),
+        3,
+        ["two plugins define the check kind 'compare'", "checks", "kinds_", "rename one"],
+    ),
 ]
 
 
 def test_the_corpus_covers_every_class() -> None:
     assert len(CASES) >= 80
     names = " ".join(name for name, *_ in CASES)
-    for word in ("policy", "course", "manual", "roster", "lms-times", "diff", "public", "shard", "dask", "canvas",
-                 "init-ci", "package", "empty", "jobs", "kinds", "alias-bomb", "xlsx", "latin1", "deep"):
+    for word in (
+        "policy",
+        "course",
+        "manual",
+        "roster",
+        "lms-times",
+        "diff",
+        "public",
+        "shard",
+        "dask",
+        "canvas",
+        "init-ci",
+        "package",
+        "empty",
+        "jobs",
+        "kinds",
+        "alias-bomb",
+        "xlsx",
+        "latin1",
+        "deep",
+    ):
         assert word in names, word
 
 
@@ -371,10 +660,26 @@ def test_alias_bombs_are_refused_at_once(tmp_path: Path, capsys: pytest.CaptureF
 
 
 WARNINGS = [
-    ("lms-times-without-policy", lambda t: ["--lms-times", write(t / "w.csv", WORKSHEET)], "without --policy the times change nothing"),
-    ("times-empty", lambda t: ["--policy", write(t / "p.yaml", GOOD_POLICY + "times: []\n")], "times: [] names no trusted time source"),
-    ("late-days-unknown-student", lambda t: ["--policy", write(t / "p.yaml", GOOD_POLICY + "late_days: {students: {nobody: 2}}\n")], "late_days.students: no submission in this run for nobody"),
-    ("roster-empty-ids", lambda t: ["--roster", write(t / "r.csv", "id,name\ncorrect_numpy,A\n,B\n")], "1 row(s) with an empty 'id' are left out (line 3)"),
+    (
+        "lms-times-without-policy",
+        lambda t: ["--lms-times", write(t / "w.csv", WORKSHEET)],
+        "without --policy the times change nothing",
+    ),
+    (
+        "times-empty",
+        lambda t: ["--policy", write(t / "p.yaml", GOOD_POLICY + "times: []\n")],
+        "times: [] names no trusted time source",
+    ),
+    (
+        "late-days-unknown-student",
+        lambda t: ["--policy", write(t / "p.yaml", GOOD_POLICY + "late_days: {students: {nobody: 2}}\n")],
+        "late_days.students: no submission in this run for nobody",
+    ),
+    (
+        "roster-empty-ids",
+        lambda t: ["--roster", write(t / "r.csv", "id,name\ncorrect_numpy,A\n,B\n")],
+        "1 row(s) with an empty 'id' are left out (line 3)",
+    ),
 ]
 
 
@@ -382,7 +687,9 @@ WARNINGS = [
 def test_combinations_that_do_nothing_are_named(
     name: str, options: Callable[[Path], list[Any]], warning: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err, _, _ = run(["grade", CORRECT, "--out", tmp_path / "out", "--insecure", "-q", *options(tmp_path)], capsys)
+    code, _, err, _, _ = run(
+        ["grade", CORRECT, "--out", tmp_path / "out", "--insecure", "-q", *options(tmp_path)], capsys
+    )
     assert code == 0, err
     assert "Traceback" not in err
     assert sum(warning in line for line in err.splitlines()) == 1, err
@@ -429,7 +736,9 @@ class _Server:
 def test_dask_to_a_silent_server_ends_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server = _Server()
     try:
-        code, _, err, seconds, _ = run(["grade", CORRECT, "--out", tmp_path / "out", "--dask", f"tcp://127.0.0.1:{server.port}"], capsys)
+        code, _, err, seconds, _ = run(
+            ["grade", CORRECT, "--out", tmp_path / "out", "--dask", f"tcp://127.0.0.1:{server.port}"], capsys
+        )
     finally:
         server.close()
     assert code == 2 and seconds < 30, (code, seconds)
@@ -441,7 +750,9 @@ def test_dask_to_a_silent_server_ends_in_one_line(tmp_path: Path, capsys: pytest
 def test_dask_to_an_http_server_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server = _Server(b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<html></html>")
     try:
-        code, _, err, seconds, _ = run(["grade", CORRECT, "--out", tmp_path / "out", "--dask", f"127.0.0.1:{server.port}"], capsys)
+        code, _, err, seconds, _ = run(
+            ["grade", CORRECT, "--out", tmp_path / "out", "--dask", f"127.0.0.1:{server.port}"], capsys
+        )
     finally:
         server.close()
     assert code == 2 and seconds < 30
@@ -457,8 +768,14 @@ class _Report:
     ("reply", "words"),
     [
         (None, "sent no answer within 15 s"),
-        (b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 27\r\n\r\n<html>Log in to SSO</html>\n", "an HTML page (a login page or a proxy?)"),
-        (b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{"hello": 1}', "JSON that is not Canvas's"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 27\r\n\r\n<html>Log in to SSO</html>\n",
+            "an HTML page (a login page or a proxy?)",
+        ),
+        (
+            b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{"hello": 1}',
+            "JSON that is not Canvas's",
+        ),
     ],
     ids=["silent", "html-login-page", "not-canvas-json"],
 )
