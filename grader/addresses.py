@@ -33,7 +33,7 @@ CONNECT_TIMEOUT = 5.0
 """Seconds to wait for a TCP connection (Dask scheduler, Canvas)."""
 
 READ_TIMEOUT = 15.0
-"""Seconds to wait for an answer once connected (Canvas's API; a Dask scheduler's greeting is waited for 5 s)."""
+"""Seconds to wait for an answer once connected (Canvas's API; a Dask scheduler's greeting is waited for 10 s)."""
 
 DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "inproc", "ucx")
 _DASK_EXAMPLE = "give the address 'dask scheduler' prints (tcp://HOST:8786)"
@@ -103,7 +103,7 @@ def check_dask_address(address: str) -> tuple[str, str, int | None]:
     return parts.scheme, parts.hostname or "", port
 
 
-def probe_dask(address: str, greeting_timeout: float = 5.0) -> None:
+def probe_dask(address: str, greeting_timeout: float = 10.0) -> None:
     """Refuse at once a ``tcp://`` scheduler address that is not a Dask scheduler's.
 
     A scheduler writes its handshake as soon as a connection is accepted; so a port where

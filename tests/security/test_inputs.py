@@ -743,7 +743,7 @@ def test_dask_to_a_silent_server_ends_in_one_line(tmp_path: Path, capsys: pytest
         server.close()
     assert code == 2 and seconds < 30, (code, seconds)
     [line] = err.splitlines()
-    assert "said nothing within 5 s: not a Dask scheduler" in line and f"127.0.0.1:{server.port}" in line
+    assert "said nothing within 10 s: not a Dask scheduler" in line and f"127.0.0.1:{server.port}" in line
     assert not (tmp_path / "out").exists()
 
 
