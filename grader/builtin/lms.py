@@ -52,6 +52,7 @@ from grader.term import (
 )
 
 _TIMES = StashKey[Any]()
+_TIME_IDS = StashKey[dict[str, str]]()
 _PUSHED = StashKey[int]()
 
 CANVAS_FILE = "canvas.csv"
@@ -137,6 +138,10 @@ def choose_attempts(found: list[Submission], which: str = "latest") -> tuple[lis
     return out, notes
 
 
+_LAST_IDS: dict[str, str] = {}
+"""The ids (and their names) of the last `read_times`: what a warning of rows matching no submission names."""
+
+
 def read_times(path: str) -> dict[str, str]:
     """Submission times by LMS user id (and by name) from an LMS's CSV: ISO 8601 text.
 
@@ -168,6 +173,7 @@ def read_times(path: str) -> dict[str, str]:
             "separated); export Moodle's grading worksheet"
         )
     out: dict[str, str] = {}
+    _LAST_IDS.clear()
     lines: dict[str, int] = {}
     twice: list[str] = []
     no_id: list[int] = []
@@ -196,8 +202,10 @@ def read_times(path: str) -> dict[str, str]:
             continue
         out[key] = when.isoformat()
         lines[key] = line
-        if name_col is not None and len(row) > name_col and row[name_col].strip():
-            out.setdefault(row[name_col].strip(), when.isoformat())
+        name = row[name_col].strip() if name_col is not None and len(row) > name_col else ""
+        _LAST_IDS[key] = name
+        if name:
+            out.setdefault(name, when.isoformat())
     if twice:
         print(
             f"grader: warning: --lms-times {display(path)}: {len(twice)} id(s) given twice, the first time is "
@@ -224,6 +232,7 @@ def grader_locate_submissions(path: str, config: Any) -> Any:
     times = config.stash.get(_TIMES)
     if times is None and config.option("lms_times"):
         times = config.stash[_TIMES] = read_times(config.option("lms_times"))
+        config.stash[_TIME_IDS] = dict(_LAST_IDS)
     if times:
         found = [_timed(s, times) for s in found]
     return found
@@ -244,6 +253,22 @@ def _timed(sub: Submission, times: dict[str, str]) -> Submission:
         sub.raw_name,
         {**sub.lms, "submitted_at": times[key]},
     )
+
+
+@hookimpl
+def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> None:
+    """Warn of ``--lms-times`` rows that match no submission of this run (by LMS user id, id or name)."""
+    ids = config.stash.get(_TIME_IDS)
+    if not ids:
+        return
+    known = {s.id for s in submissions} | {s.lms.get("user") for s in submissions if s.lms}
+    unknown = sorted(key for key, name in ids.items() if key not in known and name not in known)
+    if unknown:
+        print(
+            f"grader: warning: --lms-times {display(config.option('lms_times'))}: {len(unknown)} row(s) match no "
+            f"submission of this run: {display(', '.join(unknown[:10]))}{' ...' if len(unknown) > 10 else ''}",
+            file=sys.stderr,
+        )
 
 
 @hookimpl

@@ -680,6 +680,16 @@ WARNINGS = [
         lambda t: ["--roster", write(t / "r.csv", "id,name\ncorrect_numpy,A\n,B\n")],
         "1 row(s) with an empty 'id' are left out (line 3)",
     ),
+    (
+        "lms-times-unknown-row",
+        lambda t: [
+            "--policy",
+            write(t / "p.yaml", GOOD_POLICY),
+            "--lms-times",
+            write(t / "w.csv", WORKSHEET + "Participant 99,Nobody,x,2026-03-02T10:00:00Z\n"),
+        ],
+        "1 row(s) match no submission of this run: 99",
+    ),
 ]
 
 
