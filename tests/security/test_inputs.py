@@ -180,6 +180,36 @@ def grader_check_kinds():
     {body}
 """
 
+SPEC_WITH_KIND = """exercise: M
+title: One defect
+section: Malformed inputs
+seed: 1
+returns:
+  attention: [outputs, weights]
+  softmax: [weights]
+defaults: {points: 1, visibility: hidden, hint: Reread the section., timeout: 2}
+checks:
+  - id: the-check
+    kind: myx
+    function: softmax
+    args: {scores: {normal: [4]}}
+"""
+
+
+def kind_prepare(body: str) -> Callable[[Path], list[Any]]:
+    """A plugin's kind 'myx' whose prepare runs ``body``, and a spec using it."""
+
+    def argv(t: Path) -> list[Any]:
+        source = KIND_PLUGIN.format(name="myx", body="return [Kind()]").replace(
+            "def prepare(self, check, ctx): ...", f"def prepare(self, check, ctx):\n        {body}"
+        )
+        args = plugin(source)(t)
+        write(t / "specs" / "m.yaml", SPEC_WITH_KIND)
+        return [*args, "--specs", t / "specs"]
+
+    return argv
+
+
 MANUAL_HEADER = "student,check,points,comment,grader\n"
 XLSX = b"PK\x03\x04\x14\x00\x06\x00" + bytes(200)
 XLS = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(200)
@@ -585,6 +615,23 @@ CASES: list[tuple[str, Callable[[Path], list[Any]], int, list[str]]] = [
         plugin(KIND_PLUGIN.format(name="compare", body="return [Kind()]")),
         3,
         ["two plugins define the check kind 'compare'", "checks", "kinds_", "rename one"],
+    ),
+    (
+        "kind-prepare-raises",
+        kind_prepare("raise KeyError('rtol')"),
+        3,
+        [
+            "m.yaml: check 'the-check': the check kind 'myx'",
+            "failed to prepare it",
+            "KeyError",
+            "fix the kind's plugin",
+        ],
+    ),
+    (
+        "kind-prepare-returns-text",
+        kind_prepare("return 'prepared'"),
+        3,
+        ["m.yaml: check 'the-check': the check kind 'myx'", "returned a str from prepare, not a Prepared"],
     ),
 ]
 
