@@ -51,7 +51,10 @@ def _one_line(err: str) -> str:
             ["grade", "g14/submissions", "--json", "/proc/x.json"],
             "argument --json: /proc/x.json is under /proc, a kernel file system; give another file name",
         ),
-        (["grade", "g14/submissions", "--junit", "/sys/x.xml"], "argument --junit: /sys/x.xml is under /sys, a kernel file system"),
+        (
+            ["grade", "g14/submissions", "--junit", "/sys/x.xml"],
+            "argument --junit: /sys/x.xml is under /sys, a kernel file system",
+        ),
     ],
 )
 def test_usage_errors_are_one_line_exit_2(cli, args, phrase) -> None:
