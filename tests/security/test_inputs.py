@@ -874,3 +874,25 @@ def test_moodle_dates_in_five_languages(text: str) -> None:
     assert parse_local_time(text) == dt.datetime(2026, 3, 2, 10, 30)
     paris = __import__("zoneinfo").ZoneInfo("Europe/Paris")
     assert parse_time(text, paris) == dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)  # read in the policy's zone
+
+
+def test_a_spec_refusal_prints_one_line_every_time(tmp_path: Path) -> None:
+    """The settler thread's race on the way out (issue 26: 8 of 12 runs printed 'Exception in thread
+    grader-settle ... Bad file descriptor' after the line on main at 223226b): a real process, run again."""
+    import subprocess
+
+    env = {**os.environ, "GRADER_COURSE_SECRET": "security-corpus-secret-" + "0123456789abcdef" * 2}
+    spec = ROOT / "tests" / "malformed" / "specs" / "01-compare-negative-rtol"
+    for _ in range(6):
+        proc = subprocess.run(
+            [sys.executable, "-m", "grader", "grade", CORRECT, "--specs", spec, "--out", tmp_path / "out"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 3
+        assert proc.stderr.count("\n") == 1 and "Exception in thread" not in proc.stderr, proc.stderr
+        assert not (tmp_path / "out").exists()
