@@ -177,8 +177,10 @@ def read_times(path: str) -> dict[str, str]:
     lines: dict[str, int] = {}
     twice: list[str] = []
     no_id: list[int] = []
+    short: list[int] = []
     for line, row in table.rows:
         if len(row) <= t_col:
+            short.append(line)
             continue
         text = row[t_col].strip()
         when = parse_local_time(text)
@@ -210,6 +212,12 @@ def read_times(path: str) -> dict[str, str]:
         print(
             f"grader: warning: --lms-times {display(path)}: {len(twice)} id(s) given twice, the first time is "
             f"used: {display(', '.join(twice[:5]))}{' ...' if len(twice) > 5 else ''}",
+            file=sys.stderr,
+        )
+    if short:
+        print(
+            f"grader: warning: --lms-times {display(path)}: {len(short)} row(s) too short to hold a time are left "
+            f"out (line {', '.join(map(str, short[:10]))}); export the worksheet again",
             file=sys.stderr,
         )
     if no_id:

@@ -737,6 +737,16 @@ WARNINGS = [
         ],
         "1 row(s) match no submission of this run: 99",
     ),
+    (
+        "lms-times-short-row",
+        lambda t: [
+            "--policy",
+            write(t / "p.yaml", GOOD_POLICY),
+            "--lms-times",
+            write(t / "w.csv", WORKSHEET + "Participant 7\n"),
+        ],
+        "1 row(s) too short to hold a time are left out (line 2)",
+    ),
 ]
 
 
