@@ -77,6 +77,38 @@ def _shard(text: str) -> object:
     return parse_shard(text)
 
 
+MAX_JOBS = 256
+"""The most submissions graded at once (``--jobs``): each needs threads and a sandboxed process of its own."""
+
+
+def job_count(text: str) -> int:
+    """argparse type of ``--jobs``: a whole number from 1 to `MAX_JOBS`."""
+    value = positive_int(text)
+    if value > MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_JOBS} submissions are graded at once, got {value}")
+    return value
+
+
+def refuse_empty(argv: Sequence[str]) -> None:
+    """Refuse an empty argument (``--pack ''``, ``--dask ''``: an unset variable) instead of ignoring it.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        Naming the option whose value is empty.
+    """
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return
+        if arg.startswith("--") and arg.endswith("=") and len(arg) > 3:
+            option = arg[:-1]
+        elif not arg.strip() and (i == 0 or argv[i - 1] != "--"):
+            option = argv[i - 1] if i > 0 and argv[i - 1].startswith("-") else f"argument {i + 1}"
+        else:
+            continue
+        raise UsageError(f"{option}: empty (an unset variable?); give a value, or leave the option out")
+
+
 def _plugin_args(argv: Sequence[str]) -> list[str]:
     """The ``-p`` values, read before the full parser exists."""
     pre = argparse.ArgumentParser(add_help=False)
@@ -118,10 +150,10 @@ def _common(pm: pluggy.PluginManager, command: str) -> _Parser:
         common.add_argument(
             "-j",
             "--jobs",
-            type=positive_int,
+            type=job_count,
             default=None,
             metavar="N",
-            help="submissions graded at once (default: one per core)",
+            help=f"submissions graded at once, 1 to {MAX_JOBS} (default: one per core)",
         )
     if command in USES_MUTANTS:
         common.add_argument(
@@ -363,6 +395,8 @@ def _run(config: Config) -> int:
     if config.command == "init-ci":
         from grader.ci import NOTE, init_ci
 
+        check_out_dir(Path(config.option("ci_dir")), "--dir")  # before anything is written
+
         for path in init_ci(
             config.option("target"),
             Path(config.option("ci_dir")),
@@ -523,6 +557,8 @@ def _build_student_package(config: Config) -> int:
     from grader.package import build_student_package, member_names
     from grader.public import dumps
 
+    check_out_dir(Path(config.option("package_out")), "--out")  # before the checks are published and built
+
     bundle = _bundle(config)
     mutants, _ = mutants_dir(config)
     artifacts = build_student_package(
@@ -612,6 +648,7 @@ def main(
     config = None
     early = _early_fork_server(argv, fork_server)
     try:
+        refuse_empty(argv)
         pm = get_plugin_manager(_plugin_args(argv), pack=pack_option(argv))
         options = build_parser(pm, _pack_or_none(argv), only=argv[0] if argv else None).parse_args(argv)
         if options.command == "similarity":  # 'grade --similarity' under its own name

@@ -157,6 +157,33 @@ def read_at_most(fd: int, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def read_input(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of an instructor's input file (a table, a JSON file), at most ``limit + 1`` of them.
+
+    Opened without blocking and refused unless a regular file (a FIFO or a device in its place
+    would wait forever or never end); read in pieces (`read_at_most`), so a small file costs
+    little memory whatever ``limit`` is.
+
+    Raises
+    ------
+    IsADirectoryError
+        If ``path`` is a folder.
+    OSError
+        If it cannot be opened, or is not a regular file (``EINVAL``).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder")
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return read_at_most(fd, limit)
+    finally:
+        os.close(fd)
+
+
 def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
     """The bytes of ``path``, a regular file of this user's of at most ``limit`` bytes, read without blocking.
 
@@ -308,6 +335,11 @@ def output_file(text: str) -> str:
     import argparse
 
     path = Path(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty; give a file name")
+    system = system_folder(path)
+    if system is not None:
+        raise argparse.ArgumentTypeError(f"{text} is under {system}, a kernel file system; give another file name")
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
     kind = not_regular(path)
@@ -374,30 +406,56 @@ def remove_stale_scratch(folder: str | None = None) -> int:
     return removed
 
 
-def check_out_dir(out: Path) -> None:
+SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")
+"""Kernel file systems: nothing the grader writes belongs there (a write may even succeed, to a kernel setting)."""
+
+
+def system_folder(path: Path) -> str | None:
+    """The kernel file system `path` lies under (``/proc``, ``/sys``, ``/dev``; links resolved), or None."""
+    resolved = os.path.realpath(path)
+    return next((f for f in SYSTEM_FOLDERS if resolved == f or resolved.startswith(f + "/")), None)
+
+
+def check_out_dir(out: Path, option: str = "--out") -> None:
     """Refuse an output folder that could not be made or written, without making it.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The folder.
+    option : str
+        The option that named it, for the message (``--out``, ``--dir``).
 
     Raises
     ------
     grader.errors.UsageError
-        If ``out`` exists and is not a writable folder, or does not exist and
-        its nearest existing parent is not a writable folder.
+        If ``out`` is empty, lies under /proc, /sys or /dev, exists and is not a writable
+        folder, or does not exist and its nearest existing parent is not a writable folder.
     """
     from grader.errors import UsageError
 
+    if not str(out).strip():
+        raise UsageError(f"{option}: empty; give a folder")
+    system = system_folder(out)
+    if system is not None:
+        raise UsageError(f"{option} {out}: under {system}, a kernel file system; choose another {option}")
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder; choose another --out")
+        raise UsageError(f"{option} {out}: exists and is not a folder; choose another {option}")
     if out.is_dir():
         if not _writable(out):
-            raise UsageError(f"--out {out}: the folder is not writable; choose another --out")
+            raise UsageError(f"{option} {out}: the folder is not writable; choose another {option}")
         return
     parent = out.absolute().parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise UsageError(f"--out {out}: cannot create the folder ({parent} is not a folder); choose another --out")
+        raise UsageError(
+            f"{option} {out}: cannot create the folder ({parent} is not a folder); choose another {option}"
+        )
     if not _writable(parent):
-        raise UsageError(f"--out {out}: cannot create the folder ({parent} is not writable); choose another --out")
+        raise UsageError(
+            f"{option} {out}: cannot create the folder ({parent} is not writable); choose another {option}"
+        )
 
 
 def _writable(folder: Path) -> bool:

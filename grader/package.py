@@ -286,14 +286,16 @@ def inspect_artifact(
     list of str
         One line per problem, naming the member.
     """
-    import yaml
+    from grader.yamlfile import parse_yaml
 
     secret = _digests(
         [reference, *sorted(specs.glob("*.y*ml")), *sorted(mutants.rglob("*.py")), *sorted(mutants.glob("*.yaml"))]
     )
     hidden_ids = set()
     for spec in sorted(specs.glob("*.y*ml")):
-        data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
+        data = parse_yaml(str(spec)) or {}  # the specs' strict loader: no alias bomb here either
+        if not isinstance(data, dict):
+            continue
         default = (data.get("defaults") or {}).get("visibility", "visible")
         for c in data.get("checks") or []:
             if c.get("visibility", default) != "visible":

@@ -477,6 +477,10 @@ def _grader_version() -> str:
 @functools.cache
 def _load(root: Path, package: str) -> Pack:
     path = root / MANIFEST
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not a file; the pack's manifest {MANIFEST} must be a YAML file")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{path}: not a regular file; the pack's manifest {MANIFEST} must be a YAML file")
     if not path.is_file():
         raise ConfigError(f"{root}: not a course pack (no {MANIFEST}); pass --pack DIR with a pack's folder")
     try:
@@ -488,12 +492,19 @@ def _load(root: Path, package: str) -> Pack:
     data = _parsed_manifest(path, raw)
     parsed = data is None
     if parsed:
-        import yaml
+        from grader.yamlfile import parse_yaml_text
 
         try:
-            data = yaml.safe_load(raw.decode("utf-8"))
-        except (UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: cannot read the manifest ({exc})") from None
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the manifest as UTF-8") from None
+        data = parse_yaml_text(text, str(path))  # a SpecError (exit 3) naming the file, the line and the fix
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
+        raise ConfigError(
+            f"{path}: the manifest is {kind}; write a mapping with the keys id, title, chapter, submission "
+            "and functions (see README, Course packs)"
+        )
     error = None
     if not _plainly_valid(data, _SCHEMA):
         import jsonschema  # here, not at import: a valid manifest is checked without it

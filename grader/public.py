@@ -196,7 +196,10 @@ def _read(path: Path) -> Any:
     key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key not in _READ:
         _READ.clear()  # one bundle at a time is plenty
-        _READ[key] = json.loads(Path(path).read_text(encoding="utf-8"))
+        from grader.errors import ConfigError
+        from grader.jsonfile import read_json
+
+        _READ[key] = read_json(path, str(path), "run 'grader publish' again", ConfigError, nonfinite=True)
     return _READ[key]
 
 
@@ -222,43 +225,51 @@ def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Collected, int]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ConfigError(f"{path}: not a public-checks file of format {FORMAT}; run 'grader publish' again")
     exercises, prepared = [], []
-    for ex in data["exercises"]:
-        checks = tuple(
-            Check(
-                id=c["id"],
-                kind=c["kind"],
-                function=c["function"],
-                points=c["points"],
-                visibility=c["visibility"],
-                hint=c["hint"],
-                timeout=c["timeout"],
-                description=c["description"],
-                params=decode(c["params"]),
-                seed=c["seed"],
-            )
-            for c in ex["checks"]
-        )
-        exercise = Exercise(
-            id=ex["id"],
-            title=ex["title"],
-            section=ex["section"],
-            path=str(path),
-            checks=checks,
-            returns={k: tuple(v) for k, v in ex["returns"].items()},
-        )
-        context = KindContext(exercise, {})
-        items = []
-        for check, c in zip(checks, ex["checks"]):
-            kind = kinds.get(check.kind)
-            if kind is None:
-                raise ConfigError(
-                    f"{path}: check '{check.id}' needs the check kind '{check.kind}', which no plugin provides"
+    try:
+        for ex in data["exercises"]:
+            checks = tuple(
+                Check(
+                    id=c["id"],
+                    kind=c["kind"],
+                    function=c["function"],
+                    points=c["points"],
+                    visibility=c["visibility"],
+                    hint=c["hint"],
+                    timeout=c["timeout"],
+                    description=c["description"],
+                    params=decode(c["params"]),
+                    seed=c["seed"],
                 )
-            calls = tuple(Call(k["function"], tuple(decode(k["args"])), k["timeout"]) for k in c["calls"])
-            items.append(PreparedCheck(check, kind, context, Prepared(calls, decode(c["expected"]), c["shown_call"])))
-        exercises.append(exercise)
-        prepared.append((exercise, tuple(items)))
-    return Collected(tuple(exercises), tuple(prepared), data["spec_hash"]), int(data.get("hidden_count", 0))
+                for c in ex["checks"]
+            )
+            exercise = Exercise(
+                id=ex["id"],
+                title=ex["title"],
+                section=ex["section"],
+                path=str(path),
+                checks=checks,
+                returns={k: tuple(v) for k, v in ex["returns"].items()},
+            )
+            context = KindContext(exercise, {})
+            items = []
+            for check, c in zip(checks, ex["checks"]):
+                kind = kinds.get(check.kind)
+                if kind is None:
+                    raise ConfigError(
+                        f"{path}: check '{check.id}' needs the check kind '{check.kind}', which no plugin provides"
+                    )
+                calls = tuple(Call(k["function"], tuple(decode(k["args"])), k["timeout"]) for k in c["calls"])
+                items.append(
+                    PreparedCheck(check, kind, context, Prepared(calls, decode(c["expected"]), c["shown_call"]))
+                )
+            exercises.append(exercise)
+            prepared.append((exercise, tuple(items)))
+        return Collected(tuple(exercises), tuple(prepared), data["spec_hash"]), int(data.get("hidden_count", 0))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # a hand-edited or truncated file
+        raise ConfigError(
+            f"{path}: not a public-checks file of format {FORMAT} ({type(exc).__name__}: {str(exc)[:80]}); "
+            "run 'grader publish' again"
+        ) from None
 
 
 def load_mistakes(path: Path) -> Any:

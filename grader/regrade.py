@@ -2,32 +2,60 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import math
 from typing import Any
 
 from grader.errors import UsageError
+from grader.jsonfile import read_json
 
 __all__ = ["diff_results", "load_results"]
 
 
 def load_results(path: str) -> dict[str, dict[str, Any]]:
-    """The submissions of a ``results.json``, by id.
+    """The submissions of a ``results.json``, by id, each checked for what ``diff`` reads.
 
     Raises
     ------
     grader.errors.UsageError
-        If the file cannot be read or is not a grader results file.
+        If the file cannot be read, is not bounded JSON (`grader.jsonfile.read_json`), or is not a
+        grader results file: ``submissions`` a list of objects, each with a text ``id``, a finite
+        number ``score`` and, if given, ``exercises`` whose ``checks`` have a text ``id`` and
+        ``status`` and a finite number ``score``. The message names the file, the key and the fix.
     """
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return {s["id"]: s for s in data["submissions"]}
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the file ({exc.strerror})") from None
-    except (ValueError, KeyError, TypeError):
-        raise UsageError(
-            f"{path}: not a grader results file (results.json); give the results of 'grader grade'"
-        ) from None
+    fix = "give the results.json of 'grader grade'"
+    data = read_json(path, path, fix)
+    if type(data) is not dict or type(data.get("submissions")) is not list:
+        raise UsageError(f"{path}: submissions: missing or not a list; not a grader results file; {fix}")
+    out: dict[str, dict[str, Any]] = {}
+    for i, sub in enumerate(data["submissions"]):
+        where = f"submissions[{i}]"
+        if type(sub) is not dict:
+            raise UsageError(f"{path}: {where}: not an object; {fix}")
+        if type(sub.get("id")) is not str:
+            raise UsageError(f"{path}: {where}.id: missing or not text; {fix}")
+        _number(path, f"{where}.score", sub.get("score"), fix)
+        exercises = sub.get("exercises", [])
+        if type(exercises) is not list:
+            raise UsageError(f"{path}: {where}.exercises: not a list; {fix}")
+        for j, ex in enumerate(exercises):
+            if type(ex) is not dict or type(ex.get("id")) is not str or type(ex.get("checks")) is not list:
+                raise UsageError(f"{path}: {where}.exercises[{j}]: not an exercise (id, checks); {fix}")
+            for k, c in enumerate(ex["checks"]):
+                at = f"{where}.exercises[{j}].checks[{k}]"
+                if type(c) is not dict or type(c.get("id")) is not str or type(c.get("status")) is not str:
+                    raise UsageError(f"{path}: {at}: not a check (id, status, score); {fix}")
+                _number(path, f"{at}.score", c.get("score"), fix)
+        if sub["id"] in out:
+            raise UsageError(f"{path}: {where}.id: {sub['id']!r} is listed twice; {fix}")
+        out[sub["id"]] = sub
+    return out
+
+
+def _number(path: str, key: str, value: Any, fix: str) -> None:
+    """Refuse a score that is not a finite number (a hand-edited file: text, null, a boolean)."""
+    if type(value) not in (int, float) or not math.isfinite(value):
+        shown = "missing" if value is None else f"{str(value)[:40]!r} is not a number"
+        raise UsageError(f"{path}: {key}: {shown}; {fix}")
 
 
 def _checks(sub: dict[str, Any]) -> dict[str, tuple[str, float]]:

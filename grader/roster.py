@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import csv
 import sys
 from collections.abc import Callable
 
@@ -37,19 +36,28 @@ def read_roster(path: str, ignore_case: bool = False) -> list[str]:
     grader.errors.UsageError
         If the file cannot be read, holds no ids, or lists an id twice.
     """
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = [(n, row) for n, row in enumerate(csv.reader(fh), 1) if row and any(cell.strip() for cell in row)]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UsageError(f"--roster {path}: cannot read the CSV file ({exc})") from None
-    if not rows:
-        raise UsageError(f"--roster {path}: the file holds no student ids")
-    header = [cell.strip().lower() for cell in rows[0][1]]
-    column = next((header.index(name) for name in ROSTER_COLUMNS if name in header), None)
+    from grader.tables import delimiter_name, read_table
+
+    table = read_table(path, "--roster", UsageError)
+    if not table.header:
+        raise UsageError(f"--roster {path}: the file holds no student ids; give a CSV file with a header row")
+    header = table.header
+    column = table.column(*ROSTER_COLUMNS)
     if column is None:
+        found = ", ".join(repr(c) for c in header[:6])
         raise UsageError(
-            f"--roster {path}: no student id column; the first row must name the columns, "
+            f"--roster {path}: line {table.header_line}: no student id column (found {found}, "
+            f"{delimiter_name(table.delimiter)}-separated); the first row must name the columns, "
             f"one of them {', '.join(repr(c) for c in ROSTER_COLUMNS)}"
+        )
+    rows = [(table.header_line, header), *table.rows]
+    empty = [line for line, row in table.rows if len(row) <= column or not row[column].strip()]
+    if empty:
+        shown = ", ".join(str(n) for n in empty[:10]) + (" ..." if len(empty) > 10 else "")
+        print(
+            f"grader: warning: --roster {display(path)}: {len(empty)} row(s) with an empty "
+            f"{header[column]!r} are left out (line {shown}); give each student's id",
+            file=sys.stderr,
         )
     ids: list[str] = []
     first: dict[str, tuple[int, str]] = {}

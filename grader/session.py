@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 import sys
 import traceback
 from collections.abc import Sequence
@@ -181,19 +182,28 @@ def answered(value: T | None, hook: str) -> T:
 
 
 def check_kinds(config: Config) -> dict[str, Any]:
-    """Merge the kinds contributed through ``grader_check_kinds``.
+    """Merge the kinds contributed through ``grader_check_kinds``, each plugin's answer checked.
 
     Raises
     ------
     grader.errors.PluginError
-        If two kinds share a name.
+        Naming the plugin and the fix, if a plugin's hook raises, returns something that is not
+        a list of kinds (each with a text ``name``, ``prepare`` and ``judge``), or if two
+        kinds share a name (both plugins named).
     """
+    from grader.kindcheck import contributed_kinds
+
     kinds: dict[str, Any] = {}
-    for contributed in config.hooks.check_kinds():
-        for kind in contributed or ():
+    owners: dict[str, str] = {}
+    for plugin, contributed in contributed_kinds(config.pluginmanager):
+        for kind in contributed:
             if kind.name in kinds and kinds[kind.name] is not kind:
-                raise PluginError(f"two plugins define the check kind '{kind.name}'")
+                raise PluginError(
+                    f"two plugins define the check kind '{kind.name}': {owners[kind.name]} and {plugin}; "
+                    "rename one of them, or block one with -p no:NAME"
+                )
             kinds[kind.name] = kind
+            owners[kind.name] = plugin
     return kinds
 
 
@@ -295,7 +305,9 @@ def collect(config: Config, visible_only: bool = False) -> Collected:
             if visible_only and not is_public(check):
                 continue
             kind = kinds[check.kind]
-            ready = _bounded(check, context, kind.prepare(check, context))
+            from grader.kindcheck import prepare_checked
+
+            ready = _bounded(check, context, prepare_checked(kind, check, context, exercise.path))
             context.forget_reference()
             items.append(PreparedCheck(check, kind, context, ready))
         prepared.append((exercise, tuple(items)))
@@ -679,12 +691,18 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     submissions = select(submissions, config)  # --shard K/N: this run's slice of the class (ids named class-wide)
     collected = collect(config, visible_only=visible_only)
     config.hooks.grading_ready(config=config)  # e.g. the sandbox's zygote and preflight, readied meanwhile
+    made = config.out_dir is not None and not config.out_dir.exists()
     if config.out_dir is not None:  # only now: a run refused before grading leaves no --out behind
         from grader.fileio import make_out_dir
 
         make_out_dir(config.out_dir)
     config.stash[COLLECTED] = collected
-    config.hooks.collection_finish(submissions=submissions, collected=collected, config=config)
+    try:
+        config.hooks.collection_finish(submissions=submissions, collected=collected, config=config)
+    except GraderError:  # refused by a plugin's check of its input (--manual rows): leave no --out behind
+        if made and config.out_dir is not None:
+            shutil.rmtree(config.out_dir, ignore_errors=True)
+        raise
     results: list[SubmissionResult | None] = [None] * len(submissions)
     todo = []
     left_out: list[str] = []

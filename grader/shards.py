@@ -735,12 +735,9 @@ def read_shard(folder: str | Path) -> Shard:
             f"{path}: not a shard folder (no {SUBFOLDER}/{MANIFEST}); give the --out folders of "
             "'grader grade --shard K/N' runs that finished"
         )
-    if candidate.stat().st_size > MAX_MANIFEST_BYTES:
-        raise UsageError(f"{candidate}: larger than {MAX_MANIFEST_BYTES >> 20} MiB; not a shard manifest")
-    try:
-        data = _strict_json(candidate.read_bytes())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{candidate}: not valid JSON ({exc}); grade that shard again") from None
+    from grader.jsonfile import read_json
+
+    data = read_json(candidate, str(candidate), "grade that shard again", UsageError, MAX_MANIFEST_BYTES)
     bad = [k for k, kind in _MANIFEST_KEYS.items() if type(data.get(k) if type(data) is dict else None) is not kind]
     if bad:
         raise UsageError(f"{candidate}: not a shard manifest (missing or wrong: {', '.join(bad)})")
@@ -918,8 +915,10 @@ def _records(shard: Shard) -> Iterator[tuple[int, Any]]:
                 if len(line) > MAX_RECORD_BYTES:
                     raise UsageError(f"{path}: line {number} is larger than {MAX_RECORD_BYTES >> 20} MiB")
                 yield number, _strict_json(line)
-    except (OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: unreadable ({exc}); grade that shard again") from None
+    except (OSError, EOFError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise UsageError(
+            f"{path}: unreadable ({str(exc)[:200] or 'nested too deeply'}); grade that shard again"
+        ) from None
 
 
 def merge(config: Any) -> Any:

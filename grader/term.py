@@ -23,10 +23,11 @@ modification time inside an archive (the student controls both).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import datetime as dt
 import math
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -192,26 +193,80 @@ def _zone(name: str, path: str) -> dt.tzinfo:
         ) from None
 
 
+_MONTHS = {
+    # English, French, German, Spanish, Portuguese: full names and Moodle's abbreviations (lower case, no dot)
+    1: "january jan janvier janv januar jän jan enero ene janeiro",
+    2: "february feb février fevrier févr fevr februar feb febrero feb fevereiro fev",
+    3: "march mar mars märz maerz mär marzo mar março marco",
+    4: "april apr avril avr april abril abr",
+    5: "may mai mayo may maio",
+    6: "june jun juin juni junio junho",
+    7: "july jul juillet juil juli julio julho",
+    8: "august aug août aout august agosto ago",
+    9: "september sep sept septembre september septiembre setiembre set setembro",
+    10: "october oct octobre oktober okt octubre outubro out",
+    11: "november nov novembre november noviembre novembro",
+    12: "december dec décembre decembre déc dezember dez diciembre dic dezembro",
+}
+_MONTH = {name: number for number, names in _MONTHS.items() for name in names.split()}
+# "[weekday,] 1[.] [de] March [de] 2026, [à|um|a las|às] 11:59 [PM]" in the five languages Moodle is used in most.
+_MOODLE_TIME = re.compile(
+    r"^(?:[^\W\d_]+(?:-[^\W\d_]+)?\.?,?\s+)?(?P<day>\d{1,2})\.?\s+(?:de\s+)?(?P<month>[^\W\d_]+)\.?,?\s+(?:de\s+)?"
+    r"(?P<year>\d{4}),?\s+(?:(?:à|a|um|a\s+las|às|as|at)\s+)?(?P<hour>\d{1,2})[:h](?P<minute>\d{2})"
+    r"(?::(?P<second>\d{2}))?\s*(?P<ampm>[ap]\.?\s?m\.?)?$",
+    re.IGNORECASE,
+)
+
+MOODLE_TIME_FORMATS = (
+    "ISO 8601 (2026-03-01T23:59:00+01:00) or Moodle's worksheet dates in English, French, German, Spanish or "
+    "Portuguese (Sunday, 1 March 2026, 11:59 PM; dimanche 1 mars 2026, 23:59; Sonntag, 1. März 2026, 23:59)"
+)
+"""What `parse_time` reads, as messages name it."""
+
+
+def parse_local_time(text: str) -> dt.datetime | None:
+    """A timestamp from an LMS export, as written: aware when it gives an offset, naive when not.
+
+    Reads ISO 8601 and Moodle's worksheet format in English, French, German, Spanish and
+    Portuguese (`MOODLE_TIME_FORMATS`). None for an empty cell, ``-``, or text that is not one
+    of these, or a date that does not exist.
+    """
+    text = " ".join(text.split())
+    if not text or text == "-":
+        return None
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        pass
+    m = _MOODLE_TIME.match(text)
+    if m is None:
+        try:
+            return dt.datetime.strptime(text, "%Y-%m-%d %H:%M")
+        except ValueError:
+            return None
+    month = _MONTH.get(m["month"].lower().rstrip("."))
+    if month is None:
+        return None
+    hour = int(m["hour"])
+    if m["ampm"]:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if m["ampm"].lower().startswith("p") else 0)
+    try:
+        return dt.datetime(int(m["year"]), month, int(m["day"]), hour, int(m["minute"]), int(m["second"] or 0))
+    except ValueError:
+        return None
+
+
 def parse_time(text: str, tz: dt.tzinfo = dt.UTC) -> dt.datetime | None:
     """A timestamp from an LMS export, as an aware UTC datetime; None when ``text`` is not one.
 
     Reads ISO 8601 (``2026-03-01T23:59:00Z``, with or without an offset) and
-    Moodle's worksheet format (``Sunday, 1 March 2026, 11:59 PM``); a time
+    Moodle's worksheet format (``Sunday, 1 March 2026, 11:59 PM``, and its French,
+    German, Spanish and Portuguese forms: `parse_local_time`); a time
     without an offset is in ``tz``.
     """
-    text = text.strip()
-    if not text or text == "-":
-        return None
-    when = None
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        for fmt in ("%A, %d %B %Y, %I:%M %p", "%d %B %Y, %I:%M %p", "%Y-%m-%d %H:%M"):
-            try:
-                when = dt.datetime.strptime(text, fmt)
-                break
-            except ValueError:
-                continue
+    when = parse_local_time(text)
     if when is None:
         return None
     if when.tzinfo is None:
@@ -219,8 +274,99 @@ def parse_time(text: str, tz: dt.tzinfo = dt.UTC) -> dt.datetime | None:
     return when.astimezone(dt.UTC)
 
 
+_ISO_SHAPE = re.compile(
+    r"^(?P<date>\d{4}-\d{2}-\d{2})(?:[Tt ](?P<time>\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*"
+    r"(?P<offset>[Zz]|[+-]\d{2}(?::?\d{2})?)?)?$"
+)
+
+
+def _due(text: str, tz: dt.tzinfo, path: str) -> dt.datetime:
+    """``due:`` as an aware UTC datetime: ISO 8601, a date alone meaning 23:59:59 that day in ``tz``.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        Naming the value and what is wrong with it: not ISO 8601, a date that does not exist
+        (February 30, month 13), an offset out of range (more than 24 hours).
+    """
+    m = _ISO_SHAPE.match(text.strip())
+    example = "give ISO 8601, e.g. 2026-03-01T23:59:00+00:00"
+    if m is None:
+        raise ConfigError(f"{path}: due: {text!r} is not a date and time; {example}")
+    try:
+        day = dt.date.fromisoformat(m["date"])
+    except ValueError as exc:
+        raise ConfigError(f"{path}: due: {text!r} is not a date that exists ({exc}); {example}") from None
+    if not m["time"]:
+        return dt.datetime.combine(day, dt.time(23, 59, 59), tz).astimezone(dt.UTC)
+    offset = (m["offset"] or "").upper()
+    if offset and offset != "Z":
+        digits = offset[1:].replace(":", "")
+        hours, minutes = int(digits[:2]), int(digits[2:] or 0)
+        if hours > 23 or minutes > 59:
+            raise ConfigError(
+                f"{path}: due: {text!r}: the offset {offset} is out of range (-23:59 to +23:59); {example}"
+            )
+        offset = f"{offset[0]}{hours:02d}:{minutes:02d}"
+    try:
+        when = dt.datetime.fromisoformat(f"{m['date']}T{m['time']}{'+00:00' if offset == 'Z' else offset}")
+    except ValueError as exc:
+        raise ConfigError(f"{path}: due: {text!r} is not a time that exists ({exc}); {example}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=tz)
+    return when.astimezone(dt.UTC)
+
+
+GRACE_LIMIT_MINUTES = 366 * 24 * 60
+"""``grace_minutes`` must be below a year."""
+
+LATE_DAYS_LIMIT = 366
+"""Late days (default or per student) and ``late_flag_units`` must be at most a year's worth."""
+
+
+def _meaning(data: dict[str, Any], path: str) -> None:
+    """Refuse values of the right type that make no sense: non-finite, out of range, a cap over 100%.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        Naming the file, the key, the value and the fix.
+    """
+
+    def finite(key: str, value: Any, low: float, high: float, fix: str) -> None:
+        if value is None:
+            return
+        if not math.isfinite(value) or not low <= value <= high:
+            raise ConfigError(f"{path}: {key}: {value!r} is out of range; {fix}")
+
+    finite("grace_minutes", data.get("grace_minutes"), 0, GRACE_LIMIT_MINUTES - 1, "give minutes >= 0 and below a year")
+    penalty = data.get("penalty") or {}
+    finite("penalty.percent", penalty.get("percent"), 0, 100, "give the percent taken per day or hour, 0 to 100")
+    finite("penalty.points", penalty.get("points"), 0, 1e9, "give the finite points taken per day or hour (>= 0)")
+    if "percent" in penalty:
+        finite("penalty.cap", penalty.get("cap"), 0, 100, "a cap in percent is at most 100 (all of the score)")
+    else:
+        finite("penalty.cap", penalty.get("cap"), 0, 1e9, "give the most points taken in all (finite, >= 0)")
+    late = data.get("late_days") or {}
+    finite("late_days.default", late.get("default"), 0, LATE_DAYS_LIMIT, f"give whole days, 0 to {LATE_DAYS_LIMIT}")
+    for sid, days in (late.get("students") or {}).items():
+        finite(f"late_days.students.{sid}", days, 0, LATE_DAYS_LIMIT, f"give whole days, 0 to {LATE_DAYS_LIMIT}")
+    finite(
+        "late_flag_units",
+        data.get("late_flag_units"),
+        0,
+        LATE_DAYS_LIMIT * 24,
+        f"give the days or hours charged for a LATE mark, 0 to {LATE_DAYS_LIMIT * 24}",
+    )
+
+
 def load_policy(path: str) -> Policy:
     """Read and validate ``policy.yaml``.
+
+    Read by the strict loader of the specs (`grader.yamlfile.parse_yaml`: no aliases, no
+    duplicate keys, no tags, bounded size and depth, dates as text), validated against
+    `POLICY_SCHEMA`, then for meaning: finite numbers in range (`_meaning`), a due date that
+    exists with an offset in range, a time zone by its IANA name.
 
     Raises
     ------
@@ -228,23 +374,20 @@ def load_policy(path: str) -> Policy:
         In one line naming the file, the key and the fix, if the file cannot
         be read, is not YAML, or breaks `POLICY_SCHEMA`.
     """
-    import yaml  # here: only a run with a late policy reads YAML (issue 16: 'grader check' reads none)
+    from grader.errors import SpecError
+    from grader.yamlfile import parse_yaml
 
+    if not Path(path).is_file():
+        what = "is a folder" if Path(path).is_dir() else "no such file"
+        raise ConfigError(f"--policy {path}: {what}; give the course policy's YAML file")
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"--policy {path}: cannot read the file ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}:{where} not valid YAML; fix the syntax") from None
+        data = parse_yaml(path)
+    except SpecError as exc:
+        raise ConfigError(f"--policy {exc}; fix the file (plain YAML: no aliases, no tags, each key once)") from None
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: the policy must be a mapping with at least 'due'; add 'due: 2026-03-01T23:59:00+00:00'"
         )
-    if isinstance(data.get("due"), (dt.datetime, dt.date)):  # YAML reads an unquoted timestamp as one
-        due = data["due"]
-        data["due"] = due.isoformat() if isinstance(due, dt.datetime) else f"{due.isoformat()}T23:59:59"
     import jsonschema  # here, not at the top: 'grader check' never reads a policy (issue 16)
 
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(POLICY_SCHEMA).iter_errors(data))
@@ -259,12 +402,16 @@ def load_policy(path: str) -> Policy:
             fix = "add it"
         elif error.validator == "oneOf":
             fix = "give exactly one of percent and points"
-        raise ConfigError(f"{path}: {key}: {error.message}; {fix or 'see README, Your term'}")
+        message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+        raise ConfigError(f"{path}: {key}: {message}; {fix or 'see README, Your term'}")
+    _meaning(data, path)
     tz = _zone(str(data.get("timezone", "UTC")), path)
-    due = parse_time(str(data["due"]), tz)
-    if due is None:
-        raise ConfigError(
-            f"{path}: due: {data['due']!r} is not a date and time; give ISO 8601, e.g. 2026-03-01T23:59:00+00:00"
+    due = _due(str(data["due"]), tz, path)
+    if data.get("times") == []:
+        print(
+            f"grader: warning: {path}: times: [] names no trusted time source, so no submission is ever late; "
+            "list them, e.g. times: [lms, arrival]",
+            file=sys.stderr,
         )
     penalty = data.get("penalty") or {}
     late_days = data.get("late_days") or {}
@@ -282,7 +429,7 @@ def load_policy(path: str) -> Policy:
         points=penalty.get("points"),
         cap=penalty.get("cap"),
         late_days_default=int(late_days.get("default", 0)),
-        late_days=dict(late_days.get("students") or {}),
+        late_days={str(k): v for k, v in (late_days.get("students") or {}).items()},
         late_flag_units=int(data.get("late_flag_units", 1)),
         times=tuple(data.get("times", ("lms",))),
         assignment=str(data.get("assignment", "")),
@@ -402,66 +549,120 @@ MANUAL_COLUMNS = ("student", "check", "points", "comment", "grader")
 
 
 def read_csv_rows(path: str, option: str, error: type[Exception]) -> list[list[str]]:
-    """Every row of a CSV file given with ``option`` (UTF-8, a BOM allowed).
+    """Every non-empty row of a CSV file given with ``option``, the header first (`grader.tables.read_table`).
+
+    The encoding (UTF-8 with or without a BOM, UTF-16 with a BOM) and the delimiter (comma,
+    semicolon, tab) are sniffed.
 
     Raises
     ------
     Exception
-        ``error("<option> <path>: cannot read the CSV file (...)")`` if it cannot be read or parsed.
+        ``error`` (a `grader.errors.GraderError` class) in one line naming the file, what was
+        found and how to save it right.
     """
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            return list(csv.reader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise error(f"{option} {path}: cannot read the CSV file ({exc})") from None
+    from grader.tables import read_table
+
+    table = read_table(path, option, error)  # type: ignore[arg-type]  # a GraderError class
+    if not table.header:
+        return []
+    return [[*table.header], *(row for _, row in table.rows)]
+
+
+_DECIMAL_COMMA = re.compile(r"^[+-]?\d+,\d+$")
 
 
 def read_manual(path: str) -> list[ManualRow]:
     """Read ``manual.csv``: a header row naming `MANUAL_COLUMNS`, then one row per score.
+
+    Checked against its schema: the columns, one cell per column (a decimal comma that shifts a
+    column is named), points a finite number >= 0 written with a decimal point, a student id and
+    a target (``EXERCISE`` or ``EXERCISE/CHECK``, neither part empty) on every row, and no
+    student and target given twice.
 
     Raises
     ------
     grader.errors.ConfigError
         In one line naming the file, the line, the column and the fix.
     """
-    rows = read_csv_rows(path, "--manual", ConfigError)
-    if not rows:
+    from grader.tables import delimiter_name, read_table
+
+    table = read_table(path, "--manual", ConfigError)
+    if not table.header:
         raise ConfigError(f"--manual {path}: empty; the first row must name the columns {', '.join(MANUAL_COLUMNS)}")
-    header = [c.strip().lower() for c in rows[0]]
-    header = ["check" if c == "exercise" else c for c in header]
+    header = ["check" if c == "exercise" else c for c in table.header]
     missing = [c for c in ("student", "check", "points") if c not in header]
     if missing:
+        found = ", ".join(repr(c) for c in header[:6])
         raise ConfigError(
-            f"--manual {path}: line 1: no column {missing[0]!r}; the first row must name the columns "
+            f"--manual {path}: line {table.header_line}: no column {missing[0]!r} (found {found}, "
+            f"{delimiter_name(table.delimiter)}-separated); the first row must name the columns "
             f"{', '.join(MANUAL_COLUMNS)}"
+        )
+    known = [c for c in header if c]
+    twice = next((c for c in known if known.count(c) > 1), None)
+    if twice is not None:
+        raise ConfigError(
+            f"--manual {path}: line {table.header_line}: {twice}: the column is named twice; name each column once"
         )
     col = {name: header.index(name) for name in MANUAL_COLUMNS if name in header}
     out = []
-    for line, row in enumerate(rows[1:], start=2):
-        if not any(cell.strip() for cell in row):
-            continue
+    seen: dict[tuple[str, str], int] = {}
+    for line, row in table.rows:
+        if len(row) > len(header) and any(cell.strip() for cell in row[len(header) :]):
+            raise ConfigError(
+                table.problem(
+                    line,
+                    "",
+                    f"{len(row)} cells but the header names {len(header)} columns",
+                    "a decimal comma (1,5) splits a cell in two: write 1.5, or quote the cell",
+                )
+            )
 
         def cell(name: str, row: list[str] = row) -> str:
             i = col.get(name)
             return row[i].strip() if i is not None and i < len(row) else ""
 
         text = cell("points")
+        if _DECIMAL_COMMA.match(text):
+            raise ConfigError(
+                table.problem(line, "points", f"{text!r} has a decimal comma", f"write {text.replace(',', '.')}")
+            )
         try:
             points = float(text)
             if not math.isfinite(points) or points < 0:
                 raise ValueError
         except ValueError:
             raise ConfigError(
-                f"--manual {path}: line {line}: points: {text!r} is not a number >= 0; give the points "
-                "the student gets for that check or exercise"
+                table.problem(
+                    line,
+                    "points",
+                    f"{text!r} is not a number >= 0",
+                    "give the points the student gets for that check or exercise",
+                )
             ) from None
         if not cell("student") or not cell("check"):
             which = "student" if not cell("student") else "check"
             raise ConfigError(
-                f"--manual {path}: line {line}: {which}: empty; give the student id and "
-                "an exercise id or EXERCISE/check-id"
+                table.problem(line, which, "empty", "give the student id and an exercise id or EXERCISE/check-id")
             )
-        out.append(ManualRow(line, cell("student"), cell("check"), points, cell("comment"), cell("grader")))
+        target = cell("check")
+        ex_id, slash, check_id = target.partition("/")
+        if not ex_id or (slash and not check_id) or "/" in check_id:
+            raise ConfigError(
+                table.problem(line, "check", f"{target!r} is not EXERCISE or EXERCISE/CHECK", "e.g. G14.02/zero-scores")
+            )
+        key = (cell("student"), target)
+        if key in seen:
+            raise ConfigError(
+                table.problem(
+                    line,
+                    "check",
+                    f"{key[0]} and {target} were given already on line {seen[key]}",
+                    "keep one row per student and target",
+                )
+            )
+        seen[key] = line
+        out.append(ManualRow(line, cell("student"), target, points, cell("comment"), cell("grader")))
     return out
 
 

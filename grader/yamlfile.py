@@ -24,7 +24,7 @@ from yaml.resolver import Resolver
 
 from grader.errors import SpecError
 
-__all__ = ["MAX_DEPTH", "MAX_SPEC_BYTES", "parse_yaml"]
+__all__ = ["MAX_DEPTH", "MAX_SPEC_BYTES", "parse_yaml", "parse_yaml_text"]
 
 MAX_SPEC_BYTES = 1 << 20
 """Largest spec file read, in bytes (1 MiB)."""
@@ -153,6 +153,29 @@ def parse_yaml(path: str) -> Any:
         raise SpecError(path, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise SpecError(path, "", f"cannot read the file: {exc.strerror}") from None
+    return parse_yaml_text(text, path)
+
+
+def parse_yaml_text(text: str, path: str) -> Any:
+    """Read YAML text safely, by the rules of `parse_yaml` (no aliases, tags or duplicate keys; bounded depth).
+
+    Parameters
+    ----------
+    text : str
+        The file's text (already read, and bounded in size, by the caller).
+    path : str
+        The file, for messages.
+
+    Returns
+    -------
+    object
+        Plain data (dicts, lists, str, int, float, bool, None); dates stay text.
+
+    Raises
+    ------
+    grader.errors.SpecError
+        If the text is not valid YAML or uses tags, aliases or duplicate keys, or nests too deeply.
+    """
     if _StrictCLoader is not None and not _PURE_ONLY.search(text):
         try:
             return yaml.load(text, Loader=_StrictCLoader)  # noqa: S506 - the SafeLoader's rules, libyaml's parser

@@ -227,7 +227,8 @@ def test_a_roster_without_an_id_column_is_refused(cli, tmp_path: Path) -> None:
     code, out, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", tmp_path / "out", "--roster", roster)
     assert code == 2
     assert err.strip() == (
-        f"grader: error: --roster {roster}: no student id column; the first row must name the columns, "
+        f"grader: error: --roster {roster}: line 1: no student id column (found 'name', comma-separated); "
+        "the first row must name the columns, "
         "one of them 'id', 'student', 'student_id', 'username', 'login', 'sis_user_id'"
     )
     roster.write_text("Name,Username\nAlice A,alice\n")

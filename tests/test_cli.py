@@ -49,9 +49,12 @@ def _one_line(err: str) -> str:
         # Found before grading, not after: root may "access" /proc and /sys but create nothing there.
         (
             ["grade", "g14/submissions", "--json", "/proc/x.json"],
-            "argument --json: /proc/x.json: cannot write in /proc",
+            "argument --json: /proc/x.json is under /proc, a kernel file system; give another file name",
         ),
-        (["grade", "g14/submissions", "--junit", "/sys/x.xml"], "argument --junit: /sys/x.xml: cannot write in /sys"),
+        (
+            ["grade", "g14/submissions", "--junit", "/sys/x.xml"],
+            "argument --junit: /sys/x.xml is under /sys, a kernel file system",
+        ),
     ],
 )
 def test_usage_errors_are_one_line_exit_2(cli, args, phrase) -> None:

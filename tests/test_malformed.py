@@ -206,7 +206,7 @@ BAD_COMMAND_LINES = [
         "out-in-proc",
         lambda t: ["grade", CORRECT, "--out", "/proc/grader-reports"],
         2,
-        ["--out /proc/grader-reports: cannot create the folder (/proc is not writable)"],
+        ["--out /proc/grader-reports: under /proc, a kernel file system; choose another --out"],
     ),
     ("json-is-a-folder", lambda t: ["grade", CORRECT, "--json", t], 2, ["is a folder; give a file name"]),
     ("missing-path", lambda t: ["grade", t / "nobody"], 2, ["nobody: no such file or folder; give an attention.py"]),

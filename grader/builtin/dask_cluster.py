@@ -77,37 +77,23 @@ def grader_addoption(parser: Any, command: str) -> None:
 @hookimpl
 def grader_configure(config: Any) -> None:
     address = config.option("dask")
-    if not address or config.command != "grade":
+    if address is None or config.command != "grade":
         return
+    from grader.addresses import check_dask_address, probe_dask
+
+    check_dask_address(address)  # before anything starts: empty, scheme, port, tls certificates
     try:
         from distributed import Client
     except ImportError:
         raise ConfigError(
             "--dask: the Dask client is not installed; install the grader's 'dask' extra (pip install 'dask[distributed]')"
         ) from None
-    _probe(address)
+    probe_dask(address)
     try:
-        config.stash[_CLIENT] = Client(address, timeout=30, set_as_default=False)
+        config.stash[_CLIENT] = Client(address, timeout=20, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(
             f"--dask {address}: cannot reach the Dask scheduler ({type(exc).__name__}: {exc}); "
-            "give the address 'dask scheduler' prints (tcp://HOST:8786)"
-        ) from None
-
-
-def _probe(address: str) -> None:
-    """Refuse at once a ``tcp://HOST:PORT`` where nothing listens (the client would retry for its whole timeout)."""
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
-    if parts.scheme != "tcp" or not parts.hostname or parts.port is None:
-        return  # another protocol (tls, ucx, inproc): the client says what is wrong
-    try:
-        socket.create_connection((parts.hostname, parts.port), timeout=10).close()
-    except OSError as exc:
-        raise UsageError(
-            f"--dask {address}: cannot reach the Dask scheduler ({exc.strerror or type(exc).__name__}); "
             "give the address 'dask scheduler' prints (tcp://HOST:8786)"
         ) from None
 

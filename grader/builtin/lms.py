@@ -49,12 +49,11 @@ from grader.safetext import csv_cell, display
 from grader.stash import StashKey
 from grader.term import (
     adjustment_lines,
-    parse_time,
-    read_csv_rows,
     submission_feedback,
 )
 
 _TIMES = StashKey[Any]()
+_TIME_IDS = StashKey[dict[str, str]]()
 _PUSHED = StashKey[int]()
 
 CANVAS_FILE = "canvas.csv"
@@ -114,39 +113,94 @@ def grader_addoption(parser: Any, command: str) -> None:
     )
 
 
+_LAST_IDS: dict[str, str] = {}
+"""The ids (and their names) of the last `read_times`: what a warning of rows matching no submission names."""
+
+
 def read_times(path: str) -> dict[str, str]:
-    """Submission times by LMS user id (and by name) from an LMS's CSV: ISO 8601 UTC text.
+    """Submission times by LMS user id (and by name) from an LMS's CSV: ISO 8601 text.
+
+    The table is read by `grader.tables.read_table` (encoding and delimiter sniffed). A time with
+    an offset is kept with it; one without (Moodle's worksheet) is kept without, and read in the
+    policy's time zone. Dates in English, French, German, Spanish and Portuguese are read
+    (`grader.term.parse_local_time`); an empty cell or ``-`` is no time.
 
     Raises
     ------
     grader.errors.UsageError
-        If the file cannot be read or has no id or time column.
+        If the file cannot be read, has no id or time column, or a time cell holds text that is
+        no date this grader reads (the line, the text and the formats read are named).
     """
-    rows = read_csv_rows(path, "--lms-times", UsageError)
-    if not rows:
+    from grader.tables import delimiter_name, read_table
+    from grader.term import MOODLE_TIME_FORMATS, parse_local_time
+
+    table = read_table(path, "--lms-times", UsageError)
+    if not table.header:
         raise UsageError(f"--lms-times {path}: empty; export the grading worksheet again")
-    header = [c.strip().lower() for c in rows[0]]
-    id_col = next((header.index(n) for n in ("identifier", "id", "user_id", "student") if n in header), None)
-    t_col = next(
-        (header.index(n) for n in ("last modified (submission)", "submitted_at", "submitted") if n in header), None
-    )
-    name_col = header.index("full name") if "full name" in header else None
+    id_col = table.column("identifier", "id", "user_id", "student")
+    t_col = table.column("last modified (submission)", "submitted_at", "submitted")
+    name_col = table.column("full name")
     if id_col is None or t_col is None:
+        found = ", ".join(repr(c) for c in table.header[:6])
         raise UsageError(
-            f"--lms-times {path}: needs an id column (Identifier, ID) and a time column "
-            "(Last modified (submission), submitted_at); export Moodle's grading worksheet"
+            f"--lms-times {path}: line {table.header_line}: needs an id column (Identifier, ID) and a time column "
+            f"(Last modified (submission), submitted_at); found {found} ({delimiter_name(table.delimiter)}-"
+            "separated); export Moodle's grading worksheet"
         )
     out: dict[str, str] = {}
-    for row in rows[1:]:
-        if len(row) <= max(id_col, t_col):
+    _LAST_IDS.clear()
+    lines: dict[str, int] = {}
+    twice: list[str] = []
+    no_id: list[int] = []
+    short: list[int] = []
+    for line, row in table.rows:
+        if len(row) <= t_col:
+            short.append(line)
             continue
-        when = parse_time(row[t_col])
+        text = row[t_col].strip()
+        when = parse_local_time(text)
         if when is None:
+            if text and text != "-" and any(ch.isdigit() for ch in text):
+                raise UsageError(
+                    table.problem(
+                        line,
+                        table.header[t_col],
+                        f"{text[:60]!r} is not a date this grader reads",
+                        f"it reads {MOODLE_TIME_FORMATS}; export the worksheet again in one of them",
+                    )
+                )
             continue
-        key = re.sub(r"^participant\s*", "", row[id_col].strip(), flags=re.IGNORECASE)
+        key = re.sub(r"^participant\s*", "", row[id_col].strip() if id_col < len(row) else "", flags=re.IGNORECASE)
+        if not key:
+            no_id.append(line)
+            continue
+        if key in out:
+            twice.append(f"{key} (lines {lines[key]} and {line})")
+            continue
         out[key] = when.isoformat()
-        if name_col is not None and len(row) > name_col:
-            out.setdefault(row[name_col].strip(), when.isoformat())
+        lines[key] = line
+        name = row[name_col].strip() if name_col is not None and len(row) > name_col else ""
+        _LAST_IDS[key] = name
+        if name:
+            out.setdefault(name, when.isoformat())
+    if twice:
+        print(
+            f"grader: warning: --lms-times {display(path)}: {len(twice)} id(s) given twice, the first time is "
+            f"used: {display(', '.join(twice[:5]))}{' ...' if len(twice) > 5 else ''}",
+            file=sys.stderr,
+        )
+    if short:
+        print(
+            f"grader: warning: --lms-times {display(path)}: {len(short)} row(s) too short to hold a time are left "
+            f"out (line {', '.join(map(str, short[:10]))}); export the worksheet again",
+            file=sys.stderr,
+        )
+    if no_id:
+        print(
+            f"grader: warning: --lms-times {display(path)}: {len(no_id)} row(s) with a time but no id are left "
+            f"out (line {', '.join(map(str, no_id[:10]))}); export the worksheet again",
+            file=sys.stderr,
+        )
     return out
 
 
@@ -161,6 +215,7 @@ def grader_locate_submissions(path: str, config: Any) -> Any:
     times = config.stash.get(_TIMES)
     if times is None and config.option("lms_times"):
         times = config.stash[_TIMES] = read_times(config.option("lms_times"))
+        config.stash[_TIME_IDS] = dict(_LAST_IDS)
     if times and found:
         found = [_timed(s, times) for s in found]
     if found:
@@ -183,6 +238,22 @@ def _timed(sub: Submission, times: dict[str, str]) -> Submission:
         sub.raw_name,
         {**sub.lms, "submitted_at": times[key]},
     )
+
+
+@hookimpl
+def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> None:
+    """Warn of ``--lms-times`` rows that match no submission of this run (by LMS user id, id or name)."""
+    ids = config.stash.get(_TIME_IDS)
+    if not ids:
+        return
+    known = {s.id for s in submissions} | {s.lms.get("user") for s in submissions if s.lms}
+    unknown = sorted(key for key, name in ids.items() if key not in known and name not in known)
+    if unknown:
+        print(
+            f"grader: warning: --lms-times {display(config.option('lms_times'))}: {len(unknown)} row(s) match no "
+            f"submission of this run: {display(', '.join(unknown[:10]))}{' ...' if len(unknown) > 10 else ''}",
+            file=sys.stderr,
+        )
 
 
 @hookimpl
@@ -463,7 +534,6 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
             f"--canvas-push {url}: not an assignment's address; give https://HOST/courses/COURSE/assignments/ASSIGNMENT"
         )
     try:
-        from canvasapi import Canvas
         from canvasapi.exceptions import CanvasException
     except ImportError:
         raise ConfigError("--canvas-push: canvasapi is not installed; pip install 'g14-grader[canvas]'") from None
@@ -471,10 +541,14 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
     if not students:
         return 0
     try:
-        canvas = Canvas(m["base"], token)
+        from grader.addresses import bounded_canvas
+
+        canvas = bounded_canvas(m["base"], token)  # every request times out
         requester = getattr(canvas, "_Canvas__requester", None)  # its last response: the rate-limit headers
         course = _call(requester, lambda: canvas.get_course(int(m["course"])), sleep)
         assignment = _call(requester, lambda: course.get_assignment(int(m["assignment"])), sleep)
+        if getattr(course, "id", None) != int(m["course"]) or getattr(assignment, "id", None) != int(m["assignment"]):
+            raise ValueError("not a Canvas course and assignment")
         existing: dict[str, str] = {}
         for sub in _call(requester, lambda: list(assignment.get_submissions(include=["submission_comments"])), sleep):
             texts = [str(c.get("comment", "")) for c in getattr(sub, "submission_comments", None) or []]
@@ -505,11 +579,11 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
             f"--canvas-push {url}: Canvas refused ({type(exc).__name__}: {display(str(exc))[:200]}); check the "
             "token and the address"
         ) from None
-    except OSError as exc:  # the network: requests' ConnectionError and timeouts are OSErrors
-        raise ConfigError(
-            f"--canvas-push {url}: Canvas could not be reached ({type(exc).__name__}); check the "
-            "address and the network; the other files were written"
-        ) from None
+    except (OSError, AttributeError, KeyError, TypeError, ValueError) as exc:
+        # the network (requests' errors and timeouts are OSErrors), or an answer that is not Canvas's
+        from grader.addresses import canvas_failure
+
+        raise canvas_failure(url, exc) from None
     return len(grade_data)
 
 
@@ -552,10 +626,19 @@ def grader_configure(config: Any) -> None:
     grader.errors.ConfigError
         In one line, with the fix.
     """
+    if config.option("lms_times") and not config.option("policy") and config.command == "grade":
+        print(
+            f"grader: warning: --lms-times {display(config.option('lms_times'))}: without --policy the times "
+            "change nothing; pass --policy policy.yaml to apply a late penalty",
+            file=sys.stderr,
+        )
     url = config.option("canvas_push")
     if not url:
         return
-    check_push_address(url, bool(config.option("allow_http")))
+    from grader.addresses import check_canvas_url
+
+    check_canvas_url(url)  # a parseable https address of an assignment, port in range, no user information
+    check_push_address(url, bool(config.option("allow_http")))  # plain http only to localhost with --allow-http
     if not os.environ.get("CANVAS_API_TOKEN", ""):
         raise ConfigError("--canvas-push: set CANVAS_API_TOKEN to a Canvas access token")
     try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import sys
 from typing import Any
 
 from grader.errors import ConfigError
@@ -56,6 +57,21 @@ def grader_configure(config: Any) -> None:
         remember_term(config, config.stash[_POLICY])  # results.json names the assignment and the term's days
 
 
+@hookimpl
+def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> None:
+    """Warn of ``late_days.students`` naming no student of this run (a typo gives nobody their days)."""
+    policy = config.stash.get(_POLICY)
+    if policy is None or not policy.late_days:
+        return
+    unknown = sorted(set(policy.late_days) - {s.id for s in submissions})
+    if unknown:
+        print(
+            f"grader: warning: --policy {display(policy.path)}: late_days.students: no submission in this run for "
+            f"{display(', '.join(unknown[:10]))}{' ...' if len(unknown) > 10 else ''}; give ids as results.json lists them",
+            file=sys.stderr,
+        )
+
+
 def submission_time(submission: Submission, config: Any) -> tuple[str, dt.datetime] | None:
     """The first trusted (source, time) the policy accepts, or None.
 
@@ -71,7 +87,10 @@ def submission_time(submission: Submission, config: Any) -> tuple[str, dt.dateti
         if source == "arrival" and submission.lms.get("system"):
             continue
         if source in offered:
-            return source, dt.datetime.fromisoformat(offered[source]).astimezone(dt.UTC)
+            when = dt.datetime.fromisoformat(offered[source])
+            if when.tzinfo is None:  # an LMS time written without an offset: in the policy's time zone
+                when = when.replace(tzinfo=policy.tz)
+            return source, when.astimezone(dt.UTC)
     return None
 
 

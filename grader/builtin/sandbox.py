@@ -686,7 +686,10 @@ class _Worker:
             with self.cond:
                 self.unsettled -= 1
                 self.cond.notify_all()
-            self._start_ahead()
+            try:
+                self._start_ahead()
+            except Exception:  # noqa: BLE001 - the run is ending (the zygote's socket closed: EBADF), or a job
+                pass  # failed to start: its slot is freed (`_new`), and `_take` starts one, or says why
 
     def _freed(self, slot: int) -> None:
         with self.cond:
