@@ -217,6 +217,10 @@ class Job(Protocol):
     def end_calls(self) -> None:
         """Close the call pipe: the worker, at end-of-file, leaves."""
 
+    # Optional: ``cpu_readable() -> bool``, whether this job's CPU time can be read at all: then a None
+    # from `cpu_seconds` means "nothing counted yet" (a sandbox job still entering its cgroup on a busy
+    # machine), and its import is not timed by the clock (`_await_import`).
+
     # Optional: ``wait_seconds() -> float | None``, the seconds the job has spent ready to run but
     # waiting for a CPU (a busy machine), or None when unknown. Not counted against the wall-clock
     # backstop (`run_calls`), so a call that computes is stopped by its CPU limit however busy the
@@ -303,6 +307,10 @@ class _PipedJob:
 
     def cpu_seconds(self) -> float | None:
         return stat_cpu_seconds(self._stat_fd)
+
+    def cpu_readable(self) -> bool:
+        """Whether this job's CPU time can be read (see `Job`)."""
+        return self._stat_fd is not None
 
     def wait_seconds(self) -> float | None:
         """Seconds the worker's main thread has waited for a CPU (see `Job`)."""
@@ -964,10 +972,14 @@ def _await_import(child: _Child, import_timeout: float, budget: _Budget, sink: d
     own_backstop = began + import_timeout * WALL_BACKSTOP_FACTOR
     job = child.job
     waited = getattr(job, "wait_seconds", None)
+    readable = getattr(job, "cpu_readable", None)
+    timed = budget.cpu_timed and readable is not None and bool(readable())
     while True:
         now = time.monotonic()
         cpu = job.cpu_seconds() if budget.cpu_timed else None
-        if cpu is None:  # not readable (yet): the clock
+        if cpu is None and timed:  # nothing counted yet (still setting up): only the backstop applies
+            used, limit, capped = 0.0, import_timeout, False
+        elif cpu is None:  # not readable: the clock
             used, limit, capped = now - began, import_timeout, False
         else:
             left = budget.cpu_left(cpu)
@@ -975,7 +987,7 @@ def _await_import(child: _Child, import_timeout: float, budget: _Budget, sink: d
         if used >= limit:
             return budget.over_cpu if capped else "timeout"
         backstop = min(own_backstop, budget.end)
-        if now >= backstop and cpu is not None:
+        if now >= backstop and (cpu is not None or timed):
             # The job's waiting for a CPU (since it started: a standby's too) is not the import's.
             wait = waited() if waited is not None else None
             if wait is not None:
@@ -986,7 +998,7 @@ def _await_import(child: _Child, import_timeout: float, budget: _Budget, sink: d
         if now >= backstop:
             return budget.over_wall if backstop >= budget.end else "timeout"
         # CPU time grows no faster than the clock (one thread; a sandbox slot is capped at one CPU).
-        step = max(limit - used, MIN_POLL_SECONDS)
+        step = max(limit - used, MIN_POLL_SECONDS) if cpu is not None or not timed else 0.5
         frame = child.read_frame(min(now + step, backstop), sink, "import")
         if frame != "timeout":
             return frame

@@ -1003,6 +1003,28 @@ def test_a_spinning_call_meets_its_cpu_limit_however_busy_the_machine(tmp_path: 
     assert after.status == "returned"
 
 
+@pytest.mark.slow
+def test_a_hanging_call_costs_no_other_check_its_points_beside_cpu_hogs(tmp_path: Path) -> None:
+    """Issue 23: the budget was wall-clock time, so under load a hang spent it and later correct calls lost points.
+
+    Three calls spin to their 0.5 s CPU limit, on one core shared with four hogs (the job gets a fifth
+    of it): they and their restarts take over 8 s of wall-clock time, twice the 4 s budget, but about
+    2.5 s of the job's CPU. Every other call returns, as on a quiet machine.
+    """
+    path = submission(tmp_path, BUSY)
+    calls = [C("busy", 0.01, timeout=1.0)]
+    for i in range(3):
+        calls += [C("busy", 30.0, timeout=0.5), C("busy", 0.01 * (i + 2), timeout=1.0)]
+    started = time.monotonic()
+    with _one_core_shared_with(4):
+        out = run(path, *calls, submission_timeout=4.0)
+    took = time.monotonic() - started
+    assert took > 4.0  # past the budget by the clock: a wall-clock budget would have cut the last calls
+    assert [r.status for r in out.results] == ["returned"] + ["timeout", "returned"] * 3
+    assert [r.value for r in out.results if r.status == "returned"] == [0.01, 0.02, 0.03, 0.04]
+    assert {r.message for r in out.results if r.status == "timeout"} == {"the call used more than 0.5 s of CPU time"}
+
+
 def test_a_sleeping_call_times_out_at_the_wall_clock_backstop(tmp_path: Path) -> None:
     from grader.jobs import WALL_BACKSTOP_FACTOR
 
