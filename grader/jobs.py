@@ -31,8 +31,14 @@ taken from the job.
 A call that times out or kills its process costs only that call: the child
 is killed and a fresh one runs the calls that remain (started as a standby
 before the call's limit is reached, so a hang costs its timeout and no
-restart). A whole submission also has a wall-clock budget
-(``--submission-timeout``) so that no submission can stall a batch.
+restart). A whole submission also has a budget (``--submission-timeout``)
+so that no submission can stall a batch: CPU seconds of its own jobs
+(every worker and standby it ran), with a wall-clock backstop
+`WALL_BACKSTOP_FACTOR` times larger, moved on by the jobs' waiting for a
+CPU, for a submission that waits rather than computes (`_Budget`). The
+import's limit (``--import-timeout``) is CPU time of the job too. So the
+same submission gets the same results on a quiet machine, beside CPU hogs,
+or in a Dask worker.
 
 What the submission prints is kept up to the moment the first hidden call
 (`grader.models.Call.hidden`) is sent: output after it could carry hidden
@@ -211,6 +217,10 @@ class Job(Protocol):
     def end_calls(self) -> None:
         """Close the call pipe: the worker, at end-of-file, leaves."""
 
+    # Optional: ``cpu_readable() -> bool``, whether this job's CPU time can be read at all: then a None
+    # from `cpu_seconds` means "nothing counted yet" (a sandbox job still entering its cgroup on a busy
+    # machine), and its import is not timed by the clock (`_await_import`).
+
     # Optional: ``wait_seconds() -> float | None``, the seconds the job has spent ready to run but
     # waiting for a CPU (a busy machine), or None when unknown. Not counted against the wall-clock
     # backstop (`run_calls`), so a call that computes is stopped by its CPU limit however busy the
@@ -297,6 +307,10 @@ class _PipedJob:
 
     def cpu_seconds(self) -> float | None:
         return stat_cpu_seconds(self._stat_fd)
+
+    def cpu_readable(self) -> bool:
+        """Whether this job's CPU time can be read (see `Job`)."""
+        return self._stat_fd is not None
 
     def wait_seconds(self) -> float | None:
         """Seconds the worker's main thread has waited for a CPU (see `Job`)."""
@@ -890,6 +904,120 @@ def phases(calls: Sequence[Call]) -> list[tuple[int, int]]:
     return [(x, y) for x, y in itertools.pairwise(cuts) if y > x]
 
 
+class _Budget:
+    """A submission's budget: CPU seconds of its own jobs, and a wall-clock backstop for true hangs.
+
+    Every job the submission runs (its workers, the standbys started for
+    it) is charged its CPU time when it ends (`charge`); the job running
+    now counts what it has used so far (`cpu_left`). So the budget is
+    spent only by the submission's own processes, however busy the machine
+    is. The backstop (`end`) is `WALL_BACKSTOP_FACTOR` times the budget in
+    wall-clock time, moved on by the time the jobs spent waiting for a CPU
+    (`extend`): it stops a submission that waits (sleeps, blocks) rather
+    than computes. Where a job's CPU time cannot be read, the budget is
+    wall-clock time, as the calls' limits are.
+
+    Parameters
+    ----------
+    seconds : float
+        The budget (``--submission-timeout``): CPU seconds of the submission's jobs.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.spent = 0.0  # CPU seconds of the jobs that are over
+        self.waited = 0.0  # seconds those jobs waited for a CPU
+        self.cpu_timed = True  # False once a job's CPU time could not be read: wall-clock time then
+        self.began = time.monotonic()
+        self.wall = seconds * WALL_BACKSTOP_FACTOR
+        self.end = self.began + self.wall
+        self.over_cpu = f"the submission used up its {seconds:g} s budget of CPU time"
+        self.over_wall = f"the submission used up its {self.wall:g} s budget of wall-clock time"
+
+    def wall_only(self) -> None:
+        """Time the submission by the wall clock: its jobs' CPU time cannot be read here."""
+        if self.cpu_timed:
+            self.cpu_timed = False
+            self.wall = self.seconds
+            self.end = self.began + self.seconds
+            self.over_wall = f"the submission used up its {self.seconds:g} s budget"
+
+    def cpu_left(self, job_cpu: float) -> float:
+        """CPU seconds left, the running job having used ``job_cpu`` (its `Job.cpu_seconds`)."""
+        return self.seconds - self.spent - job_cpu
+
+    def charge(self, job: Job) -> None:
+        """Count the CPU time (and CPU waiting) of a job about to end."""
+        cpu = job.cpu_seconds()
+        if cpu is not None:
+            self.spent += cpu
+        waited = getattr(job, "wait_seconds", None)
+        wait = waited() if waited is not None else None
+        if wait is not None:
+            self.waited += wait
+
+    def extend(self, job: Job) -> bool:
+        """Move the backstop on by the running ``job``'s waiting for a CPU; whether it is still ahead."""
+        waited = getattr(job, "wait_seconds", None)
+        wait = waited() if waited is not None and self.cpu_timed else None
+        if wait is not None:
+            self.end = max(self.end, self.began + self.wall + self.waited + wait)
+        return self.end > time.monotonic()
+
+    def used_up(self) -> str:
+        """Why no more call may start ('' while the budget lasts), between jobs."""
+        if self.cpu_timed and self.spent >= self.seconds:
+            return self.over_cpu
+        if time.monotonic() >= self.end and self.cpu_timed:
+            self.end = max(self.end, self.began + self.wall + self.waited)
+        return self.over_wall if time.monotonic() >= self.end else ""
+
+
+def _await_import(child: _Child, import_timeout: float, budget: _Budget, sink: dict[str, bytearray]) -> Any:
+    """The job's import frame (`_Child.read_frame`), or ``"timeout"``, or the budget's reason it is used up.
+
+    The import's limit is ``import_timeout`` seconds of the job's CPU time
+    (its start and set-up included), with a wall-clock backstop
+    `WALL_BACKSTOP_FACTOR` times larger, moved on by the job's waiting for
+    a CPU; where the job's CPU time cannot be read, ``import_timeout``
+    seconds of wall-clock time.
+    """
+    began = time.monotonic()
+    own_backstop = began + import_timeout * WALL_BACKSTOP_FACTOR
+    job = child.job
+    waited = getattr(job, "wait_seconds", None)
+    readable = getattr(job, "cpu_readable", None)
+    timed = budget.cpu_timed and readable is not None and bool(readable())
+    while True:
+        now = time.monotonic()
+        cpu = job.cpu_seconds() if budget.cpu_timed else None
+        if cpu is None and timed:  # nothing counted yet (still setting up): only the backstop applies
+            used, limit, capped = 0.0, import_timeout, False
+        elif cpu is None:  # not readable: the clock
+            used, limit, capped = now - began, import_timeout, False
+        else:
+            left = budget.cpu_left(cpu)
+            used, limit, capped = cpu, min(import_timeout, max(cpu + left, 0.0)), left < import_timeout - cpu
+        if used >= limit:
+            return budget.over_cpu if capped else "timeout"
+        backstop = min(own_backstop, budget.end)
+        if now >= backstop and (cpu is not None or timed):
+            # The job's waiting for a CPU (since it started: a standby's too) is not the import's.
+            wait = waited() if waited is not None else None
+            if wait is not None:
+                own_backstop = max(own_backstop, began + import_timeout * WALL_BACKSTOP_FACTOR + wait)
+            if backstop >= budget.end:
+                budget.extend(job)
+            backstop = min(own_backstop, budget.end)
+        if now >= backstop:
+            return budget.over_wall if backstop >= budget.end else "timeout"
+        # CPU time grows no faster than the clock (one thread; a sandbox slot is capped at one CPU).
+        step = max(limit - used, MIN_POLL_SECONDS) if cpu is not None or not timed else 0.5
+        frame = child.read_frame(min(now + step, backstop), sink, "import")
+        if frame != "timeout":
+            return frame
+
+
 def run_calls(
     file: str,
     calls: Sequence[Call],
@@ -925,10 +1053,13 @@ def run_calls(
         The calls to make, each with its own timeout in seconds (of CPU
         time), result budget and hidden flag.
     import_timeout : float
-        Wall-clock seconds allowed for the child to start and import the file.
+        CPU seconds allowed for the child to start and import the file
+        (`_await_import`: a wall-clock backstop `WALL_BACKSTOP_FACTOR`
+        times larger; wall-clock seconds where CPU time cannot be read).
     submission_timeout : float
-        Wall-clock seconds for the whole submission; calls not reached in
-        time are reported as ``timeout``.
+        The whole submission's budget: CPU seconds of its jobs, with a
+        wall-clock backstop (`_Budget`); calls not reached within it are
+        reported as ``timeout``.
     launch : callable
         Starts a worker (`PlainJob` by default; the sandbox passes its own);
         see `Launcher`.
@@ -959,16 +1090,15 @@ def run_calls(
     sink = {"stdout": bytearray(), "stderr": bytearray()}
     mark: tuple[int, int] | None = None  # the output's lengths when the first hidden call was sent
     import_error = ""
-    budget_end = time.monotonic() + submission_timeout
-    over_budget = f"the submission used up its {submission_timeout:g} s budget"
+    budget = _Budget(submission_timeout)
     phase_ends = [end for _, end in phases(calls)]
 
     def cpu_for(pending: Sequence[Call]) -> float:
         return import_timeout + sum(c.timeout for c in pending) + CPU_RLIMIT_MARGIN_SECONDS
 
-    def out_of_time(start: int) -> None:
+    def out_of_time(start: int, why: str) -> None:
         for j in range(start, len(calls)):
-            results[j] = CallResult("timeout", message=f"not run: {over_budget}")
+            results[j] = CallResult("timeout", message=f"not run: {why}")
 
     start = 0
     standby: _Child | None = None  # a worker for calls[start:], imported or importing, waiting for a call
@@ -977,8 +1107,9 @@ def run_calls(
     ):
         try:
             while start < len(calls):
-                if time.monotonic() >= budget_end:
-                    out_of_time(start)
+                spent = budget.used_up()
+                if spent:
+                    out_of_time(start, spent)
                     break
                 handover = False  # True once a standby took over from this worker
                 if standby is not None:  # started while the call before it was about to time out
@@ -986,9 +1117,10 @@ def run_calls(
                 else:
                     child = _Child(launch(source, workdir, cpu_for(calls[start:])))
                 try:
-                    frame = child.read_frame(min(time.monotonic() + import_timeout, budget_end), sink, "import")
-                    if frame == "timeout" and time.monotonic() >= budget_end:
-                        out_of_time(start)
+                    frame = _await_import(child, import_timeout, budget, sink)
+                    if frame in (budget.over_cpu, budget.over_wall):
+                        assert isinstance(frame, str)
+                        out_of_time(start, frame)
                         break
                     if not isinstance(frame, dict) or not frame["ok"]:
                         import_error = _import_problem(frame, child, import_timeout, again=mark is not None)
@@ -996,6 +1128,8 @@ def run_calls(
                             results[j] = CallResult("skipped", message=import_error)
                         break
                     child.imported = True
+                    if budget.cpu_timed and child.job.cpu_seconds() is None:
+                        budget.wall_only()  # this job's CPU time cannot be read: the clock times it
                     stop_at = len(calls)
                     j = start
                     while j < len(calls):
@@ -1008,8 +1142,7 @@ def run_calls(
                             calls,
                             j,
                             end,
-                            budget_end,
-                            over_budget,
+                            budget,
                             sink,
                             lambda pending: _standby(launch, source, workdir, cpu_for(pending)),
                         )
@@ -1025,9 +1158,11 @@ def run_calls(
                     start = stop_at
                 finally:
                     # A job replaced by its standby, or done, is ended without waiting (see `Job.kill`).
+                    budget.charge(child.job)
                     child.kill(wait=not (handover or child.finished))
         finally:
             if standby is not None:
+                budget.charge(standby.job)
                 standby.kill()
     out = [r if r is not None else CallResult("skipped", message="not run") for r in results]
     stdout = _decode(sink["stdout"], mark[0] if mark else None)
@@ -1040,8 +1175,7 @@ def _run_phase(
     calls: Sequence[Call],
     start: int,
     end: int,
-    budget_end: float,
-    over_budget: str,
+    budget: _Budget,
     sink: dict[str, bytearray],
     start_standby: Callable[[Sequence[Call]], Job],
 ) -> tuple[list[CallResult], bool, _Child | None]:
@@ -1067,7 +1201,7 @@ def _run_phase(
     first = calls[start]
     cpu_timed = child.job.cpu_seconds() is not None
     phase_wait0: float | None = None  # the job's CPU waiting so far, read at the phase's first wait
-    sent = child.send(phase_wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget_end))
+    sent = child.send(phase_wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget.end))
     standby: _Child | None = None
     phase_began = began
     for j in range(start, end):
@@ -1101,7 +1235,14 @@ def _run_phase(
         else:
             cpu0 = cpu_before if cpu_before is not None else child.job.cpu_seconds()
         wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
-        backstop = min(began + wall_limit, budget_end)
+        # The call's CPU limit, or what is left of the submission's CPU budget if that is less.
+        limit, capped = call.timeout, False
+        if cpu0 is not None and not ready and budget.cpu_timed:
+            left = budget.cpu_left(cpu0)
+            if left < limit:
+                limit, capped = max(left, 0.0), True
+        own_backstop = began + wall_limit
+        backstop = min(own_backstop, budget.end)
         waited = getattr(child.job, "wait_seconds", None) if cpu0 is not None and not ready else None
         if waited is not None and phase_wait0 is None:
             # Read once a phase: a call's waiting is counted from the phase's first unanswered call,
@@ -1114,7 +1255,7 @@ def _run_phase(
         if taken is not None:  # a frame already read, refused
             frame = taken
         elif sent == "sent" and ready:  # its answer is already read: no waiting, no clock
-            frame = child.read_frame(budget_end, sink, "call", call.budget)
+            frame = child.read_frame(budget.end, sink, "call", call.budget)
         elif sent == "sent":
             polled = cpu_before is not None  # the call ran through the pause: look at its CPU at once
             while True:
@@ -1126,20 +1267,23 @@ def _run_phase(
                     used = (cpu - cpu0) if cpu is not None else now - began
                 else:
                     used = 0.0  # nothing ran yet that a wait of the whole budget could overrun
-                if call.timeout - used <= 0:
-                    frame = "cpu" if cpu0 is not None else "wall"
+                if limit - used <= 0:
+                    frame = ("budget" if capped else "cpu") if cpu0 is not None else "wall"
                     break
-                if backstop - now <= 0 and waited is not None and wait0 is not None and backstop < budget_end:
+                if backstop - now <= 0 and waited is not None and wait0 is not None and backstop < budget.end:
                     # Time the job spent waiting for a CPU (a busy machine) is not the call's: the backstop
                     # moves on by it, so a call that computes meets its CPU limit first, however busy.
                     waited_now = waited()
                     left = wall_limit - (now - began - (waited_now - wait0)) if waited_now is not None else 0.0
                     if left > 0:
-                        backstop = min(now + left, budget_end)
+                        own_backstop = now + left
+                        backstop = min(own_backstop, budget.end)
+                if backstop - now <= 0 and backstop >= budget.end and budget.extend(child.job):
+                    backstop = min(own_backstop, budget.end)  # the submission's backstop moved on by its waiting
                 if backstop - now <= 0:
                     frame = "wall"
                     break
-                remaining = min(call.timeout - used, backstop - now)
+                remaining = min(limit - used, backstop - now)
                 if want_standby and standby is None and remaining <= STANDBY_LEAD_SECONDS:
                     standby = _Child(start_standby(calls[j + 1 :]))  # the call may hang: get its successor ready
                 lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0
@@ -1154,7 +1298,7 @@ def _run_phase(
         elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
             result = CallResult("bad_return", message=frame.message, seconds=seconds)
         else:
-            got.append(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget_end, over_budget, seconds))
+            got.append(_failed_call(frame, child, call, cpu0 is not None, backstop >= budget.end, budget, seconds))
             return got, True, standby
         got.append(result)
         if standby is not None:  # the call answered in time after all
@@ -1173,15 +1317,17 @@ def _failed_call(
     call: Call,
     cpu_timed: bool,
     budget_bound: bool,
-    over_budget: str,
+    budget: _Budget,
     seconds: float,
 ) -> CallResult:
     """The result of a call that did not answer: timed out, refused, or the job ended or lost its channel."""
+    if frame == "budget":
+        return CallResult("timeout", message=budget.over_cpu, seconds=seconds)
     if frame == "cpu":
         return CallResult("timeout", message=f"the call used more than {call.timeout:g} s of CPU time", seconds=seconds)
     if frame in ("wall", "timeout"):
         if budget_bound:
-            return CallResult("timeout", message=over_budget, seconds=seconds)
+            return CallResult("timeout", message=budget.over_wall, seconds=seconds)
         if not cpu_timed:
             return CallResult("timeout", message=f"the call took longer than {call.timeout:g} s", seconds=seconds)
         return CallResult(

@@ -4,7 +4,9 @@
 (`select`) and writes, beside its usual files, a *shard record* in
 ``DIR/shard/``: ``manifest.json`` (what made it: grader version, spec and
 reference hashes, the settings that change a result, the course secret's
-fingerprint, ``K/N``, every id of the class and the ids of this shard) and
+fingerprint, ``K/N``, every id of the class, the class listing (each
+submission's id and file digest), the run it belongs to (`run_of`) and the
+ids of this shard) and
 ``records.jsonl.gz`` (per submission of the shard: the located submission,
 its final result and what its calls returned). ``grader merge SHARD_DIR...
 --out DIR`` reads the records of every shard and hands them to the writers
@@ -78,6 +80,9 @@ STASH_KEY: StashKey[ShardSpec] = StashKey()
 """``config.stash`` key: the run's `ShardSpec`, when it grades a shard."""
 CLASS_IDS = StashKey[list[str]]()
 """``config.stash`` key: every submission id of the class, when the run grades one shard of it."""
+CLASS_LISTING = StashKey[list[list[str]]]()
+"""``config.stash`` key: the class listing, ``[id, SHA-256 of its file ('' for none)]`` per submission,
+when the run grades one shard of it (`run_of`)."""
 
 SCHEDULER_VARIABLES = (
     ("JOB_COMPLETION_INDEX", "a Kubernetes Indexed Job"),
@@ -248,6 +253,7 @@ def select(submissions: Sequence[Submission], config: Any) -> list[Submission]:
     spec = text if isinstance(text, ShardSpec) else parse_shard(str(text))
     config.stash[STASH_KEY] = spec
     config.stash[CLASS_IDS] = [s.id for s in submissions]
+    config.stash[CLASS_LISTING] = [[s.id, s.sha256] for s in submissions]
     return [s for s in submissions if shard_of(s.id, spec.n) == spec.k]
 
 
@@ -501,7 +507,8 @@ def manifest(config: Any, collected: Any, ids: Sequence[str]) -> dict[str, Any]:
     spec: ShardSpec = config.stash[STASH_KEY]
     reference = reference_file(config)
     class_ids = list(config.stash.get(CLASS_IDS, ids))
-    return {
+    listing = [list(row) for row in config.stash.get(CLASS_LISTING, [[i, ""] for i in class_ids])]
+    data = {
         "format": FORMAT,
         "grader_version": __version__,
         "spec_hash": collected.spec_hash,
@@ -518,8 +525,27 @@ def manifest(config: Any, collected: Any, ids: Sequence[str]) -> dict[str, Any]:
             ).hexdigest(),
         },
         "class_ids": class_ids,
+        "class_listing": listing,
         "ids": list(ids),
     }
+    data["run"] = run_of(data)
+    return data
+
+
+def run_of(data: Mapping[str, Any]) -> str:
+    """The run a shard belongs to: a SHA-256 of what every shard of one run shares (its manifest ``run``).
+
+    The specs, reference, course secret (its fingerprint), settings,
+    options and plugins, the number of shards and the class listing (every
+    submission's id and the SHA-256 of its file): shards graded from the
+    same inputs share it; a shard left from an earlier run, graded before a
+    student sent a new file, does not.
+    """
+    keys = ("spec_hash", "reference_sha256", "secret_fingerprint", "settings", "options", "plugins", "class_listing")
+    shared = {key: data.get(key) for key in keys}
+    shared["n"] = data["shard"]["n"]
+    text = json.dumps(shared, sort_keys=True, ensure_ascii=True, allow_nan=False)
+    return hashlib.sha256(b"grader shard run v1\0" + text.encode()).hexdigest()
 
 
 def record_line(submission: Submission, result: SubmissionResult, outcome: RunOutcome | None) -> str:
@@ -714,7 +740,9 @@ _MANIFEST_KEYS = {
     "shard": dict,
     "class": dict,
     "class_ids": list,
+    "class_listing": list,
     "ids": list,
+    "run": str,
 }
 
 
@@ -752,6 +780,10 @@ def read_shard(folder: str | Path) -> Shard:
     for key in ("class_ids", "ids"):
         if any(type(i) is not str for i in data[key]):
             raise UsageError(f"{candidate}: {key} is not a list of ids")
+    if any(
+        type(row) is not list or len(row) != 2 or any(type(v) is not str for v in row) for row in data["class_listing"]
+    ):
+        raise UsageError(f"{candidate}: class_listing is not a list of [id, sha256]")
     return Shard(candidate.parent, data)
 
 
@@ -775,7 +807,9 @@ def check_shards(shards: Sequence[Shard], config: Any) -> None:
     grader.errors.UsageError
         Naming the shards at fault: another grader version, specs,
         reference, course secret, settings, options or plugins; another
-        count N or another class; a shard missing or given twice.
+        count N or another class; another run (a shard left from an earlier
+        run: a submission graded from other content); a shard missing or
+        given twice.
     """
     if not shards:
         raise UsageError("merge: give the shard folders to merge")
@@ -824,6 +858,19 @@ def check_shards(shards: Sequence[Shard], config: Any) -> None:
                 f"merge: shards {first.name} and {other.name} graded different classes "
                 f"({m0['class']['count']} vs {m['class']['count']} submissions, or other ids); grade "
                 "every shard from the same PATHs"
+            )
+        if m["class_listing"] != m0["class_listing"] or m["run"] != m0["run"] or run_of(m) != m["run"]:
+            changed = next(
+                (
+                    f"{a[0]!r} was graded from other content ({_short(a[1])} vs {_short(b[1])})"
+                    for a, b in zip(m0["class_listing"], m["class_listing"], strict=False)
+                    if a != b
+                ),
+                f"run {_short(m0['run'])} vs {_short(m['run'])}",
+            )
+            raise UsageError(
+                f"merge: shards {first.name} and {other.name} belong to different runs: {changed}; a shard "
+                "left from an earlier run? grade every shard of one run from the same files and merge those"
             )
     n = m0["shard"]["n"]
     seen: dict[int, Shard] = {}

@@ -425,26 +425,48 @@ def test_a_standby_not_needed_is_killed(tmp_path: Path) -> None:
     assert out.stdout == "imported\n"  # the standby's output is not the submission's
 
 
-def test_submission_budget_stops_later_calls(tmp_path: Path) -> None:
+def test_submission_budget_is_cpu_time_of_its_jobs(tmp_path: Path) -> None:
+    path = submission(
+        tmp_path,
+        """
+        import time
+
+        def burn(i):
+            end = time.process_time() + 0.6
+            while time.process_time() < end:
+                pass
+            return i
+        """,
+    )
+    # The job's start and import (~0.1 s of CPU) and two calls of 0.6 s spend the 1.5 s: the third
+    # call is stopped when the budget is used up, the fourth is not run.
+    out = run(path, C("burn", 0), C("burn", 1), C("burn", 2), C("burn", 3), submission_timeout=1.5)
+    assert [r.status for r in out.results] == ["returned", "returned", "timeout", "timeout"]
+    assert [r.value for r in out.results[:2]] == [0, 1]
+    assert out.results[2].message == "the submission used up its 1.5 s budget of CPU time"
+    assert out.results[3].message == "not run: the submission used up its 1.5 s budget of CPU time"
+
+
+def test_submission_that_waits_meets_the_wall_clock_backstop(tmp_path: Path) -> None:
     path = submission(
         tmp_path,
         """
         import time
 
         def nap(i):
-            time.sleep(1.0)
+            time.sleep(2.0)
             return i
         """,
     )
+    # No CPU spent: the backstop, 4 times the budget in wall-clock time (4 s), ends the second nap
+    # (the job's start and import take less than 1 s, the first nap 2 s).
     started = time.monotonic()
-    out = run(path, C("nap", 0), C("nap", 1), C("nap", 2), submission_timeout=1.5)
-    elapsed = time.monotonic() - started
-    assert elapsed < 4.0
+    out = run(path, C("nap", 0), C("nap", 1), C("nap", 2), C("nap", 3), submission_timeout=1.0)
+    assert time.monotonic() - started < 7.0
     assert out.results[0].status == "returned" and out.results[0].value == 0
-    assert [r.status for r in out.results[1:]] == ["timeout", "timeout"]
-    for r in out.results[1:]:
-        assert "used up its 1.5 s budget" in r.message
-    assert out.results[2].message == "not run: the submission used up its 1.5 s budget"
+    assert [r.status for r in out.results[1:]] == ["timeout", "timeout", "timeout"]
+    assert out.results[1].message == "the submission used up its 4 s budget of wall-clock time"
+    assert out.results[2].message == "not run: the submission used up its 4 s budget of wall-clock time"
 
 
 # --- import problems -----------------------------------------------------
@@ -604,7 +626,9 @@ def test_budget_running_out_during_a_restart_is_not_an_import_error(tmp_path: Pa
         tmp_path,
         """
         import time
-        time.sleep(0.8)   # a slow but valid import
+        _end = time.process_time() + 0.8
+        while time.process_time() < _end:   # a slow but valid import
+            pass
 
         def spin():
             while True:
@@ -614,12 +638,12 @@ def test_budget_running_out_during_a_restart_is_not_an_import_error(tmp_path: Pa
             return 1
         """,
     )
-    # import ~0.9 s, then spin times out at ~1.2 s; the restarted child's import would end at ~2.1 s
+    # import ~0.9 s of CPU, then spin times out at ~1.2 s; the standby's import spends the rest of the 1.6 s
     out = run(path, C("spin", timeout=0.3), C("ok"), C("ok"), import_timeout=10, submission_timeout=1.6)
     assert out.results[0].status == "timeout"
     assert out.import_error == ""
     assert [r.status for r in out.results[1:]] == ["timeout", "timeout"]
-    assert all("1.6 s budget" in r.message for r in out.results[1:])
+    assert all(r.message == "not run: the submission used up its 1.6 s budget of CPU time" for r in out.results[1:])
 
 
 # --- arguments changed in place --------------------------------------------
@@ -977,6 +1001,28 @@ def test_a_spinning_call_meets_its_cpu_limit_however_busy_the_machine(tmp_path: 
     assert spin.seconds > 2.0  # longer than the backstop by the clock
     assert nap.status == "timeout" and nap.message == "the call took longer than 2 s of wall-clock time"
     assert after.status == "returned"
+
+
+@pytest.mark.slow
+def test_a_hanging_call_costs_no_other_check_its_points_beside_cpu_hogs(tmp_path: Path) -> None:
+    """Issue 23: the budget was wall-clock time, so under load a hang spent it and later correct calls lost points.
+
+    Three calls spin to their 0.5 s CPU limit, on one core shared with four hogs (the job gets a fifth
+    of it): they and their restarts take over 8 s of wall-clock time, twice the 4 s budget, but about
+    2.5 s of the job's CPU. Every other call returns, as on a quiet machine.
+    """
+    path = submission(tmp_path, BUSY)
+    calls = [C("busy", 0.01, timeout=1.0)]
+    for i in range(3):
+        calls += [C("busy", 30.0, timeout=0.5), C("busy", 0.01 * (i + 2), timeout=1.0)]
+    started = time.monotonic()
+    with _one_core_shared_with(4):
+        out = run(path, *calls, submission_timeout=4.0)
+    took = time.monotonic() - started
+    assert took > 4.0  # past the budget by the clock: a wall-clock budget would have cut the last calls
+    assert [r.status for r in out.results] == ["returned"] + ["timeout", "returned"] * 3
+    assert [r.value for r in out.results if r.status == "returned"] == [0.01, 0.02, 0.03, 0.04]
+    assert {r.message for r in out.results if r.status == "timeout"} == {"the call used more than 0.5 s of CPU time"}
 
 
 def test_a_sleeping_call_times_out_at_the_wall_clock_backstop(tmp_path: Path) -> None:

@@ -418,3 +418,40 @@ def test_odd_names_keep_their_slugs_across_shards(tmp_path: Path) -> None:
     run("merge", *(tmp_path / f"s{k}" for k in (1, 2, 3)), "--out", tmp_path / "merged", "-q")
     assert_same_exports(tmp_path / "full", tmp_path / "merged")
     assert {"Frank.html", "frank-2.html", "rtl.html"} <= {p.name for p in (tmp_path / "merged").iterdir()}
+
+
+def test_merge_refuses_a_stale_shard_of_an_earlier_run(tmp_path: Path) -> None:
+    """A sealed shard from before a student sent a new file, beside the newer run's: one line, exit 2."""
+    names = [f"student{i}" for i in range(20)]
+    first = names[0]
+    second = next(name for name in names if shard_of(name, 2) != shard_of(first, 2))
+    klass = tmp_path / "class"
+    for name, sample in ((first, "correct_numpy"), (second, "starter")):
+        (klass / name).mkdir(parents=True)
+        shutil.copy(ROOT / "g14" / "submissions" / sample / "attention.py", klass / name / "attention.py")
+
+    def shards(tag: str) -> dict[int, Path]:
+        out = {k: tmp_path / f"{tag}{k}" for k in (1, 2)}
+        for k, folder in out.items():
+            run("grade", klass, "--out", folder, "--shard", f"{k}/2", "-q", "--insecure")
+        return out
+
+    old = shards("old")
+    # the student of the other shard sends a correct file; the class is graded again
+    shutil.copy(ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py", klass / second / "attention.py")
+    new = shards("new")
+    old_manifest = json.loads((old[1] / "shard" / "manifest.json").read_text())
+    new_manifest = json.loads((new[1] / "shard" / "manifest.json").read_text())
+    assert old_manifest["class_listing"][0] == new_manifest["class_listing"][0]  # the first student did not change
+    assert old_manifest["run"] != new_manifest["run"]
+    k_second = shard_of(second, 2)
+    stale, fresh = old[k_second], new[3 - k_second]
+    line = _merge_error(fresh, stale, "--out", tmp_path / "m")
+    assert f"belong to different runs: {second!r} was graded from other content" in line
+    assert "grade every shard of one run from the same files" in line
+    assert not (tmp_path / "m").exists()
+    run("merge", new[1], new[2], "--out", tmp_path / "merged", "-q")
+    scores = {
+        s["id"]: s["score"] for s in json.loads((tmp_path / "merged" / "results.json").read_text())["submissions"]
+    }
+    assert scores == {first: 86.0, second: 86.0}

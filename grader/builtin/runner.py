@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grader.errors import ConfigError
-from grader.jobs import ForkJob, ForkServer, positive_seconds, run_calls, sandboxed
+from grader.jobs import WALL_BACKSTOP_FACTOR, ForkJob, ForkServer, positive_seconds, run_calls, sandboxed
 from grader.models import Call, RunOutcome, Submission
 from grader.plugins import hookimpl
 from grader.stash import FORK_SERVER, JOB_LAUNCHERS, OUTCOME_SOURCES, StashKey
@@ -42,14 +42,15 @@ def grader_addoption(parser: Any, command: str) -> None:
         type=positive_seconds,
         default=10.0,
         metavar="SECONDS",
-        help="seconds a submission may take to start and import (default: 10)",
+        help="CPU seconds a submission may take to start and import (default: 10)",
     )
     group.add_argument(
         "--submission-timeout",
         type=positive_seconds,
         default=120.0,
         metavar="SECONDS",
-        help="wall-clock budget of one submission, all calls included (default: 120)",
+        help="CPU-time budget of one submission, all calls included, with a wall-clock backstop "
+        f"{WALL_BACKSTOP_FACTOR:g} times larger for code that waits (default: 120)",
     )
 
 

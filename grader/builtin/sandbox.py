@@ -248,6 +248,9 @@ class SandboxJob:
         self.cpu_stat: str | None = reply.get("cpu_stat") if isinstance(reply.get("cpu_stat"), str) else None
         """The slot's cgroup-v2 ``cpu.stat`` (the zygote's word), read for CPU-time timeouts."""
         self._cpu_fd: int | None = None
+        # The slot's cgroup is reused by every job of the slot: its count starts at what the jobs before
+        # this one used (all gone before this one was started), read now.
+        self._cpu_base = self._usec() or 0
         self._schedstat_fd: int | None = None  # the job's /proc/<pid>/schedstat, opened when first read
         self._schedstat_unknown = False
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
@@ -277,13 +280,22 @@ class SandboxJob:
         self._close_task()
 
     def cpu_seconds(self) -> float | None:
-        """CPU seconds used by every process in the job's slot, from the slot cgroup's ``cpu.stat``.
+        """CPU seconds used by every process in the job's slot since the job was started, from ``cpu.stat``.
 
         The slot holds this job alone (the slot's previous job is gone
-        before a job starts in it); the count includes its set-up and
-        import. None where the zygote reported no such file, or before the
-        job entered the cgroup (the count is still 0).
+        before a job starts in it); the slot's cgroup counts every job it
+        held, so the count when this job was started is taken off. It
+        includes the job's import and most of its set-up. None where the
+        zygote reported no such file, or before the job entered the cgroup
+        (nothing counted yet: see `cpu_readable`).
         """
+        usec = self._usec()
+        if usec is None or usec <= self._cpu_base:
+            return None
+        return (usec - self._cpu_base) / 1e6
+
+    def _usec(self) -> int | None:
+        """The slot cgroup's ``usage_usec`` (every job it held), or None where it cannot be read."""
         if self._cpu_fd is None:
             if not self.cpu_stat:
                 return None
@@ -298,8 +310,14 @@ class SandboxJob:
             return None
         if not data.startswith(b"usage_usec "):
             return None
-        usec = int(data[11 : data.index(b"\n")])
-        return usec / 1e6 if usec else None
+        return int(data[11 : data.index(b"\n")])
+
+    def cpu_readable(self) -> bool:
+        """Whether the job's CPU time can be read: the zygote named its slot's ``cpu.stat`` (see `grader.jobs.Job`).
+
+        Its `cpu_seconds` is then None only until the job has entered the slot's cgroup.
+        """
+        return bool(self.cpu_stat)
 
     def wait_seconds(self) -> float | None:
         """Seconds the job's main process spent ready to run but waiting for a CPU, or None (see `grader.jobs.Job`).
