@@ -184,3 +184,46 @@ def test_starter_in_the_course_repository(cli, tmp_path: Path, monkeypatch: pyte
     assert (tmp_path / "me" / "attention.py").read_bytes() == (STARTER).read_bytes()
     code, _, err = cli("starter", tmp_path / "me")
     assert code == 2 and "exists; the starter never overwrites your file" in err
+
+
+_EXPONENTIALS = {"exp", "expm1", "exp2", "logaddexp", "logaddexp2", "logsumexp"}
+
+
+def test_the_wheel_holds_no_code_that_computes_the_chapter(built: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 24: what visible checks need is data (public.json), never code computing the chapter's functions.
+
+    Every function of the wheel (module functions and methods) runs on every visible check's call
+    (tests/wheel_probe.py, a process of its own); none may return the reference's result. And no
+    module calls an exponential: softmax, attention and its backward all need one.
+    """
+    import ast
+
+    folder = tmp_path / "wheel"
+    with zipfile.ZipFile(built["wheel"]) as zf:
+        zf.extractall(folder)
+    calls = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in _EXPONENTIALS:
+                    calls.append(f"{path.relative_to(folder)}, line {node.lineno}: {name}(...)")
+    assert calls == []
+    report = tmp_path / "hits.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "wheel_probe.py"), str(folder), str(folder / "g14" / "public.json")]
+        + [str(REFERENCE), str(report)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        start_new_session=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = json.loads(report.read_text())
+    assert found["hits"] == []
+    modules = [n for n in member_names(built["wheel"]) if n.endswith(".py") and not n.endswith("__main__.py")]
+    assert found["imported"] == len(modules) and "cannot import" not in proc.stderr
+    assert found["functions"] > 1000 and found["calls"] >= 15  # it did run: every function, most calls kept
