@@ -9,12 +9,26 @@ other check its status, hint and `grader.disclosure.student_message`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.disclosure import HIDDEN_NOTE, student_message
-from grader.models import CheckResult, SubmissionResult
+from grader.kinds import GATE_NOTE
+from grader.models import CheckResult, Diagnosis, ExerciseResult, SubmissionResult
 
-__all__ = ["HIDDEN_NOTE", "STATUS_LABELS", "check_feedback", "shorten", "student_message", "submission_file"]
+__all__ = [
+    "HIDDEN_NOTE",
+    "STATUS_LABELS",
+    "ExerciseMistake",
+    "check_feedback",
+    "check_mistake",
+    "exercise_mistake",
+    "headline",
+    "hint_for",
+    "shorten",
+    "student_message",
+    "submission_file",
+]
 
 STATUS_LABELS = {
     "passed": "passed",
@@ -31,6 +45,85 @@ def shorten(text: str, limit: int | None) -> str:
     if limit is None or len(text) <= limit:
         return text
     return text[: max(limit - 1, 0)] + "…"
+
+
+@dataclass(frozen=True)
+class ExerciseMistake:
+    """The one likely mistake of an exercise: what a student reads once, above its failing checks.
+
+    Attributes
+    ----------
+    diagnosis : grader.models.Diagnosis
+        The catalogued mistake.
+    checks : tuple of str
+        The ids of the failing checks it explains (they fail the way it does).
+    failing : int
+        How many checks of the exercise did not pass.
+    """
+
+    diagnosis: Diagnosis
+    checks: tuple[str, ...]
+    failing: int
+
+
+def check_mistake(check: CheckResult) -> Diagnosis | None:
+    """The one likely mistake of a check: its diagnosis when it names exactly one misconception.
+
+    Two different misconceptions fitting the same evidence say neither is the cause: none is shown.
+    """
+    if check.status == "passed" or len({d.misconception for d in check.diagnosis}) != 1:
+        return None
+    return check.diagnosis[0]
+
+
+def exercise_mistake(ex: ExerciseResult) -> ExerciseMistake | None:
+    """The mistake that explains most of an exercise's failing checks (one per exercise), or None.
+
+    Each failing check's own diagnosis stays in the results (``CheckResult.diagnosis``); this is
+    what the terminal and the page show once per exercise: the misconception named on the most
+    failing checks (`check_mistake`), and which those are. None when no failing check names one,
+    or when two misconceptions are named on as many checks (neither explains the failure alone).
+    """
+    failing = [c for c in ex.checks if c.status != "passed"]
+    found: dict[str, tuple[Diagnosis, list[str]]] = {}
+    for c in failing:
+        d = check_mistake(c)
+        if d is not None:
+            found.setdefault(d.misconception, (d, []))[1].append(c.id)
+    if not found:
+        return None
+    ranked = sorted(found.values(), key=lambda item: -len(item[1]))
+    if len(ranked) > 1 and len(ranked[0][1]) == len(ranked[1][1]):
+        return None
+    diagnosis, checks = ranked[0]
+    return ExerciseMistake(diagnosis, tuple(checks), len(failing))
+
+
+def headline(message: str) -> str:
+    """The first clause of a check's message: what went wrong, without the tolerance asked or the gate's reason."""
+    cut = len(message)
+    for mark in ("; asked:", " (asked:", ", so "):
+        at = message.find(mark)
+        if 0 < at < cut:
+            cut = at
+    return message[:cut]
+
+
+def hint_for(check: CheckResult, mistake: ExerciseMistake | None = None) -> str:
+    """The hint a student reads under a check that did not pass, chosen by what failed ("" for none).
+
+    None when the exercise's likely mistake explains the check (its misconception and chapter
+    section say what to change; a hint written for another cause would contradict it), nor when a
+    property check failed on its contract gate (its hint is about the property, e.g. "work on a
+    copy", which the result never reached).
+    """
+    if check.status == "passed" or not check.hint:
+        return ""
+    if mistake is not None and check.id in mistake.checks:
+        return ""
+    if check.message.endswith(GATE_NOTE):
+        return ""
+    return check.hint
 
 
 def check_feedback(check: CheckResult, details: bool = True, limit: int | None = None) -> str:

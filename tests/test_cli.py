@@ -105,7 +105,7 @@ def test_check_on_a_correct_file(cli) -> None:
     code, out, err = cli("check", SUBMISSIONS / "correct_lists" / "attention.py")
     assert code == 0
     lines = out.splitlines()
-    assert "22 passed, 0 failed" in lines
+    assert "23 passed, 0 failed" in lines
     assert lines[-1] == "visible checks: 35/35 points; 36 hidden checks run at grading"
     assert "G14.02 Softmax weights and mixed outputs: 6/6  PASS all 4" in lines
     assert len(lines) == 8  # one line per exercise that passes whole, then the totals
@@ -121,7 +121,7 @@ def test_check_shows_call_expected_got_and_hint(cli) -> None:
     assert "expected: [[5.0]]" in text
     assert "got: [[0.0]]" in text
     assert "hint: Normalize the scores with softmax first" in text
-    assert "15 passed, 7 failed" in text
+    assert "16 passed, 7 failed" in text
     assert "changing only the last key and value changed outputs[0]: an earlier position used a future one" in text
 
 
@@ -147,7 +147,7 @@ def test_check_on_starter_says_not_attempted(cli, monkeypatch: pytest.MonkeyPatc
     assert lines[0] == "G14.01 Shapes of scores, weights and outputs: 0/6"
     assert "zero-scores" not in out and "hint:" not in out
     assert lines[-2:] == [
-        "0 passed, 0 failed, 22 not attempted",
+        "0 passed, 0 failed, 23 not attempted",
         "visible checks: 0/35 points; 36 hidden checks run at grading",
     ]
     assert len(lines) == 14 and max(map(len, lines)) <= 80

@@ -43,6 +43,8 @@ SAMPLE = {
     "hardcoded_answers": ("G14.04", "random-compare", "hidden"),
     "backward_drops_pk": ("G14.04", "finite-difference", "hidden"),
     "float16_arithmetic": ("G14.02", "random-softmax", "hidden"),
+    "float32_arithmetic": ("G14.06", "rows-sum-to-one", "visible"),
+    "backward_overwrites_u": ("G14.04", "backward-leaves-inputs-unchanged", "visible"),
     "mib_decimal": ("G14.05", "one-mib", "hidden"),
 }
 

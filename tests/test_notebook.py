@@ -106,7 +106,7 @@ def test_pytest_in_a_notebook_folder(tmp_path: Path) -> None:
         check=False,
     )
     assert "FAILED attention.ipynb::G14.03::causal-two-positions" in proc.stdout
-    assert "7 failed, 15 passed" in proc.stdout
+    assert "7 failed, 16 passed" in proc.stdout
 
 
 def test_ipython_lines_are_found_as_python_reads_the_cell() -> None:

@@ -19,7 +19,7 @@ def test_the_shipped_file_is_up_to_date(cli, tmp_path: Path) -> None:
     code, out, err = cli("publish", "--out", tmp_path / "public.json")
     assert code == 0, err
     assert out.strip() == (
-        f"{tmp_path / 'public.json'}: 22 visible checks, prepared; 36 hidden checks left out; "
+        f"{tmp_path / 'public.json'}: 23 visible checks, prepared; 36 hidden checks left out; "
         "43 catalogued mistakes' results on them, for diagnosis"
     )
     assert (tmp_path / "public.json").read_bytes() == BUNDLE.read_bytes(), (
@@ -73,7 +73,7 @@ def test_public_option_and_a_broken_file(cli, tmp_path: Path) -> None:
     assert code == 3
     assert err.strip() == f"grader: error: {bad}: not a public-checks file of format 1; run 'grader publish' again"
     code, out, err = cli("check", SUBMISSIONS / "correct_numpy" / "attention.py", "--public", BUNDLE)
-    assert code == 0 and "22 passed, 0 failed" in out
+    assert code == 0 and "23 passed, 0 failed" in out
 
 
 def test_check_names_the_likely_mistake_offline_from_the_shipped_data(cli, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001

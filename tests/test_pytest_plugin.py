@@ -42,7 +42,7 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(tmp_path: 
     proc = _pytest(folder, "--junitxml", "junit.xml")
     assert proc.returncode == 1
     assert "FAILED attention.py::G14.02::scaled-scores-dk3 - FAIL scaled-scores-dk3" in proc.stdout
-    assert "2 failed, 20 passed" in proc.stdout
+    assert "2 failed, 21 passed" in proc.stdout
     assert "G14.02 Softmax weights and mixed outputs: 5/6 points" in proc.stdout
     assert (
         "visible checks: 33/35 points; 36 hidden checks run at grading (the grade comes from 'grader grade', "
@@ -55,7 +55,7 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(tmp_path: 
     assert block.strip() and block in proc.stdout
     xml = JUnitXml.fromfile(str(folder / "junit.xml"))
     cases = {case.name: case for suite in xml for case in suite}
-    assert len(cases) == 22
+    assert len(cases) == 23
     assert not cases["scaled-scores-dk3"].is_passed and cases["zero-scores"].is_passed
 
     def props(name: str) -> dict[str, str]:
@@ -73,7 +73,7 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(tmp_path: 
 def test_k_selects_an_exercise_and_the_starter_skips(tmp_path: Path) -> None:
     folder = _student(tmp_path)
     proc = _pytest(folder, "-k", "G14.03", "-vv")
-    assert "3 passed, 19 deselected" in proc.stdout
+    assert "3 passed, 20 deselected" in proc.stdout
     assert "attention.py::G14.03::causal-two-positions PASSED" in proc.stdout
     shutil.copy(ROOT / "g14" / "starter" / "attention.py", folder / "attention.py")
     proc = _pytest(folder, "-rs")

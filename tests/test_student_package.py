@@ -68,7 +68,7 @@ def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(bu
     assert "[pytest11]\ngrader = grader.pytest_plugin" in entry_points
     assert "[grader.packs]\ng14 = g14" in entry_points
     checks = [c for e in bundle["exercises"] for c in e["checks"]]
-    assert len(checks) == 22 and {c["visibility"] for c in checks} == {"visible"} and bundle["hidden_count"] == 36
+    assert len(checks) == 23 and {c["visibility"] for c in checks} == {"visible"} and bundle["hidden_count"] == 36
     # Diagnosis data: names and returned values, never code.
     mistakes = {m["name"] for c in checks for m in c["mistakes"]}
     assert len(mistakes) == 43 and "no_sqrt_dk" in mistakes
@@ -152,7 +152,7 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
     tests = run(str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert tests.returncode == 1
     assert "FAILED attention.py::G14.02::scaled-scores-dk3" in tests.stdout
-    assert "2 failed, 20 passed" in tests.stdout and "visible checks: 33/35 points" in tests.stdout
+    assert "2 failed, 21 passed" in tests.stdout and "visible checks: 33/35 points" in tests.stdout
     assert "likely mistake: The scores are Q K^T without the 1/sqrt(d_k) scale" in " ".join(tests.stdout.split())
     # The same code as a notebook gets the same results.
     (home / "attention.py").unlink()
@@ -168,7 +168,7 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
     assert "cell 2, line 1: '%load_ext autoreload' is an IPython line" in again.stderr
     notebook_tests = run(str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert "FAILED attention.ipynb::G14.02::scaled-scores-dk3" in notebook_tests.stdout
-    assert "2 failed, 20 passed" in notebook_tests.stdout
+    assert "2 failed, 21 passed" in notebook_tests.stdout
     assert sys.prefix not in check.stdout  # not the development environment
     # The starter comes with the package.
     made = run(str(bin_dir / "grader"), "starter", "fresh")

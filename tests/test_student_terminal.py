@@ -143,7 +143,7 @@ def test_check_on_a_folder_of_students(cli, tmp_path: Path) -> None:  # noqa: AN
     assert lines[0] == f"== alice ({tmp_path / 'alice'}) =="
     assert f"== bob ({tmp_path / 'bob'}) ==" in lines
     assert lines.count("visible checks: 35/35 points; 36 hidden checks run at grading") == 1
-    assert lines.count("0 passed, 0 failed, 22 not attempted") == 1
+    assert lines.count("0 passed, 0 failed, 23 not attempted") == 1
 
 
 INSTRUCTOR = (

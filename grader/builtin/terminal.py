@@ -27,9 +27,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grader.checktext import INDENT, MARKS, failure_lines, width
+from grader.checktext import INDENT, MARKS, detail_lines, failure_lines, width
 from grader.checktext import one_line as _one_line
 from grader.checktext import wrapped as _wrapped
+from grader.feedback import headline
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.plugins import hookimpl
 from grader.safetext import display, in_github_actions, stop_commands
@@ -185,22 +186,57 @@ def _not_attempted(sub: SubmissionResult, functions: dict[tuple[str, str], str])
 def _check_lines(
     sub: SubmissionResult, config: Any, functions: dict[tuple[str, str], str], write: Callable[[str], None]
 ) -> None:
-    quiet = config.option("quiet")
+    """Per exercise its points; under one that did not pass all: its likely mistake (once), then its checks.
+
+    Checks the likely mistake explains are one line each (the first clause of their message), but
+    one of them, the one with the shortest call, shown whole (message, call, expected, got) as the
+    example; any other failing check in full. The checks that passed are one line of ids.
+    """
+    from grader.feedback import exercise_mistake
+
+    if config.option("quiet"):
+        return
     for ex in sub.exercises:
-        if quiet:
-            continue
         marks = {c.status for c in ex.checks}
         if marks == {"passed"}:
             write(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g}  PASS all {len(ex.checks)}")
             continue
         write(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g}")
-        for c in ex.checks:
-            if c.status == "not_attempted" or (sub.status == "error" and c.status == "error"):
-                continue  # one line per function below; a file that cannot run is said once
-            write(f"  {MARKS.get(c.status, c.status.upper()):7} {display(c.id)}")
-            if c.status == "passed":
+        shown = [
+            c
+            for c in ex.checks
+            if c.status not in ("passed", "not_attempted") and not (sub.status == "error" and c.status == "error")
+        ]  # not attempted: one line per function below; a file that cannot run is said once
+        mistake = exercise_mistake(ex)
+        example = None
+        if mistake is not None:
+            d = mistake.diagnosis
+            n = len(mistake.checks)
+            write(
+                _wrapped(
+                    f"likely mistake ({n} of {mistake.failing} failing checks fail as it does): "
+                    f'{d.misconception} Reread "{d.section}".',
+                    first="  ",
+                    rest="    ",
+                )
+            )
+            explained = [c for c in shown if c.id in mistake.checks]
+            example = min(explained, key=lambda c: len(dict(c.details).get("call", "")), default=None)
+        passed = [display(c.id) for c in ex.checks if c.status == "passed"]
+        if passed:
+            write(_wrapped(" ".join(passed), first=f"  {'PASS':7} ", rest=INDENT))
+        for c in shown:
+            mark = MARKS.get(c.status, c.status.upper())
+            if mistake is not None and c.id in mistake.checks:
+                write(_wrapped(f"{display(c.id)}: {headline(c.message)}", first=f"  {mark:7} ", rest=INDENT + "  "))
+                if c is example:  # the evidence, once: the call, expected and got
+                    for label, value in c.details:
+                        if label in ("call", "expected", "got"):
+                            for line in detail_lines(label, value, headline(c.message)):
+                                write(line)
                 continue
-            for line in failure_lines(c):
+            write(f"  {mark:7} {display(c.id)}")
+            for line in failure_lines(c, mistake):
                 write(line)
 
 
