@@ -9,6 +9,8 @@ other check its status, hint and `grader.disclosure.student_message`.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,8 @@ __all__ = [
     "check_mistake",
     "exercise_mistake",
     "headline",
+    "mistake_example",
+    "not_attempted",
     "hint_for",
     "shorten",
     "student_message",
@@ -97,6 +101,44 @@ def exercise_mistake(ex: ExerciseResult) -> ExerciseMistake | None:
         return None
     diagnosis, checks = ranked[0]
     return ExerciseMistake(diagnosis, tuple(checks), len(failing))
+
+
+def mistake_example(ex: ExerciseResult, mistake: ExerciseMistake | None) -> CheckResult | None:
+    """The check shown whole among those ``mistake`` explains: the shown one with the shortest call (None: none).
+
+    The others are one line each (`headline`): one call, expected and got is the evidence a student
+    needs; the shortest call is the easiest to work by hand.
+    """
+    if mistake is None:
+        return None
+    explained = [c for c in ex.checks if c.id in mistake.checks and c.shown and c.status != "passed"]
+    return min(explained, key=lambda c: len(dict(c.details).get("call", "")), default=None)
+
+
+def not_attempted(checks: Sequence[CheckResult]) -> str:
+    """One line for an exercise's not-attempted checks: the functions named, once each.
+
+    E.g. ``"attention, softmax: still raise NotImplementedError (or are not defined)"``; the
+    messages themselves when they name no function the grader's way (a plugin's words).
+    """
+    names: list[str] = []
+    others: list[str] = []
+    for c in checks:
+        m = re.match(r"not attempted: (\w+) (still raises NotImplementedError|defines no function)", c.message)
+        if m is None:
+            if c.message not in others:
+                others.append(c.message)
+        elif m.group(1) not in names:
+            names.append(m.group(1))
+    said = (
+        [
+            f"{', '.join(names)}: still {'raise' if len(names) > 1 else 'raises'} NotImplementedError (or "
+            f"{'are' if len(names) > 1 else 'is'} not defined)"
+        ]
+        if names
+        else []
+    )
+    return "; ".join(said + others)
 
 
 def headline(message: str) -> str:

@@ -137,6 +137,9 @@ PRINTED_LINES = 12
 COLOURS = {"PASS": "32", "FAIL": "31", "ERROR": "31", "TIMEOUT": "31", "TODO": "33"}
 """ANSI colour of each mark at the start of a ``check`` line (green, red, yellow)."""
 
+_CUT_NOTE = re.compile(r"^\[output cut at (\d+ KiB)\]$|^\[.*hidden.*\]$")
+"""The notes `grader.jobs` ends captured output with: cut at its cap (the size kept), or at the first hidden call."""
+
 _MARK_AT_START = re.compile(r"^(\s*)(PASS|FAIL|ERROR|TIMEOUT|TODO)\b")
 
 
@@ -192,7 +195,7 @@ def _check_lines(
     one of them, the one with the shortest call, shown whole (message, call, expected, got) as the
     example; any other failing check in full. The checks that passed are one line of ids.
     """
-    from grader.feedback import exercise_mistake
+    from grader.feedback import exercise_mistake, mistake_example
 
     if config.option("quiet"):
         return
@@ -208,7 +211,7 @@ def _check_lines(
             if c.status not in ("passed", "not_attempted") and not (sub.status == "error" and c.status == "error")
         ]  # not attempted: one line per function below; a file that cannot run is said once
         mistake = exercise_mistake(ex)
-        example = None
+        example = mistake_example(ex, mistake)
         if mistake is not None:
             d = mistake.diagnosis
             n = len(mistake.checks)
@@ -220,8 +223,6 @@ def _check_lines(
                     rest="    ",
                 )
             )
-            explained = [c for c in shown if c.id in mistake.checks]
-            example = min(explained, key=lambda c: len(dict(c.details).get("call", "")), default=None)
         passed = [display(c.id) for c in ex.checks if c.status == "passed"]
         if passed:
             write(_wrapped(" ".join(passed), first=f"  {'PASS':7} ", rest=INDENT))
@@ -246,11 +247,28 @@ def _printed(sub: SubmissionResult, write: Callable[[str], None]) -> None:
     if not text.strip():
         return
     lines = text.split("\n")
+    notes = []  # the job's own notes at the end: the output was cut (its first 16 KiB kept), hidden calls
+    while lines and _CUT_NOTE.match(lines[-1]):
+        notes.insert(0, lines.pop())
     write("your prints (what the file printed while the visible checks ran):")
     for line in lines[:PRINTED_LINES]:
         write("  | " + _one_line(line, max(20, width() - 4)))
-    if len(lines) > PRINTED_LINES:
-        write(f"  | ... and {len(lines) - PRINTED_LINES} more lines")
+    cut = next((m for n in notes if (m := _CUT_NOTE.match(n)) and m.group(1)), None)
+    more = len(lines) - PRINTED_LINES
+    if cut is not None:  # the rest was never kept: its size is unknown, say so
+        kept = f"{more:,} more lines of the first {cut.group(1)} kept, " if more > 0 else ""
+        write(
+            _wrapped(
+                f"... {kept}and more not kept (the grader keeps the first {cut.group(1)} of what a file prints)",
+                first="  | ",
+                rest="  |   ",
+            )
+        )
+    elif more > 0:
+        write(f"  | ... and {more:,} more lines")
+    for note in notes:
+        if not _CUT_NOTE.match(note).group(1):  # type: ignore[union-attr]
+            write("  | " + _one_line(note, max(20, width() - 4)))
 
 
 def summary_check(report: GradingReport, config: Any, write: Callable[[str], None]) -> None:
