@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -227,3 +228,29 @@ def test_the_wheel_holds_no_code_that_computes_the_chapter(built: dict[str, Path
     modules = [n for n in member_names(built["wheel"]) if n.endswith(".py") and not n.endswith("__main__.py")]
     assert found["imported"] == len(modules) and "cannot import" not in proc.stderr
     assert found["functions"] > 1000 and found["calls"] >= 15  # it did run: every function, most calls kept
+
+
+def test_the_student_install_lists_the_students_commands_and_its_readme_is_the_guide(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 24: the wheel's 'grader --help' lists check, starter and init-ci only; its README is the student guide."""
+    from grader.cli import build_parser
+    from grader.packs import load_pack
+    from grader.plugins import get_plugin_manager
+    from grader.worker import LISTED
+
+    folder = tmp_path / "wheel"
+    with zipfile.ZipFile(built["wheel"]) as zf:
+        zf.extractall(folder)
+        readme = next(zf.read(n).decode() for n in zf.namelist() if n.endswith("METADATA"))
+    pack = load_pack(folder / "g14", "")
+    text = build_parser(get_plugin_manager([]), pack).format_help()
+    listed = re.findall(r"^    (\S+)", text, re.MULTILINE)  # the commands (their help is indented further)
+    assert listed == ["check", "starter", "init-ci"], text
+    assert "grade submissions" not in text and "Check your chapter G14 work" in text
+    repo_help = build_parser(get_plugin_manager([]), find_pack()).format_help()
+    assert "grade submissions and write reports" in repo_help and "build-student-package" in repo_help
+    for heading in ("## Install", "## Start and check", "## pytest", "## Notebooks", "## CI", "## What your file may"):
+        assert heading in readme, heading
+    assert all(f" {m} " in readme or f"`{m}`" in readme or f"`{m} " in readme or f" {m}`" in readme for m in LISTED)
+    assert "hidden checks" in readme and "For instructors" not in readme and "Security" not in readme
