@@ -333,3 +333,53 @@ def test_diagnoses_survive_the_stored_result_round_trip(tmp_path: Path) -> None:
     assert before == fingerprint(MUTANTS) and len(before) == 64 and fingerprint(tmp_path) == ""
     (copy / "mib_decimal" / "attention.py").write_text("# changed\n")
     assert fingerprint(copy) != before
+
+
+# Real implementations (the sample submissions, and tests/real_implementations) and the catalogued
+# mistakes each one makes: left out of the catalogue, none may be named in their place (issue 24).
+REAL = {
+    ROOT / "g14" / "submissions" / "mask_after_softmax": {"mask_after_softmax"},
+    ROOT / "g14" / "submissions" / "mib_decimal": {"mib_decimal"},
+    ROOT / "g14" / "submissions" / "no_max_subtraction": {"no_max_subtraction"},
+    ROOT / "g14" / "submissions" / "no_sqrt_dk": {"no_sqrt_dk"},
+    ROOT / "g14" / "submissions" / "unnormalized_scores": {"unnormalized_scores"},
+    ROOT / "g14" / "submissions" / "masked_row_nan": {"all_masked_nan"},
+    ROOT / "g14" / "submissions" / "transposed_shapes": set(),
+    ROOT / "g14" / "submissions" / "correct_lists": set(),
+    ROOT / "g14" / "submissions" / "correct_numpy": set(),
+    ROOT / "tests" / "real_implementations" / "jacobian_sum": set(),  # zeros, not "every function a constant"
+}
+
+
+def test_leave_one_out_over_every_real_implementation_names_nothing_wrong(cli, tmp_path: Path) -> None:
+    """Each real implementation graded with its own mistakes left out of the catalogue: no name is left to give."""
+    import yaml
+
+    left_out = set().union(*REAL.values())
+    folder = tmp_path / "mutants"
+    shutil.copytree(MUTANTS, folder, ignore=shutil.ignore_patterns(*left_out, "__pycache__"))
+    data = yaml.safe_load((MUTANTS / "catalogue.yaml").read_text())
+    data["entries"] = [e for e in data["entries"] if e["name"] not in left_out]
+    (folder / "catalogue.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    klass = tmp_path / "class"
+    for path in REAL:
+        shutil.copytree(path, klass / path.name)
+    code, _, err = cli("grade", klass, "--out", tmp_path / "out", "--mutants", folder, "-q")
+    assert code == 0, err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())["submissions"]
+    named = {
+        (s["id"], e["id"], c["id"]): [d["mistake"] for d in c["diagnosis"]]
+        for s in results
+        for e in s["exercises"]
+        for c in e["checks"]
+        if c.get("diagnosis")
+    }
+    assert named == {}
+    assert len(results) == len(REAL) and all(s["status"] == "graded" for s in results)
+    jacobian = next(s for s in results if s["id"] == "jacobian_sum")
+    assert [e["score"] for e in jacobian["exercises"]] == [14, 11, 14, 0, 10, 27]  # only G14.04 fails
+    # With the whole catalogue, the file of constants is still named (its whole file fits it).
+    code, _, err = cli("grade", MUTANTS / "constant_outputs", "--out", tmp_path / "const", "-q")
+    sub = json.loads((tmp_path / "const" / "results.json").read_text())["submissions"][0]
+    names = {d["mistake"] for e in sub["exercises"] for c in e["checks"] for d in c.get("diagnosis", [])}
+    assert names == {"constant_outputs"}

@@ -199,6 +199,7 @@ def _check_lines(
 
     if config.option("quiet"):
         return
+    said: dict[str, str] = {}  # misconception -> the exercise that said it first
     for ex in sub.exercises:
         marks = {c.status for c in ex.checks}
         if marks == {"passed"}:
@@ -215,10 +216,11 @@ def _check_lines(
         if mistake is not None:
             d = mistake.diagnosis
             n = len(mistake.checks)
+            first = said.setdefault(d.misconception, ex.id)
+            what = f'{d.misconception} Reread "{d.section}".' if first == ex.id else f"the same as {display(first)}'s."
             write(
                 _wrapped(
-                    f"likely mistake ({n} of {mistake.failing} failing checks fail as it does): "
-                    f'{d.misconception} Reread "{d.section}".',
+                    f"likely mistake ({n} of {mistake.failing} failing checks fail as it does): {what}",
                     first="  ",
                     rest="    ",
                 )
