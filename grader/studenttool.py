@@ -109,6 +109,14 @@ check with the call, the expected and the returned values. A function that still
 `NotImplementedError` is "not attempted". The grade also counts hidden checks, run when your course
 grades: passing every visible check is not full marks. `grader check --help` lists its options.
 
+## What the checks ask
+
+Compute in float64: Python floats, or numpy arrays of numpy's default float64. A check allows only
+the rounding error correct float64 code can make on its inputs (e.g. a row of m weights sums to 1
+within about m x 2.2e-16), so float32 or float16 arithmetic fails it, and `grader check` names that
+mistake when it is the cause. Leave the lists you are given unchanged (build new ones): checks
+call your functions with the same lists again.
+
 ## pytest
 
 Plain `pytest` in the folder holding `{pack.submission}` (or `{pack.notebook}`) collects one test per
