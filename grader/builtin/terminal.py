@@ -249,7 +249,7 @@ def _printed(sub: SubmissionResult, write: Callable[[str], None]) -> None:
     if not text.strip():
         return
     lines = text.split("\n")
-    notes = []  # the job's own notes at the end: the output was cut (its first 16 KiB kept), hidden calls
+    notes: list[str] = []  # the job's own notes at the end: the output was cut (its first 16 KiB kept), hidden calls
     while lines and _CUT_NOTE.match(lines[-1]):
         notes.insert(0, lines.pop())
     write("your prints (what the file printed while the visible checks ran):")
