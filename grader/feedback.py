@@ -154,12 +154,14 @@ def headline(message: str) -> str:
 def hint_for(check: CheckResult, mistake: ExerciseMistake | None = None) -> str:
     """The hint a student reads under a check that did not pass, chosen by what failed ("" for none).
 
-    None when the exercise's likely mistake explains the check (its misconception and chapter
+    Only a check that failed (returned a wrong result) gets one: under an error raised on valid
+    input, a crash or a timeout, a hint about the formula would point away from the line that
+    broke. None when the exercise's likely mistake explains the check (its misconception and chapter
     section say what to change; a hint written for another cause would contradict it), nor when a
     property check failed on its contract gate (its hint is about the property, e.g. "work on a
     copy", which the result never reached).
     """
-    if check.status == "passed" or not check.hint:
+    if check.status != "failed" or not check.hint:  # an error, a crash or a timeout: its message is the pointer
         return ""
     if mistake is not None and check.id in mistake.checks:
         return ""
@@ -184,15 +186,16 @@ def check_feedback(check: CheckResult, details: bool = True, limit: int | None =
     -------
     str
         Empty for a passed check; else the message (see `student_message`),
-        the details when asked, and ``Hint: ...``.
+        the details when asked, and ``Hint: ...`` (`hint_for`).
     """
     if check.status == "passed":
         return ""
     lines = [student_message(check)]
     if details and check.shown:
         lines += [f"{label}: {shorten(value, limit)}" for label, value in check.details]
-    if check.hint:
-        lines.append(f"Hint: {check.hint}")
+    hint = hint_for(check)  # none under a property check its contract gate failed
+    if hint:
+        lines.append(f"Hint: {hint}")
     return "\n".join(line for line in lines if line)
 
 

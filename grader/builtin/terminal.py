@@ -200,6 +200,7 @@ def _check_lines(
     if config.option("quiet"):
         return
     said: dict[str, str] = {}  # misconception -> the exercise that said it first
+    errors: dict[str, str] = {}  # an error's message -> the check that showed it whole first
     for ex in sub.exercises:
         marks = {c.status for c in ex.checks}
         if marks == {"passed"}:
@@ -238,6 +239,13 @@ def _check_lines(
                             for line in detail_lines(label, value, headline(c.message)):
                                 write(line)
                 continue
+            if c.status == "error" and c.message in errors:  # the same exception again: said once
+                write(
+                    _wrapped(f"{display(c.id)}: the same error as {display(errors[c.message])}", first=f"  {mark:7} ")
+                )
+                continue
+            if c.status == "error":
+                errors[c.message] = f"{ex.id} {c.id}"
             write(f"  {mark:7} {display(c.id)}")
             for line in failure_lines(c, mistake):
                 write(line)
