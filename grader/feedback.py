@@ -29,6 +29,7 @@ __all__ = [
     "mistake_example",
     "not_attempted",
     "hint_for",
+    "how_many",
     "shorten",
     "student_message",
     "submission_file",
@@ -68,6 +69,14 @@ class ExerciseMistake:
     diagnosis: Diagnosis
     checks: tuple[str, ...]
     failing: int
+
+
+def how_many(mistake: ExerciseMistake) -> str:
+    """Which failing checks the mistake explains, in words: "all 3 failing checks fail as it does"."""
+    n = len(mistake.checks)
+    if n == mistake.failing:
+        return "the failing check fails as it does" if n == 1 else f"all {n} failing checks fail as it does"
+    return f"{n} of {mistake.failing} failing checks fail as it does"
 
 
 def check_mistake(check: CheckResult) -> Diagnosis | None:

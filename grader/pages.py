@@ -15,7 +15,15 @@ if TYPE_CHECKING:
     import jinja2
 
 from grader.disclosure import HIDDEN_NOTE, message_shown
-from grader.feedback import check_mistake, exercise_mistake, headline, hint_for, mistake_example, not_attempted
+from grader.feedback import (
+    check_mistake,
+    exercise_mistake,
+    headline,
+    hint_for,
+    how_many,
+    mistake_example,
+    not_attempted,
+)
 from grader.packs import find_pack
 from grader.safetext import display
 
@@ -59,6 +67,7 @@ def environment(pack: Any = None) -> jinja2.Environment:
     env.globals["check_mistake"] = check_mistake
     env.globals["hint_for"] = hint_for
     env.globals["headline"] = headline
+    env.globals["how_many"] = how_many
     env.globals["not_attempted"] = not_attempted
     env.filters["points"] = lambda x: f"{x:g}"
     env.filters["percent"] = lambda s: f"{100.0 * s.score / s.max_score:.0f}%" if s.max_score else "-"

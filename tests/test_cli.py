@@ -117,8 +117,8 @@ def test_check_shows_call_expected_got_and_hint(cli) -> None:
     assert "  FAIL    zero-scores: outputs differs" in out
     text = " ".join(out.split())
     # one likely mistake per exercise, said in full once, then referred to
-    assert "likely mistake (3 of 3 failing checks fail as it does): The outputs mix the value rows" in text
-    assert "likely mistake (2 of 2 failing checks fail as it does): the same as G14.02's." in text
+    assert "likely mistake (all 3 failing checks fail as it does): The outputs mix the value rows" in text
+    assert "likely mistake (all 2 failing checks fail as it does): the same as G14.02's." in text
     assert "zero-scores: outputs differs from the expected value by up to 5 (at outputs[0][0])" in text
     # the example of G14.02 (its shortest call), whole
     assert "call: attention(Q=[[1.0]], K=[[1.098612289], [0.0]], V=[[2.0], [8.0]])" in text

@@ -86,7 +86,7 @@ def test_check_names_the_likely_mistake_offline_from_the_shipped_data(cli, tmp_p
     code, out, err = cli("check", "attention.py")
     assert code == 1, err
     text = " ".join(out.split())
-    assert "failing checks fail as it does): The scores are divided by d_k instead of sqrt(d_k)" in text
+    assert "as it does): The scores are divided by d_k instead of sqrt(d_k)" in text
     assert "visible checks: 33/35 points" in text
     code, out, _ = cli("check", "attention.py", "--no-diagnosis")
     assert "likely mistake" not in out

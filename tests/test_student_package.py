@@ -148,7 +148,7 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
 
     check = run(str(bin_dir / "grader"), "check", "attention.py")
     assert check.returncode == 1, check.stderr
-    assert "fail as it does): The scores are Q K^T without the 1/sqrt(d_k) scale" in " ".join(check.stdout.split())
+    assert "fails as it does): The scores are Q K^T without the 1/sqrt(d_k) scale" in " ".join(check.stdout.split())
     assert "visible checks: 33/35 points; 36 hidden checks run at grading" in check.stdout
     tests = run(str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert tests.returncode == 1

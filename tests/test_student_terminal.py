@@ -209,6 +209,6 @@ def test_one_mistake_reads_in_one_80_column_screen(cli, monkeypatch: pytest.Monk
         section = page[page.index(f'<section class="exercise" id="{exercise}">') :]
         section = section[: section.index("</section>")]
         assert section.count('<p class="diagnosis">') == 1
-        assert f"Likely mistake ({failing} of {failing} failing checks fail as it does)" in section
+        assert f"Likely mistake (all {failing} failing checks fail as it does)" in section
         assert section.count('<div class="check">') == 1 and section.count('<div class="check brief">') == failing - 1
     assert page.count('<p class="hint">') == 0

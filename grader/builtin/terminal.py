@@ -30,7 +30,7 @@ from typing import Any
 from grader.checktext import INDENT, MARKS, detail_lines, failure_lines, width
 from grader.checktext import one_line as _one_line
 from grader.checktext import wrapped as _wrapped
-from grader.feedback import headline
+from grader.feedback import headline, how_many
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.plugins import hookimpl
 from grader.safetext import display, in_github_actions, stop_commands
@@ -216,12 +216,11 @@ def _check_lines(
         example = mistake_example(ex, mistake)
         if mistake is not None:
             d = mistake.diagnosis
-            n = len(mistake.checks)
             first = said.setdefault(d.misconception, ex.id)
             what = f'{d.misconception} Reread "{d.section}".' if first == ex.id else f"the same as {display(first)}'s."
             write(
                 _wrapped(
-                    f"likely mistake ({n} of {mistake.failing} failing checks fail as it does): {what}",
+                    f"likely mistake ({how_many(mistake)}): {what}",
                     first="  ",
                     rest="    ",
                 )
