@@ -87,7 +87,7 @@ def test_html_shows_the_diagnosis_once_per_exercise(diagnosed: dict, name: str) 
     assert section.count('<p class="diagnosis">') == 1
     box = section[section.index('<p class="diagnosis">') :]
     box = box[: box.index("</p>")]
-    assert str(escape(entry.misconception)) in box and "fail as it does" in box
+    assert str(escape(entry.misconception)) in box and "as it does):</strong>" in box
     assert f"See the chapter section &ldquo;{escape(entry.section)}&rdquo;." in box
     block = section[section.index(f'<span class="name">{check_id}</span>') :]
     block = block[: block.index('<div class="check')] if '<div class="check' in block else block
