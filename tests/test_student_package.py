@@ -72,7 +72,7 @@ def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(bu
     assert len(checks) == 23 and {c["visibility"] for c in checks} == {"visible"} and bundle["hidden_count"] == 36
     # Diagnosis data: names and returned values, never code.
     mistakes = {m["name"] for c in checks for m in c["mistakes"]}
-    assert len(mistakes) == 43 and "no_sqrt_dk" in mistakes
+    assert len(mistakes) == 45 and "no_sqrt_dk" in mistakes
     assert "def " not in json.dumps([c["mistakes"] for c in checks])
 
 
