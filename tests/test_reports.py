@@ -75,7 +75,10 @@ def test_visible_failure_shows_call_expected_and_got(graded: dict) -> None:
     html = (graded["out"] / "unnormalized_scores.html").read_text()
     section = html[html.index('id="G14.02"') :]
     section = section[: section.index("</section>")]
-    assert section.count('<p class="diagnosis">') == 1 and "Likely mistake (all 5 failing checks fail as it does)" in section
+    assert (
+        section.count('<p class="diagnosis">') == 1
+        and "Likely mistake (all 5 failing checks fail as it does)" in section
+    )
     brief = section[section.index('<span class="name">zero-scores</span>') :]
     brief = brief[: brief.index('<div class="check')]
     assert "outputs differs from the expected value by up to 5 (at outputs[0][0])" in brief
