@@ -14,7 +14,7 @@ from typing import Any
 
 from grader.safetext import display
 
-__all__ = ["INDENT", "MARKS", "failure_lines", "one_line", "width", "wrapped"]
+__all__ = ["INDENT", "MARKS", "detail_lines", "failure_lines", "one_line", "width", "wrapped"]
 
 MARKS = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT", "not_attempted": "TODO"}
 
@@ -52,23 +52,46 @@ def _said(value: str, message: str) -> bool:
     return bool(value) and value in " ".join(display(message).split())
 
 
-def failure_lines(c: Any, columns: int | None = None) -> list[str]:
-    """What ``check`` prints under a check that did not pass (also pytest's failure text).
+def detail_lines(label: str, value: str, message: str = "", columns: int | None = None) -> list[str]:
+    """One detail under a check (``call: ...``, ``expected: ...``), or none when the message states it.
 
-    The message, the details it does not already state (each number once),
-    the likely mistake and the hint, wrapped to ``columns`` (default:
-    `width`; pytest gives its terminal's), student text inert.
+    The call is wrapped whole, never cut (``causal=True`` at its end matters); a value is one line,
+    cut to the width (``columns``, default `width`).
     """
     columns = columns or width()
-    lines = wrapped(c.message, columns=columns).split("\n")
-    limit = max(20, columns - len(INDENT) - 20)
+    if _said(value, message):
+        return []
+    if label == "call":
+        return wrapped(f"{label}: {value}", columns=columns).split("\n")
+    return [f"{INDENT}{display(label)}: {one_line(value, max(20, columns - len(INDENT) - 20))}"]
+
+
+def failure_lines(c: Any, mistake: Any = None, columns: int | None = None) -> list[str]:
+    """What ``check`` prints under a check that did not pass (also pytest's failure text).
+
+    The message, the details it does not already state (each number once;
+    the call wrapped whole), the likely mistake and the hint chosen by what
+    failed (`grader.feedback.hint_for`), wrapped to ``columns`` (default: `width`; pytest gives its
+    terminal's), student text
+    inert. With ``mistake`` (the exercise's `grader.feedback.ExerciseMistake`,
+    said once above its checks) a check it explains gets its message's first
+    clause and no likely mistake or hint of its own; otherwise a check names
+    at most one likely mistake (`grader.feedback.check_mistake`).
+    """
+    from grader.feedback import check_mistake, headline, hint_for
+
+    columns = columns or width()
+    explained = mistake is not None and c.id in mistake.checks
+    message = headline(c.message) if explained else c.message
+    lines = wrapped(message, columns=columns).split("\n")
     for label, value in c.details:
-        if not _said(value, c.message):
-            lines.append(f"{INDENT}{display(label)}: {one_line(value, limit)}")
-    for d in c.diagnosis:
+        lines += detail_lines(label, value, message, columns)
+    d = None if mistake is not None else check_mistake(c)
+    if d is not None:
         lines += wrapped(
             f'likely mistake: {d.misconception} See the chapter section "{d.section}".', columns=columns
         ).split("\n")
-    if c.hint:
-        lines += wrapped("hint: " + c.hint, columns=columns).split("\n")
+    hint = hint_for(c, mistake)
+    if hint:
+        lines += wrapped("hint: " + hint, columns=columns).split("\n")
     return lines

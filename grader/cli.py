@@ -58,6 +58,7 @@ from grader.plugins import get_plugin_manager
 from grader.safetext import display
 from grader.servers import check_fork_server, stop_zygote
 from grader.stash import EARLY_ZYGOTE, FORK_SERVER, INTERNAL_ERRORS
+from grader.studenttool import student_help
 
 __all__ = ["console_main", "main"]
 
@@ -353,7 +354,7 @@ def build_parser(pm: pluggy.PluginManager, pack: Any = None, only: str | None = 
         help="check the specs against the reference",
         description="Check every hand value against the reference, then grade the reference: it must score full marks.",
     )
-    return parser
+    return student_help(parser, pack)  # the student package lists the student's commands only
 
 
 def _prepare_out(config: Config) -> None:

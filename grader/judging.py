@@ -58,8 +58,8 @@ def explain_error(error_type: str, message: str) -> str:
         return f" (no network: {SANDBOX_RULES})"
     if error_type in ("ModuleNotFoundError", "ImportError"):
         return (
-            " (while grading, only numpy and the standard library's common modules can be imported;"
-            " see the README's list)"
+            " (while grading, only numpy and the standard library's common modules can be imported:"
+            ' the student package\'s README lists them, under "What your file may import")'
         )
     if message.startswith(("[Errno 27]", "[Errno 28]")):  # EFBIG, ENOSPC
         return " (while grading, your code may write at most 64 MiB of files)"

@@ -108,6 +108,10 @@ REFERENCE_MEMORY = 2 << 30
 REFERENCE_SECONDS = 30
 """Wall-clock seconds one reference call may take while checks are prepared."""
 
+GATE_NOTE = "a property pays only for a result that meets the basic contract"
+"""Ends the message of a property check failed by its contract gate (`gated`): the check's own hint,
+about the property, does not apply then (`grader.feedback.hint_for`)."""
+
 TOLERANCE = {"type": "number", "minimum": 0, "description": "give a tolerance: a number >= 0"}
 """JSON Schema of an ``rtol`` or ``atol`` key."""
 
@@ -595,6 +599,15 @@ def _is_distribution(ref: np.ndarray) -> bool:
     return bool(np.all(np.abs(ref.sum(axis=-1) - 1.0) <= ROW_SUM_ATOL * ref.shape[-1]))
 
 
+def _is_gradient(ref: np.ndarray) -> bool:
+    """Whether a reference part is rows (last axis, >= 2 entries) summing to 0 with entries that do not."""
+    if ref.ndim == 0 or ref.shape[-1] < 2 or ref.size == 0 or not np.all(np.isfinite(ref)):
+        return False
+    rows = ref.reshape(-1, ref.shape[-1])
+    size = np.sum(np.abs(rows), axis=-1)
+    return bool(np.all(size > 0) and np.all(np.abs(rows.sum(axis=-1)) <= 1e-9 * size))
+
+
 def contract_problem(parts: dict[str, np.ndarray], reference: dict[str, Any]) -> str | None:
     """Why a result does not meet its function's basic contract, or None when it does.
 
@@ -608,7 +621,10 @@ def contract_problem(parts: dict[str, np.ndarray], reference: dict[str, Any]) ->
       too (within `ROW_SUM_ATOL`), 0 where the reference's is exactly 0 (masked), and ordered
       like the reference's: where the reference's largest weight of a row exceeds its smallest
       nonzero one by `ORDER_MARGIN` (relative), the result's must be larger too (a larger score
-      gets a larger weight).
+      gets a larger weight);
+    * a part the reference returns as rows summing to 0 with nonzero entries (a gradient along
+      the simplex) has the reference's sign wherever the reference's entry is clearly nonzero
+      (over 1e-6 of its row's largest): a constant or zeros point nowhere.
 
     Parameters
     ----------
@@ -623,7 +639,15 @@ def contract_problem(parts: dict[str, np.ndarray], reference: dict[str, Any]) ->
         if name not in reference:
             continue
         ref = np.asarray(reference[name], dtype=np.float64)
-        if ref.shape != got.shape or not _is_distribution(ref):
+        if ref.shape != got.shape:
+            continue
+        if _is_gradient(ref):
+            refs, rows = ref.reshape(-1, ref.shape[-1]), got.reshape(-1, got.shape[-1])
+            clear = np.abs(refs) > 1e-6 * np.max(np.abs(refs), axis=-1, keepdims=True)
+            if np.any(np.sign(rows[clear]) != np.sign(refs[clear])):
+                return f"the {name} point the wrong way for some entry (their sign differs from the expected one)"
+            continue
+        if not _is_distribution(ref):
             continue
         rows, refs = got.reshape(-1, got.shape[-1]), ref.reshape(-1, ref.shape[-1])
         if rows.min() < -ROW_SUM_ATOL:
@@ -666,7 +690,7 @@ def gated(
         return None
     return Verdict(
         "failed",
-        f"{problem}, so {prop} earns nothing here: a property pays only for a result that meets the basic contract",
+        f"{problem}, so {prop} earns nothing here: {GATE_NOTE}",
         tuple((k, format_value(v)) for k, v in parts.items()),
     )
 

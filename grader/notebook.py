@@ -6,7 +6,12 @@ as JSON with nbformat, its code cells are joined in order into one
 submission file (e.g. ``attention.py``, in a scratch folder), and that file is
 graded like any other. IPython-only lines (``%magic``, ``!shell``, and
 whole ``%%cell`` magics) are not Python: each is replaced by a comment and
-reported as a note. `Notebook.where` maps a line of the joined file back to
+reported as a note (at most `MAX_NOTES` lines per notebook, then a count).
+They are found as Python reads the cell: with the tokenizer, only where a
+logical line starts, so ``% b)`` continuing a bracket, ``!= 2)`` and a line
+inside a triple-quoted string stay Python. A notebook nbformat's validator
+rejects is refused in one line; its warnings (e.g. duplicate cell ids, which
+nbformat repairs) are not printed. `Notebook.where` maps a line of the joined file back to
 the cell and the line in it, so every message says (e.g.) ``attention.ipynb, cell
 3, line 2`` instead of a line of a file the student never saw.
 
@@ -17,12 +22,18 @@ Cells are numbered as the notebook shows them, from 1, counting every cell
 from __future__ import annotations
 
 import re
+import tokenize
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Notebook", "NotebookError", "convert"]
+__all__ = ["MAX_NOTES", "Notebook", "NotebookError", "convert", "ipython_lines"]
 
-_IPYTHON_LINE = re.compile(r"^\s*[%!]")
+MAX_NOTES = 3
+"""Notes kept per notebook; the rest are counted in one more line."""
+
+_BRACKETS = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
 
 
 class NotebookError(ValueError):
@@ -96,19 +107,30 @@ def convert(path: str | Path, source_name: str = "submission.py") -> Notebook:
         If nbformat cannot read the file as a notebook.
     """
     import nbformat  # reads and validates the JSON; it never starts a kernel
+    from nbformat.reader import reads
 
     path = Path(path)
-    try:
-        nb = nbformat.read(str(path), as_version=4)
-    except Exception as exc:  # noqa: BLE001 - nbformat raises JSON, validation and version errors alike
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise NotebookError(
-            f"{path.name} is not a notebook nbformat can read ({first}); save it again from "
-            f"Jupyter, or hand in {source_name}"
-        ) from None
+
+    def refuse(why: str) -> NotebookError:
+        return NotebookError(
+            f"{path.name} is not a notebook nbformat can read ({why}); save it again from Jupyter, or hand in "
+            f"{source_name}"
+        )
+
+    with warnings.catch_warnings():  # nbformat warns once per repaired cell (20,000 duplicate ids: 20,000 lines)
+        warnings.simplefilter("ignore")
+        try:
+            nb = nbformat.convert(reads(path.read_text(encoding="utf-8")), 4)
+        except Exception as exc:  # noqa: BLE001 - nbformat raises JSON, encoding and version errors alike
+            raise refuse(_first_line(exc)) from None
+        try:
+            nbformat.validate(nb)
+        except nbformat.ValidationError as exc:
+            raise refuse(_validation_line(exc)) from None
     out: list[str] = []
     where: list[tuple[int, int]] = []
     notes: list[str] = []
+    dropped = 0
     for number, cell in enumerate(nb.get("cells", []), start=1):
         if cell.get("cell_type") != "code":
             continue
@@ -121,24 +143,101 @@ def convert(path: str | Path, source_name: str = "submission.py") -> Notebook:
             where.append((0, 0))
         cell_magic = bool(cell_lines) and cell_lines[0].lstrip().startswith("%%")
         if cell_magic:
-            notes.append(
-                f"{path.name}, cell {number}: the cell magic {cell_lines[0].strip()[:40]!r} is not "
-                "Python; the whole cell was left out"
-            )
+            dropped += 1
+            if len(notes) < MAX_NOTES:
+                notes.append(
+                    f"{path.name}, cell {number}: the cell magic {cell_lines[0].strip()[:40]!r} is not "
+                    "Python; the whole cell was left out"
+                )
+            out.extend("# left out by the grader: a cell magic" for _ in cell_lines)
+            where.extend((number, k) for k in range(1, len(cell_lines) + 1))
+            continue
+        magic = ipython_lines(cell_lines)
         for k, line in enumerate(cell_lines, start=1):
-            if cell_magic or _IPYTHON_LINE.match(line):
-                if not cell_magic:
+            if k - 1 in magic:
+                if magic[k - 1] and len(notes) < MAX_NOTES:
                     notes.append(
                         f"{path.name}, cell {number}, line {k}: {line.strip()[:40]!r} is an IPython "
                         "line, not Python; it was left out"
                     )
+                dropped += magic[k - 1]
                 indent = line[: len(line) - len(line.lstrip())]
-                out.append(
-                    "# left out by the grader: a cell magic"
-                    if cell_magic
-                    else f"{indent}pass  # left out by the grader: an IPython line"
-                )
+                out.append(f"{indent}pass  # left out by the grader: an IPython line")
             else:
                 out.append(line)
             where.append((number, k))
+    if dropped > len(notes):
+        notes.append(
+            f"{path.name}: {dropped - len(notes):,} more IPython line(s) or cell magic(s) were left out the same way"
+        )
     return Notebook(path.name, "\n".join(out) + "\n", tuple(where), tuple(notes), source_name)
+
+
+def ipython_lines(lines: list[str]) -> dict[int, int]:
+    """The IPython-only lines of one code cell, found where Python would start a statement.
+
+    A line is an IPython line when a logical line starts there (as
+    `tokenize` reads the cell: not inside brackets, a string or after a
+    backslash) and its first character is ``%`` or ``!``; a backslash at its
+    end carries the magic onto the next line, as in IPython.
+
+    Parameters
+    ----------
+    lines : list of str
+        The cell's lines, without their newlines.
+
+    Returns
+    -------
+    dict of int to int
+        Index (from 0) of each line to leave out -> 1 for the line a magic
+        starts on, 0 for a line that continues it.
+    """
+    found: dict[int, int] = {}
+    i = 0
+    while i < len(lines):
+        if lines[i].lstrip().startswith(("%", "!")):
+            found[i] = 1
+            while lines[i].rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                found[i] = 0
+            i += 1
+            continue
+        end = _logical_end(lines, i)
+        if end is None:  # not Python the tokenizer can end (e.g. an unclosed bracket): the compiler will say so
+            break
+        i = end + 1
+    return found
+
+
+def _logical_end(lines: list[str], start: int) -> int | None:
+    """Index of the last line of the logical line starting at ``lines[start]`` (None if the tokenizer fails)."""
+
+    def feed() -> Iterator[str]:
+        yield lines[start].lstrip() + "\n"
+        for line in lines[start + 1 :]:
+            yield line + "\n"
+
+    depth = 0
+    rows = feed()
+    try:
+        for tok in tokenize.generate_tokens(lambda: next(rows, "")):
+            if tok.type == tokenize.OP:
+                depth += _BRACKETS.get(tok.string, 0)
+            elif tok.type == tokenize.NEWLINE or (tok.type == tokenize.NL and depth <= 0):
+                return start + tok.start[0] - 1
+            elif tok.type == tokenize.ENDMARKER:
+                return len(lines) - 1
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return len(lines) - 1
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _validation_line(exc: Exception) -> str:
+    """One line for nbformat's multi-line validation error: its first line, and where (e.g. ``cell 3``)."""
+    first = _first_line(exc)
+    m = re.search(r"On instance\['cells'\]\[(\d+)\]", str(exc))
+    return f"cell {int(m.group(1)) + 1}: {first}" if m else first

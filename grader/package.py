@@ -119,17 +119,12 @@ CI runs the visible checks only and never gives the grade.
 
 
 def _student_readme(readme: Path, pack: Any) -> str:
-    """The student package's README: the repository README's "For students" section for the pack the
-    repository installs (its own package, beside the README), else one written from the pack's manifest
-    (never a file of the pack's folder: an instructor's notes there may tell of hidden checks)."""
-    if not (pack.package and pack.root.resolve() == (readme.parent / pack.package).resolve()):
-        return _pack_readme(pack)
-    text = readme.read_text(encoding="utf-8")
-    start = text.find("## For students")
-    if start < 0:
-        return _pack_readme(pack)
-    end = text.find("\n## ", start + 3)
-    return f"# {pack.chapter} grader for students\n\n" + text[start : end if end > 0 else None].strip() + "\n"
+    """The student package's README: the student guide written from the pack's manifest
+    (`grader.studenttool.student_guide`), never a file of the pack's folder or this repository's
+    README (an instructor's notes may tell of hidden checks; the README is the instructor's)."""
+    from grader.studenttool import student_guide
+
+    return student_guide(pack)
 
 
 def _tables(text: str) -> list[list[str]]:

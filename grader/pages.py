@@ -15,6 +15,15 @@ if TYPE_CHECKING:
     import jinja2
 
 from grader.disclosure import HIDDEN_NOTE, message_shown
+from grader.feedback import (
+    check_mistake,
+    exercise_mistake,
+    headline,
+    hint_for,
+    how_many,
+    mistake_example,
+    not_attempted,
+)
 from grader.packs import find_pack
 from grader.safetext import display
 
@@ -52,6 +61,14 @@ def environment(pack: Any = None) -> jinja2.Environment:
     # grader.disclosure: the one rule of what a student reads, on the page as in every export.
     env.globals["message_shown"] = message_shown
     env.globals["hidden_note"] = HIDDEN_NOTE
+    # grader.feedback: one likely mistake per exercise, hints chosen by what failed (as on the terminal).
+    env.globals["exercise_mistake"] = exercise_mistake
+    env.globals["mistake_example"] = mistake_example
+    env.globals["check_mistake"] = check_mistake
+    env.globals["hint_for"] = hint_for
+    env.globals["headline"] = headline
+    env.globals["how_many"] = how_many
+    env.globals["not_attempted"] = not_attempted
     env.filters["points"] = lambda x: f"{x:g}"
     env.filters["percent"] = lambda s: f"{100.0 * s.score / s.max_score:.0f}%" if s.max_score else "-"
     # Student text without control, escape or bidi characters (safetext.display); autoescape still applies.

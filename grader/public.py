@@ -107,6 +107,7 @@ def _mistakes(table: Any, exercise_id: str, check_id: str) -> list[dict[str, Any
         out.append(
             {
                 "name": entry.name,
+                "degenerate": entry.degenerate,
                 "misconception": entry.misconception,
                 "section": entry.section,
                 "results": [_result(r) for r in results],
@@ -302,6 +303,7 @@ def load_mistakes(path: Path) -> Any:
                             sha256="",
                             misconception=str(m["misconception"]),
                             section=str(m["section"]),
+                            degenerate=bool(m.get("degenerate", False)),
                         ),
                     )
                     results = tuple(

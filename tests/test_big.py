@@ -1,7 +1,7 @@
 """Large inputs (issue 16): a compare check on 512x64 Q, K, V is cheap per submission and per run,
 and as strict as on small inputs.
 
-* The pack's float64 error bound on softmax rows (`g14.kinds.weight_bounds`) takes O(m) per
+* The pack's float64 error bound on softmax rows (`g14.reference.error_bounds.weight_bounds`) takes O(m) per
   row of m keys and agrees with the bound's definition, each weight's own O(m) sum.
 * Preparing a check calls the reference once on its arguments, not once per use.
 """
@@ -22,7 +22,7 @@ import pytest
 from test_boundary import _PipeJob, worker_frame
 from test_checks import make, prepare
 
-from g14.kinds import EPS, row_weight_bound, score_rounding, weight_bounds
+from g14.reference.error_bounds import EPS, row_weight_bound, score_rounding, weight_bounds
 from grader import worker
 from grader.boundary import BoundaryError, budget_for, decode_frame
 from grader.jobs import LARGE_FRAME_BYTES, READ_AHEAD_BYTES, _Child

@@ -108,7 +108,7 @@ def test_check_on_a_correct_file(cli) -> None:
     code, out, err = cli("check", SUBMISSIONS / "correct_lists" / "attention.py")
     assert code == 0
     lines = out.splitlines()
-    assert "22 passed, 0 failed" in lines
+    assert "23 passed, 0 failed" in lines
     assert lines[-1] == "visible checks: 35/35 points; 36 hidden checks run at grading"
     assert "G14.02 Softmax weights and mixed outputs: 6/6  PASS all 4" in lines
     assert len(lines) == 8  # one line per exercise that passes whole, then the totals
@@ -117,15 +117,20 @@ def test_check_on_a_correct_file(cli) -> None:
 def test_check_shows_call_expected_got_and_hint(cli) -> None:
     code, out, err = cli("check", SUBMISSIONS / "unnormalized_scores" / "attention.py")
     assert code == 1
-    assert "  FAIL    zero-scores" in out
+    assert "  FAIL    zero-scores: outputs differs" in out
     text = " ".join(out.split())
-    assert "outputs differs from the expected value by up to 5 (at outputs[0][0])" in text
-    assert "call: attention(Q=[[0.0]], K=[[0.0], [0.0]], V=[[2.0], [8.0]])" in text
-    assert "expected: [[5.0]]" in text
-    assert "got: [[0.0]]" in text
-    assert "hint: Normalize the scores with softmax first" in text
-    assert "15 passed, 7 failed" in text
-    assert "changing only the last key and value changed outputs[0]: an earlier position used a future one" in text
+    # one likely mistake per exercise, said in full once, then referred to
+    assert "likely mistake (all 3 failing checks fail as it does): The outputs mix the value rows" in text
+    assert "likely mistake (all 2 failing checks fail as it does): the same as G14.02's." in text
+    assert "zero-scores: outputs differs from the expected value by up to 5 (at outputs[0][0])" in text
+    # the example of G14.02 (its shortest call), whole
+    assert "call: attention(Q=[[1.0]], K=[[1.098612289], [0.0]], V=[[2.0], [8.0]])" in text
+    assert "expected: [[3.5]] got: [[2.197224577]]" in text
+    assert "hint:" not in text  # every failing check is explained by the likely mistake
+    assert "16 passed, 7 failed" in text
+    assert (
+        "causal-noninterference: changing only the last key and value changed outputs[0]: an earlier position" in text
+    )
 
 
 def test_check_runs_no_hidden_check(cli) -> None:
@@ -143,14 +148,14 @@ def test_check_on_starter_says_not_attempted(cli, monkeypatch: pytest.MonkeyPatc
     assert lines[6:11] == [
         "  TODO    attention: 13 checks not attempted (G14.01 G14.02 G14.03 G14.06)",
         "  TODO    softmax: 6 checks not attempted (G14.02 G14.03 G14.06)",
-        "  TODO    softmax_backward: 1 check not attempted (G14.04)",
+        "  TODO    softmax_backward: 2 checks not attempted (G14.04)",
         "  TODO    score_array_bytes: 1 check not attempted (G14.05)",
         "  TODO    bytes_to_mib: 1 check not attempted (G14.05)",
     ]
     assert lines[0] == "G14.01 Shapes of scores, weights and outputs: 0/6"
     assert "zero-scores" not in out and "hint:" not in out
     assert lines[-2:] == [
-        "0 passed, 0 failed, 22 not attempted",
+        "0 passed, 0 failed, 23 not attempted",
         "visible checks: 0/35 points; 36 hidden checks run at grading",
     ]
     assert len(lines) == 14 and max(map(len, lines)) <= 80
@@ -170,7 +175,7 @@ def test_validate(cli) -> None:
     code, out, err = cli("validate")
     assert code == 0
     assert out.splitlines() == [
-        "specs: 6 exercises, 58 checks; 13 hand values agree with the reference",
+        "specs: 6 exercises, 59 checks; 13 hand values agree with the reference",
         "reference scores 86/86: valid",
     ]
 

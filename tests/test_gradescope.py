@@ -216,7 +216,7 @@ def test_student_text_in_outputs_is_inert_and_valid_json() -> None:
     assert data["output"].splitlines()[-2:] == ["hello world", "line 2"]
     assert "(stderr)" not in data["output"]  # only an escape sequence: nothing to show
     assert [t["output"] for t in data["tests"]] == [
-        "softmax raised TypeError (attention.py, line 12)\nHint: Reread.",
+        "softmax raised TypeError (attention.py, line 12)",  # an error on valid input: no hint (its line says where)
         "softmax raised ValueError: bad\ufffd",
     ]
     assert data["extra_data"]["id"] == "eve\x1b]0;pwn\x07"  # staff-only: verbatim, JSON-escaped

@@ -18,7 +18,10 @@ from grader.jobs import run_calls
 from grader.models import Call
 
 REFUSED = "No module named 'colorsys'"
-HINT = " (while grading, only numpy and the standard library's common modules can be imported; see the README's list)"
+HINT = (
+    " (while grading, only numpy and the standard library's common modules can be imported:"
+    ' the student package\'s README lists them, under "What your file may import")'
+)
 
 
 def _correct_with(tmp_path: Path, name: str, first_line: str) -> Path:

@@ -106,4 +106,76 @@ def test_pytest_in_a_notebook_folder(tmp_path: Path) -> None:
         check=False,
     )
     assert "FAILED attention.ipynb::G14.03::causal-two-positions" in proc.stdout
-    assert "7 failed, 15 passed" in proc.stdout
+    assert "7 failed, 16 passed" in proc.stdout
+
+
+def test_ipython_lines_are_found_as_python_reads_the_cell() -> None:
+    from grader.notebook import ipython_lines
+
+    cell = [
+        "x = (1",
+        " % 2)",  # a continuation line: Python's modulo
+        "y = (x",
+        "!= 2)",  # Python's !=
+        's = """',
+        "%not a magic",  # inside a string
+        "!nor this",
+        '"""',
+        "%time f()",
+        "!ls \\",  # a shell line continued by a backslash, as IPython reads it
+        "  -la",
+        "if x:",
+        "    !echo hi",
+        "z = 1 \\",
+        "  % 2",  # a backslash continuation: Python
+    ]
+    assert ipython_lines(cell) == {8: 1, 9: 1, 10: 0, 12: 1}
+
+
+def test_a_notebook_python_reads_grades_like_its_py_with_few_notes(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    """`% b)` continuation lines, magics inside strings and 20,000 duplicate cell ids: graded like the .py."""
+    odd = '_ODD = (7\n % 3)\n_NE = (1\n!= 2)\n_DOC = """\n%timeit inside a string\n!ls inside a string\n"""\n'
+    (tmp_path / "py").mkdir()
+    (tmp_path / "py" / "attention.py").write_text(odd + MUTANT)
+    code_py, out_py, _ = cli("check", tmp_path / "py" / "attention.py")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("same id") for _ in range(20_000)]
+    magics = "\n".join(f"%load_ext ext{k}" for k in range(50)) + "\n!pip install numpy"
+    nb.cells += [nbformat.v4.new_code_cell(magics), nbformat.v4.new_code_cell(odd + MUTANT)]
+    raw = json.loads(nbformat.writes(nb))
+    for cell in raw["cells"]:
+        cell["id"] = "same"
+    path = tmp_path / "attention.ipynb"
+    path.write_text(json.dumps(raw))
+    code_nb, out_nb, err = cli("check", path)
+    assert (code_nb, out_nb) == (code_py, out_py)
+    assert code_py == 1 and "G14.03" in out_py  # the mutant's failures, not a syntax error
+    notes = [line for line in err.splitlines() if line.strip()]
+    assert len(notes) <= 5, err[:2000]
+    assert notes[-1] == (
+        "grader: note: attention.ipynb: 48 more IPython line(s) or cell magic(s) were left out the same way"
+    )
+    assert "DuplicateCellId" not in err and "Warning" not in err
+
+
+def test_a_notebook_the_validator_rejects_is_refused_in_one_line(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("y = 2")]
+    raw = json.loads(nbformat.writes(nb))
+    raw["cells"][1]["bogus"] = 1
+    path = tmp_path / "attention.ipynb"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(NotebookError) as info:
+        convert(path, "attention.py")
+    assert str(info.value) == (
+        "attention.ipynb is not a notebook nbformat can read (cell 2: Additional properties are not allowed "
+        "('bogus' was unexpected)); save it again from Jupyter, or hand in attention.py"
+    )
+
+
+def test_a_notebook_whose_code_outgrows_the_limit_is_said_so(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    path = _notebook(tmp_path / "attention.ipynb", ("code", "!a\n" * 150_000))
+    code, out, err = cli("check", path)
+    assert code != 0
+    assert "code cells make" in out + err and "moved or changed" not in out + err
+    assert len([line for line in err.splitlines() if line.startswith("grader: note:")]) <= 4

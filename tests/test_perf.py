@@ -66,7 +66,7 @@ def test_grader_check_imports_no_plugin_library_it_does_not_use(tmp_path: Path, 
     code, imported, printed, _ = _check_in_a_student_folder(tmp_path, source, *options)
     assert code == (1 if submission == "starter" else 0), printed  # the starter's checks are not attempted
     assert imported == ([] if public else ["yaml"])  # the public checks need no YAML: the manifest is kept parsed
-    assert ("22 passed, 0 failed" in printed) == (submission == "correct")
+    assert ("23 passed, 0 failed" in printed) == (submission == "correct")
 
 
 def test_the_grader_s_numpy_runs_one_blas_thread_unless_told_otherwise() -> None:

@@ -19,8 +19,8 @@ def test_the_shipped_file_is_up_to_date(cli, tmp_path: Path) -> None:
     code, out, err = cli("publish", "--out", tmp_path / "public.json")
     assert code == 0, err
     assert out.strip() == (
-        f"{tmp_path / 'public.json'}: 22 visible checks, prepared; 36 hidden checks left out; "
-        "43 catalogued mistakes' results on them, for diagnosis"
+        f"{tmp_path / 'public.json'}: 23 visible checks, prepared; 36 hidden checks left out; "
+        "45 catalogued mistakes' results on them, for diagnosis"
     )
     assert (tmp_path / "public.json").read_bytes() == BUNDLE.read_bytes(), (
         "g14/public.json is stale: run 'grader publish' and commit it"
@@ -73,7 +73,7 @@ def test_public_option_and_a_broken_file(cli, tmp_path: Path) -> None:
     assert code == 3
     assert err.strip() == f"grader: error: {bad}: not a public-checks file of format 1; run 'grader publish' again"
     code, out, err = cli("check", SUBMISSIONS / "correct_numpy" / "attention.py", "--public", BUNDLE)
-    assert code == 0 and "22 passed, 0 failed" in out
+    assert code == 0 and "23 passed, 0 failed" in out
 
 
 def test_check_names_the_likely_mistake_offline_from_the_shipped_data(cli, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
@@ -86,7 +86,7 @@ def test_check_names_the_likely_mistake_offline_from_the_shipped_data(cli, tmp_p
     code, out, err = cli("check", "attention.py")
     assert code == 1, err
     text = " ".join(out.split())
-    assert "likely mistake: The scores are divided by d_k instead of sqrt(d_k)" in text
+    assert "as it does): The scores are divided by d_k instead of sqrt(d_k)" in text
     assert "visible checks: 33/35 points" in text
     code, out, _ = cli("check", "attention.py", "--no-diagnosis")
     assert "likely mistake" not in out

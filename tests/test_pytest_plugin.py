@@ -83,7 +83,7 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(
     assert block.strip() and block in result.stdout.str()
     xml = JUnitXml.fromfile(str(pytester.path / "junit.xml"))
     cases = {case.name: case for suite in xml for case in suite}
-    assert len(cases) == 22
+    assert len(cases) == 23
     assert not cases["scaled-scores-dk3"].is_passed and cases["zero-scores"].is_passed
 
     def props(name: str) -> dict[str, str]:
@@ -104,7 +104,7 @@ def test_the_untouched_starter_fails_every_check_as_not_attempted(
     _student(pytester, STARTER)
     result = _run(pytester, monkeypatch, "-rs")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.assert_outcomes(failed=22)  # not one skip: work not done is not green
+    result.assert_outcomes(failed=23)  # not one skip: work not done is not green
     text = result.stdout.str()
     assert "skipped" not in text
     assert "TODO shapes-3x2-5x2-5x4: not attempted: attention still raises NotImplementedError (0/2 points)" in (
@@ -129,7 +129,7 @@ def test_wrong_functions_raising_not_implemented_fail_and_only_full_points_pass(
     _student(pytester, REFERENCE)  # full visible points: the only green run
     result = _run(pytester, monkeypatch)
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=22)
+    result.assert_outcomes(passed=23)
     assert f"visible checks: 35/35 points; {TOTAL}" in _summary(result)
 
 
@@ -142,7 +142,7 @@ def test_k_reports_the_selected_checks_points_only(pytester: pytest.Pytester, mo
     summary = _summary(result)
     assert (
         summary
-        == f"G14.03 Causal masking: 7/7 points\nvisible checks: 7/7 points (3 of 22 visible checks ran); {TOTAL}\n"
+        == f"G14.03 Causal masking: 7/7 points\nvisible checks: 7/7 points (3 of 23 visible checks ran); {TOTAL}\n"
     )
     result = _run(pytester, monkeypatch, "-k", "G14.02 and not dk3")
     assert result.ret == pytest.ExitCode.OK
@@ -175,7 +175,7 @@ def test_collection_runs_nothing_of_the_students(pytester: pytest.Pytester, monk
         _student(pytester, source)
         result = _run(pytester, monkeypatch, "--collect-only", "-q")
         assert result.ret == pytest.ExitCode.OK
-        assert "22 tests collected" in result.stdout.str()
+        assert "23 tests collected" in result.stdout.str()
         witness.settimeout(0.5)
         with pytest.raises(TimeoutError):
             witness.recv(64)

@@ -73,19 +73,25 @@ def test_pages_are_self_contained(graded: dict) -> None:
 
 
 def test_visible_failure_shows_call_expected_and_got(graded: dict) -> None:
+    """Under an exercise's likely mistake, one check is shown whole (the shortest call), the others one line each."""
     html = (graded["out"] / "unnormalized_scores.html").read_text()
-    block = html[html.index("zero-scores</span>") :]
-    block = block[: block.index('<div class="check">')]
-    assert "outputs differs from the expected value by up to 5 (at outputs[0][0])" in block
-    # the hand value's call, and its companion's (whose scores differ: uniform weights do not pay)
+    section = html[html.index('id="G14.02"') :]
+    section = section[: section.index("</section>")]
     assert (
-        "<dt>call</dt><dd><pre>attention(Q=[[0.0]], K=[[0.0], [0.0]], V=[[2.0], [8.0]]), and "
-        "attention(Q=[[1.0]], K=[[2.0], [0.0]], V=[[2.0], [8.0]])</pre></dd>"
-    ) in block
-    assert "<dt>expected</dt><dd><pre>[[5.0]]</pre></dd>" in block
-    assert "<dt>got</dt><dd><pre>[[0.0]]</pre></dd>" in block
-    assert "<dt>largest error</dt><dd><pre>5</pre></dd>" in block
-    assert "Hint: Normalize the scores with softmax first" in block
+        section.count('<p class="diagnosis">') == 1
+        and "Likely mistake (all 5 failing checks fail as it does)" in section
+    )
+    brief = section[section.index('<span class="name">zero-scores</span>') :]
+    brief = brief[: brief.index('<div class="check')]
+    assert "outputs differs from the expected value by up to 5 (at outputs[0][0])" in brief
+    assert "<dl" not in brief and "Hint:" not in brief
+    block = section[section.index("log3-scores</span>") :]
+    block = block[: block.index('<div class="check')]
+    assert "outputs differs from the expected value by up to 1.30278 (at outputs[0][0])" in block
+    assert "<dt>call</dt><dd><pre>attention(Q=[[1.0]], K=[[1.098612289], [0.0]], V=[[2.0], [8.0]])</pre></dd>" in block
+    assert "<dt>expected</dt><dd><pre>[[3.5]]</pre></dd>" in block
+    assert "<dt>got</dt><dd><pre>[[2.197224577]]</pre></dd>" in block
+    assert "Hint:" not in block  # the likely mistake says what to change
 
 
 def test_hidden_descriptions_are_not_shown(graded: dict) -> None:
@@ -98,12 +104,15 @@ def test_hidden_descriptions_are_not_shown(graded: dict) -> None:
 
 def test_hidden_failure_shows_only_name_status_and_hint(graded: dict) -> None:
     html = (graded["out"] / "no_sqrt_dk.html").read_text()
-    block = html[html.index("unequal-counts-and-widths</span>") :]
-    block = block[: block.index('<div class="check">')]
+    section = html[html.index('id="G14.01"') :]
+    section = section[: section.index("</section>")]
+    assert "The scores are Q K^T without the 1/sqrt(d_k) scale" in section  # the exercise's likely mistake
+    block = section[section.index("unequal-counts-and-widths</span>") :]
+    block = block[: block.index('<div class="check')] if '<div class="check' in block else block
     assert '<span class="pill failed">Failed</span>' in html
     assert "Hidden check: its inputs and expected values are not shown." in block
     assert "<dl" not in block and "differs" not in block and "largest error" not in block
-    assert "Hint: Write the inner dimensions of each product" in block
+    assert "Hint:" not in block  # the likely mistake explains it: no hint written for another cause
 
 
 def test_after_due_date_details_follow_the_option(cli, tmp_path: Path) -> None:
@@ -115,11 +124,13 @@ def test_after_due_date_details_follow_the_option(cli, tmp_path: Path) -> None:
     )
     for flag, shown in (([], False), (["--after-due-date"], True)):
         out = tmp_path / f"out{len(flag)}"
-        code, _, err = cli("grade", SUBMISSIONS / "mib_decimal", "--specs", specs, "--out", out, "-q", *flag)
+        code, _, err = cli(
+            "grade", SUBMISSIONS / "mib_decimal", "--specs", specs, "--out", out, "-q", "--no-diagnosis", *flag
+        )
         assert code == 0, err
         html = (out / "mib_decimal.html").read_text()
         block = html[html.index("mib-n2048</span>") :]
-        block = block[: block.index('<div class="check">')]
+        block = block[: block.index('<div class="check')]
         assert ("<dt>expected</dt><dd><pre>256.0</pre></dd>" in block) is shown
 
 

@@ -143,7 +143,7 @@ def test_check_on_a_folder_of_students(cli, tmp_path: Path) -> None:  # noqa: AN
     assert lines[0] == f"== alice ({tmp_path / 'alice'}) =="
     assert f"== bob ({tmp_path / 'bob'}) ==" in lines
     assert lines.count("visible checks: 35/35 points; 36 hidden checks run at grading") == 1
-    assert lines.count("0 passed, 0 failed, 22 not attempted") == 1
+    assert lines.count("0 passed, 0 failed, 23 not attempted") == 1
 
 
 INSTRUCTOR = (
@@ -188,3 +188,27 @@ def test_an_option_a_command_does_not_use_is_refused(cli) -> None:  # noqa: ANN0
     assert code == 2 and err.strip() == "grader: error: unrecognized arguments: --roster r.csv (see 'grader --help')"
     code, _, err = cli("check", "g14/starter/attention.py", "-j", "2")
     assert code == 2 and "unrecognized arguments: -j 2" in err
+
+
+def test_one_mistake_reads_in_one_80_column_screen(cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 24: mask after softmax, one mistake: at most 40 lines of 80 columns, its diagnosis once per exercise,
+    no call cut; its HTML page has one diagnosis box per failing exercise and one check shown whole in each."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = cli("check", root / "g14" / "mutants" / "mask_after_softmax" / "attention.py")
+    lines = out.splitlines()
+    assert code == 1 and len(lines) <= 40 and max(map(len, lines)) <= 80, out
+    assert sum("likely mistake" in line for line in lines) == 2 and "hint:" not in out
+    calls = [i for i, line in enumerate(lines) if line.strip().startswith("call:")]
+    assert len(calls) == 2 and "…" not in out  # the example of each failing exercise, whole
+    assert lines[calls[0] + 1].strip() == "V=[[2.0], [8.0], [4.0]], causal=True)"
+    code, _, err = cli("grade", root / "g14" / "mutants" / "mask_after_softmax", "--out", tmp_path, "-q")
+    assert code == 0, err
+    page = (tmp_path / "mask_after_softmax.html").read_text()
+    for exercise, failing in (("G14.03", 6), ("G14.06", 7)):
+        section = page[page.index(f'<section class="exercise" id="{exercise}">') :]
+        section = section[: section.index("</section>")]
+        assert section.count('<p class="diagnosis">') == 1
+        assert f"Likely mistake (all {failing} failing checks fail as it does)" in section
+        assert section.count('<div class="check">') == 1 and section.count('<div class="check brief">') == failing - 1
+    assert page.count('<p class="hint">') == 0

@@ -21,6 +21,12 @@ Contract (see the chapter, section "The central question"):
 * weights = softmax of each row   -> n x m, each row sums to one
 * outputs = weights V             -> n x d_v
 * Invalid input raises ``ValueError``.
+* Compute in float64: Python floats, or numpy arrays of numpy's default
+  float64 (not float32 or float16). The checks allow only float64's rounding
+  error on their inputs (e.g. a row of weights sums to 1 within about
+  m x 2.2e-16), which float32 arithmetic (about 1e-7) exceeds.
+* Leave the caller's lists unchanged: build new lists or arrays for your
+  results instead of writing into ``scores``, ``Q``, ``K``, ``V``, ``p`` or ``u``.
 """
 
 

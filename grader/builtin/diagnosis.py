@@ -212,7 +212,30 @@ class DiagnosisTable:
             ),
         )
 
-    def name(self, exercise_id: str, evidence: Mapping[str, Evidence]) -> dict[str, tuple[Diagnosis, ...]]:
+    def degenerate_names(self) -> frozenset[str]:
+        """The degenerate entries (constants, uniform weights, an error everywhere): claims about a whole file."""
+        names = {e.name for e in self.catalogue.entries if e.degenerate}
+        names.update(e.name for items in self.rows.values() for e, _ in items if e.degenerate)
+        return frozenset(names)
+
+    def whole_file(self, evidence: Sequence[Evidence], clean: bool) -> frozenset[str]:
+        """The degenerate entries the whole file's evidence fits (each check of every exercise).
+
+        A degenerate entry says what every function does ("every function returns a constant"):
+        it is named only when the file matches it everywhere, never from one exercise (a gradient
+        that comes out all zeros is not a file of constants). ``clean``: some exercise passed every
+        check (no degenerate file does).
+        """
+        if clean:
+            return frozenset()
+        consistent = set(self.degenerate_names())
+        for item in evidence:
+            consistent &= item.matches
+        return frozenset(consistent)
+
+    def name(
+        self, exercise_id: str, evidence: Mapping[str, Evidence], exclude: Collection[str] = ()
+    ) -> dict[str, tuple[Diagnosis, ...]]:
         """The mistakes named on each failed check of an exercise, from the evidence of all its checks.
 
         A mutant is named on a failed check when it matches there and on
@@ -225,13 +248,16 @@ class DiagnosisTable:
         exercise_id : str
         evidence : mapping of str to Evidence
             By check id; checks without evidence are left out.
+        exclude : collection of str
+            Mutants never named here (degenerate entries the rest of the file does not fit,
+            `whole_file`).
 
         Returns
         -------
         dict of str to tuple of Diagnosis
             By check id, only for failed checks that name something.
         """
-        consistent = set(self.mutant_names())
+        consistent = set(self.mutant_names()) - set(exclude)
         for item in evidence.values():
             consistent &= item.matches
         if not consistent:
@@ -481,9 +507,11 @@ def grader_judge_check(
     change) the diagnosed verdict.
     """
     verdict: Verdict = yield
+    store = _store()
+    if store.pop("~scoring", False):  # the previous submission was scored: this one's judging begins
+        store.pop("~file", None)
     if verdict is None or verdict.diagnosis:
         return verdict
-    store = _store()
     key = (context.exercise.id, check.id)
     store.pop(key, None)
     if not results or any(r.status not in EVIDENCE_STATUSES for r in results):
@@ -526,19 +554,27 @@ def grader_score_exercise(exercise: Any, verdicts: Sequence[tuple[Check, Verdict
     """
     result = yield
     store = _store()
-    store.get("~passed", {}).pop(exercise.id, None)
+    store["~scoring"] = True
+    # The file's evidence so far, for degenerate entries (`DiagnosisTable.whole_file`): the exercises
+    # scored before this one (kept here), and those still to come (their records are still in the store).
+    file = store.setdefault("~file", {"evidence": [], "clean": False})
+    clean = bool(store.get("~passed", {}).pop(exercise.id, None)) and not store.get("~any-failed", {}).get(exercise.id)
     failed_before = store.get("~any-failed", {}).pop(exercise.id, False)
+    file["clean"] = file["clean"] or clean or any(store.get("~passed", {}).values())
     evidence = {}
     for check, verdict in verdicts:
         item = store.pop((exercise.id, check.id), None)
         if item is not None and item.status == verdict.status and item.message == verdict.message:
             evidence[check.id] = item
+    file["evidence"].extend(evidence.values())
     if result is None or not failed_before or not evidence:
         return result
     found_table = table(config)
     if found_table is None:
         return result
-    named = found_table.name(exercise.id, evidence)
+    later = [item for key, item in store.items() if isinstance(key, tuple) and isinstance(item, Evidence)]
+    fits = found_table.whole_file([*file["evidence"], *later], file["clean"])
+    named = found_table.name(exercise.id, evidence, exclude=found_table.degenerate_names() - fits)
     checks = tuple(
         dataclasses.replace(c, diagnosis=c.diagnosis or named.get(c.id, ())) if c.status != "passed" else c
         for c in result.checks

@@ -186,12 +186,19 @@ def notebook_submission(sid: str, path: Path, notebook: Path, raw_name: bytes = 
         nb = convert(notebook, pack.submission)
     except NotebookError as exc:
         return replace(sub, file=None, problem=str(exc))
-    for note in nb.notes:
+    for note in nb.notes:  # at most grader.notebook.MAX_NOTES + 1 lines
         print(f"grader: note: {display(note)}", file=sys.stderr)
+    data = nb.source.encode("utf-8", "surrogatepass")
+    if len(data) > MAX_SOURCE_BYTES:
+        return replace(
+            sub,
+            file=None,
+            problem=f"{display(notebook.name)}'s code cells make {len(data):,} bytes of Python; the grader reads "
+            f"at most {MAX_SOURCE_BYTES >> 20} MiB ({MAX_SOURCE_BYTES:,} bytes): leave data out of the notebook",
+        )
     folder = Path(tempfile.mkdtemp(prefix=scratch_prefix("nb")))
     _scratch_folders.append(folder)
     target = folder / pack.submission
-    data = nb.source.encode("utf-8", "surrogatepass")
     target.write_bytes(data)
     with _NB_LOCK:
         _NOTEBOOKS[str(target)] = nb

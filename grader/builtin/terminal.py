@@ -27,9 +27,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grader.checktext import INDENT, MARKS, failure_lines, width
+from grader.checktext import INDENT, MARKS, detail_lines, failure_lines, width
 from grader.checktext import one_line as _one_line
 from grader.checktext import wrapped as _wrapped
+from grader.feedback import headline, how_many
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.plugins import hookimpl
 from grader.safetext import display, in_github_actions, stop_commands
@@ -136,6 +137,9 @@ PRINTED_LINES = 12
 COLOURS = {"PASS": "32", "FAIL": "31", "ERROR": "31", "TIMEOUT": "31", "TODO": "33"}
 """ANSI colour of each mark at the start of a ``check`` line (green, red, yellow)."""
 
+_CUT_NOTE = re.compile(r"^\[output cut at (\d+ KiB)\]$|^\[.*hidden.*\]$")
+"""The notes `grader.jobs` ends captured output with: cut at its cap (the size kept), or at the first hidden call."""
+
 _MARK_AT_START = re.compile(r"^(\s*)(PASS|FAIL|ERROR|TIMEOUT|TODO)\b")
 
 
@@ -185,22 +189,64 @@ def _not_attempted(sub: SubmissionResult, functions: dict[tuple[str, str], str])
 def _check_lines(
     sub: SubmissionResult, config: Any, functions: dict[tuple[str, str], str], write: Callable[[str], None]
 ) -> None:
-    quiet = config.option("quiet")
+    """Per exercise its points; under one that did not pass all: its likely mistake (once), then its checks.
+
+    Checks the likely mistake explains are one line each (the first clause of their message), but
+    one of them, the one with the shortest call, shown whole (message, call, expected, got) as the
+    example; any other failing check in full. The checks that passed are one line of ids.
+    """
+    from grader.feedback import exercise_mistake, mistake_example
+
+    if config.option("quiet"):
+        return
+    said: dict[str, str] = {}  # misconception -> the exercise that said it first
+    errors: dict[str, str] = {}  # an error's message -> the check that showed it whole first
     for ex in sub.exercises:
-        if quiet:
-            continue
         marks = {c.status for c in ex.checks}
         if marks == {"passed"}:
             write(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g}  PASS all {len(ex.checks)}")
             continue
         write(f"{display(ex.id)} {display(ex.title)}: {ex.score:g}/{ex.max_score:g}")
-        for c in ex.checks:
-            if c.status == "not_attempted" or (sub.status == "error" and c.status == "error"):
-                continue  # one line per function below; a file that cannot run is said once
-            write(f"  {MARKS.get(c.status, c.status.upper()):7} {display(c.id)}")
-            if c.status == "passed":
+        shown = [
+            c
+            for c in ex.checks
+            if c.status not in ("passed", "not_attempted") and not (sub.status == "error" and c.status == "error")
+        ]  # not attempted: one line per function below; a file that cannot run is said once
+        mistake = exercise_mistake(ex)
+        example = mistake_example(ex, mistake)
+        if mistake is not None:
+            d = mistake.diagnosis
+            first = said.setdefault(d.misconception, ex.id)
+            what = f'{d.misconception} Reread "{d.section}".' if first == ex.id else f"the same as {display(first)}'s."
+            write(
+                _wrapped(
+                    f"likely mistake ({how_many(mistake)}): {what}",
+                    first="  ",
+                    rest="    ",
+                )
+            )
+        passed = [display(c.id) for c in ex.checks if c.status == "passed"]
+        if passed:
+            write(_wrapped(" ".join(passed), first=f"  {'PASS':7} ", rest=INDENT))
+        for c in shown:
+            mark = MARKS.get(c.status, c.status.upper())
+            if mistake is not None and c.id in mistake.checks:
+                write(_wrapped(f"{display(c.id)}: {headline(c.message)}", first=f"  {mark:7} ", rest=INDENT + "  "))
+                if c is example:  # the evidence, once: the call, expected and got
+                    for label, value in c.details:
+                        if label in ("call", "expected", "got"):
+                            for line in detail_lines(label, value, headline(c.message)):
+                                write(line)
                 continue
-            for line in failure_lines(c):
+            if c.status == "error" and c.message in errors:  # the same exception again: said once
+                write(
+                    _wrapped(f"{display(c.id)}: the same error as {display(errors[c.message])}", first=f"  {mark:7} ")
+                )
+                continue
+            if c.status == "error":
+                errors[c.message] = f"{ex.id} {c.id}"
+            write(f"  {mark:7} {display(c.id)}")
+            for line in failure_lines(c, mistake):
                 write(line)
 
 
@@ -210,11 +256,28 @@ def _printed(sub: SubmissionResult, write: Callable[[str], None]) -> None:
     if not text.strip():
         return
     lines = text.split("\n")
+    notes: list[str] = []  # the job's own notes at the end: the output was cut (its first 16 KiB kept), hidden calls
+    while lines and _CUT_NOTE.match(lines[-1]):
+        notes.insert(0, lines.pop())
     write("your prints (what the file printed while the visible checks ran):")
     for line in lines[:PRINTED_LINES]:
         write("  | " + _one_line(line, max(20, width() - 4)))
-    if len(lines) > PRINTED_LINES:
-        write(f"  | ... and {len(lines) - PRINTED_LINES} more lines")
+    cut = next((m for n in notes if (m := _CUT_NOTE.match(n)) and m.group(1)), None)
+    more = len(lines) - PRINTED_LINES
+    if cut is not None:  # the rest was never kept: its size is unknown, say so
+        kept = f"{more:,} more lines of the first {cut.group(1)} kept, " if more > 0 else ""
+        write(
+            _wrapped(
+                f"... {kept}and more not kept (the grader keeps the first {cut.group(1)} of what a file prints)",
+                first="  | ",
+                rest="  |   ",
+            )
+        )
+    elif more > 0:
+        write(f"  | ... and {more:,} more lines")
+    for note in notes:
+        if not _CUT_NOTE.match(note).group(1):  # type: ignore[union-attr]
+            write("  | " + _one_line(note, max(20, width() - 4)))
 
 
 def summary_check(report: GradingReport, config: Any, write: Callable[[str], None]) -> None:
