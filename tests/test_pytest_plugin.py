@@ -69,18 +69,20 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(
     path = _student(pytester, ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py")
     result = _run(pytester, monkeypatch, "--junitxml", "junit.xml", columns=100)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.assert_outcomes(failed=2, passed=20)
+    result.assert_outcomes(failed=2, passed=21)
     result.stdout.fnmatch_lines(["FAILED attention.py::G14.02::scaled-scores-dk3 - FAIL scaled-scores-dk3"])
     summary = _summary(result)
     assert "G14.02 Softmax weights and mixed outputs: 5/6 points\n" in summary
     assert f"visible checks: 33/35 points; {TOTAL}\n" in summary
-    # The failure says what 'grader check' says under that check, at the same width.
+    # The failure says what 'grader check' says of that check: its call (whole) and its likely mistake
+    # ('check' says the mistake once per exercise, above the checks; pytest under each failing test).
     monkeypatch.setenv("COLUMNS", "99")
     _, out, err = cli("check", path)
-    assert "  FAIL    scaled-scores-dk3\n" in out, (out, err)
-    block = out[out.index("  FAIL    scaled-scores-dk3\n") + len("  FAIL    scaled-scores-dk3\n") :]
-    block = block[: block.index("G14.03")]
-    assert block.strip() and block in result.stdout.str()
+    said = " ".join(result.stdout.str().split())
+    call = "call: attention(Q=[[0.6804731745, 1.177110123, 0.5645057347], [0.3763933419, 0.1553943449,"
+    assert call in " ".join(out.split()) and call in said, (out, err)
+    assert "likely mistake: The scores are Q K^T without the 1/sqrt(d_k) scale" in said
+    assert "likely mistake (the failing check fails as it does): The scores are Q K^T without" in " ".join(out.split())
     xml = JUnitXml.fromfile(str(pytester.path / "junit.xml"))
     cases = {case.name: case for suite in xml for case in suite}
     assert len(cases) == 23
@@ -124,7 +126,7 @@ def test_wrong_functions_raising_not_implemented_fail_and_only_full_points_pass(
     )
     result = _run(pytester, monkeypatch)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.assert_outcomes(passed=2, failed=20)  # G14.05's two checks pass: 4 points of 35
+    result.assert_outcomes(passed=2, failed=21)  # G14.05's two checks pass: 4 points of 35
     assert f"visible checks: 4/35 points; {TOTAL}" in _summary(result)
     _student(pytester, REFERENCE)  # full visible points: the only green run
     result = _run(pytester, monkeypatch)
@@ -137,7 +139,7 @@ def test_k_reports_the_selected_checks_points_only(pytester: pytest.Pytester, mo
     _student(pytester, ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py")
     result = _run(pytester, monkeypatch, "-k", "G14.03", "-v")
     assert result.ret == pytest.ExitCode.OK  # G14.03's checks all pass: its 7 points of 7
-    result.assert_outcomes(passed=3, deselected=19)
+    result.assert_outcomes(passed=3, deselected=20)
     result.stdout.fnmatch_lines(["attention.py::G14.03::causal-two-positions PASSED*"])
     summary = _summary(result)
     assert (
