@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     python benchmarks/bench_check.py --runs 9
-    python benchmarks/bench_check.py --runs 9 --grader /path/to/student-venv/bin/grader --file g14/starter/attention.py
+    python benchmarks/bench_check.py --runs 9 --grader /path/to/student-venv/bin/grader --file exercises/starter/attention.py
 
 The file (default: the pack's ``correct_numpy`` sample) is copied into a fresh folder outside the
 repository, and the command runs there ``--runs`` times, each a new process (cold, as a student
@@ -36,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=9, help="cold runs to time (default: 9)")
     parser.add_argument(
-        "--file", default=str(ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py"), help="the file"
+        "--file", default=str(ROOT / "submissions" / "correct_numpy" / "attention.py"), help="the file"
     )
     parser.add_argument("--grader", default=None, help="the grader command (default: this Python's)")
     args = parser.parse_args()

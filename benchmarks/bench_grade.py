@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "g14" / "submissions"
+SAMPLES = ROOT / "submissions"
 MIX = (  # (sample, share of the class)
     ("correct_numpy", 0.55),
     ("correct_lists", 0.15),

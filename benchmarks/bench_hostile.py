@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CORRECT = (ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py").read_text()
+CORRECT = (ROOT / "submissions" / "correct_numpy" / "attention.py").read_text()
 
 FLOOD = '''
 import os as _os

@@ -13,7 +13,7 @@ milliseconds. CPU time, not wall-clock time: it holds on a loaded machine.
 
 Beside it, the floor any fork-per-submission design pays here: a fresh
 process loads what the zygote loads (numpy and the modules a submission may
-import, `grader.worker.preimport`), freezes them out of the collector as the
+import, `grader.child.worker.preimport`), freezes them out of the collector as the
 zygote does, then forks as many children that exit at once, one after the
 other; its own CPU (the forks) and its reaped children's (their exits) are
 printed per fork. The difference between the two lines is what the layers,
@@ -52,7 +52,7 @@ def _run(zygote: Zygote, workdir: str, count: int) -> None:
 
 def bare_forks(count: int) -> str:
     """Fork ``count`` children that exit at once from this process, loaded as the zygote is; one line of CPU ms."""
-    from grader import worker
+    from grader.child import worker
 
     worker.preimport()
     import numpy  # noqa: F401 - loaded as the zygote loads it

@@ -92,10 +92,10 @@ def write_class(folder: Path, n: int) -> list[Path]:
 
 def _collected(specs: str | None = None, reference: str | None = None):
     """The grader's prepared checks (every check, hidden ones included), as ``grade`` prepares them."""
-    from grader import session
+    from grader.grading import session
     from grader.cli import build_parser
-    from grader.config import Config
-    from grader.plugins import get_plugin_manager
+    from grader.config.core import Config
+    from grader.config.plugins import get_plugin_manager
 
     pm = get_plugin_manager(load_entrypoints=False)
     argv = ["grade", "x.py", "--insecure"]
@@ -137,7 +137,7 @@ def _call_all(module, calls) -> list:
 
 def _judge_all(collected, outcomes: list) -> int:
     """Judge every check of one submission; return how many did not pass."""
-    from grader.judging import judge
+    from grader.grading.judging import judge
     from grader.models import CallResult
 
     results = [
@@ -211,7 +211,7 @@ from pathlib import Path
 import pytest
 
 from bench_limits import _collected, _plain
-from grader.judging import judge
+from grader.grading.judging import judge
 from grader.models import CallResult
 
 FILES = sorted(Path(os.environ["BENCH_CLASS"]).glob("*/attention.py"))

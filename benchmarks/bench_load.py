@@ -5,7 +5,7 @@ Usage (from the repository root, with the package and its ``dask`` extra install
     python benchmarks/bench_load.py --rounds 10 --parallel 10
 
 First it grades, on the machine as it is (no hog of its own), the course's
-samples (``g14/submissions``, the ``hangs`` sample among them) and the
+samples (``submissions``, the ``hangs`` sample among them) and the
 ``hangs`` sample alone: the *quiet* runs. Then it starts ``--hogs`` CPU hogs
 (processes spinning, each in a session of its own, so that the scheduler's
 autogroups give each a full share) and a Dask ``LocalCluster``
@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = "g14/submissions"
-HANGS = "g14/submissions/hangs"
+SAMPLES = "submissions"
+HANGS = "submissions/hangs"
 HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 MODES = ("local", "hangs", "dask1", "dask2")
 BENCH_SECRET = "bench-load-course-secret-0123456789abcdef"

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 from grader.builtin.sandbox import DEFAULT_LIMITS, SandboxJob, Zygote, _Worker
-from grader.jobs import PlainJob, run_calls
+from grader.execution.jobs import PlainJob, run_calls
 from grader.models import Call
 
 ROOT = Path(__file__).resolve().parent.parent
-FILE = str(ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py")
+FILE = str(ROOT / "submissions" / "correct_numpy" / "attention.py")
 CALLS = [Call("softmax", ([0.0, 1.0, 2.0],), 5.0)]
 
 

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "g14" / "submissions"  # the G14 pack's samples
+SAMPLES = ROOT / "submissions"  # the G14 pack's samples
 MIX = (
     "correct_numpy",
     "correct_lists",

@@ -14,12 +14,12 @@ import json
 import os
 from pathlib import Path
 
-from grader import session
+from grader.grading import session
 from grader.cli import build_parser
-from grader.config import Config
-from grader.judging import judge
+from grader.config.core import Config
+from grader.grading.judging import judge
 from grader.models import CallResult
-from grader.plugins import get_plugin_manager
+from grader.config.plugins import get_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _collected():
     pm = get_plugin_manager(load_entrypoints=False)
     options = build_parser(pm).parse_args(
-        ["check", "x.py", "--specs", str(ROOT / "g14/specs"), "--reference", str(ROOT / "g14/reference/attention.py")]
+        ["check", "x.py", "--specs", str(ROOT / "exercises"), "--reference", str(ROOT / "reference/attention.py")]
     )
     return session.collect(Config("check", options, pm))
 

@@ -39,7 +39,8 @@ def _grader() -> dict[str, Any]:
     """The grader objects the reference is generated from (the working tree's, not an installed copy)."""
     sys.path.insert(0, str(ROOT))
     try:
-        from grader import hookspecs, plugins
+        from grader import hookspecs
+        from grader.config import plugins
         from grader.builtin import yaml_spec
         from grader.cli import build_parser
         from grader.packs import _SCHEMA as manifest_schema

@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 # The grader's own numpy work is on small arrays. Unless told otherwise, OpenBLAS starts a thread
 # per core when numpy is imported, and those threads spin while they wait: about 60 ms of CPU
 # per start-up on two cores, taken from the job running the student's code (issue 16: 'grader
-# check' start-up). One thread, as the jobs have (grader.jobs.CHILD_ENV); a value already set wins.
+# check' start-up). One thread, as the jobs have (grader.execution.jobs.CHILD_ENV); a value already set wins.
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from typing import TYPE_CHECKING, Any
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         SubmissionResult,
         Verdict,
     )
-    from grader.plugins import hookimpl
+    from grader.config.plugins import hookimpl
     from grader.stash import StashKey
 
 _HOME = {
@@ -58,11 +58,11 @@ _HOME = {
         ),
         "grader.models",
     ),
-    "hookimpl": "grader.plugins",
+    "hookimpl": "grader.config.plugins",
     "StashKey": "grader.stash",
 }
 """Where each name of the API lives: imported on first use (PEP 562), so that ``grader``'s command line
-starts its fork server before anything heavy is imported (`grader.launch`, issue 16)."""
+starts its fork server before anything heavy is imported (`grader.cli.launch`, issue 16)."""
 
 
 def __getattr__(name: str) -> Any:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Mapping, Sequence
 
-    from grader.config import Config
+    from grader.config.core import Config
     from grader.kinds import CheckKind, KindContext
     from grader.models import (
         Call,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         SubmissionResult,
         Verdict,
     )
-    from grader.session import Collected
+    from grader.grading.session import Collected
 
 hookspec = pluggy.HookspecMarker("grader")
 
@@ -83,7 +83,7 @@ def grader_configure(config: Config) -> None:
 
     Parameters
     ----------
-    config : grader.config.Config
+    config : grader.config.core.Config
         Parsed options (``config.options``), the plugin manager, the typed
         hooks (``config.hooks``) and ``config.stash`` for plugin state, under
         `grader.stash.StashKey` keys.
@@ -185,9 +185,9 @@ def grader_locate_submissions(path: str, config: Config) -> Sequence[Submission]
 
     First non-None result wins. The built-in locator takes a
     submission file (e.g. ``attention.py``), a folder holding one, or a folder of student folders.
-    Ids need not be unique across PATHs: `grader.session.locate_all` tells
+    Ids need not be unique across PATHs: `grader.grading.session.locate_all` tells
     colliding ids apart and gives every submission its ``slug``
-    (`grader.naming`); set ``raw_name`` to the name as found.
+    (`grader.intake.naming`); set ``raw_name`` to the name as found.
 
     Raises
     ------
@@ -303,8 +303,8 @@ def grader_mistake_table(
 
     Parameters
     ----------
-    collected : grader.session.Collected
-    catalogue : grader.catalogue.Catalogue
+    collected : grader.grading.session.Collected
+    catalogue : grader.packs.catalogue.Catalogue
     outcomes : mapping of str to grader.models.RunOutcome, optional
         The mutants' outcomes on ``collected.calls`` by entry name; run when None.
 
@@ -312,7 +312,7 @@ def grader_mistake_table(
     -------
     object
         With ``rows``: (exercise id, check id) to a list of
-        (`grader.catalogue.Entry`, results) for every mutant that fails the
+        (`grader.packs.catalogue.Entry`, results) for every mutant that fails the
         check, and ``catalogue``.
     """
 
@@ -333,7 +333,7 @@ def grader_cached_result(submission: Submission, key: str, config: Config) -> Su
     """Return a stored result for ``key`` instead of grading the submission again.
 
     Called in the main thread for each gradable submission before grading
-    starts. ``key`` (see `grader.session.result_key`) covers the file's
+    starts. ``key`` (see `grader.grading.session.result_key`) covers the file's
     bytes, the specs, the grader version and the settings that change a
     result. First non-None result wins; the built-in SQLite gradebook
     answers when resuming a batch (unless ``--regrade``).

@@ -102,7 +102,7 @@ LIMIT_KEPT_ELEMENTS = 1 << 14
 """An expected part with this many elements or more has its tolerance limit made once (`KindContext.limit_for`)."""
 MAX_RESULT_ELEMENTS = 1_000_000
 """Most elements (all parts together) a reference result may have: what a submission returns
-must fit the worker's limit (`grader.worker.MAX_ITEMS` counts rows too)."""
+must fit the worker's limit (`grader.child.worker.MAX_ITEMS` counts rows too)."""
 REFERENCE_MEMORY = 2 << 30
 """Memory (address space, bytes) one reference call may add to the grader's process (2 GiB)."""
 REFERENCE_SECONDS = 30
@@ -110,7 +110,7 @@ REFERENCE_SECONDS = 30
 
 GATE_NOTE = "a property pays only for a result that meets the basic contract"
 """Ends the message of a property check failed by its contract gate (`gated`): the check's own hint,
-about the property, does not apply then (`grader.feedback.hint_for`)."""
+about the property, does not apply then (`grader.reporting.feedback.hint_for`)."""
 
 TOLERANCE = {"type": "number", "minimum": 0, "description": "give a tolerance: a number >= 0"}
 """JSON Schema of an ``rtol`` or ``atol`` key."""

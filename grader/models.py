@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from grader.boundary import ResultBudget
+    from grader.execution.boundary import ResultBudget
 
 __all__ = [
     "CALL_STATUSES",
@@ -166,7 +166,7 @@ class Submission:
         Why the submission cannot be graded (empty when it can).
     slug : str
         The file name stem of the student's files (``<slug>.html``), set for
-        the whole batch by `grader.session.locate_all` (`grader.naming`).
+        the whole batch by `grader.grading.session.locate_all` (`grader.intake.naming`).
     raw_name : bytes
         The folder's or file's name as found (its bytes on disk, ``frank.py``
         for a file), which the naming rule uses to tell apart ids that
@@ -202,10 +202,10 @@ class Call:
         Positional arguments, plain JSON data (lists, floats, bools, ints).
     timeout : float
         Seconds of CPU time the call may use (the runner's wall-clock
-        backstop is `grader.jobs.WALL_BACKSTOP_FACTOR` times more).
-    budget : grader.boundary.ResultBudget or None
-        How large the returned value may be (`grader.boundary.budget_for`
-        the reference's value); None: `grader.boundary.DEFAULT_BUDGET`.
+        backstop is `grader.execution.jobs.WALL_BACKSTOP_FACTOR` times more).
+    budget : grader.execution.boundary.ResultBudget or None
+        How large the returned value may be (`grader.execution.boundary.budget_for`
+        the reference's value); None: `grader.execution.boundary.DEFAULT_BUDGET`.
     hidden : bool
         Whether the call belongs to a check the student may not see: what
         the submission prints from the moment the first hidden call is sent
@@ -328,7 +328,7 @@ class CallResult:
     mutated_args: tuple[int, ...] = ()
     wire: bytes = field(default=b"", compare=False, repr=False)
     """The frame's bytes as the job wrote them (empty when no frame came): equal bytes, equal result
-    but for ``seconds``, so the grader judges an answer it has already judged once (`grader.session`)."""
+    but for ``seconds``, so the grader judges an answer it has already judged once (`grader.grading.session`)."""
 
 
 @dataclass(frozen=True)
@@ -507,7 +507,7 @@ class SubmissionResult:
     error : str
         The reason when ``status == "error"``.
     slug : str
-        The file name stem of the student's files (see `grader.naming`);
+        The file name stem of the student's files (see `grader.intake.naming`);
         "" when unknown (writers then derive one from the ids).
     raw_score : float or None
         The automatic score before any `Adjustment`; None when there is
@@ -518,7 +518,7 @@ class SubmissionResult:
     lms : dict of str to str
         The submission's `Submission.lms`.
     late : dict of str to int
-        Under a policy with a term's late days (`grader.ledger`): ``days``
+        Under a policy with a term's late days (`grader.term.ledger`): ``days``
         (whole days late, after the grace period) and ``used`` (late days
         charged to it); empty when on time or without such a policy.
     """

@@ -9,10 +9,10 @@ below (each says who writes it and who reads it).
 Shared keys
 -----------
 `COLLECTED`
-    The session's `grader.session.Collected` (exercises, prepared checks, spec hash), set by
-    ``grader.session.grade`` before ``grader_collection_finish``.
+    The session's `grader.grading.session.Collected` (exercises, prepared checks, spec hash), set by
+    ``grader.grading.session.grade`` before ``grader_collection_finish``.
 `CHECK_KINDS`
-    The merged check kinds by name, set by ``grader.session.collect`` before the specs load (the
+    The merged check kinds by name, set by ``grader.grading.session.collect`` before the specs load (the
     spec loader validates a check's keys against its kind).
 `INTERNAL_ERRORS`
     (submission id, internal-error id) of every submission the grader failed on this run.
@@ -20,7 +20,7 @@ Shared keys
     (label, file name) pairs that the class index page and the summary page link to; a plugin
     writing a class-wide page (similarity, the summary page) appends its own.
 `JOB_LAUNCHERS`
-    The sandbox's workers (`grader.jobs.LauncherPool`), set by the sandbox plugin when it starts;
+    The sandbox's workers (`grader.execution.jobs.LauncherPool`), set by the sandbox plugin when it starts;
     the runner plugin runs every ``grade`` submission in one of them.
 `OUTCOME_SOURCES`
     Where outcomes already exist (a merge's shard records, a Dask cluster's answers): the runner
@@ -37,9 +37,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 if TYPE_CHECKING:
-    from grader.jobs import ForkServer, LauncherPool
+    from grader.execution.jobs import ForkServer, LauncherPool
     from grader.models import Call, RunOutcome, Submission
-    from grader.session import Collected
+    from grader.grading.session import Collected
 
 __all__ = [
     "CALL_SECONDS",
@@ -161,10 +161,10 @@ SUMMARY_LINKS = StashKey[list[tuple[str, str]]]()
 JOB_LAUNCHERS: StashKey[LauncherPool] = StashKey()
 """The sandbox's workers, lent one submission at a time."""
 FORK_SERVER: StashKey[ForkServer] = StashKey()
-"""A warm fork server the command line started ahead for ``check`` (`grader.jobs.ForkServer`); the runner runs the calls in its jobs."""
+"""A warm fork server the command line started ahead for ``check`` (`grader.execution.jobs.ForkServer`); the runner runs the calls in its jobs."""
 EARLY_ZYGOTE: StashKey[tuple[Any, Any, Any]] = StashKey()
 """``grade``'s sandbox zygote as the command line exec'd it before loading anything
-(`grader.servers.grade_zygote`: process, socket, standard error file); the sandbox plugin takes it."""
+(`grader.execution.servers.grade_zygote`: process, socket, standard error file); the sandbox plugin takes it."""
 OUTCOME_SOURCES: StashKey[list[Callable[[Submission, Sequence[Call]], RunOutcome | None]]] = StashKey()
 """Callables ``(submission, calls) -> RunOutcome | None`` the runner asks before it runs the calls."""
 CALL_SECONDS = StashKey[dict[str, Sequence[float]]]()
@@ -193,7 +193,7 @@ def check_seconds(stash: Stash, sub_id: str, exercise_id: str | None = None) -> 
     """Seconds per check of one submission, keyed by (exercise id, check id).
 
     Each check owns its calls' place in ``Collected.calls`` (see
-    `grader.session.Collected.split`). Empty when the submission did not run or
+    `grader.grading.session.Collected.split`). Empty when the submission did not run or
     the counts do not match.
 
     Parameters

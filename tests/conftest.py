@@ -14,10 +14,10 @@ import pytest
 from grader.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-SPECS = ROOT / "g14" / "specs"
-REFERENCE = ROOT / "g14" / "reference" / "attention.py"
-SUBMISSIONS = ROOT / "g14" / "submissions"
-STARTER = ROOT / "g14" / "starter" / "attention.py"
+SPECS = ROOT / "exercises"
+REFERENCE = ROOT / "reference" / "attention.py"
+SUBMISSIONS = ROOT / "submissions"
+STARTER = ROOT / "exercises" / "starter" / "attention.py"
 
 CHROMIUM_FLAGS = (
     "--headless",

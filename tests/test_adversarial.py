@@ -89,7 +89,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ADVERSARIAL = ROOT / "tests" / "adversarial"
 REPO_IN_ATTACKS = "/work/main"
 """The repository's path as the attacks spell it; replaced by this checkout's path when graded."""
-HONEST = ROOT / "g14" / "submissions" / "mib_decimal" / "attention.py"
+HONEST = ROOT / "submissions" / "mib_decimal" / "attention.py"
 UIDS = range(UID_BASE, UID_BASE + 64)
 """uids of the sandbox's worker slots (grader.child.limits.UID_BASE + slot)."""
 PORT = 47914
@@ -411,10 +411,10 @@ def _grade_watched(paths: list[str], out: Path, log: Path) -> tuple[int, float, 
 
 def _collected():  # noqa: ANN202
     """Every exercise's prepared checks, hidden ones included, as ``grade`` prepares them here."""
-    from grader import session
+    from grader.grading import session
     from grader.cli import build_parser
-    from grader.config import Config
-    from grader.plugins import get_plugin_manager
+    from grader.config.core import Config
+    from grader.config.plugins import get_plugin_manager
 
     old = os.getcwd()
     os.chdir(ROOT)
@@ -475,7 +475,7 @@ def _precomputed_attack(baseline: Path) -> str:
     """
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("adversarial_reference", ROOT / "g14" / "reference" / "attention.py")
+    spec = importlib.util.spec_from_file_location("adversarial_reference", ROOT / "reference" / "attention.py")
     reference = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reference)
     with _environment(**{SECRET_ENV: None, SECRET_ENV + "_FILE": None}):
@@ -701,16 +701,16 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     canary = f"canary {os.getpid()} {time.time()}\n"
     CANARY.write_text(canary)
     os.chmod(CANARY, 0o666)  # writable by anyone: only the sandbox stands in the way
-    reference = (ROOT / "g14" / "reference" / "attention.py").read_bytes()
+    reference = (ROOT / "reference" / "attention.py").read_bytes()
     attacks = tmp_path_factory.mktemp("adv-class") / "adversarial"
     shutil.copytree(ADVERSARIAL, attacks)
     for file in attacks.glob("*/attention.py"):  # aim at this checkout of the repository
         file.write_text(file.read_text().replace(REPO_IN_ATTACKS, str(ROOT)).replace(CANARY_IN_ATTACKS, str(CANARY)))
     (attacks / CLASSMATE).mkdir()
-    shutil.copy(ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py", attacks / CLASSMATE / "attention.py")
+    shutil.copy(ROOT / "submissions" / "correct_numpy" / "attention.py", attacks / CLASSMATE / "attention.py")
     (attacks / "precompute_seeds").mkdir()
     (attacks / "precompute_seeds" / "attention.py").write_text(
-        _precomputed_attack(ROOT / "g14" / "submissions" / "no_sqrt_dk" / "attention.py")
+        _precomputed_attack(ROOT / "submissions" / "no_sqrt_dk" / "attention.py")
     )
     secret = f"adversarial-{secrets.token_hex(8)}"
     helpers = _Helpers()
@@ -720,7 +720,7 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     try:
         with _environment(**{SECRET_ENV: secret, SECRET_ENV + "_FILE": None}):
             code, seconds, printed = _grade_watched(
-                [str(attacks), *(f"g14/submissions/{b}" for b in BASELINES)], out, log
+                [str(attacks), *(f"submissions/{b}" for b in BASELINES)], out, log
             )
             hidden = _hidden_tokens()
     finally:
@@ -736,7 +736,7 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "hits": list(helpers.hits),
         "survivors": [p for p in _wait_no_survivors() if p["pid"] not in before],
         "canary_intact": CANARY.read_text() == canary,
-        "reference_intact": (ROOT / "g14" / "reference" / "attention.py").read_bytes() == reference,
+        "reference_intact": (ROOT / "reference" / "attention.py").read_bytes() == reference,
         "marked_files": _files_with_mark(start),
         "outside": [str(p) for p in OUTSIDE_TARGETS if p.exists()]
         + [str(p) for p in Path("/tmp").glob("grader-adversarial-planted-ran-*")],
@@ -1093,7 +1093,7 @@ def _write_zip(path: Path) -> None:
         zf.writestr("/tmp/grader-adversarial-abs.py", honest)
         link = zipfile.ZipInfo("export/zip_mallory/attention.py")
         link.external_attr = 0o120777 << 16  # a symbolic link to the reference
-        zf.writestr(link, str(ROOT / "g14" / "reference" / "attention.py"))
+        zf.writestr(link, str(ROOT / "reference" / "attention.py"))
         bomb = zipfile.ZipInfo("export/zip_bomber/attention.py")
         bomb.compress_type = zipfile.ZIP_DEFLATED
         with zf.open(bomb, "w") as fh:  # 256 MiB of zeros in about 256 KiB
@@ -1111,15 +1111,15 @@ def odd_class(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for name in ("honest", "link_file", "link_passwd", "non_utf8", "latin1_declared", "large_ok", "large_over"):
         (cls / name).mkdir(parents=True)
     (cls / "honest" / "attention.py").write_bytes(honest)
-    (cls / "link_file" / "attention.py").symlink_to(ROOT / "g14" / "reference" / "attention.py")
+    (cls / "link_file" / "attention.py").symlink_to(ROOT / "reference" / "attention.py")
     (cls / "link_passwd" / "attention.py").symlink_to("/etc/passwd")
-    (cls / "link_folder").symlink_to(ROOT / "g14" / "submissions" / "correct_numpy", target_is_directory=True)
-    (cls / "link_module.py").symlink_to(ROOT / "g14" / "reference" / "attention.py")
+    (cls / "link_folder").symlink_to(ROOT / "submissions" / "correct_numpy", target_is_directory=True)
+    (cls / "link_module.py").symlink_to(ROOT / "reference" / "attention.py")
     (cls / "non_utf8" / "attention.py").write_bytes(b'GREETING = "caf\xe9"\n' + honest)
     (cls / "latin1_declared" / "attention.py").write_bytes(
         b'# -*- coding: latin-1 -*-\nGREETING = "caf\xe9"\n' + honest
     )
-    from grader.fileio import MAX_SOURCE_BYTES
+    from grader.reporting.fileio import MAX_SOURCE_BYTES
 
     def padded(size: int) -> bytes:
         filler = b"# " + b"x" * 97 + b"\n"
@@ -1225,9 +1225,9 @@ ARCHIVED = {
     "L" * 300: "honest, under a folder name longer than a file system allows (graded: its files are not named so)",
 }
 SOURCES = {
-    "honest": ROOT / "g14" / "submissions" / "mib_decimal" / "attention.py",
-    "correct": ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py",
-    "starter": ROOT / "g14" / "submissions" / "starter" / "attention.py",
+    "honest": ROOT / "submissions" / "mib_decimal" / "attention.py",
+    "correct": ROOT / "submissions" / "correct_numpy" / "attention.py",
+    "starter": ROOT / "submissions" / "starter" / "attention.py",
 }
 SCORES = {"honest": FULL_MARKS - 5, "correct": FULL_MARKS, "starter": 0.0}
 
@@ -1284,7 +1284,7 @@ def named_class(tmp_path_factory: pytest.TempPathFactory) -> dict:
     snapshot = _snapshot(base)
     out = base / "out"
     code, seconds, printed = _grade_watched(
-        [str(cls), str(archive), "g14/submissions/mib_decimal"], out, base / "grade.log"
+        [str(cls), str(archive), "submissions/mib_decimal"], out, base / "grade.log"
     )
     snapshot.pop(os.fsencode(out), None)
     snapshot.pop(os.fsencode(base / "grade.log"), None)
@@ -1437,7 +1437,7 @@ def test_names_change_nothing_outside_the_output_folder(named_class: dict) -> No
 PARENT_ATTACKS = {"frame_flood": "mib_decimal", "junk_flood": "mib_decimal", "cpu_hog": "mib_decimal"}
 PARENT_RSS_BOUND = 256 << 20
 """Peak resident memory of the grading process under the floods (bytes): its own needs (about
-50 MiB) plus a bounded share per submission in flight (grader.boundary: one frame of at most
+50 MiB) plus a bounded share per submission in flight (grader.execution.boundary: one frame of at most
 32 MiB at a time). Without that bound the floods took it past 3 GiB."""
 PARENT_CPU_BOUND = 10.0
 """CPU seconds of the grading process itself (not its jobs) for the whole batch."""
@@ -1445,7 +1445,7 @@ PARENT_CPU_BOUND = 10.0
 
 def _slow_classmate() -> str:
     """correct_numpy's code, whose G14.05 functions each spin 0.6 s of CPU: slow, but within every limit."""
-    return (ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py").read_text() + textwrap.dedent("""
+    return (ROOT / "submissions" / "correct_numpy" / "attention.py").read_text() + textwrap.dedent("""
 
         import time as _time
 
@@ -1500,7 +1500,7 @@ def parent_load(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "grader",
             "grade",
             *paths,
-            "g14/submissions/mib_decimal",
+            "submissions/mib_decimal",
             "--out",
             str(out),
             "-q",
@@ -1577,7 +1577,7 @@ def test_blocking_the_sandbox_is_refused(plugin: str, tmp_path: Path, capfd: pyt
     old = os.getcwd()
     os.chdir(ROOT)
     try:
-        code = main(["grade", "g14/submissions/mib_decimal", "--out", str(out), "-q", "-p", f"no:{plugin}", *TIMEOUTS])
+        code = main(["grade", "submissions/mib_decimal", "--out", str(out), "-q", "-p", f"no:{plugin}", *TIMEOUTS])
     finally:
         os.chdir(old)
     _, err = capfd.readouterr()

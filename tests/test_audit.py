@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from grader.catalogue import load_catalogue
+from grader.packs.catalogue import load_catalogue
 from grader.cli import main
 from grader.errors import ConfigError
 
-MUTANTS = ROOT / "g14" / "mutants"
+MUTANTS = ROOT / "reference" / "mutants"
 EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")
 
 # The whole kill matrix, one letter per exercise G14.01..G14.06:
@@ -137,7 +137,7 @@ def audited() -> tuple[int, list[str]]:
 def test_the_audit_passes(audited) -> None:  # noqa: ANN001
     code, lines = audited
     assert code == 0
-    assert lines[0] == "audit of g14/mutants/catalogue.yaml: 45 mutants, 8 correct variants; 6 exercises, 59 checks"
+    assert lines[0] == "audit of reference/mutants/catalogue.yaml: 45 mutants, 8 correct variants; 6 exercises, 59 checks"
     assert lines[-1] == LAST_LINE
     assert not any(line.startswith("FAIL") for line in lines)
 
@@ -229,7 +229,7 @@ def test_each_mutant_is_one_small_change_of_its_base() -> None:
             continue
         assert f"Derived from mutants/{entry.base}/attention.py" in text
         diff = difflib.unified_diff(
-            code(ROOT / "g14" / "mutants" / entry.base / "attention.py"), code(Path(entry.file)), n=0
+            code(ROOT / "reference" / "mutants" / entry.base / "attention.py"), code(Path(entry.file)), n=0
         )
         changed = [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
         assert 1 <= len(changed) <= 4, (entry.name, changed)
@@ -372,7 +372,7 @@ def test_the_readme_shows_this_matrix(audited) -> None:  # noqa: ANN001
 def test_a_mutant_that_passes_every_visible_check_fails_the_audit(tmp_path: Path) -> None:
     """Without its visible twin, fill_minus_1e9 is caught by a hidden check only: CI would stay green."""
     specs = tmp_path / "specs"
-    shutil.copytree(ROOT / "g14" / "specs", specs)
+    shutil.copytree(ROOT / "exercises", specs)
     g14_06 = specs / "G14.06.yaml"
     text = g14_06.read_text()
     start = text.index("  - id: masked-scores-above-very-low-allowed")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SUBMISSIONS
 
-import grader.archive
-from grader.archive import ArchiveError, safe_extract
+import grader.intake.archive
+from grader.intake.archive import ArchiveError, safe_extract
 
 SAMPLES = (
     "correct_numpy",
@@ -175,7 +175,7 @@ def test_grade_a_zip_export_with_a_roster(cli, tmp_path: Path) -> None:
 
 
 def test_zip_bomb_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(grader.archive, "MAX_TOTAL_BYTES", 8 << 20)
+    monkeypatch.setattr(grader.intake.archive, "MAX_TOTAL_BYTES", 8 << 20)
     zeros = bytes(1 << 20)
     archive = _zip(tmp_path / "bomb.zip", {f"s{i}/attention.py": zeros for i in range(12)})
     assert archive.stat().st_size < 200_000
@@ -266,7 +266,7 @@ def test_an_empty_zip_names_the_archive(cli, tmp_path: Path) -> None:
 def test_folders_left_by_a_killed_grader_are_removed_by_the_next(tmp_path: Path) -> None:
     import subprocess
 
-    from grader.fileio import remove_stale_scratch, scratch_prefix
+    from grader.reporting.fileio import remove_stale_scratch, scratch_prefix
 
     dead = subprocess.Popen(["true"])
     dead.wait()  # its pid names no process now
@@ -322,7 +322,7 @@ def test_a_file_changed_after_it_was_located_is_graded_as_read_and_not_kept(
 
 
 def test_a_file_gone_before_its_turn_costs_only_its_grade(tmp_path: Path) -> None:
-    from grader.jobs import run_calls
+    from grader.execution.jobs import run_calls
     from grader.models import Call
 
     out = run_calls(str(tmp_path / "attention.py"), [Call("softmax", ([1.0],), 2.0)])

@@ -23,9 +23,9 @@ from test_boundary import _PipeJob, worker_frame
 from test_checks import make, prepare
 
 from g14.reference.error_bounds import EPS, row_weight_bound, score_rounding, weight_bounds
-from grader import worker
-from grader.boundary import BoundaryError, budget_for, decode_frame
-from grader.jobs import LARGE_FRAME_BYTES, READ_AHEAD_BYTES, _Child
+from grader.child import worker
+from grader.execution.boundary import BoundaryError, budget_for, decode_frame
+from grader.execution.jobs import LARGE_FRAME_BYTES, READ_AHEAD_BYTES, _Child
 from grader.kinds import FLOOR_KEY
 from grader.models import Call, phase_wire
 
@@ -376,7 +376,7 @@ def test_a_malformed_or_oversized_large_frame_is_refused(case: str) -> None:
 
 
 def test_a_512x64_call_goes_through_a_job_whole(tmp_path: Path) -> None:
-    from grader.jobs import run_calls
+    from grader.execution.jobs import run_calls
 
     rng = np.random.default_rng(8)
     q = rng.normal(size=(512, 64))
@@ -488,12 +488,12 @@ def attention(Q, K, V, causal=False):
 def test_the_512x64_check_passes_the_right_answer_and_fails_one_element_off(tmp_path: Path) -> None:
     from conftest import REFERENCE, SUBMISSIONS
 
-    from grader import session
+    from grader.grading import session
     from grader.cli import build_parser
-    from grader.config import Config
-    from grader.jobs import run_calls
-    from grader.judging import judge
-    from grader.plugins import get_plugin_manager
+    from grader.config.core import Config
+    from grader.execution.jobs import run_calls
+    from grader.grading.judging import judge
+    from grader.config.plugins import get_plugin_manager
 
     specs = tmp_path / "specs"
     specs.mkdir()

@@ -1,4 +1,4 @@
-"""The strict decoder at the boundary: `grader.boundary` and the runner's frame reader.
+"""The strict decoder at the boundary: `grader.execution.boundary` and the runner's frame reader.
 
 Frames are built here byte by byte, as a hostile job could write them; the
 decoder must refuse what is not the worker's format with a true message,
@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from grader.boundary import (
+from grader.execution.boundary import (
     DEFAULT_BUDGET,
     FRAME_OVERHEAD_BYTES,
     MAX_BUDGET,
@@ -232,7 +232,7 @@ def test_import_frames() -> None:
 
 
 class _PipeJob:
-    """Just enough of `grader.jobs.Job` for `_Child` to read a pipe the test writes."""
+    """Just enough of `grader.execution.jobs.Job` for `_Child` to read a pipe the test writes."""
 
     def __init__(self) -> None:
         self.result_fd, self.write_fd = os.pipe()
@@ -250,7 +250,7 @@ class _PipeJob:
 
 
 def test_a_frame_over_its_budget_is_refused_after_reading_only_its_length_and_one_read_ahead() -> None:
-    from grader.jobs import READ_AHEAD_BYTES, _Child
+    from grader.execution.jobs import READ_AHEAD_BYTES, _Child
 
     job = _PipeJob()
     body = b"[" * (1 << 18) + b"0" * (1 << 18)  # 512 KiB of the 100 MiB it claims
@@ -271,7 +271,7 @@ def test_a_frame_over_its_budget_is_refused_after_reading_only_its_length_and_on
 
 
 def test_the_reader_takes_frames_one_at_a_time() -> None:
-    from grader.jobs import _Child
+    from grader.execution.jobs import _Child
 
     job = _PipeJob()
     frames = [json.dumps({"event": "call", "status": "returned", "value": i, "mutated": []}).encode() for i in range(3)]
@@ -291,7 +291,7 @@ def test_the_reader_takes_frames_one_at_a_time() -> None:
 def _worker():
     import importlib.util
 
-    from grader.jobs import WORKER
+    from grader.execution.jobs import WORKER
 
     spec = importlib.util.spec_from_file_location("_test_worker", WORKER)
     module = importlib.util.module_from_spec(spec)
@@ -337,7 +337,7 @@ def test_small_arrays_decode_to_exactly_the_lists_json_gives() -> None:
 def test_a_large_array_stays_a_read_only_array_and_no_number_is_visited() -> None:
     import numpy as np
 
-    from grader.boundary import LIST_BELOW_ITEMS
+    from grader.execution.boundary import LIST_BELOW_ITEMS
 
     rng = np.random.default_rng(0)
     outputs, weights = rng.normal(size=(512, 64)), rng.random((512, 512))

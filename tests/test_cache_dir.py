@@ -1,4 +1,4 @@
-"""The grader's cache folder (`grader.fileio.cache_dir`): the user's, never the working folder or ``/``."""
+"""The grader's cache folder (`grader.reporting.fileio.cache_dir`): the user's, never the working folder or ``/``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from grader.fileio import cache_dir
+from grader.reporting.fileio import cache_dir
 
 
 @pytest.fixture
@@ -58,14 +58,14 @@ def _mutant_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any,
 
     from conftest import ROOT
 
-    from grader.catalogue import load_catalogue, run_entries
-    from grader.config import Config
+    from grader.packs.catalogue import load_catalogue, run_entries
+    from grader.config.core import Config
     from grader.models import Call
-    from grader.plugins import get_plugin_manager
+    from grader.config.plugins import get_plugin_manager
 
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
     entries = [
-        e for e in load_catalogue(ROOT / "g14" / "mutants").entries if e.name in ("mib_decimal", "correct_lists")
+        e for e in load_catalogue(ROOT / "reference" / "mutants").entries if e.name in ("mib_decimal", "correct_lists")
     ]
     config = Config("check", argparse.Namespace(), get_plugin_manager(load_entrypoints=False))
     calls = [Call("bytes_to_mib", (1048576,), 2.0)]
@@ -125,7 +125,7 @@ def test_read_regular_allocates_what_the_file_holds_not_its_limit(tmp_path: Path
     4 MiB, and each of the mutants' cache files 256 MiB (``tests/test_malformed.py`` caught the first)."""
     import tracemalloc
 
-    from grader.fileio import read_regular
+    from grader.reporting.fileio import read_regular
 
     small = tmp_path / "small.json"
     small.write_bytes(b'{"key": 1}')

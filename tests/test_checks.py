@@ -18,7 +18,7 @@ from grader.builtin.checks import BUILTIN_KINDS
 from grader.builtin.reference import load_reference
 from grader.compare import Mismatch, as_array, compare, format_value, split_parts
 from grader.errors import SpecError
-from grader.judging import judge
+from grader.grading.judging import judge
 from grader.kinds import KindContext
 from grader.models import CallResult, Check, Exercise, Prepared, Verdict
 
@@ -834,7 +834,7 @@ def test_no_mutation_needs_valid_arguments() -> None:
 def test_ctrl_c_in_the_reference_stops_the_run_and_is_no_spec_error() -> None:
     # Ctrl-C while the checks are prepared lands in the reference's code: it must stop the run
     # ("grader: interrupted", exit 130), not be reported as the spec's error (exit 3), nor be lost.
-    from grader.session import _bounded
+    from grader.grading.session import _bounded
 
     def interrupted(scores: object, allowed: object) -> object:
         raise KeyboardInterrupt
@@ -851,7 +851,7 @@ def test_ctrl_c_in_the_reference_stops_the_run_and_is_no_spec_error() -> None:
 
 
 def test_ctrl_c_while_the_pack_s_plugin_imports_stops_the_run(tmp_path: Path) -> None:
-    # One Ctrl-C 0.3 s into grader grade lands in g14/kinds.py's import: it was reported as the
+    # One Ctrl-C 0.3 s into grader grade lands in exercises/kinds.py's import: it was reported as the
     # pack's error ("the pack's plugin failed to import at ...: KeyboardInterrupt", exit 3).
     from grader.packs import _import_plugin
 

@@ -103,7 +103,7 @@ def test_a_sandbox_job_gets_the_same_cpu_and_file_limits(tmp_path: Path) -> None
 
 def test_the_catalogue_cache_key_hashes_the_child() -> None:
     """A change to the zygote or any module of the child makes cached mutant results stale."""
-    from grader import catalogue
+    from grader.packs import catalogue
 
     hashed = {path.resolve() for path in catalogue._DECODING}
     child = {path.resolve() for path in (ROOT / "grader" / "child").glob("*.py")}

@@ -15,10 +15,10 @@ import yaml
 from junitparser import JUnitXml
 
 from grader.builtin.classroom import SCHEMA
-from grader.ci import NOTE
+from grader.integrations.ci import NOTE
 
 ROOT = Path(__file__).resolve().parents[1]
-MUTANT = ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py"  # 33/35 visible points: two checks fail
+MUTANT = ROOT / "reference" / "mutants" / "no_sqrt_dk" / "attention.py"  # 33/35 visible points: two checks fail
 BIN = Path(sys.executable).parent
 
 
@@ -191,7 +191,7 @@ def test_init_ci_refuses_to_overwrite_and_an_unknown_target(tmp_path: Path, cli)
     assert code == 2 and "invalid choice: 'jenkins'" in err
 
 
-@pytest.mark.parametrize("command", [["grade", "g14/submissions"], ["validate"]])
+@pytest.mark.parametrize("command", [["grade", "submissions"], ["validate"]])
 def test_the_classroom_options_are_for_check_only(cli, command: list[str]) -> None:  # noqa: ANN001
     code, _, err = cli(*command, "--points-notice")
     assert code == 2 and "unrecognized arguments: --points-notice" in err

@@ -25,7 +25,7 @@ import yaml
 from junitparser import JUnitXml
 
 ROOT = Path(__file__).resolve().parents[1]
-MUTANT = ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py"
+MUTANT = ROOT / "reference" / "mutants" / "no_sqrt_dk" / "attention.py"
 FORGER = Path(__file__).resolve().parent / "ci_attack" / "forger.py"
 BIN = Path(sys.executable).parent
 NAME = "ci-forger"

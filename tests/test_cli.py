@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SUBMISSIONS
 
-from grader.secret import WARNING as SECRET_WARNING
+from grader.config.secret import WARNING as SECRET_WARNING
 
 
 def _one_line(err: str) -> str:
@@ -28,31 +28,31 @@ def _one_line(err: str) -> str:
         ([], "the following arguments are required: COMMAND"),
         (["grade"], "the following arguments are required: PATH"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
-        (["grade", "g14/submissions", "--jobs", "x"], "argument -j/--jobs: invalid number: 'x'"),
-        (["grade", "g14/submissions", "--jobs", "0"], "argument -j/--jobs: must be at least 1, got 0"),
-        (["grade", "g14/submissions", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["grade", "submissions", "--jobs", "x"], "argument -j/--jobs: invalid number: 'x'"),
+        (["grade", "submissions", "--jobs", "0"], "argument -j/--jobs: must be at least 1, got 0"),
+        (["grade", "submissions", "--frobnicate"], "unrecognized arguments: --frobnicate"),
         (["check", "a.py", "b.py"], "unrecognized arguments: b.py"),
         (["grade", "no/such/place"], "no/such/place: no such file or folder"),
         (["grade", "README.md"], "README.md: not a Python file"),
         (
-            ["grade", "g14/submissions", "--import-timeout", "soon"],
+            ["grade", "submissions", "--import-timeout", "soon"],
             "argument --import-timeout: invalid number of seconds: 'soon'",
         ),
         (
-            ["grade", "g14/submissions", "--import-timeout", "-1"],
+            ["grade", "submissions", "--import-timeout", "-1"],
             "argument --import-timeout: must be more than 0 seconds, got -1",
         ),
         (
-            ["grade", "g14/submissions", "--submission-timeout", "0"],
+            ["grade", "submissions", "--submission-timeout", "0"],
             "argument --submission-timeout: must be more than 0 seconds, got 0",
         ),
         # Found before grading, not after: root may "access" /proc and /sys but create nothing there.
         (
-            ["grade", "g14/submissions", "--json", "/proc/x.json"],
+            ["grade", "submissions", "--json", "/proc/x.json"],
             "argument --json: /proc/x.json is under /proc, a kernel file system; give another file name",
         ),
         (
-            ["grade", "g14/submissions", "--junit", "/sys/x.xml"],
+            ["grade", "submissions", "--junit", "/sys/x.xml"],
             "argument --junit: /sys/x.xml is under /sys, a kernel file system",
         ),
     ],
@@ -141,7 +141,7 @@ def test_check_runs_no_hidden_check(cli) -> None:
 
 def test_check_on_starter_says_not_attempted(cli, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("COLUMNS", "80")  # an 80x24 terminal
-    code, out, err = cli("check", "g14/starter/attention.py")
+    code, out, err = cli("check", "exercises/starter/attention.py")
     assert code == 1
     lines = out.splitlines()
     # One line per function not written yet, not one per check (with its hint): the starter fits a screen.
@@ -162,10 +162,10 @@ def test_check_on_starter_says_not_attempted(cli, monkeypatch: pytest.MonkeyPatc
 
 
 def test_check_on_syntax_error(cli) -> None:
-    code, out, err = cli("check", "g14/submissions/syntax_error/attention.py")
+    code, out, err = cli("check", "submissions/syntax_error/attention.py")
     assert code == 1
     assert (
-        "ERROR g14/submissions/syntax_error/attention.py: importing the file failed with SyntaxError (attention.py, line 20)"
+        "ERROR submissions/syntax_error/attention.py: importing the file failed with SyntaxError (attention.py, line 20)"
         in out
     )
     assert "Traceback" not in out + err
@@ -272,7 +272,7 @@ def test_a_reader_that_goes_away_stops_the_summary_not_the_grading(tmp_path: Pat
 
 
 def test_the_collector_is_paused_for_start_up_only(tmp_path: Path) -> None:
-    """`grader.launch` pauses the garbage collector while the grader imports; grading runs with it on."""
+    """`grader.cli.launch` pauses the garbage collector while the grader imports; grading runs with it on."""
     (tmp_path / "gc_probe.py").write_text(
         "import gc, json, os\n"
         "import grader\n\n"

@@ -23,7 +23,7 @@ from scale_support import (
     run,
 )
 
-from grader.fileio import remove_stale_scratch
+from grader.reporting.fileio import remove_stale_scratch
 
 distributed = pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
 
@@ -182,7 +182,7 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path: Path) -> None:
 
 def test_the_cluster_sends_data_only_and_is_decoded_strictly() -> None:
     """What a chunk brings back is checked key by key, value by value, against each call's budget."""
-    from grader.boundary import ResultBudget
+    from grader.execution.boundary import ResultBudget
     from grader.models import Call, CallResult, RunOutcome
     from grader.shards import OutcomeError, decode_outcome, encode_outcome
 

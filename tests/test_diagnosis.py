@@ -22,13 +22,13 @@ from conftest import ROOT, SUBMISSIONS
 from markupsafe import escape
 
 from grader.builtin.diagnosis import DiagnosisTable, same_data
-from grader.catalogue import Catalogue, Entry, load_catalogue, run_entries
+from grader.packs.catalogue import Catalogue, Entry, load_catalogue, run_entries
 from grader.cli import build_parser
-from grader.config import Config
+from grader.config.core import Config
 from grader.models import Call, CallResult, Check
-from grader.plugins import get_plugin_manager, hookimpl
+from grader.config.plugins import get_plugin_manager, hookimpl
 
-MUTANTS = ROOT / "g14" / "mutants"
+MUTANTS = ROOT / "reference" / "mutants"
 CATALOGUE = {e.name: e for e in load_catalogue(MUTANTS).entries}
 
 # mutant -> a check whose report must carry the mutant's diagnosis: (exercise, check, visibility)
@@ -96,7 +96,7 @@ def test_html_shows_the_diagnosis_once_per_exercise(diagnosed: dict, name: str) 
 
 
 def _collected():  # noqa: ANN202
-    from grader import session
+    from grader.grading import session
 
     pm = get_plugin_manager(load_entrypoints=False)
     options = build_parser(pm).parse_args(["validate"])
@@ -318,7 +318,7 @@ def test_diagnoses_survive_the_stored_result_round_trip(tmp_path: Path) -> None:
     """A stored grade (the gradebook) keeps its diagnoses, and a changed catalogue changes its key."""
     import shutil
 
-    from grader.catalogue import fingerprint
+    from grader.packs.catalogue import fingerprint
     from grader.models import CheckResult, Diagnosis, ExerciseResult, SubmissionResult, result_from_dict, result_to_dict
 
     d = Diagnosis("mib_decimal", "One MiB taken as 10^6 bytes.", "Count computation", "")
@@ -338,15 +338,15 @@ def test_diagnoses_survive_the_stored_result_round_trip(tmp_path: Path) -> None:
 # Real implementations (the sample submissions, and tests/real_implementations) and the catalogued
 # mistakes each one makes: left out of the catalogue, none may be named in their place (issue 24).
 REAL = {
-    ROOT / "g14" / "submissions" / "mask_after_softmax": {"mask_after_softmax"},
-    ROOT / "g14" / "submissions" / "mib_decimal": {"mib_decimal"},
-    ROOT / "g14" / "submissions" / "no_max_subtraction": {"no_max_subtraction"},
-    ROOT / "g14" / "submissions" / "no_sqrt_dk": {"no_sqrt_dk"},
-    ROOT / "g14" / "submissions" / "unnormalized_scores": {"unnormalized_scores"},
-    ROOT / "g14" / "submissions" / "masked_row_nan": {"all_masked_nan"},
-    ROOT / "g14" / "submissions" / "transposed_shapes": set(),
-    ROOT / "g14" / "submissions" / "correct_lists": set(),
-    ROOT / "g14" / "submissions" / "correct_numpy": set(),
+    ROOT / "submissions" / "mask_after_softmax": {"mask_after_softmax"},
+    ROOT / "submissions" / "mib_decimal": {"mib_decimal"},
+    ROOT / "submissions" / "no_max_subtraction": {"no_max_subtraction"},
+    ROOT / "submissions" / "no_sqrt_dk": {"no_sqrt_dk"},
+    ROOT / "submissions" / "unnormalized_scores": {"unnormalized_scores"},
+    ROOT / "submissions" / "masked_row_nan": {"all_masked_nan"},
+    ROOT / "submissions" / "transposed_shapes": set(),
+    ROOT / "submissions" / "correct_lists": set(),
+    ROOT / "submissions" / "correct_numpy": set(),
     ROOT / "tests" / "real_implementations" / "jacobian_sum": set(),  # zeros, not "every function a constant"
 }
 

@@ -1,4 +1,4 @@
-"""The disclosure rule (grader.disclosure): what a student may see, decided in one module."""
+"""The disclosure rule (grader.reporting.disclosure): what a student may see, decided in one module."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.disclosure import (
+from grader.reporting.disclosure import (
     HIDDEN_NOTE,
     hidden_bad_return,
     hidden_type,

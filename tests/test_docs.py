@@ -22,7 +22,7 @@ import yaml
 from grader import hookspecs
 from grader.builtin.yaml_spec import SCHEMA
 from grader.cli import build_parser
-from grader.plugins import get_plugin_manager
+from grader.config.plugins import get_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 README_MAX_LINES = 150

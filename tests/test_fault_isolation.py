@@ -22,8 +22,8 @@ from conftest import SUBMISSIONS
 
 from grader.cli import main
 from grader.models import CallResult, RunOutcome, Verdict
-from grader.plugins import hookimpl
-from grader.session import internal_error_id
+from grader.config.plugins import hookimpl
+from grader.grading.session import internal_error_id
 
 CLASS_FILES = (
     "index.html",
@@ -98,10 +98,10 @@ def _class(tmp_path: Path) -> Path:
 def test_a_fault_at_any_stage_is_that_submissions_error(
     stage: str, words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import grader.plugins
+    import grader.config.plugins
 
     plugin = FaultPlugin(stage)
-    real = grader.plugins.get_plugin_manager
+    real = grader.config.plugins.get_plugin_manager
 
     def with_fault(*args: Any, **kwargs: Any) -> Any:
         pm = real(*args, **kwargs)
@@ -140,14 +140,14 @@ def test_a_fault_at_any_stage_is_that_submissions_error(
 def test_a_failing_report_writer_does_not_stop_the_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import grader.plugins
+    import grader.config.plugins
 
     class BrokenWriter:
         @hookimpl
         def grader_write_reports(self, report: Any, config: Any) -> None:
             raise RuntimeError("a writer bug")
 
-    real = grader.plugins.get_plugin_manager
+    real = grader.config.plugins.get_plugin_manager
 
     def with_broken(*args: Any, **kwargs: Any) -> Any:
         pm = real(*args, **kwargs)

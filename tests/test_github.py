@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT, SUBMISSIONS
 
 from grader.builtin.github import MAX_PER_LEVEL, _md, escape_data, escape_property, step_summary, workflow_commands
-from grader.feedback import HIDDEN_NOTE
+from grader.reporting.feedback import HIDDEN_NOTE
 from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
 
 COMMAND = re.compile(r"^::(error|warning|notice) (?P<props>[^:]*)::(?P<message>.*)$")
@@ -55,7 +55,7 @@ def test_check_annotates_each_failing_check_on_its_function(cli, actions: Path) 
     assert commands and {level for level, _, _ in commands} == {"error"}
     by_title = {props["title"]: (props, message) for _, props, message in commands}
     props, message = by_title["G14.02 zero-scores: failed (0/2 points)"]
-    assert props["file"] == "g14/submissions/unnormalized_scores/attention.py"
+    assert props["file"] == "submissions/unnormalized_scores/attention.py"
     assert props["line"] == _def_line(file, "attention")
     assert message.splitlines() == [
         "outputs differs from the expected value by up to 5 (at outputs[0][0]); asked: within rtol=1e-06, "

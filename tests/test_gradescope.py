@@ -16,7 +16,7 @@ import pytest
 from conftest import SUBMISSIONS
 from test_samples import EXERCISES, EXPECTED
 
-from grader.feedback import HIDDEN_NOTE
+from grader.reporting.feedback import HIDDEN_NOTE
 
 VISIBILITY = {"enum": ["hidden", "after_due_date", "after_published", "visible"]}
 FORMAT = {"enum": ["text", "html", "simple_format", "md", "ansi"]}

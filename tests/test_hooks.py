@@ -1,4 +1,4 @@
-"""The typed hook facade (grader.hooks) and the subcommand options plugins add (grader_addoption)."""
+"""The typed hook facade (grader.config.hooks) and the subcommand options plugins add (grader_addoption)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from grader import hookspecs
 from grader.cli import build_parser, main
 from grader.errors import UsageError
-from grader.hooks import Hooks
-from grader.plugins import get_plugin_manager, hookimpl
+from grader.config.hooks import Hooks
+from grader.config.plugins import get_plugin_manager, hookimpl
 
 
 def test_every_hook_has_a_typed_method_with_the_specs_parameters() -> None:
     for name in hookspecs.HOOK_NAMES:
         method = getattr(Hooks, name.removeprefix("grader_"), None)
-        assert method is not None, f"grader.hooks.Hooks has no method for {name}"
+        assert method is not None, f"grader.config.hooks.Hooks has no method for {name}"
         spec = list(inspect.signature(getattr(hookspecs, name)).parameters)
         mine = list(inspect.signature(method).parameters)[1:]  # without self
         assert mine == spec, name
@@ -87,8 +87,8 @@ def test_one_runner_answers_whatever_the_registration_order(monkeypatch, order: 
     """Only the runner answers run_calls; outcomes that exist (--dask, grader merge) reach it as sources."""
     import argparse
 
-    from grader import plugins
-    from grader.config import Config
+    from grader.config import plugins
+    from grader.config.core import Config
     from grader.models import RunOutcome, Submission
     from grader.stash import OUTCOME_SOURCES
 
@@ -112,7 +112,7 @@ def test_the_runner_never_falls_back_to_plain_processes_when_grade_has_no_sandbo
     import argparse
 
     from grader.builtin.runner import grader_run_calls
-    from grader.config import Config
+    from grader.config.core import Config
     from grader.errors import ConfigError
     from grader.models import Submission
 
@@ -146,7 +146,7 @@ def test_grading_ready_comes_after_the_checks_are_prepared_and_before_the_out_fo
     )
     monkeypatch.setitem(sys.modules, "order_plugin", module)
     monkeypatch.setenv("GRADER_COURSE_SECRET", "hooks-test-secret-2026")
-    code = main(["grade", "g14/submissions/correct_numpy", "--out", str(out), "-q", "-p", "order_plugin"])
+    code = main(["grade", "submissions/correct_numpy", "--out", str(out), "-q", "-p", "order_plugin"])
     assert code == 0, capsys.readouterr().err
     names = [name for name, _, _ in seen]
     assert names.count("grading_ready") == 1 and names[-1] == "collection_finish"

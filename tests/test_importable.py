@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import SUBMISSIONS
 
-from grader import worker
-from grader.jobs import run_calls
+from grader.child import worker
+from grader.execution.jobs import run_calls
 from grader.models import Call
 
 REFUSED = "No module named 'colorsys'"

@@ -28,7 +28,7 @@ from grader.builtin.class_insight import render_staff_class
 from grader.builtin.json_report import report_json
 from grader.builtin.summary_page import render_summary
 from grader.cli import main
-from grader.insight import MIN_CLASS, item_analysis, misconceptions
+from grader.reporting.insight import MIN_CLASS, item_analysis, misconceptions
 from grader.models import CheckResult, ExerciseResult, GradingReport
 
 # How many students of the synthetic class hand in each file (300 in all).
@@ -41,7 +41,7 @@ PROPORTIONS = {
     "mib_decimal": 15,
 }
 STUDENTS = {name: f"learner{i:02d}" for i, name in enumerate(PROPORTIONS, start=1)}
-CATALOGUE = {e["name"]: e for e in yaml.safe_load((ROOT / "g14" / "mutants" / "catalogue.yaml").read_text())["entries"]}
+CATALOGUE = {e["name"]: e for e in yaml.safe_load((ROOT / "reference" / "mutants" / "catalogue.yaml").read_text())["entries"]}
 
 
 def _sentence(name: str) -> str:
@@ -55,7 +55,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> dict:
     subs = root / "subs"
     for name, student in STUDENTS.items():
         (subs / student).mkdir(parents=True)
-        shutil.copy(ROOT / "g14" / "mutants" / name / "attention.py", subs / student / "attention.py")
+        shutil.copy(ROOT / "reference" / "mutants" / name / "attention.py", subs / student / "attention.py")
     out = root / "out"
     assert main(["grade", str(subs), "--out", str(out), "--staff", "-q"]) == 0
     results = json.loads((out / "results.json").read_text())
@@ -267,7 +267,7 @@ def test_item_analysis_flags_the_planted_checks_and_agrees_with_scipy(small: dic
             assert alpha is None
     # An exercise's alpha by hand on a tiny matrix (numbers worked out on paper):
     # items var 1/3 each (ddof=1); totals 3,2,1,0 -> var 5/3; alpha = 3/2 * (1 - 1/(5/3)) = 0.6.
-    from grader.insight import cronbach_alpha
+    from grader.reporting.insight import cronbach_alpha
 
     assert cronbach_alpha(np.array([[1, 1, 1], [1, 1, 0], [0, 0, 1], [0, 0, 0]])) == pytest.approx(0.6)
 

@@ -12,7 +12,7 @@ from conftest import SUBMISSIONS
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from grader.builtin.junit import classname, junit_xml
-from grader.feedback import HIDDEN_NOTE
+from grader.reporting.feedback import HIDDEN_NOTE
 from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
 
 KIND = {Failure: "failure", Error: "error", Skipped: "skipped"}

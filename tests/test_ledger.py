@@ -1,4 +1,4 @@
-"""``grader term`` (grader/ledger.py): one gradebook over a term, late days from one budget.
+"""``grader term`` (grader/term/ledger.py): one gradebook over a term, late days from one budget.
 
 Three assignments are graded for real (two students, the same correct file,
 submission times from an LMS times CSV), each with a policy that reads the
@@ -48,7 +48,7 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("term")
     for student in ("alice", "bob"):
         (root / "subs" / student).mkdir(parents=True)
-        shutil.copy(ROOT / "g14" / "mutants" / "correct_numpy" / "attention.py", root / "subs" / student)
+        shutil.copy(ROOT / "reference" / "mutants" / "correct_numpy" / "attention.py", root / "subs" / student)
     outs = []
     for assignment in ("A1", "A2", "A3"):
         outs.append(_grade(root, assignment))
@@ -158,7 +158,7 @@ def test_a_policy_with_term_and_students_is_refused_in_one_line(tmp_path: Path, 
     policy = tmp_path / "p.yaml"
     policy.write_text("due: '2026-03-01T23:59:00+00:00'\nlate_days: {term: 5, students: {alice: 2}}\n")
     code, _, err = cli(
-        "grade", ROOT / "g14" / "submissions" / "correct_numpy", "--policy", policy, "--out", tmp_path / "o"
+        "grade", ROOT / "submissions" / "correct_numpy", "--policy", policy, "--out", tmp_path / "o"
     )
     assert code == 3 and str(policy) in err and "remove 'students'" in err
     assert not (tmp_path / "o").exists()

@@ -30,10 +30,10 @@ import pytest
 
 from grader.cli import main
 from grader.errors import UsageError
-from grader.lmsintake import Entry, decide, parse_canvas, parse_moodle
+from grader.intake.lms import Entry, decide, parse_canvas, parse_moodle
 
 ROOT = Path(__file__).resolve().parent.parent
-S = ROOT / "g14" / "submissions"
+S = ROOT / "submissions"
 
 
 def _src(sample: str) -> str:

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 from conftest import REFERENCE, ROOT, SUBMISSIONS
 
-from grader.archive import member_name, safe_extract
+from grader.intake.archive import member_name, safe_extract
 from grader.cli import main
 from grader.models import Submission
-from grader.roster import apply_roster
+from grader.intake.roster import apply_roster
 
 CORPUS = Path(__file__).resolve().parent / "malformed" / "specs"
 CASES = sorted(p for p in CORPUS.iterdir() if (p / "case.json").is_file())

@@ -8,7 +8,7 @@ gradebook), as fast as it can go. The slope of its RSS between the two classes (
 ``RUSAGE_SELF``, and its RSS when the end-of-run writers start) is what each more submission costs.
 
 What it guards: finished results written and dropped as they come (at most
-`grader.session.AHEAD` submissions per grading thread in flight, so writers slower than the
+`grader.grading.session.AHEAD` submissions per grading thread in flight, so writers slower than the
 jobs pile nothing up), the class pages and the CSV counted or written a piece at a time,
 SQLite's page cache kept small, and a few KB kept per submission. The code before these changes
 grew by about 20 KB per submission here (finished results waiting for the writers, the summary's
@@ -36,9 +36,9 @@ KEPT_PER_SUBMISSION = 6_000
 
 SCRIPT = r"""
 import dataclasses, functools, json, resource, sys, threading
-import grader.plugins
+import grader.config.plugins
 from grader.cli import main
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 from grader.stash import OUTCOME_SOURCES
 
 class Replay:
@@ -69,7 +69,7 @@ class Replay:
             self.kept = next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
 
 replay = Replay()
-real = grader.plugins.get_plugin_manager
+real = grader.config.plugins.get_plugin_manager
 
 def with_replay(*args, **kwargs):
     pm = real(*args, **kwargs)

@@ -1,4 +1,4 @@
-"""The naming rule for students (grader.naming): verbatim ids, safe unique slugs, per-student archive errors."""
+"""The naming rule for students (grader.intake.naming): verbatim ids, safe unique slugs, per-student archive errors."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import SUBMISSIONS
 
-from grader.archive import MAX_STUDENT_FILES
+from grader.intake.archive import MAX_STUDENT_FILES
 from grader.builtin.submission import locate
 from grader.models import Submission
-from grader.naming import (
+from grader.intake.naming import (
     MAX_SLUG_BYTES,
     assign_slugs,
     display_name,
@@ -293,7 +293,7 @@ def test_an_archive_that_is_one_students_file_is_named_after_the_archive(cli, tm
 
 
 def test_special_and_linked_archive_members_are_their_students_errors(tmp_path: Path) -> None:
-    from grader.archive import safe_extract
+    from grader.intake.archive import safe_extract
 
     with zipfile.ZipFile(tmp_path / "c.zip", "w") as zf:
         fifo = zipfile.ZipInfo("export/pipe/attention.py")
@@ -316,8 +316,8 @@ def test_special_and_linked_archive_members_are_their_students_errors(tmp_path: 
 
 
 def test_only_a_whole_archive_over_the_member_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import grader.archive
-    from grader.archive import ArchiveError, safe_extract
+    import grader.intake.archive
+    from grader.intake.archive import ArchiveError, safe_extract
 
     archive = _zip(tmp_path / "c.zip", [(f"s{i}\\attention.py", b"x = 1\n") for i in range(6)])
     dest = tmp_path / "x"
@@ -325,6 +325,6 @@ def test_only_a_whole_archive_over_the_member_limit_is_refused(tmp_path: Path, m
     assert [(s.name, s.problem) for s in safe_extract(archive, dest, "attention.py").students] == [
         (f"s{i}", "") for i in range(6)
     ]
-    monkeypatch.setattr(grader.archive, "MAX_MEMBERS", 5)
+    monkeypatch.setattr(grader.intake.archive, "MAX_MEMBERS", 5)
     with pytest.raises(ArchiveError, match=r"c\.zip: 6 members; an archive may list at most 5$"):
         safe_extract(archive, tmp_path / "y", "attention.py")

@@ -134,7 +134,7 @@ def test_the_student_package_of_another_pack_describes_that_pack(cli, tmp_path: 
 def test_build_student_package_says_what_to_install(cli, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     import importlib.util
 
-    from grader.package import _build_needs
+    from grader.packs.student import _build_needs
 
     assert _build_needs(ROOT) == ["build", "'setuptools>=68'"]  # pyproject.toml's [build-system] requires
     real = importlib.util.find_spec

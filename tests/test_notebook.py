@@ -11,10 +11,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.notebook import NotebookError, convert
+from grader.intake.notebook import NotebookError, convert
 
 ROOT = Path(__file__).resolve().parents[1]
-MUTANT = (ROOT / "g14" / "mutants" / "mask_after_softmax" / "attention.py").read_text()
+MUTANT = (ROOT / "reference" / "mutants" / "mask_after_softmax" / "attention.py").read_text()
 
 
 def _notebook(path: Path, *cells: tuple[str, str]) -> Path:
@@ -110,7 +110,7 @@ def test_pytest_in_a_notebook_folder(tmp_path: Path) -> None:
 
 
 def test_ipython_lines_are_found_as_python_reads_the_cell() -> None:
-    from grader.notebook import ipython_lines
+    from grader.intake.notebook import ipython_lines
 
     cell = [
         "x = (1",

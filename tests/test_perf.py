@@ -78,7 +78,7 @@ def test_the_grader_s_numpy_runs_one_blas_thread_unless_told_otherwise() -> None
 
 
 def test_grader_check_forks_the_student_s_job_from_a_server_started_at_once(tmp_path: Path) -> None:
-    from grader.jobs import ForkServer
+    from grader.execution.jobs import ForkServer
 
     source = tmp_path / "attention.py"
     source.write_text(find_pack().starter.read_text() + "\nimport os\nprint('my parent:', os.getppid())\n")
@@ -155,7 +155,7 @@ _ODD_VALUES = (
 
 
 def _spec_data() -> list[tuple[str, object]]:
-    from grader.yamlfile import parse_yaml
+    from grader.config.yamlfile import parse_yaml
 
     pack = find_pack()
     return [(p.name, parse_yaml(str(p))) for p in sorted(pack.specs.glob("*.yaml"))]
@@ -233,7 +233,7 @@ def _junit_by_tree(report, seconds):
     import xml.etree.ElementTree as ET
 
     from grader.builtin.junit import OUTCOME, _seconds, _text, classname
-    from grader.feedback import STATUS_LABELS, check_feedback, student_message
+    from grader.reporting.feedback import STATUS_LABELS, check_feedback, student_message
     from grader.term import adjustment_lines
 
     root = ET.Element("testsuites", name="grader")
@@ -406,7 +406,7 @@ def test_the_gradebook_keeps_results_compressed_and_reads_plain_json_rows(tmp_pa
 def test_the_fork_server_runs_plain_jobs_and_reports_how_they_end(tmp_path: Path) -> None:
     import functools
 
-    from grader.jobs import ForkJob, ForkServer, run_calls
+    from grader.execution.jobs import ForkJob, ForkServer, run_calls
     from grader.models import Call
 
     if not ForkServer.available():
@@ -450,7 +450,7 @@ def test_the_fork_server_runs_plain_jobs_and_reports_how_they_end(tmp_path: Path
 def test_large_float_arguments_travel_as_doubles_and_arrive_as_the_same_lists(tmp_path: Path) -> None:
     import numpy as np
 
-    from grader.jobs import run_calls
+    from grader.execution.jobs import run_calls
     from grader.models import Call
 
     rng = np.random.default_rng(1)
@@ -512,8 +512,8 @@ def test_a_kept_manifest_is_used_only_for_the_bytes_it_was_parsed_from(tmp_path:
 def test_the_command_starts_check_s_fork_server_before_it_imports_the_grader() -> None:
     script = (
         "import sys\n"
-        "import grader, grader.launch, grader.servers\n"
-        "early = sorted(m for m in ('numpy', 'pluggy', 'grader.models', 'grader.jobs', 'grader.cli') if m in sys.modules)\n"
+        "import grader, grader.cli.launch, grader.execution.servers\n"
+        "early = sorted(m for m in ('numpy', 'pluggy', 'grader.models', 'grader.execution.jobs', 'grader.cli') if m in sys.modules)\n"
         "from grader import Check, StashKey, hookimpl\n"
         "print(early, Check.__module__, StashKey.__module__, callable(hookimpl))\n"
     )

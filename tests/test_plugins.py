@@ -14,7 +14,7 @@ from conftest import ROOT, SPECS, SUBMISSIONS
 
 from grader import hookspecs
 from grader.errors import PluginError
-from grader.plugins import BUILTIN_PLUGINS, get_plugin_manager
+from grader.config.plugins import BUILTIN_PLUGINS, get_plugin_manager
 
 EXAMPLES = Path(__file__).parent / "plugin_examples"
 
@@ -224,7 +224,7 @@ def test_runner_locator_reference_and_scorer_are_overridable(cli, tmp_path: Path
     assert g14_fake_runner.SEEN["calls"] == 79
     # Its grader_float64_error answers None, so the pack's error analysis still gives the floors.
     assert {"softmax", "attention"} <= g14_fake_runner.SEEN["error_bounds"]
-    assert g14_fake_runner.SEEN["reference"] == "g14/reference/attention.py"
+    assert g14_fake_runner.SEEN["reference"] == "reference/attention.py"
     [(sid, key)] = g14_fake_runner.SEEN["keys"]
     assert sid == "ghost" and len(key) == 64
     assert g14_fake_runner.SEEN["scored"] == ["G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06"]
@@ -239,7 +239,7 @@ def test_doctor_and_the_mistake_table_are_overridable(cli, tmp_path: Path, examp
     # catalogued mistake fails a visible check (the built-in diagnosis still answers).
     code, stdout, err = cli("publish", "--out", tmp_path / "public.json", "-p", "g14_fake_runner")
     assert code == 0, err
-    from grader.catalogue import load_catalogue
+    from grader.packs.catalogue import load_catalogue
 
     mutants, rows = g14_fake_runner.SEEN["mistake_table"]
     assert mutants == len(load_catalogue(SPECS.parent / "mutants").mutants) and rows == {}

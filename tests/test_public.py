@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, SPECS, SUBMISSIONS
 
 from grader.packs import find_pack
-from grader.public import decode, encode
+from grader.packs.public import decode, encode
 
 BUNDLE = find_pack().public
 
@@ -23,7 +23,7 @@ def test_the_shipped_file_is_up_to_date(cli, tmp_path: Path) -> None:
         "45 catalogued mistakes' results on them, for diagnosis"
     )
     assert (tmp_path / "public.json").read_bytes() == BUNDLE.read_bytes(), (
-        "g14/public.json is stale: run 'grader publish' and commit it"
+        "exercises/public.json is stale: run 'grader publish' and commit it"
     )
 
 
@@ -80,7 +80,7 @@ def test_check_names_the_likely_mistake_offline_from_the_shipped_data(cli, tmp_p
     """A student's folder: no specs, no reference, no mutants; the diagnosis comes from the public file."""
     import shutil
 
-    shutil.copy(ROOT / "g14" / "mutants" / "divide_by_dk" / "attention.py", tmp_path)
+    shutil.copy(ROOT / "reference" / "mutants" / "divide_by_dk" / "attention.py", tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GRADER_CACHE_DIR", "")
     code, out, err = cli("check", "attention.py")

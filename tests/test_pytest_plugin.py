@@ -16,13 +16,13 @@ import numpy  # noqa: F401  (imported once here: pytester drops what a run impor
 import pytest
 from junitparser import JUnitXml
 
-from grader.pytest_plugin import active
+from grader.integrations.pytest_plugin import active
 
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
-STARTER = ROOT / "g14" / "starter" / "attention.py"
-REFERENCE = ROOT / "g14" / "reference" / "attention.py"
+STARTER = ROOT / "exercises" / "starter" / "attention.py"
+REFERENCE = ROOT / "reference" / "attention.py"
 TOTAL = "36 hidden checks run at grading (the grade comes from 'grader grade', not from this run)"
 
 
@@ -30,10 +30,10 @@ TOTAL = "36 hidden checks run at grading (the grade comes from 'grader grade', n
 def _imported_once() -> None:
     """Import what grading imports before pytester's first run: it drops the modules a run imported, and
     numpy, libyaml's loader or a plugin's classes imported twice in one process are not the same."""
-    import grader.checktext  # noqa: F401
+    import grader.reporting.checktext  # noqa: F401
     import grader.cli  # noqa: F401
-    import grader.jobs  # noqa: F401
-    from grader.student import visible_checks
+    import grader.execution.jobs  # noqa: F401
+    from grader.integrations.student import visible_checks
 
     visible_checks(str(REFERENCE))
 
@@ -66,7 +66,7 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(
     monkeypatch: pytest.MonkeyPatch,
     cli,  # noqa: ANN001
 ) -> None:
-    path = _student(pytester, ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py")
+    path = _student(pytester, ROOT / "reference" / "mutants" / "no_sqrt_dk" / "attention.py")
     result = _run(pytester, monkeypatch, "--junitxml", "junit.xml", columns=100)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(failed=2, passed=21)
@@ -136,7 +136,7 @@ def test_wrong_functions_raising_not_implemented_fail_and_only_full_points_pass(
 
 
 def test_k_reports_the_selected_checks_points_only(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    _student(pytester, ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py")
+    _student(pytester, ROOT / "reference" / "mutants" / "no_sqrt_dk" / "attention.py")
     result = _run(pytester, monkeypatch, "-k", "G14.03", "-v")
     assert result.ret == pytest.ExitCode.OK  # G14.03's checks all pass: its 7 points of 7
     result.assert_outcomes(passed=3, deselected=20)
@@ -152,7 +152,7 @@ def test_k_reports_the_selected_checks_points_only(pytester: pytest.Pytester, mo
 
 
 def test_failure_text_fits_the_terminal(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    _student(pytester, ROOT / "g14" / "mutants" / "no_sqrt_dk" / "attention.py")
+    _student(pytester, ROOT / "reference" / "mutants" / "no_sqrt_dk" / "attention.py")
     for columns in (60, 80):
         result = _run(pytester, monkeypatch, columns=columns)
         assert result.ret == pytest.ExitCode.TESTS_FAILED

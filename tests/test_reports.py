@@ -15,7 +15,7 @@ CHECK_KEYS = ["id", "status", "score", "max_score", "visibility", "message"]
 
 def test_json_results_shape(graded: dict) -> None:
     results = graded["results"]
-    # "course": the pack's id; "misconceptions": what to reteach (issue 27, grader/insight.py)
+    # "course": the pack's id; "misconceptions": what to reteach (issue 27, grader/reporting/insight.py)
     assert list(results) == ["grader_version", "spec_hash", "course", "submissions", "misconceptions"]
     assert results["course"] == "g14"
     assert results["grader_version"] == "0.1.0"
@@ -34,7 +34,7 @@ def test_json_results_shape(graded: dict) -> None:
                 assert check["status"] in ("passed", "failed", "error", "timeout", "not_attempted")
                 assert check["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
     numpy = graded["by_id"]["correct_numpy"]
-    assert numpy["path"] == "g14/submissions/correct_numpy"
+    assert numpy["path"] == "submissions/correct_numpy"
     import hashlib
 
     assert numpy["sha256"] == hashlib.sha256((SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()).hexdigest()
@@ -117,7 +117,7 @@ def test_hidden_failure_shows_only_name_status_and_hint(graded: dict) -> None:
 
 def test_after_due_date_details_follow_the_option(cli, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
-    shutil.copytree("g14/specs", specs)
+    shutil.copytree("exercises", specs)
     spec = specs / "G14.05.yaml"
     spec.write_text(
         spec.read_text().replace("  - id: mib-n2048\n", "  - id: mib-n2048\n    visibility: after_due_date\n")
@@ -211,7 +211,7 @@ def test_compiled_templates_are_kept_between_runs_and_a_read_only_folder_still_r
     where that folder cannot be made (here a file is in its way), templates compile as before."""
     import shutil
 
-    import grader.pages as pages
+    import grader.reporting.pages as pages
 
     folder = tmp_path / "templates"
     shutil.copytree(pages.TEMPLATES, folder, ignore=shutil.ignore_patterns("__pycache__"))
@@ -241,7 +241,7 @@ def test_a_damaged_compiled_template_is_compiled_again_not_a_crash(
     again, and the entry rewritten whole."""
     from jinja2.bccache import bc_magic
 
-    import grader.pages as pages
+    import grader.reporting.pages as pages
 
     folder = tmp_path / "templates"
     shutil.copytree(pages.TEMPLATES, folder, ignore=shutil.ignore_patterns("__pycache__"))
@@ -261,7 +261,7 @@ def test_compiled_templates_are_kept_per_jinja2_release(tmp_path: Path, monkeypa
     with its bytecode format and Python's version only, so each release has entries of its own."""
     import jinja2
 
-    import grader.pages as pages
+    import grader.reporting.pages as pages
 
     folder = tmp_path / "templates"
     shutil.copytree(pages.TEMPLATES, folder, ignore=shutil.ignore_patterns("__pycache__"))

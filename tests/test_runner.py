@@ -1,4 +1,4 @@
-"""The child-process runner: `grader.jobs.run_calls`.
+"""The child-process runner: `grader.execution.jobs.run_calls`.
 
 Every test writes a small submission into tmp_path and runs real calls in a
 real child process; results must be plain data, and every failure mode of a
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from grader.jobs import CHILD_ENV, OUTPUT_CAP_BYTES, run_calls
+from grader.execution.jobs import CHILD_ENV, OUTPUT_CAP_BYTES, run_calls
 from grader.models import Call, CallResult, RunOutcome
 
 CPU_READING_SLACK = 2 / os.sysconf("SC_CLK_TCK")
@@ -370,7 +370,7 @@ def test_infinite_loop_costs_only_its_call(tmp_path: Path) -> None:
 
 def _recording_launcher(launches: list) -> object:
     """A launcher that records whether each worker it starts is a standby (workers get no calls at launch)."""
-    from grader.jobs import PlainJob
+    from grader.execution.jobs import PlainJob
 
     def launch(source, workdir, cpu, standby=False):
         launches.append(standby)
@@ -759,7 +759,7 @@ def test_a_job_holds_no_hidden_call_before_the_hidden_phase(tmp_path: Path) -> N
 
 def test_calls_are_handed_over_in_two_phases(tmp_path: Path) -> None:
     """The visible calls arrive together (a later one is in memory during the first), the hidden ones after."""
-    from grader.jobs import phases
+    from grader.execution.jobs import phases
 
     path = submission(tmp_path, SCANNER)
     out = run(path, C("found"), C("take", [271828.1828, 1.0]), C("take", [0.5], hidden=True))
@@ -843,7 +843,7 @@ def test_a_restarted_job_that_fails_to_import_after_a_hidden_call_shows_no_messa
 
 
 def test_a_frame_over_the_call_s_budget_is_refused_and_the_next_call_runs(tmp_path: Path) -> None:
-    from grader.boundary import budget_for
+    from grader.execution.boundary import budget_for
 
     path = submission(
         tmp_path,
@@ -1026,7 +1026,7 @@ def test_a_hanging_call_costs_no_other_check_its_points_beside_cpu_hogs(tmp_path
 
 
 def test_a_sleeping_call_times_out_at_the_wall_clock_backstop(tmp_path: Path) -> None:
-    from grader.jobs import WALL_BACKSTOP_FACTOR
+    from grader.execution.jobs import WALL_BACKSTOP_FACTOR
 
     path = submission(tmp_path, BUSY)
     out = run(path, C("nap", 30.0, timeout=0.5), C("busy", 0.01, timeout=1.0))
@@ -1077,8 +1077,8 @@ def test_extra_frames_a_submission_writes_never_answer_a_later_call(tmp_path: Pa
 def test_read_source_reads_the_whole_file_up_to_the_limit(tmp_path: Path) -> None:
     import errno
 
-    from grader.fileio import MAX_SOURCE_BYTES
-    from grader.jobs import read_source
+    from grader.reporting.fileio import MAX_SOURCE_BYTES
+    from grader.execution.jobs import read_source
 
     for size in (0, 1, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, MAX_SOURCE_BYTES):
         path = tmp_path / f"f{size}"

@@ -80,14 +80,14 @@ def test_grading_without_landlock_is_refused(cli, tmp_path: Path, monkeypatch: p
 
     monkeypatch.setattr(sandbox, "Zygote", NoLandlock)
     monkeypatch.setenv("GRADER_COURSE_SECRET", "sandbox-test-secret-2026")  # as instructors run it: no warning
-    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path)
+    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path)
     assert code == 3
     assert err.strip().splitlines() == [
         "grader: error: no filesystem isolation here (Landlock needs Linux 5.13 or newer, enabled); grading "
         "hidden checks would let submissions read them. Run 'grader doctor', or pass --insecure to grade anyway"
     ]
     assert not (tmp_path / "results.json").exists()
-    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path, "--insecure", "-q")
+    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path, "--insecure", "-q")
     assert code == 0
 
 
@@ -96,7 +96,7 @@ def test_check_and_validate_start_no_zygote(cli, monkeypatch: pytest.MonkeyPatch
         raise AssertionError("the zygote must not start")
 
     monkeypatch.setattr(sandbox, "Zygote", boom)
-    assert cli("check", ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py")[0] == 0
+    assert cli("check", ROOT / "submissions" / "correct_numpy" / "attention.py")[0] == 0
     assert cli("validate")[0] == 0
 
 
@@ -106,7 +106,7 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
 
     from grader.child.cgroups import slot_processes
     from grader.child.limits import JOB_NICE, UID_BASE
-    from grader.jobs import _Child
+    from grader.execution.jobs import _Child
     from grader.models import Call
 
     first, second = tmp_path / "a.py", tmp_path / "b.py"
@@ -152,7 +152,7 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
     """The job after a timeout is the standby (other slot, other uid); the hung job is ended without waiting."""
     from grader.child.cgroups import slot_processes
     from grader.child.limits import UID_BASE
-    from grader.jobs import run_calls
+    from grader.execution.jobs import run_calls
     from grader.models import Call
 
     path = tmp_path / "attention.py"
@@ -184,7 +184,7 @@ import os
 import threading
 import time
 
-from grader.jobs import CHANNEL_LOST, _Child, run_calls
+from grader.execution.jobs import CHANNEL_LOST, _Child, run_calls
 from grader.models import Call
 
 
@@ -404,7 +404,7 @@ def reboot():
 
 
 def _sandboxed(tmp_path: Path, source: str, calls: list) -> object:
-    from grader.jobs import run_calls
+    from grader.execution.jobs import run_calls
 
     path = tmp_path / "attention.py"
     path.write_text(source)
@@ -489,7 +489,7 @@ def test_the_fixed_folder_moves_off_tmp_when_jobs_read_something_there() -> None
 
 
 def test_a_set_up_failure_says_why_and_student_code_cannot_claim_one(tmp_path: Path) -> None:
-    from grader.jobs import _Child
+    from grader.execution.jobs import _Child
     from grader.models import Call
 
     zygote = sandbox.Zygote()
@@ -518,8 +518,8 @@ def time_now() -> float:
 def test_correct_samples_score_full_marks_in_the_sandbox(cli, tmp_path: Path) -> None:
     code, out, err = cli(
         "grade",
-        ROOT / "g14" / "submissions" / "correct_numpy",
-        ROOT / "g14" / "submissions" / "correct_lists",
+        ROOT / "submissions" / "correct_numpy",
+        ROOT / "submissions" / "correct_lists",
         "--out",
         tmp_path,
         "-q",
@@ -546,7 +546,7 @@ def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path
     run = [sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main(sys.argv[1:]))"]
     out = tmp_path / "out"
     proc = subprocess.run(
-        run + ["grade", "g14/submissions/correct_numpy", "g14/submissions/correct_lists", "--out", str(out), "-q"],
+        run + ["grade", "submissions/correct_numpy", "submissions/correct_lists", "--out", str(out), "-q"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -574,7 +574,7 @@ def test_grade_stops_in_one_line_when_a_real_job_cannot_run(
     # here the job folder is one the job uids can reach, whatever TMPDIR the suite runs with.
     monkeypatch.setattr(tempfile, "tempdir", "/tmp")
     monkeypatch.setenv("GRADER_COURSE_SECRET", "sandbox-test-secret-2026")  # as instructors run it: no warning
-    code, out, err = cli("grade", ROOT / "g14" / "submissions" / "correct_numpy", "--out", tmp_path / "out")
+    code, out, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--out", tmp_path / "out")
     assert code == 3
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
@@ -609,10 +609,10 @@ def test_a_job_folder_the_job_uids_cannot_reach_is_named_with_the_fix() -> None:
 def test_the_zygote_the_command_line_starts_is_the_one_grade_uses_or_it_is_stopped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """grader.launch execs grade's zygote before loading anything (grader.servers.grade_zygote): the
+    """grader.cli.launch execs grade's zygote before loading anything (grader.execution.servers.grade_zygote): the
     sandbox adopts it (no second one is started); a run that stops first, or needs none, stops it."""
     from grader.cli import main
-    from grader.servers import grade_zygote
+    from grader.execution.servers import grade_zygote
 
     monkeypatch.setenv("GRADER_COURSE_SECRET", "sandbox-test-secret-2026")
     assert grade_zygote(["check", "attention.py"]) is None
@@ -624,7 +624,7 @@ def test_the_zygote_the_command_line_starts_is_the_one_grade_uses_or_it_is_stopp
     started = grade_zygote(["grade", "x"])
     assert started is not None
     monkeypatch.setattr(sandbox, "start_zygote", no_second)
-    sample = ROOT / "g14" / "submissions" / "correct_numpy"
+    sample = ROOT / "submissions" / "correct_numpy"
     assert main(["grade", str(sample), "--out", str(tmp_path / "out"), "-q"], zygote=started) == 0
     assert json.loads((tmp_path / "out" / "results.json").read_text())["submissions"][0]["score"] == 86
     assert started[0].poll() is not None  # stopped with the run

@@ -28,7 +28,7 @@ from grader.builtin import sandbox
 from grader.child import landlock
 from grader.child.jobsetup import choose_job_folder
 from grader.models import Call
-from grader.servers import CHILD_ENV
+from grader.execution.servers import CHILD_ENV
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="the sandbox needs Linux and root")
 
@@ -116,7 +116,7 @@ def outside(tmp_path: Path):
         "host_tmp": str(host_tmp),
         "sibling": str(sibling / "attention.py"),
         "grader": str(ROOT / "grader" / "__init__.py"),
-        "reference": str(ROOT / "g14" / "reference" / "attention.py"),
+        "reference": str(ROOT / "reference" / "attention.py"),
         "site_packages": str(in_site if in_site.is_file() else in_site / "__init__.py"),
         "etc": "/etc/passwd",
     }
@@ -129,7 +129,7 @@ def _run(
     tmp_path: Path, outside: dict, monkeypatch: pytest.MonkeyPatch, patch: str = "", folder: str = ""
 ) -> tuple[dict, list]:
     """The probe's layers and the calls' results, from a zygote (patched by ``patch``)."""
-    from grader.jobs import run_calls
+    from grader.execution.jobs import run_calls
 
     if patch:
         monkeypatch.setattr(sandbox, "ZYGOTE", _wrapper(tmp_path, patch))

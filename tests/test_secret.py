@@ -1,4 +1,4 @@
-"""The course secret (grader.secret): hidden inputs the specs alone do not reproduce."""
+"""The course secret (grader.config.secret): hidden inputs the specs alone do not reproduce."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from grader.builtin.reference import load_reference
 from grader.builtin.yaml_spec import exercise_from_data
 from grader.errors import UsageError
 from grader.kinds import KindContext
-from grader.secret import DEFAULT_FINGERPRINT, WARNING, CourseSecret, read_secret
-from grader.yamlfile import parse_yaml
+from grader.config.secret import DEFAULT_FINGERPRINT, WARNING, CourseSecret, read_secret
+from grader.config.yamlfile import parse_yaml
 
 KINDS = {k.name: k for k in (*BUILTIN_KINDS, *G14_KINDS)}
 S1 = "a" * 32

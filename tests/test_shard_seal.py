@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from grader.secret import CourseSecret
+from grader.config.secret import CourseSecret
 
 PACK = ROOT / "tests" / "packs" / "r3"
 SECRET = "seal-test-secret-0123456789"

@@ -428,7 +428,7 @@ def test_merge_refuses_a_stale_shard_of_an_earlier_run(tmp_path: Path) -> None:
     klass = tmp_path / "class"
     for name, sample in ((first, "correct_numpy"), (second, "starter")):
         (klass / name).mkdir(parents=True)
-        shutil.copy(ROOT / "g14" / "submissions" / sample / "attention.py", klass / name / "attention.py")
+        shutil.copy(ROOT / "submissions" / sample / "attention.py", klass / name / "attention.py")
 
     def shards(tag: str) -> dict[int, Path]:
         out = {k: tmp_path / f"{tag}{k}" for k in (1, 2)}
@@ -438,7 +438,7 @@ def test_merge_refuses_a_stale_shard_of_an_earlier_run(tmp_path: Path) -> None:
 
     old = shards("old")
     # the student of the other shard sends a correct file; the class is graded again
-    shutil.copy(ROOT / "g14" / "submissions" / "correct_numpy" / "attention.py", klass / second / "attention.py")
+    shutil.copy(ROOT / "submissions" / "correct_numpy" / "attention.py", klass / second / "attention.py")
     new = shards("new")
     old_manifest = json.loads((old[1] / "shard" / "manifest.json").read_text())
     new_manifest = json.loads((new[1] / "shard" / "manifest.json").read_text())

@@ -15,7 +15,7 @@ from grader.builtin.similarity import CodeSimilarity, placeholder
 
 pytest.importorskip("copydetect")
 
-REFERENCE = ROOT / "g14" / "reference" / "attention.py"
+REFERENCE = ROOT / "reference" / "attention.py"
 
 
 def _cpu() -> float:

@@ -25,19 +25,19 @@ import pytest
 from conftest import ROOT, SPECS
 from test_checks import failed, make, passed, prepare
 
-from grader import session
+from grader.grading import session
 from grader.builtin.checks import RaisesKind
 from grader.builtin.diagnosis import DiagnosisTable, Evidence
-from grader.catalogue import Catalogue, Entry
+from grader.packs.catalogue import Catalogue, Entry
 from grader.cli import build_parser, main
 from grader.compare import EPS, Mismatch, compare
-from grader.config import Config
+from grader.config.core import Config
 from grader.kinds import FLOOR_KEY, tolerance_of
 from grader.models import CallResult, Check
-from grader.plugins import get_plugin_manager
-from grader.yamlfile import parse_yaml
+from grader.config.plugins import get_plugin_manager
+from grader.config.yamlfile import parse_yaml
 
-MUTANTS = ROOT / "g14" / "mutants"
+MUTANTS = ROOT / "reference" / "mutants"
 EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")
 FULL = (14, 11, 14, 10, 10, 27)
 
@@ -104,7 +104,7 @@ def collected() -> Any:
             "--specs",
             str(SPECS),
             "--reference",
-            str(ROOT / "g14" / "reference" / "attention.py"),
+            str(ROOT / "reference" / "attention.py"),
         ]
     )
     config = Config(command="validate", options=options, pluginmanager=pm)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.package import inspect_artifact, member_names, pack_members
+from grader.packs.student import inspect_artifact, member_names, pack_members
 from grader.packs import find_pack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def _problems(artifact: Path) -> list[str]:
 def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(built: dict[str, Path]) -> None:
     wheel = member_names(built["wheel"])
     assert "g14/public.json" in wheel and "g14/starter/attention.py" in wheel
-    assert "grader/cli.py" in wheel and "grader/pytest_plugin.py" in wheel and "grader/templates/report.html" in wheel
+    assert "grader/cli.py" in wheel and "grader/integrations/pytest_plugin.py" in wheel and "grader/templates/report.html" in wheel
     assert not [n for n in wheel if not n.startswith(("grader/", "g14/", "g14_grader-0.1.0.dist-info/"))]
     # Of the pack: the manifest, its plugin, the public checks and the starter; no spec, reference or mutant.
     assert sorted(n for n in wheel if n.startswith("g14/")) == [
@@ -68,7 +68,7 @@ def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(bu
         entry_points = zf.read("g14_grader-0.1.0.dist-info/entry_points.txt").decode()
         metadata = zf.read("g14_grader-0.1.0.dist-info/METADATA").decode()
     assert "\nRequires-Dist: pytest>=7.4\n" in metadata  # plain 'pytest' works with the wheel alone
-    assert "[pytest11]\ngrader = grader.pytest_plugin" in entry_points
+    assert "[pytest11]\ngrader = grader.integrations.pytest_plugin" in entry_points
     assert "[grader.packs]\ng14 = g14" in entry_points
     checks = [c for e in bundle["exercises"] for c in e["checks"]]
     assert len(checks) == 23 and {c["visibility"] for c in checks} == {"visible"} and bundle["hidden_count"] == 36
@@ -238,8 +238,8 @@ def test_the_student_install_lists_the_students_commands_and_its_readme_is_the_g
     """Issue 24: the wheel's 'grader --help' lists check, starter and init-ci only; its README is the student guide."""
     from grader.cli import build_parser
     from grader.packs import load_pack
-    from grader.plugins import get_plugin_manager
-    from grader.worker import LISTED
+    from grader.config.plugins import get_plugin_manager
+    from grader.child.worker import LISTED
 
     folder = tmp_path / "wheel"
     with zipfile.ZipFile(built["wheel"]) as zf:

@@ -23,7 +23,7 @@ from grader.models import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "g14" / "submissions"
+SUBMISSIONS = ROOT / "submissions"
 
 
 class Tty(io.StringIO):
@@ -134,7 +134,7 @@ def test_text_wraps_to_the_terminal_width(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_check_on_a_folder_of_students(cli, tmp_path: Path) -> None:  # noqa: ANN001
-    for name, source in (("alice", SUBMISSIONS / "correct_numpy"), ("bob", ROOT / "g14" / "starter")):
+    for name, source in (("alice", SUBMISSIONS / "correct_numpy"), ("bob", ROOT / "exercises" / "starter")):
         (tmp_path / name).mkdir()
         shutil.copy(source / "attention.py", tmp_path / name / "attention.py")
     code, out, err = cli("check", tmp_path)
@@ -184,9 +184,9 @@ def test_each_command_lists_only_the_options_it_uses(command: str, capsys: pytes
 
 
 def test_an_option_a_command_does_not_use_is_refused(cli) -> None:  # noqa: ANN001
-    code, _, err = cli("check", "g14/starter/attention.py", "--roster", "r.csv")
+    code, _, err = cli("check", "exercises/starter/attention.py", "--roster", "r.csv")
     assert code == 2 and err.strip() == "grader: error: unrecognized arguments: --roster r.csv (see 'grader --help')"
-    code, _, err = cli("check", "g14/starter/attention.py", "-j", "2")
+    code, _, err = cli("check", "exercises/starter/attention.py", "-j", "2")
     assert code == 2 and "unrecognized arguments: -j 2" in err
 
 
@@ -195,14 +195,14 @@ def test_one_mistake_reads_in_one_80_column_screen(cli, monkeypatch: pytest.Monk
     no call cut; its HTML page has one diagnosis box per failing exercise and one check shown whole in each."""
     root = Path(__file__).resolve().parents[1]
     monkeypatch.setenv("COLUMNS", "80")
-    code, out, _ = cli("check", root / "g14" / "mutants" / "mask_after_softmax" / "attention.py")
+    code, out, _ = cli("check", root / "reference" / "mutants" / "mask_after_softmax" / "attention.py")
     lines = out.splitlines()
     assert code == 1 and len(lines) <= 40 and max(map(len, lines)) <= 80, out
     assert sum("likely mistake" in line for line in lines) == 2 and "hint:" not in out
     calls = [i for i, line in enumerate(lines) if line.strip().startswith("call:")]
     assert len(calls) == 2 and "…" not in out  # the example of each failing exercise, whole
     assert lines[calls[0] + 1].strip() == "V=[[2.0], [8.0], [4.0]], causal=True)"
-    code, _, err = cli("grade", root / "g14" / "mutants" / "mask_after_softmax", "--out", tmp_path, "-q")
+    code, _, err = cli("grade", root / "reference" / "mutants" / "mask_after_softmax", "--out", tmp_path, "-q")
     assert code == 0, err
     page = (tmp_path / "mask_after_softmax.html").read_text()
     for exercise, failing in (("G14.03", 6), ("G14.06", 7)):

@@ -20,7 +20,7 @@ from grader.term import load_policy, parse_lms_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
-S = ROOT / "g14" / "submissions"
+S = ROOT / "submissions"
 NUMPY = (S / "correct_numpy" / "attention.py").read_text()
 NO_SQRT = (S / "no_sqrt_dk" / "attention.py").read_text()
 
@@ -225,7 +225,7 @@ def test_similarity_flags_exactly_the_copied_and_shared_wrong_pairs(tmp_path: Pa
     for old, new in (("mask", "allowed_here"), ("shift", "top"), ("scores", "raw_scores"), ("E ", "ex ")):
         renamed = renamed.replace(old, new)
     wrong = {
-        n: (ROOT / "g14" / "mutants" / n / "attention.py").read_text().replace("N * N * itemsize", "N * itemsize")
+        n: (ROOT / "reference" / "mutants" / n / "attention.py").read_text().replace("N * N * itemsize", "N * itemsize")
         for n in ("correct_batched", "correct_logsumexp")
     }
     files = {

@@ -1,6 +1,6 @@
 """What makes the grader's own process cheap per submission, pinned without timing (issue 16).
 
-An answer judged once is not judged again (`grader.judging.VerdictCache`), and the result of a
+An answer judged once is not judged again (`grader.grading.judging.VerdictCache`), and the result of a
 whole class graded together equals each submission's result graded alone: the shortcuts change
 how much work the grader does, never what it writes.
 """
@@ -19,7 +19,7 @@ import pytest
 from conftest import SUBMISSIONS
 from test_checks import REF, make, plain, prepare
 
-from grader.judging import VerdictCache
+from grader.grading.judging import VerdictCache
 from grader.models import CallResult
 from grader.stash import Stash
 
@@ -142,7 +142,7 @@ def test_a_class_graded_together_gets_each_submission_s_own_result(tmp_path: Pat
 
 
 def test_a_frame_seen_before_decodes_to_an_equal_frame_of_its_own() -> None:
-    from grader.boundary import BoundaryError, FrameMemo, decode_frame
+    from grader.execution.boundary import BoundaryError, FrameMemo, decode_frame
 
     memo = FrameMemo()
     data = b'{"event":"call","status":"returned","mutated":[0],"value":[[1.0,2.5],[3,true]]}'
@@ -162,7 +162,7 @@ def test_a_frame_seen_before_decodes_to_an_equal_frame_of_its_own() -> None:
 
 
 def test_frames_past_the_memo_s_budget_start_it_again(monkeypatch) -> None:  # noqa: ANN001
-    from grader.boundary import FrameMemo
+    from grader.execution.boundary import FrameMemo
 
     monkeypatch.setattr(FrameMemo, "MAX_BYTES", 200)
     memo = FrameMemo()
@@ -259,7 +259,7 @@ def test_the_first_ctrl_c_stops_a_batch_at_once(tmp_path: Path) -> None:
 
 def test_the_answers_of_fast_calls_are_read_together_not_one_wait_each(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     """60 calls answered 0.1 ms apart: the grader waits (sleeps, or waits on the job's pipes) about
-    once per `grader.jobs.GATHER_SECONDS`, not once per answer, and every answer is still its call's."""
+    once per `grader.execution.jobs.GATHER_SECONDS`, not once per answer, and every answer is still its call's."""
     import selectors
     import time
 

@@ -6,10 +6,10 @@ import argparse
 import sys
 import types
 
-from grader.config import Config
+from grader.config.core import Config
 from grader.models import Call, CallResult, Check, Exercise, Prepared, RunOutcome, Submission
-from grader.plugins import get_plugin_manager, hookimpl
-from grader.session import Collected, PreparedCheck
+from grader.config.plugins import get_plugin_manager, hookimpl
+from grader.grading.session import Collected, PreparedCheck
 from grader.stash import COLLECTED, check_seconds, submission_seconds
 
 

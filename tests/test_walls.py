@@ -2,10 +2,10 @@
 
 - The core (``grader/*.py``) imports no built-in plugin (``grader.builtin.*``).
 - A built-in plugin imports only the core, never another built-in.
-- The sandbox child (``grader/zygote.py``, ``grader/worker.py``) imports nothing of the grader.
+- The sandbox child (``grader/child/zygote.py``, ``grader/child/worker.py``) imports nothing of the grader.
 - Nothing in ``grader/`` imports a course pack (``g14``, the test packs): packs are found by the
   loader (`grader.packs`), by path or entry point.
-- ``import grader.session`` loads no numpy (a cheap ``grader check`` start).
+- ``import grader.grading.session`` loads no numpy (a cheap ``grader check`` start).
 
 Imports are read with `ast` (module level, inside functions and under ``TYPE_CHECKING`` alike), so
 a lazy import inside a function is a wall crossing like any other.
@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "grader"
-CHILD = {"grader.zygote", "grader.worker"}
+CHILD = {"grader.child.zygote", "grader.child.worker"}
 """Scripts of the sandbox child (with ``grader/child/``): run by path in the job, they import nothing
 of the grader outside the child."""
 CHILD_DATA = {"grader.child.limits"}
@@ -141,10 +141,10 @@ def test_the_grader_imports_no_pack(copy_of_grader: Path) -> None:
 def test_the_map_holds_every_layer() -> None:
     """The map reads real imports: a built-in imports the core; the core's hub modules are there."""
     graph = import_map(PACKAGE)
-    assert "grader.plugins" in graph["grader.builtin.runner"]
-    assert "grader.models" in graph["grader.session"]
-    assert graph["grader.zygote"] == set()
-    assert graph["grader.worker"] == set()
+    assert "grader.config.plugins" in graph["grader.builtin.runner"]
+    assert "grader.models" in graph["grader.grading.session"]
+    assert graph["grader.child.zygote"] == set()
+    assert graph["grader.child.worker"] == set()
     assert {layer(m) for m in graph} == {"core", "builtin", "child"}
 
 
@@ -180,18 +180,18 @@ def test_a_relative_and_a_lazy_import_are_found(copy_of_grader: Path) -> None:
     )
     assert added(copy_of_grader) == [
         "grader.builtin.junit -> grader.builtin.scoring: a built-in imports only the core",
-        "grader.session -> grader.builtin.runner: the core imports no built-in",
+        "grader.grading.session -> grader.builtin.runner: the core imports no built-in",
     ]
 
 
 def test_the_child_importing_the_grader_is_found(copy_of_grader: Path) -> None:
     worker = copy_of_grader / "worker.py"
     worker.write_text(worker.read_text(encoding="utf-8") + "\nimport grader.models\n", encoding="utf-8")
-    assert added(copy_of_grader) == ["grader.worker -> grader.models: the child imports nothing of the grader"]
+    assert added(copy_of_grader) == ["grader.child.worker -> grader.models: the child imports nothing of the grader"]
 
 
 def test_import_session_loads_no_numpy() -> None:
-    code = "import sys, grader.session; print('numpy' in sys.modules)"
+    code = "import sys, grader.grading.session; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
 

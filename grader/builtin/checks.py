@@ -55,7 +55,7 @@ from grader.kinds import (
     with_floor,
 )
 from grader.models import Call, CallResult, Check, Prepared, Verdict
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 
 
 class CompareKind(Kind):

@@ -1,7 +1,7 @@
 """Built-in plugin: the staff page of the class (``DIR/staff/class/index.html``, with ``--staff``).
 
 What to reteach, with the students each misconception was named for, and
-the item analysis of the checks (`grader.insight`): a scatter plot of each
+the item analysis of the checks (`grader.reporting.insight`): a scatter plot of each
 check's difficulty against its discrimination, drawn as inline SVG by
 ``grader/templates/staff_class.html`` from the geometry computed here (no
 script, no network), and the same numbers as a table. A check's flag is
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.errors import UsageError
-from grader.fileio import write_atomic
-from grader.insight import MIN_CLASS, NEGATIVE_BELOW, ItemAnalysis, item_analysis, misconceptions
+from grader.reporting.fileio import write_atomic
+from grader.reporting.insight import MIN_CLASS, NEGATIVE_BELOW, ItemAnalysis, item_analysis, misconceptions
 from grader.models import GradingReport
-from grader.pages import environment
-from grader.plugins import hookimpl
+from grader.reporting.pages import environment
+from grader.config.plugins import hookimpl
 from grader.stash import SUMMARY_LINKS
 
 __all__ = ["PAGE", "Point", "render_staff_class", "scatter"]
@@ -71,7 +71,7 @@ def scatter(analysis: ItemAnalysis) -> Scatter:
 
     Parameters
     ----------
-    analysis : grader.insight.ItemAnalysis
+    analysis : grader.reporting.insight.ItemAnalysis
 
     Returns
     -------

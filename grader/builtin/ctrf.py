@@ -11,9 +11,9 @@ One test per check of every submission: ``name`` ``"<submission> <exercise>
 (``passed``, ``failed``; ``error`` and ``timeout`` -> ``other`` with
 ``rawStatus``; ``not_attempted`` -> ``skipped``), ``duration`` the integer
 milliseconds the check's calls took, ``message`` the feedback a student may
-read (`grader.feedback.check_feedback`: a hidden check never carries inputs
+read (`grader.reporting.feedback.check_feedback`: a hidden check never carries inputs
 or expected values), and ``extra`` the points, the visibility and the ids.
-Student text goes through `grader.safetext.display` (no escape sequences,
+Student text goes through `grader.reporting.safetext.display` (no escape sequences,
 no control characters) and lone surrogates become U+FFFD, so the file is
 valid UTF-8 JSON. ``summary.start``/``stop`` are milliseconds since the
 epoch: ``stop`` when the report was made (``SOURCE_DATE_EPOCH`` fixes it),
@@ -30,11 +30,11 @@ from typing import Any
 
 from grader import __version__
 from grader.errors import UsageError
-from grader.feedback import check_feedback
-from grader.fileio import output_file, write_atomic
+from grader.reporting.feedback import check_feedback
+from grader.reporting.fileio import output_file, write_atomic
 from grader.models import GradingReport
-from grader.plugins import hookimpl
-from grader.safetext import display, unicode_safe
+from grader.config.plugins import hookimpl
+from grader.reporting.safetext import display, unicode_safe
 from grader.stash import check_seconds
 
 __all__ = ["STATUS", "ctrf_report"]

@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import ConfigError, UsageError
-from grader.fileio import scratch_prefix
-from grader.jobs import positive_int
+from grader.reporting.fileio import scratch_prefix
+from grader.execution.jobs import positive_int
 from grader.models import Call, RunOutcome, Submission
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 from grader.stash import OUTCOME_SOURCES, StashKey
 
 _CLIENT = StashKey[Any]()
@@ -79,7 +79,7 @@ def grader_configure(config: Any) -> None:
     address = config.option("dask")
     if address is None or config.command != "grade":
         return
-    from grader.addresses import check_dask_address, probe_dask
+    from grader.config.addresses import check_dask_address, probe_dask
 
     check_dask_address(address)  # before anything starts: empty, scheme, port, tls certificates
     try:
@@ -100,7 +100,7 @@ def grader_configure(config: Any) -> None:
 
 def encode_calls(calls: Sequence[Call]) -> str:
     """The calls as JSON text (function, args with non-finite floats encoded, CPU timeout, budget, hidden)."""
-    from grader.boundary import encode_nonfinite
+    from grader.execution.boundary import encode_nonfinite
 
     rows = []
     for c in calls:
@@ -119,7 +119,7 @@ def encode_calls(calls: Sequence[Call]) -> str:
 
 def decode_calls(text: str) -> tuple[Call, ...]:
     """The calls of `encode_calls` (in a worker: the instructor's data)."""
-    from grader.boundary import ResultBudget
+    from grader.execution.boundary import ResultBudget
 
     def floats(value: Any) -> Any:
         if type(value) is dict and set(value) == {"$float"}:
@@ -215,7 +215,7 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
 
 def _chunk_limit(calls: Sequence[Call], count: int) -> int:
     """Bytes a chunk's answer may hold: per submission every call's frame limit, its texts, and some slack."""
-    from grader.boundary import frame_limit
+    from grader.execution.boundary import frame_limit
 
     return count * (sum(frame_limit(c.budget) + 8192 for c in calls) + (256 << 10)) + (64 << 10)
 
@@ -314,8 +314,8 @@ def _runner(settings: dict[str, Any]) -> Any:
         if config is not None:
             return config
         from grader.cli import build_parser
-        from grader.config import Config
-        from grader.plugins import get_plugin_manager
+        from grader.config.core import Config
+        from grader.config.plugins import get_plugin_manager
 
         try:
             from distributed import get_worker

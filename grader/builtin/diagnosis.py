@@ -2,7 +2,7 @@
 
 When a check fails, this plugin compares what the submission returned with
 what each catalogued mutant (``mutants/catalogue.yaml``, see
-`grader.catalogue`) returned on the same check. A mistake is named only
+`grader.packs.catalogue`) returned on the same check. A mistake is named only
 when the evidence singles it out: the mutant must match the submission on
 that check *and* on every other check of the exercise the submission ran
 (both passed, or both failed with the same returned data or the same
@@ -17,14 +17,14 @@ mutant out of the catalogue in turn (`leave_one_out`).
 The mutants are code and run like student code: through the
 ``grader_run_calls`` hook (a child process, or the sandbox), once per
 grading session and only when some check fails, with their results cached
-on disk (`grader.catalogue.run_entries`). The comparison happens here, in
+on disk (`grader.packs.catalogue.run_entries`). The comparison happens here, in
 the grader's process, on returned data only. A diagnosis holds no input and
 no expected value, so it is shown for hidden checks too.
 
 Without a catalogue (a student's own folder, where ``grader check`` runs
 the public checks shipped with the package), the table comes from the
 public-checks file instead: ``grader publish`` stored there each mistake's
-returned data on each visible check (`grader.public.load_mistakes`), so
+returned data on each visible check (`grader.packs.public.load_mistakes`), so
 the diagnosis works offline with no mutant code installed.
 
 ``--no-diagnosis`` turns it off. A missing catalogue (and no precomputed
@@ -40,12 +40,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grader.boundary import plain_data
-from grader.catalogue import Catalogue, Entry, load_catalogue, run_entries
+from grader.execution.boundary import plain_data
+from grader.packs.catalogue import Catalogue, Entry, load_catalogue, run_entries
 from grader.errors import ConfigError
 from grader.models import CallResult, Check, Diagnosis, Prepared, RunOutcome, Verdict
 from grader.packs import mutants_dir, specs_dir
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 from grader.stash import COLLECTED, StashKey
 
 __all__ = ["DiagnosisTable", "Evidence", "build_table", "leave_one_out", "same_data"]
@@ -140,7 +140,7 @@ def same_data(a: Any, b: Any, rtol: float, atol: float) -> bool:
     -------
     bool
     """
-    if hasattr(a, "dtype") or hasattr(b, "dtype"):  # a large array that came as binary (grader.boundary)
+    if hasattr(a, "dtype") or hasattr(b, "dtype"):  # a large array that came as binary (grader.execution.boundary)
         a, b = plain_data(a), plain_data(b)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same_data(x, y, rtol, atol) for x, y in zip(a, b))
@@ -165,7 +165,7 @@ class DiagnosisTable:
         ``(exercise id, check id)`` to a list of ``(Entry, results)`` for
         every mutant whose every call returned and whose verdict on the
         check is "failed".
-    catalogue : grader.catalogue.Catalogue
+    catalogue : grader.packs.catalogue.Catalogue
     """
 
     def __init__(
@@ -291,8 +291,8 @@ class DiagnosisTable:
 
         Parameters
         ----------
-        catalogue : grader.catalogue.Catalogue
-        collected : grader.session.Collected
+        catalogue : grader.packs.catalogue.Catalogue
+        collected : grader.grading.session.Collected
         outcomes : mapping of str to RunOutcome
             Each mutant's results on ``collected``'s calls.
         statuses : mapping
@@ -354,10 +354,10 @@ def build_table(
 
     Parameters
     ----------
-    config : grader.config.Config
-    collected : grader.session.Collected
+    config : grader.config.core.Config
+    collected : grader.grading.session.Collected
         The prepared checks of this session.
-    catalogue : grader.catalogue.Catalogue
+    catalogue : grader.packs.catalogue.Catalogue
     outcomes : mapping of str to RunOutcome, optional
         The mutants' outcomes on ``collected``'s calls when already run
         (``grader audit``); otherwise they are run here.
@@ -366,7 +366,7 @@ def build_table(
     -------
     DiagnosisTable
     """
-    from grader.judging import judge  # the built-in rules: no plugin sees mutant verdicts
+    from grader.grading.judging import judge  # the built-in rules: no plugin sees mutant verdicts
 
     calls = list(collected.calls)
     mutants = catalogue.mutants
@@ -409,8 +409,8 @@ def _catalogue(config: Any) -> Catalogue | None:
 
 def _precomputed(config: Any) -> DiagnosisTable | None:
     """The table stored in the public-checks file this session runs, if it runs one."""
-    from grader.public import load_mistakes
-    from grader.session import public_bundle
+    from grader.packs.public import load_mistakes
+    from grader.grading.session import public_bundle
 
     if config.command != "check":
         return None
@@ -424,7 +424,7 @@ def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> Diag
 
     Parameters
     ----------
-    config : grader.config.Config
+    config : grader.config.core.Config
         Its stash holds the session's ``collected`` checks.
     outcomes : mapping of str to RunOutcome, optional
         The mutants' outcomes when the caller already ran them (see

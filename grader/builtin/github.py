@@ -17,11 +17,11 @@ own repository. It then
 GitHub shows at most 10 annotations of each level per step, so no more are
 printed; the summary lists everything. Detail values (a call with random
 inputs) are cut to `DETAIL_LIMIT` characters. What a hidden check reveals follows
-`grader.feedback`: its status and hint, never its inputs or expected
+`grader.reporting.feedback`: its status and hint, never its inputs or expected
 values. Student text is escaped for workflow commands as GitHub documents
-(`grader.safetext.gh_data`, `grader.safetext.gh_property`: ``%``, CR, LF,
+(`grader.reporting.safetext.gh_data`, `grader.reporting.safetext.gh_property`: ``%``, CR, LF,
 and ``:`` ``,`` in properties; control characters and escape sequences
-removed first), and for Markdown (`grader.safetext.markdown_inline`), so
+removed first), and for Markdown (`grader.reporting.safetext.markdown_inline`), so
 it can never start a workflow command or inject HTML, links or table cells.
 """
 
@@ -33,11 +33,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grader.feedback import STATUS_LABELS, check_feedback, shorten, student_message, submission_file
+from grader.reporting.feedback import STATUS_LABELS, check_feedback, shorten, student_message, submission_file
 from grader.models import Check, GradingReport, SubmissionResult
 from grader.packs import find_pack
-from grader.plugins import hookimpl
-from grader.safetext import display, gh_data, gh_property, in_github_actions, markdown_inline
+from grader.config.plugins import hookimpl
+from grader.reporting.safetext import display, gh_data, gh_property, in_github_actions, markdown_inline
 from grader.stash import COLLECTED
 
 __all__ = ["annotations", "escape_data", "escape_property", "in_github_actions", "step_summary"]
@@ -52,12 +52,12 @@ DETAIL_LIMIT = 300
 
 
 def escape_data(text: str) -> str:
-    """Escape the message of a workflow command (``%``, CR, LF); see `grader.safetext.gh_data`."""
+    """Escape the message of a workflow command (``%``, CR, LF); see `grader.reporting.safetext.gh_data`."""
     return gh_data(text)
 
 
 def escape_property(text: str) -> str:
-    """Escape a property value of a workflow command (also ``:`` and ``,``); see `grader.safetext.gh_property`."""
+    """Escape a property value of a workflow command (also ``:`` and ``,``); see `grader.reporting.safetext.gh_property`."""
     return gh_property(text)
 
 

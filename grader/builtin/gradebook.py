@@ -1,7 +1,7 @@
 """Built-in plugin: the SQLite gradebook that makes batches resumable.
 
 Every result is written to ``DIR/gradebook.sqlite`` (or ``--gradebook
-FILE``) as soon as it is produced, keyed by `grader.session.result_key`
+FILE``) as soon as it is produced, keyed by `grader.grading.session.result_key`
 (the file's SHA-256, the spec hash, the grader version and the settings
 that change a result). Running the same command again, even after
 ``kill -9``, takes finished results from the gradebook instead of grading
@@ -20,7 +20,7 @@ from typing import Any
 
 from grader import __version__
 from grader.errors import UsageError
-from grader.fileio import output_file
+from grader.reporting.fileio import output_file
 from grader.models import (
     ExerciseResult,
     Submission,
@@ -29,7 +29,7 @@ from grader.models import (
     result_from_dict,
     result_to_dict,
 )
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 from grader.stash import COLLECTED, StashKey
 
 _BOOK: StashKey[Gradebook] = StashKey()
@@ -38,7 +38,7 @@ _REUSED = StashKey[set[str]]()
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
-    key TEXT PRIMARY KEY,          -- grader.session.result_key
+    key TEXT PRIMARY KEY,          -- grader.grading.session.result_key
     sha256 TEXT NOT NULL,          -- the submission file's SHA-256
     spec_hash TEXT NOT NULL,
     grader_version TEXT NOT NULL,
@@ -136,7 +136,7 @@ class Gradebook:
 def _stored_json(result: SubmissionResult) -> str:
     """``json.dumps(result_to_dict(result))`` (compact), each exercise's part encoded once.
 
-    A class's equal exercise results are one object (`grader.session.shared`): their JSON is
+    A class's equal exercise results are one object (`grader.grading.session.shared`): their JSON is
     kept (`_exercise_json`) instead of encoded again for every submission. The text decodes to
     the same dict as the whole one encoded (`tests/test_throughput.py`).
     """

@@ -5,7 +5,7 @@ Gradescope runs an autograder once per submission and reads
 Specifications"). ``grader grade SUBMISSION --gradescope FILE`` writes that
 file for a run with exactly one submission; every ``grader grade`` also
 writes one such file per submission under ``DIR/gradescope/<slug>.json``
-(the student's file name stem, see `grader.naming` and ``results.json``),
+(the student's file name stem, see `grader.intake.naming` and ``results.json``),
 as soon as that submission is graded.
 
 Mapping of our result model:
@@ -22,11 +22,11 @@ Mapping of our result model:
   ``number`` ``"2.1"`` (exercise, then check, counted from 1), ``score``,
   ``max_score``, ``status`` ``passed`` or ``failed``, ``tags`` the exercise
   id, ``visibility`` ours (the four words are Gradescope's), and ``output``
-  the feedback a student may read (`grader.feedback.check_feedback`):
+  the feedback a student may read (`grader.reporting.feedback.check_feedback`):
   hidden checks never carry inputs or expected values.
 
 Every text a student controls (what the code printed, exception messages,
-the id) goes through `grader.safetext.display` (escape sequences, control
+the id) goes through `grader.reporting.safetext.display` (escape sequences, control
 and bidi characters removed, the grader's line breaks kept) and lone
 surrogates become U+FFFD, so the file is valid UTF-8 JSON. What the code
 printed is ``RunOutcome.stdout`` / ``stderr``: only what it printed before
@@ -43,13 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import UsageError
-from grader.feedback import check_feedback
-from grader.fileio import SubmissionFiles, output_file, write_atomic
+from grader.reporting.feedback import check_feedback
+from grader.reporting.fileio import SubmissionFiles, output_file, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
-from grader.naming import slugs_of
+from grader.intake.naming import slugs_of
 from grader.packs import find_pack
-from grader.plugins import hookimpl
-from grader.safetext import display, unicode_safe
+from grader.config.plugins import hookimpl
+from grader.reporting.safetext import display, unicode_safe
 from grader.stash import StashKey, submission_seconds
 from grader.term import adjustment_lines
 
@@ -212,7 +212,7 @@ def _dumps(data: dict[str, Any]) -> str:
 
 
 def file_names(report: GradingReport) -> dict[str, str]:
-    """``<slug>.json`` per submission id (`grader.naming`): unique without regard to case."""
+    """``<slug>.json`` per submission id (`grader.intake.naming`): unique without regard to case."""
     return {sid: f"{slug}.json" for sid, slug in slugs_of(report.submissions).items()}
 
 

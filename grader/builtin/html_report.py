@@ -18,18 +18,18 @@ if TYPE_CHECKING:
     import jinja2
 
 from grader.errors import UsageError
-from grader.fileio import SubmissionFiles, write_atomic
+from grader.reporting.fileio import SubmissionFiles, write_atomic
 from grader.models import GradingReport, Submission, SubmissionResult
-from grader.naming import slugs_of
-from grader.pages import environment
-from grader.plugins import hookimpl
+from grader.intake.naming import slugs_of
+from grader.reporting.pages import environment
+from grader.config.plugins import hookimpl
 from grader.stash import INDEX_LINKS, StashKey
 
 _PAGES: StashKey[SubmissionFiles] = StashKey()
 
 
 def page_names(report: GradingReport) -> dict[str, str]:
-    """File name of each submission's page, ``<slug>.html`` (`grader.naming`): unique, never a class page's."""
+    """File name of each submission's page, ``<slug>.html`` (`grader.intake.naming`): unique, never a class page's."""
     return {sid: f"{slug}.html" for sid, slug in slugs_of(report.submissions).items()}
 
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from grader.errors import UsageError
-from grader.fileio import write_atomic
+from grader.reporting.fileio import write_atomic
 from grader.models import CheckResult, GradingReport, SubmissionResult
-from grader.naming import slug_base, slugs_of
-from grader.plugins import hookimpl
+from grader.intake.naming import slug_base, slugs_of
+from grader.config.plugins import hookimpl
 from grader.stash import StashKey
 
 
@@ -81,7 +81,7 @@ def submission_to_dict(s: SubmissionResult, slug: str = "") -> dict[str, Any]:
 
     ``id`` is the student id verbatim; ``slug`` the stem of the student's
     files (``DIR/<slug>.html``, ``DIR/gradescope/<slug>.json``; see
-    `grader.naming`): ``slug`` when given, else the result's own.
+    `grader.intake.naming`): ``slug`` when given, else the result's own.
     ``score`` is the final score; when manual scores or a late penalty
     changed it, ``raw_score`` is the automatic one and ``adjustments`` lists
     each change (kind, points, reason, target, grader); ``lms`` is what the
@@ -114,7 +114,7 @@ def submission_to_dict(s: SubmissionResult, slug: str = "") -> dict[str, Any]:
         ]
     if s.lms:
         data["lms"] = {k: s.lms[k] for k in sorted(s.lms)}
-    if s.late:  # a term's late days (grader.ledger)
+    if s.late:  # a term's late days (grader.term.ledger)
         data["late"] = {k: s.late[k] for k in sorted(s.late)}
     return data
 
@@ -131,8 +131,8 @@ def report_to_dict(report: GradingReport) -> dict[str, Any]:
 
 
 def _misconceptions(report: GradingReport) -> list[dict[str, Any]]:
-    """What to reteach (`grader.insight.misconceptions`), with who: this file is for instructors."""
-    from grader.insight import misconceptions
+    """What to reteach (`grader.reporting.insight.misconceptions`), with who: this file is for instructors."""
+    from grader.reporting.insight import misconceptions
 
     return [m.to_dict(who=True) for m in misconceptions(report.submissions)]
 
@@ -140,7 +140,7 @@ def _misconceptions(report: GradingReport) -> list[dict[str, Any]]:
 def _submission_json(s: SubmissionResult, slug: str = "") -> str:
     """``json.dumps(submission_to_dict(s, slug), allow_nan=False)``, each exercise's part encoded once.
 
-    A class's equal exercise results (kept once, `grader.session.shared`) have equal JSON: the
+    A class's equal exercise results (kept once, `grader.grading.session.shared`) have equal JSON: the
     text around them is encoded here, their part taken from `_exercise_json`. Equal, byte for byte,
     to encoding the whole dict (`tests/test_throughput.py`).
     """
@@ -183,7 +183,7 @@ def report_json_pieces(
     """The JSON results file's text (as `report_json` makes it), a submission's line at a time.
 
     ``piece(id)`` gives a submission's line already made, or None (it is made here); ``about``
-    adds keys after ``spec_hash`` (the course and the term's assignment, `grader.ledger.results_about`).
+    adds keys after ``spec_hash`` (the course and the term's assignment, `grader.term.ledger.results_about`).
     """
     head = json.dumps({"grader_version": report.grader_version, "spec_hash": report.spec_hash, **(about or {})})[:-1]
     slugs = slugs_of(report.submissions)  # the submissions' own, unless a result lacks one (as the writers do)
@@ -215,7 +215,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     if target is None:
         return
     spool = config.stash.get(_PIECES)
-    from grader.ledger import results_about
+    from grader.term.ledger import results_about
 
     try:
         pieces = report_json_pieces(report, spool.get if spool is not None else lambda _id: None, results_about(config))

@@ -1,9 +1,9 @@
-"""Built-in plugin: decide a check from its call results (`grader.judging.judge`).
+"""Built-in plugin: decide a check from its call results (`grader.grading.judging.judge`).
 
 Calls that did not return are judged the same way for every kind (a stub is
 "not attempted", a timeout "timeout", a crash or an unexpected exception
 "error"); calls that returned are judged by the check's kind. What the
-student may read follows `grader.disclosure` and ``--after-due-date`` /
+student may read follows `grader.reporting.disclosure` and ``--after-due-date`` /
 ``--published``.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grader.disclosure import is_released
-from grader.judging import VerdictCache
+from grader.reporting.disclosure import is_released
+from grader.grading.judging import VerdictCache
 from grader.models import CallResult, Check, Prepared, Verdict
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 
 
 @hookimpl(trylast=True)
@@ -25,6 +25,6 @@ def grader_judge_check(
     """Judge with `judge`; what the student may read follows ``--after-due-date`` / ``--published``.
 
     An answer already judged in this run (the same bytes from the job for
-    the same check) gets its verdict again from `grader.judging.VerdictCache`.
+    the same check) gets its verdict again from `grader.grading.judging.VerdictCache`.
     """
     return VerdictCache.of(config.stash).judge(check, prepared, results, kind, context, is_released(check, config))

@@ -13,10 +13,10 @@ One ``testsuite`` per exercise, holding one ``testcase`` per check of every
 submission (``classname`` is the submission id and the exercise, see `classname`). Statuses:
 ``failed`` -> ``<failure>``, ``error`` and ``timeout`` -> ``<error>`` (the
 call did not return a value), ``not_attempted`` -> ``<skipped>``. Messages
-follow `grader.feedback`: hidden checks never carry inputs or expected
+follow `grader.reporting.feedback`: hidden checks never carry inputs or expected
 values. Student text (ids, messages) loses escape sequences and control
-characters (`grader.safetext.display`) and every character XML 1.0 cannot
-hold (`grader.safetext.xml_text`: C0 controls but TAB/LF/CR, U+FFFE/FFFF,
+characters (`grader.reporting.safetext.display`) and every character XML 1.0 cannot
+hold (`grader.reporting.safetext.xml_text`: C0 controls but TAB/LF/CR, U+FFFE/FFFF,
 lone surrogates); ElementTree escapes the rest. ``time`` is the seconds the check's calls took
 (`grader.builtin.timing`), so two runs differ in those attributes only.
 
@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
-from grader.feedback import STATUS_LABELS, check_feedback, student_message
-from grader.fileio import output_file, write_atomic
+from grader.reporting.feedback import STATUS_LABELS, check_feedback, student_message
+from grader.reporting.fileio import output_file, write_atomic
 from grader.models import GradingReport
-from grader.plugins import hookimpl
-from grader.safetext import display, xml_text
+from grader.config.plugins import hookimpl
+from grader.reporting.safetext import display, xml_text
 from grader.stash import check_seconds
 from grader.term import adjustment_lines
 

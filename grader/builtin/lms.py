@@ -1,6 +1,6 @@
 """Built-in plugin: Canvas and Moodle exports in, their grade import files out, a push to Canvas.
 
-Intake (`grader.lmsintake`, called by the built-in locator). A zip or an
+Intake (`grader.intake.lms`, called by the built-in locator). A zip or an
 unpacked folder whose entries are named as Canvas's or Moodle's "download
 submissions" export names them is read as that export, decided once from
 all its entries (or ``--lms canvas|moodle|none``); only the LMS-written
@@ -41,11 +41,11 @@ import urllib.parse
 from typing import Any
 
 from grader.errors import ConfigError, UsageError
-from grader.fileio import write_atomic
-from grader.lmsintake import LMS_CHOICES, LOCATED
+from grader.reporting.fileio import write_atomic
+from grader.intake.lms import LMS_CHOICES, LOCATED
 from grader.models import GradingReport, Submission
-from grader.plugins import hookimpl
-from grader.safetext import csv_cell, display
+from grader.config.plugins import hookimpl
+from grader.reporting.safetext import csv_cell, display
 from grader.stash import StashKey
 from grader.term import (
     adjustment_lines,
@@ -120,7 +120,7 @@ _LAST_IDS: dict[str, str] = {}
 def read_times(path: str) -> dict[str, str]:
     """Submission times by LMS user id (and by name) from an LMS's CSV: ISO 8601 text.
 
-    The table is read by `grader.tables.read_table` (encoding and delimiter sniffed). A time with
+    The table is read by `grader.readers.tables.read_table` (encoding and delimiter sniffed). A time with
     an offset is kept with it; one without (Moodle's worksheet) is kept without, and read in the
     policy's time zone. Dates in English, French, German, Spanish and Portuguese are read
     (`grader.term.parse_local_time`); an empty cell or ``-`` is no time.
@@ -131,7 +131,7 @@ def read_times(path: str) -> dict[str, str]:
         If the file cannot be read, has no id or time column, or a time cell holds text that is
         no date this grader reads (the line, the text and the formats read are named).
     """
-    from grader.tables import delimiter_name, read_table
+    from grader.readers.tables import delimiter_name, read_table
     from grader.term import MOODLE_TIME_FORMATS, parse_local_time
 
     table = read_table(path, "--lms-times", UsageError)
@@ -208,7 +208,7 @@ def read_times(path: str) -> dict[str, str]:
 def grader_locate_submissions(path: str, config: Any) -> Any:
     """Give LMS students their trusted times (``--lms-times``) and keep the batch for the checks before grading.
 
-    The export itself is read by `grader.lmsintake` (the built-in locator):
+    The export itself is read by `grader.intake.lms` (the built-in locator):
     its students already carry the LMS's facts (``Submission.lms``).
     """
     found = yield
@@ -541,7 +541,7 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
     if not students:
         return 0
     try:
-        from grader.addresses import bounded_canvas
+        from grader.config.addresses import bounded_canvas
 
         canvas = bounded_canvas(m["base"], token)  # every request times out
         requester = getattr(canvas, "_Canvas__requester", None)  # its last response: the rate-limit headers
@@ -581,7 +581,7 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
         ) from None
     except (OSError, AttributeError, KeyError, TypeError, ValueError) as exc:
         # the network (requests' errors and timeouts are OSErrors), or an answer that is not Canvas's
-        from grader.addresses import canvas_failure
+        from grader.config.addresses import canvas_failure
 
         raise canvas_failure(url, exc) from None
     return len(grade_data)
@@ -635,7 +635,7 @@ def grader_configure(config: Any) -> None:
     url = config.option("canvas_push")
     if not url:
         return
-    from grader.addresses import check_canvas_url
+    from grader.config.addresses import check_canvas_url
 
     check_canvas_url(url)  # a parseable https address of an assignment, port in range, no user information
     check_push_address(url, bool(config.option("allow_http")))  # plain http only to localhost with --allow-http

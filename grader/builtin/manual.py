@@ -27,10 +27,10 @@ import sys
 from typing import Any
 
 from grader.errors import ConfigError
-from grader.lmsintake import LOCATED, student_problem
+from grader.intake.lms import LOCATED, student_problem
 from grader.models import Submission, SubmissionResult
-from grader.plugins import hookimpl
-from grader.safetext import display
+from grader.config.plugins import hookimpl
+from grader.reporting.safetext import display
 from grader.stash import StashKey
 from grader.term import apply_manual, read_manual
 

@@ -24,10 +24,10 @@ import sys
 from typing import Any
 
 from grader.errors import ConfigError
-from grader.lmsintake import LOCATED, shared_name
+from grader.intake.lms import LOCATED, shared_name
 from grader.models import Submission, SubmissionResult
-from grader.plugins import hookimpl
-from grader.safetext import display
+from grader.config.plugins import hookimpl
+from grader.reporting.safetext import display
 from grader.stash import StashKey
 from grader.term import apply_penalty, late_penalty, load_policy
 
@@ -52,7 +52,7 @@ def grader_configure(config: Any) -> None:
         policy = load_policy(config.option("policy"))
         # late_days keyed by LMS user id: YAML reads an unquoted 340934 as a number, the id is text
         config.stash[_POLICY] = dataclasses.replace(policy, late_days={str(k): v for k, v in policy.late_days.items()})
-        from grader.ledger import remember_term
+        from grader.term.ledger import remember_term
 
         remember_term(config, config.stash[_POLICY])  # results.json names the assignment and the term's days
 
@@ -127,7 +127,7 @@ def grader_adjust_result(result: SubmissionResult, submission: Submission, confi
         source,
         late_flag=late_flag,
     )
-    from grader.ledger import late_record  # a term's late days: what this assignment charged
+    from grader.term.ledger import late_record  # a term's late days: what this assignment charged
 
     return apply_penalty(
         dataclasses.replace(

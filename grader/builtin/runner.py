@@ -1,7 +1,7 @@
 """Built-in plugin: the runner, the one answer to ``grader_run_calls``, choosing its launcher.
 
 Which launcher runs a submission's calls is read from the configuration, never from the order in
-which plugins were registered (`grader.jobs.sandboxed`):
+which plugins were registered (`grader.execution.jobs.sandboxed`):
 
 * ``grader grade`` runs them in the sandbox: a job of the zygote that the sandbox plugin started
   (``grader.builtin.sandbox``), lent through `grader.stash.JOB_LAUNCHERS`. Without it the
@@ -9,12 +9,12 @@ which plugins were registered (`grader.jobs.sandboxed`):
 * ``grader merge`` and ``grade --dask`` take outcomes that already exist: the shards' records and the
   cluster's answers, offered through `grader.stash.OUTCOME_SOURCES`.
 * ``--insecure``, and the commands that run trusted code only (``check`` on a student's own file,
-  ``validate``, ``audit``, ``publish``), run them in plain child processes (`grader.jobs.PlainJob`);
-  ``grade --insecure`` and ``check`` fork them from a warm fork server (`grader.jobs.ForkJob`)
+  ``validate``, ``audit``, ``publish``), run them in plain child processes (`grader.execution.jobs.PlainJob`);
+  ``grade --insecure`` and ``check`` fork them from a warm fork server (`grader.execution.jobs.ForkJob`)
   where there is ``os.fork``: the same rules, without an interpreter start per job.
 
-Either way `grader.jobs.run_calls` makes the calls, one at a time, with the same timeouts. The
-runner is essential: ``-p no:runner`` is refused (`grader.plugins.ESSENTIAL`). A third-party
+Either way `grader.execution.jobs.run_calls` makes the calls, one at a time, with the same timeouts. The
+runner is essential: ``-p no:runner`` is refused (`grader.config.plugins.ESSENTIAL`). A third-party
 runner still overrides it (this implementation is ``trylast``).
 """
 
@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from grader.errors import ConfigError
-from grader.jobs import WALL_BACKSTOP_FACTOR, ForkJob, ForkServer, positive_seconds, run_calls, sandboxed
+from grader.execution.jobs import WALL_BACKSTOP_FACTOR, ForkJob, ForkServer, positive_seconds, run_calls, sandboxed
 from grader.models import Call, RunOutcome, Submission
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 from grader.stash import FORK_SERVER, JOB_LAUNCHERS, OUTCOME_SOURCES, StashKey
 
 
@@ -63,10 +63,10 @@ def _fork_server(config: Any) -> ForkServer | None:
 
     ``check`` takes the one the command line started at once (`grader.stash.FORK_SERVER`), so that
     numpy is imported there while the grader starts; ``grade --insecure`` and a ``check`` run by
-    another tool (the pytest plugin, `grader.student.run_check`) start their own. The fork server's
+    another tool (the pytest plugin, `grader.integrations.student.run_check`) start their own. The fork server's
     jobs are walled in and swept (``grader/child/plain.py``). The
     other commands run few submissions, in fresh interpreters; where ``os.fork`` is missing
-    (Windows) each submission gets a fresh ``python worker.py``, as before (`grader.jobs.PlainJob`).
+    (Windows) each submission gets a fresh ``python worker.py``, as before (`grader.execution.jobs.PlainJob`).
     """
     early = config.stash.get(FORK_SERVER)  # 'grader check': started by the command line before the plugins loaded
     if early is not None:
@@ -95,7 +95,7 @@ def grader_unconfigure(config: Any) -> None:
 
 @hookimpl(trylast=True)
 def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome:
-    """Run the calls with `grader.jobs.run_calls`, in the launcher the configuration asks for.
+    """Run the calls with `grader.execution.jobs.run_calls`, in the launcher the configuration asks for.
 
     An outcome that already exists (`grader.stash.OUTCOME_SOURCES`: a merge's shard records, a Dask
     cluster's answers) is taken instead, and nothing runs here.

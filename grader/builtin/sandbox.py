@@ -1,13 +1,13 @@
 """Built-in plugin: the sandbox that ``grader grade`` runs submissions in (Linux).
 
 At configure time, before any spec, reference or expected value is read,
-the grader starts a *zygote* (``grader/zygote.py``) from a fresh exec: a
+the grader starts a *zygote* (``grader/child/zygote.py``) from a fresh exec: a
 secret-free process that imports numpy once and forks one isolated job per
 submission run (namespaces, cgroups, rlimits, Landlock, a non-root uid,
 seccomp; see the zygote's docstring). This plugin lends its workers to the
 runner plugin (`grader.stash.JOB_LAUNCHERS`): each a launcher that asks the
 zygote for jobs; reading frames, deadlines and output caps stay in
-`grader.jobs`.
+`grader.execution.jobs`.
 
 The zygote gets ready, and a *preflight* runs, in a thread of their own
 while the specs and the reference load (`grader_grading_ready` waits for
@@ -21,7 +21,7 @@ pipe), never through output a submission could forge.
 
 Grading hidden checks without a filesystem isolation layer (Landlock) is
 refused unless ``--insecure`` is given; so is blocking this plugin or the
-runner with ``-p no:NAME`` (`grader.plugins.ESSENTIAL`). ``grader check``
+runner with ``-p no:NAME`` (`grader.config.plugins.ESSENTIAL`). ``grader check``
 (a student's own code) and ``grader validate`` (the reference) use the plain
 child process.
 """
@@ -47,8 +47,8 @@ from typing import Any
 
 from grader.child.limits import CEILING_CPU_SECONDS, DEFAULT_LIMITS, SETUP_FAILED, UID_BASE, slot_uid
 from grader.errors import ConfigError
-from grader.fileio import scratch_prefix
-from grader.jobs import (
+from grader.reporting.fileio import scratch_prefix
+from grader.execution.jobs import (
     CHILD_ENV,
     JobChannel,
     Launcher,
@@ -60,8 +60,8 @@ from grader.jobs import (
     stop_server,
 )
 from grader.models import Call
-from grader.plugins import hookimpl
-from grader.servers import ZYGOTE, start_zygote
+from grader.config.plugins import hookimpl
+from grader.execution.servers import ZYGOTE, start_zygote
 from grader.stash import EARLY_ZYGOTE, JOB_LAUNCHERS, StashKey
 
 _ZYGOTE: StashKey[Zygote] = StashKey()
@@ -104,7 +104,7 @@ class Zygote:
     def __init__(self, wait: bool = True, started: tuple[Any, Any, Any] | None = None) -> None:
         if platform.system() != "Linux":
             raise ConfigError("the sandbox needs Linux; pass --insecure to grade with process isolation only")
-        # Exec'd by the command line already (grader.servers.grade_zygote), or now.
+        # Exec'd by the command line already (grader.execution.servers.grade_zygote), or now.
         self.proc: Any
         self.sock: socket.socket
         self.proc, self.sock, self._stderr = started if started is not None else start_zygote(ZYGOTE)
@@ -265,7 +265,7 @@ class SandboxJob:
 
         The job writes the file into its folder and imports it, then reads
         its calls, one at a time, from the same pipe (`call_fd`; see
-        `grader.jobs.JobChannel.send`).
+        `grader.execution.jobs.JobChannel.send`).
         """
         task = json.dumps({"cpu_seconds": cpu_seconds}).encode()
         self._send(struct.pack(">II", len(task), len(source)) + task + source)
@@ -313,14 +313,14 @@ class SandboxJob:
         return int(data[11 : data.index(b"\n")])
 
     def cpu_readable(self) -> bool:
-        """Whether the job's CPU time can be read: the zygote named its slot's ``cpu.stat`` (see `grader.jobs.Job`).
+        """Whether the job's CPU time can be read: the zygote named its slot's ``cpu.stat`` (see `grader.execution.jobs.Job`).
 
         Its `cpu_seconds` is then None only until the job has entered the slot's cgroup.
         """
         return bool(self.cpu_stat)
 
     def wait_seconds(self) -> float | None:
-        """Seconds the job's main process spent ready to run but waiting for a CPU, or None (see `grader.jobs.Job`).
+        """Seconds the job's main process spent ready to run but waiting for a CPU, or None (see `grader.execution.jobs.Job`).
 
         Its ``/proc/<pid>/schedstat`` (run-queue delay), opened on first use
         while the job's pidfd says it still runs (so the pid is still the
@@ -525,7 +525,7 @@ def grader_configure(config: Any) -> None:
         return  # a zygote the command line started is stopped by it (grader.cli.main)
     zygote = Zygote(wait=False, started=config.stash.pop(EARLY_ZYGOTE, None))
     config.stash[_ZYGOTE] = zygote
-    from grader.session import worker_count
+    from grader.grading.session import worker_count
 
     starting = _Starting(zygote, worker_count(config), config.pack.submission)
     config.stash[_STARTING] = starting
@@ -757,7 +757,7 @@ class _Worker:
         return self._new(slot)
 
     def launch(self, source: bytes, _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
-        """`grader.jobs.Launcher`: the ready job gets the task; the next one starts.
+        """`grader.execution.jobs.Launcher`: the ready job gets the task; the next one starts.
 
         A standby is the same as any job: it imports, then waits for its first call.
         """
@@ -778,7 +778,7 @@ class _Worker:
 
 
 class _Pool:
-    """The sandbox's workers, lent one submission at a time (`grader.jobs.LauncherPool`).
+    """The sandbox's workers, lent one submission at a time (`grader.execution.jobs.LauncherPool`).
 
     Lent from configure time: the first `slot` (or `ready`) waits for the sandbox's start-up
     (`_Starting`) and raises what went wrong there.

@@ -3,7 +3,7 @@
 Each check earns ``points * verdict.fraction``; an exercise's score is the
 sum over its checks. Whether a check's details are shown follows its
 visibility and the ``--after-due-date`` / ``--published`` options
-(`grader.disclosure.is_shown`).
+(`grader.reporting.disclosure.is_shown`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grader.disclosure import is_shown
-from grader.memo import IdentityTable
+from grader.reporting.disclosure import is_shown
+from grader.grading.memo import IdentityTable
 from grader.models import Check, CheckResult, Exercise, ExerciseResult, Verdict
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 from grader.stash import StashKey
 
 _KEPT = StashKey[IdentityTable]()
@@ -44,7 +44,7 @@ def score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]]
     Details (the call, expected and got values) are kept only for checks the
     student may see. A check's result is made once per check and verdict
     object (a verdict judged before comes back as the same object,
-    `grader.judging.VerdictCache`), and shared.
+    `grader.grading.judging.VerdictCache`), and shared.
     """
     checks = []
     after_due_date, published = config.option("after_due_date", False), config.option("published", False)

@@ -17,8 +17,8 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from grader.models import Call, Submission, SubmissionResult
-from grader.plugins import hookimpl
-from grader.secret import course_secret
+from grader.config.plugins import hookimpl
+from grader.config.secret import course_secret
 from grader.shards import (
     CLASS_IDS,
     STASH_KEY,

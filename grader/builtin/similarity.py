@@ -9,7 +9,7 @@ the reason it is flagged:
   ``submissions/starter/attention.py``) as boilerplate; a pair is flagged
   when both files share at least ``--similarity-threshold`` of their tokens.
   This runs off the grader's critical path, in a process of its own
-  (``grader/similarity_worker.py``) started once the class is collected,
+  (``grader/child/similarity_worker.py``) started once the class is collected,
   while the submissions are graded; each file has a budget (`MAX_BYTES`,
   `MAX_TOKENS`, `MAX_SECONDS` of CPU time), and the page and the terminal
   name every file cut;
@@ -37,11 +37,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grader.boundary import plain_data
+from grader.execution.boundary import plain_data
 from grader.errors import ConfigError, UsageError
-from grader.fileio import write_atomic
-from grader.naming import slugs_of
-from grader.plugins import hookimpl
+from grader.reporting.fileio import write_atomic
+from grader.intake.naming import slugs_of
+from grader.config.plugins import hookimpl
 from grader.stash import COLLECTED, INDEX_LINKS, SUMMARY_LINKS, StashKey
 
 _FILES = StashKey[dict[str, str]]()
@@ -139,7 +139,7 @@ def grader_unconfigure(config: Any) -> None:
 
 
 class CodeSimilarity:
-    """The code comparison of a class, running in a process of its own (``grader/similarity_worker.py``).
+    """The code comparison of a class, running in a process of its own (``grader/child/similarity_worker.py``).
 
     Parameters
     ----------
@@ -304,7 +304,7 @@ def placeholder(values: Sequence[Any], args: Sequence[Sequence[Any]]) -> bool:
     Parameters
     ----------
     values : sequence
-        Each call's returned value, as plain data (`grader.boundary.plain_data`).
+        Each call's returned value, as plain data (`grader.execution.boundary.plain_data`).
     args : sequence of sequence
         Each call's arguments, in the same order.
 

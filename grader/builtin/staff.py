@@ -16,9 +16,9 @@ import threading
 from typing import Any
 
 from grader.errors import UsageError
-from grader.fileio import write_atomic
+from grader.reporting.fileio import write_atomic
 from grader.models import SubmissionResult
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 from grader.stash import COLLECTED, StashKey
 
 _OUTCOMES = StashKey[dict[str, Any]]()
@@ -122,7 +122,7 @@ def grader_write_reports(report: Any, config: Any) -> None:
     """Write ``DIR/staff/<slug>.html`` for every submission."""
     if not _wanted(config):
         return
-    from grader.naming import slugs_of
+    from grader.intake.naming import slugs_of
 
     collected = config.stash[COLLECTED]
     outcomes = config.stash.get(_OUTCOMES, {})

@@ -9,7 +9,7 @@ A PATH may be
 * a folder of student folders (and/or ``<student>.py`` files): one
   submission each, named after the folder or file, in sorted order;
 * a ``.zip`` archive of such folders or files, as learning-management
-  systems export them: extracted safely (`grader.archive`) to a temporary
+  systems export them: extracted safely (`grader.intake.archive`) to a temporary
   folder, then read as a folder.
 
 With ``--roster FILE`` (a CSV whose first row names an ``id`` column, see
@@ -22,7 +22,7 @@ A student folder without the submission file still becomes a submission, graded
 A notebook (the pack's notebook name, or ``<student>.ipynb`` in a class
 folder, or a student folder holding that notebook and no submission file)
 is read with nbformat, never run in a kernel: its code cells are joined
-into a submission file in a scratch folder (`grader.notebook`), which is
+into a submission file in a scratch folder (`grader.intake.notebook`), which is
 graded; IPython lines are left out with a note on stderr, and every line
 number in what the runner brings back names the cell and the line in it
 (a ``grader_run_calls`` wrapper).
@@ -43,21 +43,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from grader.archive import ArchiveError, safe_extract
+from grader.intake.archive import ArchiveError, safe_extract
 from grader.errors import UsageError
-from grader.fileio import MAX_SOURCE_BYTES, scratch_prefix
+from grader.reporting.fileio import MAX_SOURCE_BYTES, scratch_prefix
 from grader.models import CallResult, Submission
-from grader.naming import display_name, what_it_holds
+from grader.intake.naming import display_name, what_it_holds
 from grader.packs import find_pack
-from grader.plugins import hookimpl
-from grader.safetext import display
+from grader.config.plugins import hookimpl
+from grader.reporting.safetext import display
 from grader.stash import StashKey
 
 _TEMPDIRS = StashKey[list[str]]()
 
 
 _NOTEBOOKS: dict[str, Any] = {}
-"""Scratch file of each converted notebook -> its `grader.notebook.Notebook` (line map)."""
+"""Scratch file of each converted notebook -> its `grader.intake.notebook.Notebook` (line map)."""
 _NB_LOCK = threading.Lock()
 
 
@@ -112,7 +112,7 @@ def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b
     Parameters
     ----------
     sid : str
-        Student id (valid text: `grader.naming.display_name` of the name).
+        Student id (valid text: `grader.intake.naming.display_name` of the name).
     path : pathlib.Path
         What the instructor pointed at (folder or file).
     file : pathlib.Path or None
@@ -176,7 +176,7 @@ def notebook_submission(sid: str, path: Path, notebook: Path, raw_name: bytes = 
     The scratch folder is removed when the process ends (``atexit``) or by
     ``grader_unconfigure``.
     """
-    from grader.notebook import NotebookError, convert
+    from grader.intake.notebook import NotebookError, convert
 
     pack = pack or find_pack()
     sub = make_submission(sid, path, notebook, raw_name, pack)
@@ -186,7 +186,7 @@ def notebook_submission(sid: str, path: Path, notebook: Path, raw_name: bytes = 
         nb = convert(notebook, pack.submission)
     except NotebookError as exc:
         return replace(sub, file=None, problem=str(exc))
-    for note in nb.notes:  # at most grader.notebook.MAX_NOTES + 1 lines
+    for note in nb.notes:  # at most grader.intake.notebook.MAX_NOTES + 1 lines
         print(f"grader: note: {display(note)}", file=sys.stderr)
     data = nb.source.encode("utf-8", "surrogatepass")
     if len(data) > MAX_SOURCE_BYTES:
@@ -314,7 +314,7 @@ def locate(path: str, skip: Path | None = None, pack: Any = None) -> list[Submis
 
 
 def locate_archive(path: str, config: Any) -> list[Submission]:
-    """Read a zip archive's students (`grader.archive.safe_extract`) into a temporary folder.
+    """Read a zip archive's students (`grader.intake.archive.safe_extract`) into a temporary folder.
 
     Each student's problems with the archive (too many files, the file
     twice, a link, a special or oversized file) are that student's error.
@@ -322,7 +322,7 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
     Raises
     ------
     grader.errors.UsageError
-        If the archive is unusable as a whole (see `grader.archive.safe_extract`).
+        If the archive is unusable as a whole (see `grader.intake.archive.safe_extract`).
     """
     pack = config.pack
     if not Path(path).is_file():
@@ -386,9 +386,9 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 @hookimpl(trylast=True)
 def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
-    """Locate submissions on the filesystem: an LMS export by `grader.lmsintake.locate_export`, else
+    """Locate submissions on the filesystem: an LMS export by `grader.intake.lms.locate_export`, else
     with `locate` (zip archives: `locate_archive`)."""
-    from grader.lmsintake import locate_export
+    from grader.intake.lms import locate_export
 
     def scratch() -> Path:
         dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))

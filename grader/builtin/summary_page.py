@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.errors import UsageError
-from grader.fileio import write_atomic
+from grader.reporting.fileio import write_atomic
 from grader.models import GradingReport
-from grader.pages import environment
-from grader.plugins import hookimpl
+from grader.reporting.pages import environment
+from grader.config.plugins import hookimpl
 from grader.stash import INDEX_LINKS, SUMMARY_LINKS
 
 __all__ = ["BINS", "Bar", "Chart", "failing_chart", "histogram_chart", "pass_rate_chart", "render_summary"]
@@ -323,7 +323,7 @@ def render_summary(report: GradingReport, links: Any = (), pack: Any = None) -> 
         "full": sum(1 for s in report.submissions if s.max_score and s.score == s.max_score),
     }
     charts = [histogram_chart(report), pass_rate_chart(report), failing_chart(report)]
-    from grader.insight import misconceptions  # issue 27: what to reteach (counts only: no names here)
+    from grader.reporting.insight import misconceptions  # issue 27: what to reteach (counts only: no names here)
 
     reteach = misconceptions(report.submissions)
     return (

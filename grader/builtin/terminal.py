@@ -11,7 +11,7 @@ hidden checks run at grading; a folder of students gets a header per
 student. ``-q`` prints only the final lines.
 
 Student text (ids, paths, exception messages, what the code printed) goes
-through `grader.safetext.display` first: no escape sequence, control or
+through `grader.reporting.safetext.display` first: no escape sequence, control or
 bidi character reaches the terminal, and no line break the grader did not
 put there. In a GitHub Actions job the summary sits between
 ``::stop-commands::TOKEN`` and ``::TOKEN::`` (a fresh random token), so no
@@ -27,13 +27,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grader.checktext import INDENT, MARKS, detail_lines, failure_lines, width
-from grader.checktext import one_line as _one_line
-from grader.checktext import wrapped as _wrapped
-from grader.feedback import headline, how_many
+from grader.reporting.checktext import INDENT, MARKS, detail_lines, failure_lines, width
+from grader.reporting.checktext import one_line as _one_line
+from grader.reporting.checktext import wrapped as _wrapped
+from grader.reporting.feedback import headline, how_many
 from grader.models import GradingReport, Submission, SubmissionResult
-from grader.plugins import hookimpl
-from grader.safetext import display, in_github_actions, stop_commands
+from grader.config.plugins import hookimpl
+from grader.reporting.safetext import display, in_github_actions, stop_commands
 from grader.stash import COLLECTED, StashKey
 
 _PROGRESS: StashKey[Progress] = StashKey()
@@ -138,7 +138,7 @@ COLOURS = {"PASS": "32", "FAIL": "31", "ERROR": "31", "TIMEOUT": "31", "TODO": "
 """ANSI colour of each mark at the start of a ``check`` line (green, red, yellow)."""
 
 _CUT_NOTE = re.compile(r"^\[output cut at (\d+ KiB)\]$|^\[.*hidden.*\]$")
-"""The notes `grader.jobs` ends captured output with: cut at its cap (the size kept), or at the first hidden call."""
+"""The notes `grader.execution.jobs` ends captured output with: cut at its cap (the size kept), or at the first hidden call."""
 
 _MARK_AT_START = re.compile(r"^(\s*)(PASS|FAIL|ERROR|TIMEOUT|TODO)\b")
 
@@ -160,7 +160,7 @@ def colourize(line: str) -> str:
 
 
 def shown_id(sid: str, limit: int = ID_WIDTH) -> str:
-    """A student id as the terminal shows it: inert (`grader.safetext.display`), one line, cut to ``limit``."""
+    """A student id as the terminal shows it: inert (`grader.reporting.safetext.display`), one line, cut to ``limit``."""
     return _one_line(sid, limit)
 
 
@@ -195,7 +195,7 @@ def _check_lines(
     one of them, the one with the shortest call, shown whole (message, call, expected, got) as the
     example; any other failing check in full. The checks that passed are one line of ids.
     """
-    from grader.feedback import exercise_mistake, mistake_example
+    from grader.reporting.feedback import exercise_mistake, mistake_example
 
     if config.option("quiet"):
         return

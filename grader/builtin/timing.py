@@ -19,7 +19,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from grader.models import Call, RunOutcome, Submission
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 from grader.stash import CALL_SECONDS
 
 

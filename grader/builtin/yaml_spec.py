@@ -3,12 +3,12 @@
 Specs are parsed with a `yaml.SafeLoader` (no Python tags, no aliases, no
 duplicate keys) and validated with a JSON Schema (a valid spec without
 importing jsonschema: `grader.packs.plainly_valid`); every error names the file
-and the key, e.g. ``g14/specs/G14.02.yaml: checks[3] 'shift'.points: 'x'
+and the key, e.g. ``exercises/G14.02.yaml: checks[3] 'shift'.points: 'x'
 is not of type 'number'``.
 
 A check's seed is the spec's (``seed`` of the check, else the exercise's
 ``seed * 1000 + index``); for a check that is not ``visible`` it is then
-derived with the course secret (`grader.secret`), so that the specs alone
+derived with the course secret (`grader.config.secret`), so that the specs alone
 do not reproduce hidden inputs. ``--secret-file FILE`` names the key file;
 without any secret ``grader grade`` warns once.
 """
@@ -23,8 +23,8 @@ from typing import Any
 from grader.errors import SpecError
 from grader.models import VISIBILITIES, Check, Exercise
 from grader.packs import plainly_valid
-from grader.plugins import hookimpl
-from grader.secret import WARNING, CourseSecret, course_secret
+from grader.config.plugins import hookimpl
+from grader.config.secret import WARNING, CourseSecret, course_secret
 from grader.stash import CHECK_KINDS, StashKey
 
 _SECRET_WARNED = StashKey[bool]()
@@ -172,13 +172,13 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
     path : str
         The spec file, for error messages.
     data : object
-        What `grader.yamlfile.parse_yaml` returned.
+        What `grader.config.yamlfile.parse_yaml` returned.
     kinds : dict of str to check kind
         Known check kinds by name; their ``params`` say which extra keys a
         check of that kind accepts and requires.
-    secret : grader.secret.CourseSecret, optional
+    secret : grader.config.secret.CourseSecret, optional
         Derives the seeds of checks that are not ``visible``
-        (`grader.secret.CourseSecret.hidden_seed`); by default (no secret)
+        (`grader.config.secret.CourseSecret.hidden_seed`); by default (no secret)
         every check keeps its spec seed.
 
     Returns
@@ -306,7 +306,7 @@ def grader_load_exercise(path: str, config: Any) -> Exercise | None:
         return None
     kinds = config.stash[CHECK_KINDS]
     secret = course_secret(config)
-    from grader.yamlfile import parse_yaml  # here: 'grader check' with the public checks reads no YAML (issue 16)
+    from grader.config.yamlfile import parse_yaml  # here: 'grader check' with the public checks reads no YAML (issue 16)
 
     exercise = exercise_from_data(path, parse_yaml(path), kinds, secret)
     if (

@@ -1,6 +1,6 @@
 """The sandbox child: the code of the zygote and of the jobs it forks, one module per concern.
 
-``grader/zygote.py`` (the script the grader starts from a fresh exec) loads
+``grader/child/zygote.py`` (the script the grader starts from a fresh exec) loads
 this folder *by path*, as a package of its own named ``_grader_child``, never
 as ``grader.child``: the zygote must hold nothing of the grader (no spec, no
 reference, no plugin) and runs with ``python -I``, so neither ``grader`` nor

@@ -1,6 +1,6 @@
 """The zygote's control server, for the sandbox child: start-up, requests, and watching jobs.
 
-`main` (called by ``grader/zygote.py``) loads the worker by path, imports
+`main` (called by ``grader/child/zygote.py``) loads the worker by path, imports
 numpy and the modules student code may use (the worker's ``PREIMPORT``:
 after Landlock and the uid drop, a job may be unable to read a module), makes what every job
 inherits (`jobsetup.prepare`), freezes the heap for cheap forks, says it
@@ -34,7 +34,7 @@ from .kernel import PR_SET_PDEATHSIG, prctl
 from .limits import SETUP_FAILED
 
 WORKER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker.py")
-"""The worker every job runs (``grader/worker.py``), loaded by path."""
+"""The worker every job runs (``grader/child/worker.py``), loaded by path."""
 
 
 class Running:
@@ -185,7 +185,7 @@ def _kill(job_: Running) -> None:
 
 
 def _load_worker() -> jobsetup.Worker:
-    """``grader/worker.py``, loaded by path (as ``_grader_worker``): nothing of the grader package runs."""
+    """``grader/child/worker.py``, loaded by path (as ``_grader_worker``): nothing of the grader package runs."""
     spec = importlib.util.spec_from_file_location("_grader_worker", WORKER)
     assert spec is not None and spec.loader is not None
     worker = importlib.util.module_from_spec(spec)

@@ -120,7 +120,7 @@ zygote, which passes it to the grader with the exit code on the status pipe)."""
 
 
 class Worker(Protocol):
-    """What a job uses of the worker (``grader/worker.py``, loaded by path by the zygote)."""
+    """What a job uses of the worker (``grader/child/worker.py``, loaded by path by the zygote)."""
 
     def run(self, request: dict[str, Any], fd: int) -> NoReturn:
         """Import the submission, then answer calls from stdin, writing frames to ``fd``."""

@@ -3,7 +3,7 @@
 One module read by both sides. The grader imports it normally
 (``grader.child.limits``: `grader.builtin.sandbox`, `grader.builtin.runner`);
 the zygote loads it by path with the rest of ``grader/child`` (see the
-package's docstring), and the plain-child worker (``grader/worker.py``) by
+package's docstring), and the plain-child worker (``grader/child/worker.py``) by
 path too. So it imports nothing but the standard library, and holds only
 constants and pure functions: no state, nothing a job could use.
 """

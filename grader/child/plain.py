@@ -1,7 +1,7 @@
 """A plain job's walls (``check``, ``grade --insecure``): what the warm fork server applies without namespaces.
 
 The sandbox (``grade``) puts a job in a pid namespace of its own, under
-another uid. The fork server (``grader/forkserver.py``) runs a student's
+another uid. The fork server (``grader/child/forkserver.py``) runs a student's
 code on the student's own machine or CI runner, where neither may be
 possible; it still makes sure of two things:
 

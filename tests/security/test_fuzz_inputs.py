@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 
 from grader.cli import main
 from grader.errors import GraderError
-from grader.safetext import display
+from grader.reporting.safetext import display
 
 ROOT = Path(__file__).resolve().parents[2]
-CORRECT = ROOT / "g14" / "submissions" / "correct_numpy"
+CORRECT = ROOT / "submissions" / "correct_numpy"
 VALID = {
     "policy": b"due: 2026-03-01T23:59:00+00:00\ntimezone: Europe/Paris\ngrace_minutes: 30\n"
     b"penalty: {per: day, percent: 10, cap: 50}\nlate_days: {default: 1, students: {alice: 2}}\ntimes: [lms]\n",
-    "course": (ROOT / "g14" / "course.yaml").read_bytes(),
+    "course": (ROOT / "course.yaml").read_bytes(),
     "manual": b'student,check,points,comment,grader\nalice,G14.02/zero-scores,1,"half, credit",ta\nbob,G14.05,4,,prof\n',
     "roster": b"id,name\nalice,Alice\nbob,Bob\n",
     "lms-times": b"Identifier,Full name,Status,Last modified (submission)\nParticipant 1,Ann,x,"
@@ -45,7 +45,7 @@ VALID = {
             ]
         }
     ).encode(),
-    "public": (ROOT / "g14" / "public.json").read_bytes()[:20000],
+    "public": (ROOT / "exercises" / "public.json").read_bytes()[:20000],
     "shard": json.dumps(
         {"format": "grader-shard/1", "shard": {"k": 1, "n": 2}, "class_ids": ["a"], "ids": ["a"]}
     ).encode(),
@@ -122,7 +122,7 @@ def test_commands_never_exit_4_on_an_input_file(kind: str) -> None:
 
 def _readers() -> dict[str, Callable[[str], Any]]:
     from grader.builtin.lms import read_times
-    from grader.roster import read_roster
+    from grader.intake.roster import read_roster
 
     return {"roster": read_roster, "lms-times": read_times}
 
@@ -151,7 +151,7 @@ def test_table_readers_raise_only_grader_errors(kind: str) -> None:
     text=st.one_of(st.text(max_size=80), st.from_regex(r"(tcp|tls|http|ws)://[a-z0-9.:\[\]]{0,20}(:[0-9a-z]{0,7})?/?"))
 )
 def test_address_options_raise_only_grader_errors(text: str) -> None:
-    from grader.addresses import check_canvas_url, check_dask_address
+    from grader.config.addresses import check_canvas_url, check_dask_address
 
     for check in (check_dask_address, check_canvas_url):
         try:

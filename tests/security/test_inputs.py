@@ -25,12 +25,12 @@ from typing import Any
 import pytest
 
 from grader.cli import main
-from grader.public import FORMAT as PUBLIC_FORMAT
+from grader.packs.public import FORMAT as PUBLIC_FORMAT
 from grader.shards import MANIFEST as SHARD_MANIFEST
 from grader.shards import SUBFOLDER as SHARD_SUBFOLDER
 
 ROOT = Path(__file__).resolve().parents[2]
-CORRECT = ROOT / "g14" / "submissions" / "correct_numpy"
+CORRECT = ROOT / "submissions" / "correct_numpy"
 GOOD_POLICY = "due: 2026-03-01T23:59:00+00:00\npenalty: {per: day, percent: 10, cap: 50}\n"
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9)
@@ -165,7 +165,7 @@ def plugin(source: str) -> Callable[[Path], list[Any]]:
 
 
 KIND_PLUGIN = """
-from grader.plugins import hookimpl
+from grader.config.plugins import hookimpl
 
 class Kind:
     name = {name!r}

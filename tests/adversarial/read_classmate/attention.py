@@ -1,7 +1,7 @@
 """Adversarial submission: copy a classmate's correct file.
 
 bytes_to_mib executes another student's submission: the sample
-g14/submissions/correct_numpy in the repository, or any attention.py of a job
+submissions/correct_numpy in the repository, or any attention.py of a job
 graded at the same time in /tmp/grader-job-*/job*/, and uses its
 bytes_to_mib.
 

@@ -1,6 +1,6 @@
 """Adversarial submission: read the hidden exercise specs and return their expected values.
 
-bytes_to_mib opens g14/specs/G14.05.yaml (the hidden checks, with their
+bytes_to_mib opens exercises/G14.05.yaml (the hidden checks, with their
 arguments and expected values) and returns the expected value of the check
 whose argument matches. Success would turn three failed checks into passes.
 

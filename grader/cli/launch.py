@@ -1,0 +1,37 @@
+"""The ``grader`` command's entry point: what ``grader check`` needs first, then the command line.
+
+``grader check`` forks the student's job from a warm fork server (`grader.execution.jobs.ForkServer`).
+Started here, before the grader imports anything else (`grader.execution.servers` uses the standard library
+only, and the ``grader`` package imports its API lazily), the server imports numpy on another
+core while the grader loads its plugins, its pack and its checks (issue 16). Everything else is
+`grader.cli.main`. For ``grader grade``, the sandbox's zygote is exec'd here too
+(`grader.execution.servers.grade_zygote`): it gets ready while the grader starts.
+
+The cyclic garbage collector is paused while the grader imports its modules, plugins and pack:
+those imports create a few hundred thousand objects and no garbage worth the collector's passes
+(about 12 ms of ``grader check``'s 200). `grader.cli.main` freezes what start-up made (`gc.freeze`:
+later passes skip it) and resumes collecting before any submission is graded.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+__all__ = ["console_main"]
+
+
+def console_main() -> None:
+    """Entry point of the ``grader`` script (and of ``python -m grader``)."""
+    gc.disable()  # resumed by grader.cli.main before grading (the module docstring says why)
+    from grader.execution.servers import check_fork_server, grade_zygote
+
+    argv = sys.argv[1:]
+    started = check_fork_server(argv)
+    zygote = grade_zygote(argv) if started is None else None
+    try:
+        from grader.cli import main
+    except KeyboardInterrupt:  # as main says it, with the server's socket closed as the process ends
+        print("grader: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(main(argv, fork_server=started, zygote=zygote, gc_paused=True))

@@ -1,0 +1,202 @@
+"""The rules every check kind shares: how a check is judged when its calls did not return.
+
+Calls that did not return a value are judged here, the same way for every
+kind: a stub is "not attempted", a timeout is "timeout", a crash, an
+unexpected exception or a result that is not plain numbers is "error". Calls
+that returned are judged by the check's kind. What a verdict may say about a
+check the student may not see follows `grader.reporting.disclosure`: the exception's
+type and line only, e.g. ``softmax raised TypeError (attention.py, line 12)``;
+a not-implemented result gets a fixed sentence; no detail carries the
+exception text. Visible checks keep the student's message.
+
+The built-in ``judge`` plugin answers ``grader_judge_check`` with `judge`;
+the diagnosis plugin judges the catalogued mistakes with it too (no plugin
+sees a mutant's verdict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from grader.reporting.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
+from grader.grading.memo import BudgetTable
+from grader.models import CallResult, Check, Prepared, Verdict
+from grader.stash import Stash, StashKey
+
+__all__ = ["SANDBOX_RULES", "VerdictCache", "explain_error", "judge"]
+
+
+def _where(result: CallResult) -> str:
+    return f" ({result.where})" if result.where else ""
+
+
+SANDBOX_RULES = (
+    "the grader's sandbox does not allow this: while grading, your code may read only its own file, "
+    "the standard library and numpy, and may not use the network, write outside its own folder, "
+    "or start, stop or inspect other programs"
+)
+"""What the sandbox forbids, in a student's words (appended to errors it caused)."""
+
+
+def explain_error(error_type: str, message: str) -> str:
+    """Words to append to an exception a submission raised, when the sandbox or a limit caused it.
+
+    Parameters
+    ----------
+    error_type, message : str
+        The exception's class name and message, as the worker reported them.
+
+    Returns
+    -------
+    str
+        ``" (...)"``, words for a student, or ``""`` for an ordinary error.
+    """
+    if error_type == "PermissionError" or message.startswith(("[Errno 1]", "[Errno 13]")):
+        return f" ({SANDBOX_RULES})"
+    if message.startswith("[Errno 97]"):  # EAFNOSUPPORT: a network socket
+        return f" (no network: {SANDBOX_RULES})"
+    if error_type in ("ModuleNotFoundError", "ImportError"):
+        return (
+            " (while grading, only numpy and the standard library's common modules can be imported:"
+            ' the student package\'s README lists them, under "What your file may import")'
+        )
+    if message.startswith(("[Errno 27]", "[Errno 28]")):  # EFBIG, ENOSPC
+        return " (while grading, your code may write at most 64 MiB of files)"
+    if error_type == "MemoryError":
+        return " (your code asked for more memory than the grader allows)"
+    if error_type == "SyntaxError" and "codec can't decode" in message:
+        return " (save the file as UTF-8 text: it holds a character in another encoding)"
+    return ""
+
+
+def judge(
+    check: Check,
+    prepared: Prepared,
+    results: Sequence[CallResult],
+    kind: Any,
+    context: Any,
+    shown: bool | None = None,
+) -> Verdict:
+    """Judge one check; see the module docstring.
+
+    Parameters
+    ----------
+    check : grader.models.Check
+    prepared : grader.models.Prepared
+    results : sequence of grader.models.CallResult
+        One per call of ``prepared``.
+    kind : check kind
+        Asked when every call returned (or raised, for kinds that expect it).
+    context : grader.kinds.KindContext
+    shown : bool, optional
+        Whether the student may read the check's details (see
+        `is_released`); by default, only for a ``visible`` check. When
+        False, no text the job sent reaches the message (see the module
+        docstring).
+
+    Returns
+    -------
+    grader.models.Verdict
+    """
+    fn = check.function
+    if shown is None:
+        shown = is_public(check)
+    for r in results:
+        if r.status == "skipped":
+            return Verdict("error", f"not run: {r.message}")
+    for r in results:
+        if r.status == "not_implemented":
+            if not shown:
+                return Verdict(
+                    "not_attempted", f"not attempted: {fn} still raises NotImplementedError or is not defined"
+                )
+            said = r.message if r.message and r.message != fn else f"{fn} still raises NotImplementedError"
+            return Verdict("not_attempted", f"not attempted: {said}")
+    for r in results:
+        if r.status == "timeout":
+            return Verdict("timeout", f"{fn} did not finish: {r.message}")
+    for r in results:
+        if r.status == "crashed":
+            return Verdict("error", f"{fn} crashed: {r.message}")
+    for r in results:
+        if r.status == "bad_return":
+            # "error", not "failed": the code broke the contract (return numbers), and the
+            # message names no expected value, so students see it on hidden checks too;
+            # but the job wrote r.message, so a hidden check keeps only the worker's own sentences.
+            if not shown:
+                return Verdict("error", f"{fn} returned something the grader cannot read{hidden_bad_return(r.message)}")
+            return Verdict("error", f"{fn} returned something the grader cannot read: {r.message}")
+    if not getattr(kind, "expects_raise", False):
+        for r in results:
+            if r.status == "raised" and not shown:
+                return Verdict(
+                    "error",
+                    f"{fn} raised {hidden_type(r.error_type)}{hidden_where(r)}{explain_error(r.error_type, r.message)}",
+                )
+            if r.status == "raised":
+                return Verdict(
+                    "error",
+                    f"{fn} raised {r.error_type} on valid input{_where(r)}: {r.message}"
+                    f"{explain_error(r.error_type, r.message)}",
+                    (("exception", f"{r.error_type}: {r.message}"),),
+                )
+    verdict: Verdict = kind.judge(check, prepared, results, context)
+    return verdict
+
+
+class VerdictCache(BudgetTable[tuple[int, bool, tuple[bytes, ...]], tuple[Prepared, Verdict]]):
+    """The verdicts given in a run, keyed by check and the exact bytes of its calls' answers.
+
+    A class hands in the same answers again and again (every correct
+    submission's shapes, a ``ValueError`` where one is due, the same wrong
+    value of a common mistake): an answer judged once need not be judged
+    again. `judge` is a function of the check, its prepared calls, kind,
+    context, whether it is shown, and the results; and the results of calls
+    whose frames are equal byte for byte (`grader.models.CallResult.wire`)
+    are equal but for their seconds, which no verdict reads. So a verdict
+    from here is the one judging would give, and results stay
+    byte-identical. Only answers that came as frames are kept (a timeout,
+    a crash or a refused value is judged each time), never for a kind whose
+    ``cacheable`` attribute is False. At most `MAX_BYTES` of answers are
+    kept as keys; past that, the table starts again.
+
+    Thread-safe: the grading threads share one.
+    """
+
+    MAX_BYTES = 8 << 20
+    """Bytes of answers kept as keys, at most (8 MiB)."""
+
+    @classmethod
+    def of(cls, stash: Stash) -> VerdictCache:
+        """The run's cache, kept in its stash (made on first use)."""
+        cache = stash.get(_VERDICTS, None)
+        return cache if cache is not None else stash.setdefault(_VERDICTS, cls())
+
+    def judge(
+        self,
+        check: Check,
+        prepared: Prepared,
+        results: Sequence[CallResult],
+        kind: Any,
+        context: Any,
+        shown: bool,
+    ) -> Verdict:
+        """`judge`'s verdict, from the table when these answers were judged before for this check.
+
+        The table knows a check by its `grader.models.Prepared` (the very
+        object, kept with the verdict), so checks of two collections never meet.
+        """
+        wires = tuple(r.wire for r in results)
+        if not results or not all(wires) or not getattr(kind, "cacheable", True):
+            return judge(check, prepared, results, kind, context, shown=shown)
+        key = (id(prepared), shown, wires)
+        kept = self._kept(key)
+        if kept is not None and kept[0] is prepared:
+            return kept[1]
+        verdict = judge(check, prepared, results, kind, context, shown=shown)
+        self._keep(key, sum(map(len, wires)), (prepared, verdict))
+        return verdict
+
+
+_VERDICTS = StashKey[VerdictCache]()

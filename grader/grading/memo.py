@@ -1,0 +1,73 @@
+"""Tables the grader keeps answers in while a class is graded: bounded, exact, thread-safe.
+
+`BudgetTable` keeps answers under keys whose size is counted (frame bytes: `grader.execution.boundary.FrameMemo`,
+`grader.grading.judging.VerdictCache`); `IdentityTable` keeps an answer made from two objects, found again
+only for those very objects (a check result per check and verdict, `grader.builtin.scoring`; a
+verdict with its call shown, `grader.grading.session`). Both start again when full: an answer is only ever
+one that would be worked out anew, so forgetting it costs time, never a different result.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+__all__ = ["BudgetTable", "IdentityTable"]
+
+
+class BudgetTable(Generic[K, V]):
+    """Answers under keys of a counted size, at most `MAX_BYTES` of them; past that the table starts again.
+
+    Subclasses set `MAX_BYTES` (read at each `_keep`, so a test may lower it on the class).
+    """
+
+    MAX_BYTES = 1 << 20
+    """Total size of the keys kept, in bytes."""
+
+    def __init__(self) -> None:
+        self._table: dict[K, V] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def _kept(self, key: K) -> V | None:
+        """The answer kept under ``key``, if any."""
+        return self._table.get(key)
+
+    def _keep(self, key: K, size: int, value: V) -> None:
+        """Keep ``value`` under ``key``, which counts ``size`` bytes (the first answer for a key stays)."""
+        with self._lock:
+            if self._bytes + size > self.MAX_BYTES:
+                self._table.clear()
+                self._bytes = 0
+            if key not in self._table:
+                self._table[key] = value
+                self._bytes += size
+
+
+class IdentityTable:
+    """An answer made from two objects, kept with them (so their ids stay theirs) and found only for them.
+
+    At most ``most`` answers; past that the table starts again. Thread-safe under the GIL (one
+    dict lookup or store at a time; a lost store only means working the answer out again).
+    """
+
+    def __init__(self, most: int = 8192) -> None:
+        self.most = most
+        self._table: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
+
+    def get(self, first: Any, second: Any) -> Any:
+        """The answer kept for exactly ``first`` and ``second``, or None."""
+        kept = self._table.get((id(first), id(second)))
+        if kept is not None and kept[0] is first and kept[1] is second:
+            return kept[2]
+        return None
+
+    def put(self, first: Any, second: Any, answer: Any) -> Any:
+        """Keep ``answer`` for ``first`` and ``second``; return it."""
+        if len(self._table) >= self.most:
+            self._table.clear()
+        self._table[(id(first), id(second))] = (first, second, answer)
+        return answer

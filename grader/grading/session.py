@@ -1,0 +1,915 @@
+"""The grading protocol: a short sequence of hook calls.
+
+``collect`` loads the check kinds, the exercise specs and the reference,
+and prepares every check once (seeded inputs, expected values). ``grade``
+then runs each submission's calls in a child process, judges and scores
+the results, and hands the report to the writers.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import sys
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from grader import __version__, packs
+from grader.config.core import Config
+from grader.reporting.disclosure import is_public, secret_while_grading
+from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
+from grader.grading.memo import IdentityTable
+from grader.models import (
+    Call,
+    Check,
+    CheckResult,
+    Exercise,
+    ExerciseResult,
+    GradingReport,
+    Prepared,
+    RunOutcome,
+    Submission,
+    SubmissionResult,
+    Verdict,
+)
+from grader.reporting.safetext import display
+from grader.config.secret import course_secret
+from grader.stash import CHECK_KINDS, COLLECTED, INTERNAL_ERRORS, StashKey
+
+if TYPE_CHECKING:
+    from grader.kinds import KindContext  # imported when checks are prepared: it loads numpy
+
+_NOT_LOADED_WARNED = StashKey[bool]()
+_CATALOGUE_FINGERPRINT = StashKey[str]()
+
+T = TypeVar("T")
+
+__all__ = [
+    "Collected",
+    "PreparedCheck",
+    "collect",
+    "grade",
+    "grade_submission",
+    "result_key",
+    "spec_hash",
+    "worker_count",
+]
+
+
+@dataclass(frozen=True)
+class PreparedCheck:
+    """A check with its kind, context and prepared calls."""
+
+    check: Check
+    kind: Any
+    context: KindContext
+    prepared: Prepared
+
+
+@dataclass(frozen=True)
+class Collected:
+    """Everything known before the first submission is graded."""
+
+    exercises: tuple[Exercise, ...]
+    checks: tuple[tuple[Exercise, tuple[PreparedCheck, ...]], ...]
+    spec_hash: str
+    unlisted_hidden: int = 0
+    """Hidden checks known only by count (the public-checks file lists none)."""
+
+    def header(self, command: str) -> GradingReport:
+        """The session's report before any result: versions and exercises, no submissions.
+
+        What a writer needs to render one submission's file while the
+        batch still runs.
+        """
+        return GradingReport(__version__, self.spec_hash, command, (), self.exercises)
+
+    @functools.cached_property
+    def run_order(self) -> tuple[tuple[Exercise, PreparedCheck], ...]:
+        """Every prepared check in the order its calls are made: visible checks first.
+
+        A submission's output is shown only up to its first hidden call,
+        and a job learns each call only when it is made: running every
+        visible check before any hidden one keeps the most of what the
+        student printed showable. Within each group, the specs' order.
+        """
+        pairs = [(exercise, pc) for exercise, items in self.checks for pc in items]
+        return tuple(
+            [p for p in pairs if not secret_while_grading(p[1].check)]
+            + [p for p in pairs if secret_while_grading(p[1].check)]
+        )
+
+    @functools.cached_property
+    def calls(self) -> tuple[Call, ...]:
+        """The calls of a submission, in `run_order` (what ``grader_run_calls`` is given)."""
+        return tuple(call for _, pc in self.run_order for call in pc.prepared.calls)
+
+    @functools.cached_property
+    def slices(self) -> dict[tuple[str, str], slice]:
+        """Where each check's calls sit in `calls`, keyed by (exercise id, check id)."""
+        out: dict[tuple[str, str], slice] = {}
+        offset = 0
+        for exercise, pc in self.run_order:
+            n = len(pc.prepared.calls)
+            out[(exercise.id, pc.check.id)] = slice(offset, offset + n)
+            offset += n
+        return out
+
+    @functools.cached_property
+    def check_slices(self) -> tuple[tuple[tuple[str, str], slice], ...]:
+        """((exercise id, check id), where its calls sit in `calls`) of every check, in the specs' order."""
+        return tuple(
+            ((exercise.id, pc.check.id), self.slices[(exercise.id, pc.check.id)])
+            for exercise, items in self.checks
+            for pc in items
+        )
+
+    @functools.cached_property
+    def exercise_check_slices(self) -> dict[str, tuple[tuple[tuple[str, str], slice], ...]]:
+        """`check_slices` of each exercise, by exercise id."""
+        out: dict[str, list[tuple[tuple[str, str], slice]]] = {}
+        for key, where in self.check_slices:
+            out.setdefault(key[0], []).append((key, where))
+        return {ex_id: tuple(items) for ex_id, items in out.items()}
+
+    def split(self, results: Sequence[T]) -> list[tuple[Exercise, PreparedCheck, list[T]]]:
+        """Each prepared check with its own part of a submission's results, in the specs' order.
+
+        Parameters
+        ----------
+        results : sequence
+            One item per call of `calls`, in that order (`grader.models.CallResult`, or any
+            per-call value such as its seconds); a shorter sequence gives the checks past its
+            end fewer items (none).
+
+        Returns
+        -------
+        list of (grader.models.Exercise, PreparedCheck, list)
+            Every check of `checks`, exercise by exercise, with the items of its own calls.
+        """
+        return [
+            (exercise, pc, list(results[self.slices[(exercise.id, pc.check.id)]]))
+            for exercise, items in self.checks
+            for pc in items
+        ]
+
+    @property
+    def hidden_count(self) -> int:
+        """Number of checks that are not ``visible``."""
+        listed = sum(1 for ex in self.exercises for c in ex.checks if secret_while_grading(c))
+        return listed + self.unlisted_hidden
+
+
+def answered(value: T | None, hook: str) -> T:
+    """A first-result hook's answer, or a `grader.errors.PluginError` when no plugin gave one.
+
+    The built-ins answer every such hook the grading protocol calls; None means a third-party
+    plugin replaced one and returned nothing.
+    """
+    if value is None:
+        raise PluginError(f"no plugin answered {hook}")
+    return value
+
+
+def check_kinds(config: Config) -> dict[str, Any]:
+    """Merge the kinds contributed through ``grader_check_kinds``, each plugin's answer checked.
+
+    Raises
+    ------
+    grader.errors.PluginError
+        Naming the plugin and the fix, if a plugin's hook raises, returns something that is not
+        a list of kinds (each with a text ``name``, ``prepare`` and ``judge``), or if two
+        kinds share a name (both plugins named).
+    """
+    from grader.grading.kindcheck import contributed_kinds
+
+    kinds: dict[str, Any] = {}
+    owners: dict[str, str] = {}
+    for plugin, contributed in contributed_kinds(config.pluginmanager):
+        for kind in contributed:
+            if kind.name in kinds and kinds[kind.name] is not kind:
+                raise PluginError(
+                    f"two plugins define the check kind '{kind.name}': {owners[kind.name]} and {plugin}; "
+                    "rename one of them, or block one with -p no:NAME"
+                )
+            kinds[kind.name] = kind
+            owners[kind.name] = plugin
+    return kinds
+
+
+def spec_hash(spec_files: list[Path], reference: Path) -> str:
+    """SHA-256 over the spec files (names and bytes) and the reference file."""
+    h = hashlib.sha256()
+    for path in [*spec_files, reference]:
+        h.update(path.name.encode() + b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def public_bundle(config: Config, specs_dir: Path) -> Path | None:
+    """The public-checks file ``grader check`` should use, or None to read the specs.
+
+    ``--public FILE`` names one; without it, the pack's public-checks file
+    is used when ``--specs`` was not given and the pack holds no specs (a
+    student package's pack).
+    """
+    if config.option("public"):
+        return Path(config.option("public"))
+    if not config.option("specs") and not specs_dir.is_dir() and config.pack.public.is_file():
+        return Path(config.pack.public)
+    return None
+
+
+def collect(config: Config, visible_only: bool = False) -> Collected:
+    """Load kinds, specs and reference, and prepare every check.
+
+    Parameters
+    ----------
+    config : grader.config.core.Config
+    visible_only : bool
+        Keep only ``visible`` checks (what ``grader check`` runs).
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the specs folder or the reference is missing, no spec is found,
+        two specs share an exercise id, or a spec is malformed
+        (`grader.errors.SpecError`).
+    """
+    config.stash[CHECK_KINDS] = kinds = check_kinds(config)
+    specs_dir = packs.specs_dir(config)
+    if visible_only:
+        bundle = public_bundle(config, specs_dir)
+        if bundle is not None:
+            from grader.packs.public import load_bundle
+
+            collected, hidden = load_bundle(bundle, kinds)
+            return dataclasses.replace(collected, unlisted_hidden=hidden)
+    if not specs_dir.is_dir():
+        raise ConfigError(f"{specs_dir}: specs folder not found; run from the project folder or pass --specs DIR")
+    reference_path = packs.reference_file(config)
+    reference = config.hooks.load_reference(path=str(reference_path), config=config)
+    if reference is None:
+        raise ConfigError(f"{reference_path}: no plugin loads the reference (grader_load_reference)")
+    exercises: list[Exercise] = []
+    used: list[Path] = []
+    not_loaded: list[str] = []
+    for path in sorted(specs_dir.iterdir()):
+        if path.is_dir():
+            not_loaded += [f"{q.relative_to(specs_dir)} (in a subfolder)" for q in _spec_like_files(path)]
+            continue
+        if not path.is_file():
+            continue
+        exercise = config.hooks.load_exercise(path=str(path), config=config)
+        if exercise is None:
+            if _looks_like_spec(path.name):
+                not_loaded.append(f"{path.name} (not named *.yaml)")
+            continue
+        twin = next((i for i, e in enumerate(exercises) if e.id == exercise.id), None)
+        if twin is not None:
+            newer, older = sorted([path, used[twin]], key=lambda p: (p.stat().st_mtime_ns, p.name), reverse=True)
+            raise ConfigError(
+                f"{newer}: exercise '{exercise.id}' is also defined in {older} (this file is the newer); "
+                "keep one of the two files in the specs folder"
+            )
+        exercises.append(exercise)
+        used.append(path)
+    if not_loaded and not config.stash.get(_NOT_LOADED_WARNED):
+        config.stash[_NOT_LOADED_WARNED] = True  # validate collects twice: warn once
+        shown = ", ".join(not_loaded[:10]) + (f" and {len(not_loaded) - 10} more" if len(not_loaded) > 10 else "")
+        print(
+            f"grader: warning: {specs_dir}: not loaded: {display(shown)}; specs are the *.yaml and *.yml files "
+            "directly in this folder",
+            file=sys.stderr,
+        )
+    if not exercises:
+        raise ConfigError(f"{specs_dir}: no exercise specs (*.yaml) found")
+    from grader.kinds import KindContext
+
+    prepared = []
+    for exercise in exercises:
+        context = KindContext(exercise, dict(reference), error_bound=_error_bound(config))
+        items = []
+        for check in exercise.checks:
+            if visible_only and not is_public(check):
+                continue
+            kind = kinds[check.kind]
+            from grader.grading.kindcheck import prepare_checked
+
+            ready = _bounded(check, context, prepare_checked(kind, check, context, exercise.path))
+            context.forget_reference()
+            items.append(PreparedCheck(check, kind, context, ready))
+        prepared.append((exercise, tuple(items)))
+    return Collected(tuple(exercises), tuple(prepared), spec_hash(used, reference_path))
+
+
+def _error_bound(config: Config) -> Any:
+    """``KindContext.error_bound``: the ``grader_float64_error`` hook, as a plain function."""
+
+    def bound(function: str, args: Any, parts: Any) -> Any:
+        return config.hooks.float64_error(function=function, args=args, parts=parts)
+
+    return bound
+
+
+def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared:
+    """The prepared calls with their result budgets and whether they are hidden.
+
+    A call's budget (`grader.execution.boundary.budget_for`) is a few times the size
+    of what the reference returns on the same arguments: a job's answer
+    larger than that is refused before it is read. A call on which the
+    reference raises (a ``raises`` check) gets `grader.execution.boundary.DEFAULT_BUDGET`. A call is
+    hidden when its check is not ``visible``: the submission's output is
+    shown only up to the first hidden call.
+    """
+    from grader.execution.boundary import DEFAULT_BUDGET, budget_for
+    from grader.kinds import guarded_call
+
+    calls = []
+    for call in prepared.calls:
+        fn = context.reference.get(call.function)
+        try:
+            if fn is None:
+                budget = DEFAULT_BUDGET
+            else:
+                known, value = context.last_reference(call.function, call.args)
+                budget = budget_for(value if known else guarded_call(fn, copy.deepcopy(call.args)))
+        except KeyboardInterrupt:  # Ctrl-C, not the reference: the run stops (it was lost here)
+            raise
+        except BaseException:  # noqa: BLE001 - the reference is meant to raise here (a raises check)
+            budget = DEFAULT_BUDGET  # what a submission that does not raise returns has no reference size
+        calls.append(dataclasses.replace(call, budget=budget, hidden=secret_while_grading(check)))
+    return dataclasses.replace(prepared, calls=tuple(calls))
+
+
+def _catalogue_fingerprint(config: Config, fingerprint: Any) -> str:
+    """The mutant catalogue's fingerprint ("" when the run has none)."""
+    folder = packs.mutants_dir(config)[0]
+    return fingerprint(folder, config.pack.submission) if folder is not None else ""
+
+
+def _looks_like_spec(name: str) -> bool:
+    """Whether a file name looks like a spec's (``G14.02.yaml.txt``, ``G14.02.yaml~``, ``.G14.02.yml.swp``)."""
+    lower = name.lower()
+    return ".yaml" in lower or ".yml" in lower
+
+
+def _spec_like_files(folder: Path, limit: int = 1000) -> list[Path]:
+    """Files below ``folder`` that look like specs (at most ``limit`` entries looked at)."""
+    found = []
+    for count, (root, dirs, files) in enumerate(os.walk(folder)):
+        if count >= limit:
+            break
+        dirs.sort()
+        found += [Path(root) / f for f in sorted(files) if _looks_like_spec(f)]
+    return found
+
+
+def _failed_everywhere(
+    collected: Collected, status: str, message: str
+) -> list[tuple[Exercise, list[tuple[Check, Verdict]]]]:
+    return [(exercise, [(pc.check, Verdict(status, message)) for pc in items]) for exercise, items in collected.checks]
+
+
+def grade_submission(
+    submission: Submission, collected: Collected, config: Config, outcome: RunOutcome | None = None
+) -> SubmissionResult:
+    """Grade one submission: run its calls, judge each check, score.
+
+    A submission that cannot run (no file, import failure) is graded
+    ``"error"`` with every check in error and the reason. A fault of the
+    grader or of a plugin while running, decoding, judging, diagnosing or
+    scoring this submission also makes it ``"error"`` (see
+    `internal_error_result`): it never raises, and never costs another
+    submission its grade. ``outcome``, when given, holds the results of the
+    submission's calls already run (``grader audit`` runs its catalogue once
+    for grading and diagnosis); otherwise ``grader_run_calls`` runs them.
+    """
+    stage = "running"
+    try:
+        return _grade_submission(submission, collected, config, outcome, _Stage())
+    except Exception as exc:  # noqa: BLE001 - any fault stays this submission's
+        stage = getattr(exc, "_grader_stage", stage)
+        return internal_error_result(submission, collected, config, exc, stage)
+
+
+_WITH_CALL = StashKey[IdentityTable]()
+
+
+def _with_call(config: Config, prepared: Prepared, verdict: Verdict) -> Verdict:
+    """``verdict`` with the call a student may read first in its details (made once per verdict object:
+    a verdict judged before comes back as the same object, `grader.grading.judging.VerdictCache`)."""
+    table = config.stash.setdefault(_WITH_CALL, IdentityTable())
+    shown: Verdict | None = table.get(prepared, verdict)
+    if shown is None:
+        shown = table.put(
+            prepared, verdict, dataclasses.replace(verdict, details=(("call", prepared.shown_call), *verdict.details))
+        )
+    return shown
+
+
+class _Stage:
+    """The grading stage in progress, named in an internal-error note."""
+
+    def __init__(self) -> None:
+        self.name = "running its calls"
+
+
+def _grade_submission(
+    submission: Submission, collected: Collected, config: Config, outcome: RunOutcome | None, stage: _Stage
+) -> SubmissionResult:
+    try:
+        stdout = stderr = error = ""
+        if submission.problem or submission.file is None:
+            error = submission.problem or "no file to grade"
+            verdicts = _failed_everywhere(collected, "error", f"not run: {error}")
+        else:
+            calls = list(collected.calls)
+            if outcome is None:
+                outcome = config.hooks.run_calls(submission=submission, calls=calls, config=config)
+            stage.name = "reading its results"
+            if outcome is None or len(outcome.results) != len(calls):
+                raise RuntimeError(
+                    f"the runner returned {len(outcome.results) if outcome else 'no'} results for {len(calls)} calls"
+                )
+            stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
+            stage.name = "judging its checks"
+            judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
+            for exercise, pc, mine in collected.split(outcome.results):
+                verdict = answered(
+                    config.hooks.judge_check(
+                        check=pc.check,
+                        prepared=pc.prepared,
+                        results=mine,
+                        kind=pc.kind,
+                        context=pc.context,
+                        config=config,
+                    ),
+                    "grader_judge_check",
+                )
+                if pc.prepared.shown_call:
+                    verdict = _with_call(config, pc.prepared, verdict)
+                judged[exercise.id].append((pc.check, verdict))
+            verdicts = [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
+        stage.name = "scoring it"
+        exercise_results = tuple(
+            answered(
+                config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config), "grader_score_exercise"
+            )
+            for exercise, judged in verdicts
+        )
+        sha256 = outcome.sha256 if outcome is not None and outcome.sha256 else submission.sha256
+        return SubmissionResult(
+            id=submission.id,
+            path=submission.path,
+            sha256=submission.sha256 if sha256 == submission.sha256 else sha256,  # one string kept, not two
+            status="error" if error else "graded",
+            score=round(sum(e.score for e in exercise_results), 6),
+            max_score=round(sum(e.max_score for e in exercise_results), 6),
+            exercises=exercise_results,
+            error=error,
+            stdout=stdout,
+            stderr=stderr,
+            slug=submission.slug,
+        )
+    except Exception as exc:
+        exc._grader_stage = stage.name  # type: ignore[attr-defined]
+        raise
+
+
+def internal_error_id(exc: BaseException) -> str:
+    """A short, stable id of a fault: 8 hex digits of the SHA-256 of its traceback's shape.
+
+    The same bug at the same place gives the same id (file names, lines and
+    the exception's type; not its message, which may hold student text), so
+    an instructor can report it and a maintainer can find it.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    shape = [type(exc).__name__] + [f"{Path(f.filename).name}:{f.lineno}:{f.name}" for f in frames]
+    return hashlib.sha256("\n".join(shape).encode()).hexdigest()[:8]
+
+
+def internal_error_result(
+    submission: Submission, collected: Collected, config: Config, exc: BaseException, stage: str
+) -> SubmissionResult:
+    """The ``error`` result of a submission the grader failed on, and a note in the log.
+
+    The note (one line naming the submission, the stage and the id, then
+    the traceback) goes to the log (standard error); the result's ``error``
+    says, in one line, that the grader failed, where, and the id to report.
+    The exception's message is not put in the result: it may hold text the
+    submission wrote.
+    """
+    fault = internal_error_id(exc)
+    if not config.stash.get(_STOPPED, False):  # not the stop's own doing (the batch stopped, its jobs ended)
+        _log_internal_error(f"internal error {fault} while {stage} for submission {submission.id!a}", exc)
+    config.stash.setdefault(INTERNAL_ERRORS, []).append((submission.id, fault))
+    message = (
+        f"the grader failed while {stage} (internal error {fault}, {type(exc).__name__}); this submission "
+        f"was not graded: this is a bug in the grader or a plugin, please report it with that id"
+    )
+    verdicts = _failed_everywhere(collected, "error", message)
+    exercise_results = []
+    for exercise, judged in verdicts:
+        try:
+            exercise_results.append(
+                answered(
+                    config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config),
+                    "grader_score_exercise",
+                )
+            )
+        except Exception:  # noqa: BLE001 - the scorer itself is at fault: keep the result scoreless
+            exercise_results.append(_unscored(exercise, judged))
+    return SubmissionResult(
+        id=submission.id,
+        path=submission.path,
+        sha256="",  # no content was graded: no gradebook keeps this result, the next run grades it again
+        status="error",
+        score=0.0,
+        max_score=round(sum(e.max_score for e in exercise_results), 6),
+        exercises=tuple(exercise_results),
+        error=message,
+        slug=submission.slug,
+    )
+
+
+def _unscored(exercise: Exercise, judged: list[tuple[Check, Verdict]]) -> ExerciseResult:
+    """An exercise's result with every check at 0 points, made without the scoring plugin."""
+    checks = tuple(
+        CheckResult(
+            id=check.id,
+            description="",
+            status=verdict.status,
+            score=0.0,
+            max_score=check.points,
+            visibility=check.visibility,
+            message=verdict.message,
+            hint=check.hint,
+            shown=False,
+        )
+        for check, verdict in judged
+    )
+    return ExerciseResult(
+        exercise.id, exercise.title, exercise.section, 0.0, round(sum(c.max_score for c in checks), 6), checks
+    )
+
+
+def _log_line(line: str) -> None:
+    from grader.reporting.safetext import display
+
+    try:
+        print(f"grader: {display(line)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+_STOPPED = StashKey[bool]()
+"""True once a batch stops (Ctrl-C): the submissions still in flight fail as their jobs are ended,
+and those failures are not the grader's faults to report."""
+
+
+def _log_internal_error(line: str, exc: BaseException) -> None:
+    """Write an internal-error note and its traceback to standard error (escaped: no student text raw)."""
+    from grader.reporting.safetext import display
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    # Every line of the traceback behind a "|": no line of it can start a CI workflow command.
+    lines = [f"  | {display(row)}" for row in text.splitlines()]
+    try:
+        print("\n".join([f"grader: {display(line)}", *lines]), file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def locate_all(paths: list[str], config: Config) -> list[Submission]:
+    """Locate the submissions of every PATH and name them (`grader.intake.naming`).
+
+    The roster (``--roster``) is matched against the ids as found; then ids
+    that collide are told apart (``frank``, ``frank-2`` and ``frank.py``
+    stay three students) and every submission gets its unique slug, the
+    stem of its files.
+    """
+    from grader.intake.naming import name_submissions
+
+    found: list[Submission] = []
+    for path in paths:
+        found.extend(answered(config.hooks.locate_submissions(path=path, config=config), "grader_locate_submissions"))
+    if config.option("roster") and config.command == "grade":
+        from grader.intake.roster import apply_roster, read_roster
+
+        ignore_case = bool(config.option("roster_ignore_case", False))
+        found = apply_roster(found, read_roster(config.option("roster"), ignore_case), ignore_case)
+    return name_submissions(found)
+
+
+def result_key(submission: Submission, collected: Collected, config: Config) -> str:
+    """What a submission's result depends on: its bytes, the specs, the grader, the run settings.
+
+    Two runs with the same key give the same result, so a stored result with
+    this key can be reused (resuming a batch, or identical files).
+    """
+    text = json.dumps([submission.sha256, collected.spec_hash, __version__, result_settings(config)], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def result_settings(config: Config, with_secret: bool = True) -> dict[str, Any]:
+    """The run settings a result depends on (part of `result_key`; a shard's manifest compares them).
+
+    ``with_secret`` adds the course secret's fingerprint.
+    """
+    settings = {
+        "import_timeout": config.option("import_timeout"),
+        "submission_timeout": config.option("submission_timeout"),
+        "insecure": config.option("insecure", False),
+        "visible_only": config.command == "check",
+        "after_due_date": config.option("after_due_date", False),
+        "published": config.option("published", False),
+        "diagnosis": _diagnosis_fingerprint(config),
+    }
+    if with_secret:  # hidden inputs derive from the course secret: another secret, other inputs, another result
+        settings["course_secret"] = course_secret(config).fingerprint
+    return settings
+
+
+def _diagnosis_fingerprint(config: Config) -> str:
+    """The catalogue behind diagnoses (its fingerprint), or "" when diagnosis is off; computed once."""
+    if config.option("no_diagnosis", False) or config.pluginmanager.get_plugin("diagnosis") is None:
+        return ""
+    if _CATALOGUE_FINGERPRINT not in config.stash:
+        from grader.packs.catalogue import fingerprint
+
+        config.stash[_CATALOGUE_FINGERPRINT] = _catalogue_fingerprint(config, fingerprint)
+    return config.stash[_CATALOGUE_FINGERPRINT]
+
+
+AHEAD = 4
+"""Submissions in flight per grading thread in `grade` (queued, running, or graded and not yet written)."""
+
+
+def worker_count(config: Config) -> int:
+    """Submissions graded at once: ``--jobs``, or one per core."""
+    jobs = config.option("jobs")
+    return max(1, int(jobs)) if jobs else max(1, os.cpu_count() or 1)
+
+
+def grade(config: Config, paths: list[str], visible_only: bool = False) -> GradingReport:
+    """Grade every submission behind ``paths`` and write the reports.
+
+    Submissions are graded ``--jobs`` at a time, each in its own child
+    process; a result a plugin already holds for the same `result_key` (the
+    SQLite gradebook, when resuming) is reused instead of graded again.
+    Results keep the order of ``paths``.
+
+    Returns
+    -------
+    grader.models.GradingReport
+    """
+    submissions = locate_all(paths, config)
+    only = set(config.option("only") or ())
+    if only:
+        unknown = sorted(only - {s.id for s in submissions})
+        if unknown:
+            from grader.errors import UsageError
+
+            raise UsageError(
+                f"--only: no submission with the id {', '.join(map(repr, unknown))}; give ids as "
+                "results.json lists them"
+            )
+    from grader.shards import select
+
+    submissions = select(submissions, config)  # --shard K/N: this run's slice of the class (ids named class-wide)
+    collected = collect(config, visible_only=visible_only)
+    config.hooks.grading_ready(config=config)  # e.g. the sandbox's zygote and preflight, readied meanwhile
+    made = config.out_dir is not None and not config.out_dir.exists()
+    if config.out_dir is not None:  # only now: a run refused before grading leaves no --out behind
+        from grader.reporting.fileio import make_out_dir
+
+        make_out_dir(config.out_dir)
+    config.stash[COLLECTED] = collected
+    try:
+        config.hooks.collection_finish(submissions=submissions, collected=collected, config=config)
+    except GraderError:  # refused by a plugin's check of its input (--manual rows): leave no --out behind
+        if made and config.out_dir is not None:
+            shutil.rmtree(config.out_dir, ignore_errors=True)
+        raise
+    results: list[SubmissionResult | None] = [None] * len(submissions)
+    todo = []
+    left_out: list[str] = []
+    for index, submission in enumerate(submissions):
+        cached = None
+        if submission.file is not None and not submission.problem:
+            key = result_key(submission, collected, config)
+            cached = config.hooks.cached_result(submission=submission, key=key, config=config)
+        if only and submission.id not in only and cached is None:
+            left_out.append(submission.id)  # --only: another student, and the gradebook has no result of theirs
+            continue
+        if cached is not None:
+            cached = dataclasses.replace(cached, id=submission.id, path=submission.path, slug=submission.slug)
+            results[index] = shared(
+                _hand_over(adjust_result(cached, submission, config), submission, collected, config), config
+            )
+        else:
+            todo.append(index)
+    if left_out:
+        _log_line(
+            f"warning: --only: {len(left_out)} other student(s) left out of this run's files, the gradebook has "
+            f"no result of theirs: {', '.join(left_out[:10])}{' ...' if len(left_out) > 10 else ''}"
+        )
+    # A runner that grades elsewhere (a Dask cluster) sends the batch ahead; results still come back through
+    # grader_run_calls, one submission at a time, and are judged, kept and written here.
+    config.hooks.batch_start(submissions=[submissions[i] for i in todo], calls=collected.calls, config=config)
+    # One thread more than running jobs, so a result is judged while every job slot is busy.
+    threads = worker_count(config) + 1
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grader")
+    try:
+        # At most AHEAD submissions per thread are in flight (queued, running or finished and not yet
+        # handed over): when the writers of this thread fall behind the jobs, the grading threads wait
+        # instead of piling up whole unshared results, and no future exists for the rest of the class
+        # (issue 16: memory flat in the class size).
+        waiting = iter(todo)
+        futures: dict[Future[SubmissionResult], int] = {}
+        while True:
+            for index in itertools.islice(waiting, AHEAD * threads - len(futures)):
+                futures[pool.submit(grade_submission, submissions[index], collected, config)] = index
+            if not futures:
+                break
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=futures.__getitem__):  # the class's order, whatever finished first
+                index = futures.pop(future)  # dropped here: a finished future would keep the unshared result
+                try:
+                    result = future.result()
+                except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
+                    result = internal_error_result(submissions[index], collected, config, exc, "grading it")
+                results[index] = shared(
+                    _hand_over(
+                        adjust_result(result, submissions[index], config), submissions[index], collected, config
+                    ),
+                    config,
+                )
+    except BaseException:
+        # Ctrl-C (or a writer's one-line error): what is queued is dropped and nothing waits here for
+        # the submissions in flight; the runner's grader_unconfigure ends their jobs, so they finish at
+        # once, quietly (their failures are the stop's, not the grader's).
+        config.stash[_STOPPED] = True
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    report = GradingReport(
+        grader_version=__version__,
+        spec_hash=collected.spec_hash,
+        command=config.command,
+        submissions=tuple(r for r in results if r is not None),
+        exercises=collected.exercises,
+    )
+    errors: list[GraderError] = []
+    failed = call_each(config, "grader_write_reports", report=report, config=config, _errors=errors)
+    if errors:  # a writer's one-line error (a refused Canvas push): the other writers' files are written
+        raise errors[0]
+    if failed:
+        names = ", ".join(f"{plugin} ({fault})" for plugin, fault in failed)
+        raise WriterError(
+            f"{len(failed)} report writer(s) failed: {names}; every other file was written "
+            f"(the traceback of each is above)"
+        )
+    return report
+
+
+_SHARED = StashKey[dict[Any, Any]]()
+
+
+def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
+    """The result with each check's and exercise's result shared with the equal ones already kept.
+
+    A class of correct submissions holds the same 46 check results thousands of times; kept once,
+    the batch's memory grows by about a kilobyte per submission instead of tens (issue 16). So are
+    equal printed output and error texts (the same debugging print left in many submissions, up to
+    16 KiB a stream). The results are frozen, so sharing changes nothing a writer sees.
+    """
+    table = config.stash.setdefault(_SHARED, {})
+    changes: dict[str, Any] = {}
+    for name in ("stdout", "stderr", "error"):
+        text = getattr(result, name)
+        if text and table.setdefault(text, text) is not text:
+            changes[name] = table[text]
+    try:
+        exercises = []
+        for exercise in result.exercises:
+            checks = tuple(table.setdefault(c, c) for c in exercise.checks)
+            if any(a is not b for a, b in zip(checks, exercise.checks)):
+                exercise = dataclasses.replace(exercise, checks=checks)
+            exercises.append(table.setdefault(exercise, exercise))
+        kept = table.setdefault(("exercises", *exercises), tuple(exercises))
+        if kept is not result.exercises:
+            changes["exercises"] = kept
+    except TypeError:  # an unhashable field (a plugin's list in details): its exercises are kept as they are
+        pass
+    return dataclasses.replace(result, **changes) if changes else result
+
+
+def adjust_result(result: SubmissionResult, submission: Submission, config: Config) -> SubmissionResult:
+    """The result with the LMS's facts and every ``grader_adjust_result`` applied, in pluggy's order.
+
+    Starts from the automatic result (`grader.term.strip_adjustments`), so a
+    result taken from the gradebook is never adjusted twice, and manual
+    scores are read again on every run (a ``--regrade`` keeps them).
+    """
+    from grader.term import strip_adjustments
+
+    result = dataclasses.replace(strip_adjustments(result), lms=dict(submission.lms))
+    automatic = result
+    for impl in reversed(config.hooks.implementations("grader_adjust_result")):  # pluggy's own call order
+        kwargs = {"result": result, "submission": submission, "config": config}
+        try:
+            changed = cast("SubmissionResult | None", impl.function(**{name: kwargs[name] for name in impl.argnames}))
+        except GraderError:
+            raise  # a configuration error (manual.csv, policy.yaml): the run stops with its one line
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug costs this student their adjustments only
+            fault = internal_error_id(exc)
+            _log_internal_error(
+                f"internal error {fault} in the {impl.plugin_name} plugin's grader_adjust_result "
+                f"for submission {submission.id!a}",
+                exc,
+            )
+            config.stash.setdefault(INTERNAL_ERRORS, []).append((submission.id, fault))
+            return automatic
+        if changed is not None:
+            result = changed
+    return result
+
+
+class WriterError(GraderError):
+    """A report writer failed on the whole report; the other writers' files were written."""
+
+    exit_code = EXIT_INTERNAL
+
+
+def _hand_over(
+    result: SubmissionResult, submission: Submission, collected: Collected, config: Config
+) -> SubmissionResult:
+    """Give a result to the ``grader_submission_graded`` writers; a writer's fault makes it an error result.
+
+    The error result is then handed to every writer in its place (the page
+    and the line of results.json say the grader failed), so the batch's
+    files stay consistent; a writer that fails on that too is logged.
+    """
+    try:
+        config.hooks.submission_graded(result=result, config=config)
+        return result
+    except Exception as exc:  # noqa: BLE001 - one submission's files never cost the batch
+        failed = internal_error_result(submission, collected, config, exc, "writing its files")
+    for plugin, fault in call_each(config, "grader_submission_graded", result=failed, config=config):
+        _log_line(f"internal error {fault}: the {plugin} plugin could not write the error result of {submission.id!a}")
+    return failed
+
+
+def call_each(config: Config, hook_name: str, /, **kwargs: Any) -> list[tuple[str, str]]:
+    """Call every implementation of a hook that returns nothing, each on its own.
+
+    One implementation's exception is logged as an internal error and does
+    not stop the others (pluggy stops at the first). A hook with a wrapper
+    is called as a whole instead, so wrappers keep their meaning.
+
+    A `grader.errors.GraderError` (a one-line error) is appended to
+    ``_errors`` when that list is given, and raised otherwise.
+
+    Returns
+    -------
+    list of (str, str)
+        (plugin name, internal-error id) of each implementation that raised.
+    """
+    errors = kwargs.pop("_errors", None)
+    impls = config.hooks.implementations(hook_name)
+    if any(impl.hookwrapper or impl.wrapper for impl in impls):
+        impls = []
+    failed: list[tuple[str, str]] = []
+    if not impls:
+        try:
+            config.hooks.call(hook_name, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            fault = internal_error_id(exc)
+            _log_internal_error(f"internal error {fault} in {hook_name}", exc)
+            failed.append((hook_name, fault))
+        return failed
+    for impl in reversed(impls):  # pluggy's own order: last registered first
+        try:
+            impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except GraderError as exc:
+            if errors is None:
+                raise
+            errors.append(exc)  # one line, the caller's to report once every implementation ran
+        except Exception as exc:  # noqa: BLE001
+            fault = internal_error_id(exc)
+            _log_internal_error(f"internal error {fault} in the {impl.plugin_name} plugin's {hook_name}", exc)
+            failed.append((impl.plugin_name, fault))
+    return failed

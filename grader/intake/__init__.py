@@ -1,0 +1,1 @@
+"""From files to submissions: archives, LMS export layouts, student naming, notebooks and rosters."""

@@ -1,0 +1,416 @@
+"""``grader build-student-package``: the wheel and sdist a course gives its students.
+
+What goes in: the ``grader`` package (its code, templates and plugins) and
+the course pack's public part (`pack_members`): its manifest, its plugin,
+the public checks freshly published from the specs (visible checks, their
+expected values, and each catalogued mistake's results on them, for
+diagnosis), and the starter. What never goes in: the reference,
+any spec (hidden checks, their inputs or expected values), the mutants'
+code, the sample submissions, the tests.
+
+The package is built from a staging folder that holds only what goes in
+(so nothing else can slip in), with ``python -m build`` (PEP 517, no
+network: ``--no-isolation``), and every artifact is then opened and
+inspected (`inspect_artifact`); a build with a problem is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from grader.errors import ConfigError
+
+__all__ = ["FORBIDDEN_PARTS", "build_student_package", "inspect_artifact", "pack_members", "stage", "student_pyproject"]
+
+ROOT = Path(__file__).resolve().parent.parent
+"""Where this ``grader`` package sits (the repository, for an editable install)."""
+
+
+def repository(start: Path | None = None) -> Path:
+    """The grader's repository to build from: the current folder, else where the package sits.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If neither holds ``pyproject.toml`` and ``grader/cli.py``.
+    """
+    for root in (start or Path.cwd(), ROOT):
+        if (root / "pyproject.toml").is_file() and (root / "grader" / "cli.py").is_file():
+            return root
+    raise ConfigError(
+        "build-student-package: run it in the grader's repository (the folder holding pyproject.toml and grader/)"
+    )
+
+
+FORBIDDEN_PARTS = ("reference", "mutants", "exercises", "specs", "submissions", "tests", "benchmarks", "reports")
+"""Folder names that never appear in a student artifact's paths."""
+
+
+def pack_package(pack: Any) -> str:
+    """The importable name the pack has in the student package: its installed package, else its id."""
+    return pack.package or re.sub(r"[^A-Za-z0-9_]", "_", pack.id)
+
+
+def pack_members(pack: Any) -> dict[str, Path | None]:
+    """What of the pack goes into the student package: member name to source file (None: written).
+
+    The manifest, the package's ``__init__.py``, the plugin (the pack's own
+    check kinds: judging code, no reference), the public checks and the
+    starter; never the specs, the reference, the mutants or the samples.
+    """
+    pkg = pack_package(pack)
+    members: dict[str, Path | None] = {
+        f"{pkg}/__init__.py": pack.root / "__init__.py",
+        f"{pkg}/course.yaml": pack.root / "course.yaml",
+    }
+    if pack.plugin is not None:
+        members[f"{pkg}/{pack.plugin.name}"] = pack.plugin
+    members[f"{pkg}/{pack.public.relative_to(pack.root).as_posix()}"] = None
+    members[f"{pkg}/{pack.starter.relative_to(pack.root).as_posix()}"] = pack.starter
+    return members
+
+
+def _pack_readme(pack: Any) -> str:
+    """The student package's README for a pack the repository's README does not describe, from its manifest."""
+    names = ", ".join(f"`{f}`" for f in pack.functions)
+    return f"""# {pack.chapter} grader for students
+
+{pack.title}: the visible checks of chapter {pack.chapter}, for your own `{pack.submission}`.
+
+**Install.** Your course gives you this package (a wheel, a URL or an index name), e.g.
+
+```sh
+python -m pip install {pack.distribution}
+```
+
+It holds the grader and the public part of the course pack `{pack.id}`: its manifest, its check kinds,
+the visible checks and the starter. It holds nothing hidden.
+
+**Check.** `grader starter [DIR]` copies the starter `{pack.submission}` (it never overwrites one).
+Fill in its functions ({names}), then, in the folder that holds it:
+
+```sh
+grader check {pack.submission}          # or {pack.notebook}
+```
+
+It runs the visible checks only, offline: per exercise its points, and for each check that does
+not pass the call, the expected and the returned values, the likely mistake and a hint. The grade
+also counts hidden checks, run at grading: passing every visible check is not full marks.
+`grader check --help` lists its options.
+
+**pytest.** Plain `pytest` in the folder holding `{pack.submission}` collects one test per visible
+check (`-p no:grader` turns it off).
+
+**CI.** `grader init-ci github|gitlab|classroom50` writes the files a template repository needs;
+CI runs the visible checks only and never gives the grade.
+"""
+
+
+def _student_readme(readme: Path, pack: Any) -> str:
+    """The student package's README: the student guide written from the pack's manifest
+    (`grader.integrations.studenttool.student_guide`), never a file of the pack's folder or this repository's
+    README (an instructor's notes may tell of hidden checks; the README is the instructor's)."""
+    from grader.integrations.studenttool import student_guide
+
+    return student_guide(pack)
+
+
+def _tables(text: str) -> list[list[str]]:
+    """A TOML file's lines grouped by table (the first group: before any table header)."""
+    groups: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.startswith("["):
+            groups.append([])
+        groups[-1].append(line)
+    return groups
+
+
+def _student_packages(line: str, pkg: str) -> str:
+    """A ``packages = [...]`` line keeping the grader's packages (``grader``, ``grader.*``) and adding the pack's."""
+    m = re.match(r"^packages = \[(.*)\]\s*$", line)
+    if m is None:
+        return line
+    names = [n.strip().strip('"') for n in m.group(1).split(",") if n.strip()]
+    kept = [n for n in names if n == "grader" or n.startswith("grader.")]
+    return "packages = [" + ", ".join(json.dumps(n) for n in [*kept, pkg]) + "]"
+
+
+STUDENT_PYTEST = '    "pytest>=7.4",  # the student runs the visible checks as pytest tests (grader.integrations.pytest_plugin)'
+"""The student package's one dependency beyond the grader's own: pytest, which its plugin needs."""
+
+
+def student_pyproject(text: str, pack: Any) -> str:
+    """The course's ``pyproject.toml`` rewritten for the student package.
+
+    Its packages are ``grader`` and the pack's; its package data only the
+    templates and the pack's public members; its ``grader.packs`` entry
+    point names the pack; its name is the pack's ``distribution``; its
+    dependencies the grader's plus pytest (`STUDENT_PYTEST`).
+    """
+    pkg = pack_package(pack)
+    data = sorted(m.split("/", 1)[1] for m in pack_members(pack) if not m.endswith(".py") or "/" in m.split("/", 1)[1])
+    out = []
+    for group in _tables(text):
+        header = group[0].strip() if group and group[0].startswith("[") else ""
+        if header == "[tool.setuptools.package-data]":
+            group = [
+                group[0],
+                'grader = ["templates/*.html", "py.typed"]',
+                f"{pkg} = [{', '.join(json.dumps(d) for d in data)}]",
+                "",
+            ]
+        elif header == '[project.entry-points."grader.packs"]':
+            group = [group[0], f'{pack.id} = "{pkg}"', ""]
+        elif header == "[tool.setuptools]":
+            group = [_student_packages(line, pkg) for line in group]
+        elif header == "[project]":
+            about = json.dumps(f"{pack.chapter} ({pack.title}): visible checks for students' {pack.submission}")
+            group = [
+                re.sub(
+                    r'^description = ".*"$',
+                    f"description = {about}",
+                    re.sub(r'^name = ".*"$', f'name = "{pack.distribution}"', line),
+                )
+                for line in group
+            ]
+            at = next((i for i, line in enumerate(group) if line.strip() == "dependencies = ["), None)
+            if at is not None:  # plain 'pytest' in the student's folder runs the visible checks (pytest11)
+                group[at + 1 : at + 1] = [STUDENT_PYTEST]
+        out.extend(group)
+    if not any(line.strip() == '[project.entry-points."grader.packs"]' for line in out):
+        out += ["", '[project.entry-points."grader.packs"]', f'{pack.id} = "{pkg}"']
+    return "\n".join(out) + "\n"
+
+
+def stage(folder: Path, bundle_text: str, pack: Any, root: Path = ROOT) -> Path:
+    """Lay out the student package's source tree in ``folder``.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        An empty folder.
+    bundle_text : str
+        The public checks (`grader.packs.public.dumps`), written as the pack's
+        public-checks file.
+    pack : grader.packs.Pack
+        The course pack: its public members go in (`pack_members`).
+    root : pathlib.Path
+        The repository.
+
+    Returns
+    -------
+    pathlib.Path
+        ``folder``.
+    """
+    src = root / "grader"
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(root)
+        if "__pycache__" in rel.parts or not path.is_file():
+            continue
+        if path.suffix == ".py" or rel.parts[1:2] == ("templates",) or path.name == "py.typed":
+            target = folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    for name, source in pack_members(pack).items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source is None:
+            target.write_text(bundle_text, encoding="utf-8")
+        elif source.is_file():
+            shutil.copyfile(source, target)
+        else:  # a folder pack without __init__.py
+            target.write_text(f'"""The {pack.chapter} course pack (public part)."""\n', encoding="utf-8")
+    (folder / "README.md").write_text(_student_readme(root / "README.md", pack), encoding="utf-8")
+    pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
+    (folder / "pyproject.toml").write_text(student_pyproject(pyproject, pack), encoding="utf-8")
+    return folder
+
+
+def _members(artifact: Path) -> Iterable[tuple[str, bytes]]:
+    if artifact.suffix == ".whl" or zipfile.is_zipfile(artifact):
+        with zipfile.ZipFile(artifact) as zf:
+            for info in zf.infolist():
+                if not info.is_dir():
+                    yield info.filename, zf.read(info)
+        return
+    with tarfile.open(artifact) as tf:
+        for member in tf.getmembers():
+            if member.isfile():
+                fh = tf.extractfile(member)
+                yield member.name, fh.read() if fh else b""
+
+
+def _digests(paths: Iterable[Path]) -> dict[str, str]:
+    return {hashlib.sha256(p.read_bytes()).hexdigest(): str(p) for p in paths if p.is_file()}
+
+
+def inspect_artifact(
+    artifact: Path, specs: Path, reference: Path, mutants: Path, allowed: Iterable[str] = ()
+) -> list[str]:
+    """What a student artifact holds that it must not; ``[]`` when it is clean.
+
+    A problem is: a path with a folder of `FORBIDDEN_PARTS` or a ``.yaml``/
+    ``.yml`` file; a Python file outside the ``grader`` package; a file
+    whose bytes are the reference's, a spec's or a mutant's; a public-checks
+    file holding a check that is not visible or a hidden check's id.
+
+    Parameters
+    ----------
+    artifact : pathlib.Path
+        A ``.whl`` or ``.tar.gz``.
+    specs, reference, mutants : pathlib.Path
+        What must stay out (the specs folder, the reference, the mutants folder).
+    allowed : iterable of str
+        The pack's members (`pack_members`): the only YAML file (the
+        manifest) and Python files outside ``grader`` allowed in.
+
+    Returns
+    -------
+    list of str
+        One line per problem, naming the member.
+    """
+    from grader.config.yamlfile import parse_yaml
+
+    secret = _digests(
+        [reference, *sorted(specs.glob("*.y*ml")), *sorted(mutants.rglob("*.py")), *sorted(mutants.glob("*.yaml"))]
+    )
+    hidden_ids = set()
+    for spec in sorted(specs.glob("*.y*ml")):
+        data = parse_yaml(str(spec)) or {}  # the specs' strict loader: no alias bomb here either
+        if not isinstance(data, dict):
+            continue
+        default = (data.get("defaults") or {}).get("visibility", "visible")
+        for c in data.get("checks") or []:
+            if c.get("visibility", default) != "visible":
+                hidden_ids.add((data.get("exercise"), c.get("id")))
+    allowed = set(allowed)
+    problems = []
+    for name, body in _members(artifact):
+        parts = PurePosixPath(name).parts
+        inner = parts[1:] if artifact.suffix != ".whl" and len(parts) > 1 else parts  # sdist: under name-version/
+        where = f"{artifact.name}: {name}"
+        if any(p in FORBIDDEN_PARTS for p in inner[:-1]):
+            problems.append(f"{where}: a folder that stays in the course repository")
+        member = "/".join(inner)
+        if name.endswith((".yaml", ".yml")) and member not in allowed:
+            problems.append(f"{where}: a YAML file (specs stay in the course repository)")
+        if name.endswith(".py") and inner[:1] != ("grader",) and inner[-1:] != ("setup.py",) and member not in allowed:
+            problems.append(f"{where}: Python code outside the grader package")
+        digest = hashlib.sha256(body).hexdigest()
+        if digest in secret:
+            problems.append(f"{where}: the same bytes as {secret[digest]}")
+        if name.endswith(".json") and b'"visibility"' in body:
+            try:
+                bundle = json.loads(body)
+                checks = [(ex["id"], c) for ex in bundle["exercises"] for c in ex["checks"]]
+            except (ValueError, KeyError, TypeError):
+                problems.append(f"{where}: a public-checks file that cannot be read")
+                continue
+            for ex_id, c in checks:
+                if c.get("visibility") != "visible":
+                    problems.append(f"{where}: check {ex_id} {c.get('id')} is {c.get('visibility')}, not visible")
+                if (ex_id, c.get("id")) in hidden_ids:
+                    problems.append(f"{where}: check {ex_id} {c.get('id')} is hidden in the specs")
+    return problems
+
+
+def _build_needs(root: Path) -> list[str]:
+    """What the offline build needs installed: ``build`` and ``[build-system] requires`` (quoted for a shell)."""
+    import shlex
+    import tomllib
+
+    try:
+        requires = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]["requires"]
+    except (OSError, ValueError, KeyError, TypeError):
+        requires = []
+    return [shlex.quote(r) for r in ["build", *(r for r in requires if isinstance(r, str))]]
+
+
+def build_student_package(
+    out: Path, bundle_text: str, pack: Any, specs: Path, reference: Path, mutants: Path, root: Path | None = None
+) -> list[Path]:
+    """Stage, build (wheel and sdist) and inspect the student package.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        Folder for the artifacts.
+    bundle_text : str
+        The public checks.
+    pack : grader.packs.Pack
+        The course pack (its public members go in).
+    specs, reference, mutants : pathlib.Path
+        What must stay out.
+    root : pathlib.Path, optional
+        The repository (default: `repository`).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The artifacts, in ``out``.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the build fails, or an artifact holds something non-public
+        (the artifacts are then removed).
+    """
+    root = root or repository()
+    if importlib.util.find_spec("build") is None:
+        raise ConfigError(
+            "build-student-package needs the 'build' package in this environment (it builds "
+            f"offline, with this environment's backend): pip install {' '.join(_build_needs(root))}"
+        )
+    if not pack.starter.is_file():
+        raise ConfigError(f"{pack.starter}: the starter is missing (it goes into the student package)")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="grader-student-package-") as tmp:
+        tree = stage(Path(tmp) / "src", bundle_text, pack, root)
+        built = Path(tmp) / "dist"
+        # cwd: the temporary folder, so a build/ folder where the command runs (setuptools leaves one
+        # after 'pip install .') is not imported in place of the 'build' package
+        proc = subprocess.run(
+            [sys.executable, "-m", "build", "--sdist", "--wheel", "--no-isolation", "--outdir", str(built), str(tree)],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=tmp,
+        )
+        if proc.returncode != 0:
+            tail = " / ".join(line.strip() for line in (proc.stderr or proc.stdout).strip().splitlines()[-3:])
+            raise ConfigError(
+                f"building the student package failed: {tail}; it builds offline with this "
+                f"environment's 'build' and the build backend pyproject.toml requires: "
+                f"pip install {' '.join(_build_needs(root))}"
+            )
+        artifacts = sorted(built.iterdir())
+        allowed = pack_members(pack)
+        problems = [p for a in artifacts for p in inspect_artifact(a, specs, reference, mutants, allowed)]
+        if problems:
+            raise ConfigError("the student package would hold what students must not see: " + "; ".join(problems[:5]))
+        linked = [out / a.name for a in artifacts if (out / a.name).is_symlink()]
+        if linked:  # a copy would go wherever the link points
+            raise ConfigError(f"{linked[0]}: a symbolic link where the artifact goes; remove it")
+        final = []
+        for artifact in artifacts:
+            target = out / artifact.name
+            shutil.copyfile(artifact, target)
+            final.append(target)
+    return final
+
+
+def member_names(artifact: Path) -> list[str]:
+    """Every file name in an artifact (for tests and reports)."""
+    return [name for name, _ in _members(artifact)]

@@ -1,0 +1,1 @@
+"""One strict reader per kind of input file: YAML, JSON, CSV tables, installed entry points."""

@@ -1,0 +1,1 @@
+"""What a student may see and how it is written: disclosure, safe text, pages, atomic writes."""

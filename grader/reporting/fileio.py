@@ -1,0 +1,511 @@
+"""Writing report files without leaving half-written ones behind."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MAX_SOURCE_BYTES",
+    "SubmissionFiles",
+    "cache_dir",
+    "output_file",
+    "read_at_most",
+    "read_regular",
+    "remove_stale_scratch",
+    "safe_name",
+    "scratch_prefix",
+    "unique_file_names",
+    "write_atomic",
+]
+
+MAX_SOURCE_BYTES = 2 * 1024 * 1024
+"""Largest submission file graded, in bytes (2 MiB): the locator refuses larger ones, the runner
+reads no more (a file that grew after it was located)."""
+
+
+def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename.
+
+    Parameters
+    ----------
+    path : path-like
+        The destination; missing folders are made.
+    text : str or iterable of str
+        The file's text, or its pieces in order (written one by one, so a
+        large file is never held whole in memory).
+
+    Raises
+    ------
+    OSError
+        If the folder is not writable; the destination is then unchanged.
+    """
+    dest = Path(path)
+    kind = not_regular(dest)
+    if kind:  # a rename would replace a device, a FIFO or a link (even /dev/null, as root)
+        raise OSError(errno.EEXIST, f"{dest} is {kind}, not a regular file")
+    folder = str(dest.parent)
+    if folder not in _FOLDERS_MADE:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        _FOLDERS_MADE.add(folder)
+    # A name of its own (this process, a counter) opened exclusively: what mkstemp does, without its
+    # random names; a name left by a crashed run is skipped.
+    while True:
+        tmp = os.path.join(folder, f".{dest.name}.{os.getpid()}.{next(_TEMP_NUMBERS)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            break
+        except FileExistsError:
+            continue
+        except FileNotFoundError:  # the folder went away since it was made: make it again
+            _FOLDERS_MADE.discard(folder)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _FOLDERS_MADE.add(folder)
+    try:
+        if isinstance(text, str):
+            _write_all(fd, text.encode("utf-8"))
+        else:
+            with os.fdopen(os.dup(fd), "w", encoding="utf-8", newline="\n") as fh:
+                fh.writelines(text)
+        os.fchmod(fd, 0o644)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, dest)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+_FOLDERS_MADE: set[str] = set()
+"""Folders `write_atomic` made or found (made again if one is removed meanwhile)."""
+
+_TEMP_NUMBERS = itertools.count()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def not_regular(path: str | os.PathLike[str]) -> str:
+    """What ``path`` is when it exists and is not a regular file ("a symbolic link", "a FIFO"...), else ""."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return ""
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
+        if test(mode):
+            return name
+    return ""
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """The bytes of the open file ``fd`` from its offset: all of them, or ``limit + 1`` if it holds more.
+
+    Read in pieces of the size the file says it has (`os.fstat`), then 64 KiB: a single read or a
+    buffered read of ``limit + 1`` allocates that much whole for every file, 2 MiB for each
+    submission (`grader.execution.jobs.read_source`), 4 MiB for the entry points' few kilobytes.
+
+    Parameters
+    ----------
+    fd : int
+        An open regular file, read from its current offset (a read shorter than asked is taken for
+        its end); not closed.
+    limit : int
+        The largest size wanted, in bytes: one byte more is read to tell a larger file.
+
+    Returns
+    -------
+    bytes
+        At most ``limit + 1`` bytes; longer than ``limit`` means the file is.
+
+    Raises
+    ------
+    OSError
+        If reading fails.
+    """
+    want = min(os.fstat(fd).st_size, limit) + 1
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit and (chunk := os.read(fd, want)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if len(chunk) < want:  # the end: no read of 64 KiB more to find it
+            break
+        want = min(1 << 16, limit + 1 - size)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def read_input(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of an instructor's input file (a table, a JSON file), at most ``limit + 1`` of them.
+
+    Opened without blocking and refused unless a regular file (a FIFO or a device in its place
+    would wait forever or never end); read in pieces (`read_at_most`), so a small file costs
+    little memory whatever ``limit`` is.
+
+    Raises
+    ------
+    IsADirectoryError
+        If ``path`` is a folder.
+    OSError
+        If it cannot be opened, or is not a regular file (``EINVAL``).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder")
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return read_at_most(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of ``path``, a regular file of this user's of at most ``limit`` bytes, read without blocking.
+
+    What the grader's caches (`cache_dir`) read their files with: a FIFO or a link to ``/dev/zero``
+    in a file's place would make a plain read wait forever or fill memory, and in a cache folder
+    others can write (``GRADER_CACHE_DIR=/tmp/...``) another user's file would choose the plugins
+    imported, or the mutants' outcomes.
+
+    Parameters
+    ----------
+    path : path-like
+        The file; a symbolic link is refused.
+    limit : int
+        The largest size read.
+
+    Returns
+    -------
+    bytes
+        The file's bytes.
+
+    Raises
+    ------
+    OSError
+        If ``path`` is missing, a link, a FIFO, a device or a folder, larger than ``limit``, or
+        another user's.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            raise OSError(errno.EINVAL, f"{os.fspath(path)!r}: not a regular file of at most {limit} bytes")
+        if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+            raise OSError(errno.EPERM, f"{os.fspath(path)!r}: another user's file")
+        data = read_at_most(fd, limit)
+        if len(data) > limit:  # it grew past the limit since fstat
+            raise OSError(errno.EFBIG, f"{os.fspath(path)!r}: larger than {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+def safe_name(text: str) -> str:
+    """The file-name-safe form of a student id (`grader.intake.naming.slug_base`)."""
+    from grader.intake.naming import slug_base
+
+    return slug_base(text)
+
+
+def unique_file_names(ids: list[str], suffix: str, reserved: tuple[str, ...] = ()) -> dict[str, str]:
+    """A unique, file-name-safe ``<slug><suffix>`` for each id (`grader.intake.naming.assign_slugs`).
+
+    Parameters
+    ----------
+    ids : list of str
+        Student ids, in order (distinct).
+    suffix : str
+        The file extension, with its dot.
+    reserved : tuple of str
+        File names never given out, besides `grader.intake.naming.RESERVED`
+        (compared without their suffix and case).
+    """
+    from grader.intake.naming import RESERVED, assign_slugs
+
+    stems = tuple(r[: -len(suffix)] if suffix and r.endswith(suffix) else r for r in reserved)
+    return {sid: slug + suffix for sid, slug in zip(ids, assign_slugs(ids, reserved=(*RESERVED, *stems)))}
+
+
+class SubmissionFiles:
+    """One file per submission of a batch: names fixed up front, each written once, when its result comes.
+
+    Writers make one when the batch is known (``grader_collection_finish``),
+    `write` each result as it arrives (``grader_submission_graded``) and,
+    with the final report, `write_missing` whatever no result was streamed
+    for.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        Where the files go (made when missing).
+    items : sequence
+        Every submission (or result) of the batch, in order: objects with
+        ``id`` and ``slug``; each file is ``<slug><suffix>`` (see
+        `grader.intake.naming`; slugs are made from the ids when they are missing).
+    suffix : str
+        The file extension, with its dot.
+    render : callable
+        ``render(result) -> str``: a result's file text.
+    failure : str
+        The start of the one-line error when a file cannot be written
+        (``"--out DIR: cannot write the reports"``).
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        items: Sequence[Any],
+        suffix: str,
+        render: Callable[[Any], str],
+        failure: str,
+    ) -> None:
+        from grader.intake.naming import slugs_of
+
+        self.folder = folder
+        self.names = {sid: slug + suffix for sid, slug in slugs_of(items).items()}
+        self.render = render
+        self.failure = failure
+        self.written: set[str] = set()
+
+    def covers(self, results: Sequence[Any]) -> bool:
+        """Whether the names were fixed for exactly these results' ids."""
+        return set(self.names) == {r.id for r in results}
+
+    def write(self, result: Any) -> None:
+        """Write one result's file.
+
+        Raises
+        ------
+        grader.errors.UsageError
+            If it cannot be written (``failure`` and the reason).
+        """
+        from grader.errors import UsageError
+
+        try:
+            write_atomic(self.folder / self.names[result.id], self.render(result))
+        except OSError as exc:
+            raise UsageError(f"{self.failure} ({exc.strerror})") from None
+        self.written.add(result.id)
+
+    def write_missing(self, results: Sequence[Any]) -> None:
+        """Write the files of the results not written yet."""
+        for result in results:
+            if result.id not in self.written:
+                self.write(result)
+
+
+def output_file(text: str) -> str:
+    """argparse type for an output file option: checked when the command line is read.
+
+    The path must not be a folder, and its nearest existing folder must be
+    writable (missing folders are made when the file is written), so a batch
+    never fails on its output after grading a whole class.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Naming the problem, for argparse's one-line usage error.
+    """
+    import argparse
+
+    path = Path(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty; give a file name")
+    system = system_folder(path)
+    if system is not None:
+        raise argparse.ArgumentTypeError(f"{text} is under {system}, a kernel file system; give another file name")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    kind = not_regular(path)
+    if kind:
+        raise argparse.ArgumentTypeError(
+            f"{text} is {kind}, which the grader would replace; give a regular file's path"
+        )
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: the folder {folder} is not writable")
+    try:  # os.access says yes to root everywhere; only creating a file tells (/proc, read-only mounts)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".grader-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text}: cannot write in {folder} ({exc.strerror})") from None
+    return text
+
+
+def scratch_prefix(kind: str) -> str:
+    """``grader-<kind>-<pid>-``: the prefix of this process's temporary folders.
+
+    The pid in the name lets `remove_stale_scratch` find the folders of a
+    grader that was killed (``kill -9``) before it could remove them.
+    """
+    return f"grader-{kind}-{os.getpid()}-"
+
+
+_SCRATCH = re.compile(r"grader-[a-z]+-(\d+)-")
+
+
+def remove_stale_scratch(folder: str | None = None) -> int:
+    """Remove the temporary folders (`scratch_prefix`) of grader processes that are gone.
+
+    Parameters
+    ----------
+    folder : str, optional
+        Where to look; the system's temporary folder by default.
+
+    Returns
+    -------
+    int
+        How many folders were removed. Folders of live processes, and any
+        folder this process may not remove, are left alone.
+    """
+    folder = folder or tempfile.gettempdir()
+    removed = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for name in names:
+        match = _SCRATCH.match(name)
+        if match is None or os.path.exists(f"/proc/{match.group(1)}") or not os.path.isdir("/proc/self"):
+            continue
+        path = os.path.join(folder, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += not os.path.exists(path)
+    return removed
+
+
+SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")
+"""Kernel file systems: nothing the grader writes belongs there (a write may even succeed, to a kernel setting)."""
+
+
+def system_folder(path: Path) -> str | None:
+    """The kernel file system `path` lies under (``/proc``, ``/sys``, ``/dev``; links resolved), or None."""
+    resolved = os.path.realpath(path)
+    return next((f for f in SYSTEM_FOLDERS if resolved == f or resolved.startswith(f + "/")), None)
+
+
+def check_out_dir(out: Path, option: str = "--out") -> None:
+    """Refuse an output folder that could not be made or written, without making it.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The folder.
+    option : str
+        The option that named it, for the message (``--out``, ``--dir``).
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If ``out`` is empty, lies under /proc, /sys or /dev, exists and is not a writable
+        folder, or does not exist and its nearest existing parent is not a writable folder.
+    """
+    from grader.errors import UsageError
+
+    if not str(out).strip():
+        raise UsageError(f"{option}: empty; give a folder")
+    system = system_folder(out)
+    if system is not None:
+        raise UsageError(f"{option} {out}: under {system}, a kernel file system; choose another {option}")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{option} {out}: exists and is not a folder; choose another {option}")
+    if out.is_dir():
+        if not _writable(out):
+            raise UsageError(f"{option} {out}: the folder is not writable; choose another {option}")
+        return
+    parent = out.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(
+            f"{option} {out}: cannot create the folder ({parent} is not a folder); choose another {option}"
+        )
+    if not _writable(parent):
+        raise UsageError(
+            f"{option} {out}: cannot create the folder ({parent} is not writable); choose another {option}"
+        )
+
+
+def _writable(folder: Path) -> bool:
+    """Whether a file can be created in ``folder`` (tried: os.access says yes to root everywhere)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".grader-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError:
+        return False
+    return True
+
+
+def make_out_dir(out: Path) -> None:
+    """Create the output folder (when grading starts: a refused run leaves none behind).
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the folder cannot be created.
+    """
+    from grader.errors import UsageError
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot create the folder ({exc.strerror}); choose another --out") from None
+
+
+def cache_dir() -> Path | None:
+    """The grader's cache folder: ``$GRADER_CACHE_DIR``, else the user's cache folder.
+
+    `grader.packs.catalogue.run_entries` keeps its results there and `grader.config.entrypoints` the installed
+    entry points.
+
+    ``GRADER_CACHE_DIR`` set to an empty string turns the cache off
+    (returns None). Otherwise ``$XDG_CACHE_HOME/grader`` (an absolute path: a relative one is
+    ignored, as the XDG specification says) or ``~/.cache/grader``; None when there is no home
+    folder to put it in (``HOME`` empty or ``/``, or unset for a user the password database does
+    not know), rather than a ``.cache`` folder at ``/`` or a ``~`` folder in the working folder.
+    """
+    if "GRADER_CACHE_DIR" in os.environ:
+        value = os.environ["GRADER_CACHE_DIR"]
+        return Path(value) if value else None
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")  # "~" itself when it cannot say, "/" for HOME=""
+        if not os.path.isabs(home) or os.path.dirname(home) == home:
+            return None
+        base = os.path.join(home, ".cache")
+    return Path(base) / "grader"

@@ -1,0 +1,1093 @@
+"""Grading past one machine: shards of a class, their record, and the merge of shards.
+
+``grader grade PATH... --shard K/N`` grades the K-th of N slices of the class
+(`select`) and writes, beside its usual files, a *shard record* in
+``DIR/shard/``: ``manifest.json`` (what made it: grader version, spec and
+reference hashes, the settings that change a result, the course secret's
+fingerprint, ``K/N``, every id of the class, the class listing (each
+submission's id and file digest), the run it belongs to (`run_of`) and the
+ids of this shard) and
+``records.jsonl.gz`` (per submission of the shard: the located submission,
+its final result and what its calls returned). ``grader merge SHARD_DIR...
+--out DIR`` reads the records of every shard and hands them to the writers
+through the same hooks an unsharded run calls, in the class's order, so
+every export (plugins included) writes exactly what one unsharded run
+writes without knowing about shards (`merge`).
+
+A submission's slice depends on its id only (`shard_of`: a keyed hash), so
+adding students to a class never moves the others between shards. ``K``
+is 1-based (``1/4`` ... ``4/4``); ``--shard auto/N`` reads it from the
+scheduler (`SCHEDULER_VARIABLES`: a Kubernetes Indexed Job's
+``JOB_COMPLETION_INDEX``, a Slurm array's ``SLURM_ARRAY_TASK_ID``, or
+``GRADER_SHARD_INDEX``, e.g. GitHub Actions' ``strategy.job-index``; all
+0-based). This module names no chapter and imports no built-in plugin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader import __version__
+from grader.errors import UsageError
+from grader.models import (
+    CALL_STATUSES,
+    Call,
+    CallResult,
+    RunOutcome,
+    Submission,
+    SubmissionResult,
+)
+from grader.stash import COLLECTED, OUTCOME_SOURCES, StashKey
+
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "RECORDS",
+    "REPLAY_KEY",
+    "SCHEDULER_VARIABLES",
+    "SUBFOLDER",
+    "ShardSpec",
+    "decode_outcome",
+    "encode_outcome",
+    "merge",
+    "parse_shard",
+    "select",
+    "shard_of",
+]
+
+FORMAT = "grader-shard/1"
+"""The ``format`` of a shard manifest; another value is refused by the merge."""
+SUBFOLDER = "shard"
+"""Where a shard's record goes inside its ``--out`` folder."""
+MANIFEST = "manifest.json"
+RECORDS = "records.jsonl.gz"
+SEAL = "seal"
+"""File in a shard folder: `seal_of` its manifest and records, under the course secret."""
+_SEAL_LABEL = b"grader shard seal v1"
+REPLAY_KEY = StashKey[dict[str, Any]]()
+"""``config.stash`` key: during a merge, each submission's recorded outcome by id (the shard plugin's
+``grader_run_calls`` answers with it, so every wrapper of that hook sees it as in the shard's run)."""
+STASH_KEY: StashKey[ShardSpec] = StashKey()
+"""``config.stash`` key: the run's `ShardSpec`, when it grades a shard."""
+CLASS_IDS = StashKey[list[str]]()
+"""``config.stash`` key: every submission id of the class, when the run grades one shard of it."""
+CLASS_LISTING = StashKey[list[list[str]]]()
+"""``config.stash`` key: the class listing, ``[id, SHA-256 of its file ('' for none)]`` per submission,
+when the run grades one shard of it (`run_of`)."""
+
+SCHEDULER_VARIABLES = (
+    ("JOB_COMPLETION_INDEX", "a Kubernetes Indexed Job"),
+    ("SLURM_ARRAY_TASK_ID", "a Slurm job array"),
+    (
+        "GRADER_SHARD_INDEX",
+        "GRADER_SHARD_INDEX (e.g. GitHub Actions' strategy.job-index)",
+    ),
+)
+"""Environment variables ``--shard auto/N`` reads, first set wins; each holds a 0-based index."""
+
+_KEY = b"grader shard v1\0"
+MAX_SHARDS = 100_000
+MAX_MANIFEST_BYTES = 64 << 20
+MAX_RECORD_BYTES = 256 << 20
+
+LOCATION_OPTIONS = frozenset(
+    {
+        "command",
+        "paths",
+        "out",
+        "json",
+        "csv",
+        "junit",
+        "gradescope",
+        "gradebook",
+        "regrade",
+        "only",
+        "shard",
+        "dask",
+        "dask_chunk",
+        "jobs",
+        "quiet",
+        "p",
+        "specs",
+        "reference",
+        "mutants",
+        "secret_file",
+        "canvas_push",
+        "roster",
+        "manual",
+        "policy",
+        "lms_times",
+        "starter",
+        "pack",
+    }
+)
+"""Options that say where a run reads or writes, or how fast it goes, not what it gives: not compared
+between shards and not carried into the merge (files read are compared by content, `_options`)."""
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """Which slice of the class a run grades.
+
+    Attributes
+    ----------
+    k : int
+        The slice, 1-based (``1 <= k <= n``).
+    n : int
+        How many slices the class is cut into.
+    source : str
+        Where ``k`` came from (``--shard`` or a scheduler's variable), for messages.
+    """
+
+    k: int
+    n: int
+    source: str = "--shard"
+
+    def __str__(self) -> str:
+        return f"{self.k}/{self.n}"
+
+
+def _digits(text: str) -> bool:
+    """Whether ``text`` (stripped) is ASCII digits only: ``str.isdigit`` also takes "²" (which ``int`` refuses)
+    and "١" (which it reads as 1)."""
+    return re.fullmatch(r"[0-9]+", text.strip()) is not None
+
+
+def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpec:
+    """Read ``--shard K/N`` (``K`` 1-based) or ``--shard auto/N`` (``K`` from the scheduler).
+
+    Parameters
+    ----------
+    text : str
+        ``"2/4"`` or ``"auto/4"``.
+    environ : mapping, optional
+        The environment (default ``os.environ``). For a Slurm array,
+        ``SLURM_ARRAY_TASK_MIN`` (default 0) is subtracted from the task id
+        and ``SLURM_ARRAY_TASK_COUNT``, when set, must equal ``N``.
+
+    Returns
+    -------
+    ShardSpec
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the text is not ``K/N`` with ``1 <= K <= N``, or ``auto`` finds
+        no scheduler variable or an index outside ``0 .. N-1``.
+    """
+    env = os.environ if environ is None else environ
+    k_text, sep, n_text = text.partition("/")
+    if not sep or not _digits(n_text) or not (1 <= int(n_text) <= MAX_SHARDS):
+        raise UsageError(
+            f"--shard {text}: give K/N, the K-th of N shards (e.g. 2/4, K from 1), or auto/N to take "
+            "K from the scheduler"
+        )
+    n = int(n_text)
+    if k_text.strip().lower() != "auto":
+        if not _digits(k_text) or not 1 <= int(k_text) <= n:
+            raise UsageError(f"--shard {text}: K must be a whole number from 1 to {n} (shards are counted from 1)")
+        return ShardSpec(int(k_text), n)
+    found: list[tuple[str, int]] = []
+    for name, what in SCHEDULER_VARIABLES:
+        value = env.get(name, "").strip()
+        if not value:
+            continue
+        if not _digits(value):
+            raise UsageError(f"--shard {text}: {name}={value!r} ({what}) is not a whole number")
+        index = int(value)
+        if name == "SLURM_ARRAY_TASK_ID":
+            low = env.get("SLURM_ARRAY_TASK_MIN", "0").strip() or "0"
+            count = env.get("SLURM_ARRAY_TASK_COUNT", "").strip()
+            if not _digits(low):
+                raise UsageError(f"--shard {text}: SLURM_ARRAY_TASK_MIN={low!r} is not a whole number")
+            if count and count != str(n):
+                raise UsageError(
+                    f"--shard {text}: the Slurm array has {count} tasks (SLURM_ARRAY_TASK_COUNT) but "
+                    f"--shard says {n}; use '#SBATCH --array=0-{n - 1}' or --shard auto/{count}"
+                )
+            index -= int(low)
+        if not 0 <= index < n:
+            raise UsageError(
+                f"--shard {text}: {name}={value} ({what}) is outside 0..{n - 1}; the scheduler's "
+                f"indices must count the {n} shards from 0"
+            )
+        found.append((name, index))
+    if len({index for _, index in found}) > 1:  # two schedulers' variables that disagree: neither is trusted
+        said = " but ".join(f"{name} says shard {index + 1}" for name, index in found)
+        raise UsageError(f"--shard {text}: {said}; unset the variable that is not this job's, or give K/N")
+    if found:
+        return ShardSpec(found[0][1] + 1, n, found[0][0])
+    names = ", ".join(name for name, _ in SCHEDULER_VARIABLES)
+    raise UsageError(f"--shard {text}: no scheduler index in the environment (looked for {names}); give K/N instead")
+
+
+def shard_of(sub_id: str, n: int) -> int:
+    """The 1-based shard of a submission id among ``n``: a keyed SHA-256 of the id, modulo ``n``.
+
+    It depends on the id alone: adding or removing other students never
+    moves a student to another shard.
+    """
+    digest = hashlib.sha256(_KEY + sub_id.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % n + 1
+
+
+def select(submissions: Sequence[Submission], config: Any) -> list[Submission]:
+    """The submissions this run grades: all of them, or its shard's (``--shard``), in the class's order.
+
+    Called once every submission is located and named (so slugs are the
+    whole class's). Keeps the class's ids in ``config.stash`` for the
+    shard's manifest.
+    """
+    text = config.option("shard")
+    if not text:
+        return list(submissions)
+    spec = text if isinstance(text, ShardSpec) else parse_shard(str(text))
+    config.stash[STASH_KEY] = spec
+    config.stash[CLASS_IDS] = [s.id for s in submissions]
+    config.stash[CLASS_LISTING] = [[s.id, s.sha256] for s in submissions]
+    return [s for s in submissions if shard_of(s.id, spec.n) == spec.k]
+
+
+# --- what crosses: outcomes as plain data --------------------------------------------------------
+
+
+def _nonfinite(value: Any) -> Any:
+    if type(value) is float and value - value != 0.0:
+        return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, (list, tuple)):
+        return [_nonfinite(v) for v in value]
+    if hasattr(value, "tolist"):  # a numpy array or scalar
+        return _nonfinite(value.tolist())
+    return value
+
+
+def encode_outcome(outcome: RunOutcome) -> dict[str, Any]:
+    """A `RunOutcome` as plain JSON data (non-finite floats as ``{"$float": ...}``), for `decode_outcome`."""
+    return {
+        "results": [
+            {
+                "status": r.status,
+                "value": _nonfinite(r.value),
+                "error_type": r.error_type,
+                "value_error": r.value_error,
+                "message": r.message,
+                "where": r.where,
+                "seconds": float(r.seconds),
+                "mutated_args": list(r.mutated_args),
+            }
+            for r in outcome.results
+        ],
+        "import_error": outcome.import_error,
+        "stdout": outcome.stdout,
+        "stderr": outcome.stderr,
+        "sha256": outcome.sha256,
+    }
+
+
+class OutcomeError(ValueError):
+    """Data that is not an outcome `encode_outcome` writes, for these calls."""
+
+
+def _text(value: Any, limit: int, what: str) -> str:
+    from grader.execution.boundary import clean_text
+
+    if type(value) is not str:
+        raise OutcomeError(f"{what} is not text")
+    if len(value) > limit:
+        raise OutcomeError(f"{what} is longer than {limit} characters")
+    return clean_text(value, limit)
+
+
+_RESULT_KEYS = frozenset(
+    {
+        "status",
+        "value",
+        "error_type",
+        "value_error",
+        "message",
+        "where",
+        "seconds",
+        "mutated_args",
+    }
+)
+_OUTPUT_LIMIT = 64 << 10
+_MESSAGE_LIMIT = 16 << 10
+
+
+def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
+    """Rebuild a `RunOutcome` from `encode_outcome` data, strictly, for these calls.
+
+    Every key and type is checked; each returned value is validated by
+    `grader.execution.boundary.decode_frame` against its call's budget, exactly as a
+    job's answer is; texts are cut as the boundary cuts them.
+
+    Raises
+    ------
+    OutcomeError
+        If anything is missing, unknown, of the wrong type or over a limit.
+    """
+    from grader.execution.boundary import (
+        MAX_NAME,
+        MAX_WHERE,
+        BoundaryError,
+        decode_frame,
+    )
+
+    if type(data) is not dict or data.keys() != {
+        "results",
+        "import_error",
+        "stdout",
+        "stderr",
+        "sha256",
+    }:
+        raise OutcomeError("not an outcome")
+    rows = data["results"]
+    if type(rows) is not list or len(rows) != len(calls):
+        raise OutcomeError(f"{len(rows) if type(rows) is list else 'no'} results for {len(calls)} calls")
+    results = []
+    for i, (row, call) in enumerate(zip(rows, calls)):
+        if type(row) is not dict or row.keys() != _RESULT_KEYS or row["status"] not in CALL_STATUSES:
+            raise OutcomeError(f"result {i} is not a call's result")
+        seconds = row["seconds"]
+        if type(seconds) not in (int, float) or not 0 <= seconds < 1e7:
+            raise OutcomeError(f"result {i}: seconds is not a duration")
+        mutated = row["mutated_args"]
+        if type(mutated) is not list or len(mutated) > 64 or any(type(m) is not int or m < 0 for m in mutated):
+            raise OutcomeError(f"result {i}: mutated_args is not a list of positions")
+        if type(row["value_error"]) is not bool:
+            raise OutcomeError(f"result {i}: value_error is not a bool")
+        value = None
+        if row["status"] == "returned":
+            frame = json.dumps(
+                {"event": "call", "status": "returned", "value": row["value"]},
+                allow_nan=False,
+            )
+            try:
+                value = decode_frame(frame.encode(), "call", call.budget)["value"]
+            except BoundaryError as exc:
+                raise OutcomeError(f"result {i}: {exc}") from None
+        elif row["value"] is not None:
+            raise OutcomeError(f"result {i}: a value for a call that did not return")
+        results.append(
+            CallResult(
+                status=row["status"],
+                value=value,
+                error_type=_text(row["error_type"], MAX_NAME, "error_type"),
+                value_error=row["value_error"],
+                message=_text(row["message"], _MESSAGE_LIMIT, "message"),
+                where=_text(row["where"], MAX_WHERE, "where"),
+                seconds=float(seconds),
+                mutated_args=tuple(mutated),
+            )
+        )
+    sha = data["sha256"]
+    if type(sha) is not str or (sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha))):
+        raise OutcomeError("sha256 is not a SHA-256")
+    return RunOutcome(
+        results=tuple(results),
+        import_error=_text(data["import_error"], _OUTPUT_LIMIT, "import_error"),
+        stdout=_text(data["stdout"], _OUTPUT_LIMIT, "stdout"),
+        stderr=_text(data["stderr"], _OUTPUT_LIMIT, "stderr"),
+        sha256=sha,
+    )
+
+
+def _strict_json(text: str | bytes) -> Any:
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+# --- the shard record ----------------------------------------------------------------------------
+
+
+def _submission_data(s: Submission) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "path": s.path,
+        "file": s.file,
+        "sha256": s.sha256,
+        "problem": s.problem,
+        "slug": s.slug,
+        "raw_name": s.raw_name.hex(),
+        "lms": dict(s.lms),
+    }
+
+
+def _submission_from(data: Any) -> Submission:
+    if type(data) is not dict or set(data) != {
+        "id",
+        "path",
+        "file",
+        "sha256",
+        "problem",
+        "slug",
+        "raw_name",
+        "lms",
+    }:
+        raise ValueError("not a submission")
+    text = ("id", "path", "sha256", "problem", "slug", "raw_name")
+    if any(type(data[k]) is not str for k in text) or not (data["file"] is None or type(data["file"]) is str):
+        raise ValueError("a submission's field is not text")
+    lms = data["lms"]
+    if type(lms) is not dict or any(type(k) is not str or type(v) is not str for k, v in lms.items()):
+        raise ValueError("a submission's lms is not text")
+    return Submission(
+        data["id"],
+        data["path"],
+        data["file"],
+        data["sha256"],
+        data["problem"],
+        data["slug"],
+        bytes.fromhex(data["raw_name"]),
+        dict(lms),
+    )
+
+
+def _file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _jsonable(value: Any) -> bool:
+    if value is None or type(value) in (str, int, float, bool):
+        return not (type(value) is float and value - value != 0.0)
+    return type(value) in (list, tuple) and all(_jsonable(v) for v in value)
+
+
+def _options(config: Any) -> dict[str, Any]:
+    """The run's options that change what its files say (JSON-able), and the files it read, by content.
+
+    Location options (`LOCATION_OPTIONS`) are left out; an option naming a
+    file the run read (``--manual``, ``--policy``, ``--roster``,
+    ``--lms-times``, ``--starter``) is kept as that file's SHA-256, so shards
+    on machines with other paths still compare equal.
+    """
+    out: dict[str, Any] = {}
+    for name, value in sorted(vars(config.options).items()):
+        if name.startswith("_"):
+            continue
+        if name in ("manual", "policy", "roster", "lms_times", "starter"):
+            out[f"{name}:sha256"] = _file_digest(value) if value and os.path.isfile(value) else None
+            continue
+        if name in LOCATION_OPTIONS or not _jsonable(value):
+            continue
+        out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def manifest(config: Any, collected: Any, ids: Sequence[str]) -> dict[str, Any]:
+    """The manifest of a shard's record: what made it, and which ids it holds.
+
+    Parameters
+    ----------
+    config : grader.config.core.Config
+        The run (its `ShardSpec`, options and class ids are in it).
+    collected : grader.grading.session.Collected
+    ids : sequence of str
+        The ids of the shard's results, in the class's order.
+    """
+    from grader.packs import reference_file
+    from grader.config.secret import course_secret
+    from grader.grading.session import result_settings
+
+    spec: ShardSpec = config.stash[STASH_KEY]
+    reference = reference_file(config)
+    class_ids = list(config.stash.get(CLASS_IDS, ids))
+    listing = [list(row) for row in config.stash.get(CLASS_LISTING, [[i, ""] for i in class_ids])]
+    data = {
+        "format": FORMAT,
+        "grader_version": __version__,
+        "spec_hash": collected.spec_hash,
+        "reference_sha256": _file_digest(str(reference)) if reference.is_file() else "",
+        "secret_fingerprint": course_secret(config).fingerprint,
+        "settings": result_settings(config, with_secret=False),
+        "options": _options(config),
+        "plugins": sorted(str(p) for p in config.option("p") or ()),
+        "shard": {"k": spec.k, "n": spec.n, "source": spec.source},
+        "class": {
+            "count": len(class_ids),
+            "sha256": hashlib.sha256(
+                json.dumps(class_ids, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            ).hexdigest(),
+        },
+        "class_ids": class_ids,
+        "class_listing": listing,
+        "ids": list(ids),
+    }
+    data["run"] = run_of(data)
+    return data
+
+
+def run_of(data: Mapping[str, Any]) -> str:
+    """The run a shard belongs to: a SHA-256 of what every shard of one run shares (its manifest ``run``).
+
+    The specs, reference, course secret (its fingerprint), settings,
+    options and plugins, the number of shards and the class listing (every
+    submission's id and the SHA-256 of its file): shards graded from the
+    same inputs share it; a shard left from an earlier run, graded before a
+    student sent a new file, does not.
+    """
+    keys = ("spec_hash", "reference_sha256", "secret_fingerprint", "settings", "options", "plugins", "class_listing")
+    shared = {key: data.get(key) for key in keys}
+    shared["n"] = data["shard"]["n"]
+    text = json.dumps(shared, sort_keys=True, ensure_ascii=True, allow_nan=False)
+    return hashlib.sha256(b"grader shard run v1\0" + text.encode()).hexdigest()
+
+
+def record_line(submission: Submission, result: SubmissionResult, outcome: RunOutcome | None) -> str:
+    """One line of ``records.jsonl.gz``: the submission, its final result and its outcome (or null)."""
+    from grader.models import result_to_dict
+
+    data = {
+        "submission": _submission_data(submission),
+        "result": result_to_dict(result),
+        "outcome": encode_outcome(outcome) if outcome is not None else None,
+    }
+    return json.dumps(data, allow_nan=False, ensure_ascii=True) + "\n"
+
+
+def _file_sha256(path: Path) -> bytes:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.digest()
+
+
+def seal_of(folder: Path, manifest_bytes: bytes, secret: Any) -> str:
+    """The seal of a shard folder: HMAC-SHA256 under the course secret of its manifest and its records' SHA-256.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The shard folder (holding `RECORDS`).
+    manifest_bytes : bytes
+        The manifest file's bytes.
+    secret : grader.config.secret.CourseSecret
+        The course secret (every shard and the merge share it).
+
+    Returns
+    -------
+    str
+        64 hex digits: a record edited after grading (a score, a status, a
+        returned value) no longer matches it, and only a holder of the
+        course secret can make a matching one.
+    """
+    return str(secret.seal(_SEAL_LABEL, manifest_bytes, _file_sha256(folder / RECORDS)))
+
+
+def check_seal(shard: Shard, secret: Any) -> None:
+    """Refuse a shard whose records or manifest changed after grading (or were sealed under another secret).
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the seal is missing, malformed, or does not match.
+    """
+    import hmac
+
+    path = shard.folder / SEAL
+    again = f"grade shard {shard.manifest['shard']['k']}/{shard.manifest['shard']['n']} again"
+    try:
+        told = path.read_bytes()[:200].decode("ascii").strip()
+        manifest_bytes = (shard.folder / MANIFEST).read_bytes()
+        records = shard.folder / RECORDS
+        if not records.is_file():
+            raise UsageError(f"{records}: missing; {again}")
+        want = seal_of(shard.folder, manifest_bytes, secret)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing (the shard is unsealed or cut short); {again}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: unreadable ({exc}); {again}") from None
+    if not hmac.compare_digest(told.encode(), want.encode()):
+        raise UsageError(
+            f"{shard.folder}: the seal does not match its manifest and records (they were changed after "
+            f"grading, or sealed under another course secret); never merge an edited shard: {again}"
+        )
+
+
+MAX_POINTS = 1e9
+"""Largest absolute number of points a recorded result may hold."""
+
+
+def check_result_data(data: Any) -> None:
+    """Refuse recorded result data that `grader.models.result_from_dict` would take but a writer would choke on.
+
+    Every field of `SubmissionResult`, `ExerciseResult`, `CheckResult`,
+    `Diagnosis` and `Adjustment` must have its type: a ``str`` field a
+    string, a ``bool`` a bool, a ``float`` a finite number (not a bool) of
+    at most `MAX_POINTS` in magnitude; ``details`` pairs of strings and
+    ``lms`` strings to strings. (The seal is what refuses a forged result; this
+    keeps a malformed one from reaching the writers when the seal's key is
+    public, with no course secret set.)
+
+    Raises
+    ------
+    ValueError
+        Naming the field at fault.
+    """
+    import dataclasses
+
+    from grader.models import Adjustment, CheckResult, Diagnosis, ExerciseResult, SubmissionResult
+
+    def fields_of(cls: Any, value: Any, where: str) -> None:
+        if type(value) is not dict:
+            raise ValueError(f"{where} is not an object")
+        for f in dataclasses.fields(cls):
+            if f.name not in value:
+                continue
+            v, at, kind = value[f.name], f"{where}.{f.name}", str(f.type)
+            optional = kind.endswith(" | None")
+            kind = kind.removesuffix(" | None")
+            if v is None and optional:
+                continue
+            if kind == "str" and type(v) is not str:
+                raise ValueError(f"{at} is not a string")
+            if kind == "bool" and type(v) is not bool:
+                raise ValueError(f"{at} is not true or false")
+            if kind == "float" and not (type(v) in (int, float) and -MAX_POINTS <= v <= MAX_POINTS):  # NaN fails
+                raise ValueError(f"{at} is not a number of points")
+        unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"{where} has unknown keys {sorted(unknown)}")
+
+    def items(value: Any, where: str) -> list[Any]:
+        if type(value) is not list:
+            raise ValueError(f"{where} is not a list")
+        return value
+
+    fields_of(SubmissionResult, data, "result")
+    for i, ex in enumerate(items(data.get("exercises"), "result.exercises")):
+        fields_of(ExerciseResult, ex, f"result.exercises[{i}]")
+        for j, c in enumerate(items(ex.get("checks"), f"result.exercises[{i}].checks")):
+            at = f"result.exercises[{i}].checks[{j}]"
+            fields_of(CheckResult, c, at)
+            for pair in items(c.get("details", []), f"{at}.details"):
+                if type(pair) is not list or len(pair) != 2 or any(type(x) is not str for x in pair):
+                    raise ValueError(f"{at}.details holds something other than pairs of strings")
+            for k, d in enumerate(items(c.get("diagnosis", []), f"{at}.diagnosis")):
+                fields_of(Diagnosis, d, f"{at}.diagnosis[{k}]")
+    for i, a in enumerate(items(data.get("adjustments", []), "result.adjustments")):
+        fields_of(Adjustment, a, f"result.adjustments[{i}]")
+    lms = data.get("lms", {})
+    if type(lms) is not dict or any(type(k) is not str or type(v) is not str for k, v in lms.items()):
+        raise ValueError("result.lms is not a mapping of strings to strings")
+
+
+def write_record(folder: Path, manifest_data: dict[str, Any], lines: Iterable[str], secret: Any = None) -> None:
+    """Write ``manifest.json``, ``records.jsonl.gz`` and the `SEAL` into ``folder`` (each through a rename; gzip
+    without a time, so the same shard gives the same bytes). The manifest is written last: a folder with one is
+    complete. ``secret`` (a `grader.config.secret.CourseSecret`, default: none set) keys the seal."""
+    import gzip  # here: only a sharded run writes records
+
+    from grader.reporting.fileio import write_atomic
+    from grader.config.secret import CourseSecret
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{RECORDS}.tmp"
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+    ):
+        for line in lines:
+            gz.write(line.encode("utf-8", "surrogatepass"))
+    os.replace(tmp, folder / RECORDS)
+    text = json.dumps(manifest_data, indent=1, ensure_ascii=True) + "\n"
+    seal = seal_of(folder, text.encode("utf-8"), secret if secret is not None else CourseSecret())
+    write_atomic(folder / SEAL, seal + "\n")
+    write_atomic(folder / MANIFEST, text)
+
+
+# --- the merge -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Shard:
+    """A shard folder given to ``grader merge``: where it is and its manifest."""
+
+    folder: Path
+    manifest: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """``K/N (folder)``, as messages name the shard."""
+        return f"{self.manifest['shard']['k']}/{self.manifest['shard']['n']} ({self.folder})"
+
+
+_MANIFEST_KEYS = {
+    "format": str,
+    "grader_version": str,
+    "spec_hash": str,
+    "reference_sha256": str,
+    "secret_fingerprint": str,
+    "settings": dict,
+    "options": dict,
+    "plugins": list,
+    "shard": dict,
+    "class": dict,
+    "class_ids": list,
+    "class_listing": list,
+    "ids": list,
+    "run": str,
+}
+
+
+def read_shard(folder: str | Path) -> Shard:
+    """Read a shard folder's manifest (the ``--out`` of a ``--shard`` run, or its ``shard/`` subfolder).
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the folder holds no manifest, or one that is not a shard manifest of this format.
+    """
+    path = Path(folder)
+    for candidate in (path / SUBFOLDER / MANIFEST, path / MANIFEST):
+        if candidate.is_file():
+            break
+    else:
+        raise UsageError(
+            f"{path}: not a shard folder (no {SUBFOLDER}/{MANIFEST}); give the --out folders of "
+            "'grader grade --shard K/N' runs that finished"
+        )
+    from grader.readers.jsonfile import read_json
+
+    data = read_json(candidate, str(candidate), "grade that shard again", UsageError, MAX_MANIFEST_BYTES)
+    bad = [k for k, kind in _MANIFEST_KEYS.items() if type(data.get(k) if type(data) is dict else None) is not kind]
+    if bad:
+        raise UsageError(f"{candidate}: not a shard manifest (missing or wrong: {', '.join(bad)})")
+    if data["format"] != FORMAT:
+        raise UsageError(
+            f"{candidate}: shard format {data['format']!r}, this grader reads {FORMAT!r}; grade the "
+            "shards and merge them with the same grader"
+        )
+    shard = data["shard"]
+    if not (type(shard.get("k")) is int and type(shard.get("n")) is int and 1 <= shard["k"] <= shard["n"]):
+        raise UsageError(f"{candidate}: shard is not K/N")
+    for key in ("class_ids", "ids"):
+        if any(type(i) is not str for i in data[key]):
+            raise UsageError(f"{candidate}: {key} is not a list of ids")
+    if any(
+        type(row) is not list or len(row) != 2 or any(type(v) is not str for v in row) for row in data["class_listing"]
+    ):
+        raise UsageError(f"{candidate}: class_listing is not a list of [id, sha256]")
+    return Shard(candidate.parent, data)
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text[:12] + "…" if len(text) > 16 else text
+
+
+def _first_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            return f"{key.replace('_', '-').replace(':sha256', ' (file content)')}: {_short(a.get(key))} vs {_short(b.get(key))}"
+    return ""
+
+
+def check_shards(shards: Sequence[Shard], config: Any) -> None:
+    """Refuse shards that do not make one class together, or were made differently from each other or this merge.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        Naming the shards at fault: another grader version, specs,
+        reference, course secret, settings, options or plugins; another
+        count N or another class; another run (a shard left from an earlier
+        run: a submission graded from other content); a shard missing or
+        given twice.
+    """
+    if not shards:
+        raise UsageError("merge: give the shard folders to merge")
+    first = shards[0]
+    m0 = first.manifest
+    what = (
+        ("grader_version", "grader version", "grade every shard with the same grader"),
+        (
+            "spec_hash",
+            "specs or reference (spec hash)",
+            "grade every shard with the same --specs and --reference",
+        ),
+        (
+            "reference_sha256",
+            "reference",
+            "grade every shard with the same --reference",
+        ),
+        (
+            "secret_fingerprint",
+            "course secret",
+            "grade every shard with the same course secret",
+        ),
+        ("plugins", "plugins (-p)", "grade every shard with the same -p options"),
+    )
+    for other in shards[1:]:
+        m = other.manifest
+        for key, label, fix in what:
+            if m[key] != m0[key]:
+                raise UsageError(
+                    f"merge: shards {first.name} and {other.name} were made with different {label} "
+                    f"({_short(m0[key])} vs {_short(m[key])}); {fix}"
+                )
+        for key, label in (("settings", "settings"), ("options", "options")):
+            if m[key] != m0[key]:
+                raise UsageError(
+                    f"merge: shards {first.name} and {other.name} were graded with different {label} "
+                    f"({_first_difference(m0[key], m[key])}); grade every shard with the same options"
+                )
+        if m["shard"]["n"] != m0["shard"]["n"]:
+            raise UsageError(
+                f"merge: shards {first.name} and {other.name} cut the class into different numbers of "
+                "shards; merge the shards of one run of N"
+            )
+        if m["class"] != m0["class"] or m["class_ids"] != m0["class_ids"]:
+            raise UsageError(
+                f"merge: shards {first.name} and {other.name} graded different classes "
+                f"({m0['class']['count']} vs {m['class']['count']} submissions, or other ids); grade "
+                "every shard from the same PATHs"
+            )
+        if m["class_listing"] != m0["class_listing"] or m["run"] != m0["run"] or run_of(m) != m["run"]:
+            changed = next(
+                (
+                    f"{a[0]!r} was graded from other content ({_short(a[1])} vs {_short(b[1])})"
+                    for a, b in zip(m0["class_listing"], m["class_listing"], strict=False)
+                    if a != b
+                ),
+                f"run {_short(m0['run'])} vs {_short(m['run'])}",
+            )
+            raise UsageError(
+                f"merge: shards {first.name} and {other.name} belong to different runs: {changed}; a shard "
+                "left from an earlier run? grade every shard of one run from the same files and merge those"
+            )
+    n = m0["shard"]["n"]
+    seen: dict[int, Shard] = {}
+    for shard in shards:
+        k = shard.manifest["shard"]["k"]
+        if k in seen:
+            raise UsageError(
+                f"merge: shard {k}/{n} is given twice: {seen[k].folder} and {shard.folder}; give each shard once"
+            )
+        seen[k] = shard
+    missing = [k for k in range(1, n + 1) if k not in seen]
+    if missing:
+        shown = ", ".join(f"{k}/{n}" for k in missing[:20]) + (" ..." if len(missing) > 20 else "")
+        raise UsageError(
+            f"merge: {len(missing)} of {n} shards missing: {shown}; grade "
+            f"{'it' if len(missing) == 1 else 'them'} with --shard K/{n} and merge every shard"
+        )
+    mine = {"grader_version": __version__}
+    if m0["grader_version"] != mine["grader_version"]:
+        raise UsageError(
+            f"merge: the shards were made by grader {m0['grader_version']}, this is {__version__}; "
+            "merge with the grader that graded them"
+        )
+    from grader.config.secret import course_secret
+    from grader.grading.session import result_settings
+
+    if course_secret(config).fingerprint != m0["secret_fingerprint"]:
+        raise UsageError(
+            "merge: the shards were graded with another course secret than this merge's "
+            f"(fingerprint {_short(m0['secret_fingerprint'])}); set the same secret"
+        )
+    mine_settings = result_settings(config, with_secret=False)
+    if mine_settings.get("diagnosis") != m0["settings"].get("diagnosis"):
+        raise UsageError(
+            "merge: the shards were graded with another catalogue of mistakes (--mutants, "
+            "--no-diagnosis) than this merge's; merge with the same"
+        )
+    if sorted(str(p) for p in config.option("p") or ()) != m0["plugins"]:
+        raise UsageError(
+            f"merge: the shards were graded with -p {' '.join(m0['plugins']) or '(none)'}; give the "
+            "merge the same -p options"
+        )
+    holders: dict[str, Shard] = {}
+    for shard in shards:
+        n_ = shard.manifest["shard"]["n"]
+        for sid in shard.manifest["ids"]:
+            if shard_of(sid, n_) != shard.manifest["shard"]["k"] or sid in holders:
+                raise UsageError(f"merge: {shard.name} holds {sid!r}, which belongs to another shard; grade it again")
+            holders[sid] = shard
+
+
+def merge_options(options: Any, parser: Any) -> Any:
+    """The options of the merged run: an unsharded ``grade``'s, with the shards' options that change files.
+
+    Reads and checks every shard's manifest (`read_shard`; their agreement
+    is checked by `check_shards` once the run is configured) and returns a
+    ``grade`` namespace: the grade parser's defaults, the shards' recorded
+    options, and this merge's own ``--out``, ``--json``, ``--csv``,
+    ``--junit``, ``-q``, ``--specs``, ``--reference``, ``--mutants``, ``-p``.
+    The sandbox stays off (``insecure``): a merge runs no submission.
+    """
+    shards = [read_shard(folder) for folder in options.shard_dirs]
+    grade = parser.parse_args(["grade", "-"])
+    if shards:
+        for name, value in shards[0].manifest["options"].items():
+            if ":" not in name and hasattr(grade, name):
+                setattr(grade, name, value)
+    for name, value in vars(options).items():
+        if name in ("command", "shard_dirs"):
+            continue
+        setattr(grade, name, value)
+    grade.paths = []
+    grade.insecure = True  # a merge runs nothing: no sandbox is started
+    grade._shards = shards
+    return grade
+
+
+def _records(shard: Shard) -> Iterator[tuple[int, Any]]:
+    import gzip
+
+    path = shard.folder / RECORDS
+    if not path.is_file():
+        raise UsageError(
+            f"{path}: missing; grade shard {shard.manifest['shard']['k']}/{shard.manifest['shard']['n']} again"
+        )
+    try:
+        with gzip.open(path, "rb") as f:
+            for number, line in enumerate(f, start=1):
+                if len(line) > MAX_RECORD_BYTES:
+                    raise UsageError(f"{path}: line {number} is larger than {MAX_RECORD_BYTES >> 20} MiB")
+                yield number, _strict_json(line)
+    except (OSError, EOFError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise UsageError(
+            f"{path}: unreadable ({str(exc)[:200] or 'nested too deeply'}); grade that shard again"
+        ) from None
+
+
+def merge(config: Any) -> Any:
+    """Write the files of one unsharded run from the shards' records; return its `GradingReport`.
+
+    The run's specs and reference are collected (their hash must be the
+    shards'); then, in the class's order, the writers get what they get in
+    a grading run: ``grader_collection_finish`` with every submission, per
+    submission its recorded outcome through ``grader_run_calls`` (answered
+    by the shard plugin from ``config.stash[REPLAY_KEY]``, so every wrapper
+    of that hook sees it) and its final result through
+    ``grader_submission_graded``, and ``grader_write_reports`` once.
+    ``grader_cached_result`` is asked too, as in a grading run (its answer
+    is not used): the SQLite gradebook then keeps every result under the
+    shards' keys, so ``grader grade`` into the merged folder resumes from it.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If the shards do not agree (`check_shards`), a record is missing or
+        unreadable, or the specs differ from the shards'.
+    """
+    from grader.grading import session
+    from grader.errors import GraderError
+    from grader.reporting.fileio import make_out_dir
+    from grader.models import GradingReport, result_from_dict
+    from grader.config.secret import course_secret
+
+    shards: list[Shard] = config.options._shards
+    check_shards(shards, config)
+    out = Path(config.out_dir).resolve()
+    for shard in shards:
+        if out == shard.folder.parent.resolve():
+            k, n = shard.manifest["shard"]["k"], shard.manifest["shard"]["n"]
+            raise UsageError(
+                f"merge: --out {config.out_dir}: that is shard {k}/{n}'s own folder; merge into another folder"
+            )
+    for shard in shards:  # before a record is read: an edited shard is never trusted
+        check_seal(shard, course_secret(config))
+    m0 = shards[0].manifest
+    collected = session.collect(config)
+    if collected.spec_hash != m0["spec_hash"]:
+        raise UsageError(
+            f"merge: the shards were graded with other specs or another reference than --specs "
+            f"{config.option('specs')} --reference {config.option('reference')} (spec hash "
+            f"{_short(m0['spec_hash'])} vs {_short(collected.spec_hash)}); merge with the same"
+        )
+    entries: dict[str, tuple[Submission, SubmissionResult, bytes | None]] = {}
+    calls = collected.calls
+    for shard in shards:
+        expected = shard.manifest["ids"]
+        got = []
+        for number, data in _records(shard):
+            where = f"{shard.folder / RECORDS}: line {number}"
+            try:
+                if type(data) is not dict or set(data) != {
+                    "submission",
+                    "result",
+                    "outcome",
+                }:
+                    raise ValueError("not a record")
+                sub = _submission_from(data["submission"])
+                check_result_data(data["result"])
+                result = result_from_dict(data["result"])
+                outcome = None
+                if data["outcome"] is not None:
+                    decode_outcome(data["outcome"], calls)  # checked now: a refused merge writes nothing
+                    # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
+                    outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise UsageError(f"{where}: not a shard record ({exc}); grade that shard again") from None
+            if result.id != sub.id:
+                raise UsageError(f"{where}: the result is of {result.id!r}, the submission {sub.id!r}")
+            got.append(sub.id)
+            entries[sub.id] = (sub, result, outcome)
+        if got != expected:
+            raise UsageError(
+                f"{shard.folder / RECORDS}: holds {len(got)} results, the manifest lists {len(expected)}; "
+                "grade that shard again"
+            )
+    class_ids = m0["class_ids"]
+    lost = [sid for sid in class_ids if sid not in entries]
+    if lost:
+        raise UsageError(
+            f"merge: {len(lost)} submission(s) of the class are in no shard: "
+            f"{', '.join(map(repr, lost[:10]))}; grade their shard again"
+        )
+    make_out_dir(config.out_dir)
+    order = [entries[sid] for sid in class_ids]
+    config.stash[COLLECTED] = collected
+    config.hooks.collection_finish(submissions=[s for s, _, _ in order], collected=collected, config=config)
+    replay = config.stash.setdefault(REPLAY_KEY, {})
+    # The runner takes each submission's recorded outcome from here: no code runs in a merge.
+    config.stash.setdefault(OUTCOME_SOURCES, []).append(lambda sub, calls: replay.get(sub.id))
+    # The result keys are the shards' (a later unsharded run resumes from the merged gradebook): the shards'
+    # sandbox setting, now that configuring is over (a merge starts no sandbox).
+    config.options.insecure = m0["settings"].get("insecure", False)
+    results = []
+    for sub, result, outcome in order:
+        if sub.file is not None and not sub.problem:  # as a grading run asks: the gradebook learns the key
+            key = session.result_key(sub, collected, config)
+            config.hook.grader_cached_result(submission=sub, key=key, config=config)
+        if outcome is not None:
+            replay[sub.id] = decode_outcome(json.loads(zlib.decompress(outcome)), calls)
+            config.hooks.run_calls(submission=sub, calls=list(calls), config=config)
+            replay.pop(sub.id, None)
+        results.append(session._hand_over(result, sub, collected, config))
+    report = GradingReport(
+        __version__,
+        collected.spec_hash,
+        config.command,
+        tuple(results),
+        collected.exercises,
+    )
+    errors: list[GraderError] = []
+    failed = session.call_each(config, "grader_write_reports", report=report, config=config, _errors=errors)
+    if errors:
+        raise errors[0]
+    if failed:
+        names = ", ".join(f"{plugin} ({fault})" for plugin, fault in failed)
+        raise session.WriterError(
+            f"{len(failed)} report writer(s) failed: {names}; every other file was written "
+            "(the traceback of each is above)"
+        )
+    return report
