@@ -368,7 +368,7 @@ def grader_check_kinds() -> Sequence[Kind]:
     return KINDS
 
 
-ERROR_ANALYSIS = Path(__file__).resolve().parent / "reference" / "error_bounds.py"
+ERROR_ANALYSIS = Path(__file__).resolve().parent.parent / "reference" / "error_bounds.py"
 """The pack's float64 error analysis: beside the reference, so never in the student package (it computes
 softmax weights to bound them). Its bounds are data in the public checks (``grader publish``)."""
 

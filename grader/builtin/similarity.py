@@ -56,7 +56,7 @@ MAX_TOKENS = 60_000
 """Tokens of a file fingerprinted (its first ones): fingerprinting and comparing cost grows with them."""
 MAX_SECONDS = 0.5
 """CPU seconds a file's fingerprint may take; a file over it is compared with nothing (and named)."""
-WORKER = str(Path(__file__).resolve().parent.parent / "similarity_worker.py")
+WORKER = str(Path(__file__).resolve().parent.parent / "child" / "similarity_worker.py")
 
 FILENAME = "similarity.html"
 _LOCK = threading.Lock()

@@ -33,7 +33,7 @@ from . import cgroups, jobsetup, landlock
 from .kernel import PR_SET_PDEATHSIG, prctl
 from .limits import SETUP_FAILED
 
-WORKER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker.py")
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 """The worker every job runs (``grader/child/worker.py``), loaded by path."""
 
 

@@ -45,7 +45,7 @@ from types import ModuleType
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CHILD = os.path.join(HERE, "child")
+CHILD = HERE
 PACKAGE = "_grader_child"
 
 

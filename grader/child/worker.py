@@ -164,7 +164,7 @@ def _shared_limits() -> ModuleType:
     """
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child", "limits.py")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "limits.py")
     spec = importlib.util.spec_from_file_location("_grader_child_limits", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

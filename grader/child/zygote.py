@@ -81,7 +81,7 @@ import sys
 from types import ModuleType
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CHILD = os.path.join(HERE, "child")
+CHILD = HERE
 """The sandbox child's modules (``grader/child``)."""
 PACKAGE = "_grader_child"
 """The name the child's package is loaded under: not ``grader.child``, so that ``grader`` is never imported."""

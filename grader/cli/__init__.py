@@ -53,7 +53,7 @@ from grader.errors import (
 from grader.reporting.fileio import check_out_dir, output_file, remove_stale_scratch
 from grader.config.hooks import Hooks
 from grader.execution.jobs import ForkServer, positive_int
-from grader.packs import find_pack, mutants_dir, pack_option, reference_file, specs_dir
+from grader.packs import discover_course, find_pack, mutants_dir, reference_file, specs_dir
 from grader.config.plugins import get_plugin_manager
 from grader.reporting.safetext import display
 from grader.execution.servers import check_fork_server, stop_zygote
@@ -599,10 +599,10 @@ def _publish(config: Config) -> int:
     return EXIT_OK
 
 
-def _pack_or_none(argv: Sequence[str]) -> Any:
+def _pack_or_none(course: str | None) -> Any:
     """The run's course pack for the help texts, or None when there is none (yet): the commands that need one say so."""
     try:
-        return find_pack(pack_option(list(argv)))
+        return find_pack(course)
     except GraderError:
         return None
 
@@ -650,8 +650,11 @@ def main(
     early = _early_fork_server(argv, fork_server)
     try:
         refuse_empty(argv)
-        pm = get_plugin_manager(_plugin_args(argv), pack=pack_option(argv))
-        options = build_parser(pm, _pack_or_none(argv), only=argv[0] if argv else None).parse_args(argv)
+        course = discover_course(argv)  # --pack, else the course.yaml above the working folder, as pytest's rootdir
+        pm = get_plugin_manager(_plugin_args(argv), pack=course)
+        options = build_parser(pm, _pack_or_none(course), only=argv[0] if argv else None).parse_args(argv)
+        if getattr(options, "pack", None) is None:
+            options.pack = course
         if options.command == "similarity":  # 'grade --similarity' under its own name
             options.command, options.similarity = "grade", True
         if options.command == "merge":  # an unsharded 'grade' run's writers, fed from the shards' records

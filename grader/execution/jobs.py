@@ -92,7 +92,7 @@ from grader.execution.servers import stop_server as stop_server
 if TYPE_CHECKING:
     import socket  # imported where it is used: 'grader check' starts without it
 
-WORKER = str(Path(__file__).resolve().parent / "worker.py")
+WORKER = str(Path(__file__).resolve().parent.parent / "child" / "worker.py")
 EOF_GRACE_SECONDS = 0.25
 """After the result pipe closes, how long stdout and stderr are still read."""
 OUTPUT_CAP_BYTES = 16 << 10

@@ -28,10 +28,10 @@ __all__ = [
     "stop_zygote",
 ]
 
-FORKSERVER = os.path.join(os.path.dirname(os.path.realpath(__file__)), "forkserver.py")
+FORKSERVER = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "child", "forkserver.py")
 """The warm fork server's script (`grader.execution.jobs.ForkServer`)."""
 
-ZYGOTE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "zygote.py")
+ZYGOTE = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "child", "zygote.py")
 """The sandbox's zygote's script (``grader.builtin.sandbox.Zygote``)."""
 
 CHILD_ENV = {

@@ -31,7 +31,7 @@ The manifest's keys (paths are relative to the pack's folder)::
     mutants: mutants                     # optional: catalogue.yaml and <name>/<file>
     samples: submissions                 # optional
     public: public.json                  # the public checks ('grader publish')
-    plugin: kinds.py                     # optional: a module of grader hooks
+    plugin: kinds.py                     # optional: a module of grader hooks (exercises/kinds.py at the root course)
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MANIFEST",
     "Pack",
+    "course_root",
+    "discover_course",
     "find_pack",
     "installed_packs",
     "load_pack",
@@ -135,8 +137,8 @@ _SCHEMA: dict[str, Any] = {
         "public": _REL,
         "plugin": {
             "type": "string",
-            "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\.py$",
-            "description": "give a Python file in the pack's folder, e.g. kinds.py",
+            "pattern": r"^([A-Za-z_][A-Za-z0-9_-]*/)*[A-Za-z_][A-Za-z0-9_]*\.py$",
+            "description": "give a Python file in the pack's folder, e.g. kinds.py or exercises/kinds.py",
         },
     },
 }
@@ -587,6 +589,65 @@ def pack_option(argv: list[str]) -> str | None:
             return argv[i + 1]
         if arg.startswith("--pack="):
             return arg[len("--pack=") :]
+    return None
+
+
+def course_root(start: Path) -> Path | None:
+    """The first folder at or above ``start`` that holds a `MANIFEST` file (None when none does).
+
+    The way pytest finds its rootdir: the course is the folder a command stands in, or one of its
+    parents.
+    """
+    try:
+        here = start.resolve()
+    except (OSError, RuntimeError):
+        return None
+    for folder in (here, *here.parents):
+        try:
+            if (folder / MANIFEST).is_file():
+                return folder
+        except OSError:  # a folder we may not look into: go on up
+            continue
+    return None
+
+
+def discover_course(argv: list[str], cwd: Path | None = None) -> str | None:
+    """The course a command grades, as ``--pack`` would name it, or None to use the installed pack.
+
+    ``--pack`` wins. Else the first `MANIFEST` at or above the working folder (the instructor's
+    choice of where to stand). Else the first one strictly above a path the command names: never
+    at the path itself, since a folder being graded is a student's, and a file a student chooses
+    never decides which course grades them.
+
+    Parameters
+    ----------
+    argv : list of str
+        The command's arguments, without the program's name.
+    cwd : pathlib.Path, optional
+        The working folder (default: the process's).
+
+    Returns
+    -------
+    str or None
+    """
+    option = pack_option(argv)
+    if option is not None:
+        return option
+    found = course_root(cwd or Path.cwd())
+    if found is not None:
+        return str(found)
+    for arg in argv[1:]:
+        if arg.startswith("-") or not arg:
+            continue
+        path = Path(arg)
+        try:
+            exists = path.exists()
+        except (OSError, ValueError):
+            continue
+        if exists:
+            found = course_root(path.resolve().parent)
+            if found is not None:
+                return str(found)
     return None
 
 

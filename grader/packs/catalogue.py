@@ -385,7 +385,7 @@ def fingerprint(folder: str | os.PathLike[str], filename: str | None = None) -> 
     return h.hexdigest()
 
 
-_WORKER = Path(__file__).resolve().parent / "worker.py"
+_WORKER = Path(__file__).resolve().parent.parent / "child" / "worker.py"
 _DECODING = (
     _WORKER,
     _WORKER.parent / "boundary.py",

@@ -34,7 +34,7 @@ from grader.errors import ConfigError
 
 __all__ = ["FORBIDDEN_PARTS", "build_student_package", "inspect_artifact", "pack_members", "stage", "student_pyproject"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 """Where this ``grader`` package sits (the repository, for an editable install)."""
 
 
@@ -44,10 +44,10 @@ def repository(start: Path | None = None) -> Path:
     Raises
     ------
     grader.errors.ConfigError
-        If neither holds ``pyproject.toml`` and ``grader/cli.py``.
+        If neither holds ``pyproject.toml`` and ``grader/cli/__init__.py``.
     """
     for root in (start or Path.cwd(), ROOT):
-        if (root / "pyproject.toml").is_file() and (root / "grader" / "cli.py").is_file():
+        if (root / "pyproject.toml").is_file() and (root / "grader" / "cli" / "__init__.py").is_file():
             return root
     raise ConfigError(
         "build-student-package: run it in the grader's repository (the folder holding pyproject.toml and grader/)"
@@ -63,23 +63,55 @@ def pack_package(pack: Any) -> str:
     return pack.package or re.sub(r"[^A-Za-z0-9_]", "_", pack.id)
 
 
-def pack_members(pack: Any) -> dict[str, Path | None]:
-    """What of the pack goes into the student package: member name to source file (None: written).
+def pack_members(pack: Any) -> dict[str, Path | str | None]:
+    """What of the pack goes into the student package: member name to its source.
 
-    The manifest, the package's ``__init__.py``, the plugin (the pack's own
-    check kinds: judging code, no reference), the public checks and the
-    starter; never the specs, the reference, the mutants or the samples.
+    A source is a file to copy, a text to write, or None for the public checks (written from the
+    bundle). The manifest, rewritten for the package's own layout (`wheel_manifest`), the
+    package's ``__init__.py``, the plugin (the pack's own check kinds: judging code, no
+    reference), the public checks and the starter; never the specs, the reference, the mutants or
+    the samples. The package is laid out flat whatever the course folder's layout: ``course.yaml``,
+    ``public.json``, ``starter/<file>`` and the plugin beside them.
     """
     pkg = pack_package(pack)
-    members: dict[str, Path | None] = {
-        f"{pkg}/__init__.py": pack.root / "__init__.py",
-        f"{pkg}/course.yaml": pack.root / "course.yaml",
+    members: dict[str, Path | str | None] = {
+        f"{pkg}/__init__.py": f'"""The {pack.chapter} course pack (public part): {pack.title}."""\n',
+        f"{pkg}/course.yaml": wheel_manifest(pack),
     }
     if pack.plugin is not None:
         members[f"{pkg}/{pack.plugin.name}"] = pack.plugin
-    members[f"{pkg}/{pack.public.relative_to(pack.root).as_posix()}"] = None
-    members[f"{pkg}/{pack.starter.relative_to(pack.root).as_posix()}"] = pack.starter
+    members[f"{pkg}/public.json"] = None
+    members[f"{pkg}/starter/{pack.starter.name}"] = pack.starter
     return members
+
+
+def wheel_manifest(pack: Any) -> str:
+    """The pack's manifest as the student package holds it: its paths pointing at the package's flat layout.
+
+    Only the keys a student's ``grader`` reads are kept; the specs, reference, mutants and samples
+    stay in the course folder (the manifest still names where they would be, as its schema asks).
+    """
+    import yaml
+
+    data = {
+        "id": pack.id,
+        "title": pack.title,
+        "chapter": pack.chapter,
+        "chapter_url": pack.chapter_url,
+        "sections": dict(pack.sections),
+        "submission": {"file": pack.submission, "module": pack.module, "notebook": pack.notebook},
+        "functions": list(pack.functions),
+        "imports": list(pack.imports),
+        "distribution": pack.distribution,
+        "specs": "specs",
+        "reference": f"reference/{pack.reference.name}",
+        "starter": f"starter/{pack.starter.name}",
+        "public": "public.json",
+    }
+    if pack.plugin is not None:
+        data["plugin"] = pack.plugin.name
+    header = f"# The public part of the {pack.chapter} course pack, as its student package holds it.\n"
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
 def _pack_readme(pack: Any) -> str:
@@ -228,10 +260,10 @@ def stage(folder: Path, bundle_text: str, pack: Any, root: Path = ROOT) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         if source is None:
             target.write_text(bundle_text, encoding="utf-8")
-        elif source.is_file():
+        elif isinstance(source, str):
+            target.write_text(source, encoding="utf-8")
+        else:
             shutil.copyfile(source, target)
-        else:  # a folder pack without __init__.py
-            target.write_text(f'"""The {pack.chapter} course pack (public part)."""\n', encoding="utf-8")
     (folder / "README.md").write_text(_student_readme(root / "README.md", pack), encoding="utf-8")
     pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
     (folder / "pyproject.toml").write_text(student_pyproject(pyproject, pack), encoding="utf-8")

@@ -29,7 +29,7 @@ from grader.reporting.safetext import display
 
 __all__ = ["STATUS_LABELS", "TEMPLATES", "environment"]
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 """The templates' folder."""
 
 STATUS_LABELS = {

@@ -1,0 +1,1 @@
+"""One module per subcommand; each registers itself, its options and its handler (grader_add_commands)."""
