@@ -35,9 +35,7 @@ def main() -> None:
     """Parse the options, time the runs and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=9, help="cold runs to time (default: 9)")
-    parser.add_argument(
-        "--file", default=str(ROOT / "submissions" / "correct_numpy" / "attention.py"), help="the file"
-    )
+    parser.add_argument("--file", default=str(ROOT / "submissions" / "correct_numpy" / "attention.py"), help="the file")
     parser.add_argument("--grader", default=None, help="the grader command (default: this Python's)")
     args = parser.parse_args()
     beside = Path(sys.executable).with_name("grader")

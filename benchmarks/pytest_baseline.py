@@ -14,12 +14,12 @@ import json
 import os
 from pathlib import Path
 
-from grader.grading import session
 from grader.cli import build_parser
 from grader.config.core import Config
+from grader.config.plugins import get_plugin_manager
+from grader.grading import session
 from grader.grading.judging import judge
 from grader.models import CallResult
-from grader.config.plugins import get_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -40,9 +40,9 @@ def _grader() -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     try:
         from grader import hookspecs
-        from grader.config import plugins
         from grader.builtin import yaml_spec
         from grader.cli import build_parser
+        from grader.config import plugins
         from grader.packs import _SCHEMA as manifest_schema
     finally:
         sys.path.remove(str(ROOT))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os as _os
 
-__version__ = "0.1.0"
+from grader._version import __version__
 
 # The grader's own numpy work is on small arrays. Unless told otherwise, OpenBLAS starts a thread
 # per core when numpy is imported, and those threads spin while they wait: about 60 ms of CPU
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader.errors import ConfigError, GraderError, PluginError, SpecError, UsageError
+    from grader.markers import hookimpl
     from grader.models import (
         Call,
         CallResult,
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
         SubmissionResult,
         Verdict,
     )
-    from grader.config.plugins import hookimpl
     from grader.stash import StashKey
 
 _HOME = {
@@ -58,7 +58,7 @@ _HOME = {
         ),
         "grader.models",
     ),
-    "hookimpl": "grader.config.plugins",
+    "hookimpl": "grader.markers",
     "StashKey": "grader.stash",
 }
 """Where each name of the API lives: imported on first use (PEP 562), so that ``grader``'s command line

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import pluggy
+from grader.markers import hookspec
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Mapping, Sequence
 
+    from grader.collected import Collected
     from grader.config.core import Config
     from grader.kinds import CheckKind, KindContext
     from grader.models import (
@@ -44,9 +45,7 @@ if TYPE_CHECKING:
         SubmissionResult,
         Verdict,
     )
-    from grader.grading.session import Collected
 
-hookspec = pluggy.HookspecMarker("grader")
 
 # --- 1. set-up -------------------------------------------------------------
 

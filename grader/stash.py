@@ -8,55 +8,18 @@ below (each says who writes it and who reads it).
 
 Shared keys
 -----------
-`COLLECTED`
-    The session's `grader.grading.session.Collected` (exercises, prepared checks, spec hash), set by
-    ``grader.grading.session.grade`` before ``grader_collection_finish``.
-`CHECK_KINDS`
-    The merged check kinds by name, set by ``grader.grading.session.collect`` before the specs load (the
-    spec loader validates a check's keys against its kind).
-`INTERNAL_ERRORS`
-    (submission id, internal-error id) of every submission the grader failed on this run.
-`INDEX_LINKS`, `SUMMARY_LINKS`
-    (label, file name) pairs that the class index page and the summary page link to; a plugin
-    writing a class-wide page (similarity, the summary page) appends its own.
-`JOB_LAUNCHERS`
-    The sandbox's workers (`grader.execution.jobs.LauncherPool`), set by the sandbox plugin when it starts;
-    the runner plugin runs every ``grade`` submission in one of them.
-`OUTCOME_SOURCES`
-    Where outcomes already exist (a merge's shard records, a Dask cluster's answers): the runner
-    asks each in turn before it runs anything, so which one answers follows the configuration,
-    never the order in which plugins were registered.
-`CALL_SECONDS`
-    The seconds of each call, by submission id (the ``timing`` plugin records them), read through
-    `submission_seconds` and `check_seconds` by the Gradescope and JUnit writers.
+Each shared key is declared by the module that owns the state, beside its type:
+`grader.collected.COLLECTED` (the run's collected checks), `grader.grading.session.CHECK_KINDS` and
+`INTERNAL_ERRORS`, `grader.reporting.pages.INDEX_LINKS` and `SUMMARY_LINKS` (links of the class
+pages), `grader.execution.keys` (the job launchers, the fork server, the early zygote and the
+outcome sources), and `grader.builtin.timing.CALL_SECONDS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+from typing import Any, Generic, TypeVar, cast, overload
 
-if TYPE_CHECKING:
-    from grader.execution.jobs import ForkServer, LauncherPool
-    from grader.models import Call, RunOutcome, Submission
-    from grader.grading.session import Collected
-
-__all__ = [
-    "CALL_SECONDS",
-    "CHECK_KINDS",
-    "COLLECTED",
-    "EARLY_ZYGOTE",
-    "FORK_SERVER",
-    "INDEX_LINKS",
-    "INTERNAL_ERRORS",
-    "JOB_LAUNCHERS",
-    "OUTCOME_SOURCES",
-    "SUMMARY_LINKS",
-    "Stash",
-    "StashKey",
-    "check_seconds",
-    "submission_seconds",
-]
+__all__ = ["Stash", "StashKey"]
 
 T = TypeVar("T")
 D = TypeVar("D")
@@ -146,70 +109,3 @@ class Stash:
 
     def __len__(self) -> int:
         return len(self._storage)
-
-
-COLLECTED: StashKey[Collected] = StashKey()
-"""The session's collected checks (see the module docstring)."""
-CHECK_KINDS = StashKey[dict[str, Any]]()
-"""The run's check kinds by name."""
-INTERNAL_ERRORS = StashKey[list[tuple[str, str]]]()
-"""(submission id, internal-error id) of each submission the grader failed on."""
-INDEX_LINKS = StashKey[list[tuple[str, str]]]()
-"""(label, file name) pairs the class index page (``index.html``) links to."""
-SUMMARY_LINKS = StashKey[list[tuple[str, str]]]()
-"""(label, file name) pairs the summary page (``summary.html``) links to."""
-JOB_LAUNCHERS: StashKey[LauncherPool] = StashKey()
-"""The sandbox's workers, lent one submission at a time."""
-FORK_SERVER: StashKey[ForkServer] = StashKey()
-"""A warm fork server the command line started ahead for ``check`` (`grader.execution.jobs.ForkServer`); the runner runs the calls in its jobs."""
-EARLY_ZYGOTE: StashKey[tuple[Any, Any, Any]] = StashKey()
-"""``grade``'s sandbox zygote as the command line exec'd it before loading anything
-(`grader.execution.servers.grade_zygote`: process, socket, standard error file); the sandbox plugin takes it."""
-OUTCOME_SOURCES: StashKey[list[Callable[[Submission, Sequence[Call]], RunOutcome | None]]] = StashKey()
-"""Callables ``(submission, calls) -> RunOutcome | None`` the runner asks before it runs the calls."""
-CALL_SECONDS = StashKey[dict[str, Sequence[float]]]()
-"""The seconds of each call of each submission, by submission id (in ``Collected.calls`` order)."""
-
-
-def submission_seconds(stash: Stash, sub_id: str) -> float:
-    """Seconds the calls of one submission took, summed (0 when unknown).
-
-    Parameters
-    ----------
-    stash : Stash
-        The run's ``config.stash``.
-    sub_id : str
-        The submission's id.
-
-    Returns
-    -------
-    float
-        Rounded to milliseconds.
-    """
-    return round(sum(stash.get(CALL_SECONDS, {}).get(sub_id, ())), 3)
-
-
-def check_seconds(stash: Stash, sub_id: str, exercise_id: str | None = None) -> dict[tuple[str, str], float]:
-    """Seconds per check of one submission, keyed by (exercise id, check id).
-
-    Each check owns its calls' place in ``Collected.calls`` (see
-    `grader.grading.session.Collected.split`). Empty when the submission did not run or
-    the counts do not match.
-
-    Parameters
-    ----------
-    stash : Stash
-    sub_id : str
-    exercise_id : str, optional
-        Only this exercise's checks.
-
-    Returns
-    -------
-    dict of (str, str) to float
-    """
-    seconds = stash.get(CALL_SECONDS, {}).get(sub_id)
-    collected = stash.get(COLLECTED, None)
-    if not seconds or collected is None or len(collected.calls) != len(seconds):
-        return {}
-    where_all = collected.check_slices if exercise_id is None else collected.exercise_check_slices.get(exercise_id, ())
-    return {key: round(sum(seconds[where]), 3) for key, where in where_all}

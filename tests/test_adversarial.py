@@ -411,10 +411,10 @@ def _grade_watched(paths: list[str], out: Path, log: Path) -> tuple[int, float, 
 
 def _collected():  # noqa: ANN202
     """Every exercise's prepared checks, hidden ones included, as ``grade`` prepares them here."""
-    from grader.grading import session
     from grader.cli import build_parser
     from grader.config.core import Config
     from grader.config.plugins import get_plugin_manager
+    from grader.grading import session
 
     old = os.getcwd()
     os.chdir(ROOT)
@@ -719,9 +719,7 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     log = tmp_path_factory.mktemp("adv-log") / "grade.log"
     try:
         with _environment(**{SECRET_ENV: secret, SECRET_ENV + "_FILE": None}):
-            code, seconds, printed = _grade_watched(
-                [str(attacks), *(f"submissions/{b}" for b in BASELINES)], out, log
-            )
+            code, seconds, printed = _grade_watched([str(attacks), *(f"submissions/{b}" for b in BASELINES)], out, log)
             hidden = _hidden_tokens()
     finally:
         helpers.close()

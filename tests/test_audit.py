@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from grader.packs.catalogue import load_catalogue
 from grader.cli import main
 from grader.errors import ConfigError
+from grader.packs.catalogue import load_catalogue
 
 MUTANTS = ROOT / "reference" / "mutants"
 EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")
@@ -137,7 +137,9 @@ def audited() -> tuple[int, list[str]]:
 def test_the_audit_passes(audited) -> None:  # noqa: ANN001
     code, lines = audited
     assert code == 0
-    assert lines[0] == "audit of reference/mutants/catalogue.yaml: 45 mutants, 8 correct variants; 6 exercises, 59 checks"
+    assert (
+        lines[0] == "audit of reference/mutants/catalogue.yaml: 45 mutants, 8 correct variants; 6 exercises, 59 checks"
+    )
     assert lines[-1] == LAST_LINE
     assert not any(line.startswith("FAIL") for line in lines)
 

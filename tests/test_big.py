@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from g14.reference.error_bounds import EPS, row_weight_bound, score_rounding, weight_bounds
 from test_boundary import _PipeJob, worker_frame
 from test_checks import make, prepare
 
-from g14.reference.error_bounds import EPS, row_weight_bound, score_rounding, weight_bounds
 from grader.child import worker
 from grader.execution.boundary import BoundaryError, budget_for, decode_frame
 from grader.execution.jobs import LARGE_FRAME_BYTES, READ_AHEAD_BYTES, _Child
@@ -488,12 +488,12 @@ def attention(Q, K, V, causal=False):
 def test_the_512x64_check_passes_the_right_answer_and_fails_one_element_off(tmp_path: Path) -> None:
     from conftest import REFERENCE, SUBMISSIONS
 
-    from grader.grading import session
     from grader.cli import build_parser
     from grader.config.core import Config
-    from grader.execution.jobs import run_calls
-    from grader.grading.judging import judge
     from grader.config.plugins import get_plugin_manager
+    from grader.execution.jobs import run_calls
+    from grader.grading import session
+    from grader.grading.judging import judge
 
     specs = tmp_path / "specs"
     specs.mkdir()

@@ -58,10 +58,10 @@ def _mutant_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any,
 
     from conftest import ROOT
 
-    from grader.packs.catalogue import load_catalogue, run_entries
     from grader.config.core import Config
-    from grader.models import Call
     from grader.config.plugins import get_plugin_manager
+    from grader.models import Call
+    from grader.packs.catalogue import load_catalogue, run_entries
 
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
     entries = [

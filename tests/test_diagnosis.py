@@ -22,11 +22,12 @@ from conftest import ROOT, SUBMISSIONS
 from markupsafe import escape
 
 from grader.builtin.diagnosis import DiagnosisTable, same_data
-from grader.packs.catalogue import Catalogue, Entry, load_catalogue, run_entries
 from grader.cli import build_parser
 from grader.config.core import Config
+from grader.config.plugins import get_plugin_manager
+from grader.markers import hookimpl
 from grader.models import Call, CallResult, Check
-from grader.config.plugins import get_plugin_manager, hookimpl
+from grader.packs.catalogue import Catalogue, Entry, load_catalogue, run_entries
 
 MUTANTS = ROOT / "reference" / "mutants"
 CATALOGUE = {e.name: e for e in load_catalogue(MUTANTS).entries}
@@ -318,8 +319,8 @@ def test_diagnoses_survive_the_stored_result_round_trip(tmp_path: Path) -> None:
     """A stored grade (the gradebook) keeps its diagnoses, and a changed catalogue changes its key."""
     import shutil
 
-    from grader.packs.catalogue import fingerprint
     from grader.models import CheckResult, Diagnosis, ExerciseResult, SubmissionResult, result_from_dict, result_to_dict
+    from grader.packs.catalogue import fingerprint
 
     d = Diagnosis("mib_decimal", "One MiB taken as 10^6 bytes.", "Count computation", "")
     check = CheckResult("one-mib", "", "failed", 0.0, 1.0, "hidden", "mib differs", "hint", False, (), (d,))

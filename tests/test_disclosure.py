@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.models import CallResult, Check, CheckResult
 from grader.reporting.disclosure import (
     HIDDEN_NOTE,
     hidden_bad_return,
@@ -20,7 +21,6 @@ from grader.reporting.disclosure import (
     secret_while_grading,
     student_message,
 )
-from grader.models import CallResult, Check, CheckResult
 
 PACKAGE = Path(__file__).resolve().parents[1] / "grader"
 

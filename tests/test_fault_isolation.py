@@ -21,9 +21,9 @@ import pytest
 from conftest import SUBMISSIONS
 
 from grader.cli import main
-from grader.models import CallResult, RunOutcome, Verdict
-from grader.config.plugins import hookimpl
 from grader.grading.session import internal_error_id
+from grader.markers import hookimpl
+from grader.models import CallResult, RunOutcome, Verdict
 
 CLASS_FILES = (
     "index.html",

@@ -10,8 +10,8 @@ import pytest
 from conftest import ROOT, SUBMISSIONS
 
 from grader.builtin.github import MAX_PER_LEVEL, _md, escape_data, escape_property, step_summary, workflow_commands
-from grader.reporting.feedback import HIDDEN_NOTE
 from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
+from grader.reporting.feedback import HIDDEN_NOTE
 
 COMMAND = re.compile(r"^::(error|warning|notice) (?P<props>[^:]*)::(?P<message>.*)$")
 

@@ -1,4 +1,4 @@
-"""The typed hook facade (grader.config.hooks) and the subcommand options plugins add (grader_addoption)."""
+"""The typed hook facade (grader.config.core) and the subcommand options plugins add (grader_addoption)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ import pytest
 
 from grader import hookspecs
 from grader.cli import build_parser, main
+from grader.config.core import Hooks
+from grader.config.plugins import get_plugin_manager
 from grader.errors import UsageError
-from grader.config.hooks import Hooks
-from grader.config.plugins import get_plugin_manager, hookimpl
+from grader.markers import hookimpl
 
 
 def test_every_hook_has_a_typed_method_with_the_specs_parameters() -> None:
     for name in hookspecs.HOOK_NAMES:
         method = getattr(Hooks, name.removeprefix("grader_"), None)
-        assert method is not None, f"grader.config.hooks.Hooks has no method for {name}"
+        assert method is not None, f"grader.config.core.Hooks has no method for {name}"
         spec = list(inspect.signature(getattr(hookspecs, name)).parameters)
         mine = list(inspect.signature(method).parameters)[1:]  # without self
         assert mine == spec, name
@@ -89,8 +90,8 @@ def test_one_runner_answers_whatever_the_registration_order(monkeypatch, order: 
 
     from grader.config import plugins
     from grader.config.core import Config
+    from grader.execution.keys import OUTCOME_SOURCES
     from grader.models import RunOutcome, Submission
-    from grader.stash import OUTCOME_SOURCES
 
     monkeypatch.setattr(plugins, "BUILTIN_PLUGINS", plugins.BUILTIN_PLUGINS[::order])
     pm = get_plugin_manager(load_entrypoints=False)
@@ -130,7 +131,7 @@ def test_grading_ready_comes_after_the_checks_are_prepared_and_before_the_out_fo
     """The sandbox starts at configure time and gets ready while the specs load: the first spec is
     read before the sandbox's workers are lent, grader_grading_ready sees no --out folder yet, and
     by collection_finish the runner has its workers."""
-    from grader.stash import JOB_LAUNCHERS
+    from grader.execution.keys import JOB_LAUNCHERS
 
     seen: list[tuple[str, bool, bool]] = []
     out = tmp_path / "out"

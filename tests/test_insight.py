@@ -28,8 +28,8 @@ from grader.builtin.class_insight import render_staff_class
 from grader.builtin.json_report import report_json
 from grader.builtin.summary_page import render_summary
 from grader.cli import main
-from grader.reporting.insight import MIN_CLASS, item_analysis, misconceptions
 from grader.models import CheckResult, ExerciseResult, GradingReport
+from grader.reporting.insight import MIN_CLASS, item_analysis, misconceptions
 
 # How many students of the synthetic class hand in each file (300 in all).
 PROPORTIONS = {
@@ -41,7 +41,9 @@ PROPORTIONS = {
     "mib_decimal": 15,
 }
 STUDENTS = {name: f"learner{i:02d}" for i, name in enumerate(PROPORTIONS, start=1)}
-CATALOGUE = {e["name"]: e for e in yaml.safe_load((ROOT / "reference" / "mutants" / "catalogue.yaml").read_text())["entries"]}
+CATALOGUE = {
+    e["name"]: e for e in yaml.safe_load((ROOT / "reference" / "mutants" / "catalogue.yaml").read_text())["entries"]
+}
 
 
 def _sentence(name: str) -> str:

@@ -12,8 +12,8 @@ from conftest import SUBMISSIONS
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from grader.builtin.junit import classname, junit_xml
-from grader.reporting.feedback import HIDDEN_NOTE
 from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
+from grader.reporting.feedback import HIDDEN_NOTE
 
 KIND = {Failure: "failure", Error: "error", Skipped: "skipped"}
 EXPECTED_KIND = {"passed": None, "failed": "failure", "error": "error", "timeout": "error", "not_attempted": "skipped"}

@@ -157,9 +157,7 @@ def test_bad_input_gets_one_line_naming_the_file_and_the_fix(term: dict, tmp_pat
 def test_a_policy_with_term_and_students_is_refused_in_one_line(tmp_path: Path, cli) -> None:
     policy = tmp_path / "p.yaml"
     policy.write_text("due: '2026-03-01T23:59:00+00:00'\nlate_days: {term: 5, students: {alice: 2}}\n")
-    code, _, err = cli(
-        "grade", ROOT / "submissions" / "correct_numpy", "--policy", policy, "--out", tmp_path / "o"
-    )
+    code, _, err = cli("grade", ROOT / "submissions" / "correct_numpy", "--policy", policy, "--out", tmp_path / "o")
     assert code == 3 and str(policy) in err and "remove 'students'" in err
     assert not (tmp_path / "o").exists()
 

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 from conftest import REFERENCE, ROOT, SUBMISSIONS
 
-from grader.intake.archive import member_name, safe_extract
 from grader.cli import main
-from grader.models import Submission
+from grader.intake.archive import member_name, safe_extract
 from grader.intake.roster import apply_roster
+from grader.models import Submission
 
 CORPUS = Path(__file__).resolve().parent / "malformed" / "specs"
 CASES = sorted(p for p in CORPUS.iterdir() if (p / "case.json").is_file())
@@ -520,6 +520,7 @@ def test_the_grader_script_exits_3_when_the_reference_exits(source: str, shown: 
 
 def test_every_builtin_kind_declares_a_schema_of_its_keys_and_the_readme_lists_them() -> None:
     from g14.kinds import KINDS as G14_KINDS
+
     from grader.builtin.checks import BUILTIN_KINDS
 
     readme = (ROOT / "README.md").read_text()

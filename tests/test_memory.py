@@ -38,8 +38,8 @@ SCRIPT = r"""
 import dataclasses, functools, json, resource, sys, threading
 import grader.config.plugins
 from grader.cli import main
-from grader.config.plugins import hookimpl
-from grader.stash import OUTCOME_SOURCES
+from grader.markers import hookimpl
+from grader.execution.keys import OUTCOME_SOURCES
 
 class Replay:
     # The first outcome that comes back answers every later submission: no job runs for them.

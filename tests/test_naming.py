@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import SUBMISSIONS
 
-from grader.intake.archive import MAX_STUDENT_FILES
 from grader.builtin.submission import locate
-from grader.models import Submission
+from grader.intake.archive import MAX_STUDENT_FILES
 from grader.intake.naming import (
     MAX_SLUG_BYTES,
     assign_slugs,
@@ -24,6 +23,7 @@ from grader.intake.naming import (
     slug_base,
     unique_ids,
 )
+from grader.models import Submission
 
 CORRECT = (SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()  # 86 / 86
 MIB = (SUBMISSIONS / "mib_decimal" / "attention.py").read_bytes()  # 81 / 86

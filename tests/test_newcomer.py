@@ -211,7 +211,7 @@ def test_check_warns_about_a_file_another_pack_grades(cli, tmp_path: Path) -> No
 )
 def test_shard_numbers_are_ascii_digits(text: str, environ: dict, words: str) -> None:
     from grader.errors import UsageError
-    from grader.shards import parse_shard
+    from grader.grading.slices import parse_shard
 
     with pytest.raises(UsageError) as info:
         parse_shard(text, environ)
@@ -257,7 +257,7 @@ def test_starter_and_init_ci_never_write_through_a_link(cli, tmp_path: Path) -> 
 
 def test_two_schedulers_indices_must_agree() -> None:
     from grader.errors import UsageError
-    from grader.shards import parse_shard
+    from grader.grading.slices import parse_shard
 
     agree = parse_shard("auto/3", {"JOB_COMPLETION_INDEX": "1", "GRADER_SHARD_INDEX": "1"})
     assert (agree.k, agree.n, agree.source) == (2, 3, "JOB_COMPLETION_INDEX")

@@ -13,8 +13,8 @@ import pytest
 from conftest import ROOT, SPECS, SUBMISSIONS
 
 from grader import hookspecs
-from grader.errors import PluginError
 from grader.config.plugins import BUILTIN_PLUGINS, get_plugin_manager
+from grader.errors import PluginError
 
 EXAMPLES = Path(__file__).parent / "plugin_examples"
 

@@ -30,9 +30,9 @@ TOTAL = "36 hidden checks run at grading (the grade comes from 'grader grade', n
 def _imported_once() -> None:
     """Import what grading imports before pytester's first run: it drops the modules a run imported, and
     numpy, libyaml's loader or a plugin's classes imported twice in one process are not the same."""
-    import grader.reporting.checktext  # noqa: F401
     import grader.cli  # noqa: F401
     import grader.execution.jobs  # noqa: F401
+    import grader.reporting.checktext  # noqa: F401
     from grader.integrations.student import visible_checks
 
     visible_checks(str(REFERENCE))

@@ -1077,8 +1077,8 @@ def test_extra_frames_a_submission_writes_never_answer_a_later_call(tmp_path: Pa
 def test_read_source_reads_the_whole_file_up_to_the_limit(tmp_path: Path) -> None:
     import errno
 
-    from grader.reporting.fileio import MAX_SOURCE_BYTES
     from grader.execution.jobs import read_source
+    from grader.reporting.fileio import MAX_SOURCE_BYTES
 
     for size in (0, 1, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, MAX_SOURCE_BYTES):
         path = tmp_path / f"f{size}"

@@ -27,8 +27,8 @@ from conftest import ROOT
 from grader.builtin import sandbox
 from grader.child import landlock
 from grader.child.jobsetup import choose_job_folder
-from grader.models import Call
 from grader.execution.servers import CHILD_ENV
+from grader.models import Call
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="the sandbox needs Linux and root")
 

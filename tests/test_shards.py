@@ -23,7 +23,7 @@ from scale_support import (
 )
 
 from grader.errors import UsageError
-from grader.shards import parse_shard, shard_of
+from grader.grading.slices import parse_shard, shard_of
 
 N = 4
 OPTIONS = ("--staff", "-q", "--jobs", "1")
@@ -151,8 +151,8 @@ def test_a_shard_keeps_a_resumable_gradebook(graded: dict[str, Path]) -> None:
 def test_the_slice_of_an_id_does_not_move_when_students_are_added() -> None:
     from types import SimpleNamespace
 
+    from grader.grading.slices import select
     from grader.models import Submission
-    from grader.shards import select
 
     def shard_ids(ids: list[str], k: int) -> list[str]:
         config = SimpleNamespace(option=lambda name: f"{k}/8" if name == "shard" else None, stash={})

@@ -25,17 +25,17 @@ import pytest
 from conftest import ROOT, SPECS
 from test_checks import failed, make, passed, prepare
 
-from grader.grading import session
 from grader.builtin.checks import RaisesKind
 from grader.builtin.diagnosis import DiagnosisTable, Evidence
-from grader.packs.catalogue import Catalogue, Entry
 from grader.cli import build_parser, main
 from grader.compare import EPS, Mismatch, compare
 from grader.config.core import Config
-from grader.kinds import FLOOR_KEY, tolerance_of
-from grader.models import CallResult, Check
 from grader.config.plugins import get_plugin_manager
 from grader.config.yamlfile import parse_yaml
+from grader.grading import session
+from grader.kinds import FLOOR_KEY, tolerance_of
+from grader.models import CallResult, Check
+from grader.packs.catalogue import Catalogue, Entry
 
 MUTANTS = ROOT / "reference" / "mutants"
 EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.packs.student import inspect_artifact, member_names, pack_members
 from grader.packs import find_pack
+from grader.packs.student import inspect_artifact, member_names, pack_members
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS, REFERENCE, MUTANTS = (
@@ -48,7 +48,11 @@ def _problems(artifact: Path) -> list[str]:
 def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(built: dict[str, Path]) -> None:
     wheel = member_names(built["wheel"])
     assert "g14/public.json" in wheel and "g14/starter/attention.py" in wheel
-    assert "grader/cli.py" in wheel and "grader/integrations/pytest_plugin.py" in wheel and "grader/templates/report.html" in wheel
+    assert (
+        "grader/cli.py" in wheel
+        and "grader/integrations/pytest_plugin.py" in wheel
+        and "grader/templates/report.html" in wheel
+    )
     assert not [n for n in wheel if not n.startswith(("grader/", "g14/", "g14_grader-0.1.0.dist-info/"))]
     # Of the pack: the manifest, its plugin, the public checks and the starter; no spec, reference or mutant.
     assert sorted(n for n in wheel if n.startswith("g14/")) == [
@@ -236,10 +240,10 @@ def test_the_student_install_lists_the_students_commands_and_its_readme_is_the_g
     built: dict[str, Path], tmp_path: Path
 ) -> None:
     """Issue 24: the wheel's 'grader --help' lists check, starter and init-ci only; its README is the student guide."""
-    from grader.cli import build_parser
-    from grader.packs import load_pack
-    from grader.config.plugins import get_plugin_manager
     from grader.child.worker import LISTED
+    from grader.cli import build_parser
+    from grader.config.plugins import get_plugin_manager
+    from grader.packs import load_pack
 
     folder = tmp_path / "wheel"
     with zipfile.ZipFile(built["wheel"]) as zf:

@@ -6,11 +6,12 @@ import argparse
 import sys
 import types
 
+from grader.builtin.timing import check_seconds, submission_seconds
+from grader.collected import COLLECTED, Collected, PreparedCheck
 from grader.config.core import Config
+from grader.config.plugins import get_plugin_manager
+from grader.markers import hookimpl
 from grader.models import Call, CallResult, Check, Exercise, Prepared, RunOutcome, Submission
-from grader.config.plugins import get_plugin_manager, hookimpl
-from grader.grading.session import Collected, PreparedCheck
-from grader.stash import COLLECTED, check_seconds, submission_seconds
 
 
 def _stub_runner() -> types.ModuleType:

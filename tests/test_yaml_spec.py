@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REFERENCE, SPECS, STARTER
-
 from g14.kinds import KINDS as G14_KINDS
+
 from grader.builtin.checks import BUILTIN_KINDS
 from grader.builtin.yaml_spec import exercise_from_data
-from grader.errors import EXIT_CONFIG, SpecError
 from grader.config.yamlfile import MAX_SPEC_BYTES, parse_yaml
+from grader.errors import EXIT_CONFIG, SpecError
 
 KINDS = {kind.name: kind for kind in (*BUILTIN_KINDS, *G14_KINDS)}
 

@@ -54,8 +54,8 @@ from grader.kinds import (
     shaped_parts,
     with_floor,
 )
+from grader.markers import hookimpl
 from grader.models import Call, CallResult, Check, Prepared, Verdict
-from grader.config.plugins import hookimpl
 
 
 class CompareKind(Kind):

@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.errors import UsageError
+from grader.markers import hookimpl
+from grader.models import GradingReport
 from grader.reporting.fileio import write_atomic
 from grader.reporting.insight import MIN_CLASS, NEGATIVE_BELOW, ItemAnalysis, item_analysis, misconceptions
-from grader.models import GradingReport
-from grader.reporting.pages import environment
-from grader.config.plugins import hookimpl
-from grader.stash import SUMMARY_LINKS
+from grader.reporting.pages import SUMMARY_LINKS, environment
 
 __all__ = ["PAGE", "Point", "render_staff_class", "scatter"]
 

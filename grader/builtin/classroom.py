@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import UsageError
-from grader.reporting.fileio import output_file, write_atomic
+from grader.markers import hookimpl
 from grader.models import GradingReport
-from grader.config.plugins import hookimpl
+from grader.reporting.fileio import output_file, write_atomic
 from grader.reporting.safetext import display, in_github_actions
 
 __all__ = ["SCHEMA", "classroom50_result", "points_notices"]

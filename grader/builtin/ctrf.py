@@ -28,14 +28,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grader import __version__
+from grader._version import __version__
+from grader.builtin.timing import check_seconds
 from grader.errors import UsageError
+from grader.markers import hookimpl
+from grader.models import GradingReport
 from grader.reporting.feedback import check_feedback
 from grader.reporting.fileio import output_file, write_atomic
-from grader.models import GradingReport
-from grader.config.plugins import hookimpl
 from grader.reporting.safetext import display, unicode_safe
-from grader.stash import check_seconds
 
 __all__ = ["STATUS", "ctrf_report"]
 

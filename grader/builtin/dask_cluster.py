@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import ConfigError, UsageError
-from grader.reporting.fileio import scratch_prefix
 from grader.execution.jobs import positive_int
+from grader.execution.keys import OUTCOME_SOURCES
+from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
-from grader.config.plugins import hookimpl
-from grader.stash import OUTCOME_SOURCES, StashKey
+from grader.reporting.fileio import scratch_prefix
+from grader.stash import StashKey
 
 _CLIENT = StashKey[Any]()
 _PENDING = StashKey[Any]()

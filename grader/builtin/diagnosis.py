@@ -40,13 +40,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grader.execution.boundary import plain_data
-from grader.packs.catalogue import Catalogue, Entry, load_catalogue, run_entries
+from grader.collected import COLLECTED
 from grader.errors import ConfigError
+from grader.execution.boundary import plain_data
+from grader.markers import hookimpl
 from grader.models import CallResult, Check, Diagnosis, Prepared, RunOutcome, Verdict
 from grader.packs import mutants_dir, specs_dir
-from grader.config.plugins import hookimpl
-from grader.stash import COLLECTED, StashKey
+from grader.packs.catalogue import Catalogue, Entry, load_catalogue, run_entries
+from grader.stash import StashKey
 
 __all__ = ["DiagnosisTable", "Evidence", "build_table", "leave_one_out", "same_data"]
 
@@ -409,8 +410,8 @@ def _catalogue(config: Any) -> Catalogue | None:
 
 def _precomputed(config: Any) -> DiagnosisTable | None:
     """The table stored in the public-checks file this session runs, if it runs one."""
-    from grader.packs.public import load_mistakes
     from grader.grading.session import public_bundle
+    from grader.packs.public import load_mistakes
 
     if config.command != "check":
         return None

@@ -33,12 +33,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grader.reporting.feedback import STATUS_LABELS, check_feedback, shorten, student_message, submission_file
+from grader.collected import COLLECTED
+from grader.markers import hookimpl
 from grader.models import Check, GradingReport, SubmissionResult
 from grader.packs import find_pack
-from grader.config.plugins import hookimpl
+from grader.reporting.feedback import STATUS_LABELS, check_feedback, shorten, student_message, submission_file
 from grader.reporting.safetext import display, gh_data, gh_property, in_github_actions, markdown_inline
-from grader.stash import COLLECTED
 
 __all__ = ["annotations", "escape_data", "escape_property", "in_github_actions", "step_summary"]
 

@@ -18,9 +18,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from grader import __version__
+from grader._version import __version__
+from grader.collected import COLLECTED
 from grader.errors import UsageError
-from grader.reporting.fileio import output_file
+from grader.markers import hookimpl
 from grader.models import (
     ExerciseResult,
     Submission,
@@ -29,8 +30,8 @@ from grader.models import (
     result_from_dict,
     result_to_dict,
 )
-from grader.config.plugins import hookimpl
-from grader.stash import COLLECTED, StashKey
+from grader.reporting.fileio import output_file
+from grader.stash import StashKey
 
 _BOOK: StashKey[Gradebook] = StashKey()
 _KEYS = StashKey[dict[str, tuple[str, str]]]()

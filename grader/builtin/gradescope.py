@@ -42,15 +42,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from grader.builtin.timing import submission_seconds
 from grader.errors import UsageError
+from grader.intake.naming import slugs_of
+from grader.markers import hookimpl
+from grader.models import GradingReport, Submission, SubmissionResult
+from grader.packs import find_pack
 from grader.reporting.feedback import check_feedback
 from grader.reporting.fileio import SubmissionFiles, output_file, write_atomic
-from grader.models import GradingReport, Submission, SubmissionResult
-from grader.intake.naming import slugs_of
-from grader.packs import find_pack
-from grader.config.plugins import hookimpl
 from grader.reporting.safetext import display, unicode_safe
-from grader.stash import StashKey, submission_seconds
+from grader.stash import StashKey
 from grader.term import adjustment_lines
 
 _FILES: StashKey[SubmissionFiles] = StashKey()

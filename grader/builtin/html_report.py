@@ -18,12 +18,12 @@ if TYPE_CHECKING:
     import jinja2
 
 from grader.errors import UsageError
-from grader.reporting.fileio import SubmissionFiles, write_atomic
-from grader.models import GradingReport, Submission, SubmissionResult
 from grader.intake.naming import slugs_of
-from grader.reporting.pages import environment
-from grader.config.plugins import hookimpl
-from grader.stash import INDEX_LINKS, StashKey
+from grader.markers import hookimpl
+from grader.models import GradingReport, Submission, SubmissionResult
+from grader.reporting.fileio import SubmissionFiles, write_atomic
+from grader.reporting.pages import INDEX_LINKS, environment
+from grader.stash import StashKey
 
 _PAGES: StashKey[SubmissionFiles] = StashKey()
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grader.reporting.disclosure import is_released
 from grader.grading.judging import VerdictCache
+from grader.markers import hookimpl
 from grader.models import CallResult, Check, Prepared, Verdict
-from grader.config.plugins import hookimpl
+from grader.reporting.disclosure import is_released
 
 
 @hookimpl(trylast=True)

@@ -33,13 +33,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grader.builtin.timing import check_seconds
 from grader.errors import UsageError
+from grader.markers import hookimpl
+from grader.models import GradingReport
 from grader.reporting.feedback import STATUS_LABELS, check_feedback, student_message
 from grader.reporting.fileio import output_file, write_atomic
-from grader.models import GradingReport
-from grader.config.plugins import hookimpl
 from grader.reporting.safetext import display, xml_text
-from grader.stash import check_seconds
 from grader.term import adjustment_lines
 
 if TYPE_CHECKING:

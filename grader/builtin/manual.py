@@ -28,8 +28,8 @@ from typing import Any
 
 from grader.errors import ConfigError
 from grader.intake.lms import LOCATED, student_problem
+from grader.markers import hookimpl
 from grader.models import Submission, SubmissionResult
-from grader.config.plugins import hookimpl
 from grader.reporting.safetext import display
 from grader.stash import StashKey
 from grader.term import apply_manual, read_manual

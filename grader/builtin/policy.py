@@ -25,8 +25,8 @@ from typing import Any
 
 from grader.errors import ConfigError
 from grader.intake.lms import LOCATED, shared_name
+from grader.markers import hookimpl
 from grader.models import Submission, SubmissionResult
-from grader.config.plugins import hookimpl
 from grader.reporting.safetext import display
 from grader.stash import StashKey
 from grader.term import apply_penalty, late_penalty, load_policy

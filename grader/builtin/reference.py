@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import ConfigError, describe_failure
-from grader.config.plugins import hookimpl
+from grader.markers import hookimpl
 
 
 def load_reference(path: str) -> dict[str, Callable[..., Any]]:

@@ -27,9 +27,10 @@ from typing import Any
 
 from grader.errors import ConfigError
 from grader.execution.jobs import WALL_BACKSTOP_FACTOR, ForkJob, ForkServer, positive_seconds, run_calls, sandboxed
+from grader.execution.keys import FORK_SERVER, JOB_LAUNCHERS, OUTCOME_SOURCES
+from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
-from grader.config.plugins import hookimpl
-from grader.stash import FORK_SERVER, JOB_LAUNCHERS, OUTCOME_SOURCES, StashKey
+from grader.stash import StashKey
 
 
 @hookimpl

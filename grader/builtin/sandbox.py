@@ -47,7 +47,6 @@ from typing import Any
 
 from grader.child.limits import CEILING_CPU_SECONDS, DEFAULT_LIMITS, SETUP_FAILED, UID_BASE, slot_uid
 from grader.errors import ConfigError
-from grader.reporting.fileio import scratch_prefix
 from grader.execution.jobs import (
     CHILD_ENV,
     JobChannel,
@@ -59,10 +58,12 @@ from grader.execution.jobs import (
     schedstat_wait_seconds,
     stop_server,
 )
-from grader.models import Call
-from grader.config.plugins import hookimpl
+from grader.execution.keys import EARLY_ZYGOTE, JOB_LAUNCHERS
 from grader.execution.servers import ZYGOTE, start_zygote
-from grader.stash import EARLY_ZYGOTE, JOB_LAUNCHERS, StashKey
+from grader.markers import hookimpl
+from grader.models import Call
+from grader.reporting.fileio import scratch_prefix
+from grader.stash import StashKey
 
 _ZYGOTE: StashKey[Zygote] = StashKey()
 

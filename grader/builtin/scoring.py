@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grader.reporting.disclosure import is_shown
 from grader.grading.memo import IdentityTable
+from grader.markers import hookimpl
 from grader.models import Check, CheckResult, Exercise, ExerciseResult, Verdict
-from grader.config.plugins import hookimpl
+from grader.reporting.disclosure import is_shown
 from grader.stash import StashKey
 
 _KEPT = StashKey[IdentityTable]()

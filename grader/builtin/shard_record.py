@@ -16,18 +16,18 @@ import zlib
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from grader.models import Call, Submission, SubmissionResult
-from grader.config.plugins import hookimpl
+from grader.collected import COLLECTED
 from grader.config.secret import course_secret
+from grader.grading.slices import CLASS_IDS, STASH_KEY
+from grader.markers import hookimpl
+from grader.models import Call, Submission, SubmissionResult
 from grader.shards import (
-    CLASS_IDS,
-    STASH_KEY,
     SUBFOLDER,
     manifest,
     record_line,
     write_record,
 )
-from grader.stash import COLLECTED, StashKey
+from grader.stash import StashKey
 
 _SUBMISSIONS = StashKey[dict[str, Any]]()
 _OUTCOMES = StashKey[dict[str, Any]]()

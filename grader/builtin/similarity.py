@@ -37,12 +37,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grader.execution.boundary import plain_data
+from grader.collected import COLLECTED
 from grader.errors import ConfigError, UsageError
-from grader.reporting.fileio import write_atomic
+from grader.execution.boundary import plain_data
 from grader.intake.naming import slugs_of
-from grader.config.plugins import hookimpl
-from grader.stash import COLLECTED, INDEX_LINKS, SUMMARY_LINKS, StashKey
+from grader.markers import hookimpl
+from grader.reporting.fileio import write_atomic
+from grader.reporting.pages import INDEX_LINKS, SUMMARY_LINKS
+from grader.stash import StashKey
 
 _FILES = StashKey[dict[str, str]]()
 _VALUES = StashKey[dict[str, dict[str, str]]]()

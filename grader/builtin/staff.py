@@ -15,11 +15,12 @@ import json
 import threading
 from typing import Any
 
+from grader.collected import COLLECTED
 from grader.errors import UsageError
-from grader.reporting.fileio import write_atomic
+from grader.markers import hookimpl
 from grader.models import SubmissionResult
-from grader.config.plugins import hookimpl
-from grader.stash import COLLECTED, StashKey
+from grader.reporting.fileio import write_atomic
+from grader.stash import StashKey
 
 _OUTCOMES = StashKey[dict[str, Any]]()
 

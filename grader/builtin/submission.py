@@ -43,13 +43,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from grader.intake.archive import ArchiveError, safe_extract
 from grader.errors import UsageError
-from grader.reporting.fileio import MAX_SOURCE_BYTES, scratch_prefix
-from grader.models import CallResult, Submission
+from grader.intake.archive import ArchiveError, safe_extract
 from grader.intake.naming import display_name, what_it_holds
+from grader.markers import hookimpl
+from grader.models import CallResult, Submission
 from grader.packs import find_pack
-from grader.config.plugins import hookimpl
+from grader.reporting.fileio import MAX_SOURCE_BYTES, scratch_prefix
 from grader.reporting.safetext import display
 from grader.stash import StashKey
 

@@ -27,14 +27,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from grader.collected import COLLECTED
+from grader.markers import hookimpl
+from grader.models import GradingReport, Submission, SubmissionResult
 from grader.reporting.checktext import INDENT, MARKS, detail_lines, failure_lines, width
 from grader.reporting.checktext import one_line as _one_line
 from grader.reporting.checktext import wrapped as _wrapped
 from grader.reporting.feedback import headline, how_many
-from grader.models import GradingReport, Submission, SubmissionResult
-from grader.config.plugins import hookimpl
 from grader.reporting.safetext import display, in_github_actions, stop_commands
-from grader.stash import COLLECTED, StashKey
+from grader.stash import StashKey
 
 _PROGRESS: StashKey[Progress] = StashKey()
 _TOTAL = StashKey[int]()

@@ -20,12 +20,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from grader.config.secret import WARNING, CourseSecret, course_secret
 from grader.errors import SpecError
+from grader.grading.session import CHECK_KINDS
+from grader.markers import hookimpl
 from grader.models import VISIBILITIES, Check, Exercise
 from grader.packs import plainly_valid
-from grader.config.plugins import hookimpl
-from grader.config.secret import WARNING, CourseSecret, course_secret
-from grader.stash import CHECK_KINDS, StashKey
+from grader.stash import StashKey
 
 _SECRET_WARNED = StashKey[bool]()
 
@@ -306,7 +307,9 @@ def grader_load_exercise(path: str, config: Any) -> Exercise | None:
         return None
     kinds = config.stash[CHECK_KINDS]
     secret = course_secret(config)
-    from grader.config.yamlfile import parse_yaml  # here: 'grader check' with the public checks reads no YAML (issue 16)
+    from grader.config.yamlfile import (
+        parse_yaml,  # here: 'grader check' with the public checks reads no YAML (issue 16)
+    )
 
     exercise = exercise_from_data(path, parse_yaml(path), kinds, secret)
     if (

@@ -40,8 +40,9 @@ from typing import Any
 
 import pluggy
 
-from grader import __version__
-from grader.config.core import Config
+from grader._version import __version__
+from grader.config.core import Config, Hooks
+from grader.config.plugins import get_plugin_manager
 from grader.errors import (
     EXIT_CHECKS_FAILED,
     EXIT_INTERNAL,
@@ -50,15 +51,14 @@ from grader.errors import (
     GraderError,
     UsageError,
 )
-from grader.reporting.fileio import check_out_dir, output_file, remove_stale_scratch
-from grader.config.hooks import Hooks
 from grader.execution.jobs import ForkServer, positive_int
-from grader.packs import discover_course, find_pack, mutants_dir, reference_file, specs_dir
-from grader.config.plugins import get_plugin_manager
-from grader.reporting.safetext import display
+from grader.execution.keys import EARLY_ZYGOTE, FORK_SERVER
 from grader.execution.servers import check_fork_server, stop_zygote
-from grader.stash import EARLY_ZYGOTE, FORK_SERVER, INTERNAL_ERRORS
+from grader.grading.session import INTERNAL_ERRORS
 from grader.integrations.studenttool import student_help
+from grader.packs import discover_course, find_pack, mutants_dir, reference_file, specs_dir
+from grader.reporting.fileio import check_out_dir, output_file, remove_stale_scratch
+from grader.reporting.safetext import display
 
 __all__ = ["console_main", "main"]
 
@@ -73,7 +73,7 @@ class _Parser(argparse.ArgumentParser):
 def _shard(text: str) -> object:
     """``--shard K/N`` or ``auto/N`` as a `grader.shards.ShardSpec`, read with the command line (a wrong one is
     refused before anything runs)."""
-    from grader.shards import parse_shard
+    from grader.grading.slices import parse_shard
 
     return parse_shard(text)
 
@@ -418,7 +418,7 @@ def _run(config: Config) -> int:
             raise ConfigError("no plugin can say which sandbox layers are active (grader_doctor)")
         return code
     if getattr(config.options, "_shards", None) is not None:  # grader merge
-        from grader.shards import merge
+        from grader.shards.merge import merge
 
         report = merge(config)
         config.hooks.terminal_summary(report=report, config=config, write=_write)
@@ -555,8 +555,8 @@ def _bundle(config: Config) -> dict[str, Any]:
 
 
 def _build_student_package(config: Config) -> int:
-    from grader.packs.student import build_student_package, member_names
     from grader.packs.public import dumps
+    from grader.packs.student import build_student_package, member_names
 
     check_out_dir(Path(config.option("package_out")), "--out")  # before the checks are published and built
 
@@ -581,8 +581,8 @@ def _build_student_package(config: Config) -> int:
 
 
 def _publish(config: Config) -> int:
-    from grader.reporting.fileio import write_atomic
     from grader.packs.public import dumps
+    from grader.reporting.fileio import write_atomic
 
     bundle = _bundle(config)
     target = Path(config.option("bundle") or config.pack.public)
@@ -658,7 +658,7 @@ def main(
         if options.command == "similarity":  # 'grade --similarity' under its own name
             options.command, options.similarity = "grade", True
         if options.command == "merge":  # an unsharded 'grade' run's writers, fed from the shards' records
-            from grader.shards import merge_options
+            from grader.shards.merge import merge_options
 
             options = merge_options(options, build_parser(pm))
             options.command = "grade"

@@ -18,12 +18,11 @@ import pluggy
 from grader import hookspecs
 from grader.config.entrypoints import entry_points, load
 from grader.errors import PluginError, UsageError, describe_failure
+from grader.markers import hookimpl
 
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "ESSENTIAL", "get_plugin_manager", "hookimpl"]
 
 ENTRY_POINT_GROUP = "grader"
-hookimpl = pluggy.HookimplMarker("grader")
-
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "yaml_spec",
     "reference",

@@ -66,6 +66,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from grader.child.limits import CPU_RLIMIT_MARGIN_SECONDS
 from grader.execution.boundary import (
     CALL_KEYS,
     CHANNEL_LOST_EXIT,
@@ -79,15 +80,14 @@ from grader.execution.boundary import (
     encode_nonfinite,
     frame_limit,
 )
-from grader.child.limits import CPU_RLIMIT_MARGIN_SECONDS
-from grader.reporting.fileio import MAX_SOURCE_BYTES, read_at_most, scratch_prefix
-from grader.grading.judging import explain_error
-from grader.models import Call, CallResult, RunOutcome, phase_wire
+from grader.execution.explain import explain_error
 from grader.execution.servers import CHILD_ENV as CHILD_ENV
 from grader.execution.servers import FORKSERVER as FORKSERVER
 from grader.execution.servers import fork_server_available
 from grader.execution.servers import start_server as start_server
 from grader.execution.servers import stop_server as stop_server
+from grader.models import Call, CallResult, RunOutcome, phase_wire
+from grader.reporting.fileio import MAX_SOURCE_BYTES, read_at_most, scratch_prefix
 
 if TYPE_CHECKING:
     import socket  # imported where it is used: 'grader check' starts without it

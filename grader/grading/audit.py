@@ -45,10 +45,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grader.packs.catalogue import Catalogue, Entry, load_catalogue, run_entries
+from grader.collected import COLLECTED
 from grader.errors import EXIT_CHECKS_FAILED, EXIT_OK, ConfigError
 from grader.models import SubmissionResult
-from grader.stash import COLLECTED
+from grader.packs.catalogue import Catalogue, Entry, load_catalogue, run_entries
 
 __all__ = ["AuditRow", "audit", "audit_rows", "clause_lines", "degenerate_figure", "format_matrix", "precision_lines"]
 
@@ -280,8 +280,8 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         specs do not have.
     """
     from grader.grading import session
-    from grader.packs.catalogue import load_contract
     from grader.packs import mutants_dir
+    from grader.packs.catalogue import load_contract
 
     folder, _ = mutants_dir(config)
     if folder is None:

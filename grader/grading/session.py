@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import hashlib
 import itertools
 import json
@@ -18,19 +17,18 @@ import os
 import shutil
 import sys
 import traceback
-from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from grader import __version__, packs
+from grader import packs
+from grader._version import __version__
+from grader.collected import COLLECTED, Collected, PreparedCheck
 from grader.config.core import Config
-from grader.reporting.disclosure import is_public, secret_while_grading
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
 from grader.grading.memo import IdentityTable
+from grader.grading.settings import result_settings
 from grader.models import (
-    Call,
     Check,
     CheckResult,
     Exercise,
@@ -42,21 +40,24 @@ from grader.models import (
     SubmissionResult,
     Verdict,
 )
+from grader.reporting.disclosure import is_public, secret_while_grading
 from grader.reporting.safetext import display
-from grader.config.secret import course_secret
-from grader.stash import CHECK_KINDS, COLLECTED, INTERNAL_ERRORS, StashKey
+from grader.stash import StashKey
 
 if TYPE_CHECKING:
     from grader.kinds import KindContext  # imported when checks are prepared: it loads numpy
 
 _NOT_LOADED_WARNED = StashKey[bool]()
-_CATALOGUE_FINGERPRINT = StashKey[str]()
+CHECK_KINDS = StashKey[dict[str, Any]]()
+"""The run's check kinds by name."""
+INTERNAL_ERRORS = StashKey[list[tuple[str, str]]]()
+"""(submission id, internal-error id) of each submission the grader failed on."""
 
 T = TypeVar("T")
 
 __all__ = [
-    "Collected",
-    "PreparedCheck",
+    "CHECK_KINDS",
+    "INTERNAL_ERRORS",
     "collect",
     "grade",
     "grade_submission",
@@ -64,110 +65,6 @@ __all__ = [
     "spec_hash",
     "worker_count",
 ]
-
-
-@dataclass(frozen=True)
-class PreparedCheck:
-    """A check with its kind, context and prepared calls."""
-
-    check: Check
-    kind: Any
-    context: KindContext
-    prepared: Prepared
-
-
-@dataclass(frozen=True)
-class Collected:
-    """Everything known before the first submission is graded."""
-
-    exercises: tuple[Exercise, ...]
-    checks: tuple[tuple[Exercise, tuple[PreparedCheck, ...]], ...]
-    spec_hash: str
-    unlisted_hidden: int = 0
-    """Hidden checks known only by count (the public-checks file lists none)."""
-
-    def header(self, command: str) -> GradingReport:
-        """The session's report before any result: versions and exercises, no submissions.
-
-        What a writer needs to render one submission's file while the
-        batch still runs.
-        """
-        return GradingReport(__version__, self.spec_hash, command, (), self.exercises)
-
-    @functools.cached_property
-    def run_order(self) -> tuple[tuple[Exercise, PreparedCheck], ...]:
-        """Every prepared check in the order its calls are made: visible checks first.
-
-        A submission's output is shown only up to its first hidden call,
-        and a job learns each call only when it is made: running every
-        visible check before any hidden one keeps the most of what the
-        student printed showable. Within each group, the specs' order.
-        """
-        pairs = [(exercise, pc) for exercise, items in self.checks for pc in items]
-        return tuple(
-            [p for p in pairs if not secret_while_grading(p[1].check)]
-            + [p for p in pairs if secret_while_grading(p[1].check)]
-        )
-
-    @functools.cached_property
-    def calls(self) -> tuple[Call, ...]:
-        """The calls of a submission, in `run_order` (what ``grader_run_calls`` is given)."""
-        return tuple(call for _, pc in self.run_order for call in pc.prepared.calls)
-
-    @functools.cached_property
-    def slices(self) -> dict[tuple[str, str], slice]:
-        """Where each check's calls sit in `calls`, keyed by (exercise id, check id)."""
-        out: dict[tuple[str, str], slice] = {}
-        offset = 0
-        for exercise, pc in self.run_order:
-            n = len(pc.prepared.calls)
-            out[(exercise.id, pc.check.id)] = slice(offset, offset + n)
-            offset += n
-        return out
-
-    @functools.cached_property
-    def check_slices(self) -> tuple[tuple[tuple[str, str], slice], ...]:
-        """((exercise id, check id), where its calls sit in `calls`) of every check, in the specs' order."""
-        return tuple(
-            ((exercise.id, pc.check.id), self.slices[(exercise.id, pc.check.id)])
-            for exercise, items in self.checks
-            for pc in items
-        )
-
-    @functools.cached_property
-    def exercise_check_slices(self) -> dict[str, tuple[tuple[tuple[str, str], slice], ...]]:
-        """`check_slices` of each exercise, by exercise id."""
-        out: dict[str, list[tuple[tuple[str, str], slice]]] = {}
-        for key, where in self.check_slices:
-            out.setdefault(key[0], []).append((key, where))
-        return {ex_id: tuple(items) for ex_id, items in out.items()}
-
-    def split(self, results: Sequence[T]) -> list[tuple[Exercise, PreparedCheck, list[T]]]:
-        """Each prepared check with its own part of a submission's results, in the specs' order.
-
-        Parameters
-        ----------
-        results : sequence
-            One item per call of `calls`, in that order (`grader.models.CallResult`, or any
-            per-call value such as its seconds); a shorter sequence gives the checks past its
-            end fewer items (none).
-
-        Returns
-        -------
-        list of (grader.models.Exercise, PreparedCheck, list)
-            Every check of `checks`, exercise by exercise, with the items of its own calls.
-        """
-        return [
-            (exercise, pc, list(results[self.slices[(exercise.id, pc.check.id)]]))
-            for exercise, items in self.checks
-            for pc in items
-        ]
-
-    @property
-    def hidden_count(self) -> int:
-        """Number of checks that are not ``visible``."""
-        listed = sum(1 for ex in self.exercises for c in ex.checks if secret_while_grading(c))
-        return listed + self.unlisted_hidden
 
 
 def answered(value: T | None, hook: str) -> T:
@@ -351,12 +248,6 @@ def _bounded(check: Check, context: KindContext, prepared: Prepared) -> Prepared
             budget = DEFAULT_BUDGET  # what a submission that does not raise returns has no reference size
         calls.append(dataclasses.replace(call, budget=budget, hidden=secret_while_grading(check)))
     return dataclasses.replace(prepared, calls=tuple(calls))
-
-
-def _catalogue_fingerprint(config: Config, fingerprint: Any) -> str:
-    """The mutant catalogue's fingerprint ("" when the run has none)."""
-    folder = packs.mutants_dir(config)[0]
-    return fingerprint(folder, config.pack.submission) if folder is not None else ""
 
 
 def _looks_like_spec(name: str) -> bool:
@@ -623,36 +514,6 @@ def result_key(submission: Submission, collected: Collected, config: Config) -> 
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def result_settings(config: Config, with_secret: bool = True) -> dict[str, Any]:
-    """The run settings a result depends on (part of `result_key`; a shard's manifest compares them).
-
-    ``with_secret`` adds the course secret's fingerprint.
-    """
-    settings = {
-        "import_timeout": config.option("import_timeout"),
-        "submission_timeout": config.option("submission_timeout"),
-        "insecure": config.option("insecure", False),
-        "visible_only": config.command == "check",
-        "after_due_date": config.option("after_due_date", False),
-        "published": config.option("published", False),
-        "diagnosis": _diagnosis_fingerprint(config),
-    }
-    if with_secret:  # hidden inputs derive from the course secret: another secret, other inputs, another result
-        settings["course_secret"] = course_secret(config).fingerprint
-    return settings
-
-
-def _diagnosis_fingerprint(config: Config) -> str:
-    """The catalogue behind diagnoses (its fingerprint), or "" when diagnosis is off; computed once."""
-    if config.option("no_diagnosis", False) or config.pluginmanager.get_plugin("diagnosis") is None:
-        return ""
-    if _CATALOGUE_FINGERPRINT not in config.stash:
-        from grader.packs.catalogue import fingerprint
-
-        config.stash[_CATALOGUE_FINGERPRINT] = _catalogue_fingerprint(config, fingerprint)
-    return config.stash[_CATALOGUE_FINGERPRINT]
-
-
 AHEAD = 4
 """Submissions in flight per grading thread in `grade` (queued, running, or graded and not yet written)."""
 
@@ -686,7 +547,7 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
                 f"--only: no submission with the id {', '.join(map(repr, unknown))}; give ids as "
                 "results.json lists them"
             )
-    from grader.shards import select
+    from grader.grading.slices import select
 
     submissions = select(submissions, config)  # --shard K/N: this run's slice of the class (ids named class-wide)
     collected = collect(config, visible_only=visible_only)

@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import UsageError
-from grader.models import Submission
 from grader.intake.naming import display_name, what_it_holds
+from grader.models import Submission
 from grader.reporting.safetext import display
 from grader.stash import StashKey
 
@@ -501,8 +501,8 @@ def _submissions(
     scratch: Callable[[], Path],
     skipped: list[str],
 ) -> list[Submission]:
-    from grader.intake.archive import ArchiveError, Student, _take
     from grader.builtin.submission import make_submission, notebook_submission
+    from grader.intake.archive import ArchiveError, Student, _take
 
     pack = config.pack
     which = config.option("attempt") or "latest"

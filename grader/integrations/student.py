@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grader.collected import COLLECTED
 from grader.models import GradingReport
-from grader.stash import COLLECTED
 
 __all__ = ["CheckRun", "VisibleCheck", "run_check", "visible_checks"]
 

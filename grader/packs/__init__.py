@@ -471,7 +471,7 @@ def _keep_parsed_manifest(path: Path, raw: bytes, data: Any) -> None:
 
 
 def _grader_version() -> str:
-    from grader import __version__
+    from grader._version import __version__
 
     return __version__
 

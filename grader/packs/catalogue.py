@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from grader.errors import ConfigError
-from grader.reporting.fileio import cache_dir, read_regular, write_atomic
 from grader.models import Call, CallResult, RunOutcome, Submission
+from grader.reporting.fileio import cache_dir, read_regular, write_atomic
 
 __all__ = [
     "CATALOGUE_FILE",

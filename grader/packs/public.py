@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grader import __version__
-from grader.reporting.disclosure import is_public
+from grader._version import __version__
 from grader.errors import ConfigError
 from grader.kinds import KindContext
 from grader.models import Call, Check, Exercise, Prepared
+from grader.reporting.disclosure import is_public
 
 if TYPE_CHECKING:
-    from grader.grading.session import Collected
+    from grader.collected import Collected
 
 __all__ = ["FORMAT", "decode", "encode", "load_bundle", "load_mistakes", "publish", "visible_part"]
 
@@ -217,7 +217,7 @@ def load_bundle(path: Path, kinds: dict[str, Any]) -> tuple[Collected, int]:
     grader.errors.ConfigError
         If the file is missing, not a bundle, or names an unknown check kind.
     """
-    from grader.grading.session import Collected, PreparedCheck
+    from grader.collected import Collected, PreparedCheck
 
     try:
         data = _read(path)
@@ -284,8 +284,8 @@ def load_mistakes(path: Path) -> Any:
         them; None when the bundle lists no mistakes (published without a
         catalogue) or cannot be read.
     """
-    from grader.packs.catalogue import Catalogue, Entry
     from grader.models import CallResult
+    from grader.packs.catalogue import Catalogue, Entry
 
     try:
         data = _read(path)

@@ -179,7 +179,9 @@ def _student_packages(line: str, pkg: str) -> str:
     return "packages = [" + ", ".join(json.dumps(n) for n in [*kept, pkg]) + "]"
 
 
-STUDENT_PYTEST = '    "pytest>=7.4",  # the student runs the visible checks as pytest tests (grader.integrations.pytest_plugin)'
+STUDENT_PYTEST = (
+    '    "pytest>=7.4",  # the student runs the visible checks as pytest tests (grader.integrations.pytest_plugin)'
+)
 """The student package's one dependency beyond the grader's own: pytest, which its plugin needs."""
 
 

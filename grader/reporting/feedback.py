@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.reporting.disclosure import HIDDEN_NOTE, student_message
 from grader.kinds import GATE_NOTE
 from grader.models import CheckResult, Diagnosis, ExerciseResult, SubmissionResult
+from grader.reporting.disclosure import HIDDEN_NOTE, student_message
 
 __all__ = [
     "HIDDEN_NOTE",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
 
+from grader.packs import find_pack
 from grader.reporting.disclosure import HIDDEN_NOTE, message_shown
 from grader.reporting.feedback import (
     check_mistake,
@@ -24,10 +25,15 @@ from grader.reporting.feedback import (
     mistake_example,
     not_attempted,
 )
-from grader.packs import find_pack
 from grader.reporting.safetext import display
+from grader.stash import StashKey
 
 __all__ = ["STATUS_LABELS", "TEMPLATES", "environment"]
+
+INDEX_LINKS = StashKey[list[tuple[str, str]]]()
+"""(label, file name) pairs the class index page (``index.html``) links to."""
+SUMMARY_LINKS = StashKey[list[tuple[str, str]]]()
+"""(label, file name) pairs the summary page (``summary.html``) links to."""
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 """The templates' folder."""

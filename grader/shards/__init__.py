@@ -29,15 +29,14 @@ import hashlib
 import json
 import math
 import os
-import re
-import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader import __version__
+from grader._version import __version__
 from grader.errors import UsageError
+from grader.grading.slices import CLASS_IDS, CLASS_LISTING, STASH_KEY, ShardSpec
 from grader.models import (
     CALL_STATUSES,
     Call,
@@ -46,22 +45,16 @@ from grader.models import (
     Submission,
     SubmissionResult,
 )
-from grader.stash import COLLECTED, OUTCOME_SOURCES, StashKey
+from grader.stash import StashKey
 
 __all__ = [
     "FORMAT",
     "MANIFEST",
     "RECORDS",
     "REPLAY_KEY",
-    "SCHEDULER_VARIABLES",
     "SUBFOLDER",
-    "ShardSpec",
     "decode_outcome",
     "encode_outcome",
-    "merge",
-    "parse_shard",
-    "select",
-    "shard_of",
 ]
 
 FORMAT = "grader-shard/1"
@@ -76,26 +69,6 @@ _SEAL_LABEL = b"grader shard seal v1"
 REPLAY_KEY = StashKey[dict[str, Any]]()
 """``config.stash`` key: during a merge, each submission's recorded outcome by id (the shard plugin's
 ``grader_run_calls`` answers with it, so every wrapper of that hook sees it as in the shard's run)."""
-STASH_KEY: StashKey[ShardSpec] = StashKey()
-"""``config.stash`` key: the run's `ShardSpec`, when it grades a shard."""
-CLASS_IDS = StashKey[list[str]]()
-"""``config.stash`` key: every submission id of the class, when the run grades one shard of it."""
-CLASS_LISTING = StashKey[list[list[str]]]()
-"""``config.stash`` key: the class listing, ``[id, SHA-256 of its file ('' for none)]`` per submission,
-when the run grades one shard of it (`run_of`)."""
-
-SCHEDULER_VARIABLES = (
-    ("JOB_COMPLETION_INDEX", "a Kubernetes Indexed Job"),
-    ("SLURM_ARRAY_TASK_ID", "a Slurm job array"),
-    (
-        "GRADER_SHARD_INDEX",
-        "GRADER_SHARD_INDEX (e.g. GitHub Actions' strategy.job-index)",
-    ),
-)
-"""Environment variables ``--shard auto/N`` reads, first set wins; each holds a 0-based index."""
-
-_KEY = b"grader shard v1\0"
-MAX_SHARDS = 100_000
 MAX_MANIFEST_BYTES = 64 << 20
 MAX_RECORD_BYTES = 256 << 20
 
@@ -132,129 +105,6 @@ LOCATION_OPTIONS = frozenset(
 )
 """Options that say where a run reads or writes, or how fast it goes, not what it gives: not compared
 between shards and not carried into the merge (files read are compared by content, `_options`)."""
-
-
-@dataclass(frozen=True)
-class ShardSpec:
-    """Which slice of the class a run grades.
-
-    Attributes
-    ----------
-    k : int
-        The slice, 1-based (``1 <= k <= n``).
-    n : int
-        How many slices the class is cut into.
-    source : str
-        Where ``k`` came from (``--shard`` or a scheduler's variable), for messages.
-    """
-
-    k: int
-    n: int
-    source: str = "--shard"
-
-    def __str__(self) -> str:
-        return f"{self.k}/{self.n}"
-
-
-def _digits(text: str) -> bool:
-    """Whether ``text`` (stripped) is ASCII digits only: ``str.isdigit`` also takes "²" (which ``int`` refuses)
-    and "١" (which it reads as 1)."""
-    return re.fullmatch(r"[0-9]+", text.strip()) is not None
-
-
-def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> ShardSpec:
-    """Read ``--shard K/N`` (``K`` 1-based) or ``--shard auto/N`` (``K`` from the scheduler).
-
-    Parameters
-    ----------
-    text : str
-        ``"2/4"`` or ``"auto/4"``.
-    environ : mapping, optional
-        The environment (default ``os.environ``). For a Slurm array,
-        ``SLURM_ARRAY_TASK_MIN`` (default 0) is subtracted from the task id
-        and ``SLURM_ARRAY_TASK_COUNT``, when set, must equal ``N``.
-
-    Returns
-    -------
-    ShardSpec
-
-    Raises
-    ------
-    grader.errors.UsageError
-        If the text is not ``K/N`` with ``1 <= K <= N``, or ``auto`` finds
-        no scheduler variable or an index outside ``0 .. N-1``.
-    """
-    env = os.environ if environ is None else environ
-    k_text, sep, n_text = text.partition("/")
-    if not sep or not _digits(n_text) or not (1 <= int(n_text) <= MAX_SHARDS):
-        raise UsageError(
-            f"--shard {text}: give K/N, the K-th of N shards (e.g. 2/4, K from 1), or auto/N to take "
-            "K from the scheduler"
-        )
-    n = int(n_text)
-    if k_text.strip().lower() != "auto":
-        if not _digits(k_text) or not 1 <= int(k_text) <= n:
-            raise UsageError(f"--shard {text}: K must be a whole number from 1 to {n} (shards are counted from 1)")
-        return ShardSpec(int(k_text), n)
-    found: list[tuple[str, int]] = []
-    for name, what in SCHEDULER_VARIABLES:
-        value = env.get(name, "").strip()
-        if not value:
-            continue
-        if not _digits(value):
-            raise UsageError(f"--shard {text}: {name}={value!r} ({what}) is not a whole number")
-        index = int(value)
-        if name == "SLURM_ARRAY_TASK_ID":
-            low = env.get("SLURM_ARRAY_TASK_MIN", "0").strip() or "0"
-            count = env.get("SLURM_ARRAY_TASK_COUNT", "").strip()
-            if not _digits(low):
-                raise UsageError(f"--shard {text}: SLURM_ARRAY_TASK_MIN={low!r} is not a whole number")
-            if count and count != str(n):
-                raise UsageError(
-                    f"--shard {text}: the Slurm array has {count} tasks (SLURM_ARRAY_TASK_COUNT) but "
-                    f"--shard says {n}; use '#SBATCH --array=0-{n - 1}' or --shard auto/{count}"
-                )
-            index -= int(low)
-        if not 0 <= index < n:
-            raise UsageError(
-                f"--shard {text}: {name}={value} ({what}) is outside 0..{n - 1}; the scheduler's "
-                f"indices must count the {n} shards from 0"
-            )
-        found.append((name, index))
-    if len({index for _, index in found}) > 1:  # two schedulers' variables that disagree: neither is trusted
-        said = " but ".join(f"{name} says shard {index + 1}" for name, index in found)
-        raise UsageError(f"--shard {text}: {said}; unset the variable that is not this job's, or give K/N")
-    if found:
-        return ShardSpec(found[0][1] + 1, n, found[0][0])
-    names = ", ".join(name for name, _ in SCHEDULER_VARIABLES)
-    raise UsageError(f"--shard {text}: no scheduler index in the environment (looked for {names}); give K/N instead")
-
-
-def shard_of(sub_id: str, n: int) -> int:
-    """The 1-based shard of a submission id among ``n``: a keyed SHA-256 of the id, modulo ``n``.
-
-    It depends on the id alone: adding or removing other students never
-    moves a student to another shard.
-    """
-    digest = hashlib.sha256(_KEY + sub_id.encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:8], "big") % n + 1
-
-
-def select(submissions: Sequence[Submission], config: Any) -> list[Submission]:
-    """The submissions this run grades: all of them, or its shard's (``--shard``), in the class's order.
-
-    Called once every submission is located and named (so slugs are the
-    whole class's). Keeps the class's ids in ``config.stash`` for the
-    shard's manifest.
-    """
-    text = config.option("shard")
-    if not text:
-        return list(submissions)
-    spec = text if isinstance(text, ShardSpec) else parse_shard(str(text))
-    config.stash[STASH_KEY] = spec
-    config.stash[CLASS_IDS] = [s.id for s in submissions]
-    config.stash[CLASS_LISTING] = [[s.id, s.sha256] for s in submissions]
-    return [s for s in submissions if shard_of(s.id, spec.n) == spec.k]
 
 
 # --- what crosses: outcomes as plain data --------------------------------------------------------
@@ -500,9 +350,9 @@ def manifest(config: Any, collected: Any, ids: Sequence[str]) -> dict[str, Any]:
     ids : sequence of str
         The ids of the shard's results, in the class's order.
     """
-    from grader.packs import reference_file
     from grader.config.secret import course_secret
-    from grader.grading.session import result_settings
+    from grader.grading.settings import result_settings
+    from grader.packs import reference_file
 
     spec: ShardSpec = config.stash[STASH_KEY]
     reference = reference_file(config)
@@ -694,8 +544,8 @@ def write_record(folder: Path, manifest_data: dict[str, Any], lines: Iterable[st
     complete. ``secret`` (a `grader.config.secret.CourseSecret`, default: none set) keys the seal."""
     import gzip  # here: only a sharded run writes records
 
-    from grader.reporting.fileio import write_atomic
     from grader.config.secret import CourseSecret
+    from grader.reporting.fileio import write_atomic
 
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{RECORDS}.tmp"
@@ -785,309 +635,3 @@ def read_shard(folder: str | Path) -> Shard:
     ):
         raise UsageError(f"{candidate}: class_listing is not a list of [id, sha256]")
     return Shard(candidate.parent, data)
-
-
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text[:12] + "…" if len(text) > 16 else text
-
-
-def _first_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
-    for key in sorted(set(a) | set(b)):
-        if a.get(key) != b.get(key):
-            return f"{key.replace('_', '-').replace(':sha256', ' (file content)')}: {_short(a.get(key))} vs {_short(b.get(key))}"
-    return ""
-
-
-def check_shards(shards: Sequence[Shard], config: Any) -> None:
-    """Refuse shards that do not make one class together, or were made differently from each other or this merge.
-
-    Raises
-    ------
-    grader.errors.UsageError
-        Naming the shards at fault: another grader version, specs,
-        reference, course secret, settings, options or plugins; another
-        count N or another class; another run (a shard left from an earlier
-        run: a submission graded from other content); a shard missing or
-        given twice.
-    """
-    if not shards:
-        raise UsageError("merge: give the shard folders to merge")
-    first = shards[0]
-    m0 = first.manifest
-    what = (
-        ("grader_version", "grader version", "grade every shard with the same grader"),
-        (
-            "spec_hash",
-            "specs or reference (spec hash)",
-            "grade every shard with the same --specs and --reference",
-        ),
-        (
-            "reference_sha256",
-            "reference",
-            "grade every shard with the same --reference",
-        ),
-        (
-            "secret_fingerprint",
-            "course secret",
-            "grade every shard with the same course secret",
-        ),
-        ("plugins", "plugins (-p)", "grade every shard with the same -p options"),
-    )
-    for other in shards[1:]:
-        m = other.manifest
-        for key, label, fix in what:
-            if m[key] != m0[key]:
-                raise UsageError(
-                    f"merge: shards {first.name} and {other.name} were made with different {label} "
-                    f"({_short(m0[key])} vs {_short(m[key])}); {fix}"
-                )
-        for key, label in (("settings", "settings"), ("options", "options")):
-            if m[key] != m0[key]:
-                raise UsageError(
-                    f"merge: shards {first.name} and {other.name} were graded with different {label} "
-                    f"({_first_difference(m0[key], m[key])}); grade every shard with the same options"
-                )
-        if m["shard"]["n"] != m0["shard"]["n"]:
-            raise UsageError(
-                f"merge: shards {first.name} and {other.name} cut the class into different numbers of "
-                "shards; merge the shards of one run of N"
-            )
-        if m["class"] != m0["class"] or m["class_ids"] != m0["class_ids"]:
-            raise UsageError(
-                f"merge: shards {first.name} and {other.name} graded different classes "
-                f"({m0['class']['count']} vs {m['class']['count']} submissions, or other ids); grade "
-                "every shard from the same PATHs"
-            )
-        if m["class_listing"] != m0["class_listing"] or m["run"] != m0["run"] or run_of(m) != m["run"]:
-            changed = next(
-                (
-                    f"{a[0]!r} was graded from other content ({_short(a[1])} vs {_short(b[1])})"
-                    for a, b in zip(m0["class_listing"], m["class_listing"], strict=False)
-                    if a != b
-                ),
-                f"run {_short(m0['run'])} vs {_short(m['run'])}",
-            )
-            raise UsageError(
-                f"merge: shards {first.name} and {other.name} belong to different runs: {changed}; a shard "
-                "left from an earlier run? grade every shard of one run from the same files and merge those"
-            )
-    n = m0["shard"]["n"]
-    seen: dict[int, Shard] = {}
-    for shard in shards:
-        k = shard.manifest["shard"]["k"]
-        if k in seen:
-            raise UsageError(
-                f"merge: shard {k}/{n} is given twice: {seen[k].folder} and {shard.folder}; give each shard once"
-            )
-        seen[k] = shard
-    missing = [k for k in range(1, n + 1) if k not in seen]
-    if missing:
-        shown = ", ".join(f"{k}/{n}" for k in missing[:20]) + (" ..." if len(missing) > 20 else "")
-        raise UsageError(
-            f"merge: {len(missing)} of {n} shards missing: {shown}; grade "
-            f"{'it' if len(missing) == 1 else 'them'} with --shard K/{n} and merge every shard"
-        )
-    mine = {"grader_version": __version__}
-    if m0["grader_version"] != mine["grader_version"]:
-        raise UsageError(
-            f"merge: the shards were made by grader {m0['grader_version']}, this is {__version__}; "
-            "merge with the grader that graded them"
-        )
-    from grader.config.secret import course_secret
-    from grader.grading.session import result_settings
-
-    if course_secret(config).fingerprint != m0["secret_fingerprint"]:
-        raise UsageError(
-            "merge: the shards were graded with another course secret than this merge's "
-            f"(fingerprint {_short(m0['secret_fingerprint'])}); set the same secret"
-        )
-    mine_settings = result_settings(config, with_secret=False)
-    if mine_settings.get("diagnosis") != m0["settings"].get("diagnosis"):
-        raise UsageError(
-            "merge: the shards were graded with another catalogue of mistakes (--mutants, "
-            "--no-diagnosis) than this merge's; merge with the same"
-        )
-    if sorted(str(p) for p in config.option("p") or ()) != m0["plugins"]:
-        raise UsageError(
-            f"merge: the shards were graded with -p {' '.join(m0['plugins']) or '(none)'}; give the "
-            "merge the same -p options"
-        )
-    holders: dict[str, Shard] = {}
-    for shard in shards:
-        n_ = shard.manifest["shard"]["n"]
-        for sid in shard.manifest["ids"]:
-            if shard_of(sid, n_) != shard.manifest["shard"]["k"] or sid in holders:
-                raise UsageError(f"merge: {shard.name} holds {sid!r}, which belongs to another shard; grade it again")
-            holders[sid] = shard
-
-
-def merge_options(options: Any, parser: Any) -> Any:
-    """The options of the merged run: an unsharded ``grade``'s, with the shards' options that change files.
-
-    Reads and checks every shard's manifest (`read_shard`; their agreement
-    is checked by `check_shards` once the run is configured) and returns a
-    ``grade`` namespace: the grade parser's defaults, the shards' recorded
-    options, and this merge's own ``--out``, ``--json``, ``--csv``,
-    ``--junit``, ``-q``, ``--specs``, ``--reference``, ``--mutants``, ``-p``.
-    The sandbox stays off (``insecure``): a merge runs no submission.
-    """
-    shards = [read_shard(folder) for folder in options.shard_dirs]
-    grade = parser.parse_args(["grade", "-"])
-    if shards:
-        for name, value in shards[0].manifest["options"].items():
-            if ":" not in name and hasattr(grade, name):
-                setattr(grade, name, value)
-    for name, value in vars(options).items():
-        if name in ("command", "shard_dirs"):
-            continue
-        setattr(grade, name, value)
-    grade.paths = []
-    grade.insecure = True  # a merge runs nothing: no sandbox is started
-    grade._shards = shards
-    return grade
-
-
-def _records(shard: Shard) -> Iterator[tuple[int, Any]]:
-    import gzip
-
-    path = shard.folder / RECORDS
-    if not path.is_file():
-        raise UsageError(
-            f"{path}: missing; grade shard {shard.manifest['shard']['k']}/{shard.manifest['shard']['n']} again"
-        )
-    try:
-        with gzip.open(path, "rb") as f:
-            for number, line in enumerate(f, start=1):
-                if len(line) > MAX_RECORD_BYTES:
-                    raise UsageError(f"{path}: line {number} is larger than {MAX_RECORD_BYTES >> 20} MiB")
-                yield number, _strict_json(line)
-    except (OSError, EOFError, ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise UsageError(
-            f"{path}: unreadable ({str(exc)[:200] or 'nested too deeply'}); grade that shard again"
-        ) from None
-
-
-def merge(config: Any) -> Any:
-    """Write the files of one unsharded run from the shards' records; return its `GradingReport`.
-
-    The run's specs and reference are collected (their hash must be the
-    shards'); then, in the class's order, the writers get what they get in
-    a grading run: ``grader_collection_finish`` with every submission, per
-    submission its recorded outcome through ``grader_run_calls`` (answered
-    by the shard plugin from ``config.stash[REPLAY_KEY]``, so every wrapper
-    of that hook sees it) and its final result through
-    ``grader_submission_graded``, and ``grader_write_reports`` once.
-    ``grader_cached_result`` is asked too, as in a grading run (its answer
-    is not used): the SQLite gradebook then keeps every result under the
-    shards' keys, so ``grader grade`` into the merged folder resumes from it.
-
-    Raises
-    ------
-    grader.errors.UsageError
-        If the shards do not agree (`check_shards`), a record is missing or
-        unreadable, or the specs differ from the shards'.
-    """
-    from grader.grading import session
-    from grader.errors import GraderError
-    from grader.reporting.fileio import make_out_dir
-    from grader.models import GradingReport, result_from_dict
-    from grader.config.secret import course_secret
-
-    shards: list[Shard] = config.options._shards
-    check_shards(shards, config)
-    out = Path(config.out_dir).resolve()
-    for shard in shards:
-        if out == shard.folder.parent.resolve():
-            k, n = shard.manifest["shard"]["k"], shard.manifest["shard"]["n"]
-            raise UsageError(
-                f"merge: --out {config.out_dir}: that is shard {k}/{n}'s own folder; merge into another folder"
-            )
-    for shard in shards:  # before a record is read: an edited shard is never trusted
-        check_seal(shard, course_secret(config))
-    m0 = shards[0].manifest
-    collected = session.collect(config)
-    if collected.spec_hash != m0["spec_hash"]:
-        raise UsageError(
-            f"merge: the shards were graded with other specs or another reference than --specs "
-            f"{config.option('specs')} --reference {config.option('reference')} (spec hash "
-            f"{_short(m0['spec_hash'])} vs {_short(collected.spec_hash)}); merge with the same"
-        )
-    entries: dict[str, tuple[Submission, SubmissionResult, bytes | None]] = {}
-    calls = collected.calls
-    for shard in shards:
-        expected = shard.manifest["ids"]
-        got = []
-        for number, data in _records(shard):
-            where = f"{shard.folder / RECORDS}: line {number}"
-            try:
-                if type(data) is not dict or set(data) != {
-                    "submission",
-                    "result",
-                    "outcome",
-                }:
-                    raise ValueError("not a record")
-                sub = _submission_from(data["submission"])
-                check_result_data(data["result"])
-                result = result_from_dict(data["result"])
-                outcome = None
-                if data["outcome"] is not None:
-                    decode_outcome(data["outcome"], calls)  # checked now: a refused merge writes nothing
-                    # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
-                    outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise UsageError(f"{where}: not a shard record ({exc}); grade that shard again") from None
-            if result.id != sub.id:
-                raise UsageError(f"{where}: the result is of {result.id!r}, the submission {sub.id!r}")
-            got.append(sub.id)
-            entries[sub.id] = (sub, result, outcome)
-        if got != expected:
-            raise UsageError(
-                f"{shard.folder / RECORDS}: holds {len(got)} results, the manifest lists {len(expected)}; "
-                "grade that shard again"
-            )
-    class_ids = m0["class_ids"]
-    lost = [sid for sid in class_ids if sid not in entries]
-    if lost:
-        raise UsageError(
-            f"merge: {len(lost)} submission(s) of the class are in no shard: "
-            f"{', '.join(map(repr, lost[:10]))}; grade their shard again"
-        )
-    make_out_dir(config.out_dir)
-    order = [entries[sid] for sid in class_ids]
-    config.stash[COLLECTED] = collected
-    config.hooks.collection_finish(submissions=[s for s, _, _ in order], collected=collected, config=config)
-    replay = config.stash.setdefault(REPLAY_KEY, {})
-    # The runner takes each submission's recorded outcome from here: no code runs in a merge.
-    config.stash.setdefault(OUTCOME_SOURCES, []).append(lambda sub, calls: replay.get(sub.id))
-    # The result keys are the shards' (a later unsharded run resumes from the merged gradebook): the shards'
-    # sandbox setting, now that configuring is over (a merge starts no sandbox).
-    config.options.insecure = m0["settings"].get("insecure", False)
-    results = []
-    for sub, result, outcome in order:
-        if sub.file is not None and not sub.problem:  # as a grading run asks: the gradebook learns the key
-            key = session.result_key(sub, collected, config)
-            config.hook.grader_cached_result(submission=sub, key=key, config=config)
-        if outcome is not None:
-            replay[sub.id] = decode_outcome(json.loads(zlib.decompress(outcome)), calls)
-            config.hooks.run_calls(submission=sub, calls=list(calls), config=config)
-            replay.pop(sub.id, None)
-        results.append(session._hand_over(result, sub, collected, config))
-    report = GradingReport(
-        __version__,
-        collected.spec_hash,
-        config.command,
-        tuple(results),
-        collected.exercises,
-    )
-    errors: list[GraderError] = []
-    failed = session.call_each(config, "grader_write_reports", report=report, config=config, _errors=errors)
-    if errors:
-        raise errors[0]
-    if failed:
-        names = ", ".join(f"{plugin} ({fault})" for plugin, fault in failed)
-        raise session.WriterError(
-            f"{len(failed)} report writer(s) failed: {names}; every other file was written "
-            "(the traceback of each is above)"
-        )
-    return report

@@ -374,8 +374,8 @@ def load_policy(path: str) -> Policy:
         In one line naming the file, the key and the fix, if the file cannot
         be read, is not YAML, or breaks `POLICY_SCHEMA`.
     """
-    from grader.errors import SpecError
     from grader.config.yamlfile import parse_yaml
+    from grader.errors import SpecError
 
     if not Path(path).is_file():
         what = "is a folder" if Path(path).is_dir() else "no such file"

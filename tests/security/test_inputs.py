@@ -165,7 +165,7 @@ def plugin(source: str) -> Callable[[Path], list[Any]]:
 
 
 KIND_PLUGIN = """
-from grader.config.plugins import hookimpl
+from grader.markers import hookimpl
 
 class Kind:
     name = {name!r}
