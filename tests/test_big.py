@@ -19,9 +19,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from g14.reference.error_bounds import EPS, row_weight_bound, score_rounding, weight_bounds
+from course_plugin import error_bounds
 from test_boundary import _PipeJob, worker_frame
 from test_checks import make, prepare
+
+EPS, row_weight_bound, score_rounding, weight_bounds = (
+    error_bounds.EPS,
+    error_bounds.row_weight_bound,
+    error_bounds.score_rounding,
+    error_bounds.weight_bounds,
+)
 
 from grader.child import worker
 from grader.execution.boundary import BoundaryError, budget_for, decode_frame

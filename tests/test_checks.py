@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REFERENCE
-from g14.kinds import KINDS as G14_KINDS
+from course_plugin import KINDS as G14_KINDS
 
 from grader.builtin.checks import BUILTIN_KINDS
 from grader.builtin.reference import load_reference

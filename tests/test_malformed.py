@@ -519,7 +519,7 @@ def test_the_grader_script_exits_3_when_the_reference_exits(source: str, shown: 
 
 
 def test_every_builtin_kind_declares_a_schema_of_its_keys_and_the_readme_lists_them() -> None:
-    from g14.kinds import KINDS as G14_KINDS
+    from course_plugin import KINDS as G14_KINDS
 
     from grader.builtin.checks import BUILTIN_KINDS
 

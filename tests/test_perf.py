@@ -179,7 +179,7 @@ def _mutants(data: object, depth: int = 0, limit: int = 4):
 
 
 def _kind_schemas() -> dict[str, dict]:
-    from g14.kinds import KINDS as G14_KINDS
+    from course_plugin import KINDS as G14_KINDS
 
     from grader.builtin.checks import BUILTIN_KINDS
 

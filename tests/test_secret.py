@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REFERENCE, SPECS, SUBMISSIONS
-from g14.kinds import KINDS as G14_KINDS
+from course_plugin import KINDS as G14_KINDS
 
 from grader.builtin.checks import BUILTIN_KINDS
 from grader.builtin.reference import load_reference

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REFERENCE, SPECS, STARTER
-from g14.kinds import KINDS as G14_KINDS
+from course_plugin import KINDS as G14_KINDS
 
 from grader.builtin.checks import BUILTIN_KINDS
 from grader.builtin.yaml_spec import exercise_from_data

@@ -652,7 +652,8 @@ def discover_course(argv: list[str], cwd: Path | None = None) -> str | None:
 
 
 def find_pack(option: str | None = None) -> Pack:
-    """The pack a run grades: ``--pack`` (a folder, or an installed pack's id), else the one installed.
+    """The pack a run grades: ``--pack`` (a folder, or an installed pack's id), else the course folder at or
+    above the working folder (`course_root`), else the one installed.
 
     Raises
     ------
@@ -669,12 +670,18 @@ def find_pack(option: str | None = None) -> Pack:
             return load_pack(folder, package)
         known = ", ".join(sorted(installed)) or "none installed"
         raise ConfigError(f"--pack {option}: no such folder and no installed course pack of that name ({known})")
+    here = course_root(Path.cwd())  # the course folder we stand in, as pytest finds its rootdir
+    if here is not None:
+        return load_pack(here, _package_of(here))
     installed = installed_packs()
     if len(installed) == 1:
         package, folder = next(iter(installed.values()))
         return load_pack(folder, package)
     if not installed:
-        raise ConfigError(f"no course pack: install one (entry-point group '{ENTRY_POINT_GROUP}') or pass --pack DIR")
+        raise ConfigError(
+            "no course: run in a course folder (one holding course.yaml, or below it), pass --pack DIR, "
+            "or install the course's student package"
+        )
     raise ConfigError(
         f"several course packs are installed ({', '.join(sorted(installed))}); choose one with --pack NAME"
     )
