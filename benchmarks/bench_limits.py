@@ -92,8 +92,8 @@ def write_class(folder: Path, n: int) -> list[Path]:
 
 def _collected(specs: str | None = None, reference: str | None = None):
     """The grader's prepared checks (every check, hidden ones included), as ``grade`` prepares them."""
-    from grader.cli import build_parser
     from grader.config.core import Config
+    from grader.config.parser import build_parser
     from grader.config.plugins import get_plugin_manager
     from grader.grading import session
 

@@ -14,8 +14,8 @@ import json
 import os
 from pathlib import Path
 
-from grader.cli import build_parser
 from grader.config.core import Config
+from grader.config.parser import build_parser
 from grader.config.plugins import get_plugin_manager
 from grader.grading import session
 from grader.grading.judging import judge

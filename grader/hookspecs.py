@@ -8,7 +8,7 @@ the spec lists.
 
 Phases, in order:
 
-1. Set-up: `grader_addoption`, `grader_configure`.
+1. Set-up: `grader_add_commands`, `grader_addoption`, `grader_configure`.
 2. Collection: `grader_load_exercise`, `grader_load_reference`,
    `grader_check_kinds`, `grader_locate_submissions`.
 3. Grading: `grader_collection_finish` once, `grader_batch_start` once, then per submission
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from grader.collected import Collected
+    from grader.config.commands import Commands
     from grader.config.core import Config
     from grader.kinds import CheckKind, KindContext
     from grader.models import (
@@ -48,6 +49,17 @@ if TYPE_CHECKING:
 
 
 # --- 1. set-up -------------------------------------------------------------
+
+
+@hookspec
+def grader_add_commands(commands: Commands) -> None:
+    """Register subcommands of ``grader``: call ``commands.add(name, help=..., handler=..., ...)``.
+
+    Called once per run, before the command line is parsed, for every plugin (all called). The
+    built-in commands are the modules of ``grader.cli.commands``; a third-party plugin adds its
+    own the same way. Two plugins registering one name is a `grader.errors.PluginError` naming
+    both. See `grader.config.commands.Commands.add` for the arguments.
+    """
 
 
 @hookspec

@@ -411,8 +411,8 @@ def _grade_watched(paths: list[str], out: Path, log: Path) -> tuple[int, float, 
 
 def _collected():  # noqa: ANN202
     """Every exercise's prepared checks, hidden ones included, as ``grade`` prepares them here."""
-    from grader.cli import build_parser
     from grader.config.core import Config
+    from grader.config.parser import build_parser
     from grader.config.plugins import get_plugin_manager
     from grader.grading import session
 

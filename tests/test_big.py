@@ -495,8 +495,8 @@ def attention(Q, K, V, causal=False):
 def test_the_512x64_check_passes_the_right_answer_and_fails_one_element_off(tmp_path: Path) -> None:
     from conftest import REFERENCE, SUBMISSIONS
 
-    from grader.cli import build_parser
     from grader.config.core import Config
+    from grader.config.parser import build_parser
     from grader.config.plugins import get_plugin_manager
     from grader.execution.jobs import run_calls
     from grader.grading import session

@@ -22,8 +22,8 @@ from conftest import ROOT, SUBMISSIONS
 from markupsafe import escape
 
 from grader.builtin.diagnosis import DiagnosisTable, same_data
-from grader.cli import build_parser
 from grader.config.core import Config
+from grader.config.parser import build_parser
 from grader.config.plugins import get_plugin_manager
 from grader.markers import hookimpl
 from grader.models import Call, CallResult, Check

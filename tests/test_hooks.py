@@ -9,8 +9,9 @@ import types
 import pytest
 
 from grader import hookspecs
-from grader.cli import build_parser, main
+from grader.cli import main
 from grader.config.core import Hooks
+from grader.config.parser import build_parser
 from grader.config.plugins import get_plugin_manager
 from grader.errors import UsageError
 from grader.markers import hookimpl

@@ -27,9 +27,10 @@ from test_checks import failed, make, passed, prepare
 
 from grader.builtin.checks import RaisesKind
 from grader.builtin.diagnosis import DiagnosisTable, Evidence
-from grader.cli import build_parser, main
+from grader.cli import main
 from grader.compare import EPS, Mismatch, compare
 from grader.config.core import Config
+from grader.config.parser import build_parser
 from grader.config.plugins import get_plugin_manager
 from grader.config.yamlfile import parse_yaml
 from grader.grading import session

@@ -314,9 +314,7 @@ def _runner(settings: dict[str, Any]) -> Any:
         config = _RUNNERS.get(key)
         if config is not None:
             return config
-        from grader.cli import build_parser
-        from grader.config.core import Config
-        from grader.config.plugins import get_plugin_manager
+        from grader.config.parser import for_command
 
         try:
             from distributed import get_worker
@@ -324,9 +322,7 @@ def _runner(settings: dict[str, Any]) -> Any:
             slots = max(1, int(get_worker().state.nthreads))
         except (ImportError, ValueError, AttributeError):
             slots = 1
-        pm = get_plugin_manager(settings["plugins"], pack=settings.get("pack"))
         argv = [
-            "grade",
             "-",
             "--import-timeout",
             repr(float(settings["import_timeout"])),
@@ -337,10 +333,9 @@ def _runner(settings: dict[str, Any]) -> Any:
             *(["--insecure"] if settings["insecure"] else []),
             *(["--pack", settings["pack"]] if settings.get("pack") else []),
         ]
-        options = build_parser(pm).parse_args(argv)
-        options.out = None  # a worker writes no file: results go back to the instructor
-        config = Config(command="grade", options=options, pluginmanager=pm)
-        _keep_alive(lambda: pm.hook.grader_configure(config=config))
+        config = for_command("grade", argv, plugins=settings["plugins"], pack=settings.get("pack"))
+        config.options.out = None  # a worker writes no file: results go back to the instructor
+        _keep_alive(lambda: config.hooks.configure(config))
         _RUNNERS[key] = config
         return config
 

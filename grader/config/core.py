@@ -28,6 +28,7 @@ from grader.stash import Stash
 
 if TYPE_CHECKING:
     from grader.collected import Collected
+    from grader.config.commands import Commands
     from grader.kinds import CheckKind, KindContext
     from grader.models import (
         Call,
@@ -69,6 +70,11 @@ class Hooks:
         return getattr(self._pm.hook, name)(**kwargs)
 
     # --- 1. set-up ---------------------------------------------------------
+
+    def add_commands(self, commands: Commands) -> None:
+        """Let every plugin register its subcommands (all called; `grader.config.parser.commands_of`
+        calls the implementations one by one, to name the plugin of a clash)."""
+        self._pm.hook.grader_add_commands(commands=commands)
 
     def addoption(self, parser: argparse.ArgumentParser, command: str) -> None:
         """Let every plugin add the options of subcommand ``command`` (all called)."""

@@ -8,8 +8,10 @@ name with ``-p MODULE``; ``-p no:NAME`` blocks a plugin (built-in or not).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import pkgutil
 import sys
 from collections.abc import Iterable
 
@@ -79,6 +81,23 @@ ANSWERED: tuple[str, ...] = (
 (else ``-p no:judge`` was an internal error with a traceback on every submission)."""
 
 
+COMMANDS_PACKAGE = "grader.cli.commands"
+"""The package whose every module is a built-in subcommand (registered as ``command:<module>``)."""
+
+
+@functools.cache
+def builtin_commands() -> tuple[str, ...]:
+    """The modules of `COMMANDS_PACKAGE`, sorted: adding a subcommand is adding a module there.
+
+    The package is found by name, not imported for its contents: the configuration layer names the
+    command line's package only as a plugin location, as it names entry points.
+    """
+    spec = importlib.util.find_spec(COMMANDS_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return ()
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations) if not m.ispkg))
+
+
 def get_plugin_manager(
     plugins: Iterable[str] = (), load_entrypoints: bool = True, pack: str | None = None
 ) -> pluggy.PluginManager:
@@ -130,6 +149,9 @@ def get_plugin_manager(
             continue
         module = importlib.import_module(f"grader.builtin.{short}")
         pm.register(module, name=short)
+    for short in builtin_commands():
+        if not pm.is_blocked(f"command:{short}"):
+            pm.register(importlib.import_module(f"{COMMANDS_PACKAGE}.{short}"), name=f"command:{short}")
     pack_id = _register_pack(pm, pack)
     if load_entrypoints:
         try:

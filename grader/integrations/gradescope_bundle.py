@@ -36,7 +36,7 @@ from typing import Any
 import grader
 from grader.errors import UsageError
 
-__all__ = ["add_parser", "bundle_files", "run", "write_bundle"]
+__all__ = ["arguments", "bundle_files", "run", "write_bundle"]
 
 COMMAND = "gradescope-bundle"
 DISTRIBUTION = "g14-grader"
@@ -77,31 +77,16 @@ _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
-def add_parser(sub: Any, common: Callable[[str], argparse.ArgumentParser]) -> None:
-    """Add ``grader gradescope-bundle`` and its options to the command parser.
-
-    Parameters
-    ----------
-    sub : argparse._SubParsersAction
-        The ``grader`` command's subparsers.
-    common : callable
-        The options common to a command, by its name (``--pack``, plugins' options).
-    """
-    bundle = sub.add_parser(
-        COMMAND,
-        parents=[common(COMMAND)],
-        help="write a Gradescope autograder zip (setup.sh, run_autograder, the grader and the course pack)",
-        description="Write the zip a Gradescope programming assignment's autograder is: setup.sh, run_autograder, "
-        "this grader and the course pack, and the course secret when one is set. Upload it as is.",
-    )
-    bundle.add_argument(
+def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
+    """``gradescope-bundle``'s own arguments."""
+    parser.add_argument(
         "--out",
         dest="bundle_out",
         default="autograder.zip",
         metavar="FILE",
         help="the zip to write (default: autograder.zip)",
     )
-    bundle.add_argument(
+    parser.add_argument(
         "--secret-file",
         default=None,
         metavar="FILE",

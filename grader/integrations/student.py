@@ -95,14 +95,9 @@ def run_check(path: str, options: Sequence[str] = ()) -> CheckRun:
 
 
 def _config(path: str, options: Sequence[str]) -> Any:
-    from grader.cli import _plugin_args, build_parser
-    from grader.config.core import Config
-    from grader.config.plugins import get_plugin_manager
+    from grader.config.parser import for_command, plugin_args
 
-    argv = ["check", str(path), *options]
-    pm = get_plugin_manager(_plugin_args(argv))
-    parsed = build_parser(pm).parse_args(argv)
-    return Config(command="check", options=parsed, pluginmanager=pm)
+    return for_command("check", [str(path), *options], plugins=plugin_args(list(options)))
 
 
 def visible_checks(path: str, options: Sequence[str] = ()) -> list[VisibleCheck]:

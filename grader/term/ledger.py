@@ -32,28 +32,25 @@ missing from one assignment (unless ``--missing zero``).
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.errors import EXIT_OK, ConfigError, UsageError
+from grader.errors import ConfigError, UsageError
 from grader.stash import StashKey
 
 __all__ = [
     "Ledger",
-    "add_parser",
     "build_ledger",
     "late_record",
     "ledger_json",
     "load_assignment",
     "remember_term",
     "results_about",
-    "run",
     "term_allowances",
 ]
 
@@ -427,65 +424,3 @@ def term_report(ledger: Ledger) -> Any:
 
 
 # --- the subcommand ---------------------------------------------------------------------------
-
-
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add ``grader term`` to the CLI's subparsers; return its parser."""
-    term: argparse.ArgumentParser = sub.add_parser(
-        "term",
-        help="one gradebook across a term's assignments, with late days from one budget",
-        description="Read several assignments' results (grade --out folders or results.json files), in the "
-        "term's order, and write one gradebook: each student's score per assignment, late days used and left "
-        "from the term's budget (a policy's late_days: {term: N}), and the totals.",
-    )
-    term.add_argument("sources", nargs="+", metavar="RESULTS", help="each assignment's results, in order")
-    term.add_argument(
-        "--out", dest="term_out", default="term", metavar="DIR", help="folder for ledger.json and gradebook.csv"
-    )
-    term.add_argument(
-        "--missing",
-        choices=("error", "zero"),
-        default="error",
-        help="a student without a result for an assignment: an error (default), or 0 points",
-    )
-    term.add_argument(
-        "--canvas-assignment",
-        default="Term total",
-        metavar="NAME",
-        help="the assignment column of DIR/canvas.csv, as Canvas names it (default: Term total)",
-    )
-    return term
-
-
-def run(config: Any, write: Callable[[str], None]) -> int:
-    """``grader term``: read, charge, and write ``ledger.json`` and ``gradebook.csv`` (all or nothing)."""
-    from grader.builtin.csv_gradebook import gradebook_csv
-    from grader.reporting.fileio import write_atomic
-    from grader.reporting.safetext import display
-
-    ledger = build_ledger([load_assignment(s) for s in config.option("sources")], config.option("missing"))
-    out = Path(config.option("term_out"))
-    report = term_report(ledger)
-    texts = {LEDGER_FILE: ledger_json(ledger), GRADEBOOK_FILE: gradebook_csv(report)}
-    systems = {s.lms.get("system") for s in report.submissions}
-    if systems & {"canvas", "moodle"}:
-        from grader.builtin.lms import CANVAS_FILE, MOODLE_FILE, canvas_csv, moodle_csv
-
-        if "canvas" in systems:
-            texts[CANVAS_FILE] = canvas_csv(report, config.option("canvas_assignment"))
-        if "moodle" in systems:
-            texts[MOODLE_FILE] = moodle_csv(report, f"{ledger.course or 'term'} total")
-    try:
-        for name, text in texts.items():
-            write_atomic(out / name, text)
-    except OSError as exc:
-        raise UsageError(f"--out {out}: cannot write the ledger ({exc.strerror})") from None
-    ids = [a.id for a in ledger.assignments]
-    write(f"term of {len(ids)} assignment(s): {', '.join(ids)}; late days per student: {ledger.budget}")
-    for student, per in ledger.rows.items():
-        scores = " ".join(f"{a} {r['score']:g}/{r['max_score']:g}" for a, r in per.items())
-        used = sum(r["late_days_used"] for r in per.values())
-        total = sum(r["score"] for r in per.values())
-        write(display(f"{student}: {scores}; total {total:g}; late days used {used}, left {ledger.left[student]}"))
-    write(f"wrote {', '.join(str(out / name) for name in texts)}")
-    return EXIT_OK
