@@ -1117,7 +1117,7 @@ def odd_class(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (cls / "latin1_declared" / "attention.py").write_bytes(
         b'# -*- coding: latin-1 -*-\nGREETING = "caf\xe9"\n' + honest
     )
-    from grader.reporting.fileio import MAX_SOURCE_BYTES
+    from grader.fileio import MAX_SOURCE_BYTES
 
     def padded(size: int) -> bytes:
         filler = b"# " + b"x" * 97 + b"\n"

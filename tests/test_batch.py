@@ -266,7 +266,7 @@ def test_an_empty_zip_names_the_archive(cli, tmp_path: Path) -> None:
 def test_folders_left_by_a_killed_grader_are_removed_by_the_next(tmp_path: Path) -> None:
     import subprocess
 
-    from grader.reporting.fileio import remove_stale_scratch, scratch_prefix
+    from grader.fileio import remove_stale_scratch, scratch_prefix
 
     dead = subprocess.Popen(["true"])
     dead.wait()  # its pid names no process now

@@ -1,4 +1,4 @@
-"""The grader's cache folder (`grader.reporting.fileio.cache_dir`): the user's, never the working folder or ``/``."""
+"""The grader's cache folder (`grader.fileio.cache_dir`): the user's, never the working folder or ``/``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from grader.reporting.fileio import cache_dir
+from grader.fileio import cache_dir
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ def test_read_regular_allocates_what_the_file_holds_not_its_limit(tmp_path: Path
     4 MiB, and each of the mutants' cache files 256 MiB (``tests/test_malformed.py`` caught the first)."""
     import tracemalloc
 
-    from grader.reporting.fileio import read_regular
+    from grader.fileio import read_regular
 
     small = tmp_path / "small.json"
     small.write_bytes(b'{"key": 1}')

@@ -23,7 +23,7 @@ from scale_support import (
     run,
 )
 
-from grader.reporting.fileio import remove_stale_scratch
+from grader.fileio import remove_stale_scratch
 
 distributed = pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
 

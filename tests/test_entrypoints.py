@@ -1,4 +1,4 @@
-"""The entry points kept between runs (`grader.config.entrypoints`): read again whenever an installation changes."""
+"""The entry points kept between runs (`grader.readers.entrypoints`): read again whenever an installation changes."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from grader.config import entrypoints
+from grader.readers import entrypoints
 
 PROBE = (
     "import json, os, sys\n"
     "from grader import entrypoints\n"
-    "from grader.config.entrypoints import entry_points\n"
+    "from grader.readers.entrypoints import entry_points\n"
     # The folders are made just before: kept at once unless a test asks for the real settling time.
     "entrypoints._SETTLE_NS = int(os.environ.get('PROBE_SETTLE_NS', '0'))\n"
     "print(json.dumps({'grader': entry_points('grader'), 'packs': entry_points('grader.packs'),\n"
@@ -249,11 +249,11 @@ def test_in_one_process_a_new_sys_path_entry_is_seen(tmp_path: Path, monkeypatch
 
 
 def test_load_names_a_module_or_an_attribute_path() -> None:
-    import grader.reporting.fileio
+    import grader.fileio
 
-    assert entrypoints.load("grader.reporting.fileio") is grader.reporting.fileio
-    assert entrypoints.load("grader.reporting.fileio:write_atomic") is grader.reporting.fileio.write_atomic
-    assert entrypoints.load("grader.reporting.fileio : write_atomic.__name__ [extra]") == "write_atomic"
+    assert entrypoints.load("grader.fileio") is grader.fileio
+    assert entrypoints.load("grader.fileio:write_atomic") is grader.fileio.write_atomic
+    assert entrypoints.load("grader.fileio : write_atomic.__name__ [extra]") == "write_atomic"
     with pytest.raises(ModuleNotFoundError):
         entrypoints.load("grader.no_such_module")
     with pytest.raises(ValueError, match="entry-point group 'pytest11' is not kept; use one of grader, grader.packs"):

@@ -155,7 +155,7 @@ _ODD_VALUES = (
 
 
 def _spec_data() -> list[tuple[str, object]]:
-    from grader.config.yamlfile import parse_yaml
+    from grader.readers.yamlfile import parse_yaml
 
     pack = find_pack()
     return [(p.name, parse_yaml(str(p))) for p in sorted(pack.specs.glob("*.yaml"))]

@@ -1078,7 +1078,7 @@ def test_read_source_reads_the_whole_file_up_to_the_limit(tmp_path: Path) -> Non
     import errno
 
     from grader.execution.jobs import read_source
-    from grader.reporting.fileio import MAX_SOURCE_BYTES
+    from grader.fileio import MAX_SOURCE_BYTES
 
     for size in (0, 1, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, MAX_SOURCE_BYTES):
         path = tmp_path / f"f{size}"

@@ -15,9 +15,9 @@ from grader.builtin.checks import BUILTIN_KINDS
 from grader.builtin.reference import load_reference
 from grader.builtin.yaml_spec import exercise_from_data
 from grader.config.secret import DEFAULT_FINGERPRINT, WARNING, CourseSecret, read_secret
-from grader.config.yamlfile import parse_yaml
 from grader.errors import UsageError
 from grader.kinds import KindContext
+from grader.readers.yamlfile import parse_yaml
 
 KINDS = {k.name: k for k in (*BUILTIN_KINDS, *G14_KINDS)}
 S1 = "a" * 32

@@ -32,11 +32,11 @@ from grader.compare import EPS, Mismatch, compare
 from grader.config.core import Config
 from grader.config.parser import build_parser
 from grader.config.plugins import get_plugin_manager
-from grader.config.yamlfile import parse_yaml
 from grader.grading import session
 from grader.kinds import FLOOR_KEY, tolerance_of
 from grader.models import CallResult, Check
 from grader.packs.catalogue import Catalogue, Entry
+from grader.readers.yamlfile import parse_yaml
 
 MUTANTS = ROOT / "reference" / "mutants"
 EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")

@@ -12,7 +12,7 @@ import pytest
 from grader.builtin.terminal import Progress, grader_terminal_summary
 from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
 from grader.packs import find_pack
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 HOSTILE_ID = "eve\x1b]0;pwn\x07\x1b[2J\r\n::error::forged\u202egnp.exe\x9b31m"
 
@@ -112,7 +112,7 @@ def test_progress_bar_on_a_terminal_writes_no_student_escape() -> None:
 
 
 def test_xml_text_removes_exactly_what_xml_cannot_hold() -> None:
-    from grader.reporting.safetext import xml_text
+    from grader.safetext import xml_text
 
     def xml_char(c: int) -> bool:  # XML 1.0, production [2] Char
         return c in (0x9, 0xA, 0xD) or 0x20 <= c <= 0xD7FF or 0xE000 <= c <= 0xFFFD or 0x10000 <= c <= 0x10FFFF

@@ -15,8 +15,8 @@ from course_plugin import KINDS as G14_KINDS
 
 from grader.builtin.checks import BUILTIN_KINDS
 from grader.builtin.yaml_spec import exercise_from_data
-from grader.config.yamlfile import MAX_SPEC_BYTES, parse_yaml
 from grader.errors import EXIT_CONFIG, SpecError
+from grader.readers.yamlfile import MAX_SPEC_BYTES, parse_yaml
 
 KINDS = {kind.name: kind for kind in (*BUILTIN_KINDS, *G14_KINDS)}
 
@@ -562,7 +562,7 @@ _YAML_FILES = sorted(
 
 def _both_loaders(path: str) -> tuple[object, object]:
     """What parse_yaml gives (data, or its SpecError's text) with libyaml's parser, and with the pure-Python one."""
-    import grader.config.yamlfile as yamlfile
+    import grader.readers.yamlfile as yamlfile
 
     def read() -> object:
         try:

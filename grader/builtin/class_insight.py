@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.errors import UsageError
+from grader.fileio import write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
-from grader.reporting.fileio import write_atomic
 from grader.reporting.insight import MIN_CLASS, NEGATIVE_BELOW, ItemAnalysis, item_analysis, misconceptions
 from grader.reporting.pages import SUMMARY_LINKS, environment
 

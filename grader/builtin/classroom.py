@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import UsageError
+from grader.fileio import output_file, write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
-from grader.reporting.fileio import output_file, write_atomic
-from grader.reporting.safetext import display, in_github_actions
+from grader.safetext import display, in_github_actions
 
 __all__ = ["SCHEMA", "classroom50_result", "points_notices"]
 

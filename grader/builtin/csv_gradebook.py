@@ -9,7 +9,7 @@ LibreOffice read a quoted number as a number). A student id is text the
 student chose (a folder or file name): it is written on one line (CR and
 LF become spaces) and, when it starts like a formula (``= + - @`` or TAB,
 also after leading spaces or quotes), prefixed with ``'`` so that no
-spreadsheet runs it (`grader.reporting.safetext.csv_cell`).
+spreadsheet runs it (`grader.safetext.csv_cell`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import UsageError
+from grader.fileio import output_file, write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
-from grader.reporting.fileio import output_file, write_atomic
-from grader.reporting.safetext import csv_cell
+from grader.safetext import csv_cell
 from grader.term import adjustment_lines
 
 __all__ = ["gradebook_csv", "gradebook_csv_lines"]
@@ -45,7 +45,7 @@ def gradebook_csv(report: GradingReport) -> str:
         A header ``student,G14.01,...,G14.06,total,max_score,status`` and one
         row per submission, in the report's order, ``\\n``-terminated, every
         field quoted. A student id is made inert with
-        `grader.reporting.safetext.csv_cell` (one line; ``'`` before a formula).
+        `grader.safetext.csv_cell` (one line; ``'`` before a formula).
         When a result was adjusted (manual scores, late penalty), two more
         columns follow: ``raw_score`` (the automatic total) and
         ``adjustments`` (each reason, ``|``-separated); ``total`` is final.

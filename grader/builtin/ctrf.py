@@ -13,7 +13,7 @@ One test per check of every submission: ``name`` ``"<submission> <exercise>
 milliseconds the check's calls took, ``message`` the feedback a student may
 read (`grader.reporting.feedback.check_feedback`: a hidden check never carries inputs
 or expected values), and ``extra`` the points, the visibility and the ids.
-Student text goes through `grader.reporting.safetext.display` (no escape sequences,
+Student text goes through `grader.safetext.display` (no escape sequences,
 no control characters) and lone surrogates become U+FFFD, so the file is
 valid UTF-8 JSON. ``summary.start``/``stop`` are milliseconds since the
 epoch: ``stop`` when the report was made (``SOURCE_DATE_EPOCH`` fixes it),
@@ -31,11 +31,11 @@ from typing import Any
 from grader._version import __version__
 from grader.builtin.timing import check_seconds
 from grader.errors import UsageError
+from grader.fileio import output_file, write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.reporting.feedback import check_feedback
-from grader.reporting.fileio import output_file, write_atomic
-from grader.reporting.safetext import display, unicode_safe
+from grader.safetext import display, unicode_safe
 
 __all__ = ["STATUS", "ctrf_report"]
 

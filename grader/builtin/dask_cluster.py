@@ -37,9 +37,9 @@ from typing import Any
 from grader.errors import ConfigError, UsageError
 from grader.execution.jobs import positive_int
 from grader.execution.keys import OUTCOME_SOURCES
+from grader.fileio import scratch_prefix
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
-from grader.reporting.fileio import scratch_prefix
 from grader.stash import StashKey
 
 _CLIENT = StashKey[Any]()

@@ -19,9 +19,9 @@ printed; the summary lists everything. Detail values (a call with random
 inputs) are cut to `DETAIL_LIMIT` characters. What a hidden check reveals follows
 `grader.reporting.feedback`: its status and hint, never its inputs or expected
 values. Student text is escaped for workflow commands as GitHub documents
-(`grader.reporting.safetext.gh_data`, `grader.reporting.safetext.gh_property`: ``%``, CR, LF,
+(`grader.safetext.gh_data`, `grader.safetext.gh_property`: ``%``, CR, LF,
 and ``:`` ``,`` in properties; control characters and escape sequences
-removed first), and for Markdown (`grader.reporting.safetext.markdown_inline`), so
+removed first), and for Markdown (`grader.safetext.markdown_inline`), so
 it can never start a workflow command or inject HTML, links or table cells.
 """
 
@@ -38,7 +38,7 @@ from grader.markers import hookimpl
 from grader.models import Check, GradingReport, SubmissionResult
 from grader.packs import find_pack
 from grader.reporting.feedback import STATUS_LABELS, check_feedback, shorten, student_message, submission_file
-from grader.reporting.safetext import display, gh_data, gh_property, in_github_actions, markdown_inline
+from grader.safetext import display, gh_data, gh_property, in_github_actions, markdown_inline
 
 __all__ = ["annotations", "escape_data", "escape_property", "in_github_actions", "step_summary"]
 
@@ -52,12 +52,12 @@ DETAIL_LIMIT = 300
 
 
 def escape_data(text: str) -> str:
-    """Escape the message of a workflow command (``%``, CR, LF); see `grader.reporting.safetext.gh_data`."""
+    """Escape the message of a workflow command (``%``, CR, LF); see `grader.safetext.gh_data`."""
     return gh_data(text)
 
 
 def escape_property(text: str) -> str:
-    """Escape a property value of a workflow command (also ``:`` and ``,``); see `grader.reporting.safetext.gh_property`."""
+    """Escape a property value of a workflow command (also ``:`` and ``,``); see `grader.safetext.gh_property`."""
     return gh_property(text)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from grader._version import __version__
 from grader.collected import COLLECTED
 from grader.errors import UsageError
+from grader.fileio import output_file
 from grader.markers import hookimpl
 from grader.models import (
     ExerciseResult,
@@ -30,7 +31,6 @@ from grader.models import (
     result_from_dict,
     result_to_dict,
 )
-from grader.reporting.fileio import output_file
 from grader.stash import StashKey
 
 _BOOK: StashKey[Gradebook] = StashKey()

@@ -26,7 +26,7 @@ Mapping of our result model:
   hidden checks never carry inputs or expected values.
 
 Every text a student controls (what the code printed, exception messages,
-the id) goes through `grader.reporting.safetext.display` (escape sequences, control
+the id) goes through `grader.safetext.display` (escape sequences, control
 and bidi characters removed, the grader's line breaks kept) and lone
 surrogates become U+FFFD, so the file is valid UTF-8 JSON. What the code
 printed is ``RunOutcome.stdout`` / ``stderr``: only what it printed before
@@ -44,13 +44,13 @@ from typing import Any
 
 from grader.builtin.timing import submission_seconds
 from grader.errors import UsageError
+from grader.fileio import SubmissionFiles, output_file, write_atomic
 from grader.intake.naming import slugs_of
 from grader.markers import hookimpl
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.packs import find_pack
 from grader.reporting.feedback import check_feedback
-from grader.reporting.fileio import SubmissionFiles, output_file, write_atomic
-from grader.reporting.safetext import display, unicode_safe
+from grader.safetext import display, unicode_safe
 from grader.stash import StashKey
 from grader.term import adjustment_lines
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from grader.errors import UsageError
+from grader.fileio import write_atomic
 from grader.intake.naming import slug_base, slugs_of
 from grader.markers import hookimpl
 from grader.models import CheckResult, GradingReport, SubmissionResult
-from grader.reporting.fileio import write_atomic
 from grader.stash import StashKey
 
 

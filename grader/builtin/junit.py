@@ -15,8 +15,8 @@ submission (``classname`` is the submission id and the exercise, see `classname`
 call did not return a value), ``not_attempted`` -> ``<skipped>``. Messages
 follow `grader.reporting.feedback`: hidden checks never carry inputs or expected
 values. Student text (ids, messages) loses escape sequences and control
-characters (`grader.reporting.safetext.display`) and every character XML 1.0 cannot
-hold (`grader.reporting.safetext.xml_text`: C0 controls but TAB/LF/CR, U+FFFE/FFFF,
+characters (`grader.safetext.display`) and every character XML 1.0 cannot
+hold (`grader.safetext.xml_text`: C0 controls but TAB/LF/CR, U+FFFE/FFFF,
 lone surrogates); ElementTree escapes the rest. ``time`` is the seconds the check's calls took
 (`grader.builtin.timing`), so two runs differ in those attributes only.
 
@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 from grader.builtin.timing import check_seconds
 from grader.errors import UsageError
+from grader.fileio import output_file, write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.reporting.feedback import STATUS_LABELS, check_feedback, student_message
-from grader.reporting.fileio import output_file, write_atomic
-from grader.reporting.safetext import display, xml_text
+from grader.safetext import display, xml_text
 from grader.term import adjustment_lines
 
 if TYPE_CHECKING:

@@ -41,11 +41,11 @@ import urllib.parse
 from typing import Any
 
 from grader.errors import ConfigError, UsageError
+from grader.fileio import write_atomic
 from grader.intake.lms import LMS_CHOICES, LOCATED
 from grader.markers import hookimpl
 from grader.models import GradingReport, Submission
-from grader.reporting.fileio import write_atomic
-from grader.reporting.safetext import csv_cell, display
+from grader.safetext import csv_cell, display
 from grader.stash import StashKey
 from grader.term import (
     adjustment_lines,

@@ -27,7 +27,7 @@ from grader.errors import ConfigError
 from grader.intake.lms import LOCATED, shared_name
 from grader.markers import hookimpl
 from grader.models import Submission, SubmissionResult
-from grader.reporting.safetext import display
+from grader.safetext import display
 from grader.stash import StashKey
 from grader.term import apply_penalty, late_penalty, load_policy
 

@@ -60,9 +60,9 @@ from grader.execution.jobs import (
 )
 from grader.execution.keys import EARLY_ZYGOTE, JOB_LAUNCHERS
 from grader.execution.servers import ZYGOTE, start_zygote
+from grader.fileio import scratch_prefix
 from grader.markers import hookimpl
 from grader.models import Call
-from grader.reporting.fileio import scratch_prefix
 from grader.stash import StashKey
 
 _ZYGOTE: StashKey[Zygote] = StashKey()

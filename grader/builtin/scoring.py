@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grader.grading.memo import IdentityTable
+from grader.execution.memo import IdentityTable
 from grader.markers import hookimpl
 from grader.models import Check, CheckResult, Exercise, ExerciseResult, Verdict
 from grader.reporting.disclosure import is_shown

@@ -40,9 +40,9 @@ from typing import Any
 from grader.collected import COLLECTED
 from grader.errors import ConfigError, UsageError
 from grader.execution.boundary import plain_data
+from grader.fileio import write_atomic
 from grader.intake.naming import slugs_of
 from grader.markers import hookimpl
-from grader.reporting.fileio import write_atomic
 from grader.reporting.pages import INDEX_LINKS, SUMMARY_LINKS
 from grader.stash import StashKey
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from grader.collected import COLLECTED
 from grader.errors import UsageError
+from grader.fileio import write_atomic
 from grader.markers import hookimpl
 from grader.models import SubmissionResult
-from grader.reporting.fileio import write_atomic
 from grader.stash import StashKey
 
 _OUTCOMES = StashKey[dict[str, Any]]()

@@ -44,13 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import UsageError
+from grader.fileio import MAX_SOURCE_BYTES, scratch_prefix
 from grader.intake.archive import ArchiveError, safe_extract
 from grader.intake.naming import display_name, what_it_holds
 from grader.markers import hookimpl
 from grader.models import CallResult, Submission
 from grader.packs import find_pack
-from grader.reporting.fileio import MAX_SOURCE_BYTES, scratch_prefix
-from grader.reporting.safetext import display
+from grader.safetext import display
 from grader.stash import StashKey
 
 _TEMPDIRS = StashKey[list[str]]()

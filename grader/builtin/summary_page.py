@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.errors import UsageError
+from grader.fileio import write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
-from grader.reporting.fileio import write_atomic
 from grader.reporting.pages import INDEX_LINKS, SUMMARY_LINKS, environment
 
 __all__ = ["BINS", "Bar", "Chart", "failing_chart", "histogram_chart", "pass_rate_chart", "render_summary"]

@@ -11,7 +11,7 @@ hidden checks run at grading; a folder of students gets a header per
 student. ``-q`` prints only the final lines.
 
 Student text (ids, paths, exception messages, what the code printed) goes
-through `grader.reporting.safetext.display` first: no escape sequence, control or
+through `grader.safetext.display` first: no escape sequence, control or
 bidi character reaches the terminal, and no line break the grader did not
 put there. In a GitHub Actions job the summary sits between
 ``::stop-commands::TOKEN`` and ``::TOKEN::`` (a fresh random token), so no
@@ -34,7 +34,7 @@ from grader.reporting.checktext import INDENT, MARKS, detail_lines, failure_line
 from grader.reporting.checktext import one_line as _one_line
 from grader.reporting.checktext import wrapped as _wrapped
 from grader.reporting.feedback import headline, how_many
-from grader.reporting.safetext import display, in_github_actions, stop_commands
+from grader.safetext import display, in_github_actions, stop_commands
 from grader.stash import StashKey
 
 _PROGRESS: StashKey[Progress] = StashKey()
@@ -161,7 +161,7 @@ def colourize(line: str) -> str:
 
 
 def shown_id(sid: str, limit: int = ID_WIDTH) -> str:
-    """A student id as the terminal shows it: inert (`grader.reporting.safetext.display`), one line, cut to ``limit``."""
+    """A student id as the terminal shows it: inert (`grader.safetext.display`), one line, cut to ``limit``."""
     return _one_line(sid, limit)
 
 

@@ -173,7 +173,7 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
     path : str
         The spec file, for error messages.
     data : object
-        What `grader.config.yamlfile.parse_yaml` returned.
+        What `grader.readers.yamlfile.parse_yaml` returned.
     kinds : dict of str to check kind
         Known check kinds by name; their ``params`` say which extra keys a
         check of that kind accepts and requires.
@@ -307,7 +307,7 @@ def grader_load_exercise(path: str, config: Any) -> Exercise | None:
         return None
     kinds = config.stash[CHECK_KINDS]
     secret = course_secret(config)
-    from grader.config.yamlfile import (
+    from grader.readers.yamlfile import (
         parse_yaml,  # here: 'grader check' with the public checks reads no YAML (issue 16)
     )
 

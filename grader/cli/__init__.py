@@ -46,7 +46,7 @@ from grader.execution.keys import EARLY_ZYGOTE, FORK_SERVER
 from grader.execution.servers import check_fork_server, stop_zygote
 from grader.integrations.studenttool import student_help
 from grader.packs import discover_course, find_pack
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 __all__ = ["console_main", "main"]
 

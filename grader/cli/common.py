@@ -8,10 +8,10 @@ from pathlib import Path
 
 from grader.config.core import Config
 from grader.errors import EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_OK, UsageError
+from grader.fileio import check_out_dir
 from grader.grading.session import INTERNAL_ERRORS
 from grader.models import GradingReport
-from grader.reporting.fileio import check_out_dir
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 __all__ = ["finish", "prepare_out", "write"]
 

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 import pluggy
 
 from grader import hookspecs
-from grader.config.entrypoints import entry_points, load
 from grader.errors import PluginError, UsageError, describe_failure
 from grader.markers import hookimpl
+from grader.readers.entrypoints import entry_points, load
 
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "ESSENTIAL", "get_plugin_manager", "hookimpl"]
 
@@ -195,7 +195,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
     """Register each plugin of `ENTRY_POINT_GROUP` not blocked or registered under its name yet.
 
     As `pluggy.PluginManager.load_setuptools_entrypoints` does, from the entry points
-    `grader.config.entrypoints` keeps between runs (no `importlib.metadata` import when nothing installed
+    `grader.readers.entrypoints` keeps between runs (no `importlib.metadata` import when nothing installed
     has changed).
 
     Raises

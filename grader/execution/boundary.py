@@ -68,7 +68,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from grader.grading.memo import BudgetTable
+from grader.execution.memo import BudgetTable
 
 __all__ = [
     "ARRAY_KEY",

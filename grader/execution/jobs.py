@@ -86,8 +86,8 @@ from grader.execution.servers import FORKSERVER as FORKSERVER
 from grader.execution.servers import fork_server_available
 from grader.execution.servers import start_server as start_server
 from grader.execution.servers import stop_server as stop_server
+from grader.fileio import MAX_SOURCE_BYTES, read_at_most, scratch_prefix
 from grader.models import Call, CallResult, RunOutcome, phase_wire
-from grader.reporting.fileio import MAX_SOURCE_BYTES, read_at_most, scratch_prefix
 
 if TYPE_CHECKING:
     import socket  # imported where it is used: 'grader check' starts without it

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grader.execution.explain import explain_error
-from grader.grading.memo import BudgetTable
+from grader.execution.memo import BudgetTable
 from grader.models import CallResult, Check, Prepared, Verdict
 from grader.reporting.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
 from grader.stash import Stash, StashKey

@@ -26,7 +26,7 @@ from grader._version import __version__
 from grader.collected import COLLECTED, Collected, PreparedCheck
 from grader.config.core import Config
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
-from grader.grading.memo import IdentityTable
+from grader.execution.memo import IdentityTable
 from grader.grading.settings import result_settings
 from grader.models import (
     Check,
@@ -41,7 +41,7 @@ from grader.models import (
     Verdict,
 )
 from grader.reporting.disclosure import is_public, secret_while_grading
-from grader.reporting.safetext import display
+from grader.safetext import display
 from grader.stash import StashKey
 
 if TYPE_CHECKING:
@@ -457,7 +457,7 @@ def _unscored(exercise: Exercise, judged: list[tuple[Check, Verdict]]) -> Exerci
 
 
 def _log_line(line: str) -> None:
-    from grader.reporting.safetext import display
+    from grader.safetext import display
 
     try:
         print(f"grader: {display(line)}", file=sys.stderr, flush=True)
@@ -472,7 +472,7 @@ and those failures are not the grader's faults to report."""
 
 def _log_internal_error(line: str, exc: BaseException) -> None:
     """Write an internal-error note and its traceback to standard error (escaped: no student text raw)."""
-    from grader.reporting.safetext import display
+    from grader.safetext import display
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     # Every line of the traceback behind a "|": no line of it can start a CI workflow command.
@@ -554,7 +554,7 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
     config.hooks.grading_ready(config=config)  # e.g. the sandbox's zygote and preflight, readied meanwhile
     made = config.out_dir is not None and not config.out_dir.exists()
     if config.out_dir is not None:  # only now: a run refused before grading leaves no --out behind
-        from grader.reporting.fileio import make_out_dir
+        from grader.fileio import make_out_dir
 
         make_out_dir(config.out_dir)
     config.stash[COLLECTED] = collected

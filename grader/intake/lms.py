@@ -50,7 +50,7 @@ from typing import Any
 from grader.errors import UsageError
 from grader.intake.naming import display_name, what_it_holds
 from grader.models import Submission
-from grader.reporting.safetext import display
+from grader.safetext import display
 from grader.stash import StashKey
 
 __all__ = [

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from grader.errors import UsageError
 from grader.models import Submission
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 __all__ = ["ROSTER_COLUMNS", "apply_roster", "read_roster"]
 

@@ -161,7 +161,7 @@ class CheckItem(pytest.Item):
 
     def runtest(self) -> None:
         from grader.reporting.checktext import MARKS, failure_lines, wrapped
-        from grader.reporting.safetext import display
+        from grader.safetext import display
 
         columns = max(40, self.config.get_terminal_writer().fullwidth - 1)  # as wide as the terminal: wraps twice
 

@@ -47,8 +47,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from grader.config.entrypoints import entry_points
 from grader.errors import ConfigError, describe_failure
+from grader.readers.entrypoints import entry_points
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -463,7 +463,7 @@ def _keep_parsed_manifest(path: Path, raw: bytes, data: Any) -> None:
     if json.loads(text)["data"] != data:  # not plain JSON data after all: parse it each time
         return
     try:
-        from grader.reporting.fileio import write_atomic
+        from grader.fileio import write_atomic
 
         write_atomic(path.parent / _PARSED, text)
     except OSError:
@@ -494,7 +494,7 @@ def _load(root: Path, package: str) -> Pack:
     data = _parsed_manifest(path, raw)
     parsed = data is None
     if parsed:
-        from grader.config.yamlfile import parse_yaml_text
+        from grader.readers.yamlfile import parse_yaml_text
 
         try:
             text = raw.decode("utf-8-sig")

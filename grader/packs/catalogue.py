@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from grader.errors import ConfigError
+from grader.fileio import cache_dir, read_regular, write_atomic
 from grader.models import Call, CallResult, RunOutcome, Submission
-from grader.reporting.fileio import cache_dir, read_regular, write_atomic
 
 __all__ = [
     "CATALOGUE_FILE",
@@ -116,7 +116,7 @@ def load_contract(folder: str | os.PathLike[str]) -> tuple[str, tuple[Clause, ..
     grader.errors.ConfigError
         If the file is malformed (one line naming the key) or lists a clause twice.
     """
-    from grader.config.yamlfile import parse_yaml  # the same safe loader as the specs
+    from grader.readers.yamlfile import parse_yaml  # the same safe loader as the specs
 
     path = Path(folder) / CONTRACT_FILE
     if not path.is_file():
@@ -316,7 +316,7 @@ def load_catalogue(folder: str | os.PathLike[str], filename: str | None = None, 
         share a name, an entry's file is missing, or a ``base``
         is not a correct variant of the catalogue.
     """
-    from grader.config.yamlfile import parse_yaml  # the same safe loader as the specs
+    from grader.readers.yamlfile import parse_yaml  # the same safe loader as the specs
 
     entry_file = _entry_file(filename)
     root = Path(folder)
@@ -429,7 +429,7 @@ def _to_frame(result: CallResult) -> dict[str, Any]:
 
 
 _MAX_CACHE_BYTES = 256 << 20
-"""The largest cache file read (`grader.reporting.fileio.read_regular`); a larger one is a miss."""
+"""The largest cache file read (`grader.fileio.read_regular`); a larger one is a miss."""
 
 
 def _read_cache(path: Path) -> dict[str, Any]:

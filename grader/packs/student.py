@@ -315,7 +315,7 @@ def inspect_artifact(
     list of str
         One line per problem, naming the member.
     """
-    from grader.config.yamlfile import parse_yaml
+    from grader.readers.yamlfile import parse_yaml
 
     secret = _digests(
         [reference, *sorted(specs.glob("*.y*ml")), *sorted(mutants.rglob("*.py")), *sorted(mutants.glob("*.yaml"))]

@@ -92,7 +92,7 @@ def read_json(
         Of class ``error``, in one line naming ``what``, the problem and ``fix``.
     """
     try:
-        from grader.reporting.fileio import read_input
+        from grader.fileio import read_input
 
         raw = read_input(path, max_bytes)
     except IsADirectoryError:

@@ -147,7 +147,7 @@ def read_table(
     """
     name = f"{option} {path}" if option else str(path)
     try:
-        from grader.reporting.fileio import read_input
+        from grader.fileio import read_input
 
         raw = read_input(path, max_bytes)
     except IsADirectoryError:

@@ -3,7 +3,7 @@
 Shared by the terminal summary of ``grader check`` and the failure text of the pytest plugin, so
 that both read alike: the message, the details it does not already state (each number once), the
 likely mistake and the hint, wrapped to the terminal's width, student text inert
-(`grader.reporting.safetext.display`).
+(`grader.safetext.display`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import shutil
 import textwrap
 from typing import Any
 
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 __all__ = ["INDENT", "MARKS", "detail_lines", "failure_lines", "one_line", "width", "wrapped"]
 

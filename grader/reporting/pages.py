@@ -25,7 +25,7 @@ from grader.reporting.feedback import (
     mistake_example,
     not_attempted,
 )
-from grader.reporting.safetext import display
+from grader.safetext import display
 from grader.stash import StashKey
 
 __all__ = ["STATUS_LABELS", "TEMPLATES", "environment"]

@@ -545,7 +545,7 @@ def write_record(folder: Path, manifest_data: dict[str, Any], lines: Iterable[st
     import gzip  # here: only a sharded run writes records
 
     from grader.config.secret import CourseSecret
-    from grader.reporting.fileio import write_atomic
+    from grader.fileio import write_atomic
 
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{RECORDS}.tmp"

@@ -238,9 +238,9 @@ def merge(config: Any) -> Any:
     """
     from grader.config.secret import course_secret
     from grader.errors import GraderError
+    from grader.fileio import make_out_dir
     from grader.grading import session
     from grader.models import GradingReport, result_from_dict
-    from grader.reporting.fileio import make_out_dir
 
     shards: list[Shard] = config.options._shards
     check_shards(shards, config)

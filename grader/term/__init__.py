@@ -363,7 +363,7 @@ def _meaning(data: dict[str, Any], path: str) -> None:
 def load_policy(path: str) -> Policy:
     """Read and validate ``policy.yaml``.
 
-    Read by the strict loader of the specs (`grader.config.yamlfile.parse_yaml`: no aliases, no
+    Read by the strict loader of the specs (`grader.readers.yamlfile.parse_yaml`: no aliases, no
     duplicate keys, no tags, bounded size and depth, dates as text), validated against
     `POLICY_SCHEMA`, then for meaning: finite numbers in range (`_meaning`), a due date that
     exists with an offset in range, a time zone by its IANA name.
@@ -374,8 +374,8 @@ def load_policy(path: str) -> Policy:
         In one line naming the file, the key and the fix, if the file cannot
         be read, is not YAML, or breaks `POLICY_SCHEMA`.
     """
-    from grader.config.yamlfile import parse_yaml
     from grader.errors import SpecError
+    from grader.readers.yamlfile import parse_yaml
 
     if not Path(path).is_file():
         what = "is a folder" if Path(path).is_dir() else "no such file"

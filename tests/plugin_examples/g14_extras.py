@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from grader import Call, Check, Exercise, Prepared, Verdict, hookimpl
-from grader.reporting.fileio import write_atomic
+from grader.fileio import write_atomic
 
 EVENTS: list[str] = []
 

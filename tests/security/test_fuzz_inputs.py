@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from grader.cli import main
 from grader.errors import GraderError
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 ROOT = Path(__file__).resolve().parents[2]
 CORRECT = ROOT / "submissions" / "correct_numpy"

@@ -11,10 +11,10 @@ from grader.cli.common import write
 from grader.config.commands import Commands
 from grader.config.core import Config
 from grader.errors import EXIT_OK
+from grader.fileio import check_out_dir
 from grader.markers import hookimpl
 from grader.packs import mutants_dir, reference_file, specs_dir
-from grader.reporting.fileio import check_out_dir
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 
 def run(config: Config) -> int:

@@ -10,10 +10,10 @@ from typing import Any
 from grader.cli.common import finish
 from grader.config.commands import Commands
 from grader.config.core import Config
+from grader.fileio import remove_stale_scratch
 from grader.grading import session
 from grader.markers import hookimpl
-from grader.reporting.fileio import remove_stale_scratch
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 
 def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:

@@ -10,7 +10,7 @@ from grader.config.commands import Commands
 from grader.config.core import Config
 from grader.errors import EXIT_OK
 from grader.markers import hookimpl
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 
 def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:

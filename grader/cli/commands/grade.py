@@ -8,9 +8,9 @@ from typing import Any
 from grader.cli.common import finish
 from grader.config.commands import Commands
 from grader.config.core import Config
+from grader.fileio import output_file, remove_stale_scratch
 from grader.grading import session
 from grader.markers import hookimpl
-from grader.reporting.fileio import output_file, remove_stale_scratch
 
 
 def shard(text: str) -> object:

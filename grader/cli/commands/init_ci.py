@@ -10,9 +10,9 @@ from grader.cli.common import write
 from grader.config.commands import Commands
 from grader.config.core import Config
 from grader.errors import EXIT_OK
+from grader.fileio import check_out_dir
 from grader.markers import hookimpl
-from grader.reporting.fileio import check_out_dir
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 
 def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:

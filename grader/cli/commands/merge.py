@@ -9,8 +9,8 @@ from grader.cli.common import finish
 from grader.config.commands import Commands
 from grader.config.core import Config
 from grader.config.parser import build_parser
+from grader.fileio import output_file
 from grader.markers import hookimpl
-from grader.reporting.fileio import output_file
 
 
 def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:

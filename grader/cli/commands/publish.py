@@ -40,8 +40,8 @@ def public_checks(config: Config) -> dict[str, Any]:
 
 
 def run(config: Config) -> int:
+    from grader.fileio import write_atomic
     from grader.packs.public import dumps
-    from grader.reporting.fileio import write_atomic
 
     bundle = public_checks(config)
     target = Path(config.option("bundle") or config.pack.public)

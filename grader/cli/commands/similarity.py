@@ -7,8 +7,8 @@ from typing import Any
 
 from grader.cli.commands.grade import run
 from grader.config.commands import Commands
+from grader.fileio import output_file
 from grader.markers import hookimpl
-from grader.reporting.fileio import output_file
 
 
 def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:

@@ -11,7 +11,7 @@ from grader.config.commands import Commands
 from grader.config.core import Config
 from grader.errors import EXIT_OK, ConfigError, UsageError
 from grader.markers import hookimpl
-from grader.reporting.safetext import display
+from grader.safetext import display
 
 
 def run(config: Config) -> int:

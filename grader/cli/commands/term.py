@@ -12,9 +12,9 @@ from grader.cli.common import write
 from grader.config.commands import Commands
 from grader.config.core import Config
 from grader.errors import EXIT_OK, UsageError
+from grader.fileio import write_atomic
 from grader.markers import hookimpl
-from grader.reporting.fileio import write_atomic
-from grader.reporting.safetext import display
+from grader.safetext import display
 from grader.term.ledger import GRADEBOOK_FILE, LEDGER_FILE, build_ledger, ledger_json, load_assignment, term_report
 
 

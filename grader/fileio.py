@@ -490,7 +490,7 @@ def make_out_dir(out: Path) -> None:
 def cache_dir() -> Path | None:
     """The grader's cache folder: ``$GRADER_CACHE_DIR``, else the user's cache folder.
 
-    `grader.packs.catalogue.run_entries` keeps its results there and `grader.config.entrypoints` the installed
+    `grader.packs.catalogue.run_entries` keeps its results there and `grader.readers.entrypoints` the installed
     entry points.
 
     ``GRADER_CACHE_DIR`` set to an empty string turns the cache off

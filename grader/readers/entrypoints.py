@@ -4,7 +4,7 @@ The grader finds third-party plugins (group ``grader``) and course packs (group 
 through `importlib.metadata`. Importing that module costs 15-30 ms (it brings ``email``,
 ``zipfile``, ``csv``...), a tenth of ``grader check attention.py``'s start (issue 16). So the
 entry points of both groups are read with it once and kept in a small JSON file in the user's
-cache folder (`grader.reporting.fileio.cache_dir`), under a key that changes whenever an installation on
+cache folder (`grader.fileio.cache_dir`), under a key that changes whenever an installation on
 ``sys.path`` might have changed:
 
 - every ``sys.path`` entry, and in each folder the name of every ``*.dist-info`` /
@@ -36,7 +36,7 @@ import sys
 import time
 from typing import Any
 
-from grader.reporting.fileio import cache_dir, read_regular, write_atomic
+from grader.fileio import cache_dir, read_regular, write_atomic
 
 __all__ = ["GROUPS", "EntryPoint", "entry_points", "load"]
 
