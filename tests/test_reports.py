@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import SUBMISSIONS, run_chromium
 
+from grader.packs import find_pack
+
 CHECK_KEYS = ["id", "status", "score", "max_score", "visibility", "message"]
 
 
@@ -192,7 +194,7 @@ def test_bidi_and_control_characters_in_ids_are_neutralised_on_pages() -> None:
         stdout="out\x1b]0;t\x07put\u202e\n",
     )
     report = GradingReport("0", "h", "grade", (sub,))
-    env = environment()
+    env = environment(find_pack())
     page = render_submission(env, report, sub)
     for bad in ("\u202e", "\u2066", "\x1b", "\x07", "<b>"):
         assert bad not in page, repr(bad)
@@ -216,10 +218,10 @@ def test_compiled_templates_are_kept_between_runs_and_a_read_only_folder_still_r
     folder = tmp_path / "templates"
     shutil.copytree(pages.TEMPLATES, folder, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(pages, "TEMPLATES", folder)
-    first = pages.environment()
+    first = pages.environment(find_pack())
     first.get_template("index.html")
     assert sorted(p.suffix for p in (folder / "__pycache__").iterdir()) == [".cache"] * 2  # index and its _exercise
-    second = pages.environment()
+    second = pages.environment(find_pack())
 
     def compiled_again(*args: object, **kwargs: object) -> None:
         raise AssertionError("a kept template was compiled again")
@@ -230,7 +232,7 @@ def test_compiled_templates_are_kept_between_runs_and_a_read_only_folder_still_r
     shutil.rmtree(folder / "__pycache__")
     (folder / "__pycache__").write_text("not a folder")
     assert pages._bytecode_cache() is None
-    assert pages.environment().get_template("index.html").render is not None
+    assert pages.environment(find_pack()).get_template("index.html").render is not None
 
 
 def test_a_damaged_compiled_template_is_compiled_again_not_a_crash(
@@ -246,12 +248,12 @@ def test_a_damaged_compiled_template_is_compiled_again_not_a_crash(
     folder = tmp_path / "templates"
     shutil.copytree(pages.TEMPLATES, folder, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(pages, "TEMPLATES", folder)
-    pages.environment().get_template("index.html")
+    pages.environment(find_pack()).get_template("index.html")
     entries = sorted((folder / "__pycache__").iterdir())
     whole = [p.read_bytes() for p in entries]
     for entry, data in zip(entries, whole):
         entry.write_bytes(data[: len(bc_magic) + 3])  # jinja2's magic, then a few bytes of its pickled checksum
-    template = pages.environment().get_template("index.html")
+    template = pages.environment(find_pack()).get_template("index.html")
     assert template.name == "index.html" and callable(template.root_render_func)
     assert [p.read_bytes() for p in entries] == whole
 
@@ -266,11 +268,11 @@ def test_compiled_templates_are_kept_per_jinja2_release(tmp_path: Path, monkeypa
     folder = tmp_path / "templates"
     shutil.copytree(pages.TEMPLATES, folder, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(pages, "TEMPLATES", folder)
-    pages.environment().get_template("index.html")
+    pages.environment(find_pack()).get_template("index.html")
     mine = sorted(p.name for p in (folder / "__pycache__").iterdir())
     assert len(mine) == 2 and all(name.startswith(f"__jinja2-{jinja2.__version__}_") for name in mine)
     monkeypatch.setattr(jinja2, "__version__", "9.9.9%s")
-    upgraded = pages.environment()
+    upgraded = pages.environment(find_pack())
     compiled: list[str] = []
     real = upgraded.compile
 

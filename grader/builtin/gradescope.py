@@ -44,12 +44,13 @@ from typing import Any
 
 from grader.builtin.timing import submission_seconds
 from grader.errors import UsageError
-from grader.fileio import SubmissionFiles, output_file, write_atomic
+from grader.fileio import output_file, write_atomic
 from grader.intake.naming import slugs_of
 from grader.markers import hookimpl
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.packs import find_pack
 from grader.reporting.feedback import check_feedback
+from grader.reporting.files import SubmissionFiles
 from grader.safetext import display, unicode_safe
 from grader.stash import StashKey
 from grader.term import adjustment_lines

@@ -18,10 +18,11 @@ if TYPE_CHECKING:
     import jinja2
 
 from grader.errors import UsageError
-from grader.fileio import SubmissionFiles, write_atomic
+from grader.fileio import write_atomic
 from grader.intake.naming import slugs_of
 from grader.markers import hookimpl
 from grader.models import GradingReport, Submission, SubmissionResult
+from grader.reporting.files import SubmissionFiles
 from grader.reporting.pages import INDEX_LINKS, environment
 from grader.stash import StashKey
 

@@ -25,6 +25,7 @@ from grader.readers.entrypoints import entry_points, load
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "ESSENTIAL", "get_plugin_manager", "hookimpl"]
 
 ENTRY_POINT_GROUP = "grader"
+
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "yaml_spec",
     "reference",
@@ -57,6 +58,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "classroom",  # after "github": called before it, so its Classroom notices come before the annotations
 )
 """Short names of the built-in plugins, each ``grader.builtin.<name>``."""
+
 
 ESSENTIAL: tuple[str, ...] = ("runner", "sandbox")
 """Built-ins that ``-p no:NAME`` may not block (pytest's ``essential_plugins``): the runner, the one
@@ -268,6 +270,11 @@ def _register_pack(pm: pluggy.PluginManager, option: str | None) -> str:
         if option:
             raise
         return ""  # no pack, or several: the commands that grade say so
+    if pack.id in BUILTIN_PLUGINS:  # the pack's plugin is registered under its id: it would never load
+        raise ConfigError(
+            f"{pack.root / 'course.yaml'}: id: {pack.id!r} is the name of a built-in plugin; give the course "
+            f"another id, e.g. {pack.id}-pack"
+        )
     module = pack.load_plugin()
     if module is not None and not pm.is_blocked(pack.id) and pm.get_plugin(pack.id) is None:
         pm.register(module, name=pack.id)

@@ -518,13 +518,6 @@ def _load(root: Path, package: str) -> Pack:
         raise ConfigError(f"{path}: {_schema_problem(error)}")
     if parsed:
         _keep_parsed_manifest(path, raw, data)
-    from grader.config.plugins import BUILTIN_PLUGINS
-
-    if data["id"] in BUILTIN_PLUGINS:  # the pack's plugin is registered under its id: it would never load
-        raise ConfigError(
-            f"{path}: id: {data['id']!r} is the name of a built-in plugin; give the pack another id, "
-            f"e.g. {data['id']}-pack"
-        )
     sub = data["submission"]
     stem = sub["file"][: -len(".py")]
 

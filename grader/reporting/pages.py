@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
 
-from grader.packs import find_pack
 from grader.reporting.disclosure import HIDDEN_NOTE, message_shown
 from grader.reporting.feedback import (
     check_mistake,
@@ -48,11 +47,11 @@ STATUS_LABELS = {
 """Words for each check status on a page."""
 
 
-def environment(pack: Any = None) -> jinja2.Environment:
+def environment(pack: Any) -> jinja2.Environment:
     """The jinja2 environment of the report templates (autoescape on).
 
-    ``pack`` (default: the installed course pack, `grader.packs.find_pack`) is the templates'
-    ``course``: its ``chapter``, ``title`` and ``submission`` file name head every page.
+    ``pack`` (the run's course, `grader.packs.Pack`) is the templates' ``course``: its ``chapter``,
+    ``title`` and ``submission`` file name head every page.
     """
     import jinja2  # here, not at the top: a command that writes no page ('grader check') never imports it
 
@@ -80,7 +79,7 @@ def environment(pack: Any = None) -> jinja2.Environment:
     # Student text without control, escape or bidi characters (safetext.display); autoescape still applies.
     env.filters["plain"] = display
     env.filters["plain_lines"] = lambda text: display(text, newlines=True)
-    env.globals["course"] = pack or find_pack()
+    env.globals["course"] = pack
     env.globals["exercise_section"] = _sections(env)
     return env
 
