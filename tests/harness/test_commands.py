@@ -1,0 +1,69 @@
+"""Commands are plugins: a module of grader.cli.commands, or a plugin's ``grader_add_commands``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.cli import main
+from grader.config import plugins
+from grader.config.parser import build_parser, commands_of
+from grader.config.plugins import get_plugin_manager
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "plugin_examples"
+
+BUILTIN = [
+    "audit", "build-student-package", "check", "diff", "doctor", "grade", "init-ci", "merge", "publish",
+    "similarity", "starter", "validate",
+]  # fmt: skip
+
+
+def test_every_builtin_command_is_a_module_of_the_commands_package() -> None:
+    names = [c.name for c in commands_of(get_plugin_manager(load_entrypoints=False))]
+    assert set(BUILTIN) <= set(names)
+    assert {n.replace("_", "-") for n in plugins.builtin_commands()} == set(names)
+
+
+def test_a_module_added_to_the_commands_package_is_a_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.setattr(plugins, "COMMANDS_PACKAGE", "more_commands")
+    plugins.builtin_commands.cache_clear()
+    try:
+        assert plugins.builtin_commands() == ("hello",)
+        assert main(["hello", "Ada"]) == 0
+    finally:
+        plugins.builtin_commands.cache_clear()
+    assert capsys.readouterr().out.strip() == "hello Ada, from G14"
+
+
+def test_a_third_party_plugin_adds_a_command_with_p(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES / "more_commands"))
+    assert main(["hello", "Grace", "-p", "hello"]) == 0
+    assert capsys.readouterr().out.strip() == "hello Grace, from G14"
+    sys.modules.pop("hello", None)
+
+
+def test_two_plugins_defining_one_command_are_both_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    assert main(["grade", "x", "-p", "clashing_command"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "two plugins define the command 'grade'" in err
+    assert "command:grade" in err and "clashing_command" in err
+
+
+def test_each_command_lists_only_the_options_it_uses() -> None:
+    parser = build_parser(get_plugin_manager(load_entrypoints=False))
+    actions = {a.dest: a for a in parser._actions}
+    sub = actions["command"].choices  # type: ignore[union-attr]
+    assert "--jobs" in sub["grade"].format_help()
+    assert "--jobs" not in sub["check"].format_help()
+    assert "--specs" not in sub["diff"].format_help() and "--pack" not in sub["diff"].format_help()
