@@ -97,8 +97,10 @@ def test_function_local_and_type_checking_imports_count() -> None:
     assert "grader.config.plugins" in edges["grader.config.parser"]
 
 
-@pytest.mark.skipif(shutil.which("lint-imports") is None and not (Path(sys.executable).parent / "lint-imports").exists(),
-                    reason="import-linter is not installed: pip install '.[lint]' (.ci/run does)")
+@pytest.mark.skipif(
+    shutil.which("lint-imports") is None and not (Path(sys.executable).parent / "lint-imports").exists(),
+    reason="import-linter is not installed: pip install '.[lint]' (.ci/run does)",
+)
 def test_the_layer_contract_holds() -> None:
     exe = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
     proc = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
