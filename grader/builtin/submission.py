@@ -30,22 +30,28 @@ number in what the runner brings back names the cell and the line in it
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import hashlib
 import os
 import shutil
 import stat
 import sys
 import tempfile
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from grader.errors import UsageError
-from grader.fileio import MAX_SOURCE_BYTES, scratch_prefix
+from grader.fileio import scratch_prefix
 from grader.intake.archive import ArchiveError, safe_extract
+from grader.intake.files import (
+    NB_LOCK,
+    NOTEBOOKS,
+    folder_entries,
+    make_submission,
+    notebook_submission,
+    remove_scratch,
+    shown_path,
+)
 from grader.intake.naming import display_name, what_it_holds
 from grader.markers import hookimpl
 from grader.models import CallResult, Submission
@@ -56,166 +62,6 @@ from grader.stash import StashKey
 _TEMPDIRS = StashKey[list[str]]()
 
 
-_NOTEBOOKS: dict[str, Any] = {}
-"""Scratch file of each converted notebook -> its `grader.intake.notebook.Notebook` (line map)."""
-_NB_LOCK = threading.Lock()
-
-
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFDIR: "a folder",
-}
-
-
-def _shown(path: Path | str) -> str:
-    """A path as valid text (bytes that are not UTF-8 shown as U+FFFD)."""
-    return display_name(str(path))
-
-
-def folder_entries(folder: Path, limit: int = 200) -> list[tuple[str, bool]]:
-    """A folder's entries two levels deep, as (relative path, is a folder), at most ``limit``; [] if unreadable."""
-    found: list[tuple[str, bool]] = []
-    try:
-        top = sorted(os.scandir(folder), key=lambda e: os.fsencode(e.name))
-    except OSError:
-        return found
-    for entry in top[:limit]:
-        try:
-            is_dir = entry.is_dir(follow_symlinks=False)
-        except OSError:
-            is_dir = False
-        found.append((entry.name, is_dir))
-        if is_dir and not entry.name.startswith("."):
-            try:
-                below = sorted(os.listdir(entry.path), key=os.fsencode)[:limit]
-            except OSError:
-                continue
-            found += [(f"{entry.name}/{name}", os.path.isdir(os.path.join(entry.path, name))) for name in below]
-    return found[:limit]
-
-
-def missing_file(shown: str, folder: Path, pack: Any) -> str:
-    """The problem of a student folder without the file: what it holds instead, and what to do."""
-    return f"no {pack.submission} in {shown}: {what_it_holds(folder_entries(folder), pack.submission, pack.notebook)}; the student folder must hold {pack.submission}"
-
-
-def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes = b"", pack: Any = None) -> Submission:
-    """Build a `Submission`, hashing the file and noting why it cannot run.
-
-    The file is examined with ``lstat`` before it is opened, and opened
-    without following links and without blocking, so a FIFO, socket or
-    device named like the submission file is reported as what it is, never read.
-
-    Parameters
-    ----------
-    sid : str
-        Student id (valid text: `grader.intake.naming.display_name` of the name).
-    path : pathlib.Path
-        What the instructor pointed at (folder or file).
-    file : pathlib.Path or None
-        The Python file to grade, if one exists.
-    raw_name : bytes
-        The folder's or file's name as the file system holds it (see
-        `grader.models.Submission.raw_name`).
-    pack : grader.packs.Pack, optional
-        The course pack (its submission file name); default: the installed one.
-    """
-    pack = pack or find_pack()
-    shown = _shown(path)
-
-    def problem(text: str, digest: str = "") -> Submission:
-        return Submission(sid, shown, None, digest, text, raw_name=raw_name)
-
-    if file is None or not os.path.lexists(file):
-        return problem(
-            missing_file(shown, path, pack)
-            if path.is_dir()
-            else f"no {pack.submission} in {shown}: the student folder must hold {pack.submission}"
-        )
-    name = display_name(file.name)
-    try:
-        info = os.lstat(file)
-    except FileNotFoundError:
-        return problem(f"no {pack.submission} in {shown}: the student folder must hold {pack.submission}")
-    except OSError as exc:
-        return problem(f"{_shown(file)}: cannot read the file ({exc.strerror})")
-    if stat.S_ISLNK(info.st_mode):  # it may point at the reference, or at another student's file
-        return problem(f"{name} is a symbolic link; submit the file itself, not a link to it")
-    if not stat.S_ISREG(info.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
-        return problem(f"{name} is not a regular file ({kind}); submit the file itself")
-    digest = hashlib.sha256()
-    size = 0
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as fh:
-            opened = os.fstat(fh.fileno())
-            if not stat.S_ISREG(opened.st_mode):  # swapped after the lstat
-                kind = _KINDS.get(stat.S_IFMT(opened.st_mode), "a special file")
-                return problem(f"{name} is not a regular file ({kind}); submit the file itself")
-            while chunk := fh.read(1 << 20):
-                size += len(chunk)
-                digest.update(chunk)
-    except OSError as exc:
-        return problem(f"{_shown(file)}: cannot read the file ({exc.strerror})")
-    if size > MAX_SOURCE_BYTES:
-        return problem(
-            f"{name} is {size:,} bytes; the grader reads files of at most "
-            f"{MAX_SOURCE_BYTES >> 20} MiB ({MAX_SOURCE_BYTES:,} bytes): leave data out of the file",
-            digest.hexdigest(),
-        )
-    return Submission(sid, shown, str(file), digest.hexdigest(), raw_name=raw_name)
-
-
-def notebook_submission(sid: str, path: Path, notebook: Path, raw_name: bytes = b"", pack: Any = None) -> Submission:
-    """A notebook's submission: the notebook checked like a file, then its code cells as a scratch submission file.
-
-    The scratch folder is removed when the process ends (``atexit``) or by
-    ``grader_unconfigure``.
-    """
-    from grader.intake.notebook import NotebookError, convert
-
-    pack = pack or find_pack()
-    sub = make_submission(sid, path, notebook, raw_name, pack)
-    if sub.problem:
-        return sub
-    try:
-        nb = convert(notebook, pack.submission)
-    except NotebookError as exc:
-        return replace(sub, file=None, problem=str(exc))
-    for note in nb.notes:  # at most grader.intake.notebook.MAX_NOTES + 1 lines
-        print(f"grader: note: {display(note)}", file=sys.stderr)
-    data = nb.source.encode("utf-8", "surrogatepass")
-    if len(data) > MAX_SOURCE_BYTES:
-        return replace(
-            sub,
-            file=None,
-            problem=f"{display(notebook.name)}'s code cells make {len(data):,} bytes of Python; the grader reads "
-            f"at most {MAX_SOURCE_BYTES >> 20} MiB ({MAX_SOURCE_BYTES:,} bytes): leave data out of the notebook",
-        )
-    folder = Path(tempfile.mkdtemp(prefix=scratch_prefix("nb")))
-    _scratch_folders.append(folder)
-    target = folder / pack.submission
-    target.write_bytes(data)
-    with _NB_LOCK:
-        _NOTEBOOKS[str(target)] = nb
-    return replace(sub, file=str(target), sha256=hashlib.sha256(data).hexdigest())
-
-
-_scratch_folders: list[Path] = []
-
-
-def _remove_scratch() -> None:
-    while _scratch_folders:
-        shutil.rmtree(_scratch_folders.pop(), ignore_errors=True)
-
-
-atexit.register(_remove_scratch)
-
-
 def _child(child: Path, pack: Any) -> Submission | None:
     """The submission of one entry of a class folder, or None when it is not one."""
     raw = os.fsencode(child.name)
@@ -224,13 +70,13 @@ def _child(child: Path, pack: Any) -> Submission | None:
         info = os.lstat(child)
     except OSError as exc:
         sid = name.removesuffix(".py")
-        return Submission(sid, _shown(child), None, "", f"{name}: cannot read it ({exc.strerror})", raw_name=raw)
+        return Submission(sid, shown_path(child), None, "", f"{name}: cannot read it ({exc.strerror})", raw_name=raw)
     if stat.S_ISLNK(info.st_mode):
         if child.suffix == ".py" or child.is_dir():
             sid = name.removesuffix(".py")
             return Submission(
                 sid,
-                _shown(child),
+                shown_path(child),
                 None,
                 "",
                 f"{name} is a symbolic link; submit the folder or file itself, not a link to it",
@@ -265,7 +111,7 @@ def locate(path: str, skip: Path | None = None, pack: Any = None) -> list[Submis
     """
     pack = pack or find_pack()
     p = Path(path)
-    shown = _shown(path)
+    shown = shown_path(path)
     try:
         info = os.stat(p)
     except OSError:
@@ -407,9 +253,9 @@ def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
 def grader_unconfigure(config: Any) -> None:
     for folder in config.stash.pop(_TEMPDIRS, []):
         shutil.rmtree(folder, ignore_errors=True)
-    _remove_scratch()
-    with _NB_LOCK:
-        _NOTEBOOKS.clear()
+    remove_scratch()
+    with NB_LOCK:
+        NOTEBOOKS.clear()
 
 
 def _relocated(result: CallResult, nb: Any) -> CallResult:
@@ -423,8 +269,8 @@ def grader_run_calls(submission: Submission, calls: Any, config: Any) -> Any:
     ``trylast``: the innermost wrapper, so timing and third-party wrappers see the relocated results.
     """
     outcome = yield
-    with _NB_LOCK:
-        nb = _NOTEBOOKS.get(submission.file or "")
+    with NB_LOCK:
+        nb = NOTEBOOKS.get(submission.file or "")
     if nb is None or outcome is None:
         return outcome
     return dataclasses.replace(

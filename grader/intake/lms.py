@@ -501,8 +501,8 @@ def _submissions(
     scratch: Callable[[], Path],
     skipped: list[str],
 ) -> list[Submission]:
-    from grader.builtin.submission import make_submission, notebook_submission
     from grader.intake.archive import ArchiveError, Student, _take
+    from grader.intake.files import make_submission, notebook_submission
 
     pack = config.pack
     which = config.option("attempt") or "latest"
