@@ -3,7 +3,7 @@
 Generated, never hand-copied (so they cannot drift from the code):
 
 - ``reference/commands.md``: every subcommand and its options, from the argparse parser the
-  ``grader`` command itself builds (`grader.cli.build_parser`, with the built-in plugins' options
+  ``grader`` command itself builds (`grader.config.parser.build_parser`, with the built-in plugins' options
   added through ``grader_addoption``; installed third-party plugins are not loaded).
 - ``reference/spec.md``: every key of an exercise spec, from the JSON Schema the spec loader
   validates against (`grader.builtin.yaml_spec.SCHEMA`), and every check kind's own keys, from
@@ -41,7 +41,7 @@ def _grader() -> dict[str, Any]:
     try:
         from grader import hookspecs
         from grader.builtin import yaml_spec
-        from grader.cli import build_parser
+        from grader.config.parser import build_parser
         from grader.config import plugins
         from grader.packs import _SCHEMA as manifest_schema
     finally:

@@ -21,7 +21,7 @@ import yaml
 
 from grader import hookspecs
 from grader.builtin.yaml_spec import SCHEMA
-from grader.cli import build_parser
+from grader.config.parser import build_parser
 from grader.config.plugins import get_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent

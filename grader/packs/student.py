@@ -161,7 +161,7 @@ CI runs the visible checks only and never gives the grade.
 
 def _student_readme(readme: Path, pack: Any) -> str:
     """The student package's README: the student guide written from the pack's manifest
-    (`grader.integrations.studenttool.student_guide`), never a file of the pack's folder or this repository's
+    (`student_guide`), never a file of the pack's folder or this repository's
     README (an instructor's notes may tell of hidden checks; the README is the instructor's)."""
     return student_guide(pack)
 
