@@ -41,8 +41,8 @@ def _grader() -> dict[str, Any]:
     try:
         from grader import hookspecs
         from grader.builtin import yaml_spec
-        from grader.config.parser import build_parser
         from grader.config import plugins
+        from grader.config.parser import build_parser
         from grader.packs import _SCHEMA as manifest_schema
     finally:
         sys.path.remove(str(ROOT))

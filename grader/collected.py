@@ -9,13 +9,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from grader._version import __version__
-from grader.kinds import KindContext
+from grader.disclosure import secret_while_grading
 from grader.models import Call, Check, Exercise, GradingReport, Prepared
-from grader.reporting.disclosure import secret_while_grading
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.kinds import KindContext  # numpy: not imported by 'import grader.grading.session'
 
 __all__ = ["COLLECTED", "Collected", "PreparedCheck"]
 

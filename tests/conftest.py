@@ -19,6 +19,10 @@ REFERENCE = ROOT / "reference" / "attention.py"
 SUBMISSIONS = ROOT / "submissions"
 STARTER = ROOT / "exercises" / "starter" / "attention.py"
 
+# Tests run commands in temporary folders, outside the course folder: GRADER_COURSE names it there, as a
+# CI job of an instructor's would. A test of the student's installation removes it from its environment.
+os.environ.setdefault("GRADER_COURSE", str(ROOT))
+
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",

@@ -1,4 +1,4 @@
-"""The disclosure rule (grader.reporting.disclosure): what a student may see, decided in one module."""
+"""The disclosure rule (grader.disclosure): what a student may see, decided in one module."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.models import CallResult, Check, CheckResult
-from grader.reporting.disclosure import (
+from grader.disclosure import (
     HIDDEN_NOTE,
     hidden_bad_return,
     hidden_type,
@@ -21,6 +20,7 @@ from grader.reporting.disclosure import (
     secret_while_grading,
     student_message,
 )
+from grader.models import CallResult, Check, CheckResult
 
 PACKAGE = Path(__file__).resolve().parents[1] / "grader"
 

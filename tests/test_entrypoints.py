@@ -15,7 +15,7 @@ from grader.readers import entrypoints
 
 PROBE = (
     "import json, os, sys\n"
-    "from grader import entrypoints\n"
+    "from grader.readers import entrypoints\n"
     "from grader.readers.entrypoints import entry_points\n"
     # The folders are made just before: kept at once unless a test asks for the real settling time.
     "entrypoints._SETTLE_NS = int(os.environ.get('PROBE_SETTLE_NS', '0'))\n"

@@ -6,10 +6,10 @@ import argparse
 import sys
 import types
 
-from grader.builtin.timing import check_seconds, submission_seconds
 from grader.collected import COLLECTED, Collected, PreparedCheck
 from grader.config.core import Config
 from grader.config.plugins import get_plugin_manager
+from grader.execution.keys import check_seconds, submission_seconds
 from grader.markers import hookimpl
 from grader.models import Call, CallResult, Check, Exercise, Prepared, RunOutcome, Submission
 

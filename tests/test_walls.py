@@ -1,10 +1,14 @@
 """The import walls between the layers, read from every module's imports.
 
-- The core (``grader/*.py``) imports no built-in plugin (``grader.builtin.*``).
+- The core (every subpackage but the command line, ``grader.cli``) imports no built-in plugin
+  (``grader.builtin.*``); the command line may (``grader term`` writes the built-in writers' files).
 - A built-in plugin imports only the core, never another built-in.
 - The sandbox child (``grader/child/zygote.py``, ``grader/child/worker.py``) imports nothing of the grader.
-- Nothing in ``grader/`` imports a course pack (``g14``, the test packs): packs are found by the
-  loader (`grader.packs`), by path or entry point.
+- Nothing in ``grader/`` imports a course pack (the test packs; the G14 course at the root is no
+  package): packs are found by the loader (`grader.packs`), by path or entry point.
+
+The layer contract between the subpackages is import-linter's (``[tool.importlinter]`` in
+pyproject.toml); ``tests/harness/test_layout.py`` fails on any import cycle.
 - ``import grader.grading.session`` loads no numpy (a cheap ``grader check`` start).
 
 Imports are read with `ast` (module level, inside functions and under ``TYPE_CHECKING`` alike), so
@@ -23,11 +27,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "grader"
-CHILD = {"grader.child.zygote", "grader.child.worker"}
+CHILD = {"grader.child.zygote", "grader.child.worker", "grader.child.forkserver"}
 """Scripts of the sandbox child (with ``grader/child/``): run by path in the job, they import nothing
 of the grader outside the child."""
-CHILD_DATA = {"grader.child.limits"}
-"""The child's one module the grader imports too: the limits both sides agree on (no code runs)."""
+CHILD_DATA = {"grader.child.limits", "grader.child.worker"}
+"""The child's modules the grader imports too: the limits both sides agree on, and the worker, for
+its list of what a submission may import (`grader.child.worker.LISTED`, in the student guide)."""
 
 
 def module_name(path: Path, package: Path) -> str:
@@ -65,11 +70,13 @@ def imported(path: Path, package: Path) -> set[str]:
 
 
 def layer(module: str) -> str:
-    """``child``, ``builtin`` or ``core``."""
+    """``child``, ``builtin``, ``cli`` or ``core``."""
     if module in CHILD or module == "grader.child" or module.startswith("grader.child."):
         return "child"
     if module.startswith("grader.builtin.") or module == "grader.builtin":
         return "builtin"
+    if module == "grader.cli" or module.startswith("grader.cli."):
+        return "cli"
     return "core"
 
 
@@ -80,7 +87,7 @@ def violations(package: Path) -> list[str]:
         importer = module_name(path, package)
         kind = layer(importer)
         for target in sorted(imported(path, package)):
-            if target == importer or target in ("grader", "grader.builtin", "grader.child"):
+            if target == importer or target in ("grader", "grader.builtin", "grader.child", "grader.cli"):
                 if kind == "child" and target == "grader":
                     out.append(f"{importer} -> {target}: the child imports nothing of the grader")
                 continue
@@ -131,21 +138,21 @@ def test_no_import_crosses_a_wall() -> None:
 
 
 def test_the_grader_imports_no_pack(copy_of_grader: Path) -> None:
-    assert PACKS >= {"g14", "r3"}
+    assert PACKS >= {"r3"}
     assert pack_imports(PACKAGE) == []
     kinds = copy_of_grader / "kinds.py"
-    kinds.write_text(kinds.read_text(encoding="utf-8") + "\n\ndef _late():\n    import g14.kinds\n", encoding="utf-8")
-    assert pack_imports(copy_of_grader) == ["grader.kinds -> g14.kinds: the grader imports no pack"]
+    kinds.write_text(kinds.read_text(encoding="utf-8") + "\n\ndef _late():\n    import r3.kinds\n", encoding="utf-8")
+    assert pack_imports(copy_of_grader) == ["grader.kinds -> r3.kinds: the grader imports no pack"]
 
 
 def test_the_map_holds_every_layer() -> None:
     """The map reads real imports: a built-in imports the core; the core's hub modules are there."""
     graph = import_map(PACKAGE)
-    assert "grader.config.plugins" in graph["grader.builtin.runner"]
+    assert "grader.markers" in graph["grader.builtin.runner"]
     assert "grader.models" in graph["grader.grading.session"]
     assert graph["grader.child.zygote"] == set()
     assert graph["grader.child.worker"] == set()
-    assert {layer(m) for m in graph} == {"core", "builtin", "child"}
+    assert {layer(m) for m in graph} == {"core", "builtin", "child", "cli"}
 
 
 def added(copy: Path) -> list[str]:
@@ -173,7 +180,7 @@ def test_a_relative_and_a_lazy_import_are_found(copy_of_grader: Path) -> None:
     junit.write_text(
         junit.read_text(encoding="utf-8") + "\n\ndef _late():\n    from . import scoring\n", encoding="utf-8"
     )
-    session = copy_of_grader / "session.py"
+    session = copy_of_grader / "grading" / "session.py"
     session.write_text(
         session.read_text(encoding="utf-8") + "\n\ndef _late():\n    from grader.builtin import runner\n",
         encoding="utf-8",
@@ -185,7 +192,7 @@ def test_a_relative_and_a_lazy_import_are_found(copy_of_grader: Path) -> None:
 
 
 def test_the_child_importing_the_grader_is_found(copy_of_grader: Path) -> None:
-    worker = copy_of_grader / "worker.py"
+    worker = copy_of_grader / "child" / "worker.py"
     worker.write_text(worker.read_text(encoding="utf-8") + "\nimport grader.models\n", encoding="utf-8")
     assert added(copy_of_grader) == ["grader.child.worker -> grader.models: the child imports nothing of the grader"]
 

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from grader._version import __version__
-from grader.builtin.timing import check_seconds
 from grader.errors import UsageError
+from grader.execution.keys import check_seconds
 from grader.fileio import output_file, write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport

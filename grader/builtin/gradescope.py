@@ -42,8 +42,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grader.builtin.timing import submission_seconds
 from grader.errors import UsageError
+from grader.execution.keys import submission_seconds
 from grader.fileio import output_file, write_atomic
 from grader.intake.naming import slugs_of
 from grader.markers import hookimpl

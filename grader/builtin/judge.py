@@ -3,7 +3,7 @@
 Calls that did not return are judged the same way for every kind (a stub is
 "not attempted", a timeout "timeout", a crash or an unexpected exception
 "error"); calls that returned are judged by the check's kind. What the
-student may read follows `grader.reporting.disclosure` and ``--after-due-date`` /
+student may read follows `grader.disclosure` and ``--after-due-date`` /
 ``--published``.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from grader.disclosure import is_released
 from grader.grading.judging import VerdictCache
 from grader.markers import hookimpl
 from grader.models import CallResult, Check, Prepared, Verdict
-from grader.reporting.disclosure import is_released
 
 
 @hookimpl(trylast=True)

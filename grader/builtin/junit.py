@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grader.builtin.timing import check_seconds
 from grader.errors import UsageError
+from grader.execution.keys import check_seconds
 from grader.fileio import output_file, write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport

@@ -3,7 +3,7 @@
 Each check earns ``points * verdict.fraction``; an exercise's score is the
 sum over its checks. Whether a check's details are shown follows its
 visibility and the ``--after-due-date`` / ``--published`` options
-(`grader.reporting.disclosure.is_shown`).
+(`grader.disclosure.is_shown`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from grader.disclosure import is_shown
 from grader.execution.memo import IdentityTable
 from grader.markers import hookimpl
 from grader.models import Check, CheckResult, Exercise, ExerciseResult, Verdict
-from grader.reporting.disclosure import is_shown
 from grader.stash import StashKey
 
 _KEPT = StashKey[IdentityTable]()

@@ -18,9 +18,9 @@ from array import array
 from collections.abc import Generator, Sequence
 from typing import Any
 
+from grader.execution.keys import CALL_SECONDS
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
-from grader.stash import Stash, StashKey
 
 
 @hookimpl
@@ -44,53 +44,3 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
         # far finer than the milliseconds the exports show (issue 16: 10,000 submissions keep 4.5 MB less).
         record[submission.id] = array("f", [max(float(r.seconds), 0.0) for r in outcome.results])
     return outcome
-
-
-CALL_SECONDS = StashKey[dict[str, Sequence[float]]]()
-"""The seconds of each call of each submission, by submission id (in ``Collected.calls`` order)."""
-
-
-def submission_seconds(stash: Stash, sub_id: str) -> float:
-    """Seconds the calls of one submission took, summed (0 when unknown).
-
-    Parameters
-    ----------
-    stash : Stash
-        The run's ``config.stash``.
-    sub_id : str
-        The submission's id.
-
-    Returns
-    -------
-    float
-        Rounded to milliseconds.
-    """
-    return round(sum(stash.get(CALL_SECONDS, {}).get(sub_id, ())), 3)
-
-
-def check_seconds(stash: Stash, sub_id: str, exercise_id: str | None = None) -> dict[tuple[str, str], float]:
-    """Seconds per check of one submission, keyed by (exercise id, check id).
-
-    Each check owns its calls' place in ``Collected.calls`` (see
-    `grader.grading.session.Collected.split`). Empty when the submission did not run or
-    the counts do not match.
-
-    Parameters
-    ----------
-    stash : Stash
-    sub_id : str
-    exercise_id : str, optional
-        Only this exercise's checks.
-
-    Returns
-    -------
-    dict of (str, str) to float
-    """
-    seconds = stash.get(CALL_SECONDS, {}).get(sub_id)
-    from grader.collected import COLLECTED
-
-    collected = stash.get(COLLECTED, None)
-    if not seconds or collected is None or len(collected.calls) != len(seconds):
-        return {}
-    where_all = collected.check_slices if exercise_id is None else collected.exercise_check_slices.get(exercise_id, ())
-    return {key: round(sum(seconds[where]), 3) for key, where in where_all}

@@ -4,7 +4,7 @@ Calls that did not return a value are judged here, the same way for every
 kind: a stub is "not attempted", a timeout is "timeout", a crash, an
 unexpected exception or a result that is not plain numbers is "error". Calls
 that returned are judged by the check's kind. What a verdict may say about a
-check the student may not see follows `grader.reporting.disclosure`: the exception's
+check the student may not see follows `grader.disclosure`: the exception's
 type and line only, e.g. ``softmax raised TypeError (attention.py, line 12)``;
 a not-implemented result gets a fixed sentence; no detail carries the
 exception text. Visible checks keep the student's message.
@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from grader.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
 from grader.execution.explain import explain_error
 from grader.execution.memo import BudgetTable
 from grader.models import CallResult, Check, Prepared, Verdict
-from grader.reporting.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
 from grader.stash import Stash, StashKey
 
 __all__ = ["VerdictCache", "judge"]

@@ -25,6 +25,7 @@ from grader import packs
 from grader._version import __version__
 from grader.collected import COLLECTED, Collected, PreparedCheck
 from grader.config.core import Config
+from grader.disclosure import is_public, secret_while_grading
 from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
 from grader.execution.memo import IdentityTable
 from grader.grading.settings import result_settings
@@ -40,7 +41,6 @@ from grader.models import (
     SubmissionResult,
     Verdict,
 )
-from grader.reporting.disclosure import is_public, secret_while_grading
 from grader.safetext import display
 from grader.stash import StashKey
 

@@ -40,6 +40,7 @@ import functools
 import importlib
 import importlib.util
 import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ ENTRY_POINT_GROUP = "grader.packs"
 """Entry-point group of installed packs: ``name = "package"``, the package's folder holding `MANIFEST`."""
 MANIFEST = "course.yaml"
 """The manifest's file name in a pack's folder."""
+COURSE_VARIABLE = "GRADER_COURSE"
+"""The environment variable naming the course when no ``--pack`` does (a folder or an installed id)."""
 MAX_MANIFEST_BYTES = 256 << 10
 """Largest manifest read (256 KiB)."""
 
@@ -607,7 +610,9 @@ def course_root(start: Path) -> Path | None:
 def discover_course(argv: list[str], cwd: Path | None = None) -> str | None:
     """The course a command grades, as ``--pack`` would name it, or None to use the installed pack.
 
-    ``--pack`` wins. Else the first `MANIFEST` at or above the working folder (the instructor's
+    ``--pack`` wins, then the `COURSE_VARIABLE` environment variable (a folder, or an installed
+    course's id: for a CI job or a script run outside the course). Else the first `MANIFEST` at or
+    above the working folder (the instructor's
     choice of where to stand). Else the first one strictly above a path the command names: never
     at the path itself, since a folder being graded is a student's, and a file a student chooses
     never decides which course grades them.
@@ -626,6 +631,8 @@ def discover_course(argv: list[str], cwd: Path | None = None) -> str | None:
     option = pack_option(argv)
     if option is not None:
         return option
+    if os.environ.get(COURSE_VARIABLE):
+        return os.environ[COURSE_VARIABLE]
     found = course_root(cwd or Path.cwd())
     if found is not None:
         return str(found)
@@ -663,6 +670,8 @@ def find_pack(option: str | None = None) -> Pack:
             return load_pack(folder, package)
         known = ", ".join(sorted(installed)) or "none installed"
         raise ConfigError(f"--pack {option}: no such folder and no installed course pack of that name ({known})")
+    if os.environ.get(COURSE_VARIABLE):
+        return find_pack(os.environ[COURSE_VARIABLE])
     here = course_root(Path.cwd())  # the course folder we stand in, as pytest finds its rootdir
     if here is not None:
         return load_pack(here, _package_of(here))
@@ -672,8 +681,8 @@ def find_pack(option: str | None = None) -> Pack:
         return load_pack(folder, package)
     if not installed:
         raise ConfigError(
-            "no course: run in a course folder (one holding course.yaml, or below it), pass --pack DIR, "
-            "or install the course's student package"
+            "no course: run in a course folder (one holding course.yaml, or below it), pass --pack DIR "
+            f"(or set {COURSE_VARIABLE}), or install the course's student package"
         )
     raise ConfigError(
         f"several course packs are installed ({', '.join(sorted(installed))}); choose one with --pack NAME"

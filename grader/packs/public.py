@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from grader._version import __version__
+from grader.disclosure import is_public
 from grader.errors import ConfigError
 from grader.kinds import KindContext
 from grader.models import Call, Check, Exercise, Prepared
-from grader.reporting.disclosure import is_public
 
 if TYPE_CHECKING:
     from grader.collected import Collected

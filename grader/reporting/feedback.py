@@ -1,10 +1,10 @@
 """What a student may read about a check, as plain text, shared by the exporters.
 
-The rule of what a check reveals is `grader.reporting.disclosure` (the HTML page's
+The rule of what a check reveals is `grader.disclosure` (the HTML page's
 template asks it too); these functions word it for Gradescope, JUnit and the
 GitHub annotations, so that no file says more than the page: a shown check
 gives its message, its details (call, expected, got...) and its hint; any
-other check its status, hint and `grader.reporting.disclosure.student_message`.
+other check its status, hint and `grader.disclosure.student_message`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.disclosure import HIDDEN_NOTE, student_message
 from grader.kinds import GATE_NOTE
 from grader.models import CheckResult, Diagnosis, ExerciseResult, SubmissionResult
-from grader.reporting.disclosure import HIDDEN_NOTE, student_message
 
 __all__ = [
     "HIDDEN_NOTE",

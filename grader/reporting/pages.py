@@ -3,7 +3,7 @@
 Templates live in ``grader/templates`` (``*.html``, autoescape on, self-contained: inline CSS, no
 scripts, no network assets). The per-submission pages, the class index and the summary page are
 rendered from this environment; what a page shows of a check that is not shown follows
-`grader.reporting.disclosure` (its ``message_shown`` and ``hidden_note`` globals).
+`grader.disclosure` (its ``message_shown`` and ``hidden_note`` globals).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
 
-from grader.reporting.disclosure import HIDDEN_NOTE, message_shown
+from grader.disclosure import HIDDEN_NOTE, message_shown
 from grader.reporting.feedback import (
     check_mistake,
     exercise_mistake,
@@ -63,7 +63,7 @@ def environment(pack: Any) -> jinja2.Environment:
         bytecode_cache=_bytecode_cache(),
     )
     env.globals["status_label"] = lambda s: STATUS_LABELS.get(s, s)
-    # grader.reporting.disclosure: the one rule of what a student reads, on the page as in every export.
+    # grader.disclosure: the one rule of what a student reads, on the page as in every export.
     env.globals["message_shown"] = message_shown
     env.globals["hidden_note"] = HIDDEN_NOTE
     # grader.reporting.feedback: one likely mistake per exercise, hints chosen by what failed (as on the terminal).
