@@ -338,6 +338,7 @@ def summary_grade(report: GradingReport, config: Any, write: Callable[[str], Non
     names = {id(s): shown_id(s.id) for s in report.submissions}
     width = max([len(n) for n in names.values()] + [10])
     write(f"{config.pack.chapter}: {config.pack.title}")
+    write(f"course: {display(str(config.pack.root))}")  # the folder found, as pytest prints its rootdir
     write(f"{'submission':{width}}  " + "  ".join(f"{i:<8}" for i in ids) + "  total")
     shown = report.submissions if len(report.submissions) <= MAX_TABLE_ROWS else report.submissions[:MAX_TABLE_ROWS]
     for s in shown:
