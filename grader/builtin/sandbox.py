@@ -524,11 +524,12 @@ def grader_configure(config: Any) -> None:
     """Start the zygote before any spec or reference is loaded (``grade`` only); it gets ready meanwhile."""
     if not sandboxed(config):
         return  # a zygote the command line started is stopped by it (grader.cli.main)
-    zygote = Zygote(wait=False, started=config.stash.pop(EARLY_ZYGOTE, None))
-    config.stash[_ZYGOTE] = zygote
     from grader.grading.session import worker_count
 
-    starting = _Starting(zygote, worker_count(config), config.pack.submission)
+    slots, submission = worker_count(config), config.pack.submission  # no course: refused before a zygote runs
+    zygote = Zygote(wait=False, started=config.stash.pop(EARLY_ZYGOTE, None))
+    config.stash[_ZYGOTE] = zygote
+    starting = _Starting(zygote, slots, submission)
     config.stash[_STARTING] = starting
     config.stash[JOB_LAUNCHERS] = _Pool(starting)  # waits for the start-up when first used
 
@@ -816,8 +817,11 @@ def grader_unconfigure(config: Any) -> None:
     zygote = config.stash.pop(_ZYGOTE, None)
     if zygote is None:
         return
-    starting = config.stash.pop(_STARTING)
+    starting = config.stash.pop(_STARTING, None)
     config.stash.pop(JOB_LAUNCHERS, None)
+    if starting is None:  # configure stopped between the two (a refused run): only the zygote to stop
+        zygote.close()
+        return
     try:
         if starting.thread.is_alive():  # the run stopped before grading: stopping the zygote ends the start-up too
             zygote.close()

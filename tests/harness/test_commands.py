@@ -67,3 +67,26 @@ def test_each_command_lists_only_the_options_it_uses() -> None:
     assert "--jobs" in sub["grade"].format_help()
     assert "--jobs" not in sub["check"].format_help()
     assert "--specs" not in sub["diff"].format_help() and "--pack" not in sub["diff"].format_help()
+
+
+def test_grade_outside_any_course_is_one_line_and_exit_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRADER_COURSE", raising=False)
+    (tmp_path / "alice").mkdir()
+    assert main(["grade", "alice", "--out", str(tmp_path / "out")]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no course: run in a course folder" in err and "GRADER_COURSE" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_course_is_found_above_the_working_folder_and_named_in_the_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.delenv("GRADER_COURSE", raising=False)
+    monkeypatch.chdir(root / "submissions" / "correct_numpy")
+    assert main(["grade", "attention.py", "--insecure", "--out", str(tmp_path / "out"), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert f"course: {root}" in out.splitlines()
