@@ -22,7 +22,7 @@ def test_the_zygote_loads_every_child_module_by_path_and_nothing_of_the_grader()
     """As the zygote starts (``python -I``): the child is the package ``_grader_child``; ``grader`` never loads."""
     probe = (
         "import importlib.util, json, sys\n"
-        f"spec = importlib.util.spec_from_file_location('zyg', {str(ROOT / 'grader' / 'zygote.py')!r})\n"
+        f"spec = importlib.util.spec_from_file_location('zyg', {str(ROOT / 'grader' / 'child' / 'zygote.py')!r})\n"
         "zygote = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(zygote)\n"
         "control = zygote.load_child()\n"
@@ -106,7 +106,8 @@ def test_the_catalogue_cache_key_hashes_the_child() -> None:
     from grader.packs import catalogue
 
     hashed = {path.resolve() for path in catalogue._DECODING}
+    assert all(path.is_file() for path in catalogue._DECODING)  # a moved file is not silently left out
     child = {path.resolve() for path in (ROOT / "grader" / "child").glob("*.py")}
-    assert len(child) == len(CHILD_MODULES) + 1  # and __init__.py
-    others = {(ROOT / "grader" / name).resolve() for name in ("zygote.py", "worker.py", "jobs.py", "boundary.py")}
+    assert {f"{m}.py" for m in [*CHILD_MODULES, "__init__", "zygote", "worker"]} <= {p.name for p in child}
+    others = {(ROOT / "grader" / name).resolve() for name in ("execution/jobs.py", "execution/boundary.py")}
     assert child | others <= hashed  # jobs.py: the runner's machinery, which turns a frame into a result

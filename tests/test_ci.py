@@ -216,7 +216,6 @@ def test_init_ci_without_package_exits_2_with_one_line_and_writes_nothing(tmp_pa
     [
         "g14 grader",  # two requirements to pip
         "g14-grader numpy",
-        "",
         "--index-url=https://evil.example/simple",  # an option, not a package
         "-e.",
         "/abs/dist/g14.whl",  # outside the template repository
@@ -235,6 +234,15 @@ def test_init_ci_refuses_a_package_that_is_not_one_thing(tmp_path: Path, cli, sp
     code, out, err = cli("init-ci", "gitlab", "--dir", tmp_path, f"--package={spec}")
     assert (code, out) == (2, "") and err.count("\n") == 1
     assert err.startswith("grader: error: --package ") and err.endswith(f"not one package; give {PACKAGE_HELP}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["--package="], ["--package", ""]])
+def test_init_ci_refuses_an_empty_package(tmp_path: Path, cli, args: list[str]) -> None:  # noqa: ANN001
+    """An empty value (an unset variable) is refused before anything else looks at it, as any option's."""
+    code, out, err = cli("init-ci", "gitlab", "--dir", tmp_path, *args)
+    assert (code, out) == (2, "")
+    assert err == "grader: error: --package: empty (an unset variable?); give a value, or leave the option out\n"
     assert list(tmp_path.iterdir()) == []
 
 

@@ -139,7 +139,7 @@ def _no_survivor_and_no_forged_notice(out: str, err: str, seen: bool) -> None:
 def _true_junit(path: Path) -> None:
     xml = JUnitXml.fromfile(str(path))
     cases = {(suite.name, case.name): case for suite in xml for case in suite}
-    assert len(cases) == 22 and sum(1 for c in cases.values() if not c.is_passed) == 2
+    assert len(cases) == 23 and sum(1 for c in cases.values() if not c.is_passed) == 2
 
 
 def test_github_workflow_by_hand(tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_github_workflow_by_hand(tmp_path: Path) -> None:
     assert [line for line in acted_on(out) if line.startswith("::notice title=Autograding")] == TRUE_NOTICES
     assert out.splitlines()[:2] == TRUE_NOTICES
     text = summary.read_text()
-    assert "35/35" not in text and "**20 passed, 2 failed** · 33 / 35 points" in text
+    assert "35/35" not in text and "**21 passed, 2 failed** · 33 / 35 points" in text
     _true_junit(repo / "junit.xml")
     time.sleep(0.5)
     assert summary.read_text() == text  # nothing wrote to it afterwards
@@ -178,7 +178,7 @@ def test_classroom50_autograder(tmp_path: Path) -> None:
     assert code == 0, err
     _no_survivor_and_no_forged_notice(out, err, seen)
     result = json.loads((repo / "result.json").read_text())
-    assert (result["score"], result["max-score"], len(result["tests"])) == (33, 35, 22)
+    assert (result["score"], result["max-score"], len(result["tests"])) == (33, 35, 23)
 
 
 def test_pytest_with_junitxml(tmp_path: Path) -> None:
@@ -187,10 +187,10 @@ def test_pytest_with_junitxml(tmp_path: Path) -> None:
     code, out, err, seen = _run(argv, repo, _env())
     assert code == 1, out + err
     _no_survivor_and_no_forged_notice(out, err, seen)
-    assert "2 failed, 20 passed" in out and "visible checks: 33/35 points" in out
+    assert "2 failed, 21 passed" in out and "visible checks: 33/35 points" in out
     xml = JUnitXml.fromfile(str(repo / "junit.xml"))
     cases = [case for suite in xml for case in suite]
-    assert len(cases) == 22 and sum(1 for c in cases if not c.is_passed) == 2
+    assert len(cases) == 23 and sum(1 for c in cases if not c.is_passed) == 2
 
 
 @pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="a job run by root")

@@ -190,8 +190,10 @@ def test_no_diagnosis_option(cli, tmp_path: Path) -> None:
 
 
 def test_without_a_catalogue_diagnosis_is_off_unless_asked_for(cli, tmp_path: Path, monkeypatch) -> None:
-    pack = tmp_path / "pack"  # the G14 pack without its mutants/
-    shutil.copytree(ROOT / "g14", pack, ignore=shutil.ignore_patterns("mutants", "submissions", "__pycache__"))
+    pack = tmp_path / "pack"  # the G14 course without its mutants/ (and its samples)
+    for part in ("exercises", "reference"):
+        shutil.copytree(ROOT / part, pack / part, ignore=shutil.ignore_patterns("mutants", "__pycache__"))
+    shutil.copy(ROOT / "course.yaml", pack / "course.yaml")
     monkeypatch.chdir(tmp_path)
     code, out, err = cli("check", SUBMISSIONS / "mib_decimal" / "attention.py", "--pack", pack)
     assert code == 1 and "mib differs" in out and "likely mistake" not in out and err == ""

@@ -74,6 +74,14 @@ def test_the_zip_holds_what_gradescope_runs_and_no_sample(bundle: Path) -> None:
     assert modes["setup.sh"] == modes["run_autograder"] == 0o755 and modes["course.key"] == 0o600
     assert key == SECRET
     assert not [n for n in names if "__pycache__" in n or n.startswith("pack/submissions/")]
+    # The course folder is the repository's root: of it, only the course goes in (never .git, .venv, tests,
+    # reports or the harness a second time).
+    assert sorted({n.split("/")[1] for n in names if n.startswith("pack/")}) == [
+        "course.yaml",
+        "exercises",
+        "reference",
+    ]
+    assert "pack/reference/attention.py" in names and "pack/exercises/G14.01.yaml" in names
     assert names == sorted(names)
     assert stat.S_IMODE(bundle.stat().st_mode) == 0o600  # it holds the secret
     # Same grader, pack and secret: the same bytes.

@@ -126,7 +126,7 @@ def test_the_student_package_of_another_pack_describes_that_pack(cli, tmp_path: 
     assert "Summary: R3 (Rectifiers and their gradients): visible checks for students' activations.py" in metadata
     readme = metadata.split("\n\n", 1)[1]
     assert readme.lstrip().startswith("# R3 grader for students")
-    assert "grader check activations.py          # or activations.ipynb" in readme
+    assert "grader check activations.py       # or activations.ipynb" in readme  # the guide (student_guide)
     assert "(`relu`, `relu_grad`)" in readme and "python -m pip install r3-grader" in readme
     assert "G14" not in metadata and "attention" not in metadata
 
@@ -185,8 +185,8 @@ def test_check_warns_about_a_file_another_pack_grades(cli, tmp_path: Path) -> No
     student.write_text((PACK / "submissions" / "right" / "activations.py").read_text())
     code, out, err = cli("check", "--pack", PACK, student)
     assert err == (
-        f"grader: warning: {student}: the course pack r3 (R3) grades activations.py; pass --pack DIR if norms.py "
-        "is another pack's\n"
+        f"grader: warning: {student}: the course r3 (R3) grades activations.py; pass --pack DIR if norms.py "
+        "is another course's\n"
     )
     assert out.splitlines()[-2] == "3 passed, 0 failed"  # still checked, as the pack's file
     right = tmp_path / "activations.py"
@@ -230,7 +230,7 @@ def test_a_superscript_shard_is_one_line_naming_the_variable(cli, tmp_path: Path
 def test_a_pack_id_may_not_be_a_builtins_name(cli, tmp_path: Path) -> None:  # noqa: ANN001
     pack = _pack(tmp_path, "id: r3\n", "id: judge\n")  # its plugin would be registered under 'judge': never loaded
     assert _one_line(cli, pack) == (
-        f"{pack / 'course.yaml'}: id: 'judge' is the name of a built-in plugin; give the pack another id, "
+        f"{pack / 'course.yaml'}: id: 'judge' is the name of a built-in plugin; give the course another id, "
         "e.g. judge-pack"
     )
 

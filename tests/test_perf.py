@@ -514,7 +514,7 @@ def test_the_command_starts_check_s_fork_server_before_it_imports_the_grader() -
     script = (
         "import sys\n"
         "import grader, grader.cli.launch, grader.execution.servers\n"
-        "early = sorted(m for m in ('numpy', 'pluggy', 'grader.models', 'grader.execution.jobs', 'grader.cli') if m in sys.modules)\n"
+        "early = sorted(m for m in ('numpy', 'pluggy', 'grader.models', 'grader.execution.jobs', 'grader.cli.app') if m in sys.modules)\n"
         "from grader import Check, StashKey, hookimpl\n"
         "print(early, Check.__module__, StashKey.__module__, callable(hookimpl))\n"
     )

@@ -210,15 +210,18 @@ def test_finding_a_pack() -> None:
     assert pack_option(["grade", "x", "--pack", "tests/packs/r3"]) == "tests/packs/r3"
     assert pack_option(["check", "--pack=r3", "f.py"]) == "r3" and pack_option(["check", "f.py"]) is None
     assert pack_option(["check", "--", "--pack", "x"]) is None
-    installed = find_pack()  # the one pack installed here: G14, found through the entry point
-    assert (installed.id, installed.chapter, installed.submission, installed.package) == (
+    from grader.packs import installed_packs
+
+    course = find_pack()  # the course the tests run for: G14, the repository's root (GRADER_COURSE, conftest.py)
+    assert (course.id, course.chapter, course.submission, course.package, course.root) == (
         "g14",
         "G14",
         "attention.py",
-        "g14",
+        "",
+        ROOT,
     )
-    assert find_pack("g14") is installed  # by its entry point's name
-    assert find_pack(str(ROOT / "g14")).submission == "attention.py"  # or by its folder
+    assert find_pack(str(ROOT)) is course  # by its folder
+    assert "g14" not in installed_packs()  # the harness distribution holds no course (issue 25)
     r3 = load_pack(PACK)
     assert (r3.id, r3.title, r3.submission, r3.module, r3.notebook, r3.functions, r3.package) == (
         "r3",

@@ -21,11 +21,11 @@ from grader.packs.student import inspect_artifact, member_names, pack_members
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS, REFERENCE, MUTANTS = (
-    ROOT / "g14" / "specs",
-    ROOT / "g14" / "reference" / "attention.py",
-    ROOT / "g14" / "mutants",
+    ROOT / "exercises",
+    ROOT / "reference" / "attention.py",
+    ROOT / "reference" / "mutants",
 )
-STARTER = ROOT / "g14" / "starter" / "attention.py"
+STARTER = ROOT / "exercises" / "starter" / "attention.py"
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(bu
     wheel = member_names(built["wheel"])
     assert "g14/public.json" in wheel and "g14/starter/attention.py" in wheel
     assert (
-        "grader/cli.py" in wheel
+        "grader/cli/__init__.py" in wheel
         and "grader/integrations/pytest_plugin.py" in wheel
         and "grader/templates/report.html" in wheel
     )
@@ -115,7 +115,7 @@ def test_the_inspection_fails_when_a_hidden_file_is_added(built: dict[str, Path]
     mutant = _with_extra(artifact, tmp_path / "c", "grader/builtin/extra.py", hidden)  # renamed mutant code
     assert [p for p in _problems(mutant) if "the same bytes as" in p and "mutants/no_sqrt_dk" in p]
     (tmp_path / "d").mkdir()
-    bundle = json.loads((ROOT / "g14" / "public.json").read_text())
+    bundle = json.loads((ROOT / "exercises" / "public.json").read_text())
     bundle["exercises"][0]["checks"][0]["id"] = "unequal-counts-and-widths"  # a hidden check's id
     leaked = _with_extra(artifact, tmp_path / "d", "grader/data/other.json", json.dumps(bundle).encode())
     assert any("check G14.01 unequal-counts-and-widths is hidden in the specs" in p for p in _problems(leaked))
@@ -243,6 +243,7 @@ def test_the_student_install_lists_the_students_commands_and_its_readme_is_the_g
     from grader.child.worker import LISTED
     from grader.cli import build_parser
     from grader.config.plugins import get_plugin_manager
+    from grader.integrations.studenttool import student_help
     from grader.packs import load_pack
 
     folder = tmp_path / "wheel"
@@ -250,11 +251,11 @@ def test_the_student_install_lists_the_students_commands_and_its_readme_is_the_g
         zf.extractall(folder)
         readme = next(zf.read(n).decode() for n in zf.namelist() if n.endswith("METADATA"))
     pack = load_pack(folder / "g14", "")
-    text = build_parser(get_plugin_manager([]), pack).format_help()
+    text = student_help(build_parser(get_plugin_manager([]), pack), pack).format_help()  # as main() lists them
     listed = re.findall(r"^    (\S+)", text, re.MULTILINE)  # the commands (their help is indented further)
     assert listed == ["check", "starter", "init-ci"], text
     assert "grade submissions" not in text and "Check your chapter G14 work" in text
-    repo_help = build_parser(get_plugin_manager([]), find_pack()).format_help()
+    repo_help = student_help(build_parser(get_plugin_manager([]), find_pack()), find_pack()).format_help()
     assert "grade submissions and write reports" in repo_help and "build-student-package" in repo_help
     for heading in ("## Install", "## Start and check", "## pytest", "## Notebooks", "## CI", "## What your file may"):
         assert heading in readme, heading

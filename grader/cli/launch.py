@@ -30,7 +30,7 @@ def console_main() -> None:
     started = check_fork_server(argv)
     zygote = grade_zygote(argv) if started is None else None
     try:
-        from grader.cli import main
+        from grader.cli.app import main
     except KeyboardInterrupt:  # as main says it, with the server's socket closed as the process ends
         print("grader: interrupted", file=sys.stderr)
         sys.exit(130)

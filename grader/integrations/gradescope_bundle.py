@@ -10,13 +10,14 @@ to build the image, and for each submission copies ``run_autograder`` to
     run_autograder      grader grade /autograder/submission --gradescope /autograder/results/results.json
     requirements.txt    the grader's dependencies, at the versions installed where the zip was made
     lib/grader/...      this grader's code (run from here: nothing is installed from PyPI under its name)
-    pack/...            the course pack: course.yaml, specs, reference, starter, mutants, public checks
+    pack/...            the course: course.yaml and the folders its paths lie in (`course_parts`)
     course.key          the course secret (0600), when one is set (--secret-file, GRADER_COURSE_SECRET...)
 
 ``run_autograder`` grades in a private temporary folder (``umask 077``) and
 writes only ``results.json``; ``GRADER_PYTHON`` names the Python it runs (default
 ``python3``), so a test can run the zip with a virtual environment's Python.
-The pack's sample submissions are left out. Entries are sorted and dated
+The pack's sample submissions are left out, and so is everything else of the course's folder
+(which may be a repository: its ``.git``, ``.venv``, tests, reports, the harness itself). Entries are sorted and dated
 1980-01-01, so the same grader, pack and secret give the same bytes.
 """
 
@@ -36,10 +37,10 @@ from typing import Any
 import grader
 from grader.errors import UsageError
 
-__all__ = ["arguments", "bundle_files", "run", "write_bundle"]
+__all__ = ["arguments", "bundle_files", "course_parts", "run", "write_bundle"]
 
 COMMAND = "gradescope-bundle"
-DISTRIBUTION = "g14-grader"
+DISTRIBUTION = "grader-harness"
 """The grader's own distribution: its requirements go to ``requirements.txt``."""
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -95,10 +96,12 @@ def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
 
 
 def _tree(folder: Path, prefix: str, skip: set[Path]) -> Iterator[tuple[str, Path]]:
-    """``(name in the zip, file)`` of every regular file under ``folder``, sorted; links and caches left out."""
+    """``(name in the zip, file)`` of every regular file under ``folder``, sorted; links, caches and hidden
+    folders (``.git``, ``.venv``) left out."""
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
-        if any(part in _SKIP_DIRS for part in rel.parts) or any(path == s or s in path.parents for s in skip):
+        hidden = any(part in _SKIP_DIRS or part.startswith(".") for part in rel.parts)
+        if hidden or any(path == s or s in path.parents for s in skip):
             continue
         if path.is_symlink() or not path.is_file() or path.suffix in (".pyc", ".pyo"):
             continue
@@ -119,13 +122,35 @@ def requirements() -> str:
     return "\n".join(sorted(lines, key=str.lower)) + "\n"
 
 
+def course_parts(pack: Any) -> list[Path]:
+    """What of the course's folder the zip holds: its manifest, and each top-level folder (or file) its
+    specs, reference, starter, mutants, public checks and plugin lie in, sorted.
+
+    The course's folder may be a repository holding much else (``.git``, ``.venv``, tests, reports, the
+    harness): only what the manifest names goes in, with the folders around it (the plugin may read a
+    file beside the reference).
+
+    Parameters
+    ----------
+    pack : grader.packs.Pack
+
+    Returns
+    -------
+    list of pathlib.Path
+    """
+    root = Path(pack.root)
+    named = [pack.specs, pack.reference, pack.starter, pack.mutants, pack.public, pack.plugin]
+    tops = {root / Path(p).relative_to(root).parts[0] for p in named if p is not None and Path(p) != root}
+    return sorted({root / "course.yaml", *(t for t in tops if t.exists())})
+
+
 def bundle_files(pack: Any, secret: bytes | None) -> list[tuple[str, bytes, int]]:
     """What the zip holds: ``(name, bytes, mode)``, sorted by name.
 
     Parameters
     ----------
     pack : grader.packs.Pack
-        The course pack (its folder is copied to ``pack/``, its sample submissions left out).
+        The course pack (`course_parts` of its folder are copied to ``pack/``, its sample submissions left out).
     secret : bytes or None
         The course secret (``course.key``, mode 0600), or None.
 
@@ -142,7 +167,12 @@ def bundle_files(pack: Any, secret: bytes | None) -> list[tuple[str, bytes, int]
     files += [(name, path.read_bytes(), 0o644) for name, path in _tree(code, "lib/grader", set())]
     samples = getattr(pack, "samples", None)
     skip = {Path(samples).resolve()} if samples else set()
-    files += [(name, path.read_bytes(), 0o644) for name, path in _tree(Path(pack.root), "pack", skip)]
+    root = Path(pack.root)
+    for part in course_parts(pack):
+        if part.is_dir():
+            files += [(name, path.read_bytes(), 0o644) for name, path in _tree(part, f"pack/{part.name}", skip)]
+        elif part.is_file() and not part.is_symlink():
+            files.append((f"pack/{part.relative_to(root).as_posix()}", part.read_bytes(), 0o644))
     if secret is not None:
         files.append(("course.key", secret + b"\n", 0o600))
     return sorted(files)

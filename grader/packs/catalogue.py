@@ -385,17 +385,15 @@ def fingerprint(folder: str | os.PathLike[str], filename: str | None = None) -> 
     return h.hexdigest()
 
 
-_WORKER = Path(__file__).resolve().parent.parent / "child" / "worker.py"
+_GRADER = Path(__file__).resolve().parent.parent
 _DECODING = (
-    _WORKER,
-    _WORKER.parent / "boundary.py",
-    _WORKER.parent / "jobs.py",
-    _WORKER.parent / "builtin" / "runner.py",
-    _WORKER.parent / "zygote.py",
-    *sorted((_WORKER.parent / "child").glob("*.py")),
+    _GRADER / "execution" / "boundary.py",
+    _GRADER / "execution" / "jobs.py",
+    _GRADER / "builtin" / "runner.py",
+    *sorted((_GRADER / "child").glob("*.py")),
 )
-"""The files that decide what a job's answer becomes (the worker, the decoder, the job machinery and
-the runner, the sandbox child: ``zygote.py`` and every module of ``grader/child``): a change to any
+"""The files that decide what a job's answer becomes (the decoder, the job machinery and the runner,
+and every module of ``grader/child``: the worker, the zygote and the sandbox child): a change to any
 of them makes cached results stale."""
 
 

@@ -176,14 +176,25 @@ def _tables(text: str) -> list[list[str]]:
     return groups
 
 
-def _student_packages(line: str, pkg: str) -> str:
-    """A ``packages = [...]`` line keeping the grader's packages (``grader``, ``grader.*``) and adding the pack's."""
-    m = re.match(r"^packages = \[(.*)\]\s*$", line)
-    if m is None:
-        return line
-    names = [n.strip().strip('"') for n in m.group(1).split(",") if n.strip()]
+def _student_packages(group: list[str], pkg: str) -> list[str]:
+    """The ``[tool.setuptools]`` table's lines, its ``packages`` list (on one line or several) keeping
+    the grader's packages (``grader``, ``grader.*``) and adding the pack's, on one line."""
+    import tomllib
+
+    start = next((i for i, line in enumerate(group) if re.match(r"^packages\s*=\s*\[", line)), None)
+    if start is None:
+        return group
+    for end in range(start, len(group)):  # up to the line closing the list
+        try:
+            names = tomllib.loads("\n".join(group[start : end + 1]))["packages"]
+            break
+        except (ValueError, KeyError):
+            continue
+    else:
+        return group
     kept = [n for n in names if n == "grader" or n.startswith("grader.")]
-    return "packages = [" + ", ".join(json.dumps(n) for n in [*kept, pkg]) + "]"
+    line = "packages = [" + ", ".join(json.dumps(n) for n in [*kept, pkg]) + "]"
+    return [*group[:start], line, *group[end + 1 :]]
 
 
 STUDENT_PYTEST = (
@@ -215,7 +226,7 @@ def student_pyproject(text: str, pack: Any) -> str:
         elif header == '[project.entry-points."grader.packs"]':
             group = [group[0], f'{pack.id} = "{pkg}"', ""]
         elif header == "[tool.setuptools]":
-            group = [_student_packages(line, pkg) for line in group]
+            group = _student_packages(group, pkg)
         elif header == "[project]":
             about = json.dumps(f"{pack.chapter} ({pack.title}): visible checks for students' {pack.submission}")
             group = [
