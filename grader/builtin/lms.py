@@ -536,7 +536,7 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
     try:
         from canvasapi.exceptions import CanvasException
     except ImportError:
-        raise ConfigError("--canvas-push: canvasapi is not installed; pip install 'g14-grader[canvas]'") from None
+        raise ConfigError("--canvas-push: canvasapi is not installed; pip install 'grader-harness[canvas]'") from None
     students = [s for s in report.submissions if s.lms.get("system") == "canvas" and lms_user_id(s)]
     if not students:
         return 0
@@ -644,7 +644,7 @@ def grader_configure(config: Any) -> None:
     try:
         import canvasapi  # noqa: F401
     except ImportError:
-        raise ConfigError("--canvas-push: canvasapi is not installed; pip install 'g14-grader[canvas]'") from None
+        raise ConfigError("--canvas-push: canvasapi is not installed; pip install 'grader-harness[canvas]'") from None
 
 
 @hookimpl

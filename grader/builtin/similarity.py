@@ -114,7 +114,7 @@ def grader_configure(config: Any) -> None:
             import copydetect  # noqa: F401
         except ImportError:
             raise ConfigError(
-                "--similarity: copydetect is not installed; pip install 'g14-grader[similarity]'"
+                "--similarity: copydetect is not installed; pip install 'grader-harness[similarity]'"
             ) from None
         # The returned values are not kept in the gradebook: every submission runs again to be compared.
         config.options.regrade = True

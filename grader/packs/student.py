@@ -123,42 +123,6 @@ def wheel_manifest(pack: Any) -> str:
     return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def _pack_readme(pack: Any) -> str:
-    """The student package's README for a pack the repository's README does not describe, from its manifest."""
-    names = ", ".join(f"`{f}`" for f in pack.functions)
-    return f"""# {pack.chapter} grader for students
-
-{pack.title}: the visible checks of chapter {pack.chapter}, for your own `{pack.submission}`.
-
-**Install.** Your course gives you this package (a wheel, a URL or an index name), e.g.
-
-```sh
-python -m pip install {pack.distribution}
-```
-
-It holds the grader and the public part of the course pack `{pack.id}`: its manifest, its check kinds,
-the visible checks and the starter. It holds nothing hidden.
-
-**Check.** `grader starter [DIR]` copies the starter `{pack.submission}` (it never overwrites one).
-Fill in its functions ({names}), then, in the folder that holds it:
-
-```sh
-grader check {pack.submission}          # or {pack.notebook}
-```
-
-It runs the visible checks only, offline: per exercise its points, and for each check that does
-not pass the call, the expected and the returned values, the likely mistake and a hint. The grade
-also counts hidden checks, run at grading: passing every visible check is not full marks.
-`grader check --help` lists its options.
-
-**pytest.** Plain `pytest` in the folder holding `{pack.submission}` collects one test per visible
-check (`-p no:grader` turns it off).
-
-**CI.** `grader init-ci github|gitlab|classroom50` writes the files a template repository needs;
-CI runs the visible checks only and never gives the grade.
-"""
-
-
 def _student_readme(readme: Path, pack: Any) -> str:
     """The student package's README: the student guide written from the pack's manifest
     (`student_guide`), never a file of the pack's folder or this repository's
