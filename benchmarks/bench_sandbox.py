@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from grader.builtin.sandbox import DEFAULT_LIMITS, SandboxJob, Zygote, _Worker
-from grader.execution.jobs import PlainJob, run_calls
+from grader.execution.calls import run_calls
+from grader.execution.jobs import PlainJob
 from grader.models import Call
 
 ROOT = Path(__file__).resolve().parent.parent

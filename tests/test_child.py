@@ -108,5 +108,8 @@ def test_the_catalogue_cache_key_hashes_the_child() -> None:
     hashed = {path.resolve() for path in catalogue._DECODING}
     child = {path.resolve() for path in (ROOT / "grader" / "child").glob("*.py")}
     assert len(child) == len(CHILD_MODULES) + 1  # and __init__.py
-    others = {(ROOT / "grader" / name).resolve() for name in ("zygote.py", "worker.py", "jobs.py", "boundary.py")}
-    assert child | others <= hashed  # jobs.py: the runner's machinery, which turns a frame into a result
+    execution = ("boundary.py", "jobs.py", "channel.py", "calls.py")
+    others = {(ROOT / "grader" / "execution" / name).resolve() for name in execution}
+    others.add((ROOT / "grader" / "builtin" / "runner.py").resolve())
+    assert all(path.is_file() for path in hashed)
+    assert child | others <= hashed  # the runner's machinery, which turns a frame into a result

@@ -106,7 +106,7 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
 
     from grader.child.cgroups import slot_processes
     from grader.child.limits import JOB_NICE, UID_BASE
-    from grader.execution.jobs import _Child
+    from grader.execution.channel import JobChannel
     from grader.models import Call
 
     first, second = tmp_path / "a.py", tmp_path / "b.py"
@@ -124,7 +124,7 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
         for path, ready_slot in ((first, 5), (second, 0)):
             job = worker.launch(path.read_bytes(), "", 10.0)
             assert worker.ready is not None and worker.ready.slot == ready_slot  # started ahead, other slot
-            child = _Child(job)
+            child = JobChannel(job)
             sink = {"stdout": bytearray(), "stderr": bytearray()}
             frames = [child.read_frame(time.monotonic() + 10.0, sink, "import")]
             assert child.send(Call("who", (), 2.0), time.monotonic() + 10.0) == "sent"  # a call, once imported
@@ -152,7 +152,7 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
     """The job after a timeout is the standby (other slot, other uid); the hung job is ended without waiting."""
     from grader.child.cgroups import slot_processes
     from grader.child.limits import UID_BASE
-    from grader.execution.jobs import run_calls
+    from grader.execution.calls import run_calls
     from grader.models import Call
 
     path = tmp_path / "attention.py"
@@ -184,7 +184,9 @@ import os
 import threading
 import time
 
-from grader.execution.jobs import CHANNEL_LOST, _Child, run_calls
+from grader.execution.calls import run_calls
+from grader.execution.channel import JobChannel
+from grader.execution.jobs import CHANNEL_LOST
 from grader.models import Call
 
 
@@ -255,7 +257,7 @@ def test_a_slot_is_capped_at_one_cpu_and_its_cpu_time_is_read(tmp_path: Path) ->
     path.write_text(BUSY)
     with _sandbox((0, 1)) as (zygote, (worker,)):
         job = worker.launch(path.read_bytes(), "", 30.0)
-        child = _Child(job)
+        child = JobChannel(job)
         sink = {"stdout": bytearray(), "stderr": bytearray()}
         assert child.read_frame(time.monotonic() + 10.0, sink, "import")["ok"] is True, sink
         before = job.cpu_seconds()
@@ -404,7 +406,7 @@ def reboot():
 
 
 def _sandboxed(tmp_path: Path, source: str, calls: list) -> object:
-    from grader.execution.jobs import run_calls
+    from grader.execution.calls import run_calls
 
     path = tmp_path / "attention.py"
     path.write_text(source)
@@ -489,14 +491,14 @@ def test_the_fixed_folder_moves_off_tmp_when_jobs_read_something_there() -> None
 
 
 def test_a_set_up_failure_says_why_and_student_code_cannot_claim_one(tmp_path: Path) -> None:
-    from grader.execution.jobs import _Child
+    from grader.execution.channel import JobChannel
     from grader.models import Call
 
     zygote = sandbox.Zygote()
     workdir = sandbox.make_workdir()
     try:  # an open-files limit no kernel allows: setrlimit fails while the job sets up
         job = sandbox.SandboxJob(zygote, 0, workdir, dict(sandbox.DEFAULT_LIMITS, open_files=1 << 40))
-        child = _Child(job)
+        child = JobChannel(job)
         assert child.read_frame(time_now() + 10.0, {"stdout": bytearray(), "stderr": bytearray()}) == "eof"
         why = child.exit_description()
         child.kill()

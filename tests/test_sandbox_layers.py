@@ -129,7 +129,7 @@ def _run(
     tmp_path: Path, outside: dict, monkeypatch: pytest.MonkeyPatch, patch: str = "", folder: str = ""
 ) -> tuple[dict, list]:
     """The probe's layers and the calls' results, from a zygote (patched by ``patch``)."""
-    from grader.execution.jobs import run_calls
+    from grader.execution.calls import run_calls
 
     if patch:
         monkeypatch.setattr(sandbox, "ZYGOTE", _wrapper(tmp_path, patch))

@@ -47,13 +47,13 @@ from typing import Any
 
 from grader.child.limits import CEILING_CPU_SECONDS, DEFAULT_LIMITS, SETUP_FAILED, UID_BASE, slot_uid
 from grader.errors import ConfigError
+from grader.execution.calls import run_calls
+from grader.execution.channel import JobChannel
 from grader.execution.jobs import (
     CHILD_ENV,
-    JobChannel,
     Launcher,
     describe_exit,
     open_proc_file,
-    run_calls,
     sandboxed,
     schedstat_wait_seconds,
     stop_server,
@@ -266,7 +266,7 @@ class SandboxJob:
 
         The job writes the file into its folder and imports it, then reads
         its calls, one at a time, from the same pipe (`call_fd`; see
-        `grader.execution.jobs.JobChannel.send`).
+        `grader.execution.channel.JobChannel.send`).
         """
         task = json.dumps({"cpu_seconds": cpu_seconds}).encode()
         self._send(struct.pack(">II", len(task), len(source)) + task + source)

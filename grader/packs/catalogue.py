@@ -386,13 +386,15 @@ def fingerprint(folder: str | os.PathLike[str], filename: str | None = None) -> 
 
 
 _WORKER = Path(__file__).resolve().parent.parent / "child" / "worker.py"
+_EXECUTION = _WORKER.parent.parent / "execution"
 _DECODING = (
     _WORKER,
-    _WORKER.parent / "boundary.py",
-    _WORKER.parent / "jobs.py",
-    _WORKER.parent / "builtin" / "runner.py",
-    _WORKER.parent / "zygote.py",
-    *sorted((_WORKER.parent / "child").glob("*.py")),
+    _EXECUTION / "boundary.py",
+    _EXECUTION / "jobs.py",
+    _EXECUTION / "channel.py",
+    _EXECUTION / "calls.py",
+    _WORKER.parent.parent / "builtin" / "runner.py",
+    *sorted(_WORKER.parent.glob("*.py")),
 )
 """The files that decide what a job's answer becomes (the worker, the decoder, the job machinery and
 the runner, the sandbox child: ``zygote.py`` and every module of ``grader/child``): a change to any
@@ -442,7 +444,7 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 
 def _run_one(entry: Entry, calls: Sequence[Call], config: Any, folder: Path | None) -> RunOutcome:
-    from grader.execution.jobs import call_result  # validates a frame exactly as one from the child
+    from grader.execution.channel import call_result  # validates a frame exactly as one from the child
 
     keys = [_call_key(c) for c in calls]
     path = folder / f"{entry.name}-{_entry_key(entry, config)[:32]}.json" if folder else None
