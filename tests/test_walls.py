@@ -140,7 +140,7 @@ def test_no_import_crosses_a_wall() -> None:
 def test_the_grader_imports_no_pack(copy_of_grader: Path) -> None:
     assert PACKS >= {"r3"}
     assert pack_imports(PACKAGE) == []
-    kinds = copy_of_grader / "kinds.py"
+    kinds = copy_of_grader / "kinds" / "__init__.py"
     kinds.write_text(kinds.read_text(encoding="utf-8") + "\n\ndef _late():\n    import r3.kinds\n", encoding="utf-8")
     assert pack_imports(copy_of_grader) == ["grader.kinds -> r3.kinds: the grader imports no pack"]
 
