@@ -89,10 +89,11 @@ def test_a_sandbox_job_gets_the_same_cpu_and_file_limits(tmp_path: Path) -> None
     import shutil
 
     from grader.builtin import sandbox
+    from grader.builtin.sandbox import slots
 
     zygote = sandbox.Zygote()
-    workdir = sandbox.make_workdir()
-    worker = sandbox._Worker(zygote, (0, 1), workdir)
+    workdir = slots.make_workdir()
+    worker = slots.Worker(zygote, (0, 1), workdir)
     try:
         assert _rlimits_seen(tmp_path, worker.launch) == [[17, 18], [64 << 20, 64 << 20]]
     finally:
