@@ -37,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from grader.child.limits import CPU_RLIMIT_MARGIN_SECONDS
 from grader.execution.boundary import BoundaryError
@@ -272,88 +272,112 @@ def run_calls(
         why = f"{Path(file).name} could not be read ({exc.strerror}); was it moved or changed during grading?"
         return RunOutcome(tuple(CallResult("skipped", message=why) for _ in calls), why)
     sha256 = hashlib.sha256(source).hexdigest()
-    results: list[CallResult | None] = [None] * len(calls)
-    sink = {"stdout": bytearray(), "stderr": bytearray()}
-    mark: tuple[int, int] | None = None  # the output's lengths when the first hidden call was sent
-    import_error = ""
-    budget = _Budget(submission_timeout)
-    phase_ends = [end for _, end in phases(calls)]
-
-    def cpu_for(pending: Sequence[Call]) -> float:
-        return import_timeout + sum(c.timeout for c in pending) + CPU_RLIMIT_MARGIN_SECONDS
-
-    def out_of_time(start: int, why: str) -> None:
-        for j in range(start, len(calls)):
-            results[j] = CallResult("timeout", message=f"not run: {why}")
-
-    start = 0
-    standby: JobChannel | None = None  # a worker for calls[start:], imported or importing, waiting for a call
+    run = _Submission(calls, source, launch, import_timeout, submission_timeout)
     with (
         tempfile.TemporaryDirectory(prefix=scratch_prefix("job")) if scratch else contextlib.nullcontext("") as workdir
     ):
+        run.run(workdir)
+    out = [r if r is not None else CallResult("skipped", message="not run") for r in run.results]
+    mark = run.mark
+    stdout = _decode(run.sink["stdout"], mark[0] if mark else None)
+    stderr = _decode(run.sink["stderr"], mark[1] if mark else None)
+    return RunOutcome(tuple(out), run.import_error, stdout, stderr, sha256)
+
+
+class _Submission:
+    """One submission's run of `run_calls`: its calls' results so far, its output, its budget and its standby."""
+
+    def __init__(
+        self, calls: Sequence[Call], source: bytes, launch: Launcher, import_timeout: float, submission_timeout: float
+    ) -> None:
+        self.calls, self.source, self.launch, self.import_timeout = calls, source, launch, import_timeout
+        self.workdir = ""
+        self.results: list[CallResult | None] = [None] * len(calls)
+        self.sink = {"stdout": bytearray(), "stderr": bytearray()}
+        self.mark: tuple[int, int] | None = None  # the output's lengths when the first hidden call was sent
+        self.import_error = ""
+        self.budget = _Budget(submission_timeout)
+        self.phase_ends = [end for _, end in phases(calls)]
+        self.standby: JobChannel | None = None  # a worker for calls[start:], imported or importing, waiting for a call
+
+    def cpu_for(self, pending: Sequence[Call]) -> float:
+        return self.import_timeout + sum(c.timeout for c in pending) + CPU_RLIMIT_MARGIN_SECONDS
+
+    def out_of_time(self, start: int, why: str) -> None:
+        for j in range(start, len(self.calls)):
+            self.results[j] = CallResult("timeout", message=f"not run: {why}")
+
+    def run(self, workdir: str) -> None:
+        """Run the calls, a job at a time, until every call has its result or no more may run."""
+        self.workdir = workdir
+        start = 0
         try:
-            while start < len(calls):
-                spent = budget.used_up()
+            while start < len(self.calls):
+                spent = self.budget.used_up()
                 if spent:
-                    out_of_time(start, spent)
+                    self.out_of_time(start, spent)
                     break
-                handover = False  # True once a standby took over from this worker
-                if standby is not None:  # started while the call before it was about to time out
-                    child, standby = standby, None
+                if self.standby is not None:  # started while the call before it was about to time out
+                    child, self.standby = self.standby, None
                 else:
-                    child = JobChannel(launch(source, workdir, cpu_for(calls[start:])))
-                try:
-                    frame = _await_import(child, import_timeout, budget, sink)
-                    if frame in (budget.over_cpu, budget.over_wall):
-                        assert isinstance(frame, str)
-                        out_of_time(start, frame)
-                        break
-                    if not isinstance(frame, dict) or not frame["ok"]:
-                        import_error = _import_problem(frame, child, import_timeout, again=mark is not None)
-                        for j in range(start, len(calls)):
-                            results[j] = CallResult("skipped", message=import_error)
-                        break
-                    child.imported = True
-                    if budget.cpu_timed and child.job.cpu_seconds() is None:
-                        budget.wall_only()  # this job's CPU time cannot be read: the clock times it
-                    stop_at = len(calls)
-                    j = start
-                    while j < len(calls):
-                        end = next(e for e in phase_ends if e > j)
-                        if calls[j].hidden and mark is None:
-                            child.drain(sink)
-                            mark = (len(sink["stdout"]), len(sink["stderr"]))
-                        got, failed, standby = _run_phase(
-                            child,
-                            calls,
-                            j,
-                            end,
-                            budget,
-                            sink,
-                            lambda pending: _standby(launch, source, workdir, cpu_for(pending)),
-                        )
-                        results[j : j + len(got)] = got
-                        if failed:
-                            handover = standby is not None
-                            stop_at = j + len(got)
-                            break
-                        j = end
-                    else:
-                        child.finished = True
-                        child.drain(sink)  # what it printed with its last answer
-                    start = stop_at
-                finally:
-                    # A job replaced by its standby, or done, is ended without waiting (see `Job.kill`).
-                    budget.charge(child.job)
-                    child.kill(wait=not (handover or child.finished))
+                    child = JobChannel(self.launch(self.source, workdir, self.cpu_for(self.calls[start:])))
+                after = self._run_job(child, start)
+                if after is None:
+                    break
+                start = after
         finally:
-            if standby is not None:
-                budget.charge(standby.job)
-                standby.kill()
-    out = [r if r is not None else CallResult("skipped", message="not run") for r in results]
-    stdout = _decode(sink["stdout"], mark[0] if mark else None)
-    stderr = _decode(sink["stderr"], mark[1] if mark else None)
-    return RunOutcome(tuple(out), import_error, stdout, stderr, sha256)
+            if self.standby is not None:
+                self.budget.charge(self.standby.job)
+                self.standby.kill()
+
+    def _run_job(self, child: JobChannel, start: int) -> int | None:
+        """Run ``calls[start:]`` in ``child``, phase by phase; where the next job starts, or None to stop."""
+        calls, sink, budget = self.calls, self.sink, self.budget
+        handover = False  # True once a standby took over from this worker
+        try:
+            frame = _await_import(child, self.import_timeout, budget, sink)
+            if frame in (budget.over_cpu, budget.over_wall):
+                assert isinstance(frame, str)
+                self.out_of_time(start, frame)
+                return None
+            if not isinstance(frame, dict) or not frame["ok"]:
+                self.import_error = _import_problem(frame, child, self.import_timeout, again=self.mark is not None)
+                for j in range(start, len(calls)):
+                    self.results[j] = CallResult("skipped", message=self.import_error)
+                return None
+            child.imported = True
+            if budget.cpu_timed and child.job.cpu_seconds() is None:
+                budget.wall_only()  # this job's CPU time cannot be read: the clock times it
+            stop_at = len(calls)
+            j = start
+            while j < len(calls):
+                end = next(e for e in self.phase_ends if e > j)
+                if calls[j].hidden and self.mark is None:
+                    child.drain(sink)
+                    self.mark = (len(sink["stdout"]), len(sink["stderr"]))
+                got, failed, self.standby = _run_phase(
+                    child,
+                    calls,
+                    j,
+                    end,
+                    budget,
+                    sink,
+                    lambda pending: _standby(self.launch, self.source, self.workdir, self.cpu_for(pending)),
+                )
+                self.results[j : j + len(got)] = got
+                if failed:
+                    handover = self.standby is not None
+                    stop_at = j + len(got)
+                    break
+                j = end
+            else:
+                child.finished = True
+                child.drain(sink)  # what it printed with its last answer
+            return stop_at
+        finally:
+            # A job replaced by its standby, or done, is ended without waiting (see `Job.kill`).
+            budget.charge(child.job)
+            child.kill(wait=not (handover or child.finished))
 
 
 def _run_phase(
@@ -402,18 +426,7 @@ def _run_phase(
         ready = taken is not None or child.frame_ready()
         cpu_before: float | None = None
         if not ready and sent == "sent" and child.result_open:
-            # Let the answers of the next fast calls gather, then read them at once; near the phase's
-            # end, only for about as long as its last calls should take (at the pace of the ones before).
-            pause = GATHER_SECONDS
-            if j > start:
-                pause = min(pause, (time.monotonic() - phase_began) / (j - start) * (end - j))
-            if pause >= MIN_GATHER_SECONDS:
-                # Read before the pause: a busy machine may stretch it well past its length, and the
-                # call's CPU in it is the call's.
-                cpu_before = child.job.cpu_seconds() if cpu_timed else None
-                time.sleep(pause)
-                child.empty = False
-                ready = child.frame_ready()
+            ready, cpu_before = _gather(child, j, start, end, phase_began, cpu_timed)
         if not cpu_timed:
             cpu0 = None
         elif ready:
@@ -421,12 +434,7 @@ def _run_phase(
         else:
             cpu0 = cpu_before if cpu_before is not None else child.job.cpu_seconds()
         wall_limit = call.timeout * WALL_BACKSTOP_FACTOR if cpu0 is not None else call.timeout
-        # The call's CPU limit, or what is left of the submission's CPU budget if that is less.
-        limit, capped = call.timeout, False
-        if cpu0 is not None and not ready and budget.cpu_timed:
-            left = budget.cpu_left(cpu0)
-            if left < limit:
-                limit, capped = max(left, 0.0), True
+        limit, capped = _cpu_limit(call, budget, cpu0, ready)
         own_backstop = began + wall_limit
         backstop = min(own_backstop, budget.end)
         waited = getattr(child.job, "wait_seconds", None) if cpu0 is not None and not ready else None
@@ -435,8 +443,7 @@ def _run_phase(
             # which can only move a backstop further (the submission's budget still bounds it).
             phase_wait0 = waited()
         wait0 = phase_wait0
-        more = j + 1 < len(calls)
-        want_standby = more and call.timeout > STANDBY_LEAD_SECONDS
+        want_standby = j + 1 < len(calls) and call.timeout > STANDBY_LEAD_SECONDS
         frame: dict[str, Any] | str | BoundaryError = sent
         if taken is not None:  # a frame already read, refused
             frame = taken
@@ -444,40 +451,16 @@ def _run_phase(
             frame = child.read_frame(budget.end, sink, "call", call.budget)
         elif sent == "sent":
             polled = cpu_before is not None  # the call ran through the pause: look at its CPU at once
-            while True:
-                now = time.monotonic()
-                if cpu0 is None:
-                    used = now - began
-                elif polled:
-                    cpu = child.job.cpu_seconds()
-                    used = (cpu - cpu0) if cpu is not None else now - began
-                else:
-                    used = 0.0  # nothing ran yet that a wait of the whole budget could overrun
-                if limit - used <= 0:
-                    frame = ("budget" if capped else "cpu") if cpu0 is not None else "wall"
-                    break
-                if backstop - now <= 0 and waited is not None and wait0 is not None and backstop < budget.end:
-                    # Time the job spent waiting for a CPU (a busy machine) is not the call's: the backstop
-                    # moves on by it, so a call that computes meets its CPU limit first, however busy.
-                    waited_now = waited()
-                    left = wall_limit - (now - began - (waited_now - wait0)) if waited_now is not None else 0.0
-                    if left > 0:
-                        own_backstop = now + left
-                        backstop = min(own_backstop, budget.end)
-                if backstop - now <= 0 and backstop >= budget.end and budget.extend(child.job):
-                    backstop = min(own_backstop, budget.end)  # the submission's backstop moved on by its waiting
-                if backstop - now <= 0:
-                    frame = "wall"
-                    break
-                remaining = min(limit - used, backstop - now)
-                if want_standby and standby is None and remaining <= STANDBY_LEAD_SECONDS:
-                    standby = JobChannel(start_standby(calls[j + 1 :]))  # the call may hang: get its successor ready
-                lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0
-                wait = max(remaining - lead, MIN_POLL_SECONDS)
-                frame = child.read_frame(min(now + wait, backstop), sink, "call", call.budget)
-                polled = True
-                if frame != "timeout":
-                    break
+            frame, backstop, standby = _await_answer(
+                child,
+                call,
+                budget,
+                sink,
+                _CallLimits(began, cpu0, limit, capped, wall_limit, own_backstop, backstop, waited, wait0),
+                polled,
+                standby,
+                functools.partial(start_standby, calls[j + 1 :]) if want_standby else None,
+            )
         seconds = time.monotonic() - began
         if isinstance(frame, dict):
             result: CallResult = result_of(frame, seconds, child.last_wire)
@@ -495,6 +478,110 @@ def _run_phase(
         # answering: the next phase goes to a fresh job, never to a stale answer.
         return got, True, None
     return got, False, None
+
+
+def _cpu_limit(call: Call, budget: _Budget, cpu0: float | None, ready: bool) -> tuple[float, bool]:
+    """The call's CPU limit, or what is left of the submission's CPU budget if that is less (then True)."""
+    limit, capped = call.timeout, False
+    if cpu0 is not None and not ready and budget.cpu_timed:
+        left = budget.cpu_left(cpu0)
+        if left < limit:
+            limit, capped = max(left, 0.0), True
+    return limit, capped
+
+
+def _gather(
+    child: JobChannel, j: int, start: int, end: int, phase_began: float, cpu_timed: bool
+) -> tuple[bool, float | None]:
+    """Let the answers of the next fast calls gather (`GATHER_SECONDS`), then look whether call ``j``'s is in.
+
+    Near the phase's end the pause is only about as long as its last calls should take (at the pace
+    of the ones before). Returns whether a whole frame is read now, and the job's CPU time read
+    before the pause (None when no pause was taken, or its CPU time is not read).
+    """
+    pause = GATHER_SECONDS
+    if j > start:
+        pause = min(pause, (time.monotonic() - phase_began) / (j - start) * (end - j))
+    if pause < MIN_GATHER_SECONDS:
+        return False, None
+    # Read before the pause: a busy machine may stretch it well past its length, and the
+    # call's CPU in it is the call's.
+    cpu_before = child.job.cpu_seconds() if cpu_timed else None
+    time.sleep(pause)
+    child.empty = False
+    return child.frame_ready(), cpu_before
+
+
+class _CallLimits(NamedTuple):
+    """One call's limits while its answer is awaited (`_await_answer`), as `_run_phase` set them."""
+
+    began: float
+    cpu0: float | None  # the job's CPU time when the call began; None: the call is timed by the clock
+    limit: float  # CPU seconds (or wall-clock seconds, when cpu0 is None)
+    capped: bool  # the limit is what is left of the submission's budget
+    wall_limit: float
+    own_backstop: float
+    backstop: float
+    waited: Callable[[], float | None] | None  # the job's waiting for a CPU so far, where it can be read
+    wait0: float | None  # that waiting when the phase's first unanswered call began
+
+
+def _await_answer(
+    child: JobChannel,
+    call: Call,
+    budget: _Budget,
+    sink: dict[str, bytearray],
+    limits: _CallLimits,
+    polled: bool,
+    standby: JobChannel | None,
+    start_next: Callable[[], Job] | None,
+) -> tuple[dict[str, Any] | str | BoundaryError, float, JobChannel | None]:
+    """Wait for a call's answer against its CPU limit and its wall-clock backstop.
+
+    ``polled``: look at the job's CPU time at once (the call ran through a pause). ``start_next``
+    starts the calls' next worker as a standby `STANDBY_LEAD_SECONDS` before the call's limit (None:
+    no standby is wanted). Returns the frame (or ``"budget"``, ``"cpu"``, ``"wall"``), the backstop
+    as it stood last, and the standby (``standby``, or the one started here).
+    """
+    began, cpu0, limit, capped, wall_limit, own_backstop, backstop, waited, wait0 = limits
+    want_standby = start_next is not None
+    while True:
+        now = time.monotonic()
+        if cpu0 is None:
+            used = now - began
+        elif polled:
+            cpu = child.job.cpu_seconds()
+            used = (cpu - cpu0) if cpu is not None else now - began
+        else:
+            used = 0.0  # nothing ran yet that a wait of the whole budget could overrun
+        if limit - used <= 0:
+            frame: dict[str, Any] | str | BoundaryError = (
+                ("budget" if capped else "cpu") if cpu0 is not None else "wall"
+            )
+            break
+        if backstop - now <= 0 and waited is not None and wait0 is not None and backstop < budget.end:
+            # Time the job spent waiting for a CPU (a busy machine) is not the call's: the backstop
+            # moves on by it, so a call that computes meets its CPU limit first, however busy.
+            waited_now = waited()
+            left = wall_limit - (now - began - (waited_now - wait0)) if waited_now is not None else 0.0
+            if left > 0:
+                own_backstop = now + left
+                backstop = min(own_backstop, budget.end)
+        if backstop - now <= 0 and backstop >= budget.end and budget.extend(child.job):
+            backstop = min(own_backstop, budget.end)  # the submission's backstop moved on by its waiting
+        if backstop - now <= 0:
+            frame = "wall"
+            break
+        remaining = min(limit - used, backstop - now)
+        if start_next is not None and standby is None and remaining <= STANDBY_LEAD_SECONDS:
+            standby = JobChannel(start_next())  # the call may hang: get its successor ready
+        lead = STANDBY_LEAD_SECONDS if want_standby and standby is None else 0.0
+        wait = max(remaining - lead, MIN_POLL_SECONDS)
+        frame = child.read_frame(min(now + wait, backstop), sink, "call", call.budget)
+        polled = True
+        if frame != "timeout":
+            break
+    return frame, backstop, standby
 
 
 def _failed_call(
