@@ -29,7 +29,9 @@ import shutil
 import subprocess
 import sys
 
-from grader.builtin.sandbox import DEFAULT_LIMITS, SandboxJob, Zygote, make_workdir
+from grader.builtin.sandbox.handle import SandboxJob, Zygote
+from grader.builtin.sandbox.slots import make_workdir
+from grader.child.limits import DEFAULT_LIMITS
 
 
 def _cpu(pid: int) -> list[float]:

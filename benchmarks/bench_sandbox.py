@@ -24,8 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.builtin.sandbox import DEFAULT_LIMITS, SandboxJob, Zygote, _Worker
-from grader.execution.jobs import PlainJob, run_calls
+from grader.builtin.sandbox.handle import SandboxJob, Zygote
+from grader.builtin.sandbox.slots import Worker
+from grader.child.limits import DEFAULT_LIMITS
+from grader.execution.calls import run_calls
+from grader.execution.jobs import PlainJob
 from grader.models import Call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +53,7 @@ def main() -> None:
     zygote = Zygote()
     jobs = tempfile.mkdtemp(prefix="grader-sandbox-")
     os.chmod(jobs, 0o711)  # as the sandbox plugin makes it: the jobs' uids reach their folders
-    worker = _Worker(zygote, (0, 1), jobs, "attention.py")
+    worker = Worker(zygote, (0, 1), jobs, "attention.py")
     try:
 
         def sandboxed(source, workdir, cpu, standby=False):

@@ -202,7 +202,7 @@ class Call:
         Positional arguments, plain JSON data (lists, floats, bools, ints).
     timeout : float
         Seconds of CPU time the call may use (the runner's wall-clock
-        backstop is `grader.execution.jobs.WALL_BACKSTOP_FACTOR` times more).
+        backstop is `grader.execution.calls.WALL_BACKSTOP_FACTOR` times more).
     budget : grader.execution.boundary.ResultBudget or None
         How large the returned value may be (`grader.execution.boundary.budget_for`
         the reference's value); None: `grader.execution.boundary.DEFAULT_BUDGET`.

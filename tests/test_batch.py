@@ -322,7 +322,7 @@ def test_a_file_changed_after_it_was_located_is_graded_as_read_and_not_kept(
 
 
 def test_a_file_gone_before_its_turn_costs_only_its_grade(tmp_path: Path) -> None:
-    from grader.execution.jobs import run_calls
+    from grader.execution.calls import run_calls
     from grader.models import Call
 
     out = run_calls(str(tmp_path / "attention.py"), [Call("softmax", ([1.0],), 2.0)])

@@ -32,7 +32,7 @@ EPS, row_weight_bound, score_rounding, weight_bounds = (
 
 from grader.child import worker
 from grader.execution.boundary import BoundaryError, budget_for, decode_frame
-from grader.execution.jobs import LARGE_FRAME_BYTES, READ_AHEAD_BYTES, _Child
+from grader.execution.channel import LARGE_FRAME_BYTES, READ_AHEAD_BYTES, JobChannel
 from grader.kinds import FLOOR_KEY
 from grader.models import Call, phase_wire
 
@@ -297,7 +297,7 @@ def test_a_large_frame_is_read_in_place_and_decoded_as_its_arrays() -> None:
     small = json.dumps({"event": "call", "status": "returned", "value": 1.5, "mutated": []}).encode()
     small = len(small).to_bytes(4, "big") + small
     job = _PipeJob()
-    child = _Child(job)
+    child = JobChannel(job)
     sink = {"stdout": bytearray(), "stderr": bytearray()}
     # A small answer, then half of the large one, then a pause longer than the deadline: the
     # reader says "timeout", keeps what it has, and reads the rest at the next call.
@@ -322,7 +322,7 @@ def test_a_large_frame_cut_short_is_the_job_s_end_not_a_frame() -> None:
     weights = np.zeros((512, 512))
     frame = _big_frame(weights)
     job = _PipeJob()
-    child = _Child(job)
+    child = JobChannel(job)
     sink = {"stdout": bytearray(), "stderr": bytearray()}
     thread = _writer(job.write_fd, frame[: len(frame) // 3])
     thread.join()
@@ -339,7 +339,7 @@ def test_a_large_frame_over_its_limit_is_refused_before_anything_is_kept() -> No
     frame = _big_frame(np.zeros((512, 512)))
     job = _PipeJob()
     os.write(job.write_fd, frame[: 1 << 16])
-    child = _Child(job)
+    child = JobChannel(job)
     error = child.read_frame(time.monotonic() + 5.0, {"stdout": bytearray(), "stderr": bytearray()}, "call", small)
     assert isinstance(error, BoundaryError) and error.fatal
     assert error.message == "the result is far larger than the reference's (2.0 MiB)"
@@ -369,7 +369,7 @@ def test_a_malformed_or_oversized_large_frame_is_refused(case: str) -> None:
     if case == "not UTF-8 JSON":
         body = b"\xff" * len(body)
     job = _PipeJob()
-    child = _Child(job)
+    child = JobChannel(job)
     thread = _writer(job.write_fd, len(body).to_bytes(4, "big") + body)
     error = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()}, "call", budget)
     thread.join()
@@ -383,7 +383,7 @@ def test_a_malformed_or_oversized_large_frame_is_refused(case: str) -> None:
 
 
 def test_a_512x64_call_goes_through_a_job_whole(tmp_path: Path) -> None:
-    from grader.execution.jobs import run_calls
+    from grader.execution.calls import run_calls
 
     rng = np.random.default_rng(8)
     q = rng.normal(size=(512, 64))
@@ -450,7 +450,7 @@ def test_a_large_frame_of_json_lists_is_read_in_place_too() -> None:
     body = json.dumps({"event": "call", "status": "returned", "value": rows, "mutated": []}).encode()
     assert len(body) > LARGE_FRAME_BYTES
     job = _PipeJob()
-    child = _Child(job)
+    child = JobChannel(job)
     thread = _writer(job.write_fd, len(body).to_bytes(4, "big") + body)
     got = child.read_frame(time.monotonic() + 10.0, {"stdout": bytearray(), "stderr": bytearray()}, "call", None)
     thread.join()
@@ -498,7 +498,7 @@ def test_the_512x64_check_passes_the_right_answer_and_fails_one_element_off(tmp_
     from grader.config.core import Config
     from grader.config.parser import build_parser
     from grader.config.plugins import get_plugin_manager
-    from grader.execution.jobs import run_calls
+    from grader.execution.calls import run_calls
     from grader.grading import session
     from grader.grading.judging import judge
 

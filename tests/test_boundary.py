@@ -232,7 +232,7 @@ def test_import_frames() -> None:
 
 
 class _PipeJob:
-    """Just enough of `grader.execution.jobs.Job` for `_Child` to read a pipe the test writes."""
+    """Just enough of `grader.execution.jobs.Job` for `JobChannel` to read a pipe the test writes."""
 
     def __init__(self) -> None:
         self.result_fd, self.write_fd = os.pipe()
@@ -250,12 +250,12 @@ class _PipeJob:
 
 
 def test_a_frame_over_its_budget_is_refused_after_reading_only_its_length_and_one_read_ahead() -> None:
-    from grader.execution.jobs import READ_AHEAD_BYTES, _Child
+    from grader.execution.channel import READ_AHEAD_BYTES, JobChannel
 
     job = _PipeJob()
     body = b"[" * (1 << 18) + b"0" * (1 << 18)  # 512 KiB of the 100 MiB it claims
     os.write(job.write_fd, (100 << 20).to_bytes(4, "big") + body)
-    child = _Child(job)
+    child = JobChannel(job)
     sink = {"stdout": bytearray(), "stderr": bytearray()}
     started = time.perf_counter()
     error = child.read_frame(time.monotonic() + 5.0, sink, "call", BUDGET)
@@ -271,12 +271,12 @@ def test_a_frame_over_its_budget_is_refused_after_reading_only_its_length_and_on
 
 
 def test_the_reader_takes_frames_one_at_a_time() -> None:
-    from grader.execution.jobs import _Child
+    from grader.execution.channel import JobChannel
 
     job = _PipeJob()
     frames = [json.dumps({"event": "call", "status": "returned", "value": i, "mutated": []}).encode() for i in range(3)]
     os.write(job.write_fd, b"".join(len(f).to_bytes(4, "big") + f for f in frames))
-    child = _Child(job)
+    child = JobChannel(job)
     sink = {"stdout": bytearray(), "stderr": bytearray()}
     got = [child.read_frame(time.monotonic() + 5.0, sink, "call", BUDGET)["value"] for _ in range(3)]
     assert got == [0, 1, 2]

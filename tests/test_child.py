@@ -89,10 +89,11 @@ def test_a_sandbox_job_gets_the_same_cpu_and_file_limits(tmp_path: Path) -> None
     import shutil
 
     from grader.builtin import sandbox
+    from grader.builtin.sandbox import slots
 
     zygote = sandbox.Zygote()
-    workdir = sandbox.make_workdir()
-    worker = sandbox._Worker(zygote, (0, 1), workdir)
+    workdir = slots.make_workdir()
+    worker = slots.Worker(zygote, (0, 1), workdir)
     try:
         assert _rlimits_seen(tmp_path, worker.launch) == [[17, 18], [64 << 20, 64 << 20]]
     finally:
@@ -109,5 +110,8 @@ def test_the_catalogue_cache_key_hashes_the_child() -> None:
     assert all(path.is_file() for path in catalogue._DECODING)  # a moved file is not silently left out
     child = {path.resolve() for path in (ROOT / "grader" / "child").glob("*.py")}
     assert {f"{m}.py" for m in [*CHILD_MODULES, "__init__", "zygote", "worker"]} <= {p.name for p in child}
-    others = {(ROOT / "grader" / name).resolve() for name in ("execution/jobs.py", "execution/boundary.py")}
-    assert child | others <= hashed  # jobs.py: the runner's machinery, which turns a frame into a result
+    execution = ("boundary.py", "jobs.py", "channel.py", "calls.py")
+    others = {(ROOT / "grader" / "execution" / name).resolve() for name in execution}
+    others.add((ROOT / "grader" / "builtin" / "runner.py").resolve())
+    assert all(path.is_file() for path in hashed)
+    assert child | others <= hashed  # the runner's machinery, which turns a frame into a result

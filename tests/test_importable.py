@@ -14,7 +14,7 @@ import pytest
 from conftest import SUBMISSIONS
 
 from grader.child import worker
-from grader.execution.jobs import run_calls
+from grader.execution.calls import run_calls
 from grader.models import Call
 
 REFUSED = "No module named 'colorsys'"

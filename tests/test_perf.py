@@ -407,7 +407,8 @@ def test_the_gradebook_keeps_results_compressed_and_reads_plain_json_rows(tmp_pa
 def test_the_fork_server_runs_plain_jobs_and_reports_how_they_end(tmp_path: Path) -> None:
     import functools
 
-    from grader.execution.jobs import ForkJob, ForkServer, run_calls
+    from grader.execution.calls import run_calls
+    from grader.execution.jobs import ForkJob, ForkServer
     from grader.models import Call
 
     if not ForkServer.available():
@@ -451,7 +452,7 @@ def test_the_fork_server_runs_plain_jobs_and_reports_how_they_end(tmp_path: Path
 def test_large_float_arguments_travel_as_doubles_and_arrive_as_the_same_lists(tmp_path: Path) -> None:
     import numpy as np
 
-    from grader.execution.jobs import run_calls
+    from grader.execution.calls import run_calls
     from grader.models import Call
 
     rng = np.random.default_rng(1)

@@ -1,4 +1,4 @@
-"""The child-process runner: `grader.execution.jobs.run_calls`.
+"""The child-process runner: `grader.execution.calls.run_calls`.
 
 Every test writes a small submission into tmp_path and runs real calls in a
 real child process; results must be plain data, and every failure mode of a
@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from grader.execution.jobs import CHILD_ENV, OUTPUT_CAP_BYTES, run_calls
+from grader.execution.calls import run_calls
+from grader.execution.channel import OUTPUT_CAP_BYTES
+from grader.execution.jobs import CHILD_ENV
 from grader.models import Call, CallResult, RunOutcome
 
 CPU_READING_SLACK = 2 / os.sysconf("SC_CLK_TCK")
@@ -759,7 +761,7 @@ def test_a_job_holds_no_hidden_call_before_the_hidden_phase(tmp_path: Path) -> N
 
 def test_calls_are_handed_over_in_two_phases(tmp_path: Path) -> None:
     """The visible calls arrive together (a later one is in memory during the first), the hidden ones after."""
-    from grader.execution.jobs import phases
+    from grader.execution.calls import phases
 
     path = submission(tmp_path, SCANNER)
     out = run(path, C("found"), C("take", [271828.1828, 1.0]), C("take", [0.5], hidden=True))
@@ -1026,7 +1028,7 @@ def test_a_hanging_call_costs_no_other_check_its_points_beside_cpu_hogs(tmp_path
 
 
 def test_a_sleeping_call_times_out_at_the_wall_clock_backstop(tmp_path: Path) -> None:
-    from grader.execution.jobs import WALL_BACKSTOP_FACTOR
+    from grader.execution.calls import WALL_BACKSTOP_FACTOR
 
     path = submission(tmp_path, BUSY)
     out = run(path, C("nap", 30.0, timeout=0.5), C("busy", 0.01, timeout=1.0))

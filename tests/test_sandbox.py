@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 
 from grader.builtin import sandbox
-from grader.builtin.sandbox import LAYERS, probe_layers
+from grader.builtin.sandbox import LAYERS, handle, probe_layers, slots
 
 PROBE = """
 import os
@@ -106,7 +106,7 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
 
     from grader.child.cgroups import slot_processes
     from grader.child.limits import JOB_NICE, UID_BASE
-    from grader.execution.jobs import _Child
+    from grader.execution.channel import JobChannel
     from grader.models import Call
 
     first, second = tmp_path / "a.py", tmp_path / "b.py"
@@ -115,7 +115,7 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
     zygote = sandbox.Zygote()
     workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))  # as the plugin makes it: jobs' uids reach it
     workdir.chmod(0o711)
-    worker = sandbox._Worker(zygote, (0, 5), str(workdir), "attention.py")
+    worker = slots.Worker(zygote, (0, 5), str(workdir), "attention.py")
     sent_to_zygote: list = []
     ask = zygote.request
     zygote.request = lambda message, fds=(): sent_to_zygote.append(message) or ask(message, fds)
@@ -124,7 +124,7 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
         for path, ready_slot in ((first, 5), (second, 0)):
             job = worker.launch(path.read_bytes(), "", 10.0)
             assert worker.ready is not None and worker.ready.slot == ready_slot  # started ahead, other slot
-            child = _Child(job)
+            child = JobChannel(job)
             sink = {"stdout": bytearray(), "stderr": bytearray()}
             frames = [child.read_frame(time.monotonic() + 10.0, sink, "import")]
             assert child.send(Call("who", (), 2.0), time.monotonic() + 10.0) == "sent"  # a call, once imported
@@ -152,7 +152,7 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
     """The job after a timeout is the standby (other slot, other uid); the hung job is ended without waiting."""
     from grader.child.cgroups import slot_processes
     from grader.child.limits import UID_BASE
-    from grader.execution.jobs import run_calls
+    from grader.execution.calls import run_calls
     from grader.models import Call
 
     path = tmp_path / "attention.py"
@@ -160,7 +160,7 @@ def test_a_hanging_call_hands_over_to_the_standby_in_the_other_slot(tmp_path: Pa
     zygote = sandbox.Zygote()
     workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
     workdir.chmod(0o711)
-    worker = sandbox._Worker(zygote, (0, 5), str(workdir), "attention.py")
+    worker = slots.Worker(zygote, (0, 5), str(workdir), "attention.py")
     try:
         out = run_calls(
             str(path), [Call("who", (), 2.0), Call("spin", (), 0.5), Call("who", (), 2.0)], launch=worker.launch
@@ -184,7 +184,9 @@ import os
 import threading
 import time
 
-from grader.execution.jobs import CHANNEL_LOST, _Child, run_calls
+from grader.execution.calls import run_calls
+from grader.execution.channel import JobChannel
+from grader.execution.jobs import CHANNEL_LOST
 from grader.models import Call
 
 
@@ -194,7 +196,7 @@ def _sandbox(*slot_pairs: tuple[int, int]):
     zygote = sandbox.Zygote()
     workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
     workdir.chmod(0o711)
-    workers = [sandbox._Worker(zygote, pair, str(workdir), "attention.py") for pair in slot_pairs]
+    workers = [slots.Worker(zygote, pair, str(workdir), "attention.py") for pair in slot_pairs]
     try:
         yield zygote, workers
     finally:
@@ -255,7 +257,7 @@ def test_a_slot_is_capped_at_one_cpu_and_its_cpu_time_is_read(tmp_path: Path) ->
     path.write_text(BUSY)
     with _sandbox((0, 1)) as (zygote, (worker,)):
         job = worker.launch(path.read_bytes(), "", 30.0)
-        child = _Child(job)
+        child = JobChannel(job)
         sink = {"stdout": bytearray(), "stderr": bytearray()}
         assert child.read_frame(time.monotonic() + 10.0, sink, "import")["ok"] is True, sink
         before = job.cpu_seconds()
@@ -404,13 +406,13 @@ def reboot():
 
 
 def _sandboxed(tmp_path: Path, source: str, calls: list) -> object:
-    from grader.execution.jobs import run_calls
+    from grader.execution.calls import run_calls
 
     path = tmp_path / "attention.py"
     path.write_text(source)
     zygote = sandbox.Zygote()
-    workdir = sandbox.make_workdir()
-    worker = sandbox._Worker(zygote, (0, 1), workdir, "attention.py")
+    workdir = slots.make_workdir()
+    worker = slots.Worker(zygote, (0, 1), workdir, "attention.py")
     try:
         return run_calls(str(path), calls, launch=worker.launch, scratch=False)
     finally:
@@ -489,14 +491,14 @@ def test_the_fixed_folder_moves_off_tmp_when_jobs_read_something_there() -> None
 
 
 def test_a_set_up_failure_says_why_and_student_code_cannot_claim_one(tmp_path: Path) -> None:
-    from grader.execution.jobs import _Child
+    from grader.execution.channel import JobChannel
     from grader.models import Call
 
     zygote = sandbox.Zygote()
-    workdir = sandbox.make_workdir()
+    workdir = slots.make_workdir()
     try:  # an open-files limit no kernel allows: setrlimit fails while the job sets up
-        job = sandbox.SandboxJob(zygote, 0, workdir, dict(sandbox.DEFAULT_LIMITS, open_files=1 << 40))
-        child = _Child(job)
+        job = handle.SandboxJob(zygote, 0, workdir, dict(sandbox.DEFAULT_LIMITS, open_files=1 << 40))
+        child = JobChannel(job)
         assert child.read_frame(time_now() + 10.0, {"stdout": bytearray(), "stderr": bytearray()}) == "eof"
         why = child.exit_description()
         child.kill()
@@ -569,7 +571,7 @@ def test_grade_stops_in_one_line_when_a_real_job_cannot_run(
     cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """If the preflight job fails, grade exits 3 before grading anything: never a class of zeros."""
-    monkeypatch.setattr(sandbox, "PREFLIGHT_SOURCE", b"import os\nos._exit(9)\n")
+    monkeypatch.setattr(slots, "PREFLIGHT_SOURCE", b"import os\nos._exit(9)\n")
     # Under a private TMPDIR (mode 0700) the same failure is rightly blamed on the folder (next test):
     # here the job folder is one the job uids can reach, whatever TMPDIR the suite runs with.
     monkeypatch.setattr(tempfile, "tempdir", "/tmp")
@@ -592,13 +594,13 @@ def test_a_job_folder_the_job_uids_cannot_reach_is_named_with_the_fix() -> None:
         locked = top / "locked"
         (locked / "deeper").mkdir(parents=True)
         locked.chmod(0o700)
-        problem = sandbox._preflight_problem(str(locked / "deeper"), "PermissionError:  denied\n")
+        problem = slots._preflight_problem(str(locked / "deeper"), "PermissionError:  denied\n")
         assert problem == (
             f"the sandbox's job folder {locked / 'deeper'} is not reachable by the job uids (61000+): {locked} is "
             "mode 0700; set TMPDIR to a folder such as /tmp, or pass --insecure (PermissionError: denied)"
         )
         locked.chmod(0o711)
-        assert sandbox._preflight_problem(str(locked / "deeper"), "it answered None") == (
+        assert slots._preflight_problem(str(locked / "deeper"), "it answered None") == (
             "the sandbox cannot run a job here (it answered None); run 'grader doctor' to see each layer, "
             "or pass --insecure to grade without the sandbox"
         )
@@ -623,7 +625,7 @@ def test_the_zygote_the_command_line_starts_is_the_one_grade_uses_or_it_is_stopp
 
     started = grade_zygote(["grade", "x"])
     assert started is not None
-    monkeypatch.setattr(sandbox, "start_zygote", no_second)
+    monkeypatch.setattr(handle, "start_zygote", no_second)
     sample = ROOT / "submissions" / "correct_numpy"
     assert main(["grade", str(sample), "--out", str(tmp_path / "out"), "-q"], zygote=started) == 0
     assert json.loads((tmp_path / "out" / "results.json").read_text())["submissions"][0]["score"] == 86
@@ -675,11 +677,11 @@ def test_a_worker_closed_by_a_stop_starts_no_job_and_makes_no_folder_again(tmp_p
     import itertools
     from types import SimpleNamespace
 
-    from grader.builtin import sandbox
+    from grader.builtin.sandbox import slots
     from grader.errors import ConfigError
 
     workdir = tmp_path / "grader-sandbox-x"
-    worker = sandbox._Worker(SimpleNamespace(ids=itertools.count(1)), (0, 1), str(workdir))  # type: ignore[arg-type]
+    worker = slots.Worker(SimpleNamespace(ids=itertools.count(1)), (0, 1), str(workdir))  # type: ignore[arg-type]
     worker.close()
     with pytest.raises(ConfigError, match="stopping"):
         worker.launch(b"", str(workdir), 1.0)

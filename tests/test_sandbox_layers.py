@@ -25,6 +25,7 @@ import pytest
 from conftest import ROOT
 
 from grader.builtin import sandbox
+from grader.builtin.sandbox import handle, slots
 from grader.child import landlock
 from grader.child.jobsetup import choose_job_folder
 from grader.execution.servers import CHILD_ENV
@@ -88,7 +89,7 @@ def _wrapper(tmp_path: Path, patch: str) -> str:
     script = tmp_path / "zygote_patched.py"
     script.write_text(
         "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('zyg', {sandbox.ZYGOTE!r})\n"
+        f"spec = importlib.util.spec_from_file_location('zyg', {handle.ZYGOTE!r})\n"
         "zyg = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(zyg)\n"
         "control = zyg.load_child()\n"
@@ -129,16 +130,16 @@ def _run(
     tmp_path: Path, outside: dict, monkeypatch: pytest.MonkeyPatch, patch: str = "", folder: str = ""
 ) -> tuple[dict, list]:
     """The probe's layers and the calls' results, from a zygote (patched by ``patch``)."""
-    from grader.execution.jobs import run_calls
+    from grader.execution.calls import run_calls
 
     if patch:
-        monkeypatch.setattr(sandbox, "ZYGOTE", _wrapper(tmp_path, patch))
+        monkeypatch.setattr(handle, "ZYGOTE", _wrapper(tmp_path, patch))
     layers = sandbox.probe_layers()
     path = tmp_path / "attention.py"
     path.write_text(SOURCE)
     zygote = sandbox.Zygote()
-    workdir = sandbox.make_workdir()
-    worker = sandbox._Worker(zygote, (0, 1), workdir, "attention.py")
+    workdir = slots.make_workdir()
+    worker = slots.Worker(zygote, (0, 1), workdir, "attention.py")
     calls = [
         Call("reads", (list(outside.values()),), 5.0),
         Call("reads", ([numpy.__file__, "/dev/null"],), 5.0),

@@ -259,7 +259,7 @@ def test_the_first_ctrl_c_stops_a_batch_at_once(tmp_path: Path) -> None:
 
 def test_the_answers_of_fast_calls_are_read_together_not_one_wait_each(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     """60 calls answered 0.1 ms apart: the grader waits (sleeps, or waits on the job's pipes) about
-    once per `grader.execution.jobs.GATHER_SECONDS`, not once per answer, and every answer is still its call's."""
+    once per `grader.execution.calls.GATHER_SECONDS`, not once per answer, and every answer is still its call's."""
     import selectors
     import time
 

@@ -2,7 +2,8 @@
 
 - The core (every subpackage but the command line, ``grader.cli``) imports no built-in plugin
   (``grader.builtin.*``); the command line may (``grader term`` writes the built-in writers' files).
-- A built-in plugin imports only the core, never another built-in.
+- A built-in plugin imports only the core, never another built-in (a plugin that is a package, such as
+  ``grader.builtin.sandbox``, imports its own modules).
 - The sandbox child (``grader/child/zygote.py``, ``grader/child/worker.py``) imports nothing of the grader.
 - Nothing in ``grader/`` imports a course pack (the test packs; the G14 course at the root is no
   package): packs are found by the loader (`grader.packs`), by path or entry point.
@@ -80,6 +81,11 @@ def layer(module: str) -> str:
     return "core"
 
 
+def plugin(module: str) -> str:
+    """The built-in plugin a module belongs to: ``grader.builtin.sandbox`` for ``grader.builtin.sandbox.slots``."""
+    return ".".join(module.split(".")[:3])
+
+
 def violations(package: Path) -> list[str]:
     """Every import that crosses a wall, as ``importer -> imported: rule`` lines."""
     out = []
@@ -98,7 +104,7 @@ def violations(package: Path) -> list[str]:
                 out.append(f"{importer} -> {target}: the child is started by path, never imported")
             elif kind == "core" and other == "builtin":
                 out.append(f"{importer} -> {target}: the core imports no built-in")
-            elif kind == "builtin" and other == "builtin":
+            elif kind == "builtin" and other == "builtin" and plugin(importer) != plugin(target):
                 out.append(f"{importer} -> {target}: a built-in imports only the core")
     return out
 
@@ -140,7 +146,7 @@ def test_no_import_crosses_a_wall() -> None:
 def test_the_grader_imports_no_pack(copy_of_grader: Path) -> None:
     assert PACKS >= {"r3"}
     assert pack_imports(PACKAGE) == []
-    kinds = copy_of_grader / "kinds.py"
+    kinds = copy_of_grader / "kinds" / "__init__.py"
     kinds.write_text(kinds.read_text(encoding="utf-8") + "\n\ndef _late():\n    import r3.kinds\n", encoding="utf-8")
     assert pack_imports(copy_of_grader) == ["grader.kinds -> r3.kinds: the grader imports no pack"]
 
@@ -173,6 +179,17 @@ def test_a_builtin_importing_a_builtin_is_found(copy_of_grader: Path) -> None:
         scoring.read_text(encoding="utf-8") + "\nfrom grader.builtin.judge import hookimpl\n", encoding="utf-8"
     )
     assert added(copy_of_grader) == ["grader.builtin.scoring -> grader.builtin.judge: a built-in imports only the core"]
+
+
+def test_a_plugin_package_imports_its_own_modules_but_no_other_builtin(copy_of_grader: Path) -> None:
+    assert "grader.builtin.sandbox.handle" in import_map(PACKAGE)["grader.builtin.sandbox.slots"]
+    slots = copy_of_grader / "builtin" / "sandbox" / "slots.py"
+    slots.write_text(
+        slots.read_text(encoding="utf-8") + "\nfrom grader.builtin.runner import hookimpl\n", encoding="utf-8"
+    )
+    assert added(copy_of_grader) == [
+        "grader.builtin.sandbox.slots -> grader.builtin.runner: a built-in imports only the core"
+    ]
 
 
 def test_a_relative_and_a_lazy_import_are_found(copy_of_grader: Path) -> None:

@@ -163,23 +163,7 @@ def junit_pieces(
     suites = []
     totals = dict.fromkeys(_COUNTS, 0)
     total_time = 0.0
-    suite_counts = {ex_id: dict.fromkeys(_COUNTS, 0) for ex_id in exercise_ids}
-    suite_times = dict.fromkeys(exercise_ids, 0.0)
-    for sub in report.submissions:  # first pass: the suites' attributes (they come before their cases)
-        times = None
-        for ex in sub.exercises:
-            if ex.id not in suite_counts:
-                continue
-            times = seconds_of(sub.id) if times is None else times
-            counts = suite_counts[ex.id]
-            suite_time = suite_times[ex.id]
-            for c in ex.checks:
-                suite_time += times.get((ex.id, c.id), 0.0)
-                counts["tests"] += 1
-                element = OUTCOME.get(c.status)
-                if element is not None:
-                    counts[_KEY[element]] += 1
-            suite_times[ex.id] = suite_time
+    suite_counts, suite_times = _suite_totals(report, exercise_ids, seconds_of)
     for ex_id in exercise_ids:  # in the order the tree has them
         counts = suite_counts[ex_id]
         suite_time = suite_times[ex_id]
@@ -210,28 +194,7 @@ def junit_pieces(
         else:
             start, end = _tags(suite)
             yield start
-            for sub in report.submissions:
-                times = None
-                for ex in sub.exercises:
-                    if ex.id != ex_id:
-                        continue
-                    if times is None:
-                        times = exercise_seconds(sub.id, ex_id) if exercise_seconds else seconds_of(sub.id)
-                    for c in ex.checks:
-                        t = times.get((ex.id, c.id), 0.0)
-                        element = OUTCOME.get(c.status)
-                        if element is None:  # most cases: written without a tree
-                            yield level2 + _passed_case(classname(sub.id, ex.id), c.id, _seconds(t))
-                            continue
-                        case = ET.Element(
-                            "testcase", classname=_text(classname(sub.id, ex.id)), name=_text(c.id), time=_seconds(t)
-                        )
-                        if element is not None:
-                            first_line = (student_message(c) or STATUS_LABELS.get(c.status, c.status)).splitlines()[0]
-                            child = ET.SubElement(case, element, type=c.status, message=_text(first_line))
-                            child.text = _text(check_feedback(c), newlines=True)
-                            case.text, child.tail = level3, level2
-                        yield level2 + ET.tostring(case, encoding="unicode")
+            yield from _suite_cases(report, ex_id, seconds_of, exercise_seconds)
             yield level1 + end
         if last_suite:
             yield "\n"
@@ -247,6 +210,64 @@ def junit_pieces(
         suite.tail = None
         yield level1 + ET.tostring(suite, encoding="unicode") + "\n"
     yield root_end + "\n"
+
+
+def _suite_totals(
+    report: GradingReport, exercise_ids: list[str], seconds_of: Seconds
+) -> tuple[dict[str, dict[str, int]], dict[str, float]]:
+    """`junit_pieces`'s first pass: each suite's counts of statuses and its seconds (they come before its cases)."""
+    suite_counts: dict[str, dict[str, int]] = {ex_id: dict.fromkeys(_COUNTS, 0) for ex_id in exercise_ids}
+    suite_times = dict.fromkeys(exercise_ids, 0.0)
+    for sub in report.submissions:  # first pass: the suites' attributes (they come before their cases)
+        times = None
+        for ex in sub.exercises:
+            if ex.id not in suite_counts:
+                continue
+            times = seconds_of(sub.id) if times is None else times
+            counts = suite_counts[ex.id]
+            suite_time = suite_times[ex.id]
+            for c in ex.checks:
+                suite_time += times.get((ex.id, c.id), 0.0)
+                counts["tests"] += 1
+                element = OUTCOME.get(c.status)
+                if element is not None:
+                    counts[_KEY[element]] += 1
+            suite_times[ex.id] = suite_time
+    return suite_counts, suite_times
+
+
+def _suite_cases(
+    report: GradingReport,
+    ex_id: str,
+    seconds_of: Seconds,
+    exercise_seconds: Callable[[str, str], dict[tuple[str, str], float]] | None,
+) -> Iterator[str]:
+    """The test cases of exercise ``ex_id``'s suite, each indented as ``ElementTree.indent`` indents it."""
+    import xml.etree.ElementTree as ET
+
+    level2, level3 = ("\n" + _INDENT * n for n in (2, 3))
+    for sub in report.submissions:
+        times = None
+        for ex in sub.exercises:
+            if ex.id != ex_id:
+                continue
+            if times is None:
+                times = exercise_seconds(sub.id, ex_id) if exercise_seconds else seconds_of(sub.id)
+            for c in ex.checks:
+                t = times.get((ex.id, c.id), 0.0)
+                element = OUTCOME.get(c.status)
+                if element is None:  # most cases: written without a tree
+                    yield level2 + _passed_case(classname(sub.id, ex.id), c.id, _seconds(t))
+                    continue
+                case = ET.Element(
+                    "testcase", classname=_text(classname(sub.id, ex.id)), name=_text(c.id), time=_seconds(t)
+                )
+                if element is not None:
+                    first_line = (student_message(c) or STATUS_LABELS.get(c.status, c.status)).splitlines()[0]
+                    child = ET.SubElement(case, element, type=c.status, message=_text(first_line))
+                    child.text = _text(check_feedback(c), newlines=True)
+                    case.text, child.tail = level3, level2
+                yield level2 + ET.tostring(case, encoding="unicode")
 
 
 @hookimpl

@@ -13,7 +13,7 @@ which plugins were registered (`grader.execution.jobs.sandboxed`):
   ``grade --insecure`` and ``check`` fork them from a warm fork server (`grader.execution.jobs.ForkJob`)
   where there is ``os.fork``: the same rules, without an interpreter start per job.
 
-Either way `grader.execution.jobs.run_calls` makes the calls, one at a time, with the same timeouts. The
+Either way `grader.execution.calls.run_calls` makes the calls, one at a time, with the same timeouts. The
 runner is essential: ``-p no:runner`` is refused (`grader.config.plugins.ESSENTIAL`). A third-party
 runner still overrides it (this implementation is ``trylast``).
 """
@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from grader.errors import ConfigError
-from grader.execution.jobs import WALL_BACKSTOP_FACTOR, ForkJob, ForkServer, positive_seconds, run_calls, sandboxed
+from grader.execution.calls import WALL_BACKSTOP_FACTOR, run_calls
+from grader.execution.jobs import ForkJob, ForkServer, positive_seconds, sandboxed
 from grader.execution.keys import FORK_SERVER, JOB_LAUNCHERS, OUTCOME_SOURCES
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
@@ -96,7 +97,7 @@ def grader_unconfigure(config: Any) -> None:
 
 @hookimpl(trylast=True)
 def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome:
-    """Run the calls with `grader.execution.jobs.run_calls`, in the launcher the configuration asks for.
+    """Run the calls with `grader.execution.calls.run_calls`, in the launcher the configuration asks for.
 
     An outcome that already exists (`grader.stash.OUTCOME_SOURCES`: a merge's shard records, a Dask
     cluster's answers) is taken instead, and nothing runs here.

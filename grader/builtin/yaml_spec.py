@@ -227,33 +227,7 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
         for key in DEFAULTABLE:
             if key not in merged:
                 raise SpecError(path, where, f"missing '{key}': give it in the check or in 'defaults'")
-        params = {k: v for k, v in raw.items() if k not in CHECK_COMMON_KEYS}
-        accepted = dict(getattr(kind, "params", {}))
-        for key in params:
-            if key not in accepted:
-                allowed = ", ".join(sorted(accepted)) or "none"
-                import difflib  # only for a misspelled key
-
-                near = difflib.get_close_matches(str(key), [*CHECK_COMMON_KEYS, *accepted], n=1, cutoff=0.75)
-                hint = f"; did you mean '{near[0]}'?" if near else ""
-                raise SpecError(
-                    path, f"{where}.{key}", f"unknown key for kind '{kind.name}' (its keys: {allowed}){hint}"
-                )
-        for key, need in accepted.items():
-            if need == "required" and key not in params:
-                raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}': add it")
-        kind_schema = getattr(kind, "schema", None)
-        if kind_schema and not plainly_valid(params, kind_schema):  # a kind without a schema: the checks above
-            kind_errors = _schema_errors(kind_schema, params)
-            if kind_errors:
-                err = kind_errors[0]
-                key = ".".join(map(str, err.absolute_path)) if err.absolute_path else ""
-                fix = _fix(kind_schema, err)
-                raise SpecError(
-                    path,
-                    f"{where}.{key}" if key else where,
-                    f"{err.message}" + (f"; {fix}" if fix else "") + f" (kind '{kind.name}')",
-                )
+        params = _kind_params(path, where, kind, raw)
         seed = int(raw.get("seed", data["seed"] * 1000 + index))
         if merged["visibility"] != "visible":  # published checks must match: visible ones keep the spec seed
             seed = secret.hidden_seed(data["exercise"], raw["id"], seed)
@@ -280,6 +254,42 @@ def exercise_from_data(path: str, data: Any, kinds: dict[str, Any], secret: Cour
         checks=tuple(checks),
         returns=returns,
     )
+
+
+def _kind_params(path: str, where: str, kind: Any, raw: dict[str, Any]) -> dict[str, Any]:
+    """A check's kind-specific keys, checked against its kind's ``params`` and ``schema``.
+
+    Raises
+    ------
+    grader.errors.SpecError
+        On an unknown key (with the nearest known one), a missing required key, or a schema violation.
+    """
+    params = {k: v for k, v in raw.items() if k not in CHECK_COMMON_KEYS}
+    accepted = dict(getattr(kind, "params", {}))
+    for key in params:
+        if key not in accepted:
+            allowed = ", ".join(sorted(accepted)) or "none"
+            import difflib  # only for a misspelled key
+
+            near = difflib.get_close_matches(str(key), [*CHECK_COMMON_KEYS, *accepted], n=1, cutoff=0.75)
+            hint = f"; did you mean '{near[0]}'?" if near else ""
+            raise SpecError(path, f"{where}.{key}", f"unknown key for kind '{kind.name}' (its keys: {allowed}){hint}")
+    for key, need in accepted.items():
+        if need == "required" and key not in params:
+            raise SpecError(path, where, f"kind '{kind.name}' needs key '{key}': add it")
+    kind_schema = getattr(kind, "schema", None)
+    if kind_schema and not plainly_valid(params, kind_schema):  # a kind without a schema: the checks above
+        kind_errors = _schema_errors(kind_schema, params)
+        if kind_errors:
+            err = kind_errors[0]
+            key = ".".join(map(str, err.absolute_path)) if err.absolute_path else ""
+            fix = _fix(kind_schema, err)
+            raise SpecError(
+                path,
+                f"{where}.{key}" if key else where,
+                f"{err.message}" + (f"; {fix}" if fix else "") + f" (kind '{kind.name}')",
+            )
+    return params
 
 
 @hookimpl

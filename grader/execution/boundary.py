@@ -44,7 +44,7 @@ Per submission in flight, the grader holds at most:
 * the frame being read: ``4 + limit`` bytes, where ``limit`` is
   ``budget.max_bytes + FRAME_OVERHEAD_BYTES`` (at most
   ``MAX_BUDGET.max_bytes + FRAME_OVERHEAD_BYTES`` = 32 MiB + 64 KiB; a
-  frame of `grader.execution.jobs.LARGE_FRAME_BYTES` or more is read into one buffer
+  frame of `grader.execution.channel.LARGE_FRAME_BYTES` or more is read into one buffer
   of the length it announced, once that length is within its limit), and,
   while it is parsed, its text (up to 4 bytes a character) and at most
   ``budget.max_items + FRAME_OVERHEAD_BYTES`` parsed items (counted in the

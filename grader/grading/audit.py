@@ -291,13 +291,7 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     collected = session.collect(config)
     config.stash[COLLECTED] = collected
     exercises = [e.id for e in collected.exercises]
-    for index, entry in enumerate(catalogue.entries):
-        unknown = [x for x in entry.exercises if x not in exercises]
-        if unknown:
-            raise ConfigError(
-                f"{catalogue.path}: entries[{index}] '{entry.name}'.exercises: unknown exercise(s) {unknown} "
-                f"(the specs have {', '.join(exercises)})"
-            )
+    _check_tags(catalogue, exercises)
     outcomes = run_entries(config, catalogue.entries, list(collected.calls))
     with_diagnosis = config.pluginmanager.get_plugin("diagnosis") is not None and not config.option(
         "no_diagnosis", False
@@ -339,41 +333,92 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
     tail = []
     degenerate = [r for r in mutants if r.entry.degenerate and r.result.status == "graded"]
     if degenerate:
-        write("degenerate file          score    figure (shape + ValueError checks passed)")
-        above = 0
-        for r in degenerate:
-            figure = degenerate_figure(r.result, kinds)
-            fine = r.result.score <= figure
-            above += not fine
-            score = f"{r.result.score:g}/{r.result.max_score:g}"
-            write(
-                f"{r.entry.name:24} {score:8} {figure:g}"
-                + ("" if fine else "  FAIL: points on other checks are vacuous")
-            )
-        write("")
-        ok = ok and not above
-        tail.append(f"{len(degenerate) - above}/{len(degenerate)} degenerate files at their figure")
+        fine, line = _write_degenerate(degenerate, kinds, write)
+        ok = ok and fine
+        tail.append(line)
     if contract is not None:
-        path, clauses = contract
-        known = {(ex.id, c.id) for ex in collected.exercises for c in ex.checks}
-        lines, fails = clause_lines(path, clauses, known)
-        for line in [*lines, *fails, ""]:
-            write(line)
-        ok = ok and not fails
-        covered = sum(1 for c in clauses if c.checks and all(k in known for k in c.checks))
-        tail.append(f"{covered}/{len(clauses)} contract clauses covered")
+        fine, line = _write_contract(contract, collected, write)
+        ok = ok and fine
+        tail.append(line)
     if with_diagnosis:
-        statuses = {
-            name: {(e.id, c.id): c.status for e in res.exercises for c in e.checks} for name, res in results.items()
-        }
-        # The table the hook returned (the diagnosis plugin's): the audit needs only its methods.
-        namings = table.leave_one_out(catalogue, collected, outcomes, statuses) if table is not None else []
-        lines, total, wrong = precision_lines(namings, {e.name: e.misconception for e in catalogue.mutants})
-        for line in [*lines, ""]:
-            write(line)
-        precision = 100.0 if not total else 100.0 * (total - wrong) / total
-        ok = ok and not wrong
-        tail.append(f"leave-one-out diagnosis precision {precision:.0f}% ({total} namings, {wrong} misnamed)")
+        fine, line = _write_precision(table, catalogue, collected, outcomes, results, write)
+        ok = ok and fine
+        tail.append(line)
+    _write_failures(survived, short, unnamed, unseen, broken, write)
+    killed = tagged - len(survived)
+    write(
+        f"{killed}/{tagged} tagged cells killed; {len(catalogue.correct) - len(short)}/{len(catalogue.correct)} "
+        f"correct variants at full marks; {len(mutants) - len(unseen)}/{len(mutants)} mutants fail a visible check"
+        + (f"; {len(mutants) - len(unnamed)}/{len(mutants)} mutants named" if with_diagnosis else "")
+        + "".join(f"; {part}" for part in tail)
+        + (": OK" if ok else ": FAILED")
+    )
+    return EXIT_OK if ok else EXIT_CHECKS_FAILED
+
+
+def _check_tags(catalogue: Any, exercises: list[str]) -> None:
+    """Refuse a catalogue entry tagged with an exercise the specs do not have (ConfigError)."""
+    for index, entry in enumerate(catalogue.entries):
+        unknown = [x for x in entry.exercises if x not in exercises]
+        if unknown:
+            raise ConfigError(
+                f"{catalogue.path}: entries[{index}] '{entry.name}'.exercises: unknown exercise(s) {unknown} "
+                f"(the specs have {', '.join(exercises)})"
+            )
+
+
+def _write_degenerate(degenerate: list[Any], kinds: dict[Any, str], write: Callable[[str], None]) -> tuple[bool, str]:
+    """The degenerate files' scores against their figures; whether all are at it, and the summary's part."""
+    write("degenerate file          score    figure (shape + ValueError checks passed)")
+    above = 0
+    for r in degenerate:
+        figure = degenerate_figure(r.result, kinds)
+        fine = r.result.score <= figure
+        above += not fine
+        score = f"{r.result.score:g}/{r.result.max_score:g}"
+        write(
+            f"{r.entry.name:24} {score:8} {figure:g}" + ("" if fine else "  FAIL: points on other checks are vacuous")
+        )
+    write("")
+    return not above, f"{len(degenerate) - above}/{len(degenerate)} degenerate files at their figure"
+
+
+def _write_contract(contract: Any, collected: Any, write: Callable[[str], None]) -> tuple[bool, str]:
+    """The contract's clauses and the checks covering them; whether none fails, and the summary's part."""
+    path, clauses = contract
+    known = {(ex.id, c.id) for ex in collected.exercises for c in ex.checks}
+    lines, fails = clause_lines(path, clauses, known)
+    for line in [*lines, *fails, ""]:
+        write(line)
+    covered = sum(1 for c in clauses if c.checks and all(k in known for k in c.checks))
+    return not fails, f"{covered}/{len(clauses)} contract clauses covered"
+
+
+def _write_precision(
+    table: Any, catalogue: Any, collected: Any, outcomes: Any, results: Any, write: Callable[[str], None]
+) -> tuple[bool, str]:
+    """The leave-one-out diagnosis namings; whether none is wrong, and the summary's part."""
+    statuses = {
+        name: {(e.id, c.id): c.status for e in res.exercises for c in e.checks} for name, res in results.items()
+    }
+    # The table the hook returned (the diagnosis plugin's): the audit needs only its methods.
+    namings = table.leave_one_out(catalogue, collected, outcomes, statuses) if table is not None else []
+    lines, total, wrong = precision_lines(namings, {e.name: e.misconception for e in catalogue.mutants})
+    for line in [*lines, ""]:
+        write(line)
+    precision = 100.0 if not total else 100.0 * (total - wrong) / total
+    return not wrong, f"leave-one-out diagnosis precision {precision:.0f}% ({total} namings, {wrong} misnamed)"
+
+
+def _write_failures(
+    survived: list[tuple[str, str]],
+    short: list[str],
+    unnamed: list[str],
+    unseen: list[str],
+    broken: list[str],
+    write: Callable[[str], None],
+) -> None:
+    """One FAIL line per surviving tagged cell, correct variant losing points, unnamed, unseen or broken mutant."""
     for name, ex in survived:
         write(f"FAIL {name} survives {ex}, which it is tagged for: the checks of {ex} do not catch it")
     for name in short:
@@ -384,12 +429,3 @@ def audit(config: Any, write: Callable[[str], None]) -> int:
         write(f"FAIL {name} passes every visible check: a student's 'grader check' and CI stay green on it")
     for name in broken:
         write(f"FAIL {name} could not be graded")
-    killed = tagged - len(survived)
-    write(
-        f"{killed}/{tagged} tagged cells killed; {len(catalogue.correct) - len(short)}/{len(catalogue.correct)} "
-        f"correct variants at full marks; {len(mutants) - len(unseen)}/{len(mutants)} mutants fail a visible check"
-        + (f"; {len(mutants) - len(unnamed)}/{len(mutants)} mutants named" if with_diagnosis else "")
-        + "".join(f"; {part}" for part in tail)
-        + (": OK" if ok else ": FAILED")
-    )
-    return EXIT_OK if ok else EXIT_CHECKS_FAILED

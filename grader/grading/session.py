@@ -565,7 +565,40 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
             shutil.rmtree(config.out_dir, ignore_errors=True)
         raise
     results: list[SubmissionResult | None] = [None] * len(submissions)
-    todo = []
+    todo = _reuse_cached(submissions, collected, config, only, results)
+    # A runner that grades elsewhere (a Dask cluster) sends the batch ahead; results still come back through
+    # grader_run_calls, one submission at a time, and are judged, kept and written here.
+    config.hooks.batch_start(submissions=[submissions[i] for i in todo], calls=collected.calls, config=config)
+    _grade_todo(submissions, todo, collected, config, results)
+    report = GradingReport(
+        grader_version=__version__,
+        spec_hash=collected.spec_hash,
+        command=config.command,
+        submissions=tuple(r for r in results if r is not None),
+        exercises=collected.exercises,
+    )
+    errors: list[GraderError] = []
+    failed = call_each(config, "grader_write_reports", report=report, config=config, _errors=errors)
+    if errors:  # a writer's one-line error (a refused Canvas push): the other writers' files are written
+        raise errors[0]
+    if failed:
+        names = ", ".join(f"{plugin} ({fault})" for plugin, fault in failed)
+        raise WriterError(
+            f"{len(failed)} report writer(s) failed: {names}; every other file was written "
+            f"(the traceback of each is above)"
+        )
+    return report
+
+
+def _reuse_cached(
+    submissions: list[Submission],
+    collected: Collected,
+    config: Config,
+    only: set[str],
+    results: list[SubmissionResult | None],
+) -> list[int]:
+    """Put in ``results`` the results plugins hold (`result_key`), leave others out for ``--only``; return the rest."""
+    todo: list[int] = []
     left_out: list[str] = []
     for index, submission in enumerate(submissions):
         cached = None
@@ -587,9 +620,17 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
             f"warning: --only: {len(left_out)} other student(s) left out of this run's files, the gradebook has "
             f"no result of theirs: {', '.join(left_out[:10])}{' ...' if len(left_out) > 10 else ''}"
         )
-    # A runner that grades elsewhere (a Dask cluster) sends the batch ahead; results still come back through
-    # grader_run_calls, one submission at a time, and are judged, kept and written here.
-    config.hooks.batch_start(submissions=[submissions[i] for i in todo], calls=collected.calls, config=config)
+    return todo
+
+
+def _grade_todo(
+    submissions: list[Submission],
+    todo: list[int],
+    collected: Collected,
+    config: Config,
+    results: list[SubmissionResult | None],
+) -> None:
+    """Grade ``submissions[i]`` for each ``i`` in ``todo``, `worker_count` at a time, into ``results[i]``."""
     # One thread more than running jobs, so a result is judged while every job slot is busy.
     threads = worker_count(config) + 1
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grader")
@@ -626,24 +667,6 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
-    report = GradingReport(
-        grader_version=__version__,
-        spec_hash=collected.spec_hash,
-        command=config.command,
-        submissions=tuple(r for r in results if r is not None),
-        exercises=collected.exercises,
-    )
-    errors: list[GraderError] = []
-    failed = call_each(config, "grader_write_reports", report=report, config=config, _errors=errors)
-    if errors:  # a writer's one-line error (a refused Canvas push): the other writers' files are written
-        raise errors[0]
-    if failed:
-        names = ", ".join(f"{plugin} ({fault})" for plugin, fault in failed)
-        raise WriterError(
-            f"{len(failed)} report writer(s) failed: {names}; every other file was written "
-            f"(the traceback of each is above)"
-        )
-    return report
 
 
 _SHARED = StashKey[dict[Any, Any]]()

@@ -385,12 +385,16 @@ def fingerprint(folder: str | os.PathLike[str], filename: str | None = None) -> 
     return h.hexdigest()
 
 
-_GRADER = Path(__file__).resolve().parent.parent
+_WORKER = Path(__file__).resolve().parent.parent / "child" / "worker.py"
+_EXECUTION = _WORKER.parent.parent / "execution"
 _DECODING = (
-    _GRADER / "execution" / "boundary.py",
-    _GRADER / "execution" / "jobs.py",
-    _GRADER / "builtin" / "runner.py",
-    *sorted((_GRADER / "child").glob("*.py")),
+    _WORKER,
+    _EXECUTION / "boundary.py",
+    _EXECUTION / "jobs.py",
+    _EXECUTION / "channel.py",
+    _EXECUTION / "calls.py",
+    _WORKER.parent.parent / "builtin" / "runner.py",
+    *sorted(_WORKER.parent.glob("*.py")),
 )
 """The files that decide what a job's answer becomes (the decoder, the job machinery and the runner,
 and every module of ``grader/child``: the worker, the zygote and the sandbox child): a change to any
@@ -440,7 +444,7 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 
 def _run_one(entry: Entry, calls: Sequence[Call], config: Any, folder: Path | None) -> RunOutcome:
-    from grader.execution.jobs import call_result  # validates a frame exactly as one from the child
+    from grader.execution.channel import call_result  # validates a frame exactly as one from the child
 
     keys = [_call_key(c) for c in calls]
     path = folder / f"{entry.name}-{_entry_key(entry, config)[:32]}.json" if folder else None

@@ -83,44 +83,55 @@ def check_shards(shards: Sequence[Shard], config: Any) -> None:
         ("plugins", "plugins (-p)", "grade every shard with the same -p options"),
     )
     for other in shards[1:]:
-        m = other.manifest
-        for key, label, fix in what:
-            if m[key] != m0[key]:
-                raise UsageError(
-                    f"merge: shards {first.name} and {other.name} were made with different {label} "
-                    f"({_short(m0[key])} vs {_short(m[key])}); {fix}"
-                )
-        for key, label in (("settings", "settings"), ("options", "options")):
-            if m[key] != m0[key]:
-                raise UsageError(
-                    f"merge: shards {first.name} and {other.name} were graded with different {label} "
-                    f"({_first_difference(m0[key], m[key])}); grade every shard with the same options"
-                )
-        if m["shard"]["n"] != m0["shard"]["n"]:
+        _check_pair(first, other, what)
+    _check_complete(shards, m0["shard"]["n"])
+    _check_against_merge(m0, config)
+    _check_holders(shards)
+
+
+def _check_pair(first: Shard, other: Shard, what: Sequence[tuple[str, str, str]]) -> None:
+    """Refuse ``other`` when it was made differently from ``first`` (``what``: key, label, fix) or in another run."""
+    m0, m = first.manifest, other.manifest
+    for key, label, fix in what:
+        if m[key] != m0[key]:
             raise UsageError(
-                f"merge: shards {first.name} and {other.name} cut the class into different numbers of "
-                "shards; merge the shards of one run of N"
+                f"merge: shards {first.name} and {other.name} were made with different {label} "
+                f"({_short(m0[key])} vs {_short(m[key])}); {fix}"
             )
-        if m["class"] != m0["class"] or m["class_ids"] != m0["class_ids"]:
+    for key, label in (("settings", "settings"), ("options", "options")):
+        if m[key] != m0[key]:
             raise UsageError(
-                f"merge: shards {first.name} and {other.name} graded different classes "
-                f"({m0['class']['count']} vs {m['class']['count']} submissions, or other ids); grade "
-                "every shard from the same PATHs"
+                f"merge: shards {first.name} and {other.name} were graded with different {label} "
+                f"({_first_difference(m0[key], m[key])}); grade every shard with the same options"
             )
-        if m["class_listing"] != m0["class_listing"] or m["run"] != m0["run"] or run_of(m) != m["run"]:
-            changed = next(
-                (
-                    f"{a[0]!r} was graded from other content ({_short(a[1])} vs {_short(b[1])})"
-                    for a, b in zip(m0["class_listing"], m["class_listing"], strict=False)
-                    if a != b
-                ),
-                f"run {_short(m0['run'])} vs {_short(m['run'])}",
-            )
-            raise UsageError(
-                f"merge: shards {first.name} and {other.name} belong to different runs: {changed}; a shard "
-                "left from an earlier run? grade every shard of one run from the same files and merge those"
-            )
-    n = m0["shard"]["n"]
+    if m["shard"]["n"] != m0["shard"]["n"]:
+        raise UsageError(
+            f"merge: shards {first.name} and {other.name} cut the class into different numbers of "
+            "shards; merge the shards of one run of N"
+        )
+    if m["class"] != m0["class"] or m["class_ids"] != m0["class_ids"]:
+        raise UsageError(
+            f"merge: shards {first.name} and {other.name} graded different classes "
+            f"({m0['class']['count']} vs {m['class']['count']} submissions, or other ids); grade "
+            "every shard from the same PATHs"
+        )
+    if m["class_listing"] != m0["class_listing"] or m["run"] != m0["run"] or run_of(m) != m["run"]:
+        changed = next(
+            (
+                f"{a[0]!r} was graded from other content ({_short(a[1])} vs {_short(b[1])})"
+                for a, b in zip(m0["class_listing"], m["class_listing"], strict=False)
+                if a != b
+            ),
+            f"run {_short(m0['run'])} vs {_short(m['run'])}",
+        )
+        raise UsageError(
+            f"merge: shards {first.name} and {other.name} belong to different runs: {changed}; a shard "
+            "left from an earlier run? grade every shard of one run from the same files and merge those"
+        )
+
+
+def _check_complete(shards: Sequence[Shard], n: int) -> None:
+    """Refuse a shard given twice, or missing, of the ``n``."""
     seen: dict[int, Shard] = {}
     for shard in shards:
         k = shard.manifest["shard"]["k"]
@@ -136,6 +147,10 @@ def check_shards(shards: Sequence[Shard], config: Any) -> None:
             f"merge: {len(missing)} of {n} shards missing: {shown}; grade "
             f"{'it' if len(missing) == 1 else 'them'} with --shard K/{n} and merge every shard"
         )
+
+
+def _check_against_merge(m0: dict[str, Any], config: Any) -> None:
+    """Refuse shards made by another grader version, course secret, catalogue of mistakes or -p than this merge."""
     mine = {"grader_version": __version__}
     if m0["grader_version"] != mine["grader_version"]:
         raise UsageError(
@@ -161,6 +176,10 @@ def check_shards(shards: Sequence[Shard], config: Any) -> None:
             f"merge: the shards were graded with -p {' '.join(m0['plugins']) or '(none)'}; give the "
             "merge the same -p options"
         )
+
+
+def _check_holders(shards: Sequence[Shard]) -> None:
+    """Refuse a shard holding a submission that belongs to another shard (or that another shard holds too)."""
     holders: dict[str, Shard] = {}
     for shard in shards:
         n_ = shard.manifest["shard"]["n"]
@@ -240,7 +259,7 @@ def merge(config: Any) -> Any:
     from grader.errors import GraderError
     from grader.fileio import make_out_dir
     from grader.grading import session
-    from grader.models import GradingReport, result_from_dict
+    from grader.models import GradingReport
 
     shards: list[Shard] = config.options._shards
     check_shards(shards, config)
@@ -261,39 +280,8 @@ def merge(config: Any) -> Any:
             f"{config.option('specs')} --reference {config.option('reference')} (spec hash "
             f"{_short(m0['spec_hash'])} vs {_short(collected.spec_hash)}); merge with the same"
         )
-    entries: dict[str, tuple[Submission, SubmissionResult, bytes | None]] = {}
     calls = collected.calls
-    for shard in shards:
-        expected = shard.manifest["ids"]
-        got = []
-        for number, data in _records(shard):
-            where = f"{shard.folder / RECORDS}: line {number}"
-            try:
-                if type(data) is not dict or set(data) != {
-                    "submission",
-                    "result",
-                    "outcome",
-                }:
-                    raise ValueError("not a record")
-                sub = _submission_from(data["submission"])
-                check_result_data(data["result"])
-                result = result_from_dict(data["result"])
-                outcome = None
-                if data["outcome"] is not None:
-                    decode_outcome(data["outcome"], calls)  # checked now: a refused merge writes nothing
-                    # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
-                    outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise UsageError(f"{where}: not a shard record ({exc}); grade that shard again") from None
-            if result.id != sub.id:
-                raise UsageError(f"{where}: the result is of {result.id!r}, the submission {sub.id!r}")
-            got.append(sub.id)
-            entries[sub.id] = (sub, result, outcome)
-        if got != expected:
-            raise UsageError(
-                f"{shard.folder / RECORDS}: holds {len(got)} results, the manifest lists {len(expected)}; "
-                "grade that shard again"
-            )
+    entries = _read_records(shards, calls)
     class_ids = m0["class_ids"]
     lost = [sid for sid in class_ids if sid not in entries]
     if lost:
@@ -339,3 +327,48 @@ def merge(config: Any) -> Any:
             "(the traceback of each is above)"
         )
     return report
+
+
+def _read_records(shards: Sequence[Shard], calls: Any) -> dict[str, tuple[Submission, SubmissionResult, bytes | None]]:
+    """Every shard's records, checked, by submission id: its submission, result and compressed outcome.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        If a record is unreadable, or a shard holds other results than its manifest lists.
+    """
+    from grader.models import result_from_dict
+
+    entries: dict[str, tuple[Submission, SubmissionResult, bytes | None]] = {}
+    for shard in shards:
+        expected = shard.manifest["ids"]
+        got = []
+        for number, data in _records(shard):
+            where = f"{shard.folder / RECORDS}: line {number}"
+            try:
+                if type(data) is not dict or set(data) != {
+                    "submission",
+                    "result",
+                    "outcome",
+                }:
+                    raise ValueError("not a record")
+                sub = _submission_from(data["submission"])
+                check_result_data(data["result"])
+                result = result_from_dict(data["result"])
+                outcome = None
+                if data["outcome"] is not None:
+                    decode_outcome(data["outcome"], calls)  # checked now: a refused merge writes nothing
+                    # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
+                    outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise UsageError(f"{where}: not a shard record ({exc}); grade that shard again") from None
+            if result.id != sub.id:
+                raise UsageError(f"{where}: the result is of {result.id!r}, the submission {sub.id!r}")
+            got.append(sub.id)
+            entries[sub.id] = (sub, result, outcome)
+        if got != expected:
+            raise UsageError(
+                f"{shard.folder / RECORDS}: holds {len(got)} results, the manifest lists {len(expected)}; "
+                "grade that shard again"
+            )
+    return entries

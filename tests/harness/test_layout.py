@@ -106,3 +106,72 @@ def test_the_layer_contract_holds() -> None:
     proc = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "0 broken" in proc.stdout or "broken" not in proc.stdout.split("Contracts:")[-1].split("\n")[0]
+
+
+MAX_MODULE_LINES = 800
+"""Most lines a module of the harness may have (issue 25: a module a reader can hold in mind)."""
+MAX_FUNCTION_LINES = 100
+"""Most lines a function or method may have, from its ``def`` to its last line (decorators and docstring included)."""
+
+
+def module_lines(source: str) -> int:
+    """Lines of a module's source, as ``wc -l`` counts them (a last line without a newline counts too)."""
+    return len(source.splitlines())
+
+
+def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int]]:
+    """``(qualified name, lines)`` of each function or method in ``source`` longer than ``limit`` lines."""
+    found = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                    length = (child.end_lineno or child.lineno) - first + 1
+                    if length > limit:
+                        found.append((name, length))
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def test_no_module_is_over_800_lines() -> None:
+    over = [
+        f"{path.relative_to(ROOT)}: {n} lines"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (n := module_lines(path.read_text(encoding="utf-8"))) > MAX_MODULE_LINES
+    ]
+    assert not over, f"modules over {MAX_MODULE_LINES} lines (split them at their seams): " + "; ".join(over)
+
+
+def test_no_function_is_over_100_lines() -> None:
+    over = [
+        f"{path.relative_to(ROOT)}: {name} ({n} lines)"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name, n in long_functions(path.read_text(encoding="utf-8"))
+    ]
+    assert not over, f"functions over {MAX_FUNCTION_LINES} lines (split them into helpers): " + "; ".join(over)
+
+
+def test_the_measures_find_a_long_module_and_long_functions() -> None:
+    body = "".join(f"    x = {i}\n" for i in range(99))
+    source = (
+        f"def short():\n{body}\n"  # 100 lines: allowed
+        f"@decorated\ndef decorated_long():\n{body}\n"  # 101 lines with its decorator
+        f"class Holder:\n    def method():\n{''.join('    ' + line for line in body.splitlines(True))}        y = 0\n"
+        "    async def inner_async():\n        def nested():\n" + "".join(f"            z = {i}\n" for i in range(100))
+    )
+    assert long_functions(source) == [
+        ("decorated_long", 101),
+        ("Holder.method", 101),
+        ("Holder.inner_async", 102),
+        ("Holder.inner_async.nested", 101),
+    ]
+    assert module_lines("a = 1\n" * 800) == 800
+    assert module_lines("a = 1\n" * 800 + "b = 2") == 801
+    assert module_lines("a = 1\n" * 801) > MAX_MODULE_LINES

@@ -1,0 +1,398 @@
+"""The grader's handles on the sandbox: the zygote (`Zygote`) and the jobs it forks (`SandboxJob`).
+
+The zygote (``grader/child/zygote.py``) is a secret-free process that imports numpy once and forks
+one isolated job per submission run; a `SandboxJob` is one of them as the runner sees a job
+(`grader.execution.jobs.Job`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import platform
+import select
+import shutil
+import signal
+import socket
+import struct
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from grader.child.limits import CEILING_CPU_SECONDS, SETUP_FAILED, slot_uid
+from grader.errors import ConfigError
+from grader.execution.jobs import CHILD_ENV, describe_exit, open_proc_file, schedstat_wait_seconds, stop_server
+from grader.execution.servers import ZYGOTE, start_zygote
+
+
+class Zygote:
+    """The grader's handle on a running zygote.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the zygote does not start (the reason is in the message).
+    """
+
+    def __init__(self, wait: bool = True, started: tuple[Any, Any, Any] | None = None) -> None:
+        if platform.system() != "Linux":
+            raise ConfigError("the sandbox needs Linux; pass --insecure to grade with process isolation only")
+        # Exec'd by the command line already (grader.execution.servers.grade_zygote), or now.
+        self.proc: Any
+        self.sock: socket.socket
+        self.proc, self.sock, self._stderr = started if started is not None else start_zygote(ZYGOTE)
+        self.lock = threading.Lock()
+        self.ids = itertools.count(1)
+        self.landlock_abi = 0
+        self.readonly: list[str] = []
+        if wait:
+            self.wait_started()
+
+    def wait_started(self) -> None:
+        """Wait for the zygote's first line (it has imported numpy and prepared every layer).
+
+        Raises
+        ------
+        grader.errors.ConfigError
+            If the zygote did not start (the reason is in the message).
+        """
+        try:
+            line, _ = self._receive()
+        except OSError:
+            line = b""
+        if not line:
+            self.close()
+            self._stderr.seek(0)
+            why = self._stderr.read().decode(errors="replace").strip().splitlines()
+            raise ConfigError(f"the sandbox's zygote did not start: {why[-1] if why else 'no reason given'}")
+        hello = json.loads(line)
+        self.landlock_abi = int(hello.get("landlock_abi", 0))
+        self.readonly = hello.get("readonly", [])
+
+    def _receive(self) -> tuple[bytes, list[int]]:
+        """One reply line, with the file descriptors that came with it (b"" once the zygote is gone)."""
+        data, fds = b"", []
+        while not data.endswith(b"\n"):
+            chunk, got, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 1)
+            fds += got
+            if not chunk:
+                return b"", fds
+            data += chunk
+        return data, fds
+
+    def request(self, message: dict[str, Any], fds: Sequence[int] = ()) -> tuple[dict[str, Any], list[int]]:
+        """Send one request (with file descriptors); return the reply and the descriptors it carried.
+
+        Raises
+        ------
+        grader.errors.ConfigError
+            If the zygote stopped answering.
+        """
+        data = json.dumps(message).encode() + b"\n"
+        with self.lock:
+            if fds:
+                socket.send_fds(self.sock, [data], list(fds))
+            else:
+                self.sock.sendall(data)
+            line, got = self._receive()
+        if not line:
+            for fd in got:
+                os.close(fd)
+            raise ConfigError("the sandbox's zygote stopped answering")
+        return json.loads(line), got
+
+    def close(self) -> None:
+        """Stop the zygote (its jobs die with it)."""
+        stop_server(self.sock, self.proc)
+
+
+class JobSink(Protocol):
+    """Where a job killed without waiting puts itself (`SandboxJob.kill`): its worker's settler, or a list."""
+
+    def append(self, job: SandboxJob) -> None:
+        """Take ``job``, to be settled later."""
+
+
+class SandboxJob:
+    """A job run by the zygote, seen through the runner's `Job` protocol.
+
+    A job is started *blank*: the zygote forks it and it sets up every
+    isolation layer, then waits for its task (`assign`). The sandbox starts
+    each worker's next job while the current one runs, so a submission
+    finds its job ready.
+
+    Parameters
+    ----------
+    zygote : Zygote
+    slot : int
+        Its cgroups and uid (``UID_BASE + slot``).
+    workdir : str
+        A folder for the job's folder (a tmpfs is mounted over it inside the
+        job's mount namespace; the grader's side stays empty).
+    limits : dict
+        `DEFAULT_LIMITS`; its CPU seconds are set from the task.
+    probe : bool
+        Report the layers that applied and end (``grader doctor``).
+    on_end : callable, optional
+        Called with ``slot`` once the job is over and its slot is clean.
+    filename : str
+        The submission's name in the job (the course pack's file name).
+    """
+
+    def __init__(
+        self,
+        zygote: Zygote,
+        slot: int,
+        workdir: str,
+        limits: dict[str, int],
+        probe: bool = False,
+        on_end: Any = None,
+        filename: str = "submission.py",
+    ) -> None:
+        self.zygote = zygote
+        self.id = next(zygote.ids)
+        self.slot = slot
+        self.on_end = on_end
+        uid = slot_uid(slot) if os.geteuid() == 0 else os.geteuid()
+        self.jobdir = os.path.join(workdir, f"job{self.id}")
+        try:
+            os.mkdir(self.jobdir, 0o700)
+        except FileNotFoundError:  # something (a temporary-folder cleaner) removed the workdir
+            os.makedirs(workdir, 0o711, exist_ok=True)
+            os.chmod(workdir, 0o711)
+            os.mkdir(self.jobdir, 0o700)
+        if os.geteuid() == 0:
+            os.chown(self.jobdir, uid, uid)
+        request = {
+            "op": "launch",
+            "job": self.id,
+            "slot": slot,
+            "jobdir": self.jobdir,
+            "file": os.path.join(self.jobdir, filename),
+            "probe": probe,
+            "limits": dict(limits, cpu_seconds=CEILING_CPU_SECONDS),
+            "env": dict(CHILD_ENV, HOME=self.jobdir, TMPDIR=self.jobdir),
+        }
+        # result, stdout, stderr, the status the zygote reports; the task pipe (the job's stdin)
+        pipes = [os.pipe() for _ in range(4)]
+        self.task_fd: int | None
+        task_read, self.task_fd = os.pipe()
+        sent = [w for _, w in pipes] + [task_read]
+        try:
+            reply, got = zygote.request(request, sent)
+        finally:
+            for fd in sent:
+                os.close(fd)
+        self.pid = reply.get("pid")
+        self.pidfd = got[0] if got else None  # to kill the job without asking the zygote
+        self.cpu_stat: str | None = reply.get("cpu_stat") if isinstance(reply.get("cpu_stat"), str) else None
+        """The slot's cgroup-v2 ``cpu.stat`` (the zygote's word), read for CPU-time timeouts."""
+        self._cpu_fd: int | None = None
+        # The slot's cgroup is reused by every job of the slot: its count starts at what the jobs before
+        # this one used (all gone before this one was started), read now.
+        self._cpu_base = self._usec() or 0
+        self._schedstat_fd: int | None = None  # the job's /proc/<pid>/schedstat, opened when first read
+        self._schedstat_unknown = False
+        self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
+        self.status: int | None = None
+        self.setup_reason = ""
+        """Why the job's set-up failed, as the zygote reported it (empty if it did not fail)."""
+        self.ending: JobSink | None = None
+        """Where a job killed without waiting puts itself, for its worker to `settle` later."""
+
+    def assign(self, source: bytes, cpu_seconds: float) -> None:
+        """Send the job its task: the submission's bytes and its CPU seconds, no call.
+
+        The job writes the file into its folder and imports it, then reads
+        its calls, one at a time, from the same pipe (`call_fd`; see
+        `grader.execution.channel.JobChannel.send`).
+        """
+        task = json.dumps({"cpu_seconds": cpu_seconds}).encode()
+        self._send(struct.pack(">II", len(task), len(source)) + task + source)
+
+    @property
+    def call_fd(self) -> int:
+        """The write end of the job's task and call pipe (its stdin); -1 once closed."""
+        return -1 if self.task_fd is None else self.task_fd
+
+    def end_calls(self) -> None:
+        """Close the call pipe: the worker, at end-of-file, leaves."""
+        self._close_task()
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used by every process in the job's slot since the job was started, from ``cpu.stat``.
+
+        The slot holds this job alone (the slot's previous job is gone
+        before a job starts in it); the slot's cgroup counts every job it
+        held, so the count when this job was started is taken off. It
+        includes the job's import and most of its set-up. None where the
+        zygote reported no such file, or before the job entered the cgroup
+        (nothing counted yet: see `cpu_readable`).
+        """
+        usec = self._usec()
+        if usec is None or usec <= self._cpu_base:
+            return None
+        return (usec - self._cpu_base) / 1e6
+
+    def _usec(self) -> int | None:
+        """The slot cgroup's ``usage_usec`` (every job it held), or None where it cannot be read."""
+        if self._cpu_fd is None:
+            if not self.cpu_stat:
+                return None
+            try:
+                self._cpu_fd = os.open(self.cpu_stat, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self.cpu_stat = None
+                return None
+        try:
+            data = os.pread(self._cpu_fd, 512, 0)
+        except OSError:
+            return None
+        if not data.startswith(b"usage_usec "):
+            return None
+        return int(data[11 : data.index(b"\n")])
+
+    def cpu_readable(self) -> bool:
+        """Whether the job's CPU time can be read: the zygote named its slot's ``cpu.stat`` (see `grader.execution.jobs.Job`).
+
+        Its `cpu_seconds` is then None only until the job has entered the slot's cgroup.
+        """
+        return bool(self.cpu_stat)
+
+    def wait_seconds(self) -> float | None:
+        """Seconds the job's main process spent ready to run but waiting for a CPU, or None (see `grader.execution.jobs.Job`).
+
+        Its ``/proc/<pid>/schedstat`` (run-queue delay), opened on first use
+        while the job's pidfd says it still runs (so the pid is still the
+        job's). The cgroup's ``cpu.pressure`` would cover every process of
+        the job, but on this kind of machine it counts about two thirds of
+        the delay that ``schedstat`` counts.
+        """
+        if self._schedstat_fd is None:
+            if self._schedstat_unknown or not isinstance(self.pid, int) or self.pidfd is None:
+                return None
+            self._schedstat_unknown = True  # one try
+            fd = open_proc_file(self.pid, "schedstat")
+            if fd is None:
+                return None
+            if select.select([self.pidfd], [], [], 0)[0]:  # it has ended: the pid may be another's now
+                os.close(fd)
+                return None
+            self._schedstat_fd = fd
+        return schedstat_wait_seconds(self._schedstat_fd)
+
+    def _send(self, data: bytes) -> None:
+        if self.task_fd is None:
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.task_fd, view) :]
+        except OSError:
+            pass  # the job is gone; reading its frames will say so
+
+    def _close_task(self) -> None:
+        if self.task_fd is not None:
+            os.close(self.task_fd)  # a job still waiting for its task or a call leaves
+            self.task_fd = None
+
+    def kill(self, finished: bool = False, wait: bool = True) -> None:
+        """End the job: a job that answered everything is left to report; others are killed.
+
+        With ``wait=False`` the kill is only sent: `settle` (which the job's
+        worker calls before it needs the slot again) waits for the slot to
+        be clean. A job replaced by its standby is ended so, while the
+        standby already makes its calls; and so is a job that answered every
+        call (its slot is settled while the next submission's job imports).
+        """
+        self._close_task()
+        if self._read_status(0.5 if finished and wait else 0.0) is None:
+            try:
+                if self.pidfd is None:
+                    raise OSError("no pidfd")
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)  # pid 1: its namespace goes with it
+            except (OSError, TypeError):  # gone already, or no pidfd: the zygote kills it
+                self.zygote.request({"op": "kill", "job": self.id})
+            if not wait and self.ending is not None:
+                self._close_pipes()  # first: the settler may settle the job (and close them) at once
+                self.ending.append(self)
+                return
+        self.settle()
+
+    def _close_pipes(self) -> None:
+        for fd in (self.result_fd, self.stdout_fd, self.stderr_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.result_fd = self.stdout_fd = self.stderr_fd = -1
+
+    def settle(self, timeout: float = 5.0) -> bool:
+        """Wait (at most ``timeout`` seconds) until the job is over and its slot clean; release it.
+
+        Returns
+        -------
+        bool
+            False if the zygote has not reported yet (call again).
+        """
+        if self.on_end is None and self.status is not None:
+            return True
+        if self._read_status(timeout) is None:
+            if timeout > 0.0:
+                self.status = 128 + signal.SIGKILL  # never reported: give the slot up anyway
+                os.close(self.status_fd)
+            else:
+                return False
+        self._close_pipes()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        for fd in (self._cpu_fd, self._schedstat_fd):
+            if fd is not None:
+                os.close(fd)
+        self._cpu_fd = self._schedstat_fd = None
+        try:
+            os.rmdir(self.jobdir)  # empty, as a rule: the job wrote on its own tmpfs, mounted elsewhere
+        except OSError:
+            shutil.rmtree(self.jobdir, ignore_errors=True)
+        if self.on_end is not None:
+            self.on_end(self.slot)
+            self.on_end = None
+        return True
+
+    def _read_status(self, timeout: float) -> int | None:
+        """The job's exit code, as the zygote reports it once the slot is clean.
+
+        None if nothing came within ``timeout`` seconds; 128 + SIGKILL if the
+        status pipe closed without a word (the zygote is gone).
+        """
+        if self.status is None:
+            ready, _, _ = select.select([self.status_fd], [], [], timeout)
+            if not ready:
+                return None
+            data = os.read(self.status_fd, 1024).decode("utf-8", errors="replace").strip()
+            code, _, reason = data.partition(" ")  # "CODE" or "CODE why the set-up failed"
+            self.status = int(code) if code.isdigit() else 128 + signal.SIGKILL
+            self.setup_reason = reason
+            os.close(self.status_fd)
+        return self.status
+
+    def exit_code(self, timeout: float) -> int | None:
+        """The job's exit code (negative: killed by that signal), or None if not reported within ``timeout`` s."""
+        code = self._read_status(timeout)
+        if code is None:
+            return None
+        return -(code - 128) if 128 < code < 128 + 65 else code
+
+    def exit_description(self) -> str:
+        """Words for how the job ended (waiting up to 2 s, then killing it), as if it never imported."""
+        code = self.exit_code(2.0)
+        if code is None:
+            self.kill()
+            code = -signal.SIGKILL
+        return self.describe_exit(code, imported=False)
+
+    def describe_exit(self, code: int, imported: bool) -> str:
+        """Words for the job's end: a set-up failure only as the zygote reports it, before the import."""
+        if code == SETUP_FAILED and self.setup_reason and not imported:  # reported by the zygote, never by student code
+            return f"the sandbox could not set up the job: {self.setup_reason}"
+        return describe_exit(code)

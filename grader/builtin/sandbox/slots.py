@@ -1,0 +1,336 @@
+"""The sandbox's slots: each worker's two jobs (`Worker`), the pool lending them (`Pool`), their
+start-up in a thread of its own (`Starting`) and the preflight that runs a real job in every slot."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+from grader.builtin.sandbox.handle import SandboxJob, Zygote
+from grader.child.limits import DEFAULT_LIMITS, UID_BASE
+from grader.errors import ConfigError
+from grader.execution.calls import run_calls
+from grader.execution.jobs import Launcher
+from grader.fileio import scratch_prefix
+from grader.models import Call
+
+
+class Starting:
+    """The sandbox getting ready in a thread of its own while ``grade`` loads the specs and the reference.
+
+    The zygote is started (exec'd) before any of them is read; this thread
+    waits for it to be ready, makes the job folder and the workers, and runs
+    the preflight. `grader_grading_ready` waits for it: a start-up that
+    would take a quarter of a small class's run overlaps with the checks'
+    preparation instead (issue 16).
+    """
+
+    def __init__(self, zygote: Zygote, count: int, filename: str) -> None:
+        self.zygote, self.count, self.filename = zygote, count, filename
+        self.workdir: str | None = None
+        self.workers: list[Worker] = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="grader-sandbox-start", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.zygote.wait_started()
+            if self.zygote.landlock_abi < 1:
+                raise ConfigError(
+                    "no filesystem isolation here (Landlock needs Linux 5.13 or newer, enabled); grading "
+                    "hidden checks would let submissions read them. Run 'grader doctor', or pass --insecure "
+                    "to grade anyway"
+                )
+            self.workdir = make_workdir()
+            count = self.count
+            self.workers = [
+                Worker(self.zygote, (slot, slot + count), self.workdir, self.filename) for slot in range(count)
+            ]
+            problem = preflight(self.workers, self.workdir)
+            if problem:
+                raise ConfigError(problem)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread (grader_grading_ready)
+            self.error = exc
+
+    def wait(self) -> list[Worker]:
+        """The ready workers; or the start-up's error, raised here (a ConfigError: one line and the fix)."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.workers
+
+
+def make_workdir() -> str:
+    """The folder for the jobs' folders (in the temporary folder), made as ``grade`` makes it.
+
+    Job folders inside belong to the jobs' uids, hence mode 0711. A job
+    sees its own folder at a fixed path (``zygote.JOB_FOLDER``) and needs
+    this one only where that mount is not possible.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If the temporary folder is not writable.
+    """
+    try:
+        workdir = tempfile.mkdtemp(prefix=scratch_prefix("sandbox"))
+        os.chmod(workdir, 0o711)
+    except OSError as exc:
+        raise ConfigError(
+            f"the sandbox cannot make its folder in {tempfile.gettempdir()} ({exc.strerror}); "
+            "set TMPDIR to a writable folder such as /tmp"
+        ) from None
+    return workdir
+
+
+PREFLIGHT_SOURCE = b"""def grader_preflight(x):
+    return x + 1
+"""
+"""The submission a preflight job imports; its one call, ``grader_preflight(41)``, answers 42."""
+
+
+def preflight(workers: Sequence[Worker], workdir: str) -> str:
+    """Run a real job in each slot of ``workers``, as grading will; say what is wrong, or ''.
+
+    Each job imports `PREFLIGHT_SOURCE` and makes one call, through the
+    same launcher, folder, uids, cgroups and limits as the batch's jobs (and
+    leaves each worker with its next job started, as after a submission).
+
+    Parameters
+    ----------
+    workers : sequence of Worker
+        The batch's workers; each runs two jobs (one per slot).
+    workdir : str
+        Their folder for job folders.
+
+    Returns
+    -------
+    str
+        ``""`` if every job answered 42; else one line naming the
+        cause and, where known, the fix.
+    """
+    path = os.path.join(workdir, "preflight.py")
+    with open(path, "wb") as fh:
+        fh.write(PREFLIGHT_SOURCE)
+    try:
+        for worker in workers:
+            for _ in range(2):  # two jobs: in the first slot, then in the other (started ahead)
+                outcome = run_calls(
+                    path,
+                    [Call("grader_preflight", (41,), 10.0)],
+                    import_timeout=10.0,
+                    submission_timeout=30.0,
+                    launch=worker.launch,
+                    scratch=False,
+                )
+                result = outcome.results[0]
+                if result.status != "returned" or result.value != 42:
+                    why = outcome.import_error or result.message or f"it answered {result.value!r}"
+                    return _preflight_problem(workdir, why)
+    finally:
+        os.unlink(path)
+    return ""
+
+
+def _unreachable_parent(path: str) -> tuple[str, int] | None:
+    """The first folder on ``path`` that a uid other than its owner's may not enter, and its mode."""
+    current = os.path.abspath(path)
+    chain = []
+    while True:
+        chain.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for folder in reversed(chain):
+        try:
+            mode = os.stat(folder).st_mode
+        except OSError:
+            continue
+        if not mode & 0o001:
+            return folder, mode & 0o7777
+    return None
+
+
+def _preflight_problem(workdir: str, why: str) -> str:
+    """One line: why a preflight job failed, and the fix."""
+    why = " ".join(why.split())[:300]
+    blocked = _unreachable_parent(workdir)
+    if blocked is not None:
+        folder, mode = blocked
+        return (
+            f"the sandbox's job folder {workdir} is not reachable by the job uids ({UID_BASE}+): {folder} "
+            f"is mode {mode:04o}; set TMPDIR to a folder such as /tmp, or pass --insecure ({why})"
+        )
+    return (
+        f"the sandbox cannot run a job here ({why}); run 'grader doctor' to see each layer, "
+        "or pass --insecure to grade without the sandbox"
+    )
+
+
+class Ending:
+    """Where a job killed without waiting puts itself (`SandboxJob.kill`): its worker's settler."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def append(self, job: SandboxJob) -> None:
+        self.worker.settle_later(job)
+
+
+class Worker:
+    """One worker's sandboxed jobs, on two slots: the job that runs, and the next one, started ahead.
+
+    The next job (for the worker's next submission, or for the calls after
+    a call that may be about to time out) sets up its isolation while the
+    current one runs, in the other slot: its own cgroups and uid. A job
+    that is done is *settled* (its exit reported, its cgroups empty, its
+    folder removed) by the worker's settler thread, which then starts the
+    next job ahead in the slot it freed: the thread grading submissions
+    never waits for a finished job (issue 16).
+    """
+
+    def __init__(self, zygote: Zygote, slots: tuple[int, int], workdir: str, filename: str = "submission.py") -> None:
+        self.zygote = zygote
+        self.filename = filename
+        self.free = set(slots)
+        self.workdir = workdir
+        self.ready: SandboxJob | None = None
+        self.ending = Ending(self)  # killed without waiting; settled by the settler thread
+        self.cond = threading.Condition()
+        self.unsettled = 0
+        self.closing = False
+        self._queue: queue.SimpleQueue[SandboxJob | None] = queue.SimpleQueue()
+        self._settler = threading.Thread(target=self._settle_loop, name="grader-settle", daemon=True)
+        self._settler.start()
+
+    def settle_later(self, job: SandboxJob) -> None:
+        """Hand a killed job to the settler thread."""
+        with self.cond:
+            self.unsettled += 1
+        self._queue.put(job)
+
+    def _settle_loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            try:
+                job.settle()
+            except OSError:  # a descriptor already gone: the slot is freed below all the same
+                if job.on_end is not None:
+                    job.on_end(job.slot)
+                    job.on_end = None
+            with self.cond:
+                self.unsettled -= 1
+                self.cond.notify_all()
+            try:
+                self._start_ahead()
+            except Exception:  # noqa: BLE001 - the run is ending (the zygote's socket closed: EBADF), or a job
+                pass  # failed to start: its slot is freed (`_new`), and `_take` starts one, or says why
+
+    def _freed(self, slot: int) -> None:
+        with self.cond:
+            self.free.add(slot)
+            self.cond.notify_all()
+
+    def _new(self, slot: int) -> SandboxJob:
+        try:
+            job = SandboxJob(
+                self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self._freed, filename=self.filename
+            )
+        except BaseException:
+            self._freed(slot)
+            raise
+        job.ending = self.ending
+        return job
+
+    def _start_ahead(self) -> None:
+        """Start the next job in a free slot, unless one is ready (or none is free: the settler starts it)."""
+        with self.cond:
+            if self.ready is not None or not self.free or self.closing:
+                return
+            slot = min(self.free)
+            self.free.discard(slot)
+        job = self._new(slot)
+        with self.cond:
+            if self.ready is None and not self.closing:
+                self.ready = job
+                self.cond.notify_all()
+                return
+        job.kill()
+
+    def _take(self) -> SandboxJob:
+        """The job started ahead, or a new one in a free slot (waiting for the settler if neither is there)."""
+        deadline = time.monotonic() + 30.0
+        with self.cond:
+            if self.closing:  # the run is stopping (Ctrl-C): its folder is gone, and no job is started again
+                raise ConfigError("the sandbox is stopping: no job is started")
+            while self.ready is None and not self.free:
+                if not self.cond.wait(max(deadline - time.monotonic(), 0.0)):
+                    raise ConfigError("the sandbox's job slots did not become free within 30 s")
+            if self.ready is not None:
+                job, self.ready = self.ready, None
+                return job
+            slot = min(self.free)
+            self.free.discard(slot)
+        return self._new(slot)
+
+    def launch(self, source: bytes, _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
+        """`grader.execution.jobs.Launcher`: the ready job gets the task; the next one starts.
+
+        A standby is the same as any job: it imports, then waits for its first call.
+        """
+        job = self._take()
+        job.assign(source, cpu)
+        self._start_ahead()  # when the other slot is still being settled, the settler starts it
+        return job
+
+    def close(self) -> None:
+        """Stop the job started ahead, if any, and wait for the jobs still ending."""
+        with self.cond:
+            self.closing = True
+            ready, self.ready = self.ready, None
+        if ready is not None:
+            ready.kill()
+        self._queue.put(None)
+        self._settler.join(timeout=30.0)
+
+
+class Pool:
+    """The sandbox's workers, lent one submission at a time (`grader.execution.jobs.LauncherPool`).
+
+    Lent from configure time: the first `slot` (or `ready`) waits for the sandbox's start-up
+    (`Starting`) and raises what went wrong there.
+    """
+
+    def __init__(self, starting: Starting) -> None:
+        self._starting = starting
+        self._slots: queue.SimpleQueue[Worker] | None = None
+        self._lock = threading.Lock()
+
+    def ready(self) -> queue.SimpleQueue[Worker]:
+        """The workers, once the zygote is ready and the preflight passed (waits for both; raises ConfigError)."""
+        if self._slots is None:
+            with self._lock:
+                if self._slots is None:
+                    slots: queue.SimpleQueue[Worker] = queue.SimpleQueue()
+                    for worker in self._starting.wait():
+                        slots.put(worker)
+                    self._slots = slots
+        return self._slots
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[Launcher]:
+        slots = self.ready()
+        worker = slots.get()  # one worker per concurrent submission; each has its own uids
+        try:
+            yield worker.launch
+        finally:
+            slots.put(worker)
