@@ -192,9 +192,9 @@ ATTACKS = {
     # reading secrets: the reference, the specs, the grader, /proc, fds, memory, classmates
     # (a checkout under /tmp is not there for a job: these find nothing and stay honest)
     "read_reference": Attack(
-        (HONEST_WRONG,) if HIDDEN_BY_TMP else (_denied(f"{ROOT}/g14/reference/attention.py"), SANDBOX)
+        (HONEST_WRONG,) if HIDDEN_BY_TMP else (_denied(f"{ROOT}/reference/attention.py"), SANDBOX)
     ),
-    "read_specs": Attack((HONEST_WRONG,) if HIDDEN_BY_TMP else (_denied(f"{ROOT}/g14/specs/G14.05.yaml"), SANDBOX)),
+    "read_specs": Attack((HONEST_WRONG,) if HIDDEN_BY_TMP else (_denied(f"{ROOT}/exercises/G14.05.yaml"), SANDBOX)),
     "import_grader": Attack(((SANDBOX, "only numpy and the standard library"),)),
     "proc_and_environ": Attack((SANDBOX,)),
     "inherited_fds": Attack(("no inherited file descriptor leads to a secret; open: 0 1 2 3",)),

@@ -174,11 +174,12 @@ def test_the_term_total_goes_to_the_lms_files_of_the_students_an_lms_named(term:
     code, stdout, err = cli("term", *outs, "--out", out, "--canvas-assignment", "Term (12)")
     assert code == 0, err
     rows = list(csv.reader((out / "canvas.csv").open()))
-    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Term (12)", "Notes"]
-    assert rows[1][0].strip() == "Points Possible" and rows[1][5] == f"{3 * MAX:g}"
+    # Notes, a custom column, before the assignment: the order Canvas's importer reads (docs/exports.md).
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Notes", "Term (12)"]
+    assert rows[1][0].strip() == "Points Possible" and rows[1][6] == f"{3 * MAX:g}"
     by_id = {r[1]: r for r in rows[2:]}
-    assert by_id["340934"][5] == "249.4" and "late days: 5 used of 5 (A1 3, A2 2, A3 0), 0 left" in by_id["340934"][6]
-    assert by_id["340935"][5] == "258"
+    assert by_id["340934"][6] == "249.4" and "late days: 5 used of 5 (A1 3, A2 2, A3 0), 0 left" in by_id["340934"][5]
+    assert by_id["340935"][6] == "258"
     assert "alice: A1 86/86 A2 86/86 A3 77.4/86; total 249.4; late days used 5, left 0" in stdout
 
 

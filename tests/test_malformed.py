@@ -518,15 +518,15 @@ def test_the_grader_script_exits_3_when_the_reference_exits(source: str, shown: 
     assert shown in proc.stderr
 
 
-def test_every_builtin_kind_declares_a_schema_of_its_keys_and_the_readme_lists_them() -> None:
+def test_every_builtin_kind_declares_a_schema_of_its_keys_and_the_spec_guide_lists_them() -> None:
     from course_plugin import KINDS as G14_KINDS
 
     from grader.builtin.checks import BUILTIN_KINDS
 
-    readme = (ROOT / "README.md").read_text()
+    guide = (ROOT / "docs" / "how-to" / "write-specs.md").read_text()
     for kind in (*BUILTIN_KINDS, *G14_KINDS):
         assert set(kind.schema["properties"]) == set(kind.params), kind.name
-        row = next(line for line in readme.splitlines() if line.startswith(f"| `{kind.name}` |"))
+        row = next(line for line in guide.splitlines() if line.startswith(f"| `{kind.name}` |"))
         for key in kind.params:
             assert f"`{key}`" in row, (kind.name, key)
         for key, prop in kind.schema["properties"].items():

@@ -78,6 +78,7 @@ def test_hanging_submission_loses_only_the_calls_that_hang(graded: dict) -> None
         ("G14.04", "sums-to-zero"),
         ("G14.04", "finite-difference"),
         ("G14.04", "random-compare"),
+        ("G14.04", "backward-leaves-inputs-unchanged"),  # it calls softmax_backward too
     }
     assert all(c["status"] == "passed" for key, c in checks.items() if key not in timed_out)
     assert checks[("G14.04", "chapter-example")]["message"] == (

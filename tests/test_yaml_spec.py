@@ -150,7 +150,7 @@ def test_validate_real_specs(cli) -> None:  # noqa: ANN001
     code, out, err = cli("validate")
     assert code == 0, err
     assert err == ""
-    assert "specs: 6 exercises, 58 checks; 13 hand values agree with the reference" in out
+    assert "specs: 6 exercises, 59 checks; 13 hand values agree with the reference" in out
     assert "reference scores 86/86: valid" in out
 
 

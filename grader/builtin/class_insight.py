@@ -21,6 +21,7 @@ from grader.errors import UsageError
 from grader.fileio import write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
+from grader.packs import find_pack
 from grader.reporting.insight import MIN_CLASS, NEGATIVE_BELOW, ItemAnalysis, item_analysis, misconceptions
 from grader.reporting.pages import SUMMARY_LINKS, environment
 
@@ -125,6 +126,7 @@ def render_staff_class(report: GradingReport, pack: Any = None, min_class: int =
     ----------
     report : grader.models.GradingReport
     pack : grader.packs.Pack, optional
+        The course whose chapter heads the page (default: the course found, `grader.packs.find_pack`).
     min_class : int
         Fewest submissions that could run for the item analysis to be shown.
 
@@ -135,7 +137,7 @@ def render_staff_class(report: GradingReport, pack: Any = None, min_class: int =
     """
     analysis = item_analysis(report, min_class)
     return (
-        environment(pack)
+        environment(pack or find_pack())
         .get_template("staff_class.html")
         .render(
             report=report,

@@ -503,7 +503,8 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
     holds no comment with this result's fingerprint (`comment_fingerprint`), so a re-push
     posts no comment twice. Each request refused for its rate (429, or 403 "Rate Limit
     Exceeded") is retried after the server's back-off (``Retry-After``, else by
-    ``X-Rate-Limit-Remaining``).
+    ``X-Rate-Limit-Remaining``). The course and the assignment are read first, even when no
+    student is Canvas's, so a wrong server (silent, a login page, JSON not Canvas's) is named.
 
     Parameters
     ----------
@@ -538,8 +539,6 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
     except ImportError:
         raise ConfigError("--canvas-push: canvasapi is not installed; pip install 'grader-harness[canvas]'") from None
     students = [s for s in report.submissions if s.lms.get("system") == "canvas" and lms_user_id(s)]
-    if not students:
-        return 0
     try:
         from grader.config.addresses import bounded_canvas
 
@@ -549,6 +548,8 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
         assignment = _call(requester, lambda: course.get_assignment(int(m["assignment"])), sleep)
         if getattr(course, "id", None) != int(m["course"]) or getattr(assignment, "id", None) != int(m["assignment"]):
             raise ValueError("not a Canvas course and assignment")
+        if not students:
+            return 0  # the address was still checked: a wrong server is named though nothing is posted
         existing: dict[str, str] = {}
         for sub in _call(requester, lambda: list(assignment.get_submissions(include=["submission_comments"])), sleep):
             texts = [str(c.get("comment", "")) for c in getattr(sub, "submission_comments", None) or []]

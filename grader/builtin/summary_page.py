@@ -24,6 +24,7 @@ from grader.errors import UsageError
 from grader.fileio import write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
+from grader.packs import find_pack
 from grader.reporting.pages import INDEX_LINKS, SUMMARY_LINKS, environment
 
 __all__ = ["BINS", "Bar", "Chart", "failing_chart", "histogram_chart", "pass_rate_chart", "render_summary"]
@@ -304,6 +305,8 @@ def render_summary(report: GradingReport, links: Any = (), pack: Any = None) -> 
     links : sequence of (str, str)
         (label, href) pairs shown under the title; plugins add theirs to
         ``config.stash[grader.stash.SUMMARY_LINKS]`` (the similarity report does).
+    pack : grader.packs.Pack, optional
+        The course whose chapter heads the page (default: the course found, `grader.packs.find_pack`).
 
     Returns
     -------
@@ -326,7 +329,7 @@ def render_summary(report: GradingReport, links: Any = (), pack: Any = None) -> 
 
     reteach = misconceptions(report.submissions)
     return (
-        environment(pack)
+        environment(pack or find_pack())
         .get_template("summary.html")
         .render(report=report, stats=stats, charts=charts, links=links, reteach=reteach)
     )

@@ -125,7 +125,7 @@ def _escape():
     _refuse_outside_sandbox()
     for name, call in CALLS:
         if call() == 0 and name in ("setuid(0)", "unshare(user+mount)"):
-            with open("/work/main/g14/reference/attention.py") as fh:
+            with open("/work/main/reference/attention.py") as fh:
                 namespace = {}
                 exec(fh.read(), namespace)
             return namespace["MIB"]

@@ -102,7 +102,7 @@ import importlib
 
 
 def _imported_mib():
-    for root in ("/work/main", "/work/main/g14/reference"):
+    for root in ("/work/main", "/work/main/reference"):
         if root not in sys.path:
             sys.path.insert(0, root)
     try:

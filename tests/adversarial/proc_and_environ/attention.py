@@ -120,7 +120,7 @@ def _proc_mib():
     if ppid and str(ppid) not in pids:
         pids.append(str(ppid))
     for pid in pids:
-        for tail in ("cwd/reference/attention.py", "root/work/main/g14/reference/attention.py",
+        for tail in ("cwd/reference/attention.py", "root/work/main/reference/attention.py",
                      "cwd/../../reference/attention.py"):
             path = f"/proc/{pid}/{tail}"
             try:

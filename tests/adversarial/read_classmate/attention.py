@@ -102,8 +102,8 @@ def _check_nbytes(nbytes):
 
 
 def _classmate_mib(nbytes):
-    candidates = ["/work/main/g14/submissions/correct_numpy/attention.py",
-                  "/work/main/g14/submissions/correct_lists/attention.py"]
+    candidates = ["/work/main/submissions/correct_numpy/attention.py",
+                  "/work/main/submissions/correct_lists/attention.py"]
     errors = []
     try:  # the copies of the jobs graded at the same time
         for name in os.listdir("/tmp"):

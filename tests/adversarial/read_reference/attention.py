@@ -101,8 +101,8 @@ def _check_nbytes(nbytes):
 
 
 REFERENCE_GUESSES = (
-    "/work/main/g14/reference/attention.py",
-    "/proc/1/root/work/main/g14/reference/attention.py",
+    "/work/main/reference/attention.py",
+    "/proc/1/root/work/main/reference/attention.py",
     os.path.join(os.path.expanduser("~"), "reference", "attention.py"),
     os.path.abspath(os.path.join(os.getcwd(), "..", "..", "reference", "attention.py")),
 )

@@ -101,9 +101,9 @@ def _check_nbytes(nbytes):
 import re
 
 SPEC_GUESSES = (
-    "/work/main/g14/specs/G14.05.yaml",
-    os.path.join(sys.prefix, "g14", "specs", "G14.05.yaml"),
-    "/proc/1/cwd/../../g14/specs/G14.05.yaml",
+    "/work/main/exercises/G14.05.yaml",
+    os.path.join(sys.prefix, "..", "exercises", "G14.05.yaml"),
+    "/proc/1/cwd/../../exercises/G14.05.yaml",
 )
 
 

@@ -111,8 +111,8 @@ def _refuse_outside_sandbox():
 
 MARK = "# ADVERSARIAL-WAS-HERE\n"
 TARGETS = (
-    ("/work/main/g14/specs/G14.05.yaml", "a"),
-    ("/work/main/g14/reference/attention.py", "a"),
+    ("/work/main/exercises/G14.05.yaml", "a"),
+    ("/work/main/reference/attention.py", "a"),
     ("/tmp/grader-adversarial-canary", "w"),
     ("/tmp/grader-adversarial-pwned", "w"),
     ("/var/tmp/grader-adversarial-pwned", "w"),
