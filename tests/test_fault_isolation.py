@@ -108,7 +108,7 @@ def test_a_fault_at_any_stage_is_that_submissions_error(
         pm.register(plugin, name="fault")
         return pm
 
-    monkeypatch.setattr("grader.cli.get_plugin_manager", with_fault)
+    monkeypatch.setattr("grader.cli.app.get_plugin_manager", with_fault)
     out = tmp_path / "out"
     code = main(["grade", str(_class(tmp_path)), "--out", str(out), "--insecure", "-q", "--jobs", "2"])
     err = capsys.readouterr().err
@@ -154,7 +154,7 @@ def test_a_failing_report_writer_does_not_stop_the_others(
         pm.register(BrokenWriter(), name="broken_writer")
         return pm
 
-    monkeypatch.setattr("grader.cli.get_plugin_manager", with_broken)
+    monkeypatch.setattr("grader.cli.app.get_plugin_manager", with_broken)
     out = tmp_path / "out"
     code = main(["grade", str(_class(tmp_path)), "--out", str(out), "--insecure", "-q"])
     err = capsys.readouterr().err

@@ -82,7 +82,7 @@ def with_replay(*args, **kwargs):
                 setattr(module, attr, functools.lru_cache(maxsize=16)(value.__wrapped__))
     return pm
 
-grader.cli.get_plugin_manager = with_replay
+grader.cli.app.get_plugin_manager = with_replay
 code = main(["grade", sys.argv[1], "--out", sys.argv[2], "--insecure", "-q", "--jobs", "2"])
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # this process's own (KiB), not its jobs'
 print(json.dumps({"code": code, "peak": peak, "kept": replay.kept}))

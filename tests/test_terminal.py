@@ -70,8 +70,9 @@ def test_score_table_and_check_output_hold_no_escape(monkeypatch: pytest.MonkeyP
     text = "\n".join(lines)
     assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text and "\r" not in text
     assert lines[0] == "G14: Attention, embeddings and transformer reasoning"  # the pack's chapter and title
-    assert lines[2].startswith("eve ::error::forgedgnp.exe ")
-    assert lines[3].startswith("x" * 59 + "…  ")  # long ids cut to ID_WIDTH
+    assert lines[1].startswith("course: ")  # the course folder found
+    assert lines[3].startswith("eve ::error::forgedgnp.exe ")
+    assert lines[4].startswith("x" * 59 + "…  ")  # long ids cut to ID_WIDTH
     lines.clear()
     message = "attention raised ValueError: \x1b[2J\x1b]0;pwn\x07cleared\r\n::warning::x"
     grader_terminal_summary(GradingReport("0", "h", "check", (_sub("me", message),)), _config("check"), lines.append)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,83 +58,117 @@ def _text(text: str, newlines: bool = False) -> str:
     return unicode_safe(display(text, newlines=newlines))
 
 
-def ctrf_report(report: GradingReport, seconds: Any = None, now_ms: int | None = None) -> dict[str, Any]:
-    """The CTRF document of a session, as plain data.
+def _tests(sub: Any, times: dict[tuple[str, str], float]) -> Iterator[dict[str, Any]]:
+    """The CTRF tests of one submission: one per check."""
+    for ex in sub.exercises:
+        for c in ex.checks:
+            status = STATUS.get(c.status, "other")
+            test: dict[str, Any] = {
+                "name": _text(f"{sub.id} {ex.id} {c.id}"),
+                "status": status,
+                "duration": int(round(times.get((ex.id, c.id), 0.0) * 1000)),
+                "suite": [_text(sub.id), _text(ex.id)],
+            }
+            if status != c.status:
+                test["rawStatus"] = c.status
+            message = check_feedback(c)
+            if message:
+                test["message"] = _text(message, newlines=True)
+            test["extra"] = {
+                "submission": _text(sub.id),
+                "exercise": ex.id,
+                "check": c.id,
+                "points": c.score,
+                "max_points": c.max_score,
+                "visibility": c.visibility,
+            }
+            yield test
+
+
+_HOLE = "\x00tests"
+"""Where the tests go in the document's text (`ctrf_pieces` writes them one at a time)."""
+
+
+def ctrf_pieces(report: GradingReport, seconds: Any = None, now_ms: int | None = None) -> Iterator[str]:
+    """The CTRF document of a session, as pieces of its JSON text (a class is never held whole).
+
+    Two passes over ``report.submissions``: the summary's counts first, then each submission's
+    tests, written as they are made. Joined, the pieces are ``json.dumps`` of `ctrf_report`.
 
     Parameters
     ----------
     report : grader.models.GradingReport
     seconds : callable, optional
         Per submission id, the seconds of each (exercise id, check id), as
-        `grader.stash.check_seconds` gives; missing ones are 0.
+        `grader.execution.keys.check_seconds` gives; missing ones are 0.
     now_ms : int, optional
         ``summary.stop``, milliseconds since the epoch (default: now, or
         ``SOURCE_DATE_EPOCH``).
 
-    Returns
-    -------
-    dict
-        Ready for ``json.dumps``; valid against CTRF's ``ctrf.schema.json``.
+    Yields
+    ------
+    str
+        Valid against CTRF's ``ctrf.schema.json`` once joined.
     """
     if now_ms is None:
         epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
         now_ms = int(epoch) * 1000 if epoch.isdigit() else int(time.time() * 1000)
-    tests: list[dict[str, Any]] = []
     counts = dict.fromkeys(("passed", "failed", "skipped", "pending", "other"), 0)
-    total_ms = 0
+    total_ms = n_tests = suites = 0
+    submissions = []
     for sub in report.submissions:
+        suites += 1
         times = seconds(sub.id) if seconds is not None else {}
-        for ex in sub.exercises:
-            for c in ex.checks:
-                status = STATUS.get(c.status, "other")
-                counts[status] += 1
-                duration = int(round(times.get((ex.id, c.id), 0.0) * 1000))
-                total_ms += duration
-                test: dict[str, Any] = {
-                    "name": _text(f"{sub.id} {ex.id} {c.id}"),
-                    "status": status,
-                    "duration": duration,
-                    "suite": [_text(sub.id), _text(ex.id)],
-                }
-                if status != c.status:
-                    test["rawStatus"] = c.status
-                message = check_feedback(c)
-                if message:
-                    test["message"] = _text(message, newlines=True)
-                test["extra"] = {
-                    "submission": _text(sub.id),
-                    "exercise": ex.id,
-                    "check": c.id,
-                    "points": c.score,
-                    "max_points": c.max_score,
-                    "visibility": c.visibility,
-                }
-                tests.append(test)
-    return {
+        for test in _tests(sub, times):
+            counts[test["status"]] += 1
+            total_ms += test["duration"]
+            n_tests += 1
+        submissions.append({"id": _text(sub.id), "score": sub.score, "max_score": sub.max_score, "status": sub.status})
+    frame = {
         "reportFormat": "CTRF",
         "specVersion": SPEC_VERSION,
         "generatedBy": "grader",
         "results": {
             "tool": {"name": "grader", "version": __version__},
             "summary": {
-                "tests": len(tests),
+                "tests": n_tests,
                 **counts,
-                "suites": len(report.submissions),
+                "suites": suites,
                 "start": now_ms - total_ms,
                 "stop": now_ms,
                 "duration": total_ms,
             },
-            "tests": tests,
+            "tests": _HOLE,
             "extra": {
                 "grader_version": report.grader_version,
                 "spec_hash": report.spec_hash,
-                "submissions": [
-                    {"id": _text(s.id), "score": s.score, "max_score": s.max_score, "status": s.status}
-                    for s in report.submissions
-                ],
+                "submissions": submissions,
             },
         },
     }
+    text = json.dumps(frame, allow_nan=False, ensure_ascii=False)
+    hole = json.dumps(_HOLE, ensure_ascii=False)
+    before, after = text.split(hole, 1)
+    yield before + "["
+    first = True
+    for sub in report.submissions:
+        times = seconds(sub.id) if seconds is not None else {}
+        for test in _tests(sub, times):
+            yield ("" if first else ", ") + json.dumps(test, allow_nan=False, ensure_ascii=False)
+            first = False
+    yield "]" + after
+
+
+def ctrf_report(report: GradingReport, seconds: Any = None, now_ms: int | None = None) -> dict[str, Any]:
+    """The CTRF document of a session, as plain data (`ctrf_pieces`, parsed).
+
+    Returns
+    -------
+    dict
+        Valid against CTRF's ``ctrf.schema.json``.
+    """
+    data: dict[str, Any] = json.loads("".join(ctrf_pieces(report, seconds, now_ms)))
+    return data
 
 
 @hookimpl
@@ -148,6 +183,11 @@ def grader_addoption(parser: Any, command: str) -> None:
     )
 
 
+def _with_newline(pieces: Iterator[str]) -> Iterator[str]:
+    yield from pieces
+    yield "\n"
+
+
 @hookimpl
 def grader_write_reports(report: GradingReport, config: Any) -> None:
     """Write ``--ctrf FILE``, or ``DIR/ctrf.json`` when the command writes files."""
@@ -155,8 +195,8 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
     target = config.option("ctrf") or (out / FILENAME if out else None)
     if target is None:
         return
-    data = ctrf_report(report, lambda sub_id: check_seconds(config.stash, sub_id))
+    pieces = ctrf_pieces(report, lambda sub_id: check_seconds(config.stash, sub_id))
     try:
-        write_atomic(Path(target), json.dumps(data, allow_nan=False, ensure_ascii=False) + "\n")
+        write_atomic(Path(target), _with_newline(pieces))
     except OSError as exc:
         raise UsageError(f"--ctrf {target}: cannot write the file ({exc.strerror})") from None
