@@ -146,9 +146,12 @@ class _Budget:
         """Move the backstop on by the running ``job``'s waiting for a CPU; whether it is still ahead."""
         waited = getattr(job, "wait_seconds", None)
         wait = waited() if waited is not None and self.cpu_timed else None
+        now = time.monotonic()
         if wait is not None:
-            self.end = max(self.end, self.began + self.wall + self.waited + wait)
-        return self.end > time.monotonic()
+            moved = max(self.end, self.began + self.wall + self.waited + wait)
+            if moved > now:  # moved past now: the budget lasts; else the end stays where the backstop met it
+                self.end = moved
+        return self.end > now
 
     def used_up(self) -> str:
         """Why no more call may start ('' while the budget lasts), between jobs."""
