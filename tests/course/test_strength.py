@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import ROOT, SPECS
-from test_checks import failed, make, passed, prepare
+from harness.test_checks import failed, make, passed, prepare
 
 from grader.builtin.checks import RaisesKind
 from grader.builtin.diagnosis import DiagnosisTable, Evidence

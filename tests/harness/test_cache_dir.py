@@ -122,7 +122,7 @@ def test_the_mutants_cache_does_not_wait_on_a_fifo(tmp_path: Path, monkeypatch) 
 
 def test_read_regular_allocates_what_the_file_holds_not_its_limit(tmp_path: Path) -> None:
     """It read ``limit + 1`` bytes at once: each read of the entry points' few kilobytes allocated
-    4 MiB, and each of the mutants' cache files 256 MiB (``tests/test_malformed.py`` caught the first)."""
+    4 MiB, and each of the mutants' cache files 256 MiB (``tests/security/test_malformed_specs.py`` caught the first)."""
     import tracemalloc
 
     from grader.fileio import read_regular

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from test_term import _canvas, _grade
 
 from grader.builtin import lms
 from grader.cli import main
+from harness.test_term import _canvas, _grade
 
 pytest.importorskip("canvasapi")
 

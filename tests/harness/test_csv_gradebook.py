@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 
 from conftest import SUBMISSIONS
-from test_samples import EXERCISES, EXPECTED
+from course.test_samples import EXERCISES, EXPECTED
 
 from grader.builtin.csv_gradebook import gradebook_csv
 from grader.models import ExerciseResult, GradingReport, SubmissionResult

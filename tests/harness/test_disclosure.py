@@ -22,7 +22,7 @@ from grader.disclosure import (
 )
 from grader.models import CallResult, Check, CheckResult
 
-PACKAGE = Path(__file__).resolve().parents[1] / "grader"
+PACKAGE = Path(__file__).resolve().parents[2] / "grader"
 
 
 def _check(visibility: str) -> Check:

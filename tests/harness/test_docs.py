@@ -24,7 +24,7 @@ from grader.builtin.yaml_spec import SCHEMA
 from grader.config.parser import build_parser
 from grader.config.plugins import get_plugin_manager
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README_MAX_LINES = 150
 
 

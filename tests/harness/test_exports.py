@@ -10,7 +10,7 @@ Each consumer's reading is transcribed here, its source named beside it:
   ``process_submissions``), instructure/canvas-lms.
 * Jenkins' xunit plugin: ``junit-10.xsd`` (``tests/schemas/junit-10.xsd``), and Jenkins' junit
   plugin's split of a classname at its last dot into package and class.
-* Gradescope's "Autograder Specifications" (``tests/test_gradescope.py``'s schema) and its rule
+* Gradescope's "Autograder Specifications" (``tests/harness/test_gradescope.py``'s schema) and its rule
   that anything printed in the top-level ``output`` is shown as is.
 * CTRF: ``schema/ctrf.schema.json`` of ctrf-io/ctrf (`CTRF_SCHEMA` below, the parts we write).
 """
@@ -27,15 +27,15 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from test_gradescope import GRADESCOPE_RESULTS
 
 from grader.builtin.ctrf import ctrf_report
 from grader.builtin.gradescope import gradescope_results
 from grader.builtin.junit import junit_xml
 from grader.builtin.lms import canvas_assignment_column, canvas_csv, moodle_csv
 from grader.models import Adjustment, CheckResult, ExerciseResult, GradingReport, SubmissionResult
+from harness.test_gradescope import GRADESCOPE_RESULTS
 
-SCHEMAS = Path(__file__).parent / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
 
 # --- the results the writers get ------------------------------------------------------------
@@ -448,9 +448,8 @@ def test_ctrf_of_hostile_text_is_valid() -> None:
 
 def test_files_of_a_graded_lms_export_are_read_by_canvas_and_moodle(tmp_path: Path) -> None:
     """The whole road: a Canvas zip and a Moodle folder graded, their files read by the importers."""
-    from test_term import NO_SQRT, NUMPY, _canvas, _grade
-
     from grader.cli import main
+    from harness.test_term import NO_SQRT, NUMPY, _canvas, _grade
 
     _canvas(tmp_path)
     url = "https://canvas.example.edu/courses/1/assignments/77"

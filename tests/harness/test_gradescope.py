@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest import SUBMISSIONS
-from test_samples import EXERCISES, EXPECTED
+from course.test_samples import EXERCISES, EXPECTED
 
 from grader.reporting.feedback import HIDDEN_NOTE
 

@@ -22,7 +22,8 @@ import jsonschema
 import pytest
 from conftest import SUBMISSIONS
 from scale_support import grader_env
-from test_gradescope import GRADESCOPE_RESULTS
+
+from harness.test_gradescope import GRADESCOPE_RESULTS
 
 SECRET = "bundle-test-course-secret-0123456789abcdef"
 

@@ -17,7 +17,7 @@ from junitparser import JUnitXml
 from grader.builtin.classroom import SCHEMA
 from grader.integrations.ci import NOTE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MUTANT = ROOT / "reference" / "mutants" / "no_sqrt_dk" / "attention.py"  # 33/35 visible points: two checks fail
 BIN = Path(sys.executable).parent
 

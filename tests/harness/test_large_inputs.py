@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import pytest
 from course_plugin import error_bounds
-from test_boundary import _PipeJob, worker_frame
-from test_checks import make, prepare
+from security.test_boundary import _PipeJob, worker_frame
+
+from harness.test_checks import make, prepare
 
 EPS, row_weight_bound, score_rounding, weight_bounds = (
     error_bounds.EPS,

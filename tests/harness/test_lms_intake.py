@@ -32,7 +32,7 @@ from grader.cli import main
 from grader.errors import UsageError
 from grader.intake.lms import Entry, decide, parse_canvas, parse_moodle
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 S = ROOT / "submissions"
 
 

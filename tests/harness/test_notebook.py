@@ -13,7 +13,7 @@ import pytest
 
 from grader.intake.notebook import NotebookError, convert
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MUTANT = (ROOT / "reference" / "mutants" / "mask_after_softmax" / "attention.py").read_text()
 
 

@@ -482,7 +482,7 @@ def test_large_float_arguments_travel_as_doubles_and_arrive_as_the_same_lists(tm
 def test_a_kept_manifest_is_used_only_for_the_bytes_it_was_parsed_from(tmp_path: Path) -> None:
     from grader import packs
 
-    root = Path(__file__).parent / "packs" / "r3"
+    root = Path(__file__).resolve().parents[1] / "packs" / "r3"
     pack_dir = tmp_path / "r3"
     shutil.copytree(root, pack_dir, ignore=shutil.ignore_patterns("__pycache__"))
     manifest = pack_dir / "course.yaml"

@@ -16,7 +16,7 @@ from grader import hookspecs
 from grader.config.plugins import BUILTIN_PLUGINS, get_plugin_manager
 from grader.errors import PluginError
 
-EXAMPLES = Path(__file__).parent / "plugin_examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "plugin_examples"
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_every_hook_has_a_docstring_and_is_in_the_readme() -> None:
 
 
 def test_every_hook_is_exercised_by_a_test() -> None:
-    tests = "".join(p.read_text() for p in (Path(__file__).parent / "plugin_examples").glob("*.py"))
+    tests = "".join(p.read_text() for p in (Path(__file__).resolve().parents[1] / "plugin_examples").glob("*.py"))
     for name in hookspecs.HOOK_NAMES:
         assert f"def {name}(" in tests, f"no test plugin implements {name}"
 

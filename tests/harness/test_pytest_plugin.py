@@ -20,7 +20,7 @@ from grader.integrations.pytest_plugin import active
 
 pytest_plugins = ["pytester"]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STARTER = ROOT / "exercises" / "starter" / "attention.py"
 REFERENCE = ROOT / "reference" / "attention.py"
 TOTAL = "36 hidden checks run at grading (the grade comes from 'grader grade', not from this run)"

@@ -335,7 +335,7 @@ def test_merge_refuses_what_is_not_a_shard(graded: dict[str, Path], tmp_path: Pa
     records.write_bytes(gzip.compress(b"".join(lines[:-1])))
     others = [graded[f"shard{k}"] for k in range(2, N + 1)]
     line = _merge_error(cut, *others, "--out", tmp_path / "m")
-    # the seal (tests/test_shard_seal.py) is checked before any record is read
+    # the seal (tests/security/test_shard_seal.py) is checked before any record is read
     assert "the seal does not match its manifest and records" in line and "grade shard 1/4 again" in line
 
 

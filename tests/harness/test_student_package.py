@@ -19,7 +19,7 @@ from grader.cli import main
 from grader.packs import find_pack
 from grader.packs.student import inspect_artifact, member_names, pack_members
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPECS, REFERENCE, MUTANTS = (
     ROOT / "g14" / "specs",
     ROOT / "g14" / "reference" / "attention.py",

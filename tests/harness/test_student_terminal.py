@@ -22,7 +22,7 @@ from grader.models import (
     SubmissionResult,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ROOT / "submissions"
 
 
@@ -193,7 +193,7 @@ def test_an_option_a_command_does_not_use_is_refused(cli) -> None:  # noqa: ANN0
 def test_one_mistake_reads_in_one_80_column_screen(cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # noqa: ANN001
     """Issue 24: mask after softmax, one mistake: at most 40 lines of 80 columns, its diagnosis once per exercise,
     no call cut; its HTML page has one diagnosis box per failing exercise and one check shown whole in each."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = cli("check", root / "reference" / "mutants" / "mask_after_softmax" / "attention.py")
     lines = out.splitlines()

@@ -18,7 +18,7 @@ import pytest
 from grader.cli import main
 from grader.term import load_policy, parse_lms_name
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 S = ROOT / "submissions"
 NUMPY = (S / "correct_numpy" / "attention.py").read_text()

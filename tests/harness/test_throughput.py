@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SUBMISSIONS
-from test_checks import REF, make, plain, prepare
 
 from grader.grading.judging import VerdictCache
 from grader.models import CallResult
 from grader.stash import Stash
+from harness.test_checks import REF, make, plain, prepare
 
 
 class _Counting:
@@ -40,7 +40,7 @@ class _Counting:
 
 
 def _softmax_check():
-    from test_checks import KINDS
+    from harness.test_checks import KINDS
 
     check, ctx = make("compare", "softmax", {"scores": {"normal": [4]}})
     prepared = prepare(check, ctx)
@@ -177,11 +177,10 @@ def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict
     """Every sample's result, with adjustments, LMS facts and odd ids, as json.dumps writes the dict."""
     import dataclasses
 
-    from test_perf import _reports
-
     from grader.builtin.gradebook import _stored_json
     from grader.builtin.json_report import _submission_json, submission_to_dict
     from grader.models import Adjustment, result_to_dict
+    from harness.test_perf import _reports
 
     env = dict(os.environ, GRADER_COURSE_SECRET="throughput-test-secret-2026")
     out = tmp_path / "out"
@@ -263,7 +262,7 @@ def test_the_answers_of_fast_calls_are_read_together_not_one_wait_each(tmp_path:
     import selectors
     import time
 
-    from test_runner import C, run, submission
+    from harness.test_runner import C, run, submission
 
     waits = []
     real_select = selectors.DefaultSelector.select
@@ -299,7 +298,7 @@ def test_a_call_s_cpu_during_a_stretched_pause_is_counted(tmp_path: Path, monkey
     through it has that CPU counted, and times out at its limit, not at the limit plus the pause."""
     import time
 
-    from test_runner import C, run, submission
+    from harness.test_runner import C, run, submission
 
     real_sleep = time.sleep
     monkeypatch.setattr(time, "sleep", lambda seconds: real_sleep(0.6 if seconds <= 0.001 else seconds))

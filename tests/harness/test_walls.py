@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "grader"
 CHILD = {"grader.child.zygote", "grader.child.worker", "grader.child.forkserver"}
 """Scripts of the sandbox child (with ``grader/child/``): run by path in the job, they import nothing

@@ -552,7 +552,7 @@ def test_cli_misspelt_key_gets_a_did_you_mean(cli, tmp_path: Path) -> None:  # n
 
 # --- libyaml's parser under the same strict rules (issue 16) ---------------------------------------
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 _YAML_FILES = sorted(
     str(p.relative_to(_ROOT))
     for pattern in ("g14/**/*.yaml", "tests/**/*.yaml", "tests/**/*.yml")

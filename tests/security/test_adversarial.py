@@ -85,7 +85,7 @@ from conftest import run_chromium
 from grader.child.limits import UID_BASE
 from grader.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ADVERSARIAL = ROOT / "tests" / "adversarial"
 REPO_IN_ATTACKS = "/work/main"
 """The repository's path as the attacks spell it; replaced by this checkout's path when graded."""

@@ -24,9 +24,9 @@ import pytest
 import yaml
 from junitparser import JUnitXml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MUTANT = ROOT / "reference" / "mutants" / "no_sqrt_dk" / "attention.py"
-FORGER = Path(__file__).resolve().parent / "ci_attack" / "forger.py"
+FORGER = Path(__file__).resolve().parents[1] / "ci_attack" / "forger.py"
 BIN = Path(sys.executable).parent
 NAME = "ci-forger"
 TRUE_NOTICES = [

@@ -31,9 +31,9 @@ from grader.intake.archive import member_name, safe_extract
 from grader.intake.roster import apply_roster
 from grader.models import Submission
 
-CORPUS = Path(__file__).resolve().parent / "malformed" / "specs"
+CORPUS = Path(__file__).resolve().parents[1] / "malformed" / "specs"
 CASES = sorted(p for p in CORPUS.iterdir() if (p / "case.json").is_file())
-PLUGIN_EXAMPLES = Path(__file__).resolve().parent / "plugin_examples"
+PLUGIN_EXAMPLES = Path(__file__).resolve().parents[1] / "plugin_examples"
 CORRECT = SUBMISSIONS / "correct_numpy"
 
 

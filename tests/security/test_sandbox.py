@@ -241,7 +241,7 @@ def two_processes(seconds):
 
 
 def test_a_sandboxed_job_holds_no_hidden_call_before_the_hidden_phase(tmp_path: Path) -> None:
-    from test_runner import SCANNER
+    from harness.test_runner import SCANNER
 
     path = tmp_path / "attention.py"
     path.write_text(textwrap.dedent(SCANNER))

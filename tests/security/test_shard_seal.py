@@ -134,7 +134,7 @@ def test_the_untouched_shards_merge_and_a_missing_seal_is_refused(cli, monkeypat
     code, out, err = _merge(cli, monkeypatch, shards["s1"], shards["s2"], "--out", tmp_path / "m")
     assert code == 0, err
     scores = {s["id"]: s["score"] for s in json.loads((tmp_path / "m" / "results.json").read_text())["submissions"]}
-    assert scores == {"right": 6.0, "wrong": 2.0}  # what tests/test_second_pack.py gives unsharded
+    assert scores == {"right": 6.0, "wrong": 2.0}  # what tests/harness/test_second_pack.py gives unsharded
     unsealed = shards["tmp"] / "unsealed"
     shutil.copytree(shards["s1"], unsealed)
     (unsealed / "shard" / "seal").unlink()
