@@ -84,6 +84,7 @@ def test_a_plain_child_gets_the_shared_cpu_and_file_limits(tmp_path: Path) -> No
     assert _rlimits_seen(tmp_path) == [[17, 18], [64 << 20, 64 << 20]]
 
 
+@pytest.mark.sandbox
 @pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="the sandbox needs Linux and root")
 def test_a_sandbox_job_gets_the_same_cpu_and_file_limits(tmp_path: Path) -> None:
     import shutil

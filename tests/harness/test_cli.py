@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, SUBMISSIONS
+from spec_totals import G14
 
 from grader.config.secret import WARNING as SECRET_WARNING
 
@@ -155,8 +156,8 @@ def test_check_on_starter_says_not_attempted(cli, monkeypatch: pytest.MonkeyPatc
     assert lines[0] == "G14.01 Shapes of scores, weights and outputs: 0/6"
     assert "zero-scores" not in out and "hint:" not in out
     assert lines[-2:] == [
-        "0 passed, 0 failed, 23 not attempted",
-        "visible checks: 0/35 points; 36 hidden checks run at grading",
+        f"0 passed, 0 failed, {G14.visible_checks} not attempted",
+        f"visible checks: 0/{G14.visible_points:g} points; {G14.hidden_checks} hidden checks run at grading",
     ]
     assert len(lines) == 14 and max(map(len, lines)) <= 80
 
@@ -175,8 +176,8 @@ def test_validate(cli) -> None:
     code, out, err = cli("validate")
     assert code == 0
     assert out.splitlines() == [
-        "specs: 6 exercises, 59 checks; 13 hand values agree with the reference",
-        "reference scores 86/86: valid",
+        f"specs: 6 exercises, {G14.checks} checks; 13 hand values agree with the reference",
+        f"reference scores {G14.points:g}/{G14.points:g}: valid",
     ]
 
 
@@ -199,8 +200,13 @@ def test_grade_prints_a_table_and_progress(cli, tmp_path: Path) -> None:
     # Tests grade without a course secret: 'grade' says so first, in one line.
     assert err.splitlines()[0] == f"grader: warning: {SECRET_WARNING}"
     progress = [line.split("  (")[0] for line in err.splitlines()[1:]]  # the rate and ETA vary
-    assert progress == ["[1/2] correct_numpy: 86/86", "[2/2] mib_decimal: 81/86"]
-    assert re.fullmatch(r"\[2/2\] mib_decimal: 81/86(  \(\d+\.\d/s, ETA 0 s\))?", err.splitlines()[2])
+    assert progress == [
+        f"[1/2] correct_numpy: {G14.points:g}/{G14.points:g}",
+        f"[2/2] mib_decimal: {G14.points - 5:g}/{G14.points:g}",
+    ]
+    assert re.fullmatch(
+        rf"\[2/2\] mib_decimal: {G14.points - 5:g}/{G14.points:g}(  \(\d+\.\d/s, ETA 0 s\))?", err.splitlines()[2]
+    )
     assert out.splitlines()[-3:] == [
         "graded 2 submissions (0 could not run)",
         f"reports: {tmp_path / 'index.html'}",

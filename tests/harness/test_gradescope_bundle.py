@@ -22,6 +22,7 @@ import jsonschema
 import pytest
 from conftest import SUBMISSIONS
 from scale_support import grader_env
+from spec_totals import G14
 
 from harness.test_gradescope import GRADESCOPE_RESULTS
 
@@ -105,7 +106,7 @@ def test_run_autograder_writes_the_true_score(bundle: Path, tmp_path: Path) -> N
     assert graded.returncode == 0, graded.stderr[-3000:]
     want = json.loads(local.read_text())
     assert data["score"] == want["score"] > 0 and data["tests"] == want["tests"]
-    assert sum(t["max_score"] for t in data["tests"]) == 86 and data["score"] < 86
+    assert sum(t["max_score"] for t in data["tests"]) == G14.points and data["score"] < G14.points
     assert data["extra_data"]["sha256"] == want["extra_data"]["sha256"]
     assert sorted(p.name for p in (root / "results").iterdir()) == ["results.json"]  # nothing else left
 

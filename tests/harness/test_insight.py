@@ -316,6 +316,7 @@ class _Shapes(HTMLParser):
             self._in_point = False
 
 
+@pytest.mark.browser
 def test_staff_page_draws_each_flag_as_a_shape_and_renders_in_chromium(small: dict, tmp_path: Path) -> None:
     report = _synthetic(small, plant=True)
     html = render_staff_class(report)

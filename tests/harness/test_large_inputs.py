@@ -103,6 +103,7 @@ def test_the_matrix_bound_is_the_bound_of_each_row_with_a_causal_mask() -> None:
     assert float(np.max(got[3])) > 1e-5  # the row near 1e12
 
 
+@pytest.mark.timing
 def test_the_512x64_attention_bound_is_small_and_quick() -> None:
 
     rng = np.random.default_rng(9901)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy  # noqa: F401  (imported once here: pytester drops what a run imported, and numpy cannot load twice)
 import pytest
 from junitparser import JUnitXml
+from spec_totals import G14
 
 from grader.integrations.pytest_plugin import active
 
@@ -23,7 +24,7 @@ pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[2]
 STARTER = ROOT / "exercises" / "starter" / "attention.py"
 REFERENCE = ROOT / "reference" / "attention.py"
-TOTAL = "36 hidden checks run at grading (the grade comes from 'grader grade', not from this run)"
+TOTAL = f"{G14.hidden_checks} hidden checks run at grading (the grade comes from 'grader grade', not from this run)"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -73,7 +74,7 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(
     result.stdout.fnmatch_lines(["FAILED attention.py::G14.02::scaled-scores-dk3 - FAIL scaled-scores-dk3"])
     summary = _summary(result)
     assert "G14.02 Softmax weights and mixed outputs: 5/6 points\n" in summary
-    assert f"visible checks: 33/35 points; {TOTAL}\n" in summary
+    assert f"visible checks: {G14.visible_points - 2:g}/{G14.visible_points:g} points; {TOTAL}\n" in summary
     # The failure says what 'grader check' says of that check: its call (whole) and its likely mistake
     # ('check' says the mistake once per exercise, above the checks; pytest under each failing test).
     monkeypatch.setenv("COLUMNS", "99")
@@ -85,7 +86,7 @@ def test_one_test_per_visible_check_with_the_check_message_and_points(
     assert "likely mistake (the failing check fails as it does): The scores are Q K^T without" in " ".join(out.split())
     xml = JUnitXml.fromfile(str(pytester.path / "junit.xml"))
     cases = {case.name: case for suite in xml for case in suite}
-    assert len(cases) == 23
+    assert len(cases) == G14.visible_checks
     assert not cases["scaled-scores-dk3"].is_passed and cases["zero-scores"].is_passed
 
     def props(name: str) -> dict[str, str]:
@@ -112,7 +113,7 @@ def test_the_untouched_starter_fails_every_check_as_not_attempted(
     assert "TODO shapes-3x2-5x2-5x4: not attempted: attention still raises NotImplementedError (0/2 points)" in (
         text.replace("\n    ", " ")
     )
-    assert f"visible checks: 0/35 points; {TOTAL}" in _summary(result)
+    assert f"visible checks: 0/{G14.visible_points:g} points; {TOTAL}" in _summary(result)
 
 
 def test_wrong_functions_raising_not_implemented_fail_and_only_full_points_pass(
@@ -132,19 +133,19 @@ def test_wrong_functions_raising_not_implemented_fail_and_only_full_points_pass(
     result = _run(pytester, monkeypatch)
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(passed=23)
-    assert f"visible checks: 35/35 points; {TOTAL}" in _summary(result)
+    assert f"visible checks: {G14.visible_points:g}/{G14.visible_points:g} points; {TOTAL}" in _summary(result)
 
 
 def test_k_reports_the_selected_checks_points_only(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _student(pytester, ROOT / "reference" / "mutants" / "no_sqrt_dk" / "attention.py")
     result = _run(pytester, monkeypatch, "-k", "G14.03", "-v")
     assert result.ret == pytest.ExitCode.OK  # G14.03's checks all pass: its 7 points of 7
-    result.assert_outcomes(passed=3, deselected=20)
+    result.assert_outcomes(passed=3, deselected=G14.visible_checks - 3)
     result.stdout.fnmatch_lines(["attention.py::G14.03::causal-two-positions PASSED*"])
     summary = _summary(result)
     assert (
         summary
-        == f"G14.03 Causal masking: 7/7 points\nvisible checks: 7/7 points (3 of 23 visible checks ran); {TOTAL}\n"
+        == f"G14.03 Causal masking: 7/7 points\nvisible checks: 7/7 points (3 of {G14.visible_checks} visible checks ran); {TOTAL}\n"
     )
     result = _run(pytester, monkeypatch, "-k", "G14.02 and not dk3")
     assert result.ret == pytest.ExitCode.OK

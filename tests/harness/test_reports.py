@@ -162,6 +162,7 @@ def test_syntax_error_page_explains_and_has_no_traceback(graded: dict) -> None:
     assert "Traceback" not in html
 
 
+@pytest.mark.browser
 def test_chromium_renders_a_report(graded: dict) -> None:
     """Headless Chromium (Debian's chromium, installed by .ci/run) renders the page."""
     dom = run_chromium("--dump-dom", (graded["out"] / "mask_after_softmax.html").as_uri()).stdout

@@ -343,6 +343,7 @@ def test_killed_by_signal_is_a_crash(tmp_path: Path) -> None:
     assert out.results[1].value == 1
 
 
+@pytest.mark.timing
 def test_infinite_loop_costs_only_its_call(tmp_path: Path) -> None:
     path = submission(
         tmp_path,
@@ -447,6 +448,7 @@ def test_submission_budget_is_cpu_time_of_its_jobs(tmp_path: Path) -> None:
     assert out.results[3].message == "not run: the submission used up its 1.5 s budget of CPU time"
 
 
+@pytest.mark.timing
 def test_submission_that_waits_meets_the_wall_clock_backstop(tmp_path: Path) -> None:
     path = submission(
         tmp_path,
@@ -526,6 +528,7 @@ def test_sys_exit_at_import(tmp_path: Path) -> None:
     assert out.results[0].status == "skipped"
 
 
+@pytest.mark.timing
 def test_infinite_loop_at_import(tmp_path: Path) -> None:
     path = submission(tmp_path, "while True:\n    pass\n\ndef f():\n    return 1\n")
     started = time.monotonic()
@@ -842,6 +845,7 @@ def test_a_restarted_job_that_fails_to_import_after_a_hidden_call_shows_no_messa
     assert "424242" not in out.import_error and "424242" not in out.stdout + out.stderr
 
 
+@pytest.mark.timing
 def test_a_frame_over_the_call_s_budget_is_refused_and_the_next_call_runs(tmp_path: Path) -> None:
     from grader.execution.boundary import budget_for
 
@@ -980,6 +984,7 @@ def _one_core_shared_with(n: int) -> Iterator[None]:
         os.sched_setaffinity(0, own)
 
 
+@pytest.mark.timing
 def test_a_slow_correct_call_passes_while_other_processes_hog_its_core(tmp_path: Path) -> None:
     """0.5 s of CPU with a 1 s timeout, sharing one core with two busy processes: about 1.5 s of wall time."""
     path = submission(tmp_path, BUSY)
@@ -989,6 +994,7 @@ def test_a_slow_correct_call_passes_while_other_processes_hog_its_core(tmp_path:
     assert out.results[0].seconds > 1.0  # longer than its timeout by the clock, yet within it by CPU time
 
 
+@pytest.mark.timing
 def test_a_spinning_call_meets_its_cpu_limit_however_busy_the_machine(tmp_path: Path) -> None:
     """With five busy processes on its one core the job gets a sixth of it: 0.5 s of CPU take about 3 s,
     past the 2 s backstop. The time it waited for the core is not the call's: its CPU limit stops it,
@@ -1003,6 +1009,7 @@ def test_a_spinning_call_meets_its_cpu_limit_however_busy_the_machine(tmp_path: 
     assert after.status == "returned"
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_a_hanging_call_costs_no_other_check_its_points_beside_cpu_hogs(tmp_path: Path) -> None:
     """Issue 23: the budget was wall-clock time, so under load a hang spent it and later correct calls lost points.
@@ -1025,6 +1032,7 @@ def test_a_hanging_call_costs_no_other_check_its_points_beside_cpu_hogs(tmp_path
     assert {r.message for r in out.results if r.status == "timeout"} == {"the call used more than 0.5 s of CPU time"}
 
 
+@pytest.mark.timing
 def test_a_sleeping_call_times_out_at_the_wall_clock_backstop(tmp_path: Path) -> None:
     from grader.execution.jobs import WALL_BACKSTOP_FACTOR
 
@@ -1037,6 +1045,7 @@ def test_a_sleeping_call_times_out_at_the_wall_clock_backstop(tmp_path: Path) ->
     assert after.status == "returned"
 
 
+@pytest.mark.timing
 def test_a_spinning_call_times_out_on_cpu_time(tmp_path: Path) -> None:
     path = submission(tmp_path, BUSY)
     out = run(path, C("busy", 30.0, timeout=0.5), C("busy", 0.01, timeout=1.0))

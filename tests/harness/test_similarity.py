@@ -24,6 +24,7 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+@pytest.mark.timing
 def test_two_2_mib_files_cost_under_2_s_of_cpu_and_are_named_as_cut(tmp_path: Path) -> None:
     code = REFERENCE.read_text()
     big = tmp_path / "big.py"

@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from spec_totals import G14
 
 from grader.cli import main
 from grader.packs import find_pack
@@ -75,7 +76,8 @@ def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(bu
     assert "[pytest11]\ngrader = grader.integrations.pytest_plugin" in entry_points
     assert "[grader.packs]\ng14 = g14" in entry_points
     checks = [c for e in bundle["exercises"] for c in e["checks"]]
-    assert len(checks) == 23 and {c["visibility"] for c in checks} == {"visible"} and bundle["hidden_count"] == 36
+    assert len(checks) == G14.visible_checks and {c["visibility"] for c in checks} == {"visible"}
+    assert bundle["hidden_count"] == G14.hidden_checks
     # Diagnosis data: names and returned values, never code.
     mistakes = {m["name"] for c in checks for m in c["mistakes"]}
     assert len(mistakes) == 45 and "no_sqrt_dk" in mistakes
@@ -155,11 +157,17 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
     check = run(str(bin_dir / "grader"), "check", "attention.py")
     assert check.returncode == 1, check.stderr
     assert "fails as it does): The scores are Q K^T without the 1/sqrt(d_k) scale" in " ".join(check.stdout.split())
-    assert "visible checks: 33/35 points; 36 hidden checks run at grading" in check.stdout
+    assert (
+        f"visible checks: {G14.visible_points - 2:g}/{G14.visible_points:g} points; {G14.hidden_checks} hidden checks run at grading"
+        in check.stdout
+    )
     tests = run(str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert tests.returncode == 1
     assert "FAILED attention.py::G14.02::scaled-scores-dk3" in tests.stdout
-    assert "2 failed, 21 passed" in tests.stdout and "visible checks: 33/35 points" in tests.stdout
+    assert (
+        "2 failed, 21 passed" in tests.stdout
+        and f"visible checks: {G14.visible_points - 2:g}/{G14.visible_points:g} points" in tests.stdout
+    )
     assert "likely mistake: The scores are Q K^T without the 1/sqrt(d_k) scale" in " ".join(tests.stdout.split())
     # The same code as a notebook gets the same results.
     (home / "attention.py").unlink()
@@ -171,7 +179,10 @@ def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_pat
     ]
     nbformat.write(nb, str(home / "attention.ipynb"))
     again = run(str(bin_dir / "grader"), "check", "attention.ipynb")
-    assert again.returncode == 1 and "visible checks: 33/35 points" in again.stdout
+    assert (
+        again.returncode == 1
+        and f"visible checks: {G14.visible_points - 2:g}/{G14.visible_points:g} points" in again.stdout
+    )
     assert "cell 2, line 1: '%load_ext autoreload' is an IPython line" in again.stderr
     notebook_tests = run(str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert "FAILED attention.ipynb::G14.02::scaled-scores-dk3" in notebook_tests.stdout

@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import run_chromium
 from PIL import Image
 
@@ -110,6 +111,7 @@ def test_index_links_the_summary_and_the_page_is_self_contained(graded: dict) ->
     assert html.count("<svg") == 3
 
 
+@pytest.mark.browser
 def test_chromium_draws_every_bar_and_label(graded: dict) -> None:
     proc = _chromium("--dump-dom", (graded["out"] / "summary.html").as_uri())
     parser = _Charts()
@@ -146,6 +148,7 @@ def test_chromium_draws_every_bar_and_label(graded: dict) -> None:
         ]
 
 
+@pytest.mark.browser
 def test_chromium_screenshot_shows_the_charts(graded: dict, tmp_path: Path) -> None:
     shot = tmp_path / "summary.png"
     proc = _chromium(

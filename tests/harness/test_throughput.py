@@ -223,6 +223,7 @@ def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict
         assert result_from_dict(stored) == s
 
 
+@pytest.mark.timing
 def test_the_first_ctrl_c_stops_a_batch_at_once(tmp_path: Path) -> None:
     """Queued submissions are dropped and the running jobs ended: exit 130 within seconds, nothing left."""
     import signal
@@ -293,6 +294,7 @@ def test_the_answers_of_fast_calls_are_read_together_not_one_wait_each(tmp_path:
     assert len(waits) <= 30, f"{len(waits)} waits for 60 answers"
 
 
+@pytest.mark.timing
 def test_a_call_s_cpu_during_a_stretched_pause_is_counted(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     """A busy machine may stretch the grader's pause (GATHER_SECONDS) far past 1 ms: a call spinning
     through it has that CPU counted, and times out at its limit, not at the limit plus the pause."""

@@ -111,6 +111,8 @@ OUTSIDE_TARGETS = (
 TIMEOUTS = ["--import-timeout", "3", "--submission-timeout", "20"]
 SANDBOX = "sandbox does not allow this"
 
+pytestmark = pytest.mark.sandbox  # grades in the Linux sandbox, or tests it
+
 
 @dataclass(frozen=True)
 class Attack:
@@ -767,6 +769,7 @@ def test_every_attack_has_a_folder_and_an_expectation() -> None:
     assert len(ATTACKS) + len(BUILT) + len(PARENT_ATTACKS) + len(NAMED) + len(ARCHIVED) >= 40 + 30
 
 
+@pytest.mark.timing
 def test_grading_finishes_in_time(attacked: dict) -> None:
     assert attacked["code"] == 0, attacked["printed"][-3000:]
     assert set(attacked["by_id"]) == ATTACK_IDS | set(BASELINES) | {CLASSMATE}
@@ -1050,6 +1053,7 @@ def test_student_check_survives_forged_frames(name: str, capsys: pytest.CaptureF
     assert "Traceback" not in out + err
 
 
+@pytest.mark.browser
 def test_attack_reports_render_in_chromium(attacked: dict, tmp_path: Path) -> None:
     """Headless Chromium shows each attack's problem in words, as a student would read it.
 

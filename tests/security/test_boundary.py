@@ -93,6 +93,7 @@ def test_nan_and_infinity_literals_are_refused(literal: str) -> None:
     assert error.message.startswith("the grader could not read its answer")
 
 
+@pytest.mark.timing
 def test_an_integer_beyond_float_range_is_an_error_in_words() -> None:
     error = refused(call_frame("1" + "0" * 399))
     assert not error.fatal
@@ -133,6 +134,7 @@ def test_the_default_budget_says_it_is_the_grader_s() -> None:
     assert error.message == "the result is larger than the grader accepts (more than 65536 numbers and lists)"
 
 
+@pytest.mark.timing
 def test_wide_and_deep_junk_is_refused_fast() -> None:
     started = time.perf_counter()
     wide = call_frame("[" + "0," * (1 << 20) + "0]")  # 2 MiB of zeros, one item each
@@ -249,6 +251,7 @@ class _PipeJob:
             os.close(fd)
 
 
+@pytest.mark.timing
 def test_a_frame_over_its_budget_is_refused_after_reading_only_its_length_and_one_read_ahead() -> None:
     from grader.execution.jobs import READ_AHEAD_BYTES, _Child
 

@@ -41,10 +41,13 @@ def _walled() -> bool:
     return landlock_abi() >= 1 or os.geteuid() == 0
 
 
-pytestmark = pytest.mark.skipif(
-    sys.platform != "linux" or not _walled(),
-    reason="Linux only (the daemon is found through /proc), with Landlock or as root (grader/child/plain.py)",
-)
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(
+        sys.platform != "linux" or not _walled(),
+        reason="Linux only (the daemon is found through /proc), with Landlock or as root (grader/child/plain.py)",
+    ),
+]
 
 
 def forgers() -> list[int]:

@@ -663,6 +663,7 @@ def test_the_corpus_covers_every_class() -> None:
         assert word in names, word
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(("name", "argv", "code", "pieces"), CASES, ids=[c[0] for c in CASES])
 def test_refused_in_one_line(
     name: str,

@@ -328,6 +328,7 @@ BAD_COMMAND_LINES = [
 ]
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(("name", "argv", "code", "pieces"), BAD_COMMAND_LINES, ids=[c[0] for c in BAD_COMMAND_LINES])
 def test_bad_command_line(
     name: str, argv, code: int, pieces: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -359,6 +360,7 @@ def test_a_zip_that_is_not_a_zip_is_one_line(tmp_path: Path, capsys: pytest.Capt
 # --- what is not one line but is still refused or hinted -----------------------------------------------
 
 
+@pytest.mark.timing
 def test_the_largest_generator_is_refused_without_allocating(tmp_path: Path) -> None:
     """``{normal: [100000, 100000]}`` (74.5 GiB) is refused in well under a second, allocating under 1 MiB."""
     from grader.builtin.checks import BUILTIN_KINDS

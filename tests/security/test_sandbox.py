@@ -14,6 +14,8 @@ from conftest import ROOT
 from grader.builtin import sandbox
 from grader.builtin.sandbox import LAYERS, probe_layers
 
+pytestmark = pytest.mark.sandbox  # grades in the Linux sandbox, or tests it
+
 PROBE = """
 import os
 
@@ -277,6 +279,7 @@ def test_a_slot_is_capped_at_one_cpu_and_its_cpu_time_is_read(tmp_path: Path) ->
     assert wall >= 1.0 and after - middle <= wall * 1.1 + 0.05
 
 
+@pytest.mark.timing
 def test_a_slow_correct_job_passes_beside_classmates_hogging_its_core(tmp_path: Path) -> None:
     """0.5 s of CPU, 1 s timeout, on one core with two classmates' spinning jobs: about 1.5 s of wall time."""
     honest, hog = tmp_path / "honest.py", tmp_path / "hog.py"
@@ -299,6 +302,7 @@ def test_a_slow_correct_job_passes_beside_classmates_hogging_its_core(tmp_path: 
     assert out.results[0].seconds > 1.0  # longer than its timeout by the clock, yet within it by CPU time
 
 
+@pytest.mark.timing
 def test_sandboxed_timeouts_count_cpu_time_with_a_wall_clock_backstop(tmp_path: Path) -> None:
     path = tmp_path / "attention.py"
     path.write_text(BUSY)
@@ -312,6 +316,7 @@ def test_sandboxed_timeouts_count_cpu_time_with_a_wall_clock_backstop(tmp_path: 
     assert after.status == "returned"
 
 
+@pytest.mark.timing
 def test_a_job_that_closes_or_replaces_fd_3_is_told_so(tmp_path: Path) -> None:
     path = tmp_path / "attention.py"
     path.write_text(

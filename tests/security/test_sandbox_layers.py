@@ -30,7 +30,10 @@ from grader.child.jobsetup import choose_job_folder
 from grader.execution.servers import CHILD_ENV
 from grader.models import Call
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="the sandbox needs Linux and root")
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="the sandbox needs Linux and root"),
+]
 
 STDLIB = sysconfig.get_paths()["stdlib"]
 FOLDER = choose_job_folder(landlock.allowed_paths(numpy))
