@@ -135,6 +135,7 @@ def audited() -> tuple[int, list[str]]:
     return code, out.splitlines()
 
 
+@pytest.mark.slow
 def test_the_audit_passes(audited) -> None:  # noqa: ANN001
     code, lines = audited
     assert code == 0

@@ -140,6 +140,7 @@ def float_problems(draw):  # noqa: ANN001, ANN201
 # --- properties -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(masked_rows())
 def test_softmax_agrees_with_an_independent_implementation(row) -> None:  # noqa: ANN001
@@ -157,6 +158,7 @@ def test_softmax_agrees_with_an_independent_implementation(row) -> None:  # noqa
     assert all(p[j] == p.max() for j, (s, ok) in enumerate(zip(scores, allowed)) if ok and s == top)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(exact_problems())
 def test_attention_agrees_at_extreme_scales(problem) -> None:  # noqa: ANN001
@@ -173,6 +175,7 @@ def test_attention_agrees_at_extreme_scales(problem) -> None:  # noqa: ANN001
     assert close(o_ref, o_ind, rtol=0.0, atol=bound)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(float_problems())
 def test_attention_agrees_on_random_shapes(problem) -> None:  # noqa: ANN001

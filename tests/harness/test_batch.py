@@ -41,6 +41,7 @@ def _class_folder(tmp_path: Path, copies: int = 1) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_parallel_results_are_byte_identical_to_sequential(cli, tmp_path: Path) -> None:
     folder = _class_folder(tmp_path)
     for jobs in ("1", "2"):
@@ -52,6 +53,7 @@ def test_parallel_results_are_byte_identical_to_sequential(cli, tmp_path: Path) 
     assert ids == sorted(f"{name}-0" for name in SAMPLES)
 
 
+@pytest.mark.slow
 def test_rerun_reuses_the_gradebook_and_regrade_forces(cli, tmp_path: Path) -> None:
     folder = _class_folder(tmp_path)
     out = tmp_path / "out"
@@ -82,6 +84,7 @@ def test_a_changed_file_is_graded_again(cli, tmp_path: Path) -> None:
     assert results["starter-0"]["score"] == results["correct_numpy-0"]["score"] == results["starter-0"]["max_score"]
 
 
+@pytest.mark.slow
 def test_kill_9_midway_then_resume(tmp_path: Path) -> None:
     """Kill a batch with SIGKILL; the rerun grades only what is left, with identical results."""
     folder = _class_folder(tmp_path, copies=4)

@@ -99,6 +99,7 @@ def server() -> Iterator[str]:
         httpd.server_close()
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Canvas may respond unexpectedly:UserWarning")  # the test server is plain HTTP
 def test_one_bulk_request_for_the_class_and_no_comment_twice(
     tmp_path: Path, server: str, monkeypatch: pytest.MonkeyPatch
@@ -125,6 +126,7 @@ def test_one_bulk_request_for_the_class_and_no_comment_twice(
     assert [len(c) for _, c in sorted(_Canvas.comments.items())] == [2, 1]
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Canvas may respond unexpectedly:UserWarning")
 def test_rate_limits_are_waited_out_with_the_servers_back_off(
     tmp_path: Path, server: str, monkeypatch: pytest.MonkeyPatch

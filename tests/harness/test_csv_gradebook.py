@@ -6,6 +6,7 @@ import csv
 import io
 from pathlib import Path
 
+import pytest
 from conftest import SUBMISSIONS
 from course.test_samples import EXERCISES, EXPECTED
 
@@ -17,6 +18,7 @@ def _rows(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
+@pytest.mark.slow
 def test_header_and_one_row_per_student(graded: dict) -> None:
     text = (graded["out"] / "gradebook.csv").read_text()
     # Every field quoted, numbers included (LMS importers read "7.5" as a number).

@@ -66,6 +66,7 @@ def _slow_class(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_dask_cluster_grades_byte_identically_to_a_local_run(cluster, tmp_path: Path) -> None:
     local, client = cluster
     klass = make_class(tmp_path / "class")
@@ -102,6 +103,7 @@ def test_a_dask_cluster_grades_byte_identically_to_a_local_run(cluster, tmp_path
     assert (tmp_path / "again" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
 
 
+@pytest.mark.slow
 def test_killing_a_worker_mid_batch_loses_and_duplicates_nothing(cluster, tmp_path: Path) -> None:
     local, client = cluster
     klass = _slow_class(tmp_path / "class")

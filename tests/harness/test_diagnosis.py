@@ -352,6 +352,7 @@ REAL = {
 }
 
 
+@pytest.mark.slow
 def test_leave_one_out_over_every_real_implementation_names_nothing_wrong(cli, tmp_path: Path) -> None:
     """Each real implementation graded with its own mistakes left out of the catalogue: no name is left to give."""
     import yaml

@@ -72,6 +72,7 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
     raise AssertionError("the parser has no subcommands")
 
 
+@pytest.mark.slow
 def test_the_site_builds_with_every_page_of_the_nav(site: Path) -> None:
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
 
@@ -147,6 +148,7 @@ def test_every_spec_key_is_in_the_spec_reference(site: Path) -> None:
         assert f'id="kind-{kind}"' in html
 
 
+@pytest.mark.slow
 def test_a_broken_anchor_fails_the_strict_build(tmp_path: Path) -> None:
     """The link check is real: a link to a missing anchor of a generated page stops the build."""
     _require_mkdocs()

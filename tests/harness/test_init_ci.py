@@ -55,6 +55,7 @@ def _installs(line: str) -> bool:
     return "pip install" in line
 
 
+@pytest.mark.slow
 def test_github_workflow_runs_as_actions_runs_it(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "github")
     path = repo / ".github" / "workflows" / "g14-checks.yml"
@@ -97,6 +98,7 @@ def test_github_workflow_runs_as_actions_runs_it(tmp_path: Path) -> None:
     assert upload[0]["with"]["path"] == "junit.xml" and upload[0]["if"] == "always()"
 
 
+@pytest.mark.slow
 def test_gitlab_job_runs_as_gitlab_runs_it(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "gitlab")
     text = (repo / ".gitlab-ci.yml").read_text()
@@ -134,6 +136,7 @@ RESULT_FIELDS = {
 """Classroom 50's result.json v1 fields (FORMATS.md)."""
 
 
+@pytest.mark.slow
 def test_classroom50_autograder_writes_result_json_v1(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "classroom50")
     autograder = repo / "autograder.py"

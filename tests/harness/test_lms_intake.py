@@ -393,6 +393,7 @@ def test_bad_inputs_are_one_line_and_leave_nothing(
     )
 
 
+@pytest.mark.slow
 def test_notebooks_go_through_every_intake(tmp_path: Path) -> None:
     """A zip of student folders (no LMS) and a Canvas export zipped inside a folder: notebooks graded like .py files."""
     plain = _zip(

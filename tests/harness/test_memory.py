@@ -108,6 +108,7 @@ def _grade(tmp_path: Path, n: int) -> dict[str, int]:
     return figures
 
 
+@pytest.mark.slow
 def test_the_grader_s_memory_grows_by_a_few_kilobytes_a_submission_at_most(tmp_path: Path) -> None:
     small, large = _grade(tmp_path, SMALL), _grade(tmp_path, LARGE)
     peak = 1024 * (large["peak"] - small["peak"]) / (LARGE - SMALL)

@@ -222,6 +222,7 @@ def _zip(path: Path, members: list[tuple[str, bytes]]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_an_archive_with_a_huge_folder_and_a_duplicate_costs_only_those_students(cli, tmp_path: Path) -> None:
     long = "y" * 300  # longer than a file name may be (255 bytes)
     members = [("export/honest/attention.py", CORRECT)]

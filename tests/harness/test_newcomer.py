@@ -115,6 +115,7 @@ def test_check_names_a_function_the_file_does_not_define(cli, tmp_path: Path) ->
     ]
 
 
+@pytest.mark.slow
 def test_the_student_package_of_another_pack_describes_that_pack(cli, tmp_path: Path) -> None:  # noqa: ANN001
     import zipfile
 
@@ -269,6 +270,7 @@ def test_two_schedulers_indices_must_agree() -> None:
     )
 
 
+@pytest.mark.slow
 def test_build_student_package_never_writes_through_a_link(cli, tmp_path: Path) -> None:  # noqa: ANN001
     out = tmp_path / "dist"
     out.mkdir()

@@ -58,6 +58,7 @@ def test_a_file_that_is_not_a_notebook(tmp_path: Path) -> None:
         convert(bad, "attention.py")
 
 
+@pytest.mark.slow
 def test_check_on_a_notebook_matches_the_py_and_names_cells(cli, tmp_path: Path, capsys) -> None:  # noqa: ANN001
     (tmp_path / "py").mkdir()
     (tmp_path / "py" / "attention.py").write_text(MUTANT)
@@ -93,6 +94,7 @@ def test_grade_takes_notebooks_in_a_class_folder(cli, tmp_path: Path) -> None:  
     assert results["eve"]["status"] == "error" and "not a notebook nbformat can read" in results["eve"]["error"]
 
 
+@pytest.mark.slow
 def test_pytest_in_a_notebook_folder(tmp_path: Path) -> None:
     _notebook(tmp_path / "attention.ipynb", ("code", MUTANT))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB")}
@@ -132,6 +134,7 @@ def test_ipython_lines_are_found_as_python_reads_the_cell() -> None:
     assert ipython_lines(cell) == {8: 1, 9: 1, 10: 0, 12: 1}
 
 
+@pytest.mark.slow
 def test_a_notebook_python_reads_grades_like_its_py_with_few_notes(cli, tmp_path: Path) -> None:  # noqa: ANN001
     """`% b)` continuation lines, magics inside strings and 20,000 duplicate cell ids: graded like the .py."""
     odd = '_ODD = (7\n % 3)\n_NE = (1\n!= 2)\n_DOC = """\n%timeit inside a string\n!ls inside a string\n"""\n'

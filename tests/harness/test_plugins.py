@@ -229,6 +229,7 @@ def test_third_party_check_kind_spec_format_and_writer_via_p(cli, tmp_path: Path
     assert [e["id"] for e in results["submissions"][0]["exercises"]][-1] == "X01"
 
 
+@pytest.mark.slow
 def test_third_party_plugin_via_entry_point(cli, tmp_path: Path, examples_on_path, monkeypatch) -> None:
     site = tmp_path / "site"
     dist = site / "g14_extras-1.0.dist-info"

@@ -84,6 +84,7 @@ def _run_all(commands: list[tuple[list[str], dict[str, str], Path]]) -> None:
         assert proc.returncode == 0, err[-3000:]
 
 
+@pytest.mark.slow
 def test_the_slurm_array_and_its_merge(checkout: Path, unsharded: Path) -> None:
     script = EXAMPLES / "slurm" / "grade-array.sbatch"
     low, high = map(
@@ -163,6 +164,7 @@ def _no_credentials(pod: dict) -> None:
     assert secret["defaultMode"] == 0o400
 
 
+@pytest.mark.slow
 def test_the_kubernetes_indexed_job_and_its_merge(checkout: Path, unsharded: Path) -> None:
     job = yaml.safe_load((EXAMPLES / "kubernetes" / "grade-job.yaml").read_text())
     spec = job["spec"]
@@ -218,6 +220,7 @@ def _step_env(step: dict, values: dict[str, str]) -> dict[str, str]:
     return {k: _expand(str(v), values) for k, v in (step.get("env") or {}).items()}
 
 
+@pytest.mark.slow
 def test_the_github_actions_matrix_and_its_merge(checkout: Path, unsharded: Path) -> None:
     workflow = yaml.safe_load((EXAMPLES / "github-actions" / "grade-matrix.yml").read_text())
     grade, merge = workflow["jobs"]["grade"], workflow["jobs"]["merge"]

@@ -42,6 +42,7 @@ def test_json_results_shape(graded: dict) -> None:
     assert numpy["sha256"] == hashlib.sha256((SUBMISSIONS / "correct_numpy" / "attention.py").read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_same_inputs_give_the_same_bytes(cli, tmp_path: Path) -> None:
     paths = [SUBMISSIONS / n for n in ("correct_lists", "no_sqrt_dk", "syntax_error", "starter")]
     for run in ("a", "b"):
@@ -117,6 +118,7 @@ def test_hidden_failure_shows_only_name_status_and_hint(graded: dict) -> None:
     assert "Hint:" not in block  # the likely mistake explains it: no hint written for another cause
 
 
+@pytest.mark.slow
 def test_after_due_date_details_follow_the_option(cli, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     shutil.copytree("exercises", specs)

@@ -404,6 +404,7 @@ STANDBY_SOURCE = """
     """
 
 
+@pytest.mark.slow
 def test_calls_after_a_hanging_call_run_in_a_standby_started_before_its_deadline(tmp_path: Path) -> None:
     path = submission(tmp_path, STANDBY_SOURCE)
     launches: list = []
@@ -426,6 +427,7 @@ def test_a_standby_not_needed_is_killed(tmp_path: Path) -> None:
     assert out.stdout == "imported\n"  # the standby's output is not the submission's
 
 
+@pytest.mark.slow
 def test_submission_budget_is_cpu_time_of_its_jobs(tmp_path: Path) -> None:
     path = submission(
         tmp_path,
@@ -448,6 +450,7 @@ def test_submission_budget_is_cpu_time_of_its_jobs(tmp_path: Path) -> None:
     assert out.results[3].message == "not run: the submission used up its 1.5 s budget of CPU time"
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_submission_that_waits_meets_the_wall_clock_backstop(tmp_path: Path) -> None:
     path = submission(
@@ -624,6 +627,7 @@ def test_child_cwd_is_a_fresh_temporary_folder(tmp_path: Path) -> None:
 # --- bugs found while writing these tests ----------------------------------
 
 
+@pytest.mark.slow
 def test_budget_running_out_during_a_restart_is_not_an_import_error(tmp_path: Path) -> None:
     path = submission(
         tmp_path,
@@ -903,6 +907,7 @@ def test_huge_integers_and_lone_surrogates_in_true_words(tmp_path: Path) -> None
     assert ok.value == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["close", "dup2"])
 def test_a_job_that_closes_or_replaces_its_result_fd_is_told_so(tmp_path: Path, how: str) -> None:
     path = submission(
@@ -984,6 +989,7 @@ def _one_core_shared_with(n: int) -> Iterator[None]:
         os.sched_setaffinity(0, own)
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_a_slow_correct_call_passes_while_other_processes_hog_its_core(tmp_path: Path) -> None:
     """0.5 s of CPU with a 1 s timeout, sharing one core with two busy processes: about 1.5 s of wall time."""
@@ -994,6 +1000,7 @@ def test_a_slow_correct_call_passes_while_other_processes_hog_its_core(tmp_path:
     assert out.results[0].seconds > 1.0  # longer than its timeout by the clock, yet within it by CPU time
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_a_spinning_call_meets_its_cpu_limit_however_busy_the_machine(tmp_path: Path) -> None:
     """With five busy processes on its one core the job gets a sixth of it: 0.5 s of CPU take about 3 s,
@@ -1032,6 +1039,7 @@ def test_a_hanging_call_costs_no_other_check_its_points_beside_cpu_hogs(tmp_path
     assert {r.message for r in out.results if r.status == "timeout"} == {"the call used more than 0.5 s of CPU time"}
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_a_sleeping_call_times_out_at_the_wall_clock_backstop(tmp_path: Path) -> None:
     from grader.execution.jobs import WALL_BACKSTOP_FACTOR

@@ -162,6 +162,7 @@ def test_the_manifest_is_checked_key_by_key(cli, tmp_path: Path) -> None:  # noq
     assert code == 3 and "no such folder and no installed course pack of that name" in err
 
 
+@pytest.mark.slow
 def test_the_student_package_holds_the_packs_public_part_only(cli, tmp_path: Path) -> None:  # noqa: ANN001
     import zipfile
 

@@ -96,6 +96,7 @@ def _grade(cli, out: Path, *extra: str) -> tuple[int, str]:
     return code, err
 
 
+@pytest.mark.slow
 def test_default_secret_warns_once_and_a_secret_grades_the_same_bytes(
     cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,6 +120,7 @@ def test_default_secret_warns_once_and_a_secret_grades_the_same_bytes(
     )
 
 
+@pytest.mark.slow
 def test_a_stored_result_is_reused_only_under_the_same_secret(
     cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -141,6 +141,7 @@ SHARED_MISTAKE = """
     """
 
 
+@pytest.mark.slow
 def test_placeholders_written_apart_are_not_flagged_and_a_shared_wrong_value_is_with_its_reason(
     tmp_path: Path,
 ) -> None:

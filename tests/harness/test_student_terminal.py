@@ -190,6 +190,7 @@ def test_an_option_a_command_does_not_use_is_refused(cli) -> None:  # noqa: ANN0
     assert code == 2 and "unrecognized arguments: -j 2" in err
 
 
+@pytest.mark.slow
 def test_one_mistake_reads_in_one_80_column_screen(cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # noqa: ANN001
     """Issue 24: mask after softmax, one mistake: at most 40 lines of 80 columns, its diagnosis once per exercise,
     no call cut; its HTML page has one diagnosis box per failing exercise and one check shown whole in each."""

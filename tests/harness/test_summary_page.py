@@ -148,6 +148,7 @@ def test_chromium_draws_every_bar_and_label(graded: dict) -> None:
         ]
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_chromium_screenshot_shows_the_charts(graded: dict, tmp_path: Path) -> None:
     shot = tmp_path / "summary.png"

@@ -79,6 +79,7 @@ def test_lms_names() -> None:
     assert parse_lms_name("alice") is None and parse_lms_name("smith_bob") is None
 
 
+@pytest.mark.slow
 def test_canvas_export_policy_manual_every_output(tmp_path: Path) -> None:
     _canvas(tmp_path)
     assert _grade(tmp_path, "--staff") == 0
@@ -139,6 +140,7 @@ def test_staff_pages_never_in_student_files(
     assert not any(v in printed.out + printed.err for v in values[:5])  # terminal and annotations
 
 
+@pytest.mark.slow
 def test_only_and_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _canvas(tmp_path)
     (tmp_path / "manual.csv").write_text("student,check,points\n")
@@ -218,6 +220,7 @@ def test_policy_errors_are_one_line(tmp_path: Path) -> None:
     assert "grace" in str(err.value) and "remove it or check its spelling" in str(err.value)
 
 
+@pytest.mark.slow
 def test_similarity_flags_exactly_the_copied_and_shared_wrong_pairs(tmp_path: Path) -> None:
     pytest.importorskip("copydetect")
     cls = tmp_path / "class"
@@ -253,6 +256,7 @@ def test_similarity_flags_exactly_the_copied_and_shared_wrong_pairs(tmp_path: Pa
     assert 'href="similarity.html"' in (out / "summary.html").read_text()
 
 
+@pytest.mark.slow
 def test_arrival_times_from_the_gradebook(tmp_path: Path) -> None:
     """times: [arrival]: the grader's own first sight of the file, kept in the gradebook: a rerun gives the same bytes."""
     (tmp_path / "alice").mkdir()

@@ -111,6 +111,7 @@ def test_the_table_starts_again_past_its_byte_budget(monkeypatch) -> None:  # no
     assert kind.judged == 5  # the last one is still kept
 
 
+@pytest.mark.slow
 def test_a_class_graded_together_gets_each_submission_s_own_result(tmp_path: Path) -> None:
     """Copies of every sample graded in one run equal the samples graded one by one."""
     samples = sorted(p for p in SUBMISSIONS.iterdir() if (p / "attention.py").is_file())
@@ -173,6 +174,7 @@ def test_frames_past_the_memo_s_budget_start_it_again(monkeypatch) -> None:  # n
     assert memo._bytes == len(frames[-1])  # frame after the first started the table again
 
 
+@pytest.mark.slow
 def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict_encoded(tmp_path: Path) -> None:
     """Every sample's result, with adjustments, LMS facts and odd ids, as json.dumps writes the dict."""
     import dataclasses
@@ -223,6 +225,7 @@ def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict
         assert result_from_dict(stored) == s
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_the_first_ctrl_c_stops_a_batch_at_once(tmp_path: Path) -> None:
     """Queued submissions are dropped and the running jobs ended: exit 130 within seconds, nothing left."""

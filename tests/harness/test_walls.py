@@ -175,6 +175,7 @@ def test_a_builtin_importing_a_builtin_is_found(copy_of_grader: Path) -> None:
     assert added(copy_of_grader) == ["grader.builtin.scoring -> grader.builtin.judge: a built-in imports only the core"]
 
 
+@pytest.mark.slow
 def test_a_relative_and_a_lazy_import_are_found(copy_of_grader: Path) -> None:
     junit = copy_of_grader / "builtin" / "junit.py"
     junit.write_text(

@@ -45,6 +45,7 @@ def refused(data: bytes, expect: str = "call", budget: ResultBudget | None = BUD
 # --- budgets -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_budget_is_a_few_times_the_reference_plus_slack() -> None:
     # 7 items (the outer list, 2 rows, 4 numbers), 2 deep: 4 * 7 + 256 items, 4 deep, 32 bytes an item + 4 KiB.
     assert BUDGET == ResultBudget(max_items=284, max_depth=4, max_bytes=284 * 32 + 4096)

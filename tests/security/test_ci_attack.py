@@ -145,6 +145,7 @@ def _true_junit(path: Path) -> None:
     assert len(cases) == 22 and sum(1 for c in cases.values() if not c.is_passed) == 2
 
 
+@pytest.mark.slow
 def test_github_workflow_by_hand(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "github")
     job = yaml.safe_load((repo / ".github" / "workflows" / "g14-checks.yml").read_text())["jobs"]["g14-checks"]
@@ -163,6 +164,7 @@ def test_github_workflow_by_hand(tmp_path: Path) -> None:
     assert summary.read_text() == text  # nothing wrote to it afterwards
 
 
+@pytest.mark.slow
 def test_gitlab_job_by_hand(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "gitlab")
     job = yaml.safe_load((repo / ".gitlab-ci.yml").read_text())["g14-checks"]
@@ -174,6 +176,7 @@ def test_gitlab_job_by_hand(tmp_path: Path) -> None:
     _true_junit(repo / job["artifacts"]["reports"]["junit"])
 
 
+@pytest.mark.slow
 def test_classroom50_autograder(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "classroom50")
     env = _env(CLASSROOM="g14-course", ASSIGNMENT="attention", OWNER="alice", GITHUB_ACTIONS="true")
@@ -184,6 +187,7 @@ def test_classroom50_autograder(tmp_path: Path) -> None:
     assert (result["score"], result["max-score"], len(result["tests"])) == (33, 35, 22)
 
 
+@pytest.mark.slow
 def test_pytest_with_junitxml(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", "junit.xml"]

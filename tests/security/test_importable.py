@@ -73,6 +73,7 @@ def test_the_finder_names_every_listed_package() -> None:
 @pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0, reason="the sandbox needs Linux and root"
 )
+@pytest.mark.slow
 @pytest.mark.sandbox
 def test_check_insecure_and_the_sandbox_agree(tmp_path: Path) -> None:
     """Before, ``import colorsys`` passed ``grader check`` and ``--insecure`` and scored 0 in the sandbox

@@ -279,6 +279,7 @@ def test_a_slot_is_capped_at_one_cpu_and_its_cpu_time_is_read(tmp_path: Path) ->
     assert wall >= 1.0 and after - middle <= wall * 1.1 + 0.05
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_a_slow_correct_job_passes_beside_classmates_hogging_its_core(tmp_path: Path) -> None:
     """0.5 s of CPU, 1 s timeout, on one core with two classmates' spinning jobs: about 1.5 s of wall time."""
@@ -302,6 +303,7 @@ def test_a_slow_correct_job_passes_beside_classmates_hogging_its_core(tmp_path: 
     assert out.results[0].seconds > 1.0  # longer than its timeout by the clock, yet within it by CPU time
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_sandboxed_timeouts_count_cpu_time_with_a_wall_clock_backstop(tmp_path: Path) -> None:
     path = tmp_path / "attention.py"
@@ -316,6 +318,7 @@ def test_sandboxed_timeouts_count_cpu_time_with_a_wall_clock_backstop(tmp_path: 
     assert after.status == "returned"
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_a_job_that_closes_or_replaces_fd_3_is_told_so(tmp_path: Path) -> None:
     path = tmp_path / "attention.py"
@@ -537,6 +540,7 @@ def test_correct_samples_score_full_marks_in_the_sandbox(cli, tmp_path: Path) ->
     }
 
 
+@pytest.mark.slow
 def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path) -> None:
     """As ``mktemp -d`` makes it: the job uids cannot enter tmp_path. Jobs see their folder at /tmp
     (a tmpfs in their own mount namespace), so grading works; doctor says so too."""

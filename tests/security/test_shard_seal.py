@@ -117,6 +117,7 @@ def _forge(result: dict) -> None:  # a full mark, consistent everywhere
         ("nan", lambda r: r["exercises"][0].update(score=float("nan"))),
     ],
 )
+@pytest.mark.slow
 def test_an_edited_record_is_refused_in_one_line(cli, monkeypatch, shards, tmp_path, name, edit) -> None:  # noqa: ANN001
     edited = _edited(shards, name, edit)
     other = shards[_holding_wrong(shards)[1]]
@@ -174,6 +175,7 @@ def test_a_recorded_result_is_decoded_strictly(shards, edit, words: str) -> None
     assert words in str(info.value)
 
 
+@pytest.mark.slow
 def test_without_a_secret_a_resealed_malformed_record_is_still_one_line(cli, monkeypatch, shards, tmp_path) -> None:  # noqa: ANN001
     """With no course secret the seal's key is public: a record edited and sealed again is decoded strictly."""
     from grader.shards import SEAL, seal_of
