@@ -23,6 +23,8 @@ from grader.cli import main
 from grader.errors import ConfigError
 from grader.packs.catalogue import load_catalogue
 
+pytestmark = pytest.mark.slow  # the audit of every mutant, run once for the module
+
 MUTANTS = ROOT / "reference" / "mutants"
 EXERCISES = ("G14.01", "G14.02", "G14.03", "G14.04", "G14.05", "G14.06")
 
@@ -135,7 +137,6 @@ def audited() -> tuple[int, list[str]]:
     return code, out.splitlines()
 
 
-@pytest.mark.slow
 def test_the_audit_passes(audited) -> None:  # noqa: ANN001
     code, lines = audited
     assert code == 0

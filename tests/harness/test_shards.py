@@ -25,6 +25,8 @@ from scale_support import (
 from grader.errors import UsageError
 from grader.grading.slices import parse_shard, shard_of
 
+pytestmark = pytest.mark.slow  # a class graded unsharded and in shards, once for the module
+
 N = 4
 OPTIONS = ("--staff", "-q", "--jobs", "1")
 ROSTER: list[str] = []
@@ -67,7 +69,6 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-@pytest.mark.slow
 def test_four_shards_merged_are_one_unsharded_run(graded: dict[str, Path]) -> None:
     assert_same_exports(graded["full"], graded["merged"])
     merged = exports(graded["merged"])
@@ -92,7 +93,6 @@ def test_four_shards_merged_are_one_unsharded_run(graded: dict[str, Path]) -> No
     ]
 
 
-@pytest.mark.slow
 def test_the_merged_gradebook_is_the_unsharded_runs(graded: dict[str, Path]) -> None:
     """Same keys, same stored results: an unsharded run into the merged folder resumes from it."""
     rows = []
@@ -288,7 +288,6 @@ def test_merge_refuses_shards_made_differently(
     assert words in line and "3/4" in line and not (tmp_path / "m").exists()
 
 
-@pytest.mark.slow
 def test_merge_refuses_a_shard_graded_with_other_settings(graded: dict[str, Path], tmp_path: Path) -> None:
     """Not a tampered manifest: shard 3 graded again with another import timeout."""
     odd = tmp_path / "shard3-timeout"
@@ -325,7 +324,6 @@ def test_merge_refuses_other_specs_than_its_own(graded: dict[str, Path], tmp_pat
     assert "other specs or another reference than --specs" in line
 
 
-@pytest.mark.slow
 def test_merge_refuses_what_is_not_a_shard(graded: dict[str, Path], tmp_path: Path) -> None:
     line = _merge_error(graded["full"], "--out", tmp_path / "m")
     assert "not a shard folder" in line and str(graded["full"]) in line
@@ -364,7 +362,6 @@ def test_an_empty_shard_merges(tmp_path: Path) -> None:
     assert without_times("results.json", (tmp_path / "e" / "results.json").read_bytes()).count(b'"id"') == 0
 
 
-@pytest.mark.slow
 def test_an_lms_export_with_a_policy_and_manual_scores_merges(tmp_path: Path) -> None:
     """A Canvas zip, late penalties and TA scores: canvas.csv and every other file as one unsharded run's."""
     import zipfile
@@ -402,7 +399,6 @@ def test_an_lms_export_with_a_policy_and_manual_scores_merges(tmp_path: Path) ->
     assert "marked LATE" in canvas and "340937" in canvas and "partial credit" in canvas
 
 
-@pytest.mark.slow
 def test_odd_names_keep_their_slugs_across_shards(tmp_path: Path) -> None:
     """Ids that collide by case, RTL and non-UTF-8 names: slugs are made class-wide, so the merge is the same."""
     import os
@@ -426,7 +422,6 @@ def test_odd_names_keep_their_slugs_across_shards(tmp_path: Path) -> None:
     assert {"Frank.html", "frank-2.html", "rtl.html"} <= {p.name for p in (tmp_path / "merged").iterdir()}
 
 
-@pytest.mark.slow
 def test_merge_refuses_a_stale_shard_of_an_earlier_run(tmp_path: Path) -> None:
     """A sealed shard from before a student sent a new file, beside the newer run's: one line, exit 2."""
     names = [f"student{i}" for i in range(20)]

@@ -20,6 +20,8 @@ from grader.cli import main
 from grader.packs import find_pack
 from grader.packs.student import inspect_artifact, member_names, pack_members
 
+pytestmark = pytest.mark.slow  # the student wheel and sdist built once for the module
+
 ROOT = Path(__file__).resolve().parents[2]
 SPECS, REFERENCE, MUTANTS = (
     ROOT / "g14" / "specs",
@@ -46,7 +48,6 @@ def _problems(artifact: Path) -> list[str]:
     return inspect_artifact(artifact, SPECS, REFERENCE, MUTANTS, pack_members(find_pack()))
 
 
-@pytest.mark.slow
 def test_the_artifacts_hold_the_grader_the_public_checks_and_the_starter_only(built: dict[str, Path]) -> None:
     wheel = member_names(built["wheel"])
     assert "g14/public.json" in wheel and "g14/starter/attention.py" in wheel
@@ -140,7 +141,6 @@ def _fresh_venv(tmp: Path, wheel: Path) -> Path:
     return env_dir / "bin"
 
 
-@pytest.mark.slow
 def test_a_fresh_environment_with_only_the_wheel(built: dict[str, Path], tmp_path: Path) -> None:
     """The 'done when' of issue 10: an empty folder, only the student wheel installed (it brings pytest)."""
     import nbformat

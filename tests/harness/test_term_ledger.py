@@ -18,6 +18,8 @@ from conftest import ROOT
 
 from grader.cli import main
 
+pytestmark = pytest.mark.slow  # a term of three assignments graded once for the module
+
 MAX = 86.0  # the G14 pack's maximum
 DUE = {"A1": "2026-03-01T23:59:00+00:00", "A2": "2026-03-08T23:59:00+00:00", "A3": "2026-03-15T23:59:00+00:00"}
 ALICE = {"A1": "2026-03-04T10:00:00+00:00", "A2": "2026-03-10T12:00:00+00:00", "A3": "2026-03-16T10:00:00+00:00"}
