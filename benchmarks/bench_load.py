@@ -86,7 +86,7 @@ def first_difference(quiet: dict[str, Any], loaded: dict[str, Any]) -> str:
 
 
 def start_hogs(n: int, seconds: float) -> list[subprocess.Popen[bytes]]:
-    """``n`` busy processes, each in a session of its own (`tests/test_runner.py`'s ``_hogs``)."""
+    """``n`` busy processes, each in a session of its own (`tests/harness/test_runner.py`'s ``_hogs``)."""
     return [
         subprocess.Popen([sys.executable, "-c", HOG.format(seconds=seconds)], start_new_session=True) for _ in range(n)
     ]

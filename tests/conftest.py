@@ -56,7 +56,7 @@ def run_chromium(*args: str) -> subprocess.CompletedProcess:
         )
 
 
-# Hostile submissions (tests/test_adversarial.py grades them); one plants a conftest.py
+# Hostile submissions (tests/security/test_adversarial.py grades them); one plants a conftest.py
 # that pytest must never import.
 collect_ignore = ["adversarial"]
 
@@ -64,7 +64,7 @@ collect_ignore = ["adversarial"]
 @pytest.fixture(scope="session", autouse=True)
 def _not_in_github_actions():
     """Tests run the same inside a GitHub Actions job: no annotations, no step summary
-    (tests/test_github.py sets these variables itself)."""
+    (tests/harness/test_github.py sets these variables itself)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("GITHUB_ACTIONS", raising=False)
         mp.delenv("GITHUB_STEP_SUMMARY", raising=False)
@@ -74,7 +74,7 @@ def _not_in_github_actions():
 @pytest.fixture(scope="session", autouse=True)
 def _default_course_secret():
     """Tests grade with the documented default course secret (none: hidden checks keep their
-    spec seeds, and 'grade' warns once); tests/test_secret.py sets a secret itself."""
+    spec seeds, and 'grade' warns once); tests/harness/test_secret.py sets a secret itself."""
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("GRADER_COURSE_SECRET", raising=False)
         mp.delenv("GRADER_COURSE_SECRET_FILE", raising=False)

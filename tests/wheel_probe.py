@@ -1,6 +1,6 @@
 """Run every function of an unpacked student wheel on the visible checks' calls; list those that match the reference.
 
-Used by tests/test_student_package.py (issue 24: a wheel that holds no solution), run as a script in a
+Used by tests/harness/test_student_package.py (issue 24: a wheel that holds no solution), run as a script in a
 process of its own. argv: the unpacked wheel's folder, its public checks, the reference file, and the
 JSON file to write: ``{"hits": [[module.qualname, function, "exercise::check"], ...], "functions": n,
 "calls": n, "imported": n}``, one hit per match. A result

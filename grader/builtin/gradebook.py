@@ -139,7 +139,7 @@ def _stored_json(result: SubmissionResult) -> str:
 
     A class's equal exercise results are one object (`grader.grading.session.shared`): their JSON is
     kept (`_exercise_json`) instead of encoded again for every submission. The text decodes to
-    the same dict as the whole one encoded (`tests/test_throughput.py`).
+    the same dict as the whole one encoded (`tests/harness/test_throughput.py`).
     """
     data = result_to_dict(result, exercises=False)
     try:

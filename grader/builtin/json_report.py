@@ -142,7 +142,7 @@ def _submission_json(s: SubmissionResult, slug: str = "") -> str:
 
     A class's equal exercise results (kept once, `grader.grading.session.shared`) have equal JSON: the
     text around them is encoded here, their part taken from `_exercise_json`. Equal, byte for byte,
-    to encoding the whole dict (`tests/test_throughput.py`).
+    to encoding the whole dict (`tests/harness/test_throughput.py`).
     """
     data = submission_to_dict(s, slug)
     exercises = data.pop("exercises")

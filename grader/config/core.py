@@ -10,7 +10,7 @@ signature and result type, so mypy checks every call the core makes. Plugins sti
 hooks as plain functions marked ``@grader.hookimpl``; nothing changes for them.
 
 Each method's docstring says how results combine; the hook's full contract is its spec in
-`grader.hookspecs`. ``tests/test_hooks.py`` checks that every spec has its method here, with the
+`grader.hookspecs`. ``tests/harness/test_hooks.py`` checks that every spec has its method here, with the
 same parameters.
 """
 

@@ -1,5 +1,5 @@
 # ruff: noqa: F821 - __TARGETS__ is replaced by the test before the file runs
-# Appended to an honest but wrong attention.py (33/35 visible points) by tests/test_ci_attack.py.
+# Appended to an honest but wrong attention.py (33/35 visible points) by tests/security/test_ci_attack.py.
 # At import: a daemon double-forks (setsid; named "ci-forger"), and for 30 s it writes forged
 # results over result.json, junit.xml and the step summary, and a forged "Points 35/35" notice with
 # a stop-commands token to every descriptor it holds and to the standard output and error of every

@@ -1,4 +1,4 @@
-"""A third-party plugin, outside the grader package, used by tests/test_plugins.py.
+"""A third-party plugin, outside the grader package, used by tests/harness/test_plugins.py.
 
 It adds a check kind (``is_probability``), a spec format (``*.json``), a
 report writer (a CSV gradebook), an option, a terminal line, and wraps
@@ -119,7 +119,7 @@ def grader_batch_start(submissions, calls, config) -> None:  # noqa: ANN001
 
 @hookimpl
 def grader_adjust_result(result, submission, config):  # noqa: ANN001, ANN201
-    return None  # leaves every score as it is (tests/test_term.py exercises the built-in manual and policy)
+    return None  # leaves every score as it is (tests/harness/test_term.py exercises the built-in manual and policy)
 
 
 @hookimpl

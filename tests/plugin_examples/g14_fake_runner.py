@@ -1,5 +1,5 @@
 """A plugin that replaces the runner, the locator, the reference loader and
-the scorer, to show each built-in is overridable (tests/test_plugins.py); it
+the scorer, to show each built-in is overridable (tests/harness/test_plugins.py); it
 also sees each float64 error bound asked for."""
 
 from __future__ import annotations

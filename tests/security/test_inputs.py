@@ -663,6 +663,7 @@ def test_the_corpus_covers_every_class() -> None:
         assert word in names, word
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(("name", "argv", "code", "pieces"), CASES, ids=[c[0] for c in CASES])
 def test_refused_in_one_line(
     name: str,
@@ -800,6 +801,7 @@ class _Server:
             conn.close()
 
 
+@pytest.mark.slow
 def test_dask_to_a_silent_server_ends_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server = _Server()
     try:
@@ -814,6 +816,7 @@ def test_dask_to_a_silent_server_ends_in_one_line(tmp_path: Path, capsys: pytest
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_dask_to_an_http_server_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server = _Server(b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<html></html>")
     try:
@@ -886,6 +889,7 @@ def test_moodle_dates_in_five_languages(text: str) -> None:
     assert parse_time(text, paris) == dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)  # read in the policy's zone
 
 
+@pytest.mark.slow
 def test_a_spec_refusal_prints_one_line_every_time(tmp_path: Path) -> None:
     """The settler thread's race on the way out (issue 26: 8 of 12 runs printed 'Exception in thread
     grader-settle ... Bad file descriptor' after the line on main at 223226b): a real process, run again."""

@@ -3,7 +3,7 @@
 The forward functions are right (pure Python lists). The gradient is sum_j J[j][k] * u[k] instead of
 sum_j u[j] J[j][k]: the columns of the softmax Jacobian sum to zero, so it returns zeros whatever the
 input. It is not "every function returns a constant" (catalogue: constant_outputs): no catalogued
-mistake is this one, so no likely mistake may be named (tests/test_diagnosis.py).
+mistake is this one, so no likely mistake may be named (tests/harness/test_diagnosis.py).
 """
 
 import math

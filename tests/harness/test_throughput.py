@@ -1,0 +1,314 @@
+"""What makes the grader's own process cheap per submission, pinned without timing (issue 16).
+
+An answer judged once is not judged again (`grader.grading.judging.VerdictCache`), and the result of a
+whole class graded together equals each submission's result graded alone: the shortcuts change
+how much work the grader does, never what it writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SUBMISSIONS
+
+from grader.grading.judging import VerdictCache
+from grader.models import CallResult
+from grader.stash import Stash
+from harness.test_checks import REF, make, plain, prepare
+
+
+class _Counting:
+    """A kind that counts how often it judges, passing on to the real softmax kind."""
+
+    name = "counting"
+
+    def __init__(self, real: object, cacheable: bool = True) -> None:
+        self.real = real
+        self.cacheable = cacheable
+        self.judged = 0
+
+    def judge(self, check, prepared, results, context):  # noqa: ANN001, ANN201 - the kind protocol
+        self.judged += 1
+        return self.real.judge(check, prepared, results, context)
+
+
+def _softmax_check():
+    from harness.test_checks import KINDS
+
+    check, ctx = make("compare", "softmax", {"scores": {"normal": [4]}})
+    prepared = prepare(check, ctx)
+    return check, ctx, prepared, KINDS["compare"]
+
+
+def _right(prepared) -> object:  # noqa: ANN001
+    """The reference's answer to the check's one call, as a job sends it back."""
+    return plain(REF["softmax"](*(np.asarray(a) for a in prepared.calls[0].args)))
+
+
+def _answer(value: object, wire: bytes) -> CallResult:
+    return CallResult("returned", value=value, wire=wire)
+
+
+def test_the_same_answer_is_judged_once_and_gets_the_same_verdict() -> None:
+    check, ctx, prepared, real = _softmax_check()
+    kind = _Counting(real)
+    cache = VerdictCache.of(Stash())
+    right = _right(prepared)
+    first = cache.judge(check, prepared, [_answer(right, b"frame-right")], kind, ctx, True)
+    again = cache.judge(check, prepared, [_answer(right, b"frame-right")], kind, ctx, True)
+    assert first.status == "passed" and again is first and kind.judged == 1
+    wrong = [0.1, 0.2, 0.3, 0.4]
+    failed = cache.judge(check, prepared, [_answer(wrong, b"frame-wrong")], kind, ctx, True)
+    assert failed.status == "failed" and "differs from the expected value" in failed.message
+    assert kind.judged == 2
+    # Shown or not is part of the key: a hidden verdict is never handed to a shown check, or back.
+    hidden = cache.judge(check, prepared, [_answer(wrong, b"frame-wrong")], kind, ctx, False)
+    assert kind.judged == 3 and hidden.status == "failed"
+
+
+def test_answers_without_frame_bytes_and_kinds_that_opt_out_are_judged_every_time() -> None:
+    check, ctx, prepared, real = _softmax_check()
+    right = _right(prepared)
+    cache = VerdictCache.of(Stash())
+    kind = _Counting(real)
+    for _ in range(3):
+        assert cache.judge(check, prepared, [CallResult("returned", value=right)], kind, ctx, True).status == "passed"
+    assert kind.judged == 3  # no wire (a result the grader made, not a frame): never kept
+    opted_out = _Counting(real, cacheable=False)
+    for _ in range(3):
+        cache.judge(check, prepared, [_answer(right, b"frame")], opted_out, ctx, True)
+    assert opted_out.judged == 3
+
+
+def test_another_collection_s_check_never_gets_a_kept_verdict() -> None:
+    check, ctx, prepared, real = _softmax_check()
+    _, ctx2, prepared2, _ = _softmax_check()  # equal, but another object: another run's collection
+    kind = _Counting(real)
+    cache = VerdictCache.of(Stash())
+    right = _right(prepared)
+    cache.judge(check, prepared, [_answer(right, b"frame")], kind, ctx, True)
+    cache.judge(check, prepared2, [_answer(right, b"frame")], kind, ctx2, True)
+    assert kind.judged == 2
+
+
+def test_the_table_starts_again_past_its_byte_budget(monkeypatch) -> None:  # noqa: ANN001
+    check, ctx, prepared, real = _softmax_check()
+    monkeypatch.setattr(VerdictCache, "MAX_BYTES", 100)
+    kind = _Counting(real)
+    cache = VerdictCache.of(Stash())
+    right = _right(prepared)
+    for n in range(5):
+        cache.judge(check, prepared, [_answer(right, bytes([n]) * 60)], kind, ctx, True)
+    assert len(cache._table) == 1  # every second answer pushed the table past 100 bytes
+    cache.judge(check, prepared, [_answer(right, bytes([4]) * 60)], kind, ctx, True)
+    assert kind.judged == 5  # the last one is still kept
+
+
+@pytest.mark.slow
+def test_a_class_graded_together_gets_each_submission_s_own_result(tmp_path: Path) -> None:
+    """Copies of every sample graded in one run equal the samples graded one by one."""
+    samples = sorted(p for p in SUBMISSIONS.iterdir() if (p / "attention.py").is_file())
+    samples = [p for p in samples if p.name != "hangs"]  # a 2 s timeout per call: not twice here
+    together = tmp_path / "class"
+    for copy in range(2):
+        for sample in samples:
+            shutil.copytree(sample, together / f"{sample.name}-{copy}")
+    env = dict(os.environ, GRADER_COURSE_SECRET="throughput-test-secret-2026")
+    grader = [sys.executable, "-m", "grader"]
+
+    def results(folder: Path, out: Path) -> dict[str, dict]:
+        done = subprocess.run(
+            [*grader, "grade", str(folder), "--out", str(out), "-q"], env=env, capture_output=True, text=True
+        )
+        assert done.returncode in (0, 1), done.stderr
+        rows = json.loads((out / "results.json").read_text())["submissions"]
+        return {row["id"]: row for row in rows}
+
+    graded = results(together, tmp_path / "together")
+    for sample in samples:
+        alone = tmp_path / "alone" / sample.name
+        shutil.copytree(sample, alone / f"{sample.name}-0")
+        (row,) = results(alone, tmp_path / "out-alone" / sample.name).values()
+        for copy in range(2):
+            mine = dict(graded[f"{sample.name}-{copy}"], id=row["id"], path=row["path"])
+            mine.pop("slug", None), row.pop("slug", None)
+            assert mine == row, sample.name
+
+
+def test_a_frame_seen_before_decodes_to_an_equal_frame_of_its_own() -> None:
+    from grader.execution.boundary import BoundaryError, FrameMemo, decode_frame
+
+    memo = FrameMemo()
+    data = b'{"event":"call","status":"returned","mutated":[0],"value":[[1.0,2.5],[3,true]]}'
+    first = memo.decode(data)
+    assert first == decode_frame(data)
+    assert first["value"] == [[1.0, 2.5], [3, True]] and first["mutated"] == (0,)
+    first["value"][0].append(99.0)  # a consumer changing its own copy...
+    second = memo.decode(data)
+    assert second == decode_frame(data) and second["value"] == [[1.0, 2.5], [3, True]]  # ...changes no other
+    assert second["value"] is not first["value"] and second["value"][1] is not first["value"][1]
+    # Refusals are not kept: the same bytes are refused the same way every time.
+    bad = b'{"event":"call","status":"returned","mutated":[],"value":"text"}'
+    for _ in range(2):
+        with pytest.raises(BoundaryError, match="the result holds a string"):
+            memo.decode(bad)
+    assert len(memo._table) == 1
+
+
+def test_frames_past_the_memo_s_budget_start_it_again(monkeypatch) -> None:  # noqa: ANN001
+    from grader.execution.boundary import FrameMemo
+
+    monkeypatch.setattr(FrameMemo, "MAX_BYTES", 200)
+    memo = FrameMemo()
+    frames = [b'{"event":"call","status":"returned","mutated":[],"value":%d.5}' % n + b" " * 40 for n in range(4)]
+    for data in frames:
+        assert memo.decode(data)["value"] == float(data.split(b":")[-1].split(b"}")[0])
+    assert [key[0] for key in memo._table] == [frames[-1]]  # 102 bytes each: two are past 200, so each
+    assert memo._bytes == len(frames[-1])  # frame after the first started the table again
+
+
+@pytest.mark.slow
+def test_a_results_json_line_made_from_kept_exercise_parts_equals_the_whole_dict_encoded(tmp_path: Path) -> None:
+    """Every sample's result, with adjustments, LMS facts and odd ids, as json.dumps writes the dict."""
+    import dataclasses
+
+    from grader.builtin.gradebook import _stored_json
+    from grader.builtin.json_report import _submission_json, submission_to_dict
+    from grader.models import Adjustment, result_to_dict
+    from harness.test_perf import _reports
+
+    env = dict(os.environ, GRADER_COURSE_SECRET="throughput-test-secret-2026")
+    out = tmp_path / "out"
+    subprocess.run(
+        [sys.executable, "-m", "grader", "grade", str(SUBMISSIONS), "--out", str(out), "-q"],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    from grader.models import result_from_dict
+
+    rows = json.loads((out / "results.json").read_text())["submissions"]
+    import sqlite3
+    import zlib
+
+    con = sqlite3.connect(out / "gradebook.sqlite")
+    graded = [
+        result_from_dict(json.loads(zlib.decompress(blob))) for (blob,) in con.execute("SELECT result FROM results")
+    ]
+    con.close()
+    assert len(rows) == 12
+    results = [s for report in _reports() for s in report.submissions] + graded
+    for s in list(results):
+        results.append(
+            dataclasses.replace(
+                s,
+                id='odd "id", "exercises": [] \\u0000 é',
+                raw_score=s.score,
+                adjustments=(Adjustment(kind="late", points=-1.0, reason='1 day "late"'),),
+                lms={"system": "canvas", "late": "1"},
+            )
+        )
+    assert len(results) > 20
+    for s in results:
+        for slug in ("", "a-slug"):
+            assert _submission_json(s, slug) == json.dumps(submission_to_dict(s, slug), allow_nan=False)
+        # The gradebook's stored text, spliced the same way, reads back as the result itself.
+        stored = json.loads(_stored_json(s))
+        assert stored == json.loads(json.dumps(result_to_dict(s)))
+        assert result_from_dict(stored) == s
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+def test_the_first_ctrl_c_stops_a_batch_at_once(tmp_path: Path) -> None:
+    """Queued submissions are dropped and the running jobs ended: exit 130 within seconds, nothing left."""
+    import signal
+    import time
+
+    for i in range(6):
+        folder = tmp_path / "class" / f"s{i}"
+        folder.mkdir(parents=True)
+        (folder / "attention.py").write_text(
+            "import time\n\ndef scaled_scores(*a):\n    time.sleep(1000)\n\n"
+            "def softmax(*a):\n    time.sleep(1000)\n\ndef attention(*a):\n    time.sleep(1000)\n"
+        )
+    env = dict(os.environ, GRADER_COURSE_SECRET="throughput-test-secret-2026")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grader", "grade", str(tmp_path / "class"), "--out", str(tmp_path / "out")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(4.0)  # the first submissions' calls are sleeping now
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    try:
+        code = proc.wait(timeout=15)
+    finally:
+        proc.kill()
+    assert code == 130 and time.monotonic() - started < 10
+    said = proc.stderr.read()
+    assert "grader: interrupted" in said
+    assert "internal error" not in said  # the jobs ended by the stop are not the grader's faults
+
+
+def test_the_answers_of_fast_calls_are_read_together_not_one_wait_each(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """60 calls answered 0.1 ms apart: the grader waits (sleeps, or waits on the job's pipes) about
+    once per `grader.execution.calls.GATHER_SECONDS`, not once per answer, and every answer is still its call's."""
+    import selectors
+    import time
+
+    from harness.test_runner import C, run, submission
+
+    waits = []
+    real_select = selectors.DefaultSelector.select
+
+    def counting(self, timeout=None):  # noqa: ANN001, ANN202
+        waits.append(timeout)
+        return real_select(self, timeout)
+
+    real_sleep = time.sleep
+
+    def sleeping(seconds):  # noqa: ANN001, ANN202
+        waits.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(selectors.DefaultSelector, "select", counting)
+    monkeypatch.setattr(time, "sleep", sleeping)
+    path = submission(
+        tmp_path,
+        "import time\n"
+        "def double(x):\n"
+        "    end = time.perf_counter() + 0.0001\n"
+        "    while time.perf_counter() < end:\n"
+        "        pass\n"
+        "    return 2 * x\n",
+    )
+    outcome = run(path, *(C("double", i) for i in range(60)))
+    assert [(r.status, r.value) for r in outcome.results] == [("returned", 2 * i) for i in range(60)]
+    assert len(waits) <= 30, f"{len(waits)} waits for 60 answers"
+
+
+@pytest.mark.timing
+def test_a_call_s_cpu_during_a_stretched_pause_is_counted(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A busy machine may stretch the grader's pause (GATHER_SECONDS) far past 1 ms: a call spinning
+    through it has that CPU counted, and times out at its limit, not at the limit plus the pause."""
+    import time
+
+    from harness.test_runner import C, run, submission
+
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda seconds: real_sleep(0.6 if seconds <= 0.001 else seconds))
+    path = submission(tmp_path, "def spin():\n    while True:\n        pass\n")
+    outcome = run(path, C("spin", timeout=0.3))
+    result = outcome.results[0]
+    assert result.status == "timeout" and "CPU" in result.message, result
+    assert result.seconds < 0.8, result.seconds  # 0.6 s of pause, then the first look finds it over 0.3 s
