@@ -27,6 +27,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from grader.intake.files import FILE_KINDS
+
 __all__ = ["ArchiveError", "Extracted", "Student", "open_zip", "safe_extract"]
 
 MAX_MEMBERS = 200_000
@@ -37,14 +39,6 @@ MAX_MEMBER_BYTES = 2 * 1024 * 1024
 """Largest extracted file, in bytes (2 MiB, the submission size limit)."""
 MAX_TOTAL_BYTES = 512 * 1024 * 1024
 """Most bytes extracted from one archive (512 MiB)."""
-
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFDIR: "a folder",
-}
 
 
 class ArchiveError(Exception):
@@ -323,7 +317,7 @@ def _take(
     if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
         student.problem = (
             f"{shown} was left out of {archive}: it is not a regular file "
-            f"({_KINDS.get(stat.S_IFMT(mode), 'a special file')})"
+            f"({FILE_KINDS.get(stat.S_IFMT(mode), 'a special file')})"
         )
         return
     if info.file_size > MAX_MEMBER_BYTES:

@@ -24,6 +24,7 @@ from grader.models import Submission
 from grader.safetext import display
 
 __all__ = [
+    "FILE_KINDS",
     "NB_LOCK",
     "NOTEBOOKS",
     "folder_entries",
@@ -39,13 +40,14 @@ NOTEBOOKS: dict[str, Any] = {}
 NB_LOCK = threading.Lock()
 
 
-_KINDS = {
+FILE_KINDS = {
     stat.S_IFIFO: "a FIFO",
     stat.S_IFSOCK: "a socket",
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
     stat.S_IFDIR: "a folder",
 }
+"""What a path that is not a regular file is, in words, by its ``stat`` file type."""
 
 
 def shown_path(path: Path | str) -> str:
@@ -122,7 +124,7 @@ def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes, pa
     if stat.S_ISLNK(info.st_mode):  # it may point at the reference, or at another student's file
         return problem(f"{name} is a symbolic link; submit the file itself, not a link to it")
     if not stat.S_ISREG(info.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
+        kind = FILE_KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
         return problem(f"{name} is not a regular file ({kind}); submit the file itself")
     digest = hashlib.sha256()
     size = 0
@@ -131,7 +133,7 @@ def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes, pa
         with os.fdopen(fd, "rb") as fh:
             opened = os.fstat(fh.fileno())
             if not stat.S_ISREG(opened.st_mode):  # swapped after the lstat
-                kind = _KINDS.get(stat.S_IFMT(opened.st_mode), "a special file")
+                kind = FILE_KINDS.get(stat.S_IFMT(opened.st_mode), "a special file")
                 return problem(f"{name} is not a regular file ({kind}); submit the file itself")
             while chunk := fh.read(1 << 20):
                 size += len(chunk)
