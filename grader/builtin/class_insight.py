@@ -15,7 +15,7 @@ can take its place.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.fileio import write_atomic
@@ -24,6 +24,9 @@ from grader.models import GradingReport
 from grader.packs import find_pack
 from grader.reporting.insight import MIN_CLASS, NEGATIVE_BELOW, ItemAnalysis, item_analysis, misconceptions
 from grader.reporting.pages import SUMMARY_LINKS, environment
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 __all__ = ["PAGE", "Point", "render_staff_class", "scatter"]
 
@@ -155,17 +158,18 @@ def _wanted(config: Any) -> bool:
 
 
 @hookimpl
-def grader_configure(config: Any) -> None:
+def grader_configure(config: Config) -> None:
     """Ask the summary page to link to the staff page (staff only: written with ``--staff``)."""
     if _wanted(config) and config.pluginmanager.get_plugin("html_report") is not None:
         config.stash.setdefault(SUMMARY_LINKS, []).append(("Staff: who and item analysis", PAGE))
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Write ``DIR/staff/class/index.html`` for ``grader grade --staff``."""
     if not _wanted(config):
         return
+    assert config.out_dir is not None  # _wanted
     try:
         write_atomic(config.out_dir / PAGE, render_staff_class(report, config.pack))
     except OSError as exc:

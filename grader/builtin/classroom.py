@@ -34,13 +34,16 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.fileio import output_file, write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.safetext import display, in_github_actions
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 __all__ = ["SCHEMA", "classroom50_result", "points_notices"]
 
@@ -157,7 +160,7 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     if config.command != "check":
         return
     if config.option("points_notice") and in_github_actions():

@@ -18,7 +18,7 @@ import csv
 import io
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.fileio import output_file, write_atomic
@@ -26,6 +26,9 @@ from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.safetext import csv_cell
 from grader.term import adjustment_lines
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 __all__ = ["gradebook_csv", "gradebook_csv_lines"]
 
@@ -119,7 +122,7 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Write the gradebook for ``grader grade``."""
     if config.command != "grade":
         return

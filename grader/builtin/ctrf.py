@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader._version import __version__
 from grader.errors import UsageError
@@ -37,6 +37,9 @@ from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.reporting.feedback import check_feedback
 from grader.safetext import display, unicode_safe
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 __all__ = ["STATUS", "ctrf_report"]
 
@@ -189,7 +192,7 @@ def _with_newline(pieces: Iterator[str]) -> Iterator[str]:
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Write ``--ctrf FILE``, or ``DIR/ctrf.json`` when the command writes files."""
     out = config.out_dir
     target = config.option("ctrf") or (out / FILENAME if out else None)

@@ -32,7 +32,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import ConfigError, UsageError
 from grader.execution.jobs import positive_int
@@ -41,6 +41,9 @@ from grader.fileio import scratch_prefix
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _CLIENT = StashKey[Any]()
 _PENDING = StashKey[Any]()
@@ -76,7 +79,7 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 
 @hookimpl
-def grader_configure(config: Any) -> None:
+def grader_configure(config: Config) -> None:
     address = config.option("dask")
     if address is None or config.command != "grade":
         return
@@ -161,7 +164,7 @@ def _absolute(pack: str | None) -> str | None:
 
 
 @hookimpl
-def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call], config: Any) -> None:
+def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call], config: Config) -> None:
     """Send the batch to the cluster in chunks; keep each submission's future and place in its chunk."""
     client = config.stash.get(_CLIENT)
     if client is None or not submissions:
@@ -291,7 +294,7 @@ def cluster_outcome(submission: Submission, calls: Sequence[Call], config: Any) 
 
 
 @hookimpl
-def grader_unconfigure(config: Any) -> None:
+def grader_unconfigure(config: Config) -> None:
     client = config.stash.pop(_CLIENT, None)
     if client is not None:
         try:

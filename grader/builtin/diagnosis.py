@@ -38,7 +38,7 @@ import math
 import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.collected import COLLECTED
 from grader.errors import ConfigError
@@ -48,6 +48,9 @@ from grader.models import CallResult, Check, Diagnosis, Prepared, RunOutcome, Ve
 from grader.packs import mutants_dir, specs_dir
 from grader.packs.catalogue import Catalogue, Entry, load_catalogue, run_entries
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 __all__ = ["DiagnosisTable", "Evidence", "build_table", "leave_one_out", "same_data"]
 
@@ -467,7 +470,7 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 @hookimpl(trylast=True)
 def grader_mistake_table(
-    collected: Any, catalogue: Catalogue, outcomes: Mapping[str, RunOutcome] | None, config: Any
+    collected: Any, catalogue: Catalogue, outcomes: Mapping[str, RunOutcome] | None, config: Config
 ) -> DiagnosisTable | None:
     """`build_table`; for the session's own checks, the session's table (`table`)."""
     if config.option("no_diagnosis", False):
@@ -478,7 +481,7 @@ def grader_mistake_table(
 
 
 @hookimpl
-def grader_configure(config: Any) -> None:
+def grader_configure(config: Config) -> None:
     config.stash[_LOCK] = threading.Lock()
     if not config.option("no_diagnosis", False) and config.option("mutants"):
         load_catalogue(
@@ -499,7 +502,7 @@ def leave_one_out(
 
 @hookimpl(wrapper=True, trylast=True)
 def grader_judge_check(
-    check: Check, prepared: Prepared, results: Sequence[CallResult], kind: Any, context: Any, config: Any
+    check: Check, prepared: Prepared, results: Sequence[CallResult], kind: Any, context: Any, config: Config
 ) -> Any:
     """Add a diagnosis to a failed verdict whose results match a catalogued mistake.
 
@@ -546,7 +549,7 @@ def _store() -> dict[Any, Any]:
 
 
 @hookimpl(wrapper=True, trylast=True)
-def grader_score_exercise(exercise: Any, verdicts: Sequence[tuple[Check, Verdict]], config: Any) -> Any:
+def grader_score_exercise(exercise: Any, verdicts: Sequence[tuple[Check, Verdict]], config: Config) -> Any:
     """Name the mistakes that all of the exercise's evidence singles out (`DiagnosisTable.name`).
 
     The evidence of each check was recorded while it was judged; a check's

@@ -31,7 +31,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.collected import COLLECTED
 from grader.markers import hookimpl
@@ -39,6 +39,9 @@ from grader.models import Check, GradingReport, SubmissionResult
 from grader.packs import find_pack
 from grader.reporting.feedback import STATUS_LABELS, check_feedback, shorten, student_message, submission_file
 from grader.safetext import display, gh_data, gh_property, in_github_actions, markdown_inline
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 __all__ = ["annotations", "escape_data", "escape_property", "in_github_actions", "step_summary"]
 
@@ -256,7 +259,7 @@ def step_summary(report: GradingReport, command: str, hidden: int = 0, pack: Any
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Print annotations and append the step summary, in GitHub Actions only."""
     if not in_github_actions():
         return

@@ -16,7 +16,7 @@ import json
 import threading
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader._version import __version__
 from grader.collected import COLLECTED
@@ -32,6 +32,9 @@ from grader.models import (
     result_to_dict,
 )
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _BOOK: StashKey[Gradebook] = StashKey()
 _KEYS = StashKey[dict[str, tuple[str, str]]]()
@@ -185,7 +188,7 @@ def _open(config: Any) -> Gradebook | None:
 
 
 @hookimpl(trylast=True)
-def grader_cached_result(submission: Submission, key: str, config: Any) -> SubmissionResult | None:
+def grader_cached_result(submission: Submission, key: str, config: Config) -> SubmissionResult | None:
     book = _open(config)
     if book is None:
         return None
@@ -200,7 +203,7 @@ def grader_cached_result(submission: Submission, key: str, config: Any) -> Submi
 
 
 @hookimpl
-def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
+def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     book: Gradebook | None = config.stash.get(_BOOK)
     key, sha256 = config.stash.get(_KEYS, {}).get(result.id, (None, None))
     if book is None or key is None or result.id in config.stash.get(_REUSED, ()):
@@ -211,7 +214,7 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
 
 
 @hookimpl
-def grader_submission_time(submission: Submission, config: Any) -> list[tuple[str, str]] | None:
+def grader_submission_time(submission: Submission, config: Config) -> list[tuple[str, str]] | None:
     """The file's first arrival, recorded the first time the grader sees these bytes for this student."""
     book = _open(config)
     if book is None or not submission.sha256:
@@ -223,7 +226,7 @@ def grader_submission_time(submission: Submission, config: Any) -> list[tuple[st
 
 
 @hookimpl(trylast=True)
-def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
+def grader_terminal_summary(report: Any, config: Config, write: Any) -> None:
     book: Gradebook | None = config.stash.get(_BOOK)
     if book is not None and book.reused:
         write(f"gradebook: {book.reused} result(s) reused from {book.path}; --regrade grades them again")
@@ -232,7 +235,7 @@ def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
 
 
 @hookimpl
-def grader_unconfigure(config: Any) -> None:
+def grader_unconfigure(config: Config) -> None:
     book = config.stash.pop(_BOOK, None)
     if book is not None:
         book.close()

@@ -40,7 +40,7 @@ import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.execution.keys import submission_seconds
@@ -54,6 +54,9 @@ from grader.reporting.files import SubmissionFiles
 from grader.safetext import display, unicode_safe
 from grader.stash import StashKey
 from grader.term import adjustment_lines
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _FILES: StashKey[SubmissionFiles] = StashKey()
 _LOCATED = StashKey[int]()
@@ -226,7 +229,7 @@ def _files(out: Path, items: Sequence[Any], header: GradingReport, config: Any) 
 
 
 @hookimpl
-def grader_collection_finish(submissions: list[Submission], collected: Any, config: Any) -> None:
+def grader_collection_finish(submissions: list[Submission], collected: Any, config: Config) -> None:
     """Fix every file name, so each file can be written as its result comes."""
     if config.command != "grade" or config.out_dir is None:
         return
@@ -235,7 +238,7 @@ def grader_collection_finish(submissions: list[Submission], collected: Any, conf
 
 
 @hookimpl
-def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
+def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     files: SubmissionFiles | None = config.stash.get(_FILES)
     if files is not None and result.id in files.names:
         files.write(result)
@@ -255,7 +258,7 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 
 @hookimpl(wrapper=True)
-def grader_locate_submissions(path: str, config: Any) -> Any:
+def grader_locate_submissions(path: str, config: Config) -> Any:
     """Refuse ``--gradescope FILE`` as soon as a second submission is located, before grading."""
     found = yield
     if config.option("gradescope") and config.command == "grade" and found:
@@ -269,7 +272,7 @@ def grader_locate_submissions(path: str, config: Any) -> Any:
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Write ``--gradescope FILE`` and ``DIR/gradescope/<id>.json`` for ``grader grade``.
 
     Raises

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
 
+    from grader.config.core import Config
+
 from grader.errors import UsageError
 from grader.fileio import write_atomic
 from grader.intake.naming import slugs_of
@@ -69,7 +71,7 @@ def _pages(out: Path, items: Sequence[Any], header: GradingReport, env: jinja2.E
 
 
 @hookimpl
-def grader_collection_finish(submissions: Sequence[Submission], collected: Any, config: Any) -> None:
+def grader_collection_finish(submissions: Sequence[Submission], collected: Any, config: Config) -> None:
     """Fix every page's file name, so pages can be written as results come."""
     if config.out_dir is None:
         return
@@ -78,7 +80,7 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Any, 
 
 
 @hookimpl
-def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
+def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     """Write the submission's page now, while later submissions are still running."""
     pages: SubmissionFiles | None = config.stash.get(_PAGES)
     if pages is not None and result.id in pages.names:
@@ -86,7 +88,7 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Write ``DIR/index.html``, and the pages ``DIR/<slug>.html`` not written yet."""
     out = config.out_dir
     if out is None:

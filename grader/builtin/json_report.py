@@ -16,7 +16,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.fileio import write_atomic
@@ -24,6 +24,9 @@ from grader.intake.naming import slug_base, slugs_of
 from grader.markers import hookimpl
 from grader.models import CheckResult, GradingReport, SubmissionResult
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 
 class _Spool:
@@ -199,7 +202,7 @@ def report_json_pieces(
 
 
 @hookimpl
-def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
+def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     """Make the submission's line of the results now, while later submissions run."""
     if config.out_dir is not None or config.option("json"):
         if _PIECES not in config.stash:
@@ -208,7 +211,7 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Write the results JSON when the command writes files."""
     out = config.out_dir
     target = config.option("json") or (out / "results.json" if out else None)
@@ -225,7 +228,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
 
 
 @hookimpl
-def grader_unconfigure(config: Any) -> None:
+def grader_unconfigure(config: Config) -> None:
     """Remove the spool of lines (an anonymous file: closing it frees its space)."""
     spool = config.stash.get(_PIECES)
     if spool is not None:

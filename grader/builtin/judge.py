@@ -10,17 +10,20 @@ student may read follows `grader.disclosure` and ``--after-due-date`` /
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.disclosure import is_released
 from grader.grading.judging import VerdictCache
 from grader.markers import hookimpl
 from grader.models import CallResult, Check, Prepared, Verdict
 
+if TYPE_CHECKING:
+    from grader.config.core import Config
+
 
 @hookimpl(trylast=True)
 def grader_judge_check(
-    check: Check, prepared: Prepared, results: Sequence[CallResult], kind: Any, context: Any, config: Any
+    check: Check, prepared: Prepared, results: Sequence[CallResult], kind: Any, context: Any, config: Config
 ) -> Verdict:
     """Judge with `judge`; what the student may read follows ``--after-due-date`` / ``--published``.
 

@@ -45,6 +45,8 @@ from grader.term import adjustment_lines
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
+    from grader.config.core import Config
+
 __all__ = ["classname", "junit_pieces", "junit_xml"]
 
 FILENAME = "junit.xml"
@@ -296,7 +298,7 @@ class _StashSeconds:
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Write ``--junit FILE``, or ``DIR/junit.xml`` when the command writes files."""
     out = config.out_dir
     target = config.option("junit") or (out / FILENAME if out else None)

@@ -38,7 +38,7 @@ import re
 import sys
 import time
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import ConfigError, UsageError
 from grader.fileio import write_atomic
@@ -51,6 +51,9 @@ from grader.term import (
     adjustment_lines,
     submission_feedback,
 )
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _TIMES = StashKey[Any]()
 _TIME_IDS = StashKey[dict[str, str]]()
@@ -205,7 +208,7 @@ def read_times(path: str) -> dict[str, str]:
 
 
 @hookimpl(wrapper=True)
-def grader_locate_submissions(path: str, config: Any) -> Any:
+def grader_locate_submissions(path: str, config: Config) -> Any:
     """Give LMS students their trusted times (``--lms-times``) and keep the batch for the checks before grading.
 
     The export itself is read by `grader.intake.lms` (the built-in locator):
@@ -241,7 +244,7 @@ def _timed(sub: Submission, times: dict[str, str]) -> Submission:
 
 
 @hookimpl
-def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> None:
+def grader_collection_finish(submissions: Any, collected: Any, config: Config) -> None:
     """Warn of ``--lms-times`` rows that match no submission of this run (by LMS user id, id or name)."""
     ids = config.stash.get(_TIME_IDS)
     if not ids:
@@ -257,7 +260,7 @@ def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> N
 
 
 @hookimpl
-def grader_submission_time(submission: Submission, config: Any) -> list[tuple[str, str]] | None:
+def grader_submission_time(submission: Submission, config: Config) -> list[tuple[str, str]] | None:
     when = submission.lms.get("submitted_at")
     return [("lms", when)] if when else None
 
@@ -589,7 +592,7 @@ def push_to_canvas(report: GradingReport, url: str, token: str, chapter: str, sl
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Write ``DIR/canvas.csv`` and ``DIR/moodle.csv`` when the batch has such students; push if asked."""
     if config.command != "grade":
         return
@@ -619,7 +622,7 @@ def grader_write_reports(report: GradingReport, config: Any) -> None:
 
 
 @hookimpl
-def grader_configure(config: Any) -> None:
+def grader_configure(config: Config) -> None:
     """Check ``--canvas-push`` before anything is graded: its address, the token, canvasapi.
 
     Raises
@@ -649,6 +652,6 @@ def grader_configure(config: Any) -> None:
 
 
 @hookimpl
-def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
+def grader_terminal_summary(report: Any, config: Config, write: Any) -> None:
     if _PUSHED in config.stash:
         write(f"canvas: {config.stash[_PUSHED]} score(s) and comments posted")

@@ -24,7 +24,7 @@ refused before grading, in one line.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import ConfigError
 from grader.intake.lms import LOCATED, student_problem
@@ -33,6 +33,9 @@ from grader.models import Submission, SubmissionResult
 from grader.safetext import display
 from grader.stash import StashKey
 from grader.term import apply_manual, read_manual
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _ROWS = StashKey[Any]()
 
@@ -50,13 +53,13 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 
 @hookimpl
-def grader_configure(config: Any) -> None:
+def grader_configure(config: Config) -> None:
     if config.option("manual") and config.command == "grade":
         config.stash[_ROWS] = read_manual(config.option("manual"))
 
 
 @hookimpl
-def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> None:
+def grader_collection_finish(submissions: Any, collected: Any, config: Config) -> None:
     """Refuse a row naming an exercise or check the specs lack, or worth more than it; warn of unknown students."""
     rows = config.stash.get(_ROWS)
     if not rows:
@@ -95,7 +98,7 @@ def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> N
 
 
 @hookimpl
-def grader_grading_ready(config: Any) -> None:
+def grader_grading_ready(config: Config) -> None:
     """Refuse, before the output folder is made, a row naming no one student of an LMS export.
 
     Raises
@@ -114,7 +117,7 @@ def grader_grading_ready(config: Any) -> None:
 
 
 @hookimpl(tryfirst=True)
-def grader_adjust_result(result: SubmissionResult, submission: Submission, config: Any) -> SubmissionResult | None:
+def grader_adjust_result(result: SubmissionResult, submission: Submission, config: Config) -> SubmissionResult | None:
     rows = config.stash.get(_ROWS)
     if not rows:
         return None

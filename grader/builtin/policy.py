@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import ConfigError
 from grader.intake.lms import LOCATED, shared_name
@@ -30,6 +30,9 @@ from grader.models import Submission, SubmissionResult
 from grader.safetext import display
 from grader.stash import StashKey
 from grader.term import apply_penalty, late_penalty, load_policy
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _POLICY = StashKey[Any]()
 _UNDATED = StashKey[list[str]]()
@@ -47,7 +50,7 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 
 @hookimpl
-def grader_configure(config: Any) -> None:
+def grader_configure(config: Config) -> None:
     if config.option("policy") and config.command != "check":
         policy = load_policy(config.option("policy"))
         # late_days keyed by LMS user id: YAML reads an unquoted 340934 as a number, the id is text
@@ -58,7 +61,7 @@ def grader_configure(config: Any) -> None:
 
 
 @hookimpl
-def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> None:
+def grader_collection_finish(submissions: Any, collected: Any, config: Config) -> None:
     """Warn of ``late_days.students`` naming no student of this run (a typo gives nobody their days)."""
     policy = config.stash.get(_POLICY)
     if policy is None or not policy.late_days:
@@ -101,7 +104,7 @@ def _late_days_key(policy: Any, result: SubmissionResult, submission: Submission
 
 
 @hookimpl(trylast=True)
-def grader_adjust_result(result: SubmissionResult, submission: Submission, config: Any) -> SubmissionResult | None:
+def grader_adjust_result(result: SubmissionResult, submission: Submission, config: Config) -> SubmissionResult | None:
     policy = config.stash.get(_POLICY)
     if policy is None or result.status == "error" and submission.file is None:
         return None
@@ -147,7 +150,7 @@ def _datable(submission: Submission, policy: Any, config: Any) -> bool:
 
 
 @hookimpl
-def grader_grading_ready(config: Any) -> None:
+def grader_grading_ready(config: Config) -> None:
     """Refuse a policy that can date none of an LMS export's submissions (before the output folder is made).
 
     Raises
@@ -185,7 +188,7 @@ def grader_grading_ready(config: Any) -> None:
 
 
 @hookimpl
-def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
+def grader_terminal_summary(report: Any, config: Config, write: Any) -> None:
     """Every late penalty, and the students no trusted time could date (nothing charged to them)."""
     policy = config.stash.get(_POLICY)
     if policy is None or config.command != "grade":
@@ -195,7 +198,7 @@ def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
         write(display(f"late penalties ({policy.path}): {len(charged)}"))
         for s, a in charged:
             write(display(f"  {s.id}: {a.points:+g}: {a.reason}"))
-    undated = sorted(set(config.stash.get(_UNDATED, [])))
+    undated = sorted(set(config.stash.get(_UNDATED) or ()))
     if undated:
         shown = ", ".join(undated[:10]) + (f" and {len(undated) - 10} more" if len(undated) > 10 else "")
         write(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import ConfigError
 from grader.execution.calls import WALL_BACKSTOP_FACTOR, run_calls
@@ -32,6 +32,9 @@ from grader.execution.keys import FORK_SERVER, JOB_LAUNCHERS, OUTCOME_SOURCES
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 
 @hookimpl
@@ -87,7 +90,7 @@ def _fork_server(config: Any) -> ForkServer | None:
 
 
 @hookimpl
-def grader_unconfigure(config: Any) -> None:
+def grader_unconfigure(config: Config) -> None:
     """Stop the fork server, if one was started."""
     for key in (_FORK_SERVER, FORK_SERVER):
         server = config.stash.get(key)
@@ -96,7 +99,7 @@ def grader_unconfigure(config: Any) -> None:
 
 
 @hookimpl(trylast=True)
-def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome:
+def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Config) -> RunOutcome:
     """Run the calls with `grader.execution.calls.run_calls`, in the launcher the configuration asks for.
 
     An outcome that already exists (`grader.stash.OUTCOME_SOURCES`: a merge's shard records, a Dask
@@ -121,5 +124,5 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
         raise ConfigError(
             "the sandbox is not running, so no submission is run; grade with --insecure only for trusted code"
         )
-    with pool.slot() as launch:
-        return run_calls(submission.file, calls, import_timeout, submission_timeout, launch=launch, scratch=False)
+    with pool.slot() as lent:
+        return run_calls(submission.file, calls, import_timeout, submission_timeout, launch=lent, scratch=False)

@@ -9,13 +9,16 @@ visibility and the ``--after-due-date`` / ``--published`` options
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.disclosure import is_shown
 from grader.execution.memo import IdentityTable
 from grader.markers import hookimpl
 from grader.models import Check, CheckResult, Exercise, ExerciseResult, Verdict
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _KEPT = StashKey[IdentityTable]()
 """The check results made in this run, by (check, verdict) object (see `score_exercise`)."""
@@ -85,6 +88,8 @@ def score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]]
 
 
 @hookimpl(trylast=True)
-def grader_score_exercise(exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]], config: Any) -> ExerciseResult:
+def grader_score_exercise(
+    exercise: Exercise, verdicts: Sequence[tuple[Check, Verdict]], config: Config
+) -> ExerciseResult:
     """Score with `score_exercise`."""
     return score_exercise(exercise, verdicts, config)

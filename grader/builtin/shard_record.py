@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Generator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.collected import COLLECTED
 from grader.config.secret import course_secret
@@ -29,6 +29,9 @@ from grader.shards import (
 )
 from grader.stash import StashKey
 
+if TYPE_CHECKING:
+    from grader.config.core import Config
+
 _SUBMISSIONS = StashKey[dict[str, Any]]()
 _OUTCOMES = StashKey[dict[str, Any]]()
 _LINES = StashKey[dict[str, Any]]()
@@ -41,7 +44,7 @@ def _sharded(config: Any) -> bool:
 
 
 @hookimpl
-def grader_collection_finish(submissions: Sequence[Submission], collected: Any, config: Any) -> None:
+def grader_collection_finish(submissions: Sequence[Submission], collected: Any, config: Config) -> None:
     if _sharded(config):
         config.stash[_SUBMISSIONS] = {s.id: s for s in submissions}
         config.stash[_OUTCOMES] = {}
@@ -49,7 +52,7 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Any, 
 
 
 @hookimpl(wrapper=True, tryfirst=True)
-def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> Generator[None, Any, Any]:
+def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Config) -> Generator[None, Any, Any]:
     """Keep the outcome every other wrapper saw (outermost: ``tryfirst``)."""
     outcome = yield
     if outcome is not None and _sharded(config):
@@ -59,7 +62,7 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any)
 
 
 @hookimpl
-def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
+def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     if not _sharded(config):
         return
     submission = config.stash[_SUBMISSIONS].get(result.id)
@@ -72,10 +75,11 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
 
 
 @hookimpl(trylast=True)
-def grader_write_reports(report: Any, config: Any) -> None:
+def grader_write_reports(report: Any, config: Config) -> None:
     """Write ``DIR/shard/manifest.json`` and ``records.jsonl.gz`` (after the other writers: ``trylast``)."""
     if not _sharded(config):
         return
+    assert config.out_dir is not None  # _sharded
     lines = config.stash.get(_LINES, {})
     ids = [s.id for s in report.submissions if s.id in lines]
     write_record(
@@ -87,7 +91,7 @@ def grader_write_reports(report: Any, config: Any) -> None:
 
 
 @hookimpl
-def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
+def grader_terminal_summary(report: Any, config: Config, write: Any) -> None:
     if _sharded(config):
         spec = config.stash[STASH_KEY]
         write(

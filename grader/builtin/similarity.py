@@ -35,7 +35,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.collected import COLLECTED
 from grader.errors import ConfigError, UsageError
@@ -45,6 +45,9 @@ from grader.intake.naming import slugs_of
 from grader.markers import hookimpl
 from grader.reporting.pages import INDEX_LINKS, SUMMARY_LINKS
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _FILES = StashKey[dict[str, str]]()
 _VALUES = StashKey[dict[str, dict[str, str]]]()
@@ -108,7 +111,7 @@ def _wanted(config: Any) -> bool:
 
 
 @hookimpl
-def grader_configure(config: Any) -> None:
+def grader_configure(config: Config) -> None:
     if _wanted(config):
         try:
             import copydetect  # noqa: F401
@@ -123,7 +126,7 @@ def grader_configure(config: Any) -> None:
 
 
 @hookimpl
-def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> None:
+def grader_collection_finish(submissions: Any, collected: Any, config: Config) -> None:
     """Start the code comparison in its own process: it runs while the submissions are graded."""
     if _wanted(config):
         files = {s.id: s.file for s in submissions if s.file and not s.problem}
@@ -134,7 +137,7 @@ def grader_collection_finish(submissions: Any, collected: Any, config: Any) -> N
 
 
 @hookimpl
-def grader_unconfigure(config: Any) -> None:
+def grader_unconfigure(config: Config) -> None:
     code = config.stash.pop(_CODE, None)
     if code is not None:
         code.stop()
@@ -221,7 +224,7 @@ class CodeSimilarity:
 
 
 @hookimpl(wrapper=True)
-def grader_run_calls(submission: Any, calls: Any, config: Any) -> Any:
+def grader_run_calls(submission: Any, calls: Any, config: Config) -> Any:
     """Keep a digest of each hidden check's returned values (never the values)."""
     outcome = yield
     if _wanted(config) and outcome is not None:
@@ -347,7 +350,7 @@ def _why(code: float | None, checks: Sequence[str]) -> str:
 
 
 @hookimpl
-def grader_write_reports(report: Any, config: Any) -> None:
+def grader_write_reports(report: Any, config: Config) -> None:
     """Write ``DIR/similarity.html``."""
     if not _wanted(config):
         return
@@ -381,6 +384,7 @@ def grader_write_reports(report: Any, config: Any) -> None:
     import jinja2  # here: only --similarity renders this page
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    assert config.out_dir is not None  # _wanted
     try:
         write_atomic(
             config.out_dir / FILENAME,
@@ -398,9 +402,9 @@ def grader_write_reports(report: Any, config: Any) -> None:
 
 
 @hookimpl
-def grader_terminal_summary(report: Any, config: Any, write: Any) -> None:
+def grader_terminal_summary(report: Any, config: Config, write: Any) -> None:
     pairs = config.stash.get(_PAIRS)
-    if pairs is not None:
+    if pairs is not None and config.out_dir is not None:
         write(f"similarity: {len(pairs)} pair(s) flagged, see {config.out_dir / FILENAME}")
         cut = config.stash.get(_CUT, [])
         if cut:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.collected import COLLECTED
 from grader.errors import UsageError
@@ -21,6 +21,9 @@ from grader.fileio import write_atomic
 from grader.markers import hookimpl
 from grader.models import SubmissionResult
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _OUTCOMES = StashKey[dict[str, Any]]()
 
@@ -73,7 +76,7 @@ def _wanted(config: Any) -> bool:
 
 
 @hookimpl(wrapper=True)
-def grader_run_calls(submission: Any, calls: Any, config: Any) -> Any:
+def grader_run_calls(submission: Any, calls: Any, config: Config) -> Any:
     outcome = yield
     if _wanted(config) and outcome is not None:
         with _LOCK:
@@ -119,7 +122,7 @@ def render_staff(sub: SubmissionResult, collected: Any, outcome: Any) -> str:
 
 
 @hookimpl
-def grader_write_reports(report: Any, config: Any) -> None:
+def grader_write_reports(report: Any, config: Config) -> None:
     """Write ``DIR/staff/<slug>.html`` for every submission."""
     if not _wanted(config):
         return
@@ -127,6 +130,7 @@ def grader_write_reports(report: Any, config: Any) -> None:
 
     collected = config.stash[COLLECTED]
     outcomes = config.stash.get(_OUTCOMES, {})
+    assert config.out_dir is not None  # _wanted
     folder = config.out_dir / SUBFOLDER
     try:
         for sid, slug in slugs_of(report.submissions).items():

@@ -38,7 +38,7 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.fileio import scratch_prefix
@@ -59,7 +59,10 @@ from grader.packs import find_pack
 from grader.safetext import display
 from grader.stash import StashKey
 
-_TEMPDIRS = StashKey[list[str]]()
+if TYPE_CHECKING:
+    from grader.config.core import Config
+
+_TEMPDIRS = StashKey[list[Path]]()
 
 
 def _child(child: Path, pack: Any) -> Submission | None:
@@ -231,7 +234,7 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 
 @hookimpl(trylast=True)
-def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
+def grader_locate_submissions(path: str, config: Config) -> list[Submission]:
     """Locate submissions on the filesystem: an LMS export by `grader.intake.lms.locate_export`, else
     with `locate` (zip archives: `locate_archive`)."""
     from grader.intake.lms import locate_export
@@ -250,7 +253,7 @@ def grader_locate_submissions(path: str, config: Any) -> list[Submission]:
 
 
 @hookimpl
-def grader_unconfigure(config: Any) -> None:
+def grader_unconfigure(config: Config) -> None:
     for folder in config.stash.pop(_TEMPDIRS, []):
         shutil.rmtree(folder, ignore_errors=True)
     remove_scratch()
@@ -263,7 +266,7 @@ def _relocated(result: CallResult, nb: Any) -> CallResult:
 
 
 @hookimpl(wrapper=True, trylast=True)
-def grader_run_calls(submission: Submission, calls: Any, config: Any) -> Any:
+def grader_run_calls(submission: Submission, calls: Any, config: Config) -> Any:
     """For a notebook, point every line number the runner brings back at the cell and the line in it.
 
     ``trylast``: the innermost wrapper, so timing and third-party wrappers see the relocated results.

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.fileio import write_atomic
@@ -26,6 +26,9 @@ from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.packs import find_pack
 from grader.reporting.pages import INDEX_LINKS, SUMMARY_LINKS, environment
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 __all__ = ["BINS", "Bar", "Chart", "failing_chart", "histogram_chart", "pass_rate_chart", "render_summary"]
 
@@ -341,14 +344,14 @@ def _wanted(config: Any) -> bool:
 
 
 @hookimpl
-def grader_configure(config: Any) -> None:
+def grader_configure(config: Config) -> None:
     """Ask the class index page to link to the summary."""
     if _wanted(config):
         config.stash.setdefault(INDEX_LINKS, []).append(("Class summary (charts)", FILENAME))
 
 
 @hookimpl
-def grader_write_reports(report: GradingReport, config: Any) -> None:
+def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Write ``DIR/summary.html`` for ``grader grade`` (unless ``-p no:html_report``)."""
     out = config.out_dir
     if out is None or not _wanted(config):

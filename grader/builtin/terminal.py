@@ -25,7 +25,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.collected import COLLECTED
 from grader.markers import hookimpl
@@ -36,6 +36,9 @@ from grader.reporting.checktext import wrapped as _wrapped
 from grader.reporting.feedback import headline, how_many
 from grader.safetext import display, in_github_actions, stop_commands
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _PROGRESS: StashKey[Progress] = StashKey()
 _TOTAL = StashKey[int]()
@@ -109,13 +112,13 @@ class Progress:
 
 
 @hookimpl
-def grader_collection_finish(submissions: Sequence[Submission], config: Any) -> None:
+def grader_collection_finish(submissions: Sequence[Submission], config: Config) -> None:
     """Learn the batch's size, for the progress bar."""
     config.stash[_TOTAL] = len(submissions)
 
 
 @hookimpl
-def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
+def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     """Show progress (``grade`` only, not with ``-q``)."""
     if config.command != "grade" or config.option("quiet"):
         return
@@ -126,7 +129,7 @@ def grader_submission_graded(result: SubmissionResult, config: Any) -> None:
 
 
 @hookimpl
-def grader_unconfigure(config: Any) -> None:
+def grader_unconfigure(config: Config) -> None:
     progress = config.stash.pop(_PROGRESS, None)
     if progress is not None:
         progress.close()
@@ -355,7 +358,7 @@ def summary_grade(report: GradingReport, config: Any, write: Callable[[str], Non
 
 
 @hookimpl
-def grader_terminal_summary(report: GradingReport, config: Any, write: Callable[[str], None]) -> None:
+def grader_terminal_summary(report: GradingReport, config: Config, write: Callable[[str], None]) -> None:
     """Print the summary of ``check`` or ``grade`` (between stop-commands markers in GitHub Actions)."""
     progress = config.stash.pop(_PROGRESS, None)
     if progress is not None:

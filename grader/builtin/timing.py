@@ -16,21 +16,24 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Generator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.execution.keys import CALL_SECONDS
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
 
+if TYPE_CHECKING:
+    from grader.config.core import Config
+
 
 @hookimpl
-def grader_configure(config: Any) -> None:
+def grader_configure(config: Config) -> None:
     """Create the record in the main thread (runners run in worker threads)."""
     config.stash[CALL_SECONDS] = {}
 
 
 @hookimpl(wrapper=True, trylast=True)
-def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Any) -> Generator[None, Any, RunOutcome]:
+def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Config) -> Generator[None, Any, RunOutcome]:
     """Record the seconds of each call the runner reports; change nothing.
 
     Thread-safe: each submission id is written once, by one worker thread,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.config.secret import WARNING, CourseSecret, course_secret
 from grader.errors import SpecError
@@ -27,6 +27,9 @@ from grader.markers import hookimpl
 from grader.models import VISIBILITIES, Check, Exercise
 from grader.packs import plainly_valid
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _SECRET_WARNED = StashKey[bool]()
 
@@ -305,7 +308,7 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 
 @hookimpl(trylast=True)
-def grader_load_exercise(path: str, config: Any) -> Exercise | None:
+def grader_load_exercise(path: str, config: Config) -> Exercise | None:
     """Load ``*.yaml`` / ``*.yml`` spec files; leave other files to other plugins.
 
     Raises

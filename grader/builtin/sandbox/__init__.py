@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.builtin.sandbox.handle import SandboxJob, Zygote
 from grader.builtin.sandbox.slots import Pool, Starting, Worker, make_workdir, preflight
@@ -41,6 +41,9 @@ from grader.execution.jobs import sandboxed
 from grader.execution.keys import EARLY_ZYGOTE, JOB_LAUNCHERS
 from grader.markers import hookimpl
 from grader.stash import StashKey
+
+if TYPE_CHECKING:
+    from grader.config.core import Config
 
 _ZYGOTE: StashKey[Zygote] = StashKey()
 
@@ -86,7 +89,7 @@ _STARTING = StashKey[Starting]()
 
 
 @hookimpl
-def grader_configure(config: Any) -> None:
+def grader_configure(config: Config) -> None:
     """Start the zygote before any spec or reference is loaded (``grade`` only); it gets ready meanwhile."""
     if not sandboxed(config):
         return  # a zygote the command line started is stopped by it (grader.cli.main)
@@ -101,7 +104,7 @@ def grader_configure(config: Any) -> None:
 
 
 @hookimpl
-def grader_grading_ready(config: Any) -> None:
+def grader_grading_ready(config: Config) -> None:
     """Wait for the sandbox started at configure time (``grade``; a Dask worker waits at its first job)."""
     pool = config.stash.get(JOB_LAUNCHERS)
     if isinstance(pool, Pool):
@@ -109,7 +112,7 @@ def grader_grading_ready(config: Any) -> None:
 
 
 @hookimpl
-def grader_unconfigure(config: Any) -> None:
+def grader_unconfigure(config: Config) -> None:
     zygote = config.stash.pop(_ZYGOTE, None)
     if zygote is None:
         return
@@ -179,7 +182,7 @@ def probe_layers() -> dict[str, Any]:
 
 
 @hookimpl(trylast=True)
-def grader_doctor(write: Any, config: Any) -> int:
+def grader_doctor(write: Any, config: Config) -> int:
     """``grader doctor``: `doctor`."""
     return doctor(write)
 
