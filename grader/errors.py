@@ -19,7 +19,10 @@ __all__ = [
     "PluginError",
     "SpecError",
     "UsageError",
+    "WriterError",
     "describe_failure",
+    "internal_error_id",
+    "log_internal_error",
 ]
 
 EXIT_OK = 0
@@ -89,6 +92,62 @@ class SpecError(ConfigError):
 
 class PluginError(ConfigError):
     """A plugin could not be loaded or registers an unknown hook."""
+
+
+class WriterError(GraderError):
+    """A report writer failed on the whole report; the other writers' files were written."""
+
+    exit_code = EXIT_INTERNAL
+
+
+def internal_error_id(exc: BaseException) -> str:
+    """A short, stable id of a fault: 8 hex digits of the SHA-256 of its traceback's shape.
+
+    The same bug at the same place gives the same id (file names, lines and
+    the exception's type; not its message, which may hold student text), so
+    an instructor can report it and a maintainer can find it.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The fault, with its traceback.
+
+    Returns
+    -------
+    str
+        Eight lower-case hex digits.
+    """
+    import hashlib
+    import os
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    shape = [type(exc).__name__] + [f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}" for f in frames]
+    return hashlib.sha256("\n".join(shape).encode()).hexdigest()[:8]
+
+
+def log_internal_error(line: str, exc: BaseException) -> None:
+    """Write an internal-error note and its traceback to standard error (escaped: no student text raw).
+
+    Parameters
+    ----------
+    line : str
+        The one line that names the fault: ``"internal error <id> in the <plugin> plugin's <hook>"``.
+    exc : BaseException
+        The fault; its traceback follows the line, each row behind ``"  | "``.
+    """
+    import sys
+    import traceback
+
+    from grader.safetext import display
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    # Every line of the traceback behind a "|": no line of it can start a CI workflow command.
+    lines = [f"  | {display(row)}" for row in text.splitlines()]
+    try:
+        print("\n".join([f"grader: {display(line)}", *lines]), file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def describe_failure(exc: BaseException, path: str | None = None) -> str:

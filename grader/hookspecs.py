@@ -12,11 +12,16 @@ Phases, in order:
 2. Collection: `grader_load_exercise`, `grader_load_reference`,
    `grader_check_kinds`, `grader_locate_submissions`.
 3. Grading: `grader_collection_finish` once, `grader_batch_start` once, then per submission
-   `grader_cached_result`, `grader_run_calls`, `grader_judge_check`,
+   `grader_cached_result`, `grader_run_calls` (whose runner asks `grader_known_outcome` first),
+   `grader_judge_check`,
    `grader_score_exercise`, `grader_adjust_result` (also for cached
    results; it may call `grader_submission_time`), `grader_submission_graded`.
-4. Reporting: `grader_write_reports`, `grader_terminal_summary`,
-   `grader_unconfigure`.
+4. Reporting: `grader_write_reports` (the writers ask `grader_report_links` and
+   `grader_call_seconds`), `grader_terminal_summary`, `grader_unconfigure`.
+
+Plugins share state through these hooks, never through each other's stash keys: a plugin keeps
+its own state under its own `grader.stash.StashKey`, and what another plugin may ask of it is a
+hook here.
 """
 
 from __future__ import annotations
@@ -269,6 +274,32 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Conf
 
 
 @hookspec(firstresult=True)
+def grader_known_outcome(submission: Submission, calls: Sequence[Call], config: Config) -> RunOutcome | None:
+    """The outcome of a submission's calls when it already exists, so that nothing runs here.
+
+    Asked by the built-in runner (`grader_run_calls`) before it runs ``calls``, from worker
+    threads: implementations must be thread-safe. First non-None result wins; None (every
+    implementation's answer when no outcome exists) runs the calls. The built-in ``dask_cluster``
+    plugin answers with what the Dask cluster brought back (``grade --dask``), and ``grader merge``
+    with each shard's recorded outcome. Every wrapper of `grader_run_calls` (timing, the staff
+    pages, similarity) sees the outcome as if it had run here.
+
+    Parameters
+    ----------
+    submission : grader.models.Submission
+    calls : sequence of grader.models.Call
+        What the runner was asked to run, in order.
+    config : grader.config.core.Config
+
+    Returns
+    -------
+    grader.models.RunOutcome or None
+        One `CallResult` per call, decoded as strictly as a job's answer
+        (`grader.shards.decode_outcome`); None when this plugin has none.
+    """
+
+
+@hookspec(firstresult=True)
 def grader_judge_check(
     check: Check,
     prepared: Prepared,
@@ -408,6 +439,51 @@ def grader_write_reports(report: GradingReport, config: Config) -> None:
     All implementations are called. ``config.out_dir`` is the output folder,
     or None when the command writes no files (``grader check``). Write each
     file to a temporary name and rename it, so no half-written file is left.
+    """
+
+
+@hookspec
+def grader_report_links(config: Config, page: str) -> Sequence[tuple[str, str]] | None:
+    """Links a class page shows to pages a plugin writes beside it.
+
+    Asked by the built-in page writers while they write: ``page`` is ``"index"`` for the class
+    index (``index.html``, by ``html_report``) and ``"summary"`` for the summary page
+    (``summary.html``, by ``summary_page``). All implementations are called; the links are shown
+    in pluggy's order (last registered first), each plugin's in its own order.
+
+    Parameters
+    ----------
+    config : grader.config.core.Config
+    page : str
+        ``"index"`` or ``"summary"``.
+
+    Returns
+    -------
+    sequence of (str, str) or None
+        (label, file name) pairs, the file name relative to the output folder; None or an
+        empty sequence for no link on this page.
+    """
+
+
+@hookspec(firstresult=True)
+def grader_call_seconds(submission_id: str, config: Config) -> Sequence[float] | None:
+    """The seconds each call of a submission took, for the exporters that show a time.
+
+    Asked by the writers (Gradescope's ``execution_time``, JUnit's and CTRF's per-check times,
+    through `grader.grading.timing`) once grading is over. First non-None result wins; the built-in
+    ``timing`` plugin answers with what it measured around `grader_run_calls` (from sending a
+    call to the job to reading its answer).
+
+    Parameters
+    ----------
+    submission_id : str
+    config : grader.config.core.Config
+
+    Returns
+    -------
+    sequence of float or None
+        One number per call, in ``Collected.calls`` order; None when the submission ran no call
+        here (a result from the gradebook cache: its time is unknown).
     """
 
 

@@ -3,16 +3,16 @@
 The model is pytest's ``Stash``: a plugin makes its own keys at module level,
 ``_BOOK = StashKey[Gradebook]()``, and only code holding a key reads or writes its value, so two
 plugins cannot collide on a name, and mypy knows the type of ``config.stash[_BOOK]``. A plugin's
-private state stays under its own keys; what several plugins share is a key of the core, listed
-below (each says who writes it and who reads it).
+state stays under its own keys. What one plugin asks of another is a hook of `grader.hookspecs`,
+never a key: the outcomes that already exist (``grader_known_outcome``), the links of the class
+pages (``grader_report_links``), the seconds of each call (``grader_call_seconds``).
 
 Shared keys
 -----------
-Each shared key is declared by the module that owns the state, beside its type:
+The core's own state, each key declared by the module that owns it, beside its type:
 `grader.collected.COLLECTED` (the run's collected checks), `grader.grading.session.CHECK_KINDS` and
-`INTERNAL_ERRORS`, `grader.reporting.pages.INDEX_LINKS` and `SUMMARY_LINKS` (links of the class
-pages), `grader.execution.keys` (the job launchers, the fork server, the early zygote and the
-outcome sources), and `grader.builtin.timing.CALL_SECONDS`.
+`INTERNAL_ERRORS`, and `grader.execution.keys` (the job launchers, the fork server and the early
+zygote, which the command line, the sandbox plugin and the runner share).
 """
 
 from __future__ import annotations

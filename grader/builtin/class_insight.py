@@ -23,7 +23,7 @@ from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.packs import find_pack
 from grader.reporting.insight import MIN_CLASS, NEGATIVE_BELOW, ItemAnalysis, item_analysis, misconceptions
-from grader.reporting.pages import SUMMARY_LINKS, environment
+from grader.reporting.pages import environment
 
 if TYPE_CHECKING:
     from grader.config.core import Config
@@ -158,10 +158,11 @@ def _wanted(config: Any) -> bool:
 
 
 @hookimpl
-def grader_configure(config: Config) -> None:
-    """Ask the summary page to link to the staff page (staff only: written with ``--staff``)."""
-    if _wanted(config) and config.pluginmanager.get_plugin("html_report") is not None:
-        config.stash.setdefault(SUMMARY_LINKS, []).append(("Staff: who and item analysis", PAGE))
+def grader_report_links(config: Config, page: str) -> list[tuple[str, str]] | None:
+    """The summary page links to the staff page (staff only: written with ``--staff``)."""
+    if page == "summary" and _wanted(config) and config.pluginmanager.get_plugin("html_report") is not None:
+        return [("Staff: who and item analysis", PAGE)]
+    return None
 
 
 @hookimpl

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from grader._version import __version__
 from grader.errors import UsageError
-from grader.execution.keys import check_seconds
 from grader.fileio import output_file, write_atomic
+from grader.grading.timing import check_seconds
 from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.reporting.feedback import check_feedback
@@ -103,7 +103,7 @@ def ctrf_pieces(report: GradingReport, seconds: Any = None, now_ms: int | None =
     report : grader.models.GradingReport
     seconds : callable, optional
         Per submission id, the seconds of each (exercise id, check id), as
-        `grader.execution.keys.check_seconds` gives; missing ones are 0.
+        `grader.grading.timing.check_seconds` gives; missing ones are 0.
     now_ms : int, optional
         ``summary.stop``, milliseconds since the epoch (default: now, or
         ``SOURCE_DATE_EPOCH``).
@@ -198,7 +198,7 @@ def grader_write_reports(report: GradingReport, config: Config) -> None:
     target = config.option("ctrf") or (out / FILENAME if out else None)
     if target is None:
         return
-    pieces = ctrf_pieces(report, lambda sub_id: check_seconds(config.stash, sub_id))
+    pieces = ctrf_pieces(report, lambda sub_id: check_seconds(config, sub_id))
     try:
         write_atomic(Path(target), _with_newline(pieces))
     except OSError as exc:

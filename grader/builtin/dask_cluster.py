@@ -23,7 +23,6 @@ cannot finish is graded here instead, with a warning. The client is
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import json
 import os
@@ -36,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 
 from grader.errors import ConfigError, UsageError
 from grader.execution.jobs import positive_int
-from grader.execution.keys import OUTCOME_SOURCES
 from grader.fileio import scratch_prefix
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
@@ -211,8 +209,6 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
         for position, (sub, _) in enumerate(items):
             pending[sub.id] = (future, position, len(items))
     config.stash[_PENDING] = pending
-    # The runner asks the cluster's answers first (grader.stash.OUTCOME_SOURCES); None runs a submission here.
-    config.stash.setdefault(OUTCOME_SOURCES, []).append(functools.partial(cluster_outcome, config=config))
     config.stash[_CHUNKS] = {}
     config.stash[_CALLS_KEY] = calls_key
 
@@ -291,6 +287,12 @@ def cluster_outcome(submission: Submission, calls: Sequence[Call], config: Any) 
             flush=True,
         )
         return None
+
+
+@hookimpl(trylast=True)
+def grader_known_outcome(submission: Submission, calls: Sequence[Call], config: Config) -> RunOutcome | None:
+    """The cluster's answer for this submission (`cluster_outcome`): the runner asks it first; None runs it here."""
+    return cluster_outcome(submission, calls, config)
 
 
 @hookimpl

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
-from grader.execution.keys import submission_seconds
 from grader.fileio import output_file, write_atomic
+from grader.grading.timing import submission_seconds
 from grader.intake.naming import slugs_of
 from grader.markers import hookimpl
 from grader.models import GradingReport, Submission, SubmissionResult
@@ -223,7 +223,7 @@ def file_names(report: GradingReport) -> dict[str, str]:
 
 def _files(out: Path, items: Sequence[Any], header: GradingReport, config: Any) -> SubmissionFiles:
     def render(sub: SubmissionResult) -> str:
-        return _dumps(gradescope_results(header, sub, submission_seconds(config.stash, sub.id), config.pack))
+        return _dumps(gradescope_results(header, sub, submission_seconds(config, sub.id), config.pack))
 
     return SubmissionFiles(out / SUBFOLDER, items, ".json", render, f"--out {out}: cannot write {SUBFOLDER}/")
 
@@ -295,7 +295,7 @@ def grader_write_reports(report: GradingReport, config: Config) -> None:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
             write_atomic(
                 Path(target),
-                _dumps(gradescope_results(report, sub, submission_seconds(config.stash, sub.id), config.pack)),
+                _dumps(gradescope_results(report, sub, submission_seconds(config, sub.id), config.pack)),
             )
         except OSError as exc:
             raise UsageError(f"--gradescope {target}: cannot write the file ({exc.strerror})") from None

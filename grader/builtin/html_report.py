@@ -25,7 +25,7 @@ from grader.intake.naming import slugs_of
 from grader.markers import hookimpl
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.reporting.files import SubmissionFiles
-from grader.reporting.pages import INDEX_LINKS, environment
+from grader.reporting.pages import environment
 from grader.stash import StashKey
 
 _PAGES: StashKey[SubmissionFiles] = StashKey()
@@ -48,7 +48,7 @@ def render_index(
     """The class index page linking every submission's page.
 
     ``links`` are extra (label, file name) pairs shown under the title; other
-    plugins add theirs to ``config.stash[grader.stash.INDEX_LINKS]``.
+    plugins add theirs through the hook ``grader_report_links``.
     """
     return "".join(index_pieces(env, report, names, links))
 
@@ -99,7 +99,7 @@ def grader_write_reports(report: GradingReport, config: Config) -> None:
         pages = _pages(out, report.submissions, report, env)
     pages.write_missing(report.submissions)
     try:
-        links = config.stash.get(INDEX_LINKS, [])
+        links = config.hooks.report_links(config=config, page="index")
         write_atomic(out / "index.html", index_pieces(env, report, pages.names, links))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write the reports ({exc.strerror})") from None

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
-from grader.execution.keys import check_seconds
 from grader.fileio import output_file, write_atomic
+from grader.grading.timing import check_seconds
 from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.reporting.feedback import STATUS_LABELS, check_feedback, student_message
@@ -101,7 +101,7 @@ def _seconds(value: float) -> str:
 
 
 Seconds = Callable[[str], dict[tuple[str, str], float]]
-"""Per submission id, the seconds of each (exercise id, check id), as `grader.stash.check_seconds` gives."""
+"""Per submission id, the seconds of each (exercise id, check id), as `grader.grading.timing.check_seconds` gives."""
 
 _COUNTS = ("tests", "failures", "errors", "skipped")
 _ROOT_COUNTS = ("tests", "failures", "errors")
@@ -119,7 +119,7 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
     report : grader.models.GradingReport
     seconds : dict or callable, optional
         Per submission id, the seconds of each (exercise id, check id), as
-        `grader.stash.check_seconds` gives (a dict, or a function of the
+        `grader.grading.timing.check_seconds` gives (a dict, or a function of the
         id); missing ones are 0.
 
     Returns
@@ -158,7 +158,7 @@ def junit_pieces(
         seconds_of = lambda sub_id: table.get(sub_id, {})  # noqa: E731
     else:
         seconds_of = seconds
-    # A writer's seconds may also answer for one exercise (`grader.stash.check_seconds` does): the
+    # A writer's seconds may also answer for one exercise (`grader.grading.timing.check_seconds` does): the
     # second pass, suite by suite, then works out each submission's seconds once in all.
     exercise_seconds: Callable[[str, str], dict[tuple[str, str], float]] | None = getattr(seconds, "for_exercise", None)
     exercise_ids = [e.id for e in report.exercises] or [e.id for s in report.submissions[:1] for e in s.exercises]
@@ -284,17 +284,18 @@ def grader_addoption(parser: Any, command: str) -> None:
     )
 
 
-class _StashSeconds:
-    """`grader.stash.check_seconds` of a run, as `junit_pieces` takes it: for a submission, or one exercise of it."""
+class _RunSeconds:
+    """`grader.grading.timing.check_seconds` of a run, as `junit_pieces` takes it: for a submission, or one
+    exercise of it."""
 
-    def __init__(self, stash: Any) -> None:
-        self.stash = stash
+    def __init__(self, config: Config) -> None:
+        self.config = config
 
     def __call__(self, sub_id: str) -> dict[tuple[str, str], float]:
-        return check_seconds(self.stash, sub_id)
+        return check_seconds(self.config, sub_id)
 
     def for_exercise(self, sub_id: str, exercise_id: str) -> dict[tuple[str, str], float]:
-        return check_seconds(self.stash, sub_id, exercise_id)
+        return check_seconds(self.config, sub_id, exercise_id)
 
 
 @hookimpl
@@ -305,6 +306,6 @@ def grader_write_reports(report: GradingReport, config: Config) -> None:
     if target is None:
         return
     try:
-        write_atomic(Path(target), junit_pieces(report, _StashSeconds(config.stash)))
+        write_atomic(Path(target), junit_pieces(report, _RunSeconds(config)))
     except OSError as exc:
         raise UsageError(f"--junit {target}: cannot write the file ({exc.strerror})") from None

@@ -7,7 +7,7 @@ which plugins were registered (`grader.execution.jobs.sandboxed`):
   (``grader.builtin.sandbox``), lent through `grader.stash.JOB_LAUNCHERS`. Without it the
   submission is an internal error, never run unsandboxed.
 * ``grader merge`` and ``grade --dask`` take outcomes that already exist: the shards' records and the
-  cluster's answers, offered through `grader.stash.OUTCOME_SOURCES`.
+  cluster's answers, which the runner asks for first (the hook ``grader_known_outcome``).
 * ``--insecure``, and the commands that run trusted code only (``check`` on a student's own file,
   ``validate``, ``audit``, ``publish``), run them in plain child processes (`grader.execution.jobs.PlainJob`);
   ``grade --insecure`` and ``check`` fork them from a warm fork server (`grader.execution.jobs.ForkJob`)
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from grader.errors import ConfigError
 from grader.execution.calls import WALL_BACKSTOP_FACTOR, run_calls
 from grader.execution.jobs import ForkJob, ForkServer, positive_seconds, sandboxed
-from grader.execution.keys import FORK_SERVER, JOB_LAUNCHERS, OUTCOME_SOURCES
+from grader.execution.keys import FORK_SERVER, JOB_LAUNCHERS
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
 from grader.stash import StashKey
@@ -102,13 +102,12 @@ def grader_unconfigure(config: Config) -> None:
 def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Config) -> RunOutcome:
     """Run the calls with `grader.execution.calls.run_calls`, in the launcher the configuration asks for.
 
-    An outcome that already exists (`grader.stash.OUTCOME_SOURCES`: a merge's shard records, a Dask
-    cluster's answers) is taken instead, and nothing runs here.
+    An outcome that already exists (`grader.hookspecs.grader_known_outcome`: a merge's shard records, a
+    Dask cluster's answers) is taken instead, and nothing runs here.
     """
-    for source in config.stash.get(OUTCOME_SOURCES, ()):
-        outcome = source(submission, calls)
-        if outcome is not None:
-            return outcome
+    known = config.hooks.known_outcome(submission=submission, calls=calls, config=config)
+    if known is not None:
+        return known
     assert submission.file is not None
     import_timeout = float(config.option("import_timeout", 10.0))
     submission_timeout = float(config.option("submission_timeout", 120.0))

@@ -43,7 +43,6 @@ from grader.execution.boundary import plain_data
 from grader.fileio import write_atomic
 from grader.intake.naming import slugs_of
 from grader.markers import hookimpl
-from grader.reporting.pages import INDEX_LINKS, SUMMARY_LINKS
 from grader.stash import StashKey
 
 if TYPE_CHECKING:
@@ -121,8 +120,12 @@ def grader_configure(config: Config) -> None:
             ) from None
         # The returned values are not kept in the gradebook: every submission runs again to be compared.
         config.options.regrade = True
-        config.stash.setdefault(INDEX_LINKS, []).append(("Similarity (staff)", FILENAME))
-        config.stash.setdefault(SUMMARY_LINKS, []).append(("Similarity (staff)", FILENAME))
+
+
+@hookimpl
+def grader_report_links(config: Config, page: str) -> list[tuple[str, str]] | None:
+    """The class index and the summary page link to the similarity page (``--similarity``)."""
+    return [("Similarity (staff)", FILENAME)] if _wanted(config) else None
 
 
 @hookimpl

@@ -25,7 +25,7 @@ from grader.fileio import write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.packs import find_pack
-from grader.reporting.pages import INDEX_LINKS, SUMMARY_LINKS, environment
+from grader.reporting.pages import environment
 
 if TYPE_CHECKING:
     from grader.config.core import Config
@@ -306,8 +306,8 @@ def render_summary(report: GradingReport, links: Any = (), pack: Any = None) -> 
     ----------
     report : grader.models.GradingReport
     links : sequence of (str, str)
-        (label, href) pairs shown under the title; plugins add theirs to
-        ``config.stash[grader.stash.SUMMARY_LINKS]`` (the similarity report does).
+        (label, href) pairs shown under the title; plugins add theirs through the hook
+        ``grader_report_links`` (the similarity report does).
     pack : grader.packs.Pack, optional
         The course whose chapter heads the page (default: the course found, `grader.packs.find_pack`).
 
@@ -344,10 +344,9 @@ def _wanted(config: Any) -> bool:
 
 
 @hookimpl
-def grader_configure(config: Config) -> None:
-    """Ask the class index page to link to the summary."""
-    if _wanted(config):
-        config.stash.setdefault(INDEX_LINKS, []).append(("Class summary (charts)", FILENAME))
+def grader_report_links(config: Config, page: str) -> list[tuple[str, str]] | None:
+    """The class index page links to the summary."""
+    return [("Class summary (charts)", FILENAME)] if page == "index" and _wanted(config) else None
 
 
 @hookimpl
@@ -357,6 +356,9 @@ def grader_write_reports(report: GradingReport, config: Config) -> None:
     if out is None or not _wanted(config):
         return
     try:
-        write_atomic(out / FILENAME, render_summary(report, config.stash.get(SUMMARY_LINKS, []), config.pack))
+        write_atomic(
+            out / FILENAME,
+            render_summary(report, config.hooks.report_links(config=config, page="summary"), config.pack),
+        )
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write {FILENAME} ({exc.strerror})") from None

@@ -54,9 +54,10 @@ def finish(config: Config, report: GradingReport, checks_decide: bool = False) -
     -------
     int
         4 when the grader failed on a submission (its tracebacks were printed; every other result
-        and class file was written), else 0, or 1 for ``check`` with a check not passed.
+        and class file was written) or a summary plugin failed (named on standard error, the
+        others' lines printed), else 0, or 1 for ``check`` with a check not passed.
     """
-    config.hooks.terminal_summary(report=report, config=config, write=write)
+    summary_faults = config.hooks.terminal_summary(report=report, config=config, write=write)
     faults = config.stash.get(INTERNAL_ERRORS, [])
     if faults:
         shown = ", ".join(f"{display(repr(sub_id))} ({fault})" for sub_id, fault in faults[:5])
@@ -66,6 +67,8 @@ def finish(config: Config, report: GradingReport, checks_decide: bool = False) -
             f"other result and every class file was written (the tracebacks are above)",
             file=sys.stderr,
         )
+        return EXIT_INTERNAL
+    if summary_faults:  # each named above, in one line with its plugin and id
         return EXIT_INTERNAL
     if checks_decide:
         passed = all(c.status == "passed" for s in report.submissions for e in s.exercises for c in e.checks)

@@ -12,6 +12,12 @@ hooks as plain functions marked ``@grader.hookimpl``; nothing changes for them.
 Each method's docstring says how results combine; the hook's full contract is its spec in
 `grader.hookspecs`. ``tests/harness/test_hooks.py`` checks that every spec has its method here, with the
 same parameters.
+
+Fault isolation lives here too: the hooks whose implementations each make their own output (the
+report writers, the terminal summaries) call every implementation on its own (`Hooks.call_each`),
+so a plugin that raises costs only its own files or lines. Its fault is named in one line on
+standard error (the plugin, the hook and an internal-error id, its traceback below) and the run
+still exits 4, the code of a bug (`grader.errors.EXIT_INTERNAL`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
 
+from grader.errors import GraderError, WriterError, internal_error_id, log_internal_error
 from grader.stash import Stash
 
 if TYPE_CHECKING:
@@ -68,6 +75,61 @@ class Hooks:
     def call(self, name: str, **kwargs: Any) -> Any:
         """Call hook ``name`` as pluggy does (for callers that handle each hook alike)."""
         return getattr(self._pm.hook, name)(**kwargs)
+
+    def call_each(self, name: str, /, errors: list[GraderError] | None = None, **kwargs: Any) -> list[tuple[str, str]]:
+        """Call every implementation of hook ``name`` (one that returns nothing) on its own, in pluggy's order.
+
+        pluggy stops at the first implementation that raises; here one implementation's exception
+        is logged as an internal error (one line naming the plugin and the hook, then the
+        traceback) and the others still run. A hook with a wrapper is called as a whole instead,
+        so wrappers keep their meaning (a fault is then the hook's, not a plugin's).
+
+        Parameters
+        ----------
+        name : str
+            The hook, ``grader_write_reports`` say.
+        errors : list of grader.errors.GraderError, optional
+            Collects each implementation's one-line error (a refused ``--out``, a refused Canvas
+            push), so the others still run; without it the first is raised at once.
+        **kwargs
+            The hook's arguments.
+
+        Returns
+        -------
+        list of (str, str)
+            (plugin name, internal-error id) of each implementation that raised.
+
+        Raises
+        ------
+        grader.errors.GraderError
+            An implementation's one-line error, when ``errors`` is None.
+        """
+        impls = self.implementations(name)
+        failed: list[tuple[str, str]] = []
+        if any(impl.hookwrapper or impl.wrapper for impl in impls):
+            try:
+                self.call(name, **kwargs)
+            except GraderError as exc:
+                if errors is None:
+                    raise
+                errors.append(exc)
+            except Exception as exc:  # noqa: BLE001 - one plugin's bug costs its own output only
+                fault = internal_error_id(exc)
+                log_internal_error(f"internal error {fault} in {name}", exc)
+                failed.append((name, fault))
+            return failed
+        for impl in reversed(impls):  # pluggy's own order: last registered first
+            try:
+                impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+            except GraderError as exc:
+                if errors is None:
+                    raise
+                errors.append(exc)  # one line, the caller's to report once every implementation ran
+            except Exception as exc:  # noqa: BLE001 - one plugin's bug costs its own output only
+                fault = internal_error_id(exc)
+                log_internal_error(f"internal error {fault} in the {impl.plugin_name} plugin's {name}", exc)
+                failed.append((impl.plugin_name, fault))
+        return failed
 
     # --- 1. set-up ---------------------------------------------------------
 
@@ -128,6 +190,12 @@ class Hooks:
         """Run a submission's calls away from the grader's process (first result)."""
         return cast(
             "RunOutcome | None", self._pm.hook.grader_run_calls(submission=submission, calls=calls, config=config)
+        )
+
+    def known_outcome(self, submission: Submission, calls: Sequence[Call], config: Config) -> RunOutcome | None:
+        """An outcome of ``calls`` that already exists (a Dask cluster's, a shard's), or None (first result)."""
+        return cast(
+            "RunOutcome | None", self._pm.hook.grader_known_outcome(submission=submission, calls=calls, config=config)
         )
 
     def judge_check(
@@ -191,12 +259,59 @@ class Hooks:
     # --- 4. reporting ------------------------------------------------------
 
     def write_reports(self, report: GradingReport, config: Config) -> None:
-        """Let every writer write its files (all called)."""
-        self._pm.hook.grader_write_reports(report=report, config=config)
+        """Let every writer write its files (all called, each on its own: `call_each`).
 
-    def terminal_summary(self, report: GradingReport, config: Config, write: Callable[[str], None]) -> None:
-        """Let every plugin print its summary lines (all called)."""
-        self._pm.hook.grader_terminal_summary(report=report, config=config, write=write)
+        Raises
+        ------
+        grader.errors.GraderError
+            The first writer's one-line error (exit 2 or 3), once every other writer wrote its files.
+        grader.errors.WriterError
+            When a writer raised anything else (exit 4): it names each such plugin and its
+            internal-error id; every other writer's files were written.
+        """
+        errors: list[GraderError] = []
+        failed = self.call_each("grader_write_reports", errors=errors, report=report, config=config)
+        if errors:  # a writer's one-line error (a refused Canvas push): the other writers' files are written
+            raise errors[0]
+        if failed:
+            names = ", ".join(f"{plugin} ({fault})" for plugin, fault in failed)
+            raise WriterError(
+                f"{len(failed)} report writer(s) failed: {names}; every other file was written "
+                f"(the traceback of each is above)"
+            )
+
+    def report_links(self, config: Config, page: str) -> list[tuple[str, str]]:
+        """Every plugin's (label, file name) links for class page ``page`` (all collected, in one list)."""
+        answers = cast("list[Sequence[tuple[str, str]]]", self._pm.hook.grader_report_links(config=config, page=page))
+        return [(label, name) for links in answers for label, name in links]
+
+    def call_seconds(self, submission_id: str, config: Config) -> Sequence[float] | None:
+        """The seconds of each call of one submission, in ``Collected.calls`` order (first result)."""
+        return cast(
+            "Sequence[float] | None", self._pm.hook.grader_call_seconds(submission_id=submission_id, config=config)
+        )
+
+    def terminal_summary(
+        self, report: GradingReport, config: Config, write: Callable[[str], None]
+    ) -> list[tuple[str, str]]:
+        """Let every plugin print its summary lines (all called, each on its own: `call_each`).
+
+        Returns
+        -------
+        list of (str, str)
+            (plugin name, internal-error id) of each plugin that raised, already logged; the
+            caller exits 4 when there is one. The other plugins' lines were printed.
+
+        Raises
+        ------
+        grader.errors.GraderError
+            The first plugin's one-line error, once every other plugin printed its lines.
+        """
+        errors: list[GraderError] = []
+        failed = self.call_each("grader_terminal_summary", errors=errors, report=report, config=config, write=write)
+        if errors:
+            raise errors[0]
+        return failed
 
     def doctor(self, write: Callable[[str], None], config: Config) -> int | None:
         """Print which isolation layers are active here; the exit code (first result)."""

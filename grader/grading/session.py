@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import sys
-import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -26,7 +25,9 @@ from grader._version import __version__
 from grader.collected import COLLECTED, Collected, PreparedCheck
 from grader.config.core import Config
 from grader.disclosure import is_public, secret_while_grading
-from grader.errors import EXIT_INTERNAL, ConfigError, GraderError, PluginError
+from grader.errors import ConfigError, GraderError, PluginError, internal_error_id
+from grader.errors import WriterError as WriterError  # where grader.shards.merge finds it
+from grader.errors import log_internal_error as _log_internal_error
 from grader.execution.memo import IdentityTable
 from grader.grading.settings import result_settings
 from grader.models import (
@@ -379,18 +380,6 @@ def _grade_submission(
         raise
 
 
-def internal_error_id(exc: BaseException) -> str:
-    """A short, stable id of a fault: 8 hex digits of the SHA-256 of its traceback's shape.
-
-    The same bug at the same place gives the same id (file names, lines and
-    the exception's type; not its message, which may hold student text), so
-    an instructor can report it and a maintainer can find it.
-    """
-    frames = traceback.extract_tb(exc.__traceback__)
-    shape = [type(exc).__name__] + [f"{Path(f.filename).name}:{f.lineno}:{f.name}" for f in frames]
-    return hashlib.sha256("\n".join(shape).encode()).hexdigest()[:8]
-
-
 def internal_error_result(
     submission: Submission, collected: Collected, config: Config, exc: BaseException, stage: str
 ) -> SubmissionResult:
@@ -468,19 +457,6 @@ def _log_line(line: str) -> None:
 _STOPPED = StashKey[bool]()
 """True once a batch stops (Ctrl-C): the submissions still in flight fail as their jobs are ended,
 and those failures are not the grader's faults to report."""
-
-
-def _log_internal_error(line: str, exc: BaseException) -> None:
-    """Write an internal-error note and its traceback to standard error (escaped: no student text raw)."""
-    from grader.safetext import display
-
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    # Every line of the traceback behind a "|": no line of it can start a CI workflow command.
-    lines = [f"  | {display(row)}" for row in text.splitlines()]
-    try:
-        print("\n".join([f"grader: {display(line)}", *lines]), file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 def locate_all(paths: list[str], config: Config) -> list[Submission]:
@@ -577,16 +553,8 @@ def grade(config: Config, paths: list[str], visible_only: bool = False) -> Gradi
         submissions=tuple(r for r in results if r is not None),
         exercises=collected.exercises,
     )
-    errors: list[GraderError] = []
-    failed = call_each(config, "grader_write_reports", report=report, config=config, _errors=errors)
-    if errors:  # a writer's one-line error (a refused Canvas push): the other writers' files are written
-        raise errors[0]
-    if failed:
-        names = ", ".join(f"{plugin} ({fault})" for plugin, fault in failed)
-        raise WriterError(
-            f"{len(failed)} report writer(s) failed: {names}; every other file was written "
-            f"(the traceback of each is above)"
-        )
+    # Each writer on its own (the facade): one that fails costs only its own files, then stops the run (exit 4).
+    config.hooks.write_reports(report=report, config=config)
     return report
 
 
@@ -732,12 +700,6 @@ def adjust_result(result: SubmissionResult, submission: Submission, config: Conf
     return result
 
 
-class WriterError(GraderError):
-    """A report writer failed on the whole report; the other writers' files were written."""
-
-    exit_code = EXIT_INTERNAL
-
-
 def _hand_over(
     result: SubmissionResult, submission: Submission, collected: Collected, config: Config
 ) -> SubmissionResult:
@@ -752,20 +714,16 @@ def _hand_over(
         return result
     except Exception as exc:  # noqa: BLE001 - one submission's files never cost the batch
         failed = internal_error_result(submission, collected, config, exc, "writing its files")
-    for plugin, fault in call_each(config, "grader_submission_graded", result=failed, config=config):
+    for plugin, fault in config.hooks.call_each("grader_submission_graded", result=failed, config=config):
         _log_line(f"internal error {fault}: the {plugin} plugin could not write the error result of {submission.id!a}")
     return failed
 
 
 def call_each(config: Config, hook_name: str, /, **kwargs: Any) -> list[tuple[str, str]]:
-    """Call every implementation of a hook that returns nothing, each on its own.
+    """Call every implementation of a hook that returns nothing, each on its own (`grader.config.core.Hooks.call_each`).
 
-    One implementation's exception is logged as an internal error and does
-    not stop the others (pluggy stops at the first). A hook with a wrapper
-    is called as a whole instead, so wrappers keep their meaning.
-
-    A `grader.errors.GraderError` (a one-line error) is appended to
-    ``_errors`` when that list is given, and raised otherwise.
+    ``_errors``, when given, collects the one-line errors (`grader.errors.GraderError`) instead of
+    raising the first.
 
     Returns
     -------
@@ -773,27 +731,4 @@ def call_each(config: Config, hook_name: str, /, **kwargs: Any) -> list[tuple[st
         (plugin name, internal-error id) of each implementation that raised.
     """
     errors = kwargs.pop("_errors", None)
-    impls = config.hooks.implementations(hook_name)
-    if any(impl.hookwrapper or impl.wrapper for impl in impls):
-        impls = []
-    failed: list[tuple[str, str]] = []
-    if not impls:
-        try:
-            config.hooks.call(hook_name, **kwargs)
-        except Exception as exc:  # noqa: BLE001
-            fault = internal_error_id(exc)
-            _log_internal_error(f"internal error {fault} in {hook_name}", exc)
-            failed.append((hook_name, fault))
-        return failed
-    for impl in reversed(impls):  # pluggy's own order: last registered first
-        try:
-            impl.function(**{name: kwargs[name] for name in impl.argnames})
-        except GraderError as exc:
-            if errors is None:
-                raise
-            errors.append(exc)  # one line, the caller's to report once every implementation ran
-        except Exception as exc:  # noqa: BLE001
-            fault = internal_error_id(exc)
-            _log_internal_error(f"internal error {fault} in the {impl.plugin_name} plugin's {hook_name}", exc)
-            failed.append((impl.plugin_name, fault))
-    return failed
+    return config.hooks.call_each(hook_name, errors=errors, **kwargs)

@@ -25,14 +25,8 @@ from grader.reporting.feedback import (
     not_attempted,
 )
 from grader.safetext import display
-from grader.stash import StashKey
 
 __all__ = ["STATUS_LABELS", "TEMPLATES", "environment"]
-
-INDEX_LINKS = StashKey[list[tuple[str, str]]]()
-"""(label, file name) pairs the class index page (``index.html``) links to."""
-SUMMARY_LINKS = StashKey[list[tuple[str, str]]]()
-"""(label, file name) pairs the summary page (``summary.html``) links to."""
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 """The templates' folder."""

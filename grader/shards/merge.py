@@ -7,6 +7,7 @@ is read; each record is then replayed through the same hooks as a grading run (`
 from __future__ import annotations
 
 import json
+import types
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -15,8 +16,8 @@ from typing import Any
 from grader._version import __version__
 from grader.collected import COLLECTED
 from grader.errors import UsageError
-from grader.execution.keys import OUTCOME_SOURCES
 from grader.grading.slices import shard_of
+from grader.markers import hookimpl
 from grader.models import Submission, SubmissionResult
 from grader.shards import (
     MAX_RECORD_BYTES,
@@ -294,8 +295,9 @@ def merge(config: Any) -> Any:
     config.stash[COLLECTED] = collected
     config.hooks.collection_finish(submissions=[s for s, _, _ in order], collected=collected, config=config)
     replay = config.stash.setdefault(REPLAY_KEY, {})
-    # The runner takes each submission's recorded outcome from here: no code runs in a merge.
-    config.stash.setdefault(OUTCOME_SOURCES, []).append(lambda sub, calls: replay.get(sub.id))
+    # The runner takes each submission's recorded outcome from here (grader_known_outcome): no code runs in a merge.
+    known = hookimpl(trylast=True)(lambda submission, calls, config: replay.get(submission.id))
+    config.pluginmanager.register(types.SimpleNamespace(grader_known_outcome=known), name="shard-replay")
     # The result keys are the shards' (a later unsharded run resumes from the merged gradebook): the shards'
     # sandbox setting, now that configuring is over (a merge starts no sandbox).
     config.options.insecure = m0["settings"].get("insecure", False)

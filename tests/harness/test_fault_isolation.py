@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,38 @@ def test_a_failing_report_writer_does_not_stop_the_others(
     assert "1 report writer(s) failed: broken_writer (" in err
     results = json.loads((out / "results.json").read_text())["submissions"]
     assert [s["score"] for s in results] == [86.0, 86.0]
+
+
+@pytest.mark.parametrize("hook", ["write_reports", "terminal_summary", None])
+def test_a_plugin_that_raises_costs_only_its_own_output(hook: str | None, tmp_path: Path, cli, monkeypatch) -> None:  # noqa: ANN001
+    """The typed facade calls each writer and each summary on its own (grader.config.core.Hooks.call_each)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "plugin_examples"))
+    out = tmp_path / "out"
+    args = ["grade", str(_class(tmp_path)), "--out", str(out), "--insecure", "-p", "raising_plugin"]
+    code, stdout, err = cli(*args, *(["--raise-in", hook] if hook else []))
+    for name in CLASS_FILES:
+        assert (out / name).exists(), name
+    results = json.loads((out / "results.json").read_text())["submissions"]
+    assert [(s["id"], s["score"]) for s in results] == [("sibling", 86.0), ("victim", 86.0)]
+    faults = [line for line in err.splitlines() if line.startswith("grader: internal error ")]
+    if hook is None:  # the control: the plugin's own file and line, nothing on stderr, exit 0
+        assert (code, faults) == (0, [])
+        assert (out / "raising-plugin.txt").read_text() == "2 submission(s)\n"
+        assert "raising plugin: its own summary line" in stdout and "reports: " in stdout
+        return
+    # One line names the plugin, the hook and the fault's id; the traceback follows, each line behind "|".
+    assert code == 4, err
+    assert len(faults) == 1 and re.fullmatch(
+        rf"grader: internal error [0-9a-f]{{8}} in the raising_plugin plugin's grader_{hook}", faults[0]
+    ), faults
+    assert "  | Traceback (most recent call last):" in err
+    if hook == "write_reports":
+        assert not (out / "raising-plugin.txt").exists()
+        fault = faults[0].split()[3]
+        assert f"\ngrader: error: 1 report writer(s) failed: raising_plugin ({fault}); every other file was" in err
+    else:  # every other plugin's summary printed, the raising plugin's own line too (written before it raised)
+        assert (out / "raising-plugin.txt").exists()
+        assert "raising plugin: its own summary line" in stdout and "reports: " in stdout
 
 
 def test_internal_error_ids_are_stable_and_ignore_the_message() -> None:

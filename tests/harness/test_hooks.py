@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import sys
 import types
+from typing import Any
 
 import pytest
 
@@ -86,12 +87,12 @@ def test_blocking_an_essential_plugin_is_a_one_line_usage_error(name: str, capsy
 
 @pytest.mark.parametrize("order", [1, -1])
 def test_one_runner_answers_whatever_the_registration_order(monkeypatch, order: int) -> None:  # noqa: ANN001
-    """Only the runner answers run_calls; outcomes that exist (--dask, grader merge) reach it as sources."""
+    """Only the runner answers run_calls; outcomes that exist (--dask, grader merge) reach it through
+    grader_known_outcome."""
     import argparse
 
     from grader.config import plugins
     from grader.config.core import Config
-    from grader.execution.keys import OUTCOME_SOURCES
     from grader.models import RunOutcome, Submission
 
     monkeypatch.setattr(plugins, "BUILTIN_PLUGINS", plugins.BUILTIN_PLUGINS[::order])
@@ -102,9 +103,16 @@ def test_one_runner_answers_whatever_the_registration_order(monkeypatch, order: 
     assert [pm.get_name(i.plugin) for i in impls] == ["runner"]
     outcome = pm.hook.grader_run_calls(submission=ann, calls=[], config=config)
     assert isinstance(outcome, RunOutcome) and "No such file" in outcome.import_error
-    # A source that has this submission's outcome answers instead, and nothing runs; one without it is passed.
+    # A plugin that has this submission's outcome answers instead, and nothing runs; one without it is passed.
     recorded = RunOutcome(results=[], import_error="recorded")
-    config.stash[OUTCOME_SOURCES] = [lambda sub, calls: None, lambda sub, calls: recorded if sub.id == "ann" else None]
+
+    def knowing(answer: Any) -> types.SimpleNamespace:
+        return types.SimpleNamespace(
+            grader_known_outcome=hookimpl(lambda submission, calls, config: answer(submission))
+        )
+
+    pm.register(knowing(lambda sub: recorded if sub.id == "ann" else None), name="knows_ann")
+    pm.register(knowing(lambda sub: None), name="knows_nothing")  # asked first (registered last): passes
     assert pm.hook.grader_run_calls(submission=ann, calls=[], config=config) is recorded
     bob = Submission("bob", "bob", "/nonexistent/attention.py")
     assert "No such file" in pm.hook.grader_run_calls(submission=bob, calls=[], config=config).import_error
@@ -156,3 +164,33 @@ def test_grading_ready_comes_after_the_checks_are_prepared_and_before_the_out_fo
     assert seen[0] == ("load_exercise", False, False)  # the sandbox not waited for yet
     assert ("grading_ready", False, False) in seen  # tryfirst: before the sandbox's own implementation
     assert seen[-1] == ("collection_finish", True, True)
+
+
+def test_class_pages_link_what_each_plugin_names_through_report_links(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """The built-in pages' links (the summary, the staff and similarity pages) and a third-party plugin's."""
+    import argparse
+
+    from grader.config.core import Config
+
+    module = types.ModuleType("links_plugin")
+    module.grader_report_links = hookimpl(lambda config, page: [("Extra", f"extra-{page}.html")])
+    monkeypatch.setitem(sys.modules, "links_plugin", module)
+    pm = get_plugin_manager(["links_plugin"], load_entrypoints=False)
+    options = argparse.Namespace(out=str(tmp_path), staff=True, similarity=True)
+    config = Config("grade", options, pm)
+    assert config.hooks.report_links(config=config, page="index") == [
+        ("Extra", "extra-index.html"),  # registered last, asked first (pluggy's order)
+        ("Class summary (charts)", "summary.html"),
+        ("Similarity (staff)", "similarity.html"),
+    ]
+    assert config.hooks.report_links(config=config, page="summary") == [
+        ("Extra", "extra-summary.html"),
+        ("Staff: who and item analysis", "staff/class/index.html"),
+        ("Similarity (staff)", "similarity.html"),
+    ]
+    # Without --staff, --similarity and the HTML report, the built-ins link nothing.
+    bare = Config(
+        "grade", argparse.Namespace(out=str(tmp_path)), get_plugin_manager(["no:html_report"], load_entrypoints=False)
+    )
+    assert bare.hooks.report_links(config=bare, page="index") == []
+    assert bare.hooks.report_links(config=bare, page="summary") == []

@@ -2,7 +2,7 @@
 
 ``grader grade --insecure`` grades classes of `SMALL` and `LARGE` correct submissions, each in a
 fresh interpreter. Only the first submissions of a class run in a job: every later one is answered
-with the first outcome again (a source in `grader.stash.OUTCOME_SOURCES`), so a class costs little
+with the first outcome again (through the hook ``grader_known_outcome``), so a class costs little
 CPU and what is measured is the grader's own process (judging, scoring, every writer, the
 gradebook), as fast as it can go. The slope of its RSS between the two classes (its own peak,
 ``RUSAGE_SELF``, and its RSS when the end-of-run writers start) is what each more submission costs.
@@ -39,21 +39,17 @@ import dataclasses, functools, json, resource, sys, threading
 import grader.config.plugins
 from grader.cli import main
 from grader.markers import hookimpl
-from grader.execution.keys import OUTCOME_SOURCES
 
 class Replay:
     # The first outcome that comes back answers every later submission: no job runs for them.
     def __init__(self):
         self.outcome, self.lock, self.kept = None, threading.Lock(), None
 
-    def source(self, submission, calls):
+    @hookimpl(tryfirst=True)
+    def grader_known_outcome(self, submission, calls, config):
         with self.lock:
             outcome = self.outcome
         return None if outcome is None else dataclasses.replace(outcome, sha256=submission.sha256)
-
-    @hookimpl
-    def grader_configure(self, config):
-        config.stash.setdefault(OUTCOME_SOURCES, []).insert(0, self.source)
 
     @hookimpl(wrapper=True)
     def grader_run_calls(self, submission, calls, config):

@@ -92,7 +92,7 @@ def test_builtins_are_registered_through_the_same_hooks() -> None:
     }
     runs = pm.hook.grader_run_calls.get_hookimpls()
     # One runner answers: it chooses its launcher from the configuration, and takes outcomes that already
-    # exist (a Dask cluster's with --dask, a shard's recorded ones in grader merge) from OUTCOME_SOURCES,
+    # exist (a Dask cluster's with --dask, a shard's recorded ones in grader merge) from grader_known_outcome,
     # so no answer depends on the order in which plugins were registered.
     assert [pm.get_name(i.plugin) for i in runs if not i.wrapper] == ["runner"]
     # timing only wraps whichever runner answers, to record call durations for the exporters;

@@ -9,7 +9,7 @@ import types
 from grader.collected import COLLECTED, Collected, PreparedCheck
 from grader.config.core import Config
 from grader.config.plugins import get_plugin_manager
-from grader.execution.keys import check_seconds, submission_seconds
+from grader.grading.timing import check_seconds, submission_seconds
 from grader.markers import hookimpl
 from grader.models import Call, CallResult, Check, Exercise, Prepared, RunOutcome, Submission
 
@@ -33,8 +33,11 @@ def test_the_wrapper_records_seconds_and_returns_the_outcome_unchanged(monkeypat
     calls = [Call("softmax", ([0.0],), 1.0)] * 3
     outcome = pm.hook.grader_run_calls(submission=Submission("ann", "ann", "x.py"), calls=calls, config=config)
     assert [r.seconds for r in outcome.results] == [0.5, 0.25, 0.125]
-    assert submission_seconds(config.stash, "ann") == 0.875
-    assert submission_seconds(config.stash, "nobody") == 0.0
+    assert submission_seconds(config, "ann") == 0.875
+    assert submission_seconds(config, "nobody") == 0.0
+    # What the timing plugin answers through grader_call_seconds (float32: these are exact); None when unknown.
+    assert list(config.hooks.call_seconds(submission_id="ann", config=config) or ()) == [0.5, 0.25, 0.125]
+    assert config.hooks.call_seconds(submission_id="nobody", config=config) is None
 
     # Per check: each check owns its calls' place in the run order, visible checks first.
     def check(cid: str, visibility: str = "visible") -> Check:
@@ -47,7 +50,7 @@ def test_the_wrapper_records_seconds_and_returns_the_outcome_unchanged(monkeypat
 
     # Spec order a, h (hidden), b: the calls run a, b, h.
     config.stash[COLLECTED] = collected(check("a"), check("h", "hidden"), check("b"))
-    assert check_seconds(config.stash, "ann") == {("E1", "a"): 0.5, ("E1", "b"): 0.25, ("E1", "h"): 0.125}
+    assert check_seconds(config, "ann") == {("E1", "a"): 0.5, ("E1", "b"): 0.25, ("E1", "h"): 0.125}
     # A mismatch (another runner made other calls) gives no per-check times rather than wrong ones.
     config.stash[COLLECTED] = collected(check("a"))
-    assert check_seconds(config.stash, "ann") == {}
+    assert check_seconds(config, "ann") == {}
