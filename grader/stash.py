@@ -9,10 +9,15 @@ pages (``grader_report_links``), the seconds of each call (``grader_call_seconds
 
 Shared keys
 -----------
-The core's own state, each key declared by the module that owns it, beside its type:
+The core's own state, each key declared by the module that owns it, beside its type (a wall of
+``tests/harness/test_walls.py`` fails on a key imported by another module and not named here):
 `grader.collected.COLLECTED` (the run's collected checks), `grader.grading.session.CHECK_KINDS` and
-`INTERNAL_ERRORS`, and `grader.execution.keys` (the job launchers, the fork server and the early
-zygote, which the command line, the sandbox plugin and the runner share).
+`INTERNAL_ERRORS`, `grader.execution.keys` (``JOB_LAUNCHERS``, ``FORK_SERVER`` and
+``EARLY_ZYGOTE``: the job launchers, the fork server and the early zygote, which the command line,
+the sandbox plugin and the runner share), `grader.intake.lms.LOCATED` (the submissions as
+located, before naming), `grader.grading.slices` (``STASH_KEY``, ``CLASS_IDS`` and
+``CLASS_LISTING``: the shard a run grades and its class) and `grader.shards.REPLAY_KEY` (a merge's
+recorded outcomes).
 """
 
 from __future__ import annotations

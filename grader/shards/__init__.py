@@ -67,8 +67,8 @@ SEAL = "seal"
 """File in a shard folder: `seal_of` its manifest and records, under the course secret."""
 _SEAL_LABEL = b"grader shard seal v1"
 REPLAY_KEY = StashKey[dict[str, Any]]()
-"""``config.stash`` key: during a merge, each submission's recorded outcome by id (the shard plugin's
-``grader_run_calls`` answers with it, so every wrapper of that hook sees it as in the shard's run)."""
+"""``config.stash`` key: during a merge, each submission's recorded outcome by id (the merge answers
+``grader_known_outcome`` with it, so every wrapper of ``grader_run_calls`` sees it as in the shard's run)."""
 MAX_MANIFEST_BYTES = 64 << 20
 MAX_RECORD_BYTES = 256 << 20
 

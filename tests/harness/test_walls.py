@@ -249,3 +249,62 @@ def test_no_plugin_uses_a_string_stash_key() -> None:
         if re.search(r"stash(\[|\.get\(|\.setdefault\(|\.pop\()\s*['\"]", line)
     ]
     assert found == []
+
+
+def _shared_stash_keys() -> set[str]:
+    """``module.NAME`` of every `grader.stash.StashKey` a module of the package imports from another."""
+    import importlib
+
+    from grader.stash import StashKey
+
+    shared = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("grader"):
+                module = importlib.import_module(node.module)
+                shared |= {
+                    f"{node.module}.{a.name}" for a in node.names if isinstance(getattr(module, a.name, None), StashKey)
+                }
+    return shared
+
+
+def test_plugins_share_state_through_hooks_and_every_shared_key_is_listed() -> None:
+    """What one plugin asks of another is a hook (``grader_known_outcome``, ``grader_report_links``,
+    ``grader_call_seconds``); the few stash keys shared between modules are the core's own state, each
+    named in grader/stash.py's docstring, so a new channel between plugins cannot appear unseen."""
+    import grader.stash
+
+    shared = _shared_stash_keys()
+    doc = grader.stash.__doc__ or ""
+    assert "grader.collected.COLLECTED" in shared and "grader.execution.keys.JOB_LAUNCHERS" in shared  # it finds them
+    unlisted = sorted(key for key in shared if key.rsplit(".", 1)[1] not in doc)
+    assert unlisted == [], f"shared stash keys not named in grader/stash.py: {unlisted}"
+    for gone in ("OUTCOME_SOURCES", "INDEX_LINKS", "SUMMARY_LINKS", "CALL_SECONDS"):
+        assert gone not in doc and not any(key.endswith(f".{gone}") for key in shared)
+
+
+def test_the_dask_worker_and_the_pytest_plugin_get_a_config_without_the_command_line() -> None:
+    """`grader.config.parser.for_command` builds a run's Config for one command; no built-in or integration
+    builds the command line's parser (``build_parser``) or imports ``grader.cli`` to get one."""
+    from grader.config.parser import for_command
+
+    config = for_command("check", ["attention.py", "-q"])
+    assert config.command == "check" and config.options.paths == ["attention.py"] and config.option("quiet")
+    assert config.option("out") is None and config.pluginmanager.get_plugin("runner") is not None
+
+    def names(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        return {getattr(n, "id", None) or getattr(n, "attr", None) or getattr(n, "name", "") for n in ast.walk(tree)}
+
+    assert "build_parser" in names(PACKAGE / "cli" / "app.py")  # the scan finds a call where there is one
+    found = []
+    for folder in ("builtin", "integrations"):
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            if "build_parser" in names(path):
+                found.append(f"{path.relative_to(ROOT)}: calls build_parser")
+            cli = [m for m in imported(path, PACKAGE) if m.split(".")[:2] == ["grader", "cli"]]
+            found += [f"{path.relative_to(ROOT)}: imports {m}" for m in cli]
+    assert found == []
+    assert any("for_command" in p.read_text(encoding="utf-8") for p in (PACKAGE / "integrations").rglob("*.py"))
+    assert "for_command" in (PACKAGE / "builtin" / "dask_cluster.py").read_text(encoding="utf-8")
