@@ -40,6 +40,58 @@ def test_a_module_added_to_the_commands_package_is_a_command(
     assert capsys.readouterr().out.strip() == "hello Ada, from G14"
 
 
+def test_adding_a_subcommand_is_one_new_module_in_cli_commands_and_nothing_else(tmp_path: Path) -> None:
+    """The done-when of the commands-as-plugins design, literally: a copy of the grader package with one more
+    file, ``grader/cli/commands/hello.py`` (the fixture plugin ``more_commands/hello.py``), and no other file
+    changed, has the subcommand ``hello`` beside every built-in one, in its help and as a command."""
+    import shutil
+    import subprocess
+
+    package = Path(__file__).resolve().parents[2] / "grader"
+    copy = tmp_path / "site" / "grader"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(EXAMPLES / "more_commands" / "hello.py", copy / "cli" / "commands" / "hello.py")
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {
+            str(p.relative_to(root)): p.read_bytes()
+            for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        }
+
+    mine, theirs = files(copy), files(package)
+    assert sorted(set(mine) - set(theirs)) == [str(Path("cli/commands/hello.py"))]
+    assert all(mine[name] == data for name, data in theirs.items())  # nothing else edited
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import grader; assert grader.__file__.startswith(sys.argv[1])\n"
+        "from grader.cli import main; sys.exit(main(sys.argv[2:]))"
+    )
+
+    def grader(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-c", code, str(copy.parent), *args]
+        return subprocess.run(argv, capture_output=True, text=True, cwd=package.parent, timeout=120)
+
+    said = grader("hello", "Ada")
+    assert (said.returncode, said.stdout.strip()) == (0, "hello Ada, from G14"), said.stderr
+    helped = grader("--help")
+    assert helped.returncode == 0, helped.stderr
+    listed = helped.stdout
+    assert "hello" in listed and all(name in listed for name in BUILTIN)
+    # The unchanged package has no such command: what made it is the one module.
+    assert "hello" not in grader_help()
+
+
+def grader_help() -> str:
+    """``grader --help`` of this repository's package."""
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    buffer = StringIO()
+    with redirect_stdout(buffer), pytest.raises(SystemExit):
+        main(["--help"])
+    return buffer.getvalue()
+
+
 def test_a_third_party_plugin_adds_a_command_with_p(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
