@@ -83,7 +83,7 @@ def submission_time(submission: Submission, config: Any) -> tuple[str, dt.dateti
     """
     policy = config.stash[_POLICY]
     offered: dict[str, str] = {}
-    for answer in config.hook.grader_submission_time(submission=submission, config=config):
+    for answer in config.hooks.submission_time(submission=submission, config=config):
         for source, when in answer or ():
             offered.setdefault(source, when)
     for source in policy.times:

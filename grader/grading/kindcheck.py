@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from grader.config.core import Hooks
 from grader.errors import GraderError, PluginError, describe_failure
 
 __all__ = ["contributed_kinds", "prepare_checked"]
@@ -44,11 +45,11 @@ def contributed_kinds(pm: Any) -> Iterator[tuple[str, list[Any]]]:
     grader.errors.PluginError
         If a plugin's hook raises, or returns something that is not a list or tuple of kinds.
     """
-    caller = pm.hook.grader_check_kinds
-    impls = caller.get_hookimpls()
+    hooks = Hooks(pm)
+    impls = hooks.implementations("grader_check_kinds")
     if any(impl.hookwrapper or impl.wrapper for impl in impls):  # wrappers change answers: let pluggy call them
-        for answer in caller():
-            yield "a plugin", list(answer or ())
+        for kinds in hooks.check_kinds():
+            yield "a plugin", list(kinds or ())
         return
     for impl in reversed(impls):  # pluggy calls the last registered first
         plugin = impl.plugin_name

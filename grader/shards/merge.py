@@ -305,7 +305,7 @@ def merge(config: Any) -> Any:
     for sub, result, outcome in order:
         if sub.file is not None and not sub.problem:  # as a grading run asks: the gradebook learns the key
             key = session.result_key(sub, collected, config)
-            config.hook.grader_cached_result(submission=sub, key=key, config=config)
+            config.hooks.cached_result(submission=sub, key=key, config=config)
         if outcome is not None:
             replay[sub.id] = decode_outcome(json.loads(zlib.decompress(outcome)), calls)
             config.hooks.run_calls(submission=sub, calls=list(calls), config=config)

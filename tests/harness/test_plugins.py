@@ -83,6 +83,36 @@ def test_every_hook_is_documented_and_called_from_a_test() -> None:
     assert not _tests_calling("grader_" + "no_such_hook", sources)
 
 
+# Calls of pluggy's untyped relay (``config.hook.grader_...(``) outside the facade still to move to it: the Dask
+# worker's runner call, which the Dask worker's move into a WorkerPlugin rewrites.
+_RELAY_CALLS_LEFT = {("grader/builtin/dask_cluster.py", "grader_run_calls")}
+
+
+def _grader_sources() -> dict[str, str]:
+    """Every module of the package but the contract and the facade, by path from the repository root."""
+    skip = {"grader/hookspecs.py", "grader/config/core.py"}
+    paths = sorted((ROOT / "grader").rglob("*.py"))
+    return {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8") for p in paths} | dict.fromkeys(skip, "")
+
+
+def test_the_grader_calls_every_hook_and_through_the_typed_facade() -> None:
+    """No hook is specified and never called: the core (or a built-in asking another plugin) calls each one,
+    through `grader.config.core.Hooks` (``config.hooks.<hook>(...)``), or one implementation at a time by its
+    name (``call_each``, ``implementations``) where each plugin's fault is named. pluggy's untyped relay
+    (``config.hook.grader_...(``) is called nowhere else, so mypy checks every call's arguments and result."""
+    sources = _grader_sources()
+    for name in hookspecs.HOOK_NAMES:
+        facade = name.removeprefix("grader_")
+        calling = rf"\bhooks\.{facade}\(|\bHooks\([^()]*\)\.{facade}\(|[\"']{name}[\"']|\.hook\.{name}\.get_hookimpls\("
+        callers = [path for path, text in sources.items() if re.search(calling, text)]
+        assert callers, f"nothing in grader/ calls {name} (config.hooks.{facade}(...))"
+    relay = {(path, hook) for path, text in sources.items() for hook in re.findall(r"\.hook\.(grader_\w+)\(", text)}
+    assert relay == _RELAY_CALLS_LEFT, "call hooks through config.hooks (grader/config/core.py), not config.hook"
+    # the scans can fail: a facade call and a relay call are found where they are
+    assert re.search(r"\bhooks\.submission_time\(", sources["grader/builtin/policy.py"])
+    assert re.findall(r"\.hook\.(grader_\w+)\(", "x = config.hook.grader_doctor(write=w)") == ["grader_doctor"]
+
+
 def test_builtins_are_registered_through_the_same_hooks() -> None:
     pm = get_plugin_manager(load_entrypoints=False)
     names = {pm.get_name(p) for p in pm.get_plugins()}
