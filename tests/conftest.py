@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -81,12 +83,38 @@ def _default_course_secret():
         yield
 
 
+def _session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This session's temporary folder: under pytest-xdist (``-n 2``, the fast run), the one folder
+    every worker's own temporary folder sits in, so the workers share what one of them built."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def _only_one_at_a_time(lock: Path) -> Iterator[None]:
+    """Hold an exclusive lock on file ``lock`` (the other xdist workers wait for it)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no xdist run shares a fixture there
+        yield
+        return
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _catalogue_cache(tmp_path_factory: pytest.TempPathFactory):
     """The catalogue's results cache (diagnosis, audit) lives in this session's temporary folder,
-    never in the user's ~/.cache: every run starts cold and leaves nothing behind."""
+    never in the user's ~/.cache: every run starts cold and leaves nothing behind. The xdist workers
+    share it (the grader writes each entry atomically), so the mutants run once per session."""
+    cache = _session_root(tmp_path_factory) / "grader-cache"
+    cache.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GRADER_CACHE_DIR", str(tmp_path_factory.mktemp("grader-cache")))
+        mp.setenv("GRADER_CACHE_DIR", str(cache))
         yield
 
 
@@ -110,14 +138,19 @@ def cli(capsys: pytest.CaptureFixture[str]):
 
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Grade every sample submission once; return the JSON results and the output folder."""
-    out = tmp_path_factory.mktemp("reports")
-    old = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        code = main(["grade", str(SUBMISSIONS.relative_to(ROOT)), "--out", str(out), "-q"])
-    finally:
-        os.chdir(old)
-    assert code == 0
+    """Grade every sample submission once per session (once for all xdist workers: the first grades,
+    the others wait and read its folder); return the JSON results and the output folder (read only)."""
+    root = _session_root(tmp_path_factory)
+    out = root / "graded-samples"
+    with _only_one_at_a_time(root / "graded-samples.lock"):
+        if not (out / "results.json").is_file():
+            shutil.rmtree(out, ignore_errors=True)  # a worker that failed half-way
+            old = os.getcwd()
+            os.chdir(ROOT)
+            try:
+                code = main(["grade", str(SUBMISSIONS.relative_to(ROOT)), "--out", str(out), "-q"])
+            finally:
+                os.chdir(old)
+            assert code == 0
     results = json.loads((out / "results.json").read_text())
     return {"out": out, "results": results, "by_id": {s["id"]: s for s in results["submissions"]}}

@@ -101,7 +101,8 @@ def test_a_link_inside_the_pack_and_the_pack_itself_still_load(cli, tmp_path: Pa
     assert code == 0 and out.splitlines()[-1] == "reference scores 6/6: valid", err
 
 
-def test_check_names_a_function_the_file_does_not_define(cli, tmp_path: Path) -> None:  # noqa: ANN001
+def test_check_names_a_function_the_file_does_not_define(cli, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("COLUMNS", "100")  # the line is cut to the terminal's width: the default one, whoever runs this
     student = tmp_path / "activations.py"
     student.write_text("def relu(xs):\n    return [x if x > 0 else 0.0 for x in xs]\n")
     code, out, err = cli("check", "--pack", PACK, student)
