@@ -108,6 +108,9 @@ def _secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GRADER_COURSE_SECRET", "fuzz-corpus-secret-" + "0123456789abcdef" * 2)
 
 
+# slow (about 8 s of CPU for the six): each input file's refusals are also checked, case by case, by
+# tests/security/test_inputs.py::test_refused_in_one_line (one line, exit 2 or 3, nothing left behind).
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["policy", "course", "manual", "results", "public", "shard"])
 def test_commands_never_exit_4_on_an_input_file(kind: str) -> None:
     @FUZZ
@@ -146,6 +149,9 @@ def test_table_readers_raise_only_grader_errors(kind: str) -> None:
     body()
 
 
+# slow (about 2 s of CPU): the address options' refusals are also checked case by case by
+# tests/security/test_inputs.py (test_refused_in_one_line's canvas-* and dask-* cases).
+@pytest.mark.slow
 @FUZZ
 @given(
     text=st.one_of(st.text(max_size=80), st.from_regex(r"(tcp|tls|http|ws)://[a-z0-9.:\[\]]{0,20}(:[0-9a-z]{0,7})?/?"))
