@@ -231,7 +231,9 @@ def test_a_file_made_from_kept_exercise_parts_is_the_whole_dict_encoded() -> Non
     from grader.builtin.gradescope import _dumps, gradescope_results, results_text
     from grader.models import Adjustment, CheckResult, ExerciseResult, GradingReport, SubmissionResult
 
-    shown = CheckResult("v1", "d", "failed", 0.5, 1.0, "visible", "wrong \x1b[2J\ud800é", "Hint.", True, (("got", "1"),))
+    shown = CheckResult(
+        "v1", "d", "failed", 0.5, 1.0, "visible", "wrong \x1b[2J\ud800é", "Hint.", True, (("got", "1"),)
+    )
     hidden = CheckResult("h1", "", "passed", 1.0, 1.0, "hidden", "", "", False)
     listed = dataclasses.replace(shown, id="v2", details=[("got", "2")])  # type: ignore[arg-type]
     exercises = (

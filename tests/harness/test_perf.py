@@ -397,16 +397,26 @@ def test_the_gradebook_keeps_results_compressed_and_reads_plain_json_rows(tmp_pa
     )
     book = Gradebook(tmp_path / "g.sqlite")
     book.put("k1", "spec", result)
-    assert book.get("k1") == result
+    book.put("k2", "spec", dataclasses.replace(result, id="bob", slug="bob"))
+    assert book.get("k1") == result and book.get("k2").id == "bob"
     plain = json.dumps(result_to_dict(result))
     book.db.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)", ("k0", "ab", "spec", "0", "ann", plain))
     assert book.get("k0") == result  # a row of a gradebook written before: plain JSON text
-    stored = book.db.execute("SELECT result FROM results WHERE key = 'k1'").fetchone()[0]
+    whole = zlib.compress(plain.encode(), 1)
+    book.db.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)", ("k3", "ab", "spec", "0", "ann", whole))
+    assert book.get("k3") == result  # a row written before parts: the whole result, compressed
+    # Issue 29: a row holds the submission's own fields and its exercise results' hashes; each exercise
+    # result is stored once, compressed, under a key a grader without parts never looks up.
+    stored = book.db.execute("SELECT result FROM results WHERE key = 'k1+parts'").fetchone()[0]
+    row = json.loads(zlib.decompress(stored))
+    parts = book.db.execute("SELECT hash, part FROM parts").fetchall()
     book.close()
-    assert isinstance(stored, bytes) and len(stored) * 10 < len(plain)
-    assert json.loads(zlib.decompress(stored)) == json.loads(plain)
+    assert isinstance(stored, bytes) and len(stored) * 2 < len(whole) and len(parts) == 1
+    assert row["exercises"] == [parts[0][0]] and row["id"] == "ann"
+    assert json.loads(zlib.decompress(parts[0][1])) == json.loads(plain)["exercises"][0]
     with sqlite3.connect(tmp_path / "g.sqlite") as db:
-        assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 2
+        assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 4
+    assert Gradebook(tmp_path / "g.sqlite").get("k2").id == "bob"  # read again from the file
 
 
 def test_the_fork_server_runs_plain_jobs_and_reports_how_they_end(tmp_path: Path) -> None:
