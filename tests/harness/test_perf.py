@@ -30,20 +30,29 @@ HEAVY = (
     "gzip",
     "tqdm",
     "nbformat",
+    "zipfile",
+    "tarfile",
+    "importlib.metadata",
+    "email",
+    "grader.term.ledger",
+    "grader.intake.archive",
 )
 """What ``grader check attention.py`` never needs, on either of its paths (issue 16): schema validation
 of valid files, HTML pages, the gradebook, JUnit XML, the class summary, spelling suggestions, shard
-records, the progress bar and notebooks."""
+records, the progress bar and notebooks; nor archives, installed packages' metadata (the entry
+points are kept, `grader.readers.entrypoints`) or a term's ledger (issue 29)."""
 
 
-def _check_in_a_student_folder(tmp_path: Path, source: Path, *options: str) -> tuple[int, list[str], str, int]:
+def _check_in_a_student_folder(
+    tmp_path: Path, source: Path, *options: str, env: dict[str, str] | None = None
+) -> tuple[int, list[str], str, int]:
     """Run ``grader check`` on a copy of ``source`` in a folder outside the repository, in a fresh interpreter.
 
     Returns the exit code, the `HEAVY` modules (and PyYAML) it imported, what it printed and its process id.
     """
     pack = find_pack()
     folder = tmp_path / "student"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     shutil.copy(source, folder / pack.submission)
     script = (
         "import io, json, os, sys, contextlib\n"
@@ -53,7 +62,14 @@ def _check_in_a_student_folder(tmp_path: Path, source: Path, *options: str) -> t
         f"    code = main(['check', {pack.submission!r}, *{list(options)!r}])\n"
         f"print(json.dumps([code, sorted(m for m in {[*HEAVY, 'yaml']!r} if m in sys.modules), out.getvalue(), os.getpid()]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
     code, imported, printed, pid = json.loads(done.stdout.strip().splitlines()[-1])
     return code, imported, printed, pid
 
@@ -64,10 +80,16 @@ def test_grader_check_imports_no_plugin_library_it_does_not_use(tmp_path: Path, 
     pack = find_pack()
     source = pack.starter if submission == "starter" else pack.samples / "correct_numpy" / pack.submission
     options = ["--public", str(pack.public)] if public else []  # without: this checkout's specs, as staff run it
-    code, imported, printed, _ = _check_in_a_student_folder(tmp_path, source, *options)
+    cache = {"GRADER_CACHE_DIR": str(tmp_path / "cache")}
+    code, imported, printed, _ = _check_in_a_student_folder(tmp_path, source, *options, env=cache)
     assert code == (1 if submission == "starter" else 0), printed  # the starter's checks are not attempted
+    # An empty cache folder: the installed entry points are read once (importlib.metadata) and kept.
+    imported = [m for m in imported if m not in ("importlib.metadata", "email", "zipfile")]
     assert imported == ([] if public else ["yaml"])  # the public checks need no YAML: the manifest is kept parsed
     assert ("23 passed, 0 failed" in printed) == (submission == "correct")
+    # Run again: the specs parsed before are kept (grader.readers.keptyaml), so no path imports PyYAML (issue 29).
+    again = _check_in_a_student_folder(tmp_path / "again", source, *options, env=cache)
+    assert again[:3] == (code, [], printed)
 
 
 def test_the_grader_s_numpy_runs_one_blas_thread_unless_told_otherwise() -> None:
