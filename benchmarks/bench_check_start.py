@@ -8,7 +8,8 @@ Usage (from the repository root, with the package installed)::
 Each round runs, one after the other and in a new process each: ``python -c pass``, ``python -c
 'import numpy'`` and ``python -m grader check attention.py`` in a fresh folder outside the
 repository (the pack's ``correct_numpy`` sample, the course named by ``GRADER_COURSE``, as a staff
-member runs it; Python's ``.pyc`` files and the grader's kept caches warm, as after one first run).
+member runs it; Python's ``.pyc`` files and the grader's kept caches warm, as after one first run,
+each contender with a cache folder of its own).
 ``--also DIR`` adds ``grader check`` run from another source tree (``DIR/grader``, first on
 ``PYTHONPATH``), so two versions are timed in the same rounds. Each figure is the user + system CPU
 time of the whole process tree (the grader, its fork server, the job: ``os.wait4``), median over the
@@ -59,6 +60,10 @@ def main() -> None:
     }
     for other in args.also:
         contenders[f"grader check ({other})"] = (check, {**env, "PYTHONPATH": str(Path(other).resolve())})
+    for number, (name, (argv, run_env)) in enumerate(contenders.items()):
+        # A cache folder of its own (the kept entry points and specs): no other run, of another version or of
+        # another user of the machine's cache, rewrites it between rounds.
+        contenders[name] = (argv, {**run_env, "GRADER_CACHE_DIR": str(folder / f"cache-{number}")})
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
     try:
         shutil.copy(ROOT / "submissions" / "correct_numpy" / "attention.py", folder / "attention.py")
