@@ -22,12 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from grader._version import __version__
-from grader.fileio import cache_dir
+from grader.fileio import cache_dir, read_regular
 
 __all__ = ["parse_yaml_kept"]
 
 MAX_BYTES = 1 << 20
 """The largest file `grader.readers.yamlfile.parse_yaml` reads (its ``MAX_SPEC_BYTES``)."""
+
+MAX_KEPT_BYTES = 8 << 20
+"""The largest kept entry read back (a spec's plain data is a few times smaller than its text)."""
 
 _PLAIN_LEAVES = (str, int, float, bool, type(None))
 
@@ -60,7 +63,7 @@ def parse_yaml_kept(path: str) -> Any:
         return _parse(path)
     entry = folder / "yaml" / f"{hashlib.sha256(_salt() + data).hexdigest()}.marshal"
     try:
-        kept = marshal.loads(entry.read_bytes())
+        kept = marshal.loads(read_regular(entry, MAX_KEPT_BYTES))  # a small regular file of this user's only
         if _plain(kept):
             return kept
     except (OSError, EOFError, ValueError, TypeError):
@@ -89,8 +92,11 @@ def _keep(entry: Path, data: bytes) -> None:
     """Write a kept entry whole (a temporary file renamed), or not at all."""
     entry.parent.mkdir(parents=True, exist_ok=True)
     tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+    # A new file of this process's (never through a link someone left under its name), renamed whole.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
-        tmp.write_bytes(data)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, entry)
     finally:
         tmp.unlink(missing_ok=True)

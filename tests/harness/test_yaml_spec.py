@@ -666,3 +666,22 @@ def test_a_yaml_file_in_error_says_what_it_always_said_and_is_not_kept(
     monkeypatch.setenv("GRADER_CACHE_DIR", "")  # the cache turned off: parsed, nothing written
     bad.write_text("a: 1\n")
     assert parse_yaml_kept(str(bad)) == {"a": 1} and not list((tmp_path / "cache").rglob("*.marshal"))
+
+
+def test_a_kept_entry_that_is_not_a_regular_file_of_this_user_s_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO or a link in a kept entry's place (a cache folder others can write) is parsed around, never read."""
+    from grader.readers.keptyaml import parse_yaml_kept
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    spec = tmp_path / "E.yaml"
+    spec.write_text("a: 1\n")
+    assert parse_yaml_kept(str(spec)) == {"a": 1}
+    [entry] = (tmp_path / "cache" / "yaml").iterdir()
+    entry.unlink()
+    os.mkfifo(entry)  # a plain read would wait for a writer forever
+    assert parse_yaml_kept(str(spec)) == {"a": 1}
+    entry.unlink()
+    entry.symlink_to("/dev/zero")
+    assert parse_yaml_kept(str(spec)) == {"a": 1}
