@@ -91,8 +91,8 @@ def _test_texts(sub: Any, times: dict[tuple[str, str], float]) -> Iterator[str]:
     from the parts a check's result alone decides (`_check_parts`, once per distinct result) around the
     submission's id and the check's duration.
 
-    A submission id of printable ASCII is one `_text` leaves as it is, in the name as alone; any other
-    id's tests are made whole by `_tests`.
+    `_text` leaves printable ASCII as it is, alone or in a name: the tests of a submission whose id is
+    printable ASCII are put together from the parts; any other id's are made whole by `_tests`.
     """
     if not (sub.id.isascii() and sub.id.isprintable()):
         for test in _tests(sub, times):
