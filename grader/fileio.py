@@ -392,8 +392,8 @@ def make_out_dir(out: Path) -> None:
 def cache_dir() -> Path | None:
     """The grader's cache folder: ``$GRADER_CACHE_DIR``, else the user's cache folder.
 
-    `grader.packs.catalogue.run_entries` keeps its results there and `grader.readers.entrypoints` the installed
-    entry points.
+    `grader.packs.catalogue.run_entries` keeps its results there, `grader.readers.entrypoints` the installed
+    entry points and `grader.readers.keptyaml` the YAML files parsed before.
 
     ``GRADER_CACHE_DIR`` set to an empty string turns the cache off
     (returns None). Otherwise ``$XDG_CACHE_HOME/grader`` (an absolute path: a relative one is

@@ -37,6 +37,7 @@ __all__ = [
     "Submission",
     "SubmissionResult",
     "Verdict",
+    "exercise_from_dict",
     "exercise_to_dict",
     "phase_wire",
     "result_from_dict",
@@ -607,6 +608,27 @@ def exercise_to_dict(exercise: ExerciseResult) -> dict[str, Any]:
     return data
 
 
+def exercise_from_dict(data: dict[str, Any]) -> ExerciseResult:
+    """Rebuild an `ExerciseResult` from `exercise_to_dict` output, tuples included.
+
+    Raises
+    ------
+    KeyError, TypeError
+        If ``data`` does not have the shape `exercise_to_dict` writes.
+    """
+    checks = tuple(
+        CheckResult(
+            **{
+                **c,
+                "details": tuple(tuple(pair) for pair in c.get("details", ())),
+                "diagnosis": tuple(Diagnosis(**d) for d in c.get("diagnosis", ())),
+            }
+        )
+        for c in data["checks"]
+    )
+    return ExerciseResult(**{**data, "checks": checks})
+
+
 def result_from_dict(data: dict[str, Any]) -> SubmissionResult:
     """Rebuild a `SubmissionResult` from `result_to_dict` output, tuples included.
 
@@ -615,19 +637,7 @@ def result_from_dict(data: dict[str, Any]) -> SubmissionResult:
     KeyError, TypeError
         If ``data`` does not have the shape `result_to_dict` writes.
     """
-    exercises = []
-    for ex in data["exercises"]:
-        checks = tuple(
-            CheckResult(
-                **{
-                    **c,
-                    "details": tuple(tuple(pair) for pair in c.get("details", ())),
-                    "diagnosis": tuple(Diagnosis(**d) for d in c.get("diagnosis", ())),
-                }
-            )
-            for c in ex["checks"]
-        )
-        exercises.append(ExerciseResult(**{**ex, "checks": checks}))
+    exercises = [exercise_from_dict(ex) for ex in data["exercises"]]
     adjustments = tuple(Adjustment(**a) for a in data.get("adjustments", ()))
     return SubmissionResult(
         **{**data, "exercises": tuple(exercises), "adjustments": adjustments, "lms": dict(data.get("lms", {}))}

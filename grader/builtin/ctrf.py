@@ -22,6 +22,7 @@ epoch: ``stop`` when the report was made (``SOURCE_DATE_EPOCH`` fixes it),
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -88,6 +89,64 @@ def _tests(sub: Any, times: dict[tuple[str, str], float]) -> Iterator[dict[str, 
             yield test
 
 
+def _test_texts(sub: Any, times: dict[tuple[str, str], float]) -> Iterator[str]:
+    """`_tests`, each as ``json.dumps(test, allow_nan=False, ensure_ascii=False)``: the same text, made
+    from the parts a check's result alone decides (`_check_parts`, once per distinct result) around the
+    submission's id and the check's duration.
+
+    `_text` leaves printable ASCII as it is, alone or in a name: the tests of a submission whose id is
+    printable ASCII are put together from the parts; any other id's are made whole by `_tests`.
+    """
+    if not (sub.id.isascii() and sub.id.isprintable()):
+        for test in _tests(sub, times):
+            yield json.dumps(test, allow_nan=False, ensure_ascii=False)
+        return
+    sid = json.dumps(sub.id)
+    for ex in sub.exercises:
+        for c in ex.checks:
+            try:
+                plain, suite_ex, head, tail = _check_parts(ex.id, c)
+            except TypeError:  # an unhashable field (a plugin's list in details): made each time
+                plain, suite_ex, head, tail = _check_parts.__wrapped__(ex.id, c)
+            name = f"{sub.id} {plain}" if plain is not None else _text(f"{sub.id} {ex.id} {c.id}")
+            duration = int(round(times.get((ex.id, c.id), 0.0) * 1000))
+            yield (
+                f'{{"name": {json.dumps(name, ensure_ascii=False)}, "status": {head[0]}, "duration": {duration}, '
+                f'"suite": [{sid}, {suite_ex}]{head[1]}, "extra": {{"submission": {sid}, {tail}}}'
+            )
+
+
+@functools.lru_cache(maxsize=1024)
+def _check_parts(exercise_id: str, c: Any) -> tuple[str | None, str, tuple[str, str], str]:
+    """The parts of a check's CTRF test that its result alone decides, as JSON text.
+
+    ``"<exercise> <check>"`` when both are printable ASCII (None: the name is made whole), the suite's
+    exercise, the status, then what follows the suite (``rawStatus``, ``message``), and the ``extra``
+    keys after ``submission``.
+    """
+    status = STATUS.get(c.status, "other")
+    after: dict[str, Any] = {}
+    if status != c.status:
+        after["rawStatus"] = c.status
+    message = check_feedback(c)
+    if message:
+        after["message"] = _text(message, newlines=True)
+    extra = {
+        "exercise": exercise_id,
+        "check": c.id,
+        "points": c.score,
+        "max_points": c.max_score,
+        "visibility": c.visibility,
+    }
+    words = f"{exercise_id} {c.id}"
+    return (
+        words if words.isascii() and words.isprintable() else None,
+        json.dumps(_text(exercise_id), ensure_ascii=False),
+        (json.dumps(status), (", " + json.dumps(after, ensure_ascii=False)[1:-1]) if after else ""),
+        json.dumps(extra, allow_nan=False, ensure_ascii=False)[1:],
+    )
+
+
 _HOLE = "\x00tests"
 """Where the tests go in the document's text (`ctrf_pieces` writes them one at a time)."""
 
@@ -122,10 +181,11 @@ def ctrf_pieces(report: GradingReport, seconds: Any = None, now_ms: int | None =
     for sub in report.submissions:
         suites += 1
         times = seconds(sub.id) if seconds is not None else {}
-        for test in _tests(sub, times):
-            counts[test["status"]] += 1
-            total_ms += test["duration"]
-            n_tests += 1
+        for ex in sub.exercises:  # the summary's counts: each test's status and duration, nothing else
+            for c in ex.checks:
+                counts[STATUS.get(c.status, "other")] += 1
+                total_ms += int(round(times.get((ex.id, c.id), 0.0) * 1000))
+                n_tests += 1
         submissions.append({"id": _text(sub.id), "score": sub.score, "max_score": sub.max_score, "status": sub.status})
     frame = {
         "reportFormat": "CTRF",
@@ -156,8 +216,8 @@ def ctrf_pieces(report: GradingReport, seconds: Any = None, now_ms: int | None =
     first = True
     for sub in report.submissions:
         times = seconds(sub.id) if seconds is not None else {}
-        for test in _tests(sub, times):
-            yield ("" if first else ", ") + json.dumps(test, allow_nan=False, ensure_ascii=False)
+        for test in _test_texts(sub, times):
+            yield ("" if first else ", ") + test
             first = False
     yield "]" + after
 

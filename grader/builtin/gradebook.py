@@ -11,7 +11,9 @@ no gradebook.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import json
 import threading
 import zlib
@@ -27,6 +29,7 @@ from grader.models import (
     ExerciseResult,
     Submission,
     SubmissionResult,
+    exercise_from_dict,
     exercise_to_dict,
     result_from_dict,
     result_to_dict,
@@ -48,7 +51,12 @@ CREATE TABLE IF NOT EXISTS results (
     grader_version TEXT NOT NULL,
     student TEXT NOT NULL,         -- the id it was first graded under
     result BLOB NOT NULL           -- SubmissionResult as JSON, automatic (no adjustment), zlib-compressed
-                                   -- (a TEXT of plain JSON in gradebooks written before; both are read)
+                                   -- (a TEXT of plain JSON in gradebooks written before; both are read);
+                                   -- under the key PARTS_MARK ends, "exercises" holds the parts' hashes
+);
+CREATE TABLE IF NOT EXISTS parts (
+    hash TEXT PRIMARY KEY,         -- the SHA-256 of the exercise result's JSON
+    part BLOB NOT NULL             -- one ExerciseResult as JSON, zlib-compressed: stored once, however many rows name it
 );
 CREATE TABLE IF NOT EXISTS arrivals (
     student TEXT NOT NULL,         -- the id
@@ -58,6 +66,13 @@ CREATE TABLE IF NOT EXISTS arrivals (
 );
 """
 
+
+PARTS_MARK = "+parts"
+"""The end of a row's key whose ``"exercises"`` are hashes of rows of ``parts`` (a grader that does not
+know parts looks the plain key up, finds nothing and grades again, never misreads a row)."""
+
+KEPT_PARTS = 1024
+"""Exercise results a gradebook keeps decoded (a resume's class shares most of them)."""
 
 CACHE_KIB = 256
 """SQLite's page cache of the gradebook, in KiB (``PRAGMA cache_size``; SQLite's default is 2,000)."""
@@ -96,15 +111,37 @@ class Gradebook:
                 f"--gradebook {path}: not a usable SQLite file ({exc}); remove it or choose another"
             ) from None
         self.reused = 0
+        self.parts: dict[str, ExerciseResult] = {}  # decoded, by hash (at most KEPT_PARTS)
+        self.parts_stored: set[str] = set()  # hashes this gradebook holds, as far as this run knows
 
     def get(self, key: str) -> SubmissionResult | None:
         """The stored result for ``key``, or None."""
         with self.lock:
-            row = self.db.execute("SELECT result FROM results WHERE key = ?", (key,)).fetchone()
-        if not row:
-            return None
-        data = row[0]
-        return result_from_dict(json.loads(zlib.decompress(data) if isinstance(data, bytes) else data))
+            row = self.db.execute("SELECT result FROM results WHERE key = ?", (key + PARTS_MARK,)).fetchone()
+            if not row:  # a row of a gradebook written before parts: the whole result in it
+                row = self.db.execute("SELECT result FROM results WHERE key = ?", (key,)).fetchone()
+                if not row:
+                    return None
+                data = row[0]
+                return result_from_dict(json.loads(zlib.decompress(data) if isinstance(data, bytes) else data))
+            data = json.loads(zlib.decompress(row[0]))
+            hashes = data["exercises"]
+            data["exercises"] = []
+            exercises = tuple(self._part(h) for h in hashes)
+        return dataclasses.replace(result_from_dict(data), exercises=exercises)
+
+    def _part(self, digest: str) -> ExerciseResult:
+        """The exercise result stored under ``digest`` (decoded once; the caller holds the lock)."""
+        part = self.parts.get(digest)
+        if part is None:
+            row = self.db.execute("SELECT part FROM parts WHERE hash = ?", (digest,)).fetchone()
+            if row is None:
+                raise KeyError(f"{self.path}: a result names an exercise part it does not hold ({digest})")
+            part = exercise_from_dict(json.loads(zlib.decompress(row[0])))
+            if len(self.parts) >= KEPT_PARTS:
+                self.parts.clear()
+            self.parts[digest] = part
+        return part
 
     def arrival(self, student: str, sha256: str, now: str) -> str:
         """When these bytes of this student were first seen: recorded as ``now`` the first time, ISO 8601 UTC."""
@@ -122,14 +159,25 @@ class Gradebook:
         """
         from grader.term import strip_adjustments
 
-        text = _stored_json(strip_adjustments(result))
-        # Compressed: the same messages and hints repeat in every check (31 KB of JSON, 6 KB stored).
-        # Level 1: 0.19 ms a submission against 0.40 at level 6, for a blob 17% larger.
+        result = strip_adjustments(result)
+        # Each exercise result once (a class shares most: 31 KB of JSON a submission, a few hundred bytes
+        # a row), compressed: the same messages and hints repeat in every check. Level 1: half level 6's
+        # time, for a blob 17% larger.
+        try:
+            parts = [_part(e) for e in result.exercises]
+        except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
+            parts = [_part_of(_dumps(exercise_to_dict(e))) for e in result.exercises]
+        data = result_to_dict(result, exercises=False)
+        text = f'{{"exercises":{_dumps([h for h, _ in parts])},{_dumps(data)[1:]}'
         blob = zlib.compress(text.encode("utf-8", "surrogatepass"), 1)
         with self.lock:
+            for digest, part in parts:
+                if digest not in self.parts_stored:
+                    self.db.execute("INSERT OR IGNORE INTO parts VALUES (?, ?)", (digest, zlib.compress(part, 1)))
+                    self.parts_stored.add(digest)
             self.db.execute(
                 "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)",
-                (key, result.sha256, spec_hash, __version__, result.id, blob),
+                (key + PARTS_MARK, result.sha256, spec_hash, __version__, result.id, blob),
             )
 
     def close(self) -> None:
@@ -137,19 +185,15 @@ class Gradebook:
             self.db.close()
 
 
-def _stored_json(result: SubmissionResult) -> str:
-    """``json.dumps(result_to_dict(result))`` (compact), each exercise's part encoded once.
+@functools.lru_cache(maxsize=256)
+def _part(exercise: ExerciseResult) -> tuple[str, bytes]:
+    """An exercise result's SHA-256 and JSON (UTF-8), as ``parts`` stores it (worked out once per distinct result)."""
+    return _part_of(_exercise_json(exercise))
 
-    A class's equal exercise results are one object (`grader.grading.session.shared`): their JSON is
-    kept (`_exercise_json`) instead of encoded again for every submission. The text decodes to
-    the same dict as the whole one encoded (`tests/harness/test_throughput.py`).
-    """
-    data = result_to_dict(result, exercises=False)
-    try:
-        parts = [_exercise_json(e) for e in result.exercises]
-    except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
-        parts = [_dumps(exercise_to_dict(e)) for e in result.exercises]
-    return f'{{"exercises":[{",".join(parts)}],{_dumps(data)[1:]}'
+
+def _part_of(text: str) -> tuple[str, bytes]:
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest(), data
 
 
 def _dumps(data: Any) -> str:

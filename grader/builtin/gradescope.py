@@ -90,25 +90,29 @@ def gradescope_tests(sub: SubmissionResult) -> list[dict[str, Any]]:
         Each with ``name``, ``number``, ``score``, ``max_score``,
         ``status``, ``output``, ``tags`` and ``visibility``.
     """
+    return [test for i, ex in enumerate(sub.exercises, start=1) for test in _exercise_tests(i, ex)]
+
+
+def _exercise_tests(i: int, ex: Any) -> list[dict[str, Any]]:
+    """The tests of one exercise, the ``i``-th of its submission (`gradescope_tests`)."""
     tests = []
-    for i, ex in enumerate(sub.exercises, start=1):
-        for j, c in enumerate(ex.checks, start=1):
-            try:
-                name, status, output, tag, visibility = _test_texts(ex.id, c)
-            except TypeError:  # an unhashable field (a plugin's list in details): worked out each time
-                name, status, output, tag, visibility = _test_texts.__wrapped__(ex.id, c)
-            tests.append(
-                {
-                    "name": name,
-                    "number": f"{i}.{j}",
-                    "score": c.score,
-                    "max_score": c.max_score,
-                    "status": status,
-                    "output": output,
-                    "tags": [tag],
-                    "visibility": visibility,
-                }
-            )
+    for j, c in enumerate(ex.checks, start=1):
+        try:
+            name, status, output, tag, visibility = _test_texts(ex.id, c)
+        except TypeError:  # an unhashable field (a plugin's list in details): worked out each time
+            name, status, output, tag, visibility = _test_texts.__wrapped__(ex.id, c)
+        tests.append(
+            {
+                "name": name,
+                "number": f"{i}.{j}",
+                "score": c.score,
+                "max_score": c.max_score,
+                "status": status,
+                "output": output,
+                "tags": [tag],
+                "visibility": visibility,
+            }
+        )
     return tests
 
 
@@ -163,7 +167,7 @@ def _overall_output(sub: SubmissionResult, filename: str) -> str:
 
 
 def gradescope_results(
-    report: GradingReport, sub: SubmissionResult, execution_time: float = 0.0, pack: Any = None
+    report: GradingReport, sub: SubmissionResult, execution_time: float = 0.0, pack: Any = None, tests: bool = True
 ) -> dict[str, Any]:
     """The Gradescope ``results.json`` of one submission, as plain data.
 
@@ -176,13 +180,15 @@ def gradescope_results(
         Seconds, a number (Gradescope shows it to staff).
     pack : grader.packs.Pack, optional
         The course pack (its submission file); default: the installed one.
+    tests : bool
+        With the ``"tests"`` key (`gradescope_tests`); without it for a caller that encodes them apart.
 
     Returns
     -------
     dict
         Ready for ``json.dumps``.
     """
-    return {
+    data = {
         "score": sub.score,
         "execution_time": execution_time,
         "output": _overall_output(sub, (pack or find_pack()).submission),
@@ -207,13 +213,40 @@ def gradescope_results(
                 else {}
             ),
         },
-        "tests": gradescope_tests(sub),
     }
+    if tests:
+        data["tests"] = gradescope_tests(sub)
+    return data
 
 
 def _dumps(data: dict[str, Any]) -> str:
     # Compact: json's C encoder is used only without indent, and is 5x faster.
     return json.dumps(data, allow_nan=False) + "\n"
+
+
+def results_text(report: GradingReport, sub: SubmissionResult, execution_time: float = 0.0, pack: Any = None) -> str:
+    """``_dumps(gradescope_results(...))``: the file's text, each exercise's tests encoded once per distinct result.
+
+    A class's equal exercise results are one object (`grader.grading.session.shared`); their tests'
+    JSON is kept (`_exercise_tests_json`) instead of encoded again for every student. The same bytes
+    as the whole dict encoded (``tests/harness/test_gradescope.py``).
+    """
+    data = gradescope_results(report, sub, execution_time, pack, tests=False)
+    parts = []
+    for i, ex in enumerate(sub.exercises, start=1):
+        try:
+            part = _exercise_tests_json(i, ex)
+        except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
+            part = _exercise_tests_json.__wrapped__(i, ex)
+        if part:
+            parts.append(part)
+    return f'{json.dumps(data, allow_nan=False)[:-1]}, "tests": [{", ".join(parts)}]}}\n'
+
+
+@functools.lru_cache(maxsize=256)
+def _exercise_tests_json(number: int, ex: Any) -> str:
+    """The tests of exercise ``number`` (counted from 1) of a submission, as JSON text without the brackets."""
+    return ", ".join(json.dumps(t, allow_nan=False) for t in _exercise_tests(number, ex))
 
 
 def file_names(report: GradingReport) -> dict[str, str]:
@@ -223,7 +256,7 @@ def file_names(report: GradingReport) -> dict[str, str]:
 
 def _files(out: Path, items: Sequence[Any], header: GradingReport, config: Any) -> SubmissionFiles:
     def render(sub: SubmissionResult) -> str:
-        return _dumps(gradescope_results(header, sub, submission_seconds(config, sub.id), config.pack))
+        return results_text(header, sub, submission_seconds(config, sub.id), config.pack)
 
     return SubmissionFiles(out / SUBFOLDER, items, ".json", render, f"--out {out}: cannot write {SUBFOLDER}/")
 
@@ -295,7 +328,7 @@ def grader_write_reports(report: GradingReport, config: Config) -> None:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
             write_atomic(
                 Path(target),
-                _dumps(gradescope_results(report, sub, submission_seconds(config, sub.id), config.pack)),
+                results_text(report, sub, submission_seconds(config, sub.id), config.pack),
             )
         except OSError as exc:
             raise UsageError(f"--gradescope {target}: cannot write the file ({exc.strerror})") from None

@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.fileio import scratch_prefix
-from grader.intake.archive import ArchiveError, safe_extract
 from grader.intake.files import (
     NB_LOCK,
     NOTEBOOKS,
@@ -180,6 +179,8 @@ def locate_archive(path: str, config: Any) -> list[Submission]:
         )
     dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
     config.stash.setdefault(_TEMPDIRS, []).append(dest)
+    from grader.intake.archive import ArchiveError, safe_extract  # here: zipfile only for an archive (issue 29)
+
     try:
         extracted = safe_extract(Path(path), dest, pack.submission, pack.notebook)
     except ArchiveError as exc:

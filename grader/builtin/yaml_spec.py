@@ -320,11 +320,11 @@ def grader_load_exercise(path: str, config: Config) -> Exercise | None:
         return None
     kinds = config.stash[CHECK_KINDS]
     secret = course_secret(config)
-    from grader.readers.yamlfile import (
-        parse_yaml,  # here: 'grader check' with the public checks reads no YAML (issue 16)
-    )
+    # here: 'grader check' with the public checks reads no YAML (issue 16), and a spec parsed before
+    # needs no PyYAML (issue 29)
+    from grader.readers.keptyaml import parse_yaml_kept
 
-    exercise = exercise_from_data(path, parse_yaml(path), kinds, secret)
+    exercise = exercise_from_data(path, parse_yaml_kept(path), kinds, secret)
     if (
         secret.is_default
         and config.command == "grade"

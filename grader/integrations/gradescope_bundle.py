@@ -24,12 +24,10 @@ The pack's sample submissions are left out, and so is everything else of the cou
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import io
 import os
 import re
 import stat
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -111,6 +109,8 @@ def _tree(folder: Path, prefix: str, skip: set[Path]) -> Iterator[tuple[str, Pat
 def requirements() -> str:
     """``requirements.txt``: the grader's own requirements (no extras), pinned to the installed versions."""
     lines = []
+    import importlib.metadata  # here: any command but this one never reads installed metadata (issue 29)
+
     for req in importlib.metadata.requires(DISTRIBUTION) or []:
         if "extra ==" in req:
             continue
@@ -186,6 +186,8 @@ def write_bundle(target: Path, files: list[tuple[str, bytes, int]]) -> None:
     OSError
         If the folder cannot be written.
     """
+    import zipfile  # here: any command but this one never writes a zip (issue 29)
+
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data, mode in files:

@@ -23,9 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
-import zipfile
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -255,6 +253,9 @@ def stage(folder: Path, bundle_text: str, pack: Any, root: Path = ROOT) -> Path:
 
 
 def _members(artifact: Path) -> Iterable[tuple[str, bytes]]:
+    import tarfile  # here: 'grader check' imports this module and never reads an archive (issue 29)
+    import zipfile
+
     if artifact.suffix == ".whl" or zipfile.is_zipfile(artifact):
         with zipfile.ZipFile(artifact) as zf:
             for info in zf.infolist():

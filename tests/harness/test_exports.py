@@ -18,6 +18,7 @@ Each consumer's reading is transcribed here, its source named beside it:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import html.parser
 import io
 import json
@@ -473,3 +474,25 @@ def test_files_of_a_graded_lms_export_are_read_by_canvas_and_moodle(tmp_path: Pa
     stored = moodle_import((tmp_path / "mout" / "moodle.csv").read_text(), {"12345": 1, "12346": 2}, {})
     assert {u: s["grade"] for u, s in stored.items()} == {1: 86.0, 2: 66.0}
     assert stored[2]["feedback"].startswith("G14: 66 / 86<br>G14.01 ")
+
+
+@pytest.mark.parametrize(
+    "sid",
+    ["smithbob", "eve\x1b]0;x\x07\ud800", "zoë", "tab\there", "bidi\u202ename"],
+)
+def test_ctrf_text_made_from_kept_check_parts_is_the_whole_document_encoded(sid: str) -> None:
+    """`ctrf_pieces` makes each test from parts kept per distinct check result (issue 29): the text is
+    still ``json.dumps`` of the document, each test the one `_tests` makes, for any id."""
+    from grader.builtin.ctrf import _tests, ctrf_pieces
+
+    sub = _sub(sid, {}, True, "bad \x1b[2J\ud800")
+    odd = dataclasses.replace(sub.exercises[1].checks[0], id="mask é\x1b[1m", details=[("got", "x")])  # unhashable
+    sub = dataclasses.replace(sub, exercises=(sub.exercises[0], dataclasses.replace(sub.exercises[1], checks=(odd,))))
+    report = GradingReport("0", "h", "grade", (sub, _sub("plain", {})))
+    times = {("G14.01", "shape"): 0.0126, ("G14.01", "big"): 1.5}
+    for _ in range(2):  # the second time from the kept parts
+        text = "".join(ctrf_pieces(report, lambda _id: times, now_ms=5_000))
+        data = json.loads(text)
+        assert text == json.dumps(data, allow_nan=False, ensure_ascii=False)
+        assert data["results"]["tests"] == [t for s in report.submissions for t in _tests(s, times)]
+    assert data["results"]["summary"]["duration"] == 2 * (13 + 1500)

@@ -220,3 +220,34 @@ def test_student_text_in_outputs_is_inert_and_valid_json() -> None:
         "softmax raised ValueError: bad\ufffd",
     ]
     assert data["extra_data"]["id"] == "eve\x1b]0;pwn\x07"  # staff-only: verbatim, JSON-escaped
+
+
+def test_a_file_made_from_kept_exercise_parts_is_the_whole_dict_encoded() -> None:
+    """`results_text` encodes each exercise's tests once per distinct result (issue 29): its text is
+    ``json.dumps`` of `gradescope_results` whatever the exercises (none, one without checks, an
+    unhashable detail, hostile text)."""
+    import dataclasses
+
+    from grader.builtin.gradescope import _dumps, gradescope_results, results_text
+    from grader.models import Adjustment, CheckResult, ExerciseResult, GradingReport, SubmissionResult
+
+    shown = CheckResult(
+        "v1", "d", "failed", 0.5, 1.0, "visible", "wrong \x1b[2J\ud800é", "Hint.", True, (("got", "1"),)
+    )
+    hidden = CheckResult("h1", "", "passed", 1.0, 1.0, "hidden", "", "", False)
+    listed = dataclasses.replace(shown, id="v2", details=[("got", "2")])  # type: ignore[arg-type]
+    exercises = (
+        ExerciseResult("G14.01", "One", "s", 1.5, 2.0, (shown, hidden)),
+        ExerciseResult("G14.02", "None", "s", 0.0, 0.0, ()),
+        ExerciseResult("G14.03", "Listed", "s", 0.5, 1.0, (listed,)),
+    )
+    late = (Adjustment("late", -0.5, "1 day late"),)
+    report = GradingReport("0", "h", "grade", ())
+    for sub in (
+        SubmissionResult("zoë", "p", "", "graded", 2.0, 3.0, exercises, stdout="hi\n"),
+        SubmissionResult("b", "p", "", "graded", 1.5, 3.0, exercises[:2], raw_score=2.0, adjustments=late),
+        SubmissionResult("c", "p", "", "error", 0.0, 3.0, (), error="SyntaxError"),
+        SubmissionResult("d", "p", "", "graded", 0.0, 0.0, exercises[1:2]),
+    ):
+        for _ in range(2):  # the second time from the kept parts
+            assert results_text(report, sub, 0.25) == _dumps(gradescope_results(report, sub, 0.25))

@@ -7,6 +7,7 @@ machine); these tests pin what makes them possible and does not depend on load.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import shutil
@@ -29,20 +30,29 @@ HEAVY = (
     "gzip",
     "tqdm",
     "nbformat",
+    "zipfile",
+    "tarfile",
+    "importlib.metadata",
+    "email",
+    "grader.term.ledger",
+    "grader.intake.archive",
 )
 """What ``grader check attention.py`` never needs, on either of its paths (issue 16): schema validation
 of valid files, HTML pages, the gradebook, JUnit XML, the class summary, spelling suggestions, shard
-records, the progress bar and notebooks."""
+records, the progress bar and notebooks; nor archives, installed packages' metadata (the entry
+points are kept, `grader.readers.entrypoints`) or a term's ledger (issue 29)."""
 
 
-def _check_in_a_student_folder(tmp_path: Path, source: Path, *options: str) -> tuple[int, list[str], str, int]:
+def _check_in_a_student_folder(
+    tmp_path: Path, source: Path, *options: str, env: dict[str, str] | None = None
+) -> tuple[int, list[str], str, int]:
     """Run ``grader check`` on a copy of ``source`` in a folder outside the repository, in a fresh interpreter.
 
     Returns the exit code, the `HEAVY` modules (and PyYAML) it imported, what it printed and its process id.
     """
     pack = find_pack()
     folder = tmp_path / "student"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     shutil.copy(source, folder / pack.submission)
     script = (
         "import io, json, os, sys, contextlib\n"
@@ -52,7 +62,14 @@ def _check_in_a_student_folder(tmp_path: Path, source: Path, *options: str) -> t
         f"    code = main(['check', {pack.submission!r}, *{list(options)!r}])\n"
         f"print(json.dumps([code, sorted(m for m in {[*HEAVY, 'yaml']!r} if m in sys.modules), out.getvalue(), os.getpid()]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
     code, imported, printed, pid = json.loads(done.stdout.strip().splitlines()[-1])
     return code, imported, printed, pid
 
@@ -63,10 +80,16 @@ def test_grader_check_imports_no_plugin_library_it_does_not_use(tmp_path: Path, 
     pack = find_pack()
     source = pack.starter if submission == "starter" else pack.samples / "correct_numpy" / pack.submission
     options = ["--public", str(pack.public)] if public else []  # without: this checkout's specs, as staff run it
-    code, imported, printed, _ = _check_in_a_student_folder(tmp_path, source, *options)
+    cache = {"GRADER_CACHE_DIR": str(tmp_path / "cache")}
+    code, imported, printed, _ = _check_in_a_student_folder(tmp_path, source, *options, env=cache)
     assert code == (1 if submission == "starter" else 0), printed  # the starter's checks are not attempted
+    # An empty cache folder: the installed entry points are read once (importlib.metadata) and kept.
+    imported = [m for m in imported if m not in ("importlib.metadata", "email", "zipfile")]
     assert imported == ([] if public else ["yaml"])  # the public checks need no YAML: the manifest is kept parsed
     assert ("23 passed, 0 failed" in printed) == (submission == "correct")
+    # Run again: the specs parsed before are kept (grader.readers.keptyaml), so no path imports PyYAML (issue 29).
+    again = _check_in_a_student_folder(tmp_path / "again", source, *options, env=cache)
+    assert again[:3] == (code, [], printed)
 
 
 def test_the_grader_s_numpy_runs_one_blas_thread_unless_told_otherwise() -> None:
@@ -338,6 +361,8 @@ def _reports():
         adjustments=(Adjustment(kind="late", points=-0.5, reason="1 day late"),),
     )
     exercises = tuple(Exercise(id=i, title=i, section="s", path="", checks=()) for i in ("E1", "E2", "E3"))
+    listed = dataclasses.replace(check("f", "failed", "wrong"), details=[("got", "1")])  # type: ignore[arg-type]
+    unhashable = ExerciseResult("E1", "One", "s", 0.0, 1.0, (listed,))
     return [
         GradingReport("0", "h", "grade", subs, exercises),
         GradingReport("0", "h", "grade", (*subs, late), exercises),
@@ -345,10 +370,12 @@ def _reports():
         GradingReport("0", "h", "grade", (), ()),
         GradingReport("0", "h", "grade", subs[:1], ()),
         GradingReport("0", "h", "grade", (late,), ()),
+        # a plugin's list in a failing check's details: the case is made each time, not kept (issue 29)
+        GradingReport("0", "h", "grade", (dataclasses.replace(late, exercises=(unhashable,)),), ()),
     ]
 
 
-@pytest.mark.parametrize("index", range(6))
+@pytest.mark.parametrize("index", range(7))
 def test_junit_streamed_is_byte_identical_to_the_whole_tree(index: int) -> None:
     from grader.builtin.junit import junit_pieces, junit_xml
 
@@ -392,16 +419,26 @@ def test_the_gradebook_keeps_results_compressed_and_reads_plain_json_rows(tmp_pa
     )
     book = Gradebook(tmp_path / "g.sqlite")
     book.put("k1", "spec", result)
-    assert book.get("k1") == result
+    book.put("k2", "spec", dataclasses.replace(result, id="bob", slug="bob"))
+    assert book.get("k1") == result and book.get("k2").id == "bob"
     plain = json.dumps(result_to_dict(result))
     book.db.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)", ("k0", "ab", "spec", "0", "ann", plain))
     assert book.get("k0") == result  # a row of a gradebook written before: plain JSON text
-    stored = book.db.execute("SELECT result FROM results WHERE key = 'k1'").fetchone()[0]
+    whole = zlib.compress(plain.encode(), 1)
+    book.db.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)", ("k3", "ab", "spec", "0", "ann", whole))
+    assert book.get("k3") == result  # a row written before parts: the whole result, compressed
+    # Issue 29: a row holds the submission's own fields and its exercise results' hashes; each exercise
+    # result is stored once, compressed, under a key a grader without parts never looks up.
+    stored = book.db.execute("SELECT result FROM results WHERE key = 'k1+parts'").fetchone()[0]
+    row = json.loads(zlib.decompress(stored))
+    parts = book.db.execute("SELECT hash, part FROM parts").fetchall()
     book.close()
-    assert isinstance(stored, bytes) and len(stored) * 10 < len(plain)
-    assert json.loads(zlib.decompress(stored)) == json.loads(plain)
+    assert isinstance(stored, bytes) and len(stored) * 2 < len(whole) and len(parts) == 1
+    assert row["exercises"] == [parts[0][0]] and row["id"] == "ann"
+    assert json.loads(zlib.decompress(parts[0][1])) == json.loads(plain)["exercises"][0]
     with sqlite3.connect(tmp_path / "g.sqlite") as db:
-        assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 2
+        assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 4
+    assert Gradebook(tmp_path / "g.sqlite").get("k2").id == "bob"  # read again from the file
 
 
 def test_the_fork_server_runs_plain_jobs_and_reports_how_they_end(tmp_path: Path) -> None:

@@ -325,3 +325,72 @@ def test_a_module_without_hooks_given_with_p_is_named_in_a_warning(capsys) -> No
         "grader: warning: -p json: the module implements no grader hook (no function marked @grader.hookimpl "
         "named grader_...), so it changes nothing\n"
     )
+
+
+def test_the_plugin_manager_finds_the_implementations_pluggy_finds() -> None:
+    """`grader.config.plugins` reads a module's hook implementations from its ``__dict__`` (issue 29):
+    the same ones pluggy's own lookup finds, for every built-in, an implementation under another
+    name (``specname``), an alias, and a plugin object that is not a module."""
+    import types
+
+    import pluggy
+
+    from grader import hookspecs
+    from grader.config.plugins import get_plugin_manager
+    from grader.markers import hookimpl
+
+    extra = types.ModuleType("extra_plugin")
+
+    @hookimpl(specname="grader_configure")
+    def configure_under_another_name(config: object) -> None: ...
+
+    @hookimpl
+    def grader_unconfigure(config: object) -> None: ...
+
+    def grader_addoption(parser: object, command: str) -> None: ...  # not marked: not an implementation
+
+    class Holder:
+        @staticmethod
+        @hookimpl
+        def grader_configure(config: object) -> None: ...
+
+    extra.__dict__.update(
+        other=configure_under_another_name,
+        grader_unconfigure=grader_unconfigure,
+        alias=grader_unconfigure,
+        grader_addoption=grader_addoption,
+        holder=Holder,
+        number=3,
+    )
+    ours = get_plugin_manager(load_entrypoints=False)
+    plain = pluggy.PluginManager("grader")
+    plain.add_hookspecs(hookspecs)
+    for name, plugin in ours.list_name_plugin():
+        plain.register(plugin, name=name)
+    for pm in (ours, plain):
+        pm.register(extra, name="extra")
+        pm.register(Holder(), name="holder")
+
+    def found(pm: pluggy.PluginManager) -> dict[str, list[tuple[str, str]]]:
+        return {
+            hook: sorted((i.plugin_name, i.function.__qualname__) for i in getattr(pm.hook, hook).get_hookimpls())
+            for hook in dir(pm.hook)
+            if hook.startswith("grader_")
+        }
+
+    assert type(ours) is not pluggy.PluginManager and found(ours) == found(plain)
+    extra_impls = {(h, f) for h, impls in found(ours).items() for p, f in impls if p in ("extra", "holder")}
+    assert extra_impls == {
+        (
+            "grader_configure",
+            "test_the_plugin_manager_finds_the_implementations_pluggy_finds.<locals>.configure_under_another_name",
+        ),
+        (
+            "grader_unconfigure",
+            "test_the_plugin_manager_finds_the_implementations_pluggy_finds.<locals>.grader_unconfigure",
+        ),
+        (
+            "grader_configure",
+            "test_the_plugin_manager_finds_the_implementations_pluggy_finds.<locals>.Holder.grader_configure",
+        ),
+    }

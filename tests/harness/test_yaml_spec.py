@@ -606,3 +606,82 @@ def test_libyaml_s_parser_refuses_and_words_errors_as_before(tmp_path: Path, tex
     assert fast == pure
     if expected is not None:
         assert isinstance(fast, str) and fast.startswith("SpecError: ") and expected in fast
+
+
+# --- a YAML file parsed before is read back from the cache (grader.readers.keptyaml, issue 29) ----------
+
+
+def test_a_yaml_file_parsed_before_is_read_back_without_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import marshal
+
+    import grader.readers.yamlfile as yamlfile
+    from grader.readers.keptyaml import parse_yaml_kept
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    spec = tmp_path / "E.yaml"
+    spec.write_text("a: 1\nb: [x, 2.5, null, true]\n3: '2024-01-01'\nc: 2024-01-01\n")
+    want = yamlfile.parse_yaml(str(spec))
+    assert parse_yaml_kept(str(spec)) == want and type(want[3]) is str and want["c"] == "2024-01-01"
+    [entry] = (tmp_path / "cache" / "yaml").iterdir()
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(yamlfile, "parse_yaml_text", refuse)
+    assert parse_yaml_kept(str(spec)) == want  # the same bytes: from the kept entry
+    spec.write_text("a: 2\n")  # other bytes: parsed (and refused here, so the parse is seen)
+    with pytest.raises(AssertionError, match="parsed again"):
+        parse_yaml_kept(str(spec))
+    monkeypatch.undo()
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    spec.write_text("a: 1\nb: [x, 2.5, null, true]\n3: '2024-01-01'\nc: 2024-01-01\n")
+    for damaged in (b"\x00garbage", marshal.dumps({"a": (1, 2)}), marshal.dumps({"a": b"x"})):
+        entry.write_bytes(damaged)  # unreadable, or not plain data: parsed again, and kept anew
+        assert parse_yaml_kept(str(spec)) == want
+        assert marshal.loads(entry.read_bytes()) == want
+
+
+def test_a_yaml_file_in_error_says_what_it_always_said_and_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from grader.errors import SpecError
+    from grader.readers.keptyaml import parse_yaml_kept
+    from grader.readers.yamlfile import parse_yaml
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    bad = tmp_path / "bad.yaml"
+    for text in (b"a: 1\na: 2\n", b"a: &x 1\nb: *x\n", b"\xff\xfe", b"a: [1\n"):
+        bad.write_bytes(text)
+        with pytest.raises(SpecError) as plain:
+            parse_yaml(str(bad))
+        with pytest.raises(SpecError) as kept:
+            parse_yaml_kept(str(bad))
+        assert str(kept.value) == str(plain.value)
+    with pytest.raises(SpecError) as missing:
+        parse_yaml_kept(str(tmp_path / "none.yaml"))
+    assert "cannot read the file" in str(missing.value)
+    assert not list((tmp_path / "cache").rglob("*.marshal"))
+    monkeypatch.setenv("GRADER_CACHE_DIR", "")  # the cache turned off: parsed, nothing written
+    bad.write_text("a: 1\n")
+    assert parse_yaml_kept(str(bad)) == {"a": 1} and not list((tmp_path / "cache").rglob("*.marshal"))
+
+
+def test_a_kept_entry_that_is_not_a_regular_file_of_this_user_s_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO or a link in a kept entry's place (a cache folder others can write) is parsed around, never read."""
+    from grader.readers.keptyaml import parse_yaml_kept
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    spec = tmp_path / "E.yaml"
+    spec.write_text("a: 1\n")
+    assert parse_yaml_kept(str(spec)) == {"a": 1}
+    [entry] = (tmp_path / "cache" / "yaml").iterdir()
+    entry.unlink()
+    os.mkfifo(entry)  # a plain read would wait for a writer forever
+    assert parse_yaml_kept(str(spec)) == {"a": 1}
+    entry.unlink()
+    entry.symlink_to("/dev/zero")
+    assert parse_yaml_kept(str(spec)) == {"a": 1}

@@ -15,7 +15,6 @@ from grader.errors import EXIT_OK, UsageError
 from grader.fileio import write_atomic
 from grader.markers import hookimpl
 from grader.safetext import display
-from grader.term.ledger import GRADEBOOK_FILE, LEDGER_FILE, build_ledger, ledger_json, load_assignment, term_report
 
 
 def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
@@ -40,6 +39,8 @@ def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
 
 def run(config: Config) -> int:
     """``grader term``: read, charge, and write ``ledger.json`` and ``gradebook.csv`` (all or nothing)."""
+    # here: every command registers this module, only 'grader term' reads a ledger (issue 29)
+    from grader.term.ledger import GRADEBOOK_FILE, LEDGER_FILE, build_ledger, ledger_json, load_assignment, term_report
 
     ledger = build_ledger([load_assignment(s) for s in config.option("sources")], config.option("missing"))
     out = Path(config.option("term_out"))
