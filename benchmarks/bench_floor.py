@@ -382,7 +382,7 @@ class Cluster:
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--cluster", str(workers)],
             cwd=ROOT,
-            env=ENV,
+            env=dict(ENV, PYTHONPATH=str(ROOT)),  # this tree's grader in the workers too
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -440,7 +440,7 @@ def run_contender(name: str, folder: Path, work: Path, jobs: int, clusters: dict
     if name == "pytest":
         test = work / "test_bench_class.py"
         test.write_text(PYTEST_FILE)
-        env = dict(ENV, BENCH_CLASS=str(folder), PYTHONPATH=str(ROOT / "benchmarks"))
+        env = dict(ENV, BENCH_CLASS=str(folder), PYTHONPATH=os.pathsep.join([str(ROOT / "benchmarks"), str(ROOT)]))
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:grader"]
         figures = run_tree([*command, "--rootdir", str(work), str(test)], env)
         figures["parent"] = figures["cpu"]
