@@ -29,8 +29,9 @@ again (``grader/execution/boundary.py``) and measures durations itself, so a
 submission that tampers with this script can only lie about its own
 answers, as it could by returning them. Each call frame lists the positions
 of the arguments the call changed in place ("mutated"): they no longer equal
-a pristine copy made when the phase arrived (a NaN, never equal to itself,
-is compared by its JSON text).
+a pristine copy made when the phase arrived (its pickle, compared in C; where
+the pickles differ, value by value, types included, with a NaN still equal to
+a NaN).
 
 A frame with arrays
 -------------------
