@@ -72,8 +72,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench_limits import ENV as LIMITS_ENV
 from bench_limits import (
-    ENV,
     PYTEST_FILE,
     ROOT,
     _call_all,
@@ -83,6 +83,9 @@ from bench_limits import (
     write_class,
 )
 
+ENV = dict(LIMITS_ENV, PYTHONDONTWRITEBYTECODE="1")
+"""Every contender's environment: no ``__pycache__`` is written beside the class's files, so that every
+contender compiles each submission as the sandbox's jobs do (they get a fresh copy of the file)."""
 CONTENDERS = ("sandboxed", "--insecure", "floor", "in-process", "pytest", "dask-1", "dask-2")
 TICK = os.sysconf("SC_CLK_TCK")
 RUSAGE_WRAPPER = """\
