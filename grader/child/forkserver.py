@@ -33,6 +33,7 @@ runs each submission in a fresh ``python worker.py`` (`grader.execution.jobs.Pla
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import json
@@ -182,6 +183,10 @@ def main(argv: Sequence[str]) -> None:
     plain.become_subreaper()  # what a job leaves behind comes to this process, to be killed (plain.sweep)
     worker = _load_worker()
     worker.preimport()  # numpy and what student code may import, once here: the zygote's modules
+    # As the zygote does: what is loaded so far is moved out of the collector's reach, so that a
+    # job's collections never walk (and copy, page by page, from this process) the server's heap.
+    gc.collect()
+    gc.freeze()
 
     server = Server(sock, worker, plain)
     signal.signal(signal.SIGCHLD, server.reap)

@@ -29,8 +29,9 @@ again (``grader/execution/boundary.py``) and measures durations itself, so a
 submission that tampers with this script can only lie about its own
 answers, as it could by returning them. Each call frame lists the positions
 of the arguments the call changed in place ("mutated"): they no longer equal
-a pristine copy made when the phase arrived (a NaN, never equal to itself,
-is compared by its JSON text).
+a pristine copy made when the phase arrived (its pickle, compared in C; where
+the pickles differ, value by value, types included, with a NaN still equal to
+a NaN).
 
 A frame with arrays
 -------------------
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import resource
 import sys
 from collections.abc import Sequence
@@ -66,6 +68,8 @@ FLOAT_KEY = "$float"
 ARRAY_KEY = "$array"
 """An array's place in a frame's JSON: ``{"$array": [DTYPE, SHAPE]}``, its bytes after the JSON (as in grader/execution/boundary.py)."""
 _WIRE_DTYPES = {"b": "|b1", "i": "<i8", "u": "<u8", "f": "<f8"}
+_READY_DTYPES = {wire: wire for wire in _WIRE_DTYPES.values()}
+"""The dtypes (``dtype.str``) whose arrays travel as they are, without a conversion."""
 _FLOAT_MAX = 1.7976931348623157e308
 
 LISTED = (
@@ -147,6 +151,8 @@ def preimport() -> None:
 _encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 _decode = json.JSONDecoder().decode
 _snapshot_encode = json.JSONEncoder(allow_nan=True, separators=(",", ":")).encode
+_pickle = pickle.dumps
+_unpickle = pickle.loads
 
 JSON = Any
 """JSON data: what `to_data` makes and a call's arguments are (numbers, booleans, strings, lists, dicts, None)."""
@@ -211,7 +217,10 @@ def _emit(fd: int, obj: JSON, blobs: Sequence[Any] = ()) -> None:
         text = _encode(_finite(obj))
     data = text.encode("utf-8")
     if not blobs:
-        _write_all(fd, [memoryview(len(data).to_bytes(4, "big") + data)])
+        frame = len(data).to_bytes(4, "big") + data
+        written = os.write(fd, frame)  # one write, as a rule: a pipe takes a small frame whole
+        if written < len(frame):
+            _write_all(fd, [memoryview(frame)[written:]])
         return
     views = [memoryview(blob).cast("B") for blob in blobs]
     size = 5 + len(data) + sum(len(v) for v in views)
@@ -329,6 +338,12 @@ def to_data(
     kind = type(value)
     if kind is float or kind is bool:
         return value
+    if blobs is not None and np is not None and kind is np.ndarray and value.ndim:
+        # The common array result, checked in a few attribute reads: its bytes already as they travel.
+        wire = _READY_DTYPES.get(value.dtype.str)
+        if wire is not None and value.flags.c_contiguous and value.size <= MAX_ITEMS:
+            blobs.append(value.reshape(-1))
+            return {ARRAY_KEY: [wire, list(value.shape)]}
     if kind is int or isinstance(value, (bool, int, float)):
         return _number(value)
     if np is not None:
@@ -349,13 +364,22 @@ def to_data(
             array = np.ascontiguousarray(value, dtype=wire)  # the value itself when it is already so
             blobs.append(array.reshape(-1))
             return {ARRAY_KEY: [wire, list(array.shape)]}
-    if kind in (list, tuple):
+    if kind is list or kind is tuple:
+        if depth < MAX_DEPTH and len(value) <= budget[0] and set(map(type, value)) <= _PLAIN_NUMBERS:
+            # A row of plain numbers, checked in C: what converting each one gives, unless an int is
+            # too large for a float (then element by element, for the same message).
+            if int not in set(map(type, value)) or (-_FLOAT_MAX <= min(value) and max(value) <= _FLOAT_MAX):
+                budget[0] -= len(value)
+                return value if kind is list else list(value)
         return [to_data(v, np, depth + 1, budget, blobs) for v in value]
     if value is None and depth == 0:
         raise BadReturn(
             "the function returned None (is a return statement missing?); return numbers, lists, tuples or numpy arrays"
         )
     raise BadReturn("the result holds a %s; return numbers, lists, tuples or numpy arrays" % kind.__name__)
+
+
+_PLAIN_NUMBERS = frozenset({float, int, bool})
 
 
 def main(argv: list[str]) -> NoReturn:
@@ -499,13 +523,13 @@ def _work(calls: list[Any], blob: memoryview | None, np: Any) -> list[tuple[Any,
     Raises ValueError, KeyError, TypeError or AttributeError when the phase is not the grader's.
     """
     if blob is None:
-        return [(c["function"], c["args"], _copy(c["args"])) for c in calls]
+        return [(c["function"], c["args"], [_Pickled(a) for a in c["args"]]) for c in calls]
     work = []
     offset = [0]
     for c in calls:
         unpacked = [_unpack(a, np, blob, offset) for a in c["args"]]
         args = [value for value, _ in unpacked]
-        work.append((c["function"], args, [_Floats(v, d) if d else _copy(v) for v, d in unpacked]))
+        work.append((c["function"], args, [_Floats(v, d) if d else _Pickled(v) for v, d in unpacked]))
     if offset[0] != len(blob):
         raise ValueError
     return work
@@ -543,6 +567,31 @@ class _Floats:
     def __init__(self, value: list[Any], depth: int) -> None:
         self.depth = depth
         self.rows = _copy_rows(value, depth)
+
+
+class _Pickled:
+    """The pristine copy of an argument as its pickle, made and compared in C.
+
+    Equal pickles mean the same data of the same exact types (a float subclass, a tuple or a
+    list subclass pickles otherwise), so an argument whose pickle is still its pristine one is
+    unchanged. When they differ (or the argument no longer pickles), `_same` decides against
+    the pickle's copy, as before: a NaN is still NaN, -0.0 equals 0.0, shared strings count
+    for nothing.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, value: JSON) -> None:
+        self.data = _pickle(value, 5)
+
+    def same(self, value: Any) -> bool:
+        """Whether ``value`` is still the data pickled here (`_same`)."""
+        try:
+            if _pickle(value, 5) == self.data:
+                return True
+        except BaseException:  # an object that does not pickle, or whose pickling raises: decided below
+            pass
+        return _same(value, _unpickle(self.data))
 
 
 def _copy_rows(value: list[Any], depth: int) -> list[Any]:
@@ -644,6 +693,8 @@ def _same(a: JSON, p: JSON) -> bool:
     Flat lists are compared in C (their element types, then their values);
     nested lists one row at a time. 1 and 1.0 differ, as their JSON does.
     """
+    if type(p) is _Pickled:
+        return p.same(a)
     if type(p) is _Floats:
         return _same_floats(a, p.rows, p.depth)
     if type(a) is not type(p):

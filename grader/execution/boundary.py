@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -619,7 +620,7 @@ def decode_frame(data: bytes | bytearray, expect: str = "call", budget: ResultBu
     return out
 
 
-class FrameMemo(BudgetTable[tuple[bytes, str, "ResultBudget | None"], dict[str, Any]]):
+class FrameMemo(BudgetTable[tuple[bytes, str, "ResultBudget | None"], tuple[dict[str, Any], bytes | None]]):
     """`decode_frame`'s answers for frames seen before in a run: equal bytes, an equal (fresh) frame.
 
     A class's jobs send the same frames again and again (the same shapes,
@@ -627,7 +628,9 @@ class FrameMemo(BudgetTable[tuple[bytes, str, "ResultBudget | None"], dict[str, 
     decoded and validated once; a frame with the same bytes, for the same
     expectation and budget, gets a copy of that answer: its own dict and
     its own lists (numbers, strings and the read-only large arrays are
-    shared), so no consumer can change another's. Refusals are not kept.
+    shared), so no consumer can change another's: a value of lists and
+    numbers only is kept as its pickle too, and each copy is made from it in
+    C. Refusals are not kept.
     At most `MAX_BYTES` of frames are kept as keys; past that the table
     starts again. Thread-safe.
     """
@@ -645,14 +648,26 @@ class FrameMemo(BudgetTable[tuple[bytes, str, "ResultBudget | None"], dict[str, 
         key = (data, expect, budget)
         kept = self._kept(key)
         if kept is None:
-            kept = decode_frame(data, expect, budget)
+            decoded = decode_frame(data, expect, budget)
+            value = decoded.get("value")
+            kept = (decoded, pickle.dumps(value, 5) if type(value) is list and _lists_only(value) else None)
             self._keep(key, len(data), kept)
-        frame = dict(kept)
-        if type(frame.get("value")) is list:
+        frame = dict(kept[0])
+        if kept[1] is not None:
+            frame["value"] = pickle.loads(kept[1])  # noqa: S301 - pickled above, from validated data
+        elif type(frame.get("value")) is list:
             frame["value"] = _fresh(frame["value"])
         elif type(frame.get("layers")) is dict:
             frame["layers"] = _fresh(frame["layers"])
         return frame
+
+
+def _lists_only(value: list[Any]) -> bool:
+    """Whether a decoded value holds lists and numbers only (no read-only array, which a copy must share)."""
+    kinds = set(map(type, value))
+    if kinds <= _NUMBERS:
+        return True
+    return kinds <= _NUMBERS | _LIST and all(_lists_only(v) for v in value if type(v) is list)
 
 
 def _fresh(value: Any) -> Any:

@@ -143,9 +143,38 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
         assert len(launches) == 3 and not any("calls" in m or "who" in json.dumps(m) for m in launches)
         worker.close()
         assert slot_processes(0, zygote.proc.pid) == set() and slot_processes(5, zygote.proc.pid) == set()
-        assert sorted(p.name for p in workdir.iterdir()) == []  # job folders removed with their jobs
+        # one folder per slot, kept for the slot's next job, and left empty by each job
+        assert sorted(p.name for p in workdir.iterdir()) == ["slot0", "slot5"]
+        assert all(list(p.iterdir()) == [] for p in workdir.iterdir())
     finally:
         worker.close()
+        zygote.close()
+        shutil.rmtree(workdir)
+
+
+def test_a_slot_s_folder_is_emptied_before_its_next_job_if_a_job_left_something_there() -> None:
+    """A job that worked in the grader's folder itself (no mount namespace) leaves nothing to the slot's next job."""
+    import os
+
+    from grader.child.limits import DEFAULT_LIMITS, slot_uid
+
+    zygote = sandbox.Zygote()
+    workdir = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
+    workdir.chmod(0o711)
+    try:
+        job = handle.SandboxJob(zygote, 3, str(workdir), DEFAULT_LIMITS, on_end=lambda slot: None)
+        folder = Path(job.jobdir)
+        assert folder == workdir / "slot3" and folder.is_dir() and list(folder.iterdir()) == []
+        (folder / "left.txt").write_text("a classmate's file")  # as a job without its own tmpfs would
+        job.end_calls()
+        assert job.exit_code(10.0) == 0 and job.settle()
+        assert not folder.exists()
+        again = handle.SandboxJob(zygote, 3, str(workdir), DEFAULT_LIMITS, on_end=lambda slot: None)
+        assert Path(again.jobdir) == folder and list(folder.iterdir()) == []
+        assert folder.stat().st_uid == (slot_uid(3) if os.geteuid() == 0 else os.geteuid())  # made for its slot again
+        again.end_calls()
+        assert again.exit_code(10.0) == 0 and again.settle() and list(folder.iterdir()) == []
+    finally:
         zygote.close()
         shutil.rmtree(workdir)
 
