@@ -25,6 +25,8 @@ scheduler (`SCHEDULER_VARIABLES`: a Kubernetes Indexed Job's
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import math
@@ -87,6 +89,10 @@ LOCATION_OPTIONS = frozenset(
         "shard",
         "dask",
         "dask_chunk",
+        "dask_tls_ca",
+        "dask_tls_cert",
+        "dask_tls_key",
+        "cpu_weight",
         "jobs",
         "quiet",
         "p",
@@ -120,10 +126,27 @@ def _nonfinite(value: Any) -> Any:
     return value
 
 
-def encode_outcome(outcome: RunOutcome) -> dict[str, Any]:
-    """A `RunOutcome` as plain JSON data (non-finite floats as ``{"$float": ...}``), for `decode_outcome`."""
-    return {
-        "results": [
+def encode_outcome(outcome: RunOutcome, wires: dict[bytes, int] | None = None) -> dict[str, Any]:
+    """A `RunOutcome` as plain JSON data, for `decode_outcome`.
+
+    A call's result that came as a frame (`grader.models.CallResult.wire`) is kept in that wire form,
+    ``{"wire": ..., "seconds": ...}``: the frame's bytes in base64, or, when ``wires`` is given, their
+    position in that table of distinct frames (filled here; the caller sends the frames beside the data).
+    Decoded again (`decode_outcome`), it is the very frame the job wrote: read as a local run reads it
+    (`grader.execution.boundary.FRAMES`), and judged once per distinct answer
+    (`grader.grading.judging.VerdictCache`). A result with no frame (a timeout, a crash, a refused or
+    large value) is written out field by field, non-finite floats as ``{"$float": ...}``.
+    """
+    rows: list[dict[str, Any]] = []
+    for r in outcome.results:
+        if r.wire:
+            if wires is None:
+                where: Any = base64.b64encode(r.wire).decode("ascii")
+            else:
+                where = wires.setdefault(r.wire, len(wires))
+            rows.append({"wire": where, "seconds": float(r.seconds)})
+            continue
+        rows.append(
             {
                 "status": r.status,
                 "value": _nonfinite(r.value),
@@ -134,8 +157,9 @@ def encode_outcome(outcome: RunOutcome) -> dict[str, Any]:
                 "seconds": float(r.seconds),
                 "mutated_args": list(r.mutated_args),
             }
-            for r in outcome.results
-        ],
+        )
+    return {
+        "results": rows,
         "import_error": outcome.import_error,
         "stdout": outcome.stdout,
         "stderr": outcome.stderr,
@@ -173,25 +197,33 @@ _OUTPUT_LIMIT = 64 << 10
 _MESSAGE_LIMIT = 16 << 10
 
 
-def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
+_WIRE_KEYS = frozenset({"wire", "seconds"})
+
+
+def decode_outcome(data: Any, calls: Sequence[Call], wires: Sequence[bytes] | None = None) -> RunOutcome:
     """Rebuild a `RunOutcome` from `encode_outcome` data, strictly, for these calls.
 
-    Every key and type is checked; each returned value is validated by
-    `grader.execution.boundary.decode_frame` against its call's budget, exactly as a
-    job's answer is; texts are cut as the boundary cuts them.
+    Every key and type is checked. A result in wire form is the job's frame: it is decoded and
+    validated by `grader.execution.boundary.FRAMES` against its call's budget, exactly as a job's
+    answer is read in a local run (a frame seen before is decoded once), and keeps its bytes
+    (`grader.models.CallResult.wire`). A result written field by field is validated by
+    `grader.execution.boundary.decode_frame` the same way. Texts are cut as the boundary cuts them.
+
+    Parameters
+    ----------
+    data : object
+        What `encode_outcome` wrote (parsed JSON).
+    calls : sequence of Call
+        The calls, in the order their results are listed.
+    wires : sequence of bytes, optional
+        The table of frames a wire result names by position (`encode_outcome`'s ``wires``); without
+        it, a wire result holds its frame in base64.
 
     Raises
     ------
     OutcomeError
         If anything is missing, unknown, of the wrong type or over a limit.
     """
-    from grader.execution.boundary import (
-        MAX_NAME,
-        MAX_WHERE,
-        BoundaryError,
-        decode_frame,
-    )
-
     if type(data) is not dict or data.keys() != {
         "results",
         "import_error",
@@ -203,42 +235,7 @@ def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
     rows = data["results"]
     if type(rows) is not list or len(rows) != len(calls):
         raise OutcomeError(f"{len(rows) if type(rows) is list else 'no'} results for {len(calls)} calls")
-    results = []
-    for i, (row, call) in enumerate(zip(rows, calls)):
-        if type(row) is not dict or row.keys() != _RESULT_KEYS or row["status"] not in CALL_STATUSES:
-            raise OutcomeError(f"result {i} is not a call's result")
-        seconds = row["seconds"]
-        if type(seconds) not in (int, float) or not 0 <= seconds < 1e7:
-            raise OutcomeError(f"result {i}: seconds is not a duration")
-        mutated = row["mutated_args"]
-        if type(mutated) is not list or len(mutated) > 64 or any(type(m) is not int or m < 0 for m in mutated):
-            raise OutcomeError(f"result {i}: mutated_args is not a list of positions")
-        if type(row["value_error"]) is not bool:
-            raise OutcomeError(f"result {i}: value_error is not a bool")
-        value = None
-        if row["status"] == "returned":
-            frame = json.dumps(
-                {"event": "call", "status": "returned", "value": row["value"]},
-                allow_nan=False,
-            )
-            try:
-                value = decode_frame(frame.encode(), "call", call.budget)["value"]
-            except BoundaryError as exc:
-                raise OutcomeError(f"result {i}: {exc}") from None
-        elif row["value"] is not None:
-            raise OutcomeError(f"result {i}: a value for a call that did not return")
-        results.append(
-            CallResult(
-                status=row["status"],
-                value=value,
-                error_type=_text(row["error_type"], MAX_NAME, "error_type"),
-                value_error=row["value_error"],
-                message=_text(row["message"], _MESSAGE_LIMIT, "message"),
-                where=_text(row["where"], MAX_WHERE, "where"),
-                seconds=float(seconds),
-                mutated_args=tuple(mutated),
-            )
-        )
+    results = [_decode_result(i, row, call, wires) for i, (row, call) in enumerate(zip(rows, calls))]
     sha = data["sha256"]
     if type(sha) is not str or (sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha))):
         raise OutcomeError("sha256 is not a SHA-256")
@@ -249,6 +246,77 @@ def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
         stderr=_text(data["stderr"], _OUTPUT_LIMIT, "stderr"),
         sha256=sha,
     )
+
+
+def _seconds(row: dict[str, Any], i: int) -> float:
+    seconds = row["seconds"]
+    if type(seconds) not in (int, float) or not 0 <= seconds < 1e7:
+        raise OutcomeError(f"result {i}: seconds is not a duration")
+    return float(seconds)
+
+
+def _decode_result(i: int, row: Any, call: Call, wires: Sequence[bytes] | None) -> CallResult:
+    """One call's result of `decode_outcome` (``i``: its position, named in errors)."""
+    from grader.execution.boundary import FRAMES, MAX_NAME, MAX_WHERE, BoundaryError, decode_frame
+    from grader.execution.channel import result_of
+
+    if type(row) is dict and row.keys() == _WIRE_KEYS:
+        where = row["wire"]
+        if wires is not None:
+            if type(where) is not int or not 0 <= where < len(wires):
+                raise OutcomeError(f"result {i}: no such frame")
+            wire = wires[where]
+        else:
+            if type(where) is not str or len(where) > 2 * frame_limit_of(call):
+                raise OutcomeError(f"result {i}: the frame is not base64 text of a frame's size")
+            try:
+                wire = base64.b64decode(where, validate=True)
+            except (binascii.Error, ValueError):
+                raise OutcomeError(f"result {i}: the frame is not base64") from None
+        if not wire or len(wire) > frame_limit_of(call):
+            raise OutcomeError(f"result {i}: the frame is empty or larger than its call allows")
+        try:
+            frame = FRAMES.decode(bytes(wire), "call", call.budget)
+        except BoundaryError as exc:
+            raise OutcomeError(f"result {i}: {exc}") from None
+        return result_of(frame, _seconds(row, i), bytes(wire))
+    if type(row) is not dict or row.keys() != _RESULT_KEYS or row["status"] not in CALL_STATUSES:
+        raise OutcomeError(f"result {i} is not a call's result")
+    seconds = _seconds(row, i)
+    mutated = row["mutated_args"]
+    if type(mutated) is not list or len(mutated) > 64 or any(type(m) is not int or m < 0 for m in mutated):
+        raise OutcomeError(f"result {i}: mutated_args is not a list of positions")
+    if type(row["value_error"]) is not bool:
+        raise OutcomeError(f"result {i}: value_error is not a bool")
+    value = None
+    if row["status"] == "returned":
+        text = json.dumps(
+            {"event": "call", "status": "returned", "value": row["value"]},
+            allow_nan=False,
+        )
+        try:
+            value = decode_frame(text.encode(), "call", call.budget)["value"]
+        except BoundaryError as exc:
+            raise OutcomeError(f"result {i}: {exc}") from None
+    elif row["value"] is not None:
+        raise OutcomeError(f"result {i}: a value for a call that did not return")
+    return CallResult(
+        status=row["status"],
+        value=value,
+        error_type=_text(row["error_type"], MAX_NAME, "error_type"),
+        value_error=row["value_error"],
+        message=_text(row["message"], _MESSAGE_LIMIT, "message"),
+        where=_text(row["where"], MAX_WHERE, "where"),
+        seconds=seconds,
+        mutated_args=tuple(mutated),
+    )
+
+
+def frame_limit_of(call: Call) -> int:
+    """The largest frame a job may answer ``call`` with (`grader.execution.boundary.frame_limit`)."""
+    from grader.execution.boundary import frame_limit
+
+    return frame_limit(call.budget)
 
 
 def _strict_json(text: str | bytes) -> Any:

@@ -1,0 +1,293 @@
+"""The worker's side of ``grade --dask``: what a Dask worker keeps and runs, and what crosses the network.
+
+The client (`grader.builtin.dask_cluster`) registers `GraderWorker` on every
+worker (a ``distributed.WorkerPlugin``: the worker's state lives in it, not in
+module globals) and submits `run_chunk` tasks. A chunk's answer is bytes
+(`encode_answer`): a JSON header listing each submission's outcome
+(`grader.shards.encode_outcome`), then each distinct frame the jobs wrote, once.
+The client reads them as a local run reads its jobs' frames (`decode_answer`,
+`grader.shards.decode_outcome`). This module imports ``distributed``: only a run
+with ``--dask``, and the workers, load it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from distributed import WorkerPlugin
+
+from grader.fileio import scratch_prefix
+from grader.models import Call, Submission
+
+__all__ = [
+    "ANSWER_MAGIC",
+    "PLUGIN_NAME",
+    "GraderWorker",
+    "decode_answer",
+    "decode_calls",
+    "encode_answer",
+    "encode_calls",
+    "run_chunk",
+]
+
+
+def encode_calls(calls: Sequence[Call]) -> str:
+    """The calls as JSON text (function, args with non-finite floats encoded, CPU timeout, budget, hidden)."""
+    from grader.execution.boundary import encode_nonfinite
+
+    rows = []
+    for c in calls:
+        budget = None if c.budget is None else [c.budget.max_items, c.budget.max_depth, c.budget.max_bytes]
+        rows.append(
+            {
+                "function": c.function,
+                "args": encode_nonfinite(list(c.args)),
+                "timeout": c.timeout,
+                "budget": budget,
+                "hidden": c.hidden,
+            }
+        )
+    return json.dumps(rows, allow_nan=False)
+
+
+def decode_calls(text: str) -> tuple[Call, ...]:
+    """The calls of `encode_calls` (in a worker: the instructor's data)."""
+    from grader.execution.boundary import ResultBudget
+
+    def floats(value: Any) -> Any:
+        if type(value) is dict and set(value) == {"$float"}:
+            return float(value["$float"])
+        if type(value) is list:
+            return [floats(v) for v in value]
+        return value
+
+    return tuple(
+        Call(
+            row["function"],
+            tuple(floats(row["args"])),
+            float(row["timeout"]),
+            None if row["budget"] is None else ResultBudget(*row["budget"]),
+            bool(row["hidden"]),
+        )
+        for row in json.loads(text)
+    )
+
+
+ANSWER_MAGIC = b"grader-chunk/2\n"
+"""The first bytes of a chunk's answer (`encode_answer`)."""
+
+
+def encode_answer(items: Sequence[dict[str, Any]], wires: dict[bytes, int]) -> bytes:
+    """A chunk's answer: `ANSWER_MAGIC`, the JSON header's length (8 bytes), the header, then every frame.
+
+    The header is ``{"items": [...], "wires": [length, ...]}``: each item names its frames by their
+    position in ``wires`` (`grader.shards.encode_outcome`), and each distinct frame travels once per
+    chunk, in its own bytes (a class answers the same frames again and again).
+    """
+    table = sorted(wires, key=wires.__getitem__)
+    header = json.dumps({"items": list(items), "wires": [len(w) for w in table]}, allow_nan=False).encode()
+    return b"".join([ANSWER_MAGIC, len(header).to_bytes(8, "big"), header, *table])
+
+
+def decode_answer(data: Any, limit: int) -> tuple[list[Any], list[bytes]] | None:
+    """The items and frames of an `encode_answer` (checked: sizes, strict JSON), or None when it is not one."""
+    if type(data) is not bytes or len(data) > limit or not data.startswith(ANSWER_MAGIC):
+        return None
+    start = len(ANSWER_MAGIC) + 8
+    size = int.from_bytes(data[len(ANSWER_MAGIC) : start], "big")
+    if start + size > len(data):
+        return None
+    try:
+        header = json.loads(
+            data[start : start + size],
+            parse_constant=lambda name: (_ for _ in ()).throw(ValueError(name)),
+        )
+    except (ValueError, RecursionError):
+        return None
+    if type(header) is not dict or header.keys() != {"items", "wires"}:
+        return None
+    items, lengths = header["items"], header["wires"]
+    if type(items) is not list or type(lengths) is not list or any(type(n) is not int or n < 1 for n in lengths):
+        return None
+    offset = start + size
+    if offset + sum(lengths) != len(data):
+        return None
+    view = memoryview(data)
+    wires = []
+    for n in lengths:
+        wires.append(bytes(view[offset : offset + n]))
+        offset += n
+    return items, wires
+
+
+# --- in a Dask worker ---------------------------------------------------------------------------
+
+PLUGIN_NAME = "grader"
+"""The name the client registers `GraderWorker` under on every worker (``Worker.plugins``)."""
+
+QUIET_CALLBACKS = ("profile", "profile-cycle")
+"""The worker's periodic callbacks `GraderWorker` stops: Dask's statistical profiler samples every
+thread's stack every 10 ms, in the worker's event loop; grading has no use for its flame graphs and
+it took most of the worker's GIL (the same as ``distributed.worker.profile.enabled: false``)."""
+
+
+class GraderWorker(WorkerPlugin):
+    """What a Dask worker keeps for the grader: its configured runners and the batch's calls.
+
+    Registered on every worker by the client (`distributed.Client.register_plugin`, a
+    ``distributed.WorkerPlugin``): on a worker, `run_chunk` finds it in ``Worker.plugins``. Each
+    runner is a grader configuration (`runner`) with its sandbox zygote started once and kept warm
+    across chunks; the calls are decoded once per batch. On set-up it stops the worker's statistical
+    profiler (`QUIET_CALLBACKS`); on tear-down it ends its runners (and their zygotes).
+    """
+
+    name = PLUGIN_NAME
+    idempotent = True
+    """Registered again by every grading run: a worker keeps the instance it has, and its warm runners."""
+
+    def __init__(self) -> None:
+        self.runners: dict[str, Any] = {}
+        self.calls: dict[str, tuple[Call, ...]] = {}
+        self.lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}  # what travels to a worker: the class; its state is made there
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def setup(self, worker: Any) -> None:
+        """Stop the worker's profiler (`QUIET_CALLBACKS`)."""
+        callbacks = getattr(worker, "periodic_callbacks", {})
+        for name in QUIET_CALLBACKS:
+            callback = callbacks.pop(name, None)
+            if callback is not None:
+                callback.stop()
+
+    def teardown(self, worker: Any) -> None:
+        """End every runner (its sandbox zygote stops with it)."""
+        with self.lock:
+            runners, self.runners = list(self.runners.values()), {}
+        for config in runners:
+            try:
+                config.hooks.unconfigure(config=config)
+            except Exception:  # noqa: BLE001, S110 - the worker is closing either way
+                pass
+
+    def runner(self, settings: dict[str, Any], slots: int = 1) -> Any:
+        """This worker's configured grader (sandbox zygote started once), for these settings."""
+        key = json.dumps(settings, sort_keys=True)
+        with self.lock:
+            config = self.runners.get(key)
+            if config is not None:
+                return config
+            from grader.config.parser import for_command
+
+            argv = [
+                "-",
+                "--import-timeout",
+                repr(float(settings["import_timeout"])),
+                "--submission-timeout",
+                repr(float(settings["submission_timeout"])),
+                "--jobs",
+                str(slots),
+                *(["--insecure"] if settings["insecure"] else []),
+                *(["--cpu-weight", str(settings["cpu_weight"])] if settings.get("cpu_weight") else []),
+                *(["--pack", settings["pack"]] if settings.get("pack") else []),
+            ]
+            config = for_command("grade", argv, plugins=settings["plugins"], pack=settings.get("pack"))
+            config.options.out = None  # a worker writes no file: results go back to the instructor
+            _keep_alive(lambda: config.hooks.configure(config))
+            self.runners[key] = config
+            return config
+
+    def batch_calls(self, calls_text: str) -> tuple[Call, ...]:
+        """The batch's calls (`decode_calls`), decoded once per worker."""
+        digest = hashlib.sha256(calls_text.encode()).hexdigest()
+        with self.lock:
+            calls = self.calls.get(digest)
+            if calls is None:
+                calls = self.calls[digest] = decode_calls(calls_text)
+            return calls
+
+    def run_chunk(self, payload: str, calls_text: str, settings: dict[str, Any], slots: int = 1) -> bytes:
+        """`run_chunk` with this worker's state."""
+        from grader.shards import encode_outcome
+
+        config = self.runner(settings, slots)
+        calls = self.batch_calls(calls_text)
+        items = []
+        wires: dict[bytes, int] = {}
+        # Named by this worker's pid (`scratch_prefix`): a worker killed mid-chunk leaves its folder,
+        # and the next grader to start removes it (`remove_stale_scratch`).
+        with tempfile.TemporaryDirectory(prefix=scratch_prefix("dask")) as tmp:
+            for i, item in enumerate(json.loads(payload)):
+                folder = Path(tmp) / str(i)
+                folder.mkdir()
+                path = folder / Path(item["name"]).name
+                path.write_bytes(base64.b64decode(item["data"]))
+                sub = Submission(item["id"], str(folder), str(path), item["sha256"])
+                outcome = config.hook.grader_run_calls(submission=sub, calls=list(calls), config=config)
+                items.append({"id": item["id"], "outcome": encode_outcome(outcome, wires)})
+        return encode_answer(items, wires)
+
+
+def _keep_alive(start: Any) -> None:
+    """Run ``start`` in a thread that lives as long as the worker process.
+
+    The sandbox's zygote is started there: a child's death signal follows the
+    thread that started it, and Dask may retire its task threads.
+    """
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            start()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            failure.append(exc)
+        done.set()
+        threading.Event().wait()  # forever: the zygote's parent thread
+
+    threading.Thread(target=body, name="grader-zygote-parent", daemon=True).start()
+    done.wait()
+    if failure:
+        raise failure[0]
+
+
+def run_chunk(payload: str, calls_text: str, settings: dict[str, Any]) -> bytes:
+    """Run a chunk of submissions in this Dask worker; return their outcomes (`encode_answer`).
+
+    Parameters
+    ----------
+    payload : str
+        JSON list of ``{"id", "name", "sha256", "data"}`` (the file's bytes, base64).
+    calls_text : str
+        `encode_calls` of the batch's calls.
+    settings : dict
+        Timeouts, ``insecure``, ``-p`` plugins (`_settings`).
+
+    Returns
+    -------
+    bytes
+        `encode_answer` of ``{"id", "outcome"}`` items (`grader.shards.encode_outcome`), in the payload's order.
+
+    Raises
+    ------
+    RuntimeError
+        Outside a Dask worker that has the grader's `GraderWorker` (the client registers it).
+    """
+    from distributed import get_worker
+
+    worker = get_worker()
+    state = worker.plugins.get(PLUGIN_NAME)
+    if not isinstance(state, GraderWorker):
+        raise RuntimeError("this Dask worker has no grader plugin: run 'grader grade --dask', which registers it")
+    return state.run_chunk(payload, calls_text, settings, max(1, int(worker.state.nthreads)))
