@@ -29,6 +29,7 @@ take the client's certificate, key and CA from ``--dask-tls-*`` (a
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import hashlib
 import json
@@ -50,6 +51,7 @@ _CLIENT = StashKey[Any]()
 _PENDING = StashKey[Any]()
 _CHUNKS = StashKey[dict[Any, Any]]()
 _CALLS_KEY = StashKey[str]()
+_VALUES = StashKey[bool]()
 
 __all__ = ["DEFAULT_CHUNK", "cluster_outcome", "security"]
 
@@ -76,6 +78,12 @@ def grader_addoption(parser: Any, command: str) -> None:
         default=DEFAULT_CHUNK,
         metavar="N",
         help=f"submissions per Dask task (default: {DEFAULT_CHUNK})",
+    )
+    group.add_argument(
+        "--dask-judge",
+        action="store_true",
+        help="judge and score on the workers too; they send back small result records (each worker must hold "
+        "this course and its course secret; one that does not is told apart, and its chunks are judged here)",
     )
     for name, what in (("ca", "the CA certificate"), ("cert", "the client's certificate"), ("key", "its private key")):
         group.add_argument(
@@ -166,6 +174,41 @@ def _settings(config: Any) -> dict[str, Any]:
     }
 
 
+JUDGING_OPTIONS = ("specs", "reference", "mutants", "secret_file")
+"""Options naming files that judging reads, passed on to the workers (as absolute paths) with ``--dask-judge``."""
+
+
+def _judge(config: Any, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """With ``--dask-judge``: what a worker must match to judge (spec hash, result settings) and whether the
+    client's plugins read the calls' values; ``settings["judging"]`` gets the options judging reads."""
+    if not config.option("dask_judge"):
+        return None
+    from grader.collected import COLLECTED
+    from grader.grading.settings import result_settings
+
+    argv: list[str] = []
+    for name in JUDGING_OPTIONS:
+        value = config.option(name)
+        if value:
+            argv += [f"--{name.replace('_', '-')}", str(Path(value).resolve())]
+    for flag in ("no_diagnosis", "after_due_date", "published"):
+        if config.option(flag):
+            argv.append(f"--{flag.replace('_', '-')}")
+    settings["judging"] = argv
+    from grader.shards import values_read
+
+    config.stash[_VALUES] = values = values_read(config)
+    return {"spec_hash": config.stash[COLLECTED].spec_hash, "settings": result_settings(config), "values": values}
+
+
+def _notebook(sub: Submission) -> bool:
+    """Whether the submission plugin relocates this submission's line numbers (a notebook's cells)."""
+    from grader.intake.files import NB_LOCK, NOTEBOOKS
+
+    with NB_LOCK:
+        return (sub.file or "") in NOTEBOOKS
+
+
 def _absolute(pack: str | None) -> str | None:
     """A ``--pack`` folder as an absolute path (a worker's folder is not ours); an installed pack's id as is."""
     return str(Path(pack).resolve()) if pack and Path(pack).is_dir() else pack
@@ -183,6 +226,7 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
     calls_key = "grader-calls-" + hashlib.sha256(calls_text.encode()).hexdigest()[:16]
     [scattered] = client.scatter([calls_text], broadcast=True, hash=False)
     settings = _settings(config)
+    judge = _judge(config, settings)
     size = int(config.option("dask_chunk") or DEFAULT_CHUNK)
     pending: dict[str, tuple[Any, int, int]] = {}
     batch = os.urandom(4).hex()
@@ -203,6 +247,8 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
                         "name": Path(sub.file).name,
                         "sha256": sub.sha256,
                         "data": base64.b64encode(data).decode(),
+                        # a notebook's line numbers are relocated here (the submission plugin): judged here
+                        "judge": judge is not None and not _notebook(sub),
                     },
                 )
             )
@@ -214,6 +260,7 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
             payload,
             scattered,
             settings,
+            judge,
             key=f"grader-chunk-{batch}-{start}",
             pure=False,
             retries=1,
@@ -234,7 +281,7 @@ def _chunk_limit(calls: Sequence[Call], count: int) -> int:
     return count * (sum(frame_limit(c.budget) + 8192 for c in calls) + (256 << 10)) + (64 << 10)
 
 
-def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> tuple[list[Any], list[bytes]] | None:
+def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> Any:
     """The decoded answer of a chunk (once per chunk), or None when the cluster could not finish it."""
     chunks = config.stash[_CHUNKS]
     with _LOCK:
@@ -282,24 +329,62 @@ def cluster_outcome(submission: Submission, calls: Sequence[Call], config: Any) 
     if entry is None:
         return None
     future, position, count = entry
-    data = _chunk(future, count, calls, config)
-    if data is None or position >= len(data[0]):
+    answer = _chunk(future, count, calls, config)
+    if answer is None or position >= len(answer.items):
         return None
-    items, wires = data
-    item = items[position]
+    item = answer.items[position]
     from grader.shards import OutcomeError, decode_outcome
 
     try:
-        if type(item) is not dict or set(item) != {"id", "outcome"} or item["id"] != submission.id:
+        if type(item) is not dict or set(item) - {"result"} != {"id", "outcome"} or item["id"] != submission.id:
             raise OutcomeError("not this submission's outcome")
-        return decode_outcome(item["outcome"], calls, wires)
-    except OutcomeError as exc:
+        judged = "result" in item
+        outcome = decode_outcome(item["outcome"], calls, answer.wires, timed=judged and not config.stash[_VALUES])
+        if judged:
+            outcome = dataclasses.replace(outcome, graded=_graded(item["result"], answer))
+        elif answer.refused:
+            _warn_once(config, f"a Dask worker did not judge ({answer.refused}); its submissions are judged here")
+        return outcome
+    except (OutcomeError, ValueError, KeyError, TypeError) as exc:
         print(
             f"grader: warning: the cluster's outcome of {submission.id!a} is unreadable ({exc}); graded here",
             file=sys.stderr,
             flush=True,
         )
         return None
+
+
+def _graded(data: Any, answer: Any) -> Any:
+    """A worker's result record (`grader.shards.cluster.encode_result`) as a `grader.models.SubmissionResult`.
+
+    Raises
+    ------
+    ValueError, KeyError, TypeError
+        If it is not one (`grader.shards.check_result_data`).
+    """
+    from grader.models import result_from_dict
+    from grader.shards import check_result_data
+
+    if type(data) is not dict or type(data.get("exercises")) is not list:
+        raise ValueError("not a result record")
+    exercises = tuple(answer.exercise(i) for i in data["exercises"])
+    head = {**data, "exercises": []}
+    check_result_data(head)
+    return dataclasses.replace(result_from_dict(head), exercises=exercises)
+
+
+_WARNED = StashKey[set[str]]()
+
+
+def _warn_once(config: Any, line: str) -> None:
+    with _LOCK:
+        warned = config.stash.setdefault(_WARNED, set())
+        if line in warned:
+            return
+        warned.add(line)
+    from grader.safetext import display
+
+    print(f"grader: warning: {display(line)}", file=sys.stderr, flush=True)
 
 
 @hookimpl

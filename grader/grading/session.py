@@ -334,6 +334,8 @@ def _grade_submission(
                 raise RuntimeError(
                     f"the runner returned {len(outcome.results) if outcome else 'no'} results for {len(calls)} calls"
                 )
+            if outcome.graded is not None:  # judged and scored where the calls ran (grade --dask-judge)
+                return dataclasses.replace(outcome.graded, id=submission.id, path=submission.path, slug=submission.slug)
             stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
             stage.name = "judging its checks"
             judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
@@ -457,8 +459,6 @@ def _unscored(exercise: Exercise, judged: list[tuple[Check, Verdict]]) -> Exerci
 
 
 def _log_line(line: str) -> None:
-    from grader.safetext import display
-
     try:
         print(f"grader: {display(line)}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
@@ -472,8 +472,6 @@ and those failures are not the grader's faults to report."""
 
 def _log_internal_error(line: str, exc: BaseException) -> None:
     """Write an internal-error note and its traceback to standard error (escaped: no student text raw)."""
-    from grader.safetext import display
-
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     # Every line of the traceback behind a "|": no line of it can start a CI workflow command.
     lines = [f"  | {display(row)}" for row in text.splitlines()]

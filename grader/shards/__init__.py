@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import math
@@ -200,7 +201,9 @@ _MESSAGE_LIMIT = 16 << 10
 _WIRE_KEYS = frozenset({"wire", "seconds"})
 
 
-def decode_outcome(data: Any, calls: Sequence[Call], wires: Sequence[bytes] | None = None) -> RunOutcome:
+def decode_outcome(
+    data: Any, calls: Sequence[Call], wires: Sequence[bytes] | None = None, timed: bool = False
+) -> RunOutcome:
     """Rebuild a `RunOutcome` from `encode_outcome` data, strictly, for these calls.
 
     Every key and type is checked. A result in wire form is the job's frame: it is decoded and
@@ -218,6 +221,9 @@ def decode_outcome(data: Any, calls: Sequence[Call], wires: Sequence[bytes] | No
     wires : sequence of bytes, optional
         The table of frames a wire result names by position (`encode_outcome`'s ``wires``); without
         it, a wire result holds its frame in base64.
+    timed : bool
+        Whether a result may be its status and seconds only (`grader.shards.cluster.timed_outcome`:
+        workers that judge, for a client where no plugin reads the values); its value is then None.
 
     Raises
     ------
@@ -235,7 +241,10 @@ def decode_outcome(data: Any, calls: Sequence[Call], wires: Sequence[bytes] | No
     rows = data["results"]
     if type(rows) is not list or len(rows) != len(calls):
         raise OutcomeError(f"{len(rows) if type(rows) is list else 'no'} results for {len(calls)} calls")
-    results = [_decode_result(i, row, call, wires) for i, (row, call) in enumerate(zip(rows, calls))]
+    if timed:
+        results = [_timed_result(i, row) for i, row in enumerate(rows)]
+    else:
+        results = [_decode_result(i, row, call, wires) for i, (row, call) in enumerate(zip(rows, calls))]
     sha = data["sha256"]
     if type(sha) is not str or (sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha))):
         raise OutcomeError("sha256 is not a SHA-256")
@@ -255,6 +264,13 @@ def _seconds(row: dict[str, Any], i: int) -> float:
     return float(seconds)
 
 
+def _timed_result(i: int, row: Any) -> CallResult:
+    """A `grader.shards.cluster.timed_outcome` result: its status and seconds."""
+    if type(row) is not dict or row.keys() != {"status", "seconds"} or row["status"] not in CALL_STATUSES:
+        raise OutcomeError(f"result {i} is not a call's status and seconds")
+    return CallResult(row["status"], seconds=_seconds(row, i))
+
+
 def _decode_result(i: int, row: Any, call: Call, wires: Sequence[bytes] | None) -> CallResult:
     """One call's result of `decode_outcome` (``i``: its position, named in errors)."""
     from grader.execution.boundary import FRAMES, MAX_NAME, MAX_WHERE, BoundaryError, decode_frame
@@ -267,13 +283,13 @@ def _decode_result(i: int, row: Any, call: Call, wires: Sequence[bytes] | None) 
                 raise OutcomeError(f"result {i}: no such frame")
             wire = wires[where]
         else:
-            if type(where) is not str or len(where) > 2 * frame_limit_of(call):
+            if type(where) is not str or len(where) > 2 * _frame_limit(call.budget):
                 raise OutcomeError(f"result {i}: the frame is not base64 text of a frame's size")
             try:
                 wire = base64.b64decode(where, validate=True)
             except (binascii.Error, ValueError):
                 raise OutcomeError(f"result {i}: the frame is not base64") from None
-        if not wire or len(wire) > frame_limit_of(call):
+        if not wire or len(wire) > _frame_limit(call.budget):
             raise OutcomeError(f"result {i}: the frame is empty or larger than its call allows")
         try:
             frame = FRAMES.decode(bytes(wire), "call", call.budget)
@@ -312,11 +328,27 @@ def _decode_result(i: int, row: Any, call: Call, wires: Sequence[bytes] | None) 
     )
 
 
-def frame_limit_of(call: Call) -> int:
-    """The largest frame a job may answer ``call`` with (`grader.execution.boundary.frame_limit`)."""
+@functools.lru_cache(maxsize=1024)
+def _frame_limit(budget: Any) -> int:
+    """The largest frame a job may answer a call of this budget with (`grader.execution.boundary.frame_limit`)."""
     from grader.execution.boundary import frame_limit
 
-    return frame_limit(call.budget)
+    return frame_limit(budget)
+
+
+def values_read(config: Any) -> bool:
+    """Whether a plugin of this run reads the calls' returned values (not only their statuses and seconds).
+
+    The staff pages (``--staff``), the similarity check (``--similarity``), a shard's record
+    (``--shard``) and any wrapper of ``grader_run_calls`` the grader does not ship do. Where none
+    does, outcomes that exist (a Dask worker's that judged, a merge's records) need not carry them.
+    """
+    if config.option("staff") or config.option("similarity") or STASH_KEY in config.stash:
+        return True
+    known = {"timing", "staff", "similarity", "shard_record", "runner", "dask_cluster", "submission"}
+    return any(
+        impl.plugin_name.rpartition(".")[2] not in known for impl in config.hooks.implementations("grader_run_calls")
+    )
 
 
 def _strict_json(text: str | bytes) -> Any:
@@ -542,6 +574,21 @@ MAX_POINTS = 1e9
 """Largest absolute number of points a recorded result may hold."""
 
 
+@functools.cache
+def _field_kinds(cls: Any) -> tuple[dict[str, tuple[Any, bool]], frozenset[str]]:
+    """Per field of a result dataclass: its checked type (``str``, ``bool``, ``float`` or None) and whether
+    it may be None; and the field names (worked out once per class, for `check_result_data`)."""
+    import dataclasses
+
+    kinds = {}
+    for f in dataclasses.fields(cls):
+        kind = str(f.type)
+        optional = kind.endswith(" | None")
+        kind = kind.removesuffix(" | None")
+        kinds[f.name] = ({"str": str, "bool": bool, "float": float}.get(kind), optional)
+    return kinds, frozenset(kinds)
+
+
 def check_result_data(data: Any) -> None:
     """Refuse recorded result data that `grader.models.result_from_dict` would take but a writer would choke on.
 
@@ -558,30 +605,25 @@ def check_result_data(data: Any) -> None:
     ValueError
         Naming the field at fault.
     """
-    import dataclasses
 
     from grader.models import Adjustment, CheckResult, Diagnosis, ExerciseResult, SubmissionResult
 
     def fields_of(cls: Any, value: Any, where: str) -> None:
         if type(value) is not dict:
             raise ValueError(f"{where} is not an object")
-        for f in dataclasses.fields(cls):
-            if f.name not in value:
+        kinds, names = _field_kinds(cls)
+        for name, v in value.items():
+            if name not in names:
+                raise ValueError(f"{where} has unknown keys {sorted(set(value) - names)}")
+            kind, optional = kinds[name]
+            if (v is None and optional) or kind is None:
                 continue
-            v, at, kind = value[f.name], f"{where}.{f.name}", str(f.type)
-            optional = kind.endswith(" | None")
-            kind = kind.removesuffix(" | None")
-            if v is None and optional:
-                continue
-            if kind == "str" and type(v) is not str:
-                raise ValueError(f"{at} is not a string")
-            if kind == "bool" and type(v) is not bool:
-                raise ValueError(f"{at} is not true or false")
-            if kind == "float" and not (type(v) in (int, float) and -MAX_POINTS <= v <= MAX_POINTS):  # NaN fails
-                raise ValueError(f"{at} is not a number of points")
-        unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"{where} has unknown keys {sorted(unknown)}")
+            if kind is str and type(v) is not str:
+                raise ValueError(f"{where}.{name} is not a string")
+            if kind is bool and type(v) is not bool:
+                raise ValueError(f"{where}.{name} is not true or false")
+            if kind is float and not (type(v) in (int, float) and -MAX_POINTS <= v <= MAX_POINTS):  # NaN fails
+                raise ValueError(f"{where}.{name} is not a number of points")
 
     def items(value: Any, where: str) -> list[Any]:
         if type(value) is not list:

@@ -18,6 +18,7 @@ import json
 import tempfile
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,15 @@ from grader.models import Call, Submission
 __all__ = [
     "ANSWER_MAGIC",
     "PLUGIN_NAME",
+    "Answer",
     "GraderWorker",
     "decode_answer",
     "decode_calls",
     "encode_answer",
     "encode_calls",
+    "encode_result",
     "run_chunk",
+    "timed_outcome",
 ]
 
 
@@ -84,20 +88,37 @@ ANSWER_MAGIC = b"grader-chunk/2\n"
 """The first bytes of a chunk's answer (`encode_answer`)."""
 
 
-def encode_answer(items: Sequence[dict[str, Any]], wires: dict[bytes, int]) -> bytes:
+def encode_answer(
+    items: Sequence[dict[str, Any]],
+    wires: dict[bytes, int],
+    exercises: dict[str, int] | None = None,
+    refused: str = "",
+) -> bytes:
     """A chunk's answer: `ANSWER_MAGIC`, the JSON header's length (8 bytes), the header, then every frame.
 
-    The header is ``{"items": [...], "wires": [length, ...]}``: each item names its frames by their
-    position in ``wires`` (`grader.shards.encode_outcome`), and each distinct frame travels once per
-    chunk, in its own bytes (a class answers the same frames again and again).
+    The header is ``{"items": [...], "wires": [length, ...], "exercises": [...], "refused": text}``:
+    each item names its frames by their position in ``wires`` (`grader.shards.encode_outcome`), and
+    each distinct frame travels once per chunk, in its own bytes (a class answers the same frames
+    again and again). When the workers judge, an item's ``result`` names its exercises' results by
+    their position in ``exercises`` (`encode_result`: each distinct one once); ``refused`` says why
+    this worker did not judge (its course is not the client's), or is empty.
     """
     table = sorted(wires, key=wires.__getitem__)
-    header = json.dumps({"items": list(items), "wires": [len(w) for w in table]}, allow_nan=False).encode()
+    shared = sorted(exercises or {}, key=(exercises or {}).__getitem__)
+    header = json.dumps(
+        {
+            "items": list(items),
+            "wires": [len(w) for w in table],
+            "exercises": [json.loads(text) for text in shared],
+            "refused": refused,
+        },
+        allow_nan=False,
+    ).encode()
     return b"".join([ANSWER_MAGIC, len(header).to_bytes(8, "big"), header, *table])
 
 
-def decode_answer(data: Any, limit: int) -> tuple[list[Any], list[bytes]] | None:
-    """The items and frames of an `encode_answer` (checked: sizes, strict JSON), or None when it is not one."""
+def decode_answer(data: Any, limit: int) -> Answer | None:
+    """The parts of an `encode_answer` (checked: sizes, strict JSON), or None when it is not one."""
     if type(data) is not bytes or len(data) > limit or not data.startswith(ANSWER_MAGIC):
         return None
     start = len(ANSWER_MAGIC) + 8
@@ -111,10 +132,12 @@ def decode_answer(data: Any, limit: int) -> tuple[list[Any], list[bytes]] | None
         )
     except (ValueError, RecursionError):
         return None
-    if type(header) is not dict or header.keys() != {"items", "wires"}:
+    if type(header) is not dict or header.keys() != {"items", "wires", "exercises", "refused"}:
         return None
-    items, lengths = header["items"], header["wires"]
+    items, lengths, exercises = header["items"], header["wires"], header["exercises"]
     if type(items) is not list or type(lengths) is not list or any(type(n) is not int or n < 1 for n in lengths):
+        return None
+    if type(exercises) is not list or type(header["refused"]) is not str:
         return None
     offset = start + size
     if offset + sum(lengths) != len(data):
@@ -124,7 +147,68 @@ def decode_answer(data: Any, limit: int) -> tuple[list[Any], list[bytes]] | None
     for n in lengths:
         wires.append(bytes(view[offset : offset + n]))
         offset += n
-    return items, wires
+    return Answer(items, wires, exercises, header["refused"][:500])
+
+
+@dataclass
+class Answer:
+    """A chunk's answer, read (`decode_answer`): its items, frames, shared exercise results and refusal."""
+
+    items: list[Any]
+    wires: list[bytes]
+    exercises: list[Any]
+    refused: str
+    _results: dict[int, Any] = field(default_factory=dict)
+
+    def exercise(self, position: Any) -> Any:
+        """The `grader.models.ExerciseResult` at ``position`` of the table (checked and built once per chunk).
+
+        Raises
+        ------
+        ValueError
+            If there is none there, or it is not an exercise's result.
+        """
+        if type(position) is not int or not 0 <= position < len(self.exercises):
+            raise ValueError("no such exercise result")
+        built = self._results.get(position)
+        if built is None:
+            from grader.models import result_from_dict
+            from grader.shards import check_result_data
+
+            data = {"id": "", "path": "", "sha256": "", "status": "graded", "score": 0.0, "max_score": 0.0}
+            data["exercises"] = [self.exercises[position]]
+            check_result_data(data)
+            built = self._results[position] = result_from_dict(data).exercises[0]
+        return built
+
+
+def encode_result(result: Any, exercises: dict[str, int]) -> dict[str, Any]:
+    """A worker's `grader.models.SubmissionResult` as data, its exercises' results by position in ``exercises``.
+
+    The results of a class repeat (every correct submission's exercise is the same): each distinct one
+    is written once per chunk (`encode_answer`), keyed by its JSON text.
+    """
+    from grader.models import exercise_to_dict, result_to_dict
+
+    data = result_to_dict(result, exercises=False)
+    data["exercises"] = [
+        exercises.setdefault(json.dumps(exercise_to_dict(ex), sort_keys=True, allow_nan=False), len(exercises))
+        for ex in result.exercises
+    ]
+    return data
+
+
+def timed_outcome(outcome: Any) -> dict[str, Any]:
+    """What a client whose workers judge needs of an outcome when no plugin there reads values: statuses and seconds.
+
+    `grader.shards.decode_outcome` reads it as an outcome whose calls' values are unknown (None).
+    """
+    from grader.models import RunOutcome
+    from grader.shards import encode_outcome
+
+    data = encode_outcome(RunOutcome((), outcome.import_error, outcome.stdout, outcome.stderr, outcome.sha256))
+    data["results"] = [{"status": r.status, "seconds": float(r.seconds)} for r in outcome.results]
+    return data
 
 
 # --- in a Dask worker ---------------------------------------------------------------------------
@@ -155,6 +239,7 @@ class GraderWorker(WorkerPlugin):
     def __init__(self) -> None:
         self.runners: dict[str, Any] = {}
         self.calls: dict[str, tuple[Call, ...]] = {}
+        self.collections: dict[int, tuple[Any, dict[str, Any], str]] = {}
         self.lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -201,6 +286,7 @@ class GraderWorker(WorkerPlugin):
                 *(["--insecure"] if settings["insecure"] else []),
                 *(["--cpu-weight", str(settings["cpu_weight"])] if settings.get("cpu_weight") else []),
                 *(["--pack", settings["pack"]] if settings.get("pack") else []),
+                *settings.get("judging", ()),
             ]
             config = for_command("grade", argv, plugins=settings["plugins"], pack=settings.get("pack"))
             config.options.out = None  # a worker writes no file: results go back to the instructor
@@ -217,14 +303,57 @@ class GraderWorker(WorkerPlugin):
                 calls = self.calls[digest] = decode_calls(calls_text)
             return calls
 
-    def run_chunk(self, payload: str, calls_text: str, settings: dict[str, Any], slots: int = 1) -> bytes:
+    def collected(self, config: Any, judge: dict[str, Any]) -> tuple[Any, str]:
+        """The runner's collected checks, and "" when its course judges as the client's does, else why not.
+
+        The specs and reference (their hash) and every setting a result depends on, the course
+        secret's fingerprint included (`grader.grading.settings.result_settings`), must be the
+        client's: then a result judged here is the one the client would judge. The checks are
+        collected once per runner; the comparison is made for each chunk (clients differ).
+        """
+        with self.lock:
+            kept = self.collections.get(id(config))
+            if kept is None:
+                from grader.collected import COLLECTED
+                from grader.grading.session import collect
+                from grader.grading.settings import result_settings
+
+                try:
+                    gathered = collect(config)
+                except Exception as exc:  # noqa: BLE001 - said to the client, which judges instead
+                    kept = (None, {}, f"the worker cannot collect the course's checks ({type(exc).__name__}: {exc})")
+                else:
+                    config.stash[COLLECTED] = gathered
+                    kept = (gathered, result_settings(config), "")
+                self.collections[id(config)] = kept
+        collected, mine, failed = kept
+        if failed or collected is None:
+            return None, failed
+        if collected.spec_hash != judge["spec_hash"]:
+            return collected, "the worker's specs or reference differ from this run's (spec hash)"
+        if mine != judge["settings"]:
+            differ = sorted(k for k in set(mine) | set(judge["settings"]) if mine.get(k) != judge["settings"].get(k))
+            return collected, f"the worker's settings differ from this run's: {', '.join(differ)}"
+        return collected, ""
+
+    def run_chunk(
+        self,
+        payload: str,
+        calls_text: str,
+        settings: dict[str, Any],
+        slots: int = 1,
+        judge: dict[str, Any] | None = None,
+    ) -> bytes:
         """`run_chunk` with this worker's state."""
         from grader.shards import encode_outcome
 
         config = self.runner(settings, slots)
         calls = self.batch_calls(calls_text)
+        collected, refused = self.collected(config, judge) if judge is not None else (None, "")
+        judging = judge is not None and collected is not None and not refused
         items = []
         wires: dict[bytes, int] = {}
+        exercises: dict[str, int] = {}
         # Named by this worker's pid (`scratch_prefix`): a worker killed mid-chunk leaves its folder,
         # and the next grader to start removes it (`remove_stale_scratch`).
         with tempfile.TemporaryDirectory(prefix=scratch_prefix("dask")) as tmp:
@@ -235,8 +364,18 @@ class GraderWorker(WorkerPlugin):
                 path.write_bytes(base64.b64decode(item["data"]))
                 sub = Submission(item["id"], str(folder), str(path), item["sha256"])
                 outcome = config.hook.grader_run_calls(submission=sub, calls=list(calls), config=config)
-                items.append({"id": item["id"], "outcome": encode_outcome(outcome, wires)})
-        return encode_answer(items, wires)
+                entry: dict[str, Any] = {"id": item["id"]}
+                here = judging and bool(item.get("judge"))
+                if here and judge is not None and not judge["values"]:
+                    entry["outcome"] = timed_outcome(outcome)
+                else:
+                    entry["outcome"] = encode_outcome(outcome, wires)
+                if here and collected is not None:
+                    from grader.grading.session import grade_submission
+
+                    entry["result"] = encode_result(grade_submission(sub, collected, config, outcome), exercises)
+                items.append(entry)
+        return encode_answer(items, wires, exercises, refused)
 
 
 def _keep_alive(start: Any) -> None:
@@ -262,17 +401,22 @@ def _keep_alive(start: Any) -> None:
         raise failure[0]
 
 
-def run_chunk(payload: str, calls_text: str, settings: dict[str, Any]) -> bytes:
+def run_chunk(payload: str, calls_text: str, settings: dict[str, Any], judge: dict[str, Any] | None = None) -> bytes:
     """Run a chunk of submissions in this Dask worker; return their outcomes (`encode_answer`).
 
     Parameters
     ----------
     payload : str
-        JSON list of ``{"id", "name", "sha256", "data"}`` (the file's bytes, base64).
+        JSON list of ``{"id", "name", "sha256", "data", "judge"}`` (the file's bytes, base64; whether to
+        judge it here, when ``judge`` is given).
     calls_text : str
         `encode_calls` of the batch's calls.
     settings : dict
-        Timeouts, ``insecure``, ``-p`` plugins (`_settings`).
+        Timeouts, ``insecure``, ``-p`` plugins, and the options that judging reads (``judging``).
+    judge : dict, optional
+        To judge and score here: the client's ``spec_hash`` and ``settings``
+        (`grader.grading.settings.result_settings`), which this worker's must equal, and
+        ``values``, whether the client needs the calls' values (else `timed_outcome`).
 
     Returns
     -------
@@ -290,4 +434,4 @@ def run_chunk(payload: str, calls_text: str, settings: dict[str, Any]) -> bytes:
     state = worker.plugins.get(PLUGIN_NAME)
     if not isinstance(state, GraderWorker):
         raise RuntimeError("this Dask worker has no grader plugin: run 'grader grade --dask', which registers it")
-    return state.run_chunk(payload, calls_text, settings, max(1, int(worker.state.nthreads)))
+    return state.run_chunk(payload, calls_text, settings, max(1, int(worker.state.nthreads)), judge)

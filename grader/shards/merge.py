@@ -17,7 +17,7 @@ from grader.collected import COLLECTED
 from grader.errors import UsageError
 from grader.execution.keys import OUTCOME_SOURCES
 from grader.grading.slices import shard_of
-from grader.models import Submission, SubmissionResult
+from grader.models import CallResult, RunOutcome, Submission, SubmissionResult
 from grader.shards import (
     MAX_RECORD_BYTES,
     RECORDS,
@@ -30,6 +30,7 @@ from grader.shards import (
     decode_outcome,
     read_shard,
     run_of,
+    values_read,
 )
 
 __all__ = ["check_shards", "merge", "merge_options"]
@@ -281,7 +282,7 @@ def merge(config: Any) -> Any:
             f"{_short(m0['spec_hash'])} vs {_short(collected.spec_hash)}); merge with the same"
         )
     calls = collected.calls
-    entries = _read_records(shards, calls)
+    entries = _read_records(shards, calls, values_read(config))
     class_ids = m0["class_ids"]
     lost = [sid for sid in class_ids if sid not in entries]
     if lost:
@@ -305,7 +306,7 @@ def merge(config: Any) -> Any:
             key = session.result_key(sub, collected, config)
             config.hook.grader_cached_result(submission=sub, key=key, config=config)
         if outcome is not None:
-            replay[sub.id] = decode_outcome(json.loads(zlib.decompress(outcome)), calls)
+            replay[sub.id] = _replayed(outcome, calls)
             config.hooks.run_calls(submission=sub, calls=list(calls), config=config)
             replay.pop(sub.id, None)
         results.append(session._hand_over(result, sub, collected, config))
@@ -329,8 +330,44 @@ def merge(config: Any) -> Any:
     return report
 
 
-def _read_records(shards: Sequence[Shard], calls: Any) -> dict[str, tuple[Submission, SubmissionResult, bytes | None]]:
-    """Every shard's records, checked, by submission id: its submission, result and compressed outcome.
+_Kept = bytes | tuple[Any, ...]
+"""A recorded outcome kept until its turn: its JSON compressed (a plugin reads the calls' values), or only
+its statuses, seconds and texts (`_timed`)."""
+
+
+def _timed(outcome: RunOutcome, statuses: dict[tuple[str, ...], tuple[str, ...]]) -> tuple[Any, ...]:
+    """What a merge whose plugins read no value keeps of an outcome: the calls' statuses (one tuple shared by
+    every equal one), their seconds (4 bytes each, as `grader.builtin.timing` keeps them) and the texts."""
+    from array import array
+
+    kinds = tuple(r.status for r in outcome.results)
+    seconds = array("f", [max(float(r.seconds), 0.0) for r in outcome.results])
+    return (
+        statuses.setdefault(kinds, kinds),
+        seconds,
+        outcome.import_error,
+        outcome.stdout,
+        outcome.stderr,
+        outcome.sha256,
+    )
+
+
+def _replayed(kept: _Kept, calls: Any) -> RunOutcome:
+    """A recorded outcome as the runner hands it to the wrappers of ``grader_run_calls`` (decoded again, or
+    its statuses and seconds only: no plugin of the merge reads a value)."""
+    if isinstance(kept, bytes):
+        return decode_outcome(json.loads(zlib.decompress(kept)), calls)
+    kinds, seconds, import_error, stdout, stderr, sha256 = kept
+    results = tuple(CallResult(k, seconds=s) for k, s in zip(kinds, seconds))
+    return RunOutcome(results, import_error, stdout, stderr, sha256)
+
+
+def _read_records(
+    shards: Sequence[Shard], calls: Any, values: bool = True
+) -> dict[str, tuple[Submission, SubmissionResult, _Kept | None]]:
+    """Every shard's records, checked, by submission id: its submission, result and outcome (`_Kept`).
+
+    ``values``: whether a plugin of the merge reads the calls' values (`grader.shards.values_read`).
 
     Raises
     ------
@@ -339,7 +376,8 @@ def _read_records(shards: Sequence[Shard], calls: Any) -> dict[str, tuple[Submis
     """
     from grader.models import result_from_dict
 
-    entries: dict[str, tuple[Submission, SubmissionResult, bytes | None]] = {}
+    entries: dict[str, tuple[Submission, SubmissionResult, _Kept | None]] = {}
+    statuses: dict[tuple[str, ...], tuple[str, ...]] = {}
     for shard in shards:
         expected = shard.manifest["ids"]
         got = []
@@ -355,11 +393,13 @@ def _read_records(shards: Sequence[Shard], calls: Any) -> dict[str, tuple[Submis
                 sub = _submission_from(data["submission"])
                 check_result_data(data["result"])
                 result = result_from_dict(data["result"])
-                outcome = None
+                outcome: _Kept | None = None
                 if data["outcome"] is not None:
-                    decode_outcome(data["outcome"], calls)  # checked now: a refused merge writes nothing
-                    # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
-                    outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
+                    decoded = decode_outcome(data["outcome"], calls)  # checked now: a refused merge writes nothing
+                    if values:  # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
+                        outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
+                    else:
+                        outcome = _timed(decoded, statuses)
             except (KeyError, TypeError, ValueError) as exc:
                 raise UsageError(f"{where}: not a shard record ({exc}); grade that shard again") from None
             if result.id != sub.id:

@@ -68,6 +68,21 @@ def cluster():
         yield local, client
 
 
+@pytest.mark.slow
+def test_workers_with_another_course_secret_do_not_judge_and_the_client_does(cluster, tmp_path: Path) -> None:
+    """A worker whose course would judge differently (here: another course secret, so other hidden inputs)
+    is told apart by its result settings; its chunks are judged by the client, and nothing differs."""
+    local, _ = cluster
+    klass = make_class(tmp_path / "class", copies=1)
+    env = grader_env(GRADER_COURSE_SECRET="a secret the workers do not hold")
+    run("grade", klass, "--out", tmp_path / "local", "-q", env=env)
+    done = run(
+        "grade", klass, "--out", tmp_path / "dask", "-q", "--dask", local.scheduler_address, "--dask-judge", env=env
+    )
+    assert "a Dask worker did not judge (the worker's settings differ from this run's: course_secret)" in done.stderr
+    assert_same_exports(tmp_path / "local", tmp_path / "dask")
+
+
 def _slow_class(folder: Path) -> Path:
     """The generated class, each student's import taking a while (so a worker can be killed inside a chunk)."""
     make_class(folder)
@@ -115,6 +130,15 @@ def test_a_dask_cluster_grades_byte_identically_to_a_local_run(cluster, tmp_path
     )
     assert client.run(_zygote_pids) == before  # the same zygotes graded the second batch
     assert (tmp_path / "again" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
+    # --dask-judge: the workers judge and score too, and send back result records (with --staff the
+    # values as well, for the staff pages); every export is still the local run's
+    run(
+        "grade", klass, "--out", tmp_path / "judged", "-q", "--staff", "--dask", local.scheduler_address, "--dask-judge"
+    )
+    assert_same_exports(tmp_path / "local", tmp_path / "judged")
+    done = run("grade", klass, "--out", tmp_path / "records", "-q", "--dask", local.scheduler_address, "--dask-judge")
+    assert "did not judge" not in done.stderr and "graded here" not in done.stderr
+    assert_same_exports(tmp_path / "again", tmp_path / "records")  # without --staff: statuses and seconds came back
 
 
 @pytest.mark.slow
