@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import threading
 import time
@@ -213,12 +214,75 @@ def test_a_large_float_argument_s_mutation_is_seen_as_the_generic_check_sees_it(
     size = int.from_bytes(wire[1:5], "big")
     calls = worker._decode(wire[5 : 5 + size].decode())["calls"]
     [(function, args, pristine)] = worker._work(calls, memoryview(wire)[5 + size :], np)
-    assert function == "f" and type(pristine[0]) is worker._Floats and pristine[1] == [1.0, 2.0]
-    generic = worker._copy(args)  # what any other argument gets: a copy compared element by element
+    assert function == "f" and type(pristine[0]) is worker._Floats and type(pristine[1]) is worker._Pickled
+    assert pristine[1].same([1.0, 2.0]) and not pristine[1].same([1.0, 2.0, 3.0]) and not pristine[1].same((1.0, 2.0))
+    generic = worker._copy(args)  # the copy compared element by element
+    pickled = [worker._Pickled(a) for a in args]  # what an argument that came as JSON gets
     _mutations()[name](args[0])
     fast = worker._mutated(args, pristine)
-    assert fast == worker._mutated(args, generic)
+    assert fast == worker._mutated(args, generic) == worker._mutated(args, pickled)
     assert fast == ([] if name in UNCHANGED else [0])
+
+
+def test_an_argument_s_pickled_copy_judges_changes_as_the_element_walk_does() -> None:
+
+    class Hostile(list):
+        def __reduce_ex__(self, protocol: object) -> object:
+            raise RuntimeError("no")
+
+    def changes() -> dict[str, tuple[Any, Any]]:
+        """(the argument as it came, as the call left it), by name."""
+        return {
+            "negative_zero": ([0.0, 1.0], [-0.0, 1.0]),  # equal numbers: unchanged, as == says
+            "nan_payload": ([math.nan], [-math.nan]),  # still NaN: unchanged
+            "shared_string": (["ab", "ab"], ["ab"] * 2),
+            "numpy_float": ([1.0, 2.0], [np.float64(1.0), 2.0]),
+            "int_for_float": ([1.0, 2.0], [1, 2.0]),
+            "tuple_row": ([[1.0], [2.0]], [(1.0,), [2.0]]),
+            "list_subclass": ([1.0], Hostile([1.0])),
+            "dict_rebuilt": ({"a": [1.0]}, {"a": [1.0]}),
+            "dict_changed": ({"a": [1.0]}, {"a": [1.5]}),
+            "cycle": ([1.0], None),
+        }
+
+    verdicts = {}
+    for name, (given, left) in changes().items():
+        if left is None:  # the call appends the list to itself
+            left = list(given)
+            left.append(left)
+        pickled = worker._Pickled(given)
+        assert pickled.same(left) == worker._same(left, worker._copy(given)), name
+        verdicts[name] = pickled.same(left)
+    assert verdicts == {
+        "negative_zero": True,
+        "nan_payload": True,
+        "shared_string": True,
+        "numpy_float": False,
+        "int_for_float": False,
+        "tuple_row": False,
+        "list_subclass": False,
+        "dict_rebuilt": True,
+        "dict_changed": False,
+        "cycle": False,
+    }
+
+
+def test_a_row_of_plain_numbers_is_returned_as_the_element_walk_returns_it() -> None:
+    big = 10**400
+    for value in ([1.0, 2, True], (1.5, -2.0), [1, big], [[1.0, 2.0], (3, 4)], [math.inf, 1.0], list(range(50))):
+        try:
+            slow = [worker.to_data(v, np, 1) for v in value]
+        except worker.BadReturn as exc:
+            with pytest.raises(worker.BadReturn) as raised:
+                worker.to_data(value, np)
+            assert str(raised.value) == str(exc) and "too large to be a float" in str(exc)
+            continue
+        fast = worker.to_data(value, np)
+        assert fast == slow and [type(x) for x in fast] == [type(x) for x in slow]
+    with pytest.raises(worker.BadReturn, match="too large"):
+        worker.to_data([1.0] * 10, np, budget=[5])
+    with pytest.raises(worker.BadReturn, match="nested too deeply"):
+        worker.to_data([1.0], np, depth=worker.MAX_DEPTH)
 
 
 def test_a_large_argument_arrives_as_the_same_lists_and_a_large_result_leaves_as_its_bytes(tmp_path: Path) -> None:

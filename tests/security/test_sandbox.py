@@ -143,7 +143,9 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
         assert len(launches) == 3 and not any("calls" in m or "who" in json.dumps(m) for m in launches)
         worker.close()
         assert slot_processes(0, zygote.proc.pid) == set() and slot_processes(5, zygote.proc.pid) == set()
-        assert sorted(p.name for p in workdir.iterdir()) == []  # job folders removed with their jobs
+        # one folder per slot, kept for the slot's next job, and left empty by each job
+        assert sorted(p.name for p in workdir.iterdir()) == ["slot0", "slot5"]
+        assert all(list(p.iterdir()) == [] for p in workdir.iterdir())
     finally:
         worker.close()
         zygote.close()

@@ -69,7 +69,7 @@ def own_folder(folder):
         text = fh.read()
     os.remove("sub/b.txt")
     os.rmdir("sub")
-    return [float(text == "abc"), float(os.listdir(".") == ["attention.py"]), float(os.getcwd() == folder or os.getcwd().startswith(folder + "/job"))]
+    return [float(text == "abc"), float(os.listdir(".") == ["attention.py"]), float(os.getcwd() == folder or os.getcwd().startswith(folder + "/slot"))]
 
 
 def environment(names):

@@ -46,6 +46,7 @@ class Zygote:
         self.ids = itertools.count(1)
         self.landlock_abi = 0
         self.readonly: list[str] = []
+        self._cpu_fds: dict[str, int] = {}
         if wait:
             self.wait_started()
 
@@ -102,9 +103,29 @@ class Zygote:
             raise ConfigError("the sandbox's zygote stopped answering")
         return json.loads(line), got
 
+    def cpu_stat_fd(self, path: str) -> int:
+        """A descriptor of a slot cgroup's ``cpu.stat`` (read with ``pread``), opened once for all its jobs.
+
+        Raises
+        ------
+        OSError
+            If it cannot be opened.
+        """
+        fd = self._cpu_fds.get(path)
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            kept = self._cpu_fds.setdefault(path, fd)  # another thread may have opened it meanwhile
+            if kept != fd:
+                os.close(fd)
+            fd = kept
+        return fd
+
     def close(self) -> None:
         """Stop the zygote (its jobs die with it)."""
         stop_server(self.sock, self.proc)
+        for fd in self._cpu_fds.values():
+            os.close(fd)
+        self._cpu_fds.clear()
 
 
 class JobSink(Protocol):
@@ -155,14 +176,20 @@ class SandboxJob:
         self.slot = slot
         self.on_end = on_end
         uid = slot_uid(slot) if os.geteuid() == 0 else os.geteuid()
-        self.jobdir = os.path.join(workdir, f"job{self.id}")
+        # One folder per slot, made once and left empty by each job (see `settle`), not one per job.
+        self.jobdir = os.path.join(workdir, f"slot{slot}")
         try:
             os.mkdir(self.jobdir, 0o700)
+        except FileExistsError:
+            made = False
         except FileNotFoundError:  # something (a temporary-folder cleaner) removed the workdir
             os.makedirs(workdir, 0o711, exist_ok=True)
             os.chmod(workdir, 0o711)
             os.mkdir(self.jobdir, 0o700)
-        if os.geteuid() == 0:
+            made = True
+        else:
+            made = True
+        if made and os.geteuid() == 0:
             os.chown(self.jobdir, uid, uid)
         request = {
             "op": "launch",
@@ -241,7 +268,7 @@ class SandboxJob:
             if not self.cpu_stat:
                 return None
             try:
-                self._cpu_fd = os.open(self.cpu_stat, os.O_RDONLY | os.O_CLOEXEC)
+                self._cpu_fd = self.zygote.cpu_stat_fd(self.cpu_stat)
             except OSError:
                 self.cpu_stat = None
                 return None
@@ -346,13 +373,17 @@ class SandboxJob:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
-        for fd in (self._cpu_fd, self._schedstat_fd):
-            if fd is not None:
-                os.close(fd)
-        self._cpu_fd = self._schedstat_fd = None
+        if self._schedstat_fd is not None:
+            os.close(self._schedstat_fd)
+        self._cpu_fd = self._schedstat_fd = None  # the slot's cpu.stat stays open in `Zygote.cpu_stat_fd`
+        # Empty, as a rule: the job wrote on its own tmpfs, mounted elsewhere. Kept so for the slot's
+        # next job; anything a job left there (no mount namespace here) goes with the folder.
         try:
-            os.rmdir(self.jobdir)  # empty, as a rule: the job wrote on its own tmpfs, mounted elsewhere
+            with os.scandir(self.jobdir) as entries:
+                left = next(entries, None) is not None
         except OSError:
+            left = False
+        if left:
             shutil.rmtree(self.jobdir, ignore_errors=True)
         if self.on_end is not None:
             self.on_end(self.slot)
