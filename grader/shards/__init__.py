@@ -202,7 +202,11 @@ _WIRE_KEYS = frozenset({"wire", "seconds"})
 
 
 def decode_outcome(
-    data: Any, calls: Sequence[Call], wires: Sequence[bytes] | None = None, timed: bool = False
+    data: Any,
+    calls: Sequence[Call],
+    wires: Sequence[bytes] | None = None,
+    timed: bool = False,
+    checked: dict[Any, str] | None = None,
 ) -> RunOutcome:
     """Rebuild a `RunOutcome` from `encode_outcome` data, strictly, for these calls.
 
@@ -224,6 +228,10 @@ def decode_outcome(
     timed : bool
         Whether a result may be its status and seconds only (`grader.shards.cluster.timed_outcome`:
         workers that judge, for a client where no plugin reads the values); its value is then None.
+    checked : dict, optional
+        For a reader that needs no value (a merge whose plugins read none): every result is checked
+        as above but kept as its status and seconds only, and a frame already checked for the same
+        budget (a key of ``checked``, filled here) is not decoded again.
 
     Raises
     ------
@@ -243,6 +251,8 @@ def decode_outcome(
         raise OutcomeError(f"{len(rows) if type(rows) is list else 'no'} results for {len(calls)} calls")
     if timed:
         results = [_timed_result(i, row) for i, row in enumerate(rows)]
+    elif checked is not None:
+        results = [_checked_result(i, row, call, wires, checked) for i, (row, call) in enumerate(zip(rows, calls))]
     else:
         results = [_decode_result(i, row, call, wires) for i, (row, call) in enumerate(zip(rows, calls))]
     sha = data["sha256"]
@@ -269,6 +279,20 @@ def _timed_result(i: int, row: Any) -> CallResult:
     if type(row) is not dict or row.keys() != {"status", "seconds"} or row["status"] not in CALL_STATUSES:
         raise OutcomeError(f"result {i} is not a call's status and seconds")
     return CallResult(row["status"], seconds=_seconds(row, i))
+
+
+def _checked_result(i: int, row: Any, call: Call, wires: Sequence[bytes] | None, checked: dict[Any, str]) -> CallResult:
+    """`_decode_result`'s checks, its status and seconds kept (a frame checked once per budget: ``checked``)."""
+    if type(row) is dict and row.keys() == _WIRE_KEYS and type(row["wire"]) in (str, int):
+        key = (row["wire"], call.budget)
+        status = checked.get(key)
+        if status is not None:
+            return CallResult(status, seconds=_seconds(row, i))
+        result = _decode_result(i, row, call, wires)
+        checked[key] = result.status
+        return CallResult(result.status, seconds=result.seconds)
+    result = _decode_result(i, row, call, wires)
+    return CallResult(result.status, seconds=result.seconds)
 
 
 def _decode_result(i: int, row: Any, call: Call, wires: Sequence[bytes] | None) -> CallResult:

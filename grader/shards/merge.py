@@ -282,7 +282,9 @@ def merge(config: Any) -> Any:
             f"{_short(m0['spec_hash'])} vs {_short(collected.spec_hash)}); merge with the same"
         )
     calls = collected.calls
-    entries = _read_records(shards, calls, values_read(config))
+    # Under a course secret the seals (checked above) prove every record was written by this grader:
+    # without one their key is public, and each result is checked field by field before a writer sees it.
+    entries = _read_records(shards, calls, values_read(config), sealed=course_secret(config).key is not None)
     class_ids = m0["class_ids"]
     lost = [sid for sid in class_ids if sid not in entries]
     if lost:
@@ -363,11 +365,13 @@ def _replayed(kept: _Kept, calls: Any) -> RunOutcome:
 
 
 def _read_records(
-    shards: Sequence[Shard], calls: Any, values: bool = True
+    shards: Sequence[Shard], calls: Any, values: bool = True, sealed: bool = False
 ) -> dict[str, tuple[Submission, SubmissionResult, _Kept | None]]:
     """Every shard's records, checked, by submission id: its submission, result and outcome (`_Kept`).
 
-    ``values``: whether a plugin of the merge reads the calls' values (`grader.shards.values_read`).
+    ``values``: whether a plugin of the merge reads the calls' values (`grader.shards.values_read`);
+    ``sealed``: whether the shards' seals were checked under a course secret (then a result's fields are
+    not checked again: `grader.shards.check_result_data` is for records whose seal anyone could make).
 
     Raises
     ------
@@ -378,6 +382,7 @@ def _read_records(
 
     entries: dict[str, tuple[Submission, SubmissionResult, _Kept | None]] = {}
     statuses: dict[tuple[str, ...], tuple[str, ...]] = {}
+    checked: dict[Any, str] = {}
     for shard in shards:
         expected = shard.manifest["ids"]
         got = []
@@ -391,15 +396,17 @@ def _read_records(
                 }:
                     raise ValueError("not a record")
                 sub = _submission_from(data["submission"])
-                check_result_data(data["result"])
+                if not sealed:
+                    check_result_data(data["result"])
                 result = result_from_dict(data["result"])
                 outcome: _Kept | None = None
                 if data["outcome"] is not None:
-                    decoded = decode_outcome(data["outcome"], calls)  # checked now: a refused merge writes nothing
+                    # checked now: a refused merge writes nothing
                     if values:  # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
+                        decode_outcome(data["outcome"], calls)
                         outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
-                    else:
-                        outcome = _timed(decoded, statuses)
+                    else:  # each distinct frame checked once
+                        outcome = _timed(decode_outcome(data["outcome"], calls, checked=checked), statuses)
             except (KeyError, TypeError, ValueError) as exc:
                 raise UsageError(f"{where}: not a shard record ({exc}); grade that shard again") from None
             if result.id != sub.id:
