@@ -25,12 +25,9 @@ scheduler (`SCHEDULER_VARIABLES`: a Kubernetes Indexed Job's
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import hashlib
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,13 +38,11 @@ from grader._version import __version__
 from grader.errors import UsageError
 from grader.grading.slices import CLASS_IDS, CLASS_LISTING, STASH_KEY, ShardSpec
 from grader.models import (
-    CALL_STATUSES,
-    Call,
-    CallResult,
     RunOutcome,
     Submission,
     SubmissionResult,
 )
+from grader.shards.outcomes import OutcomeError, decode_outcome, encode_outcome
 from grader.stash import StashKey
 
 __all__ = [
@@ -56,6 +51,7 @@ __all__ = [
     "RECORDS",
     "REPLAY_KEY",
     "SUBFOLDER",
+    "OutcomeError",
     "decode_outcome",
     "encode_outcome",
 ]
@@ -114,250 +110,7 @@ LOCATION_OPTIONS = frozenset(
 between shards and not carried into the merge (files read are compared by content, `_options`)."""
 
 
-# --- what crosses: outcomes as plain data --------------------------------------------------------
-
-
-def _nonfinite(value: Any) -> Any:
-    if type(value) is float and value - value != 0.0:
-        return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
-    if isinstance(value, (list, tuple)):
-        return [_nonfinite(v) for v in value]
-    if hasattr(value, "tolist"):  # a numpy array or scalar
-        return _nonfinite(value.tolist())
-    return value
-
-
-def encode_outcome(outcome: RunOutcome, wires: dict[bytes, int] | None = None) -> dict[str, Any]:
-    """A `RunOutcome` as plain JSON data, for `decode_outcome`.
-
-    A call's result that came as a frame (`grader.models.CallResult.wire`) is kept in that wire form,
-    ``{"wire": ..., "seconds": ...}``: the frame's bytes in base64, or, when ``wires`` is given, their
-    position in that table of distinct frames (filled here; the caller sends the frames beside the data).
-    Decoded again (`decode_outcome`), it is the very frame the job wrote: read as a local run reads it
-    (`grader.execution.boundary.FRAMES`), and judged once per distinct answer
-    (`grader.grading.judging.VerdictCache`). A result with no frame (a timeout, a crash, a refused or
-    large value) is written out field by field, non-finite floats as ``{"$float": ...}``.
-    """
-    rows: list[dict[str, Any]] = []
-    for r in outcome.results:
-        if r.wire:
-            if wires is None:
-                where: Any = base64.b64encode(r.wire).decode("ascii")
-            else:
-                where = wires.setdefault(r.wire, len(wires))
-            rows.append({"wire": where, "seconds": float(r.seconds)})
-            continue
-        rows.append(
-            {
-                "status": r.status,
-                "value": _nonfinite(r.value),
-                "error_type": r.error_type,
-                "value_error": r.value_error,
-                "message": r.message,
-                "where": r.where,
-                "seconds": float(r.seconds),
-                "mutated_args": list(r.mutated_args),
-            }
-        )
-    return {
-        "results": rows,
-        "import_error": outcome.import_error,
-        "stdout": outcome.stdout,
-        "stderr": outcome.stderr,
-        "sha256": outcome.sha256,
-    }
-
-
-class OutcomeError(ValueError):
-    """Data that is not an outcome `encode_outcome` writes, for these calls."""
-
-
-def _text(value: Any, limit: int, what: str) -> str:
-    from grader.execution.boundary import clean_text
-
-    if type(value) is not str:
-        raise OutcomeError(f"{what} is not text")
-    if len(value) > limit:
-        raise OutcomeError(f"{what} is longer than {limit} characters")
-    return clean_text(value, limit)
-
-
-_RESULT_KEYS = frozenset(
-    {
-        "status",
-        "value",
-        "error_type",
-        "value_error",
-        "message",
-        "where",
-        "seconds",
-        "mutated_args",
-    }
-)
-_OUTPUT_LIMIT = 64 << 10
-_MESSAGE_LIMIT = 16 << 10
-
-
-_WIRE_KEYS = frozenset({"wire", "seconds"})
-
-
-def decode_outcome(
-    data: Any,
-    calls: Sequence[Call],
-    wires: Sequence[bytes] | None = None,
-    timed: bool = False,
-    checked: dict[Any, str] | None = None,
-) -> RunOutcome:
-    """Rebuild a `RunOutcome` from `encode_outcome` data, strictly, for these calls.
-
-    Every key and type is checked. A result in wire form is the job's frame: it is decoded and
-    validated by `grader.execution.boundary.FRAMES` against its call's budget, exactly as a job's
-    answer is read in a local run (a frame seen before is decoded once), and keeps its bytes
-    (`grader.models.CallResult.wire`). A result written field by field is validated by
-    `grader.execution.boundary.decode_frame` the same way. Texts are cut as the boundary cuts them.
-
-    Parameters
-    ----------
-    data : object
-        What `encode_outcome` wrote (parsed JSON).
-    calls : sequence of Call
-        The calls, in the order their results are listed.
-    wires : sequence of bytes, optional
-        The table of frames a wire result names by position (`encode_outcome`'s ``wires``); without
-        it, a wire result holds its frame in base64.
-    timed : bool
-        Whether a result may be its status and seconds only (`grader.shards.cluster.timed_outcome`:
-        workers that judge, for a client where no plugin reads the values); its value is then None.
-    checked : dict, optional
-        For a reader that needs no value (a merge whose plugins read none): every result is checked
-        as above but kept as its status and seconds only, and a frame already checked for the same
-        budget (a key of ``checked``, filled here) is not decoded again.
-
-    Raises
-    ------
-    OutcomeError
-        If anything is missing, unknown, of the wrong type or over a limit.
-    """
-    if type(data) is not dict or data.keys() != {
-        "results",
-        "import_error",
-        "stdout",
-        "stderr",
-        "sha256",
-    }:
-        raise OutcomeError("not an outcome")
-    rows = data["results"]
-    if type(rows) is not list or len(rows) != len(calls):
-        raise OutcomeError(f"{len(rows) if type(rows) is list else 'no'} results for {len(calls)} calls")
-    if timed:
-        results = [_timed_result(i, row) for i, row in enumerate(rows)]
-    elif checked is not None:
-        results = [_checked_result(i, row, call, wires, checked) for i, (row, call) in enumerate(zip(rows, calls))]
-    else:
-        results = [_decode_result(i, row, call, wires) for i, (row, call) in enumerate(zip(rows, calls))]
-    sha = data["sha256"]
-    if type(sha) is not str or (sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha))):
-        raise OutcomeError("sha256 is not a SHA-256")
-    return RunOutcome(
-        results=tuple(results),
-        import_error=_text(data["import_error"], _OUTPUT_LIMIT, "import_error"),
-        stdout=_text(data["stdout"], _OUTPUT_LIMIT, "stdout"),
-        stderr=_text(data["stderr"], _OUTPUT_LIMIT, "stderr"),
-        sha256=sha,
-    )
-
-
-def _seconds(row: dict[str, Any], i: int) -> float:
-    seconds = row["seconds"]
-    if type(seconds) not in (int, float) or not 0 <= seconds < 1e7:
-        raise OutcomeError(f"result {i}: seconds is not a duration")
-    return float(seconds)
-
-
-def _timed_result(i: int, row: Any) -> CallResult:
-    """A `grader.shards.cluster.timed_outcome` result: its status and seconds."""
-    if type(row) is not dict or row.keys() != {"status", "seconds"} or row["status"] not in CALL_STATUSES:
-        raise OutcomeError(f"result {i} is not a call's status and seconds")
-    return CallResult(row["status"], seconds=_seconds(row, i))
-
-
-def _checked_result(i: int, row: Any, call: Call, wires: Sequence[bytes] | None, checked: dict[Any, str]) -> CallResult:
-    """`_decode_result`'s checks, its status and seconds kept (a frame checked once per budget: ``checked``)."""
-    if type(row) is dict and row.keys() == _WIRE_KEYS and type(row["wire"]) in (str, int):
-        key = (row["wire"], call.budget)
-        status = checked.get(key)
-        if status is not None:
-            return CallResult(status, seconds=_seconds(row, i))
-        result = _decode_result(i, row, call, wires)
-        checked[key] = result.status
-        return CallResult(result.status, seconds=result.seconds)
-    result = _decode_result(i, row, call, wires)
-    return CallResult(result.status, seconds=result.seconds)
-
-
-def _decode_result(i: int, row: Any, call: Call, wires: Sequence[bytes] | None) -> CallResult:
-    """One call's result of `decode_outcome` (``i``: its position, named in errors)."""
-    from grader.execution.boundary import FRAMES, MAX_NAME, MAX_WHERE, BoundaryError, decode_frame
-    from grader.execution.channel import result_of
-
-    if type(row) is dict and row.keys() == _WIRE_KEYS:
-        where = row["wire"]
-        if wires is not None:
-            if type(where) is not int or not 0 <= where < len(wires):
-                raise OutcomeError(f"result {i}: no such frame")
-            wire = wires[where]
-        else:
-            if type(where) is not str or len(where) > 2 * _frame_limit(call.budget):
-                raise OutcomeError(f"result {i}: the frame is not base64 text of a frame's size")
-            try:
-                wire = base64.b64decode(where, validate=True)
-            except (binascii.Error, ValueError):
-                raise OutcomeError(f"result {i}: the frame is not base64") from None
-        if not wire or len(wire) > _frame_limit(call.budget):
-            raise OutcomeError(f"result {i}: the frame is empty or larger than its call allows")
-        try:
-            frame = FRAMES.decode(bytes(wire), "call", call.budget)
-        except BoundaryError as exc:
-            raise OutcomeError(f"result {i}: {exc}") from None
-        return result_of(frame, _seconds(row, i), bytes(wire))
-    if type(row) is not dict or row.keys() != _RESULT_KEYS or row["status"] not in CALL_STATUSES:
-        raise OutcomeError(f"result {i} is not a call's result")
-    seconds = _seconds(row, i)
-    mutated = row["mutated_args"]
-    if type(mutated) is not list or len(mutated) > 64 or any(type(m) is not int or m < 0 for m in mutated):
-        raise OutcomeError(f"result {i}: mutated_args is not a list of positions")
-    if type(row["value_error"]) is not bool:
-        raise OutcomeError(f"result {i}: value_error is not a bool")
-    value = None
-    if row["status"] == "returned":
-        text = json.dumps(
-            {"event": "call", "status": "returned", "value": row["value"]},
-            allow_nan=False,
-        )
-        try:
-            value = decode_frame(text.encode(), "call", call.budget)["value"]
-        except BoundaryError as exc:
-            raise OutcomeError(f"result {i}: {exc}") from None
-    elif row["value"] is not None:
-        raise OutcomeError(f"result {i}: a value for a call that did not return")
-    return CallResult(
-        status=row["status"],
-        value=value,
-        error_type=_text(row["error_type"], MAX_NAME, "error_type"),
-        value_error=row["value_error"],
-        message=_text(row["message"], _MESSAGE_LIMIT, "message"),
-        where=_text(row["where"], MAX_WHERE, "where"),
-        seconds=seconds,
-        mutated_args=tuple(mutated),
-    )
-
-
-@functools.lru_cache(maxsize=1024)
-def _frame_limit(budget: Any) -> int:
-    """The largest frame a job may answer a call of this budget with (`grader.execution.boundary.frame_limit`)."""
-    from grader.execution.boundary import frame_limit
-
-    return frame_limit(budget)
+# --- what crosses: outcomes as plain data (grader.shards.outcomes) ------------------------------------
 
 
 def values_read(config: Any) -> bool:
@@ -522,16 +275,104 @@ def run_of(data: Mapping[str, Any]) -> str:
     return hashlib.sha256(b"grader shard run v1\0" + text.encode()).hexdigest()
 
 
-def record_line(submission: Submission, result: SubmissionResult, outcome: RunOutcome | None) -> str:
-    """One line of ``records.jsonl.gz``: the submission, its final result and its outcome (or null)."""
+def record_line(
+    submission: Submission,
+    result: SubmissionResult,
+    outcome: RunOutcome | None,
+    wires: dict[bytes, int] | None = None,
+    exercises: dict[str, int] | None = None,
+) -> str:
+    """One line of ``records.jsonl.gz``: the submission, its final result and its outcome (or null).
+
+    ``wires`` and ``exercises`` are the shard's tables of frames and of exercise results: a frame
+    (`encode_outcome` with ``inline``) or an exercise's result (`encode_exercises`) an earlier line
+    holds is written as its position, so the lines must be written in the order they were made.
+    """
     from grader.models import result_to_dict
 
+    recorded = result_to_dict(result, exercises=exercises is None)
+    if exercises is not None:
+        recorded["exercises"] = encode_exercises(result, exercises)
     data = {
         "submission": _submission_data(submission),
-        "result": result_to_dict(result),
-        "outcome": encode_outcome(outcome) if outcome is not None else None,
+        "result": recorded,
+        "outcome": encode_outcome(outcome, wires, inline=True) if outcome is not None else None,
     }
     return json.dumps(data, allow_nan=False, ensure_ascii=True) + "\n"
+
+
+def encode_exercises(result: SubmissionResult, table: dict[str, int] | None) -> list[Any]:
+    """A result's exercises as record data: each one's fields (`grader.models.exercise_to_dict`), or its
+    position in ``table`` when an earlier line holds an equal one (a class's results repeat). With no
+    table (a line made again, out of its order) every one is ``{"$once": fields}``: read, never kept."""
+    from grader.models import exercise_to_dict
+
+    out: list[Any] = []
+    for ex in result.exercises:
+        fields = exercise_to_dict(ex)
+        if table is None:
+            out.append({"$once": fields})
+            continue
+        text = json.dumps(fields, sort_keys=True, allow_nan=False, ensure_ascii=True)
+        position = table.get(text)
+        if position is None:
+            table[text] = len(table)
+            out.append(fields)
+        else:
+            out.append(position)
+    return out
+
+
+_STUB = {"id": "", "path": "", "sha256": "", "status": "graded", "score": 0.0, "max_score": 0.0}
+
+
+def exercise_from_data(data: Any, check: bool = True) -> Any:
+    """An `grader.models.ExerciseResult` from `grader.models.exercise_to_dict` data (``check``: its fields
+    checked first, `check_result_data`).
+
+    Raises
+    ------
+    ValueError, KeyError, TypeError
+        If it is not an exercise's result.
+    """
+    from grader.models import result_from_dict
+
+    stub = dict(_STUB, exercises=[data])
+    if check:
+        check_result_data(stub)
+    return result_from_dict(stub).exercises[0]
+
+
+def result_from_record(data: Any, table: list[Any], check: bool = True) -> SubmissionResult:
+    """A recorded result (`record_line`): its exercises from the data or by position in ``table``, the shard's
+    exercise results so far (read in the order written; each new one appended).
+
+    Raises
+    ------
+    ValueError, KeyError, TypeError
+        If it is not one (``check``: every field's type, `check_result_data`).
+    """
+    import dataclasses
+
+    from grader.models import result_from_dict
+
+    if type(data) is not dict or type(data.get("exercises")) is not list:
+        raise ValueError("result.exercises is not a list")
+    built = []
+    for item in data["exercises"]:
+        if type(item) is int:
+            if not 0 <= item < len(table):
+                raise ValueError("result.exercises names no exercise result")
+            built.append(table[item])
+        elif type(item) is dict and item.keys() == {"$once"}:
+            built.append(exercise_from_data(item["$once"], check))
+        else:
+            table.append(exercise_from_data(item, check))
+            built.append(table[-1])
+    head = {**data, "exercises": []}
+    if check:
+        check_result_data(head)
+    return dataclasses.replace(result_from_dict(head), exercises=tuple(built))
 
 
 def _file_sha256(path: Path) -> bytes:

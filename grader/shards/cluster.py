@@ -172,13 +172,9 @@ class Answer:
             raise ValueError("no such exercise result")
         built = self._results.get(position)
         if built is None:
-            from grader.models import result_from_dict
-            from grader.shards import check_result_data
+            from grader.shards import exercise_from_data
 
-            data = {"id": "", "path": "", "sha256": "", "status": "graded", "score": 0.0, "max_score": 0.0}
-            data["exercises"] = [self.exercises[position]]
-            check_result_data(data)
-            built = self._results[position] = result_from_dict(data).exercises[0]
+            built = self._results[position] = exercise_from_data(self.exercises[position])
         return built
 
 

@@ -25,10 +25,10 @@ from grader.shards import (
     Shard,
     _strict_json,
     _submission_from,
-    check_result_data,
     check_seal,
     decode_outcome,
     read_shard,
+    result_from_record,
     run_of,
     values_read,
 )
@@ -332,34 +332,28 @@ def merge(config: Any) -> Any:
     return report
 
 
-_Kept = bytes | tuple[Any, ...]
-"""A recorded outcome kept until its turn: its JSON compressed (a plugin reads the calls' values), or only
-its statuses, seconds and texts (`_timed`)."""
+_Kept = tuple[Any, ...]
+"""A recorded outcome kept until its turn: ``("values", its JSON compressed, its shard's frames)`` when a
+plugin reads the calls' values, else ``("timed", ...)``: only its statuses, seconds and texts (`_timed`)."""
 
 
-def _timed(outcome: RunOutcome, statuses: dict[tuple[str, ...], tuple[str, ...]]) -> tuple[Any, ...]:
+def _timed(outcome: RunOutcome, statuses: dict[tuple[str, ...], tuple[str, ...]]) -> _Kept:
     """What a merge whose plugins read no value keeps of an outcome: the calls' statuses (one tuple shared by
     every equal one), their seconds (4 bytes each, as `grader.builtin.timing` keeps them) and the texts."""
     from array import array
 
     kinds = tuple(r.status for r in outcome.results)
     seconds = array("f", [max(float(r.seconds), 0.0) for r in outcome.results])
-    return (
-        statuses.setdefault(kinds, kinds),
-        seconds,
-        outcome.import_error,
-        outcome.stdout,
-        outcome.stderr,
-        outcome.sha256,
-    )
+    texts = (outcome.import_error, outcome.stdout, outcome.stderr, outcome.sha256)
+    return ("timed", statuses.setdefault(kinds, kinds), seconds, *texts)
 
 
 def _replayed(kept: _Kept, calls: Any) -> RunOutcome:
     """A recorded outcome as the runner hands it to the wrappers of ``grader_run_calls`` (decoded again, or
     its statuses and seconds only: no plugin of the merge reads a value)."""
-    if isinstance(kept, bytes):
-        return decode_outcome(json.loads(zlib.decompress(kept)), calls)
-    kinds, seconds, import_error, stdout, stderr, sha256 = kept
+    if kept[0] == "values":
+        return decode_outcome(json.loads(zlib.decompress(kept[1])), calls, kept[2])
+    _, kinds, seconds, import_error, stdout, stderr, sha256 = kept
     results = tuple(CallResult(k, seconds=s) for k, s in zip(kinds, seconds))
     return RunOutcome(results, import_error, stdout, stderr, sha256)
 
@@ -378,14 +372,15 @@ def _read_records(
     grader.errors.UsageError
         If a record is unreadable, or a shard holds other results than its manifest lists.
     """
-    from grader.models import result_from_dict
 
     entries: dict[str, tuple[Submission, SubmissionResult, _Kept | None]] = {}
     statuses: dict[tuple[str, ...], tuple[str, ...]] = {}
-    checked: dict[Any, str] = {}
     for shard in shards:
         expected = shard.manifest["ids"]
         got = []
+        frames: list[bytes] = []  # the shard's tables of frames and exercise results, rebuilt line by line
+        exercises: list[Any] = []
+        checked: dict[Any, str] = {}
         for number, data in _records(shard):
             where = f"{shard.folder / RECORDS}: line {number}"
             try:
@@ -396,24 +391,24 @@ def _read_records(
                 }:
                     raise ValueError("not a record")
                 sub = _submission_from(data["submission"])
-                if not sealed:
-                    check_result_data(data["result"])
-                result = result_from_dict(data["result"])
+                result = result_from_record(data["result"], exercises, check=not sealed)
                 outcome: _Kept | None = None
                 if data["outcome"] is not None:
                     # checked now: a refused merge writes nothing
                     if values:  # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
-                        decode_outcome(data["outcome"], calls)
-                        outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
+                        decode_outcome(data["outcome"], calls, frames, grow=True)
+                        compressed = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
+                        outcome = ("values", compressed, frames)
                     else:  # each distinct frame checked once
-                        outcome = _timed(decode_outcome(data["outcome"], calls, checked=checked), statuses)
+                        decoded = decode_outcome(data["outcome"], calls, frames, checked=checked, grow=True)
+                        outcome = _timed(decoded, statuses)
             except (KeyError, TypeError, ValueError) as exc:
                 raise UsageError(f"{where}: not a shard record ({exc}); grade that shard again") from None
             if result.id != sub.id:
                 raise UsageError(f"{where}: the result is of {result.id!r}, the submission {sub.id!r}")
             got.append(sub.id)
             entries[sub.id] = (sub, result, outcome)
-        if got != expected:
+        if sorted(got) != sorted(expected) or len(set(got)) != len(got):  # lines in the order they were made
             raise UsageError(
                 f"{shard.folder / RECORDS}: holds {len(got)} results, the manifest lists {len(expected)}; "
                 "grade that shard again"
