@@ -350,7 +350,9 @@ def test_a_chunk_answer_carries_the_jobs_frames_and_is_read_as_a_local_run_reads
     ]
     answer = encode_answer(items, wires)
     assert len(wires) == 3 and answer.count(frames[1]) == 1  # s2's frames are s1's: sent once
-    got_items, got_wires = decode_answer(answer, 1 << 20)
+    got = decode_answer(answer, 1 << 20)
+    got_items, got_wires = got.items, got.wires
+    assert got.exercises == [] and got.refused == ""
     first = decode_outcome(got_items[0]["outcome"], calls, got_wires)
     second = decode_outcome(got_items[1]["outcome"], calls, got_wires)
     assert first == outcome and second == again
@@ -370,7 +372,7 @@ def test_a_chunk_answer_carries_the_jobs_frames_and_is_read_as_a_local_run_reads
     row = got_items[0]["outcome"]
     for results, words in (
         ([{"wire": 7, "seconds": 0.1}, *row["results"][1:]], "no such frame"),
-        ([{"wire": "0", "seconds": 0.1}, *row["results"][1:]], "no such frame"),
+        ([{"wire": 0.5, "seconds": 0.1}, *row["results"][1:]], "not base64 text"),
         ([{"wire": 0, "seconds": -1}, *row["results"][1:]], "not a duration"),
         ([{"wire": 0, "seconds": 0.1, "x": 1}, *row["results"][1:]], "not a call's result"),
     ):
