@@ -212,10 +212,17 @@ def timed_outcome(outcome: Any) -> dict[str, Any]:
 PLUGIN_NAME = "grader"
 """The name the client registers `GraderWorker` under on every worker (``Worker.plugins``)."""
 
-QUIET_CALLBACKS = ("profile", "profile-cycle")
-"""The worker's periodic callbacks `GraderWorker` stops: Dask's statistical profiler samples every
-thread's stack every 10 ms, in the worker's event loop; grading has no use for its flame graphs and
-it took most of the worker's GIL (the same as ``distributed.worker.profile.enabled: false``)."""
+QUIET_CALLBACKS = ("profile", "profile-cycle", "monitor")
+"""The worker's periodic callbacks `GraderWorker` stops, all in the worker's event loop, beside the
+grading thread: Dask's statistical profiler, which samples every thread's stack every 10 ms (grading
+has no use for its flame graphs, and it took most of the worker's GIL; the same as
+``distributed.worker.profile.enabled: false``), and the system monitor, which reads the process's
+CPU, memory, network and disk counters twice a second for the dashboard. The memory monitor, which
+keeps the worker within its memory limit, and the heartbeats stay."""
+
+TICK_MS = 1000
+"""How often the worker's event loop measures its own latency (Dask: every 20 ms; it warns only
+past 3 s of blocking, which a tick a second still sees)."""
 
 
 class GraderWorker(WorkerPlugin):
@@ -245,12 +252,16 @@ class GraderWorker(WorkerPlugin):
         self.__init__()  # type: ignore[misc]
 
     def setup(self, worker: Any) -> None:
-        """Stop the worker's profiler (`QUIET_CALLBACKS`)."""
+        """Keep the worker's event loop light: stop its profiler and system monitor (`QUIET_CALLBACKS`),
+        and measure its latency once a second (`TICK_MS`)."""
         callbacks = getattr(worker, "periodic_callbacks", {})
         for name in QUIET_CALLBACKS:
             callback = callbacks.pop(name, None)
             if callback is not None:
                 callback.stop()
+        tick = callbacks.get("tick")
+        if tick is not None:
+            tick.callback_time = max(tick.callback_time, TICK_MS)
 
     def teardown(self, worker: Any) -> None:
         """End every runner (its sandbox zygote stops with it)."""

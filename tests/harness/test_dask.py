@@ -49,8 +49,11 @@ def _zygote_pids(dask_worker) -> list[int]:
 
 
 def _profiling(dask_worker) -> list[str]:
-    """In a worker: its periodic callbacks that sample stacks (the grader plugin stops them)."""
-    return [name for name in dask_worker.periodic_callbacks if name.startswith("profile")]
+    """In a worker: its periodic callbacks that sample stacks or system counters (the grader plugin stops them),
+    and its event loop's tick if it still runs more often than once a second."""
+    callbacks = dask_worker.periodic_callbacks
+    busy = [name for name in callbacks if name.startswith("profile") or name == "monitor"]
+    return busy + ["tick"] * (callbacks["tick"].callback_time < 1000)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +114,9 @@ def test_a_dask_cluster_grades_byte_identically_to_a_local_run(cluster, tmp_path
     assert "warning: the Dask cluster" not in done.stderr
     assert_same_exports(tmp_path / "local", tmp_path / "dask")
     profiling = client.run(_profiling)
-    assert len(profiling) == 3 and all(v == [] for v in profiling.values())  # every worker's profiler is off
+    assert len(profiling) == 3 and all(
+        v == [] for v in profiling.values()
+    )  # every worker's profiler and system monitor are off
     # the work ran in the workers, each with its own sandbox zygote kept warm across its chunks
     zygotes = client.run(_sandboxed)
     assert sum(len(v) for v in zygotes.values()) >= 2 and all(all(v) for v in zygotes.values())
