@@ -86,6 +86,7 @@ LOCATION_OPTIONS = frozenset(
         "shard",
         "dask",
         "dask_chunk",
+        "dask_judge",
         "dask_tls_ca",
         "dask_tls_cert",
         "dask_tls_key",

@@ -86,6 +86,20 @@ def test_workers_with_another_course_secret_do_not_judge_and_the_client_does(clu
     assert_same_exports(tmp_path / "local", tmp_path / "dask")
 
 
+@pytest.mark.slow
+def test_shards_graded_on_the_cluster_merge_into_the_local_run(cluster, tmp_path: Path) -> None:
+    """Each shard's record keeps the frames its Dask workers' jobs wrote (one shard judged there too): the merge
+    of the two is the local run, every file of it."""
+    local, _ = cluster
+    klass = make_class(tmp_path / "class", copies=1)
+    run("grade", klass, "--out", tmp_path / "local", "-q")
+    dask = ("--dask", local.scheduler_address)
+    run("grade", klass, "--out", tmp_path / "s1", "--shard", "1/2", "-q", *dask, "--dask-chunk", "2")
+    run("grade", klass, "--out", tmp_path / "s2", "--shard", "2/2", "-q", *dask, "--dask-judge")
+    run("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "merged", "-q")
+    assert_same_exports(tmp_path / "local", tmp_path / "merged")
+
+
 def _slow_class(folder: Path) -> Path:
     """The generated class, each student's import taking a while (so a worker can be killed inside a chunk)."""
     make_class(folder)
