@@ -25,11 +25,12 @@ elsewhere on the machine falls on every contender alike):
 ``pytest``
     one plain pytest session, a test per (submission, check), judged with the
     grader's check kinds (`bench_limits.PYTEST_FILE`);
-``dask-1``, ``dask-2``
+``dask-1``, ``dask-2``, ``dask-2-judge``
     ``grader grade --dask ADDRESS`` on a ``distributed.LocalCluster`` of 1 and 2
     single-thread worker processes, started once (in a helper process of
-    this one) and warmed with one small class; skipped, with a message, when
-    ``distributed`` is not installed.
+    this one) and warmed with one small class; ``dask-2-judge`` adds
+    ``--dask-judge`` (the workers judge and score); skipped, with a message,
+    when ``distributed`` is not installed.
 
 For each contender it prints submissions/s (median over the rounds), the
 wall seconds of the rounds summed, CPU milliseconds per submission (median)
@@ -86,7 +87,7 @@ from bench_limits import (
 ENV = dict(LIMITS_ENV, PYTHONDONTWRITEBYTECODE="1")
 """Every contender's environment: no ``__pycache__`` is written beside the class's files, so that every
 contender compiles each submission as the sandbox's jobs do (they get a fresh copy of the file)."""
-CONTENDERS = ("sandboxed", "--insecure", "floor", "in-process", "pytest", "dask-1", "dask-2")
+CONTENDERS = ("sandboxed", "--insecure", "floor", "in-process", "pytest", "dask-1", "dask-2", "dask-2-judge")
 TICK = os.sysconf("SC_CLK_TCK")
 RUSAGE_WRAPPER = """\
 import atexit, json, os, resource, sys
@@ -450,7 +451,8 @@ def run_contender(name: str, folder: Path, work: Path, jobs: int, clusters: dict
         return figures
     cluster = clusters[name]
     own0, tree0 = cluster.reading()
-    figures = run_tree(grade_command(folder, out, jobs, ["--dask", cluster.address]), ENV)
+    judge = ["--dask-judge"] * name.endswith("-judge")  # the workers judge and score too
+    figures = run_tree(grade_command(folder, out, jobs, ["--dask", cluster.address, *judge]), ENV)
     own1, tree1 = cluster.reading()
     _full_marks_everywhere(out, [name])
     figures["client"] = figures.pop("cpu")
@@ -463,7 +465,7 @@ def run_contender(name: str, folder: Path, work: Path, jobs: int, clusters: dict
 
 ROLES = {"sandboxed": ("parent", "zygote", "jobs"), "--insecure": ("parent", "zygote", "jobs")}
 ROLES |= {"floor": ("parent", "zygote", "jobs"), "dask-1": ("client", "scheduler", "workers")}
-ROLES |= {"dask-2": ROLES["dask-1"], "in-process": ("parent",), "pytest": ("parent",)}
+ROLES |= {"dask-2": ROLES["dask-1"], "dask-2-judge": ROLES["dask-1"], "in-process": ("parent",), "pytest": ("parent",)}
 
 
 def report(contenders: list[str], runs: dict[str, list[dict[str, float]]], subs: int) -> list[str]:

@@ -351,6 +351,10 @@ class RunOutcome:
         SHA-256 of the bytes that ran (the runner reads the file once), or
         "" if the runner does not say; it differs from the submission's if
         the file changed after it was located.
+    graded : SubmissionResult or None
+        The submission's result, judged and scored where its calls ran (a Dask
+        worker holding the same course, ``grade --dask-judge``), or None: the
+        grader judges the results itself.
     """
 
     results: tuple[CallResult, ...]
@@ -358,6 +362,7 @@ class RunOutcome:
     stdout: str = ""
     stderr: str = ""
     sha256: str = ""
+    graded: SubmissionResult | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

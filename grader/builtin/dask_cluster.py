@@ -5,29 +5,35 @@ Only the running of submissions moves: before grading
 ``--dask-chunk`` submissions (each chunk carries its files' bytes; the calls
 travel once, scattered to every worker). A chunk runs in a Dask worker
 through that worker's own grader plugins, sandbox included: each worker
-process keeps one configured runner, and with it its sandbox zygote, warm
-across chunks (`run_chunk`). A chunk comes back as JSON text (data only),
-decoded strictly here (`grader.shards.decode_outcome`: every key, type and
-value checked against its call's budget, as a job's answer is). Then
-``grader_run_calls`` answers each submission with its outcome, so judging,
-the wrappers (timing, staff, similarity), the gradebook, progress and every
-report stay in the instructor's process, exactly as in a local run.
+keeps its configured runner, and with it its sandbox zygote, warm across
+chunks, in the grader's worker plugin (`grader.shards.cluster.GraderWorker`,
+registered on every worker when the client connects; it also stops the
+worker's statistical profiler). A chunk comes back as the frames its jobs
+wrote (data only, each distinct frame once), read here as a local run reads
+its jobs' frames (`grader.shards.decode_outcome`: every key and type checked,
+every value against its call's budget), once. Then ``grader_run_calls``
+answers each submission with its outcome, so judging (an answer judged once
+is not judged again), the wrappers (timing, staff, similarity), the
+gradebook, progress and every report stay in the instructor's process,
+exactly as in a local run.
 
 Each submission's outcome is taken once (``pending`` is popped): a chunk that
 the scheduler runs again (a worker lost mid-chunk, a retry) resolves its
 future once, so nothing is graded twice in the outputs. A chunk the cluster
 cannot finish is graded here instead, with a warning. The client is
-``dask[distributed]`` (the grader's ``dask`` extra).
+``dask[distributed]`` (the grader's ``dask`` extra). ``tls://`` addresses
+take the client's certificate, key and CA from ``--dask-tls-*`` (a
+``distributed.Security``) or from Dask's configuration.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 
 from grader.errors import ConfigError, UsageError
 from grader.execution.jobs import positive_int
-from grader.fileio import scratch_prefix
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
 from grader.stash import StashKey
@@ -47,8 +52,9 @@ _CLIENT = StashKey[Any]()
 _PENDING = StashKey[Any]()
 _CHUNKS = StashKey[dict[Any, Any]]()
 _CALLS_KEY = StashKey[str]()
+_VALUES = StashKey[bool]()
 
-__all__ = ["DEFAULT_CHUNK", "decode_calls", "encode_calls", "run_chunk"]
+__all__ = ["DEFAULT_CHUNK", "cluster_outcome", "security"]
 
 DEFAULT_CHUNK = 8
 """Submissions per Dask task: few enough to spread a class, enough to amortize a task's round trip."""
@@ -74,6 +80,18 @@ def grader_addoption(parser: Any, command: str) -> None:
         metavar="N",
         help=f"submissions per Dask task (default: {DEFAULT_CHUNK})",
     )
+    group.add_argument(
+        "--dask-judge",
+        action="store_true",
+        help="judge and score on the workers too; they send back small result records (each worker must hold "
+        "this course and its course secret; one that does not is told apart, and its chunks are judged here)",
+    )
+    for name, what in (("ca", "the CA certificate"), ("cert", "the client's certificate"), ("key", "its private key")):
+        group.add_argument(
+            f"--dask-tls-{name}",
+            metavar="FILE",
+            help=f"for a tls:// scheduler: {what} (PEM); default: Dask's configuration (distributed.comm.tls)",
+        )
 
 
 @hookimpl
@@ -83,62 +101,62 @@ def grader_configure(config: Config) -> None:
         return
     from grader.config.addresses import check_dask_address, probe_dask
 
-    check_dask_address(address)  # before anything starts: empty, scheme, port, tls certificates
+    files = _tls_files(config)
+    scheme, _, _ = check_dask_address(address, certificates=bool(files))  # empty, scheme, port, certificates
+    if files and scheme not in ("tls", "wss"):
+        raise UsageError(
+            f"--dask {address}: --dask-tls-* given for a {scheme}:// address; give the scheduler's tls:// address"
+        )
     try:
         from distributed import Client
+
+        from grader.shards.cluster import PLUGIN_NAME, GraderWorker
     except ImportError:
         raise ConfigError(
             "--dask: the Dask client is not installed; install the grader's 'dask' extra (pip install 'dask[distributed]')"
         ) from None
     probe_dask(address)
     try:
-        config.stash[_CLIENT] = Client(address, timeout=20, set_as_default=False)
+        client = Client(address, timeout=20, set_as_default=False, security=security(files) if files else None)
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(
             f"--dask {address}: cannot reach the Dask scheduler ({type(exc).__name__}: {exc}); "
             "give the address 'dask scheduler' prints (tcp://HOST:8786)"
         ) from None
+    config.stash[_CLIENT] = client
+    # Every worker (those that join later too) keeps the grader's state in this plugin; one registered
+    # by an earlier run is kept as it is (idempotent), and with it its warm sandbox zygotes.
+    client.register_plugin(GraderWorker(), name=PLUGIN_NAME)
 
 
-def encode_calls(calls: Sequence[Call]) -> str:
-    """The calls as JSON text (function, args with non-finite floats encoded, CPU timeout, budget, hidden)."""
-    from grader.execution.boundary import encode_nonfinite
-
-    rows = []
-    for c in calls:
-        budget = None if c.budget is None else [c.budget.max_items, c.budget.max_depth, c.budget.max_bytes]
-        rows.append(
-            {
-                "function": c.function,
-                "args": encode_nonfinite(list(c.args)),
-                "timeout": c.timeout,
-                "budget": budget,
-                "hidden": c.hidden,
-            }
-        )
-    return json.dumps(rows, allow_nan=False)
+def _tls_files(config: Any) -> dict[str, str]:
+    """The ``--dask-tls-*`` files given (ca, cert, key), each checked to be a readable file."""
+    files = {}
+    for name in ("ca", "cert", "key"):
+        value = config.option(f"dask_tls_{name}")
+        if value is None:
+            continue
+        if not os.path.isfile(value) or not os.access(value, os.R_OK):
+            raise UsageError(f"--dask-tls-{name} {value}: no such readable file; give the PEM file's path")
+        files[name] = value
+    if files and not {"ca", "cert"} <= files.keys():
+        missing = ", ".join(f"--dask-tls-{n}" for n in ("ca", "cert") if n not in files)
+        raise UsageError(f"--dask-tls-*: {missing} missing; a tls:// client needs the CA and its own certificate")
+    return files
 
 
-def decode_calls(text: str) -> tuple[Call, ...]:
-    """The calls of `encode_calls` (in a worker: the instructor's data)."""
-    from grader.execution.boundary import ResultBudget
+def security(files: dict[str, str]) -> Any:
+    """The ``distributed.Security`` of a tls:// client: ``files`` names its CA, certificate and key (PEM).
 
-    def floats(value: Any) -> Any:
-        if type(value) is dict and set(value) == {"$float"}:
-            return float(value["$float"])
-        if type(value) is list:
-            return [floats(v) for v in value]
-        return value
+    Encryption is required: the calls' hidden inputs and the students' files travel to the workers.
+    """
+    from distributed import Security
 
-    return tuple(
-        Call(
-            row["function"],
-            tuple(floats(row["args"])),
-            float(row["timeout"]),
-            None if row["budget"] is None else ResultBudget(*row["budget"]),
-            bool(row["hidden"]),
-        )
-        for row in json.loads(text)
+    return Security(
+        tls_ca_file=files["ca"],
+        tls_client_cert=files["cert"],
+        tls_client_key=files.get("key"),
+        require_encryption=True,
     )
 
 
@@ -151,9 +169,45 @@ def _settings(config: Any) -> dict[str, Any]:
         "import_timeout": config.option("import_timeout"),
         "submission_timeout": config.option("submission_timeout"),
         "insecure": bool(config.option("insecure", False)),
+        "cpu_weight": config.option("cpu_weight"),
         "plugins": list(config.option("p") or ()),
         "pack": _absolute(config.option("pack")),
     }
+
+
+JUDGING_OPTIONS = ("specs", "reference", "mutants", "secret_file")
+"""Options naming files that judging reads, passed on to the workers (as absolute paths) with ``--dask-judge``."""
+
+
+def _judge(config: Any, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """With ``--dask-judge``: what a worker must match to judge (spec hash, result settings) and whether the
+    client's plugins read the calls' values; ``settings["judging"]`` gets the options judging reads."""
+    if not config.option("dask_judge"):
+        return None
+    from grader.collected import COLLECTED
+    from grader.grading.settings import result_settings
+
+    argv: list[str] = []
+    for name in JUDGING_OPTIONS:
+        value = config.option(name)
+        if value:
+            argv += [f"--{name.replace('_', '-')}", str(Path(value).resolve())]
+    for flag in ("no_diagnosis", "after_due_date", "published"):
+        if config.option(flag):
+            argv.append(f"--{flag.replace('_', '-')}")
+    settings["judging"] = argv
+    from grader.shards import values_read
+
+    config.stash[_VALUES] = values = values_read(config)
+    return {"spec_hash": config.stash[COLLECTED].spec_hash, "settings": result_settings(config), "values": values}
+
+
+def _notebook(sub: Submission) -> bool:
+    """Whether the submission plugin relocates this submission's line numbers (a notebook's cells)."""
+    from grader.intake.files import NB_LOCK, NOTEBOOKS
+
+    with NB_LOCK:
+        return (sub.file or "") in NOTEBOOKS
 
 
 def _absolute(pack: str | None) -> str | None:
@@ -167,10 +221,13 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
     client = config.stash.get(_CLIENT)
     if client is None or not submissions:
         return
+    from grader.shards.cluster import encode_calls, run_chunk
+
     calls_text = encode_calls(calls)
     calls_key = "grader-calls-" + hashlib.sha256(calls_text.encode()).hexdigest()[:16]
     [scattered] = client.scatter([calls_text], broadcast=True, hash=False)
     settings = _settings(config)
+    judge = _judge(config, settings)
     size = int(config.option("dask_chunk") or DEFAULT_CHUNK)
     pending: dict[str, tuple[Any, int, int]] = {}
     batch = os.urandom(4).hex()
@@ -191,6 +248,8 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
                         "name": Path(sub.file).name,
                         "sha256": sub.sha256,
                         "data": base64.b64encode(data).decode(),
+                        # a notebook's line numbers are relocated here (the submission plugin): judged here
+                        "judge": judge is not None and not _notebook(sub),
                     },
                 )
             )
@@ -202,6 +261,7 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
             payload,
             scattered,
             settings,
+            judge,
             key=f"grader-chunk-{batch}-{start}",
             pure=False,
             retries=1,
@@ -220,8 +280,8 @@ def _chunk_limit(calls: Sequence[Call], count: int) -> int:
     return count * (sum(frame_limit(c.budget) + 8192 for c in calls) + (256 << 10)) + (64 << 10)
 
 
-def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> list[Any] | None:
-    """The decoded JSON of a chunk's answer (once per chunk), or None when the cluster could not finish it."""
+def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> Any:
+    """The decoded answer of a chunk (once per chunk), or None when the cluster could not finish it."""
     chunks = config.stash[_CHUNKS]
     with _LOCK:
         lock = chunks.setdefault(future.key, (threading.Lock(), []))[0]
@@ -230,7 +290,7 @@ def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> list[
         if done:
             return done[0]
         try:
-            text = future.result()
+            answer = future.result()
         except Exception as exc:  # noqa: BLE001 - a lost chunk: its submissions are graded here instead
             print(
                 f"grader: warning: the Dask cluster could not run chunk {future.key} ({type(exc).__name__}: "
@@ -240,28 +300,26 @@ def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> list[
             )
             done.append(None)
             return None
-        data = None
-        if type(text) is str and len(text) <= _chunk_limit(calls, count):
-            try:
-                data = json.loads(
-                    text,
-                    parse_constant=lambda name: (_ for _ in ()).throw(ValueError(name)),
-                )
-            except (ValueError, RecursionError):
-                data = None
-        if type(data) is not list:
+        from grader.shards.cluster import decode_answer
+
+        data = decode_answer(answer, _chunk_limit(calls, count))
+        if data is None:
             print(
                 f"grader: warning: chunk {future.key} came back unreadable; its submissions are graded here",
                 file=sys.stderr,
                 flush=True,
             )
-            data = None
         done.append(data)
         return data
 
 
 def cluster_outcome(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
-    """The outcome the cluster brought back for this submission (taken once), or None to run it here."""
+    """The outcome the cluster brought back for this submission (taken once), or None to run it here.
+
+    Decoded once, from the frames the worker's job wrote (`grader.shards.decode_outcome`): each
+    result keeps its frame (`grader.models.CallResult.wire`), so an answer judged before is not
+    judged again (`grader.grading.judging.VerdictCache`), as in a local run.
+    """
     pending = config.stash.get(_PENDING)
     if not pending:
         return None
@@ -270,17 +328,23 @@ def cluster_outcome(submission: Submission, calls: Sequence[Call], config: Any) 
     if entry is None:
         return None
     future, position, count = entry
-    data = _chunk(future, count, calls, config)
-    if data is None or position >= len(data):
+    answer = _chunk(future, count, calls, config)
+    if answer is None or position >= len(answer.items):
         return None
-    item = data[position]
+    item = answer.items[position]
     from grader.shards import OutcomeError, decode_outcome
 
     try:
-        if type(item) is not dict or set(item) != {"id", "outcome"} or item["id"] != submission.id:
+        if type(item) is not dict or set(item) - {"result"} != {"id", "outcome"} or item["id"] != submission.id:
             raise OutcomeError("not this submission's outcome")
-        return decode_outcome(item["outcome"], calls)
-    except OutcomeError as exc:
+        judged = "result" in item
+        outcome = decode_outcome(item["outcome"], calls, answer.wires, timed=judged and not config.stash[_VALUES])
+        if judged:
+            outcome = dataclasses.replace(outcome, graded=_graded(item["result"], answer))
+        elif answer.refused:
+            _warn_once(config, f"a Dask worker did not judge ({answer.refused}); its submissions are judged here")
+        return outcome
+    except (OutcomeError, ValueError, KeyError, TypeError) as exc:
         print(
             f"grader: warning: the cluster's outcome of {submission.id!a} is unreadable ({exc}); graded here",
             file=sys.stderr,
@@ -295,6 +359,39 @@ def grader_known_outcome(submission: Submission, calls: Sequence[Call], config: 
     return cluster_outcome(submission, calls, config)
 
 
+def _graded(data: Any, answer: Any) -> Any:
+    """A worker's result record (`grader.shards.cluster.encode_result`) as a `grader.models.SubmissionResult`.
+
+    Raises
+    ------
+    ValueError, KeyError, TypeError
+        If it is not one (`grader.shards.check_result_data`).
+    """
+    from grader.models import result_from_dict
+    from grader.shards import check_result_data
+
+    if type(data) is not dict or type(data.get("exercises")) is not list:
+        raise ValueError("not a result record")
+    exercises = tuple(answer.exercise(i) for i in data["exercises"])
+    head = {**data, "exercises": []}
+    check_result_data(head)
+    return dataclasses.replace(result_from_dict(head), exercises=exercises)
+
+
+_WARNED = StashKey[set[str]]()
+
+
+def _warn_once(config: Any, line: str) -> None:
+    with _LOCK:
+        warned = config.stash.setdefault(_WARNED, set())
+        if line in warned:
+            return
+        warned.add(line)
+    from grader.safetext import display
+
+    print(f"grader: warning: {display(line)}", file=sys.stderr, flush=True)
+
+
 @hookimpl
 def grader_unconfigure(config: Config) -> None:
     client = config.stash.pop(_CLIENT, None)
@@ -303,106 +400,3 @@ def grader_unconfigure(config: Config) -> None:
             client.close()
         except Exception:  # noqa: BLE001, S110 - the cluster may already be gone
             pass
-
-
-# --- in a Dask worker --------------------------------------------------------------------------
-
-_RUNNERS: dict[str, Any] = {}
-_CALLS: dict[str, tuple[Call, ...]] = {}
-_WORKER_LOCK = threading.Lock()
-
-
-def _runner(settings: dict[str, Any]) -> Any:
-    """This worker process's configured grader (sandbox zygote started once), for these settings."""
-    key = json.dumps(settings, sort_keys=True)
-    with _WORKER_LOCK:
-        config = _RUNNERS.get(key)
-        if config is not None:
-            return config
-        from grader.config.parser import for_command
-
-        try:
-            from distributed import get_worker
-
-            slots = max(1, int(get_worker().state.nthreads))
-        except (ImportError, ValueError, AttributeError):
-            slots = 1
-        argv = [
-            "-",
-            "--import-timeout",
-            repr(float(settings["import_timeout"])),
-            "--submission-timeout",
-            repr(float(settings["submission_timeout"])),
-            "--jobs",
-            str(slots),
-            *(["--insecure"] if settings["insecure"] else []),
-            *(["--pack", settings["pack"]] if settings.get("pack") else []),
-        ]
-        config = for_command("grade", argv, plugins=settings["plugins"], pack=settings.get("pack"))
-        config.options.out = None  # a worker writes no file: results go back to the instructor
-        _keep_alive(lambda: config.hooks.configure(config))
-        _RUNNERS[key] = config
-        return config
-
-
-def _keep_alive(start: Any) -> None:
-    """Run ``start`` in a thread that lives as long as the worker process.
-
-    The sandbox's zygote is started there: a child's death signal follows the
-    thread that started it, and Dask may retire its task threads.
-    """
-    done = threading.Event()
-    failure: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            start()
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            failure.append(exc)
-        done.set()
-        threading.Event().wait()  # forever: the zygote's parent thread
-
-    threading.Thread(target=body, name="grader-zygote-parent", daemon=True).start()
-    done.wait()
-    if failure:
-        raise failure[0]
-
-
-def run_chunk(payload: str, calls_text: str, settings: dict[str, Any]) -> str:
-    """Run a chunk of submissions in this Dask worker; return their outcomes as JSON text.
-
-    Parameters
-    ----------
-    payload : str
-        JSON list of ``{"id", "name", "sha256", "data"}`` (the file's bytes, base64).
-    calls_text : str
-        `encode_calls` of the batch's calls.
-    settings : dict
-        Timeouts, ``insecure``, ``-p`` plugins (`_settings`).
-
-    Returns
-    -------
-    str
-        JSON list of ``{"id", "outcome"}`` (`grader.shards.encode_outcome`), in the payload's order.
-    """
-    from grader.shards import encode_outcome
-
-    config = _runner(settings)
-    digest = hashlib.sha256(calls_text.encode()).hexdigest()
-    with _WORKER_LOCK:
-        calls = _CALLS.get(digest)
-        if calls is None:
-            calls = _CALLS[digest] = decode_calls(calls_text)
-    out = []
-    # Named by this worker's pid (`scratch_prefix`): a worker killed mid-chunk leaves its folder,
-    # and the next grader to start removes it (`remove_stale_scratch`).
-    with tempfile.TemporaryDirectory(prefix=scratch_prefix("dask")) as tmp:
-        for i, item in enumerate(json.loads(payload)):
-            folder = Path(tmp) / str(i)
-            folder.mkdir()
-            path = folder / Path(item["name"]).name
-            path.write_bytes(base64.b64decode(item["data"]))
-            sub = Submission(item["id"], str(folder), str(path), item["sha256"])
-            outcome = config.hook.grader_run_calls(submission=sub, calls=list(calls), config=config)
-            out.append({"id": item["id"], "outcome": encode_outcome(outcome)})
-    return json.dumps(out, allow_nan=False)

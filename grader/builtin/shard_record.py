@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 _SUBMISSIONS = StashKey[dict[str, Any]]()
 _OUTCOMES = StashKey[dict[str, Any]]()
 _LINES = StashKey[dict[str, Any]]()
+_WIRES = StashKey[dict[bytes, int]]()
+_EXERCISES = StashKey[dict[str, int]]()
 
 _LOCK = threading.Lock()
 
@@ -49,6 +51,8 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Any, 
         config.stash[_SUBMISSIONS] = {s.id: s for s in submissions}
         config.stash[_OUTCOMES] = {}
         config.stash[_LINES] = {}
+        config.stash[_WIRES] = {}
+        config.stash[_EXERCISES] = {}
 
 
 @hookimpl(wrapper=True, tryfirst=True)
@@ -70,8 +74,28 @@ def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
         return
     with _LOCK:
         outcome = config.stash[_OUTCOMES].get(result.id)
-    # compressed until the record is written: a submission's line is ~40 KB of JSON, ~8 KB compressed
-    config.stash[_LINES][result.id] = zlib.compress(record_line(submission, result, outcome).encode(), 1)
+        lines = config.stash[_LINES]
+        if result.id in lines:  # handed over again (a writer failed on it): its outcome's frames as first written
+            line = _with_result(lines[result.id], result)
+        else:
+            # each distinct frame and exercise result written once per shard (the lines keep the order they
+            # are made in)
+            line = record_line(submission, result, outcome, config.stash[_WIRES], config.stash[_EXERCISES])
+        # compressed until the record is written: a submission's line is ~40 KB of JSON, ~8 KB compressed
+        lines[result.id] = zlib.compress(line.encode(), 1)
+
+
+def _with_result(kept: bytes, result: SubmissionResult) -> str:
+    """A kept record line with another result (the error result that replaced the first), in the first's place:
+    its exercises written out and not kept in the table (`grader.shards.encode_exercises` without one)."""
+    import json
+
+    from grader.models import result_to_dict
+    from grader.shards import encode_exercises
+
+    data = json.loads(zlib.decompress(kept))
+    data["result"] = dict(result_to_dict(result, exercises=False), exercises=encode_exercises(result, None))
+    return json.dumps(data, allow_nan=False, ensure_ascii=True) + "\n"
 
 
 @hookimpl(trylast=True)
@@ -82,10 +106,12 @@ def grader_write_reports(report: Any, config: Config) -> None:
     assert config.out_dir is not None  # _sharded
     lines = config.stash.get(_LINES, {})
     ids = [s.id for s in report.submissions if s.id in lines]
+    wanted = set(ids)
     write_record(
         config.out_dir / SUBFOLDER,
         manifest(config, config.stash[COLLECTED], ids),
-        (zlib.decompress(lines[i]).decode() for i in ids),
+        # in the order they were made (a line names a frame an earlier one holds); the manifest lists the class's
+        (zlib.decompress(line).decode() for sid, line in lines.items() if sid in wanted),
         secret=course_secret(config),
     )
 

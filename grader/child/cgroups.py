@@ -115,11 +115,13 @@ def _make(name: str, path: str, limits: dict[str, int]) -> bool:
             except OSError:
                 pass
         elif name == "cpu":
-            # Across cgroups, group weights decide, not nice values: a slot weighs what
+            # Across cgroups, group weights decide, not nice values: by default a slot weighs what
             # one process at nice 10 does (JOB_NICE), so the grader still comes first.
-            _write(os.path.join(path, "cpu.shares"), str(shared.SLOT_CPU_SHARES))
+            _write(os.path.join(path, "cpu.shares"), str(slot_cpu_shares(limits)))
             cpu_quota_one(path)
         elif name == "kill":
+            if "cpu_weight" in limits and os.path.exists(os.path.join(path, "cpu.weight")):
+                _write(os.path.join(path, "cpu.weight"), str(int(limits["cpu_weight"])))  # v2: the weight as given
             cpu_quota_one(path)
     return name != "kill" or os.path.exists(os.path.join(path, "cgroup.kill"))
 
@@ -145,6 +147,13 @@ def cgroup_enter(slot: int, limits: dict[str, int]) -> dict[str, bool | str]:
         except OSError as exc:
             applied[name] = f"not writable: {exc.strerror}"
     return applied
+
+
+def slot_cpu_shares(limits: dict[str, int]) -> int:
+    """A slot's v1 ``cpu.shares``: ``limits["cpu_weight"]`` (cgroup v2's scale, 100 = a task at nice 0)
+    as shares (1024 = nice 0), else `SLOT_CPU_SHARES` (nice 10's weight)."""
+    weight = limits.get("cpu_weight")
+    return shared.SLOT_CPU_SHARES if weight is None else max(2, round(int(weight) * 1024 / 100))
 
 
 def cpu_quota_one(path: str) -> None:

@@ -49,13 +49,16 @@ def _port(parts: Any, option: str, value: str, fix: str) -> int | None:
         raise UsageError(f"{option} {value}: the port {port!r} is {what}; {fix}") from None
 
 
-def check_dask_address(address: str) -> tuple[str, str, int | None]:
+def check_dask_address(address: str, certificates: bool = False) -> tuple[str, str, int | None]:
     """Parse and validate ``--dask``.
 
     Parameters
     ----------
     address : str
         ``tcp://HOST:PORT``, ``HOST:PORT`` (tcp), ``tls://HOST:PORT`` and the other schemes Dask knows.
+    certificates : bool
+        Whether the run names the client's certificates itself (``--dask-tls-*``); otherwise
+        ``tls://`` needs them in Dask's configuration.
 
     Returns
     -------
@@ -66,7 +69,7 @@ def check_dask_address(address: str) -> tuple[str, str, int | None]:
     ------
     grader.errors.UsageError
         Empty, an unknown scheme, no host, a port that is not a number or out of range,
-        or ``tls://`` without the client's certificates in Dask's configuration.
+        or ``tls://`` without the client's certificates (options or Dask's configuration).
     """
     if not address.strip():
         raise UsageError(f"--dask: empty; {_DASK_EXAMPLE}")
@@ -86,7 +89,7 @@ def check_dask_address(address: str) -> tuple[str, str, int | None]:
         raise UsageError(f"--dask {address}: the port 0 is out of range (1-65535); {_DASK_EXAMPLE}")
     if parts.path not in ("", "/") and parts.scheme in ("tcp", "tls"):
         raise UsageError(f"--dask {address}: a path ({parts.path}) in a scheduler's address; {_DASK_EXAMPLE}")
-    if parts.scheme in ("tls", "wss"):
+    if parts.scheme in ("tls", "wss") and not certificates:
         try:
             import dask.config
 
@@ -96,8 +99,8 @@ def check_dask_address(address: str) -> tuple[str, str, int | None]:
             ca = cert = None
         if not ca or not cert:
             raise UsageError(
-                f"--dask {address}: {parts.scheme}:// needs certificates, and Dask's configuration names none; set "
-                "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and "
+                f"--dask {address}: {parts.scheme}:// needs certificates, and Dask's configuration names none; give "
+                "--dask-tls-ca, --dask-tls-cert and --dask-tls-key, or set DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and "
                 "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY (or use tcp:// on a trusted network)"
             )
     return parts.scheme, parts.hostname or "", port
@@ -115,7 +118,7 @@ def probe_dask(address: str, greeting_timeout: float = 10.0) -> None:
     grader.errors.UsageError
         In one line naming the address, what answered (or did not), and the fix.
     """
-    scheme, host, port = check_dask_address(address)
+    scheme, host, port = check_dask_address(address, certificates=True)  # certificates: the caller's check
     if scheme != "tcp":
         return  # other protocols: the client's own (bounded) timeout says what is wrong
     port = port or 8786

@@ -335,6 +335,8 @@ def _grade_submission(
                 raise RuntimeError(
                     f"the runner returned {len(outcome.results) if outcome else 'no'} results for {len(calls)} calls"
                 )
+            if outcome.graded is not None:  # judged and scored where the calls ran (grade --dask-judge)
+                return dataclasses.replace(outcome.graded, id=submission.id, path=submission.path, slug=submission.slug)
             stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
             stage.name = "judging its checks"
             judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
@@ -446,8 +448,6 @@ def _unscored(exercise: Exercise, judged: list[tuple[Check, Verdict]]) -> Exerci
 
 
 def _log_line(line: str) -> None:
-    from grader.safetext import display
-
     try:
         print(f"grader: {display(line)}", file=sys.stderr, flush=True)
     except (OSError, ValueError):

@@ -25,9 +25,9 @@ scheduler (`SCHEDULER_VARIABLES`: a Kubernetes Indexed Job's
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,13 +38,11 @@ from grader._version import __version__
 from grader.errors import UsageError
 from grader.grading.slices import CLASS_IDS, CLASS_LISTING, STASH_KEY, ShardSpec
 from grader.models import (
-    CALL_STATUSES,
-    Call,
-    CallResult,
     RunOutcome,
     Submission,
     SubmissionResult,
 )
+from grader.shards.outcomes import OutcomeError, decode_outcome, encode_outcome
 from grader.stash import StashKey
 
 __all__ = [
@@ -53,6 +51,7 @@ __all__ = [
     "RECORDS",
     "REPLAY_KEY",
     "SUBFOLDER",
+    "OutcomeError",
     "decode_outcome",
     "encode_outcome",
 ]
@@ -87,6 +86,11 @@ LOCATION_OPTIONS = frozenset(
         "shard",
         "dask",
         "dask_chunk",
+        "dask_judge",
+        "dask_tls_ca",
+        "dask_tls_cert",
+        "dask_tls_key",
+        "cpu_weight",
         "jobs",
         "quiet",
         "p",
@@ -107,147 +111,21 @@ LOCATION_OPTIONS = frozenset(
 between shards and not carried into the merge (files read are compared by content, `_options`)."""
 
 
-# --- what crosses: outcomes as plain data --------------------------------------------------------
+# --- what crosses: outcomes as plain data (grader.shards.outcomes) ------------------------------------
 
 
-def _nonfinite(value: Any) -> Any:
-    if type(value) is float and value - value != 0.0:
-        return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
-    if isinstance(value, (list, tuple)):
-        return [_nonfinite(v) for v in value]
-    if hasattr(value, "tolist"):  # a numpy array or scalar
-        return _nonfinite(value.tolist())
-    return value
+def values_read(config: Any) -> bool:
+    """Whether a plugin of this run reads the calls' returned values (not only their statuses and seconds).
 
-
-def encode_outcome(outcome: RunOutcome) -> dict[str, Any]:
-    """A `RunOutcome` as plain JSON data (non-finite floats as ``{"$float": ...}``), for `decode_outcome`."""
-    return {
-        "results": [
-            {
-                "status": r.status,
-                "value": _nonfinite(r.value),
-                "error_type": r.error_type,
-                "value_error": r.value_error,
-                "message": r.message,
-                "where": r.where,
-                "seconds": float(r.seconds),
-                "mutated_args": list(r.mutated_args),
-            }
-            for r in outcome.results
-        ],
-        "import_error": outcome.import_error,
-        "stdout": outcome.stdout,
-        "stderr": outcome.stderr,
-        "sha256": outcome.sha256,
-    }
-
-
-class OutcomeError(ValueError):
-    """Data that is not an outcome `encode_outcome` writes, for these calls."""
-
-
-def _text(value: Any, limit: int, what: str) -> str:
-    from grader.execution.boundary import clean_text
-
-    if type(value) is not str:
-        raise OutcomeError(f"{what} is not text")
-    if len(value) > limit:
-        raise OutcomeError(f"{what} is longer than {limit} characters")
-    return clean_text(value, limit)
-
-
-_RESULT_KEYS = frozenset(
-    {
-        "status",
-        "value",
-        "error_type",
-        "value_error",
-        "message",
-        "where",
-        "seconds",
-        "mutated_args",
-    }
-)
-_OUTPUT_LIMIT = 64 << 10
-_MESSAGE_LIMIT = 16 << 10
-
-
-def decode_outcome(data: Any, calls: Sequence[Call]) -> RunOutcome:
-    """Rebuild a `RunOutcome` from `encode_outcome` data, strictly, for these calls.
-
-    Every key and type is checked; each returned value is validated by
-    `grader.execution.boundary.decode_frame` against its call's budget, exactly as a
-    job's answer is; texts are cut as the boundary cuts them.
-
-    Raises
-    ------
-    OutcomeError
-        If anything is missing, unknown, of the wrong type or over a limit.
+    The staff pages (``--staff``), the similarity check (``--similarity``), a shard's record
+    (``--shard``) and any wrapper of ``grader_run_calls`` the grader does not ship do. Where none
+    does, outcomes that exist (a Dask worker's that judged, a merge's records) need not carry them.
     """
-    from grader.execution.boundary import (
-        MAX_NAME,
-        MAX_WHERE,
-        BoundaryError,
-        decode_frame,
-    )
-
-    if type(data) is not dict or data.keys() != {
-        "results",
-        "import_error",
-        "stdout",
-        "stderr",
-        "sha256",
-    }:
-        raise OutcomeError("not an outcome")
-    rows = data["results"]
-    if type(rows) is not list or len(rows) != len(calls):
-        raise OutcomeError(f"{len(rows) if type(rows) is list else 'no'} results for {len(calls)} calls")
-    results = []
-    for i, (row, call) in enumerate(zip(rows, calls)):
-        if type(row) is not dict or row.keys() != _RESULT_KEYS or row["status"] not in CALL_STATUSES:
-            raise OutcomeError(f"result {i} is not a call's result")
-        seconds = row["seconds"]
-        if type(seconds) not in (int, float) or not 0 <= seconds < 1e7:
-            raise OutcomeError(f"result {i}: seconds is not a duration")
-        mutated = row["mutated_args"]
-        if type(mutated) is not list or len(mutated) > 64 or any(type(m) is not int or m < 0 for m in mutated):
-            raise OutcomeError(f"result {i}: mutated_args is not a list of positions")
-        if type(row["value_error"]) is not bool:
-            raise OutcomeError(f"result {i}: value_error is not a bool")
-        value = None
-        if row["status"] == "returned":
-            frame = json.dumps(
-                {"event": "call", "status": "returned", "value": row["value"]},
-                allow_nan=False,
-            )
-            try:
-                value = decode_frame(frame.encode(), "call", call.budget)["value"]
-            except BoundaryError as exc:
-                raise OutcomeError(f"result {i}: {exc}") from None
-        elif row["value"] is not None:
-            raise OutcomeError(f"result {i}: a value for a call that did not return")
-        results.append(
-            CallResult(
-                status=row["status"],
-                value=value,
-                error_type=_text(row["error_type"], MAX_NAME, "error_type"),
-                value_error=row["value_error"],
-                message=_text(row["message"], _MESSAGE_LIMIT, "message"),
-                where=_text(row["where"], MAX_WHERE, "where"),
-                seconds=float(seconds),
-                mutated_args=tuple(mutated),
-            )
-        )
-    sha = data["sha256"]
-    if type(sha) is not str or (sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha))):
-        raise OutcomeError("sha256 is not a SHA-256")
-    return RunOutcome(
-        results=tuple(results),
-        import_error=_text(data["import_error"], _OUTPUT_LIMIT, "import_error"),
-        stdout=_text(data["stdout"], _OUTPUT_LIMIT, "stdout"),
-        stderr=_text(data["stderr"], _OUTPUT_LIMIT, "stderr"),
-        sha256=sha,
+    if config.option("staff") or config.option("similarity") or STASH_KEY in config.stash:
+        return True
+    known = {"timing", "staff", "similarity", "shard_record", "runner", "dask_cluster", "submission"}
+    return any(
+        impl.plugin_name.rpartition(".")[2] not in known for impl in config.hooks.implementations("grader_run_calls")
     )
 
 
@@ -398,16 +276,104 @@ def run_of(data: Mapping[str, Any]) -> str:
     return hashlib.sha256(b"grader shard run v1\0" + text.encode()).hexdigest()
 
 
-def record_line(submission: Submission, result: SubmissionResult, outcome: RunOutcome | None) -> str:
-    """One line of ``records.jsonl.gz``: the submission, its final result and its outcome (or null)."""
+def record_line(
+    submission: Submission,
+    result: SubmissionResult,
+    outcome: RunOutcome | None,
+    wires: dict[bytes, int] | None = None,
+    exercises: dict[str, int] | None = None,
+) -> str:
+    """One line of ``records.jsonl.gz``: the submission, its final result and its outcome (or null).
+
+    ``wires`` and ``exercises`` are the shard's tables of frames and of exercise results: a frame
+    (`encode_outcome` with ``inline``) or an exercise's result (`encode_exercises`) an earlier line
+    holds is written as its position, so the lines must be written in the order they were made.
+    """
     from grader.models import result_to_dict
 
+    recorded = result_to_dict(result, exercises=exercises is None)
+    if exercises is not None:
+        recorded["exercises"] = encode_exercises(result, exercises)
     data = {
         "submission": _submission_data(submission),
-        "result": result_to_dict(result),
-        "outcome": encode_outcome(outcome) if outcome is not None else None,
+        "result": recorded,
+        "outcome": encode_outcome(outcome, wires, inline=True) if outcome is not None else None,
     }
     return json.dumps(data, allow_nan=False, ensure_ascii=True) + "\n"
+
+
+def encode_exercises(result: SubmissionResult, table: dict[str, int] | None) -> list[Any]:
+    """A result's exercises as record data: each one's fields (`grader.models.exercise_to_dict`), or its
+    position in ``table`` when an earlier line holds an equal one (a class's results repeat). With no
+    table (a line made again, out of its order) every one is ``{"$once": fields}``: read, never kept."""
+    from grader.models import exercise_to_dict
+
+    out: list[Any] = []
+    for ex in result.exercises:
+        fields = exercise_to_dict(ex)
+        if table is None:
+            out.append({"$once": fields})
+            continue
+        text = json.dumps(fields, sort_keys=True, allow_nan=False, ensure_ascii=True)
+        position = table.get(text)
+        if position is None:
+            table[text] = len(table)
+            out.append(fields)
+        else:
+            out.append(position)
+    return out
+
+
+_STUB = {"id": "", "path": "", "sha256": "", "status": "graded", "score": 0.0, "max_score": 0.0}
+
+
+def exercise_from_data(data: Any, check: bool = True) -> Any:
+    """An `grader.models.ExerciseResult` from `grader.models.exercise_to_dict` data (``check``: its fields
+    checked first, `check_result_data`).
+
+    Raises
+    ------
+    ValueError, KeyError, TypeError
+        If it is not an exercise's result.
+    """
+    from grader.models import result_from_dict
+
+    stub = dict(_STUB, exercises=[data])
+    if check:
+        check_result_data(stub)
+    return result_from_dict(stub).exercises[0]
+
+
+def result_from_record(data: Any, table: list[Any], check: bool = True) -> SubmissionResult:
+    """A recorded result (`record_line`): its exercises from the data or by position in ``table``, the shard's
+    exercise results so far (read in the order written; each new one appended).
+
+    Raises
+    ------
+    ValueError, KeyError, TypeError
+        If it is not one (``check``: every field's type, `check_result_data`).
+    """
+    import dataclasses
+
+    from grader.models import result_from_dict
+
+    if type(data) is not dict or type(data.get("exercises")) is not list:
+        raise ValueError("result.exercises is not a list")
+    built = []
+    for item in data["exercises"]:
+        if type(item) is int:
+            if not 0 <= item < len(table):
+                raise ValueError("result.exercises names no exercise result")
+            built.append(table[item])
+        elif type(item) is dict and item.keys() == {"$once"}:
+            built.append(exercise_from_data(item["$once"], check))
+        else:
+            table.append(exercise_from_data(item, check))
+            built.append(table[-1])
+    head = {**data, "exercises": []}
+    if check:
+        check_result_data(head)
+    return dataclasses.replace(result_from_dict(head), exercises=tuple(built))
 
 
 def _file_sha256(path: Path) -> bytes:
@@ -474,6 +440,21 @@ MAX_POINTS = 1e9
 """Largest absolute number of points a recorded result may hold."""
 
 
+@functools.cache
+def _field_kinds(cls: Any) -> tuple[dict[str, tuple[Any, bool]], frozenset[str]]:
+    """Per field of a result dataclass: its checked type (``str``, ``bool``, ``float`` or None) and whether
+    it may be None; and the field names (worked out once per class, for `check_result_data`)."""
+    import dataclasses
+
+    kinds = {}
+    for f in dataclasses.fields(cls):
+        kind = str(f.type)
+        optional = kind.endswith(" | None")
+        kind = kind.removesuffix(" | None")
+        kinds[f.name] = ({"str": str, "bool": bool, "float": float}.get(kind), optional)
+    return kinds, frozenset(kinds)
+
+
 def check_result_data(data: Any) -> None:
     """Refuse recorded result data that `grader.models.result_from_dict` would take but a writer would choke on.
 
@@ -490,30 +471,25 @@ def check_result_data(data: Any) -> None:
     ValueError
         Naming the field at fault.
     """
-    import dataclasses
 
     from grader.models import Adjustment, CheckResult, Diagnosis, ExerciseResult, SubmissionResult
 
     def fields_of(cls: Any, value: Any, where: str) -> None:
         if type(value) is not dict:
             raise ValueError(f"{where} is not an object")
-        for f in dataclasses.fields(cls):
-            if f.name not in value:
+        kinds, names = _field_kinds(cls)
+        for name, v in value.items():
+            if name not in names:
+                raise ValueError(f"{where} has unknown keys {sorted(set(value) - names)}")
+            kind, optional = kinds[name]
+            if (v is None and optional) or kind is None:
                 continue
-            v, at, kind = value[f.name], f"{where}.{f.name}", str(f.type)
-            optional = kind.endswith(" | None")
-            kind = kind.removesuffix(" | None")
-            if v is None and optional:
-                continue
-            if kind == "str" and type(v) is not str:
-                raise ValueError(f"{at} is not a string")
-            if kind == "bool" and type(v) is not bool:
-                raise ValueError(f"{at} is not true or false")
-            if kind == "float" and not (type(v) in (int, float) and -MAX_POINTS <= v <= MAX_POINTS):  # NaN fails
-                raise ValueError(f"{at} is not a number of points")
-        unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"{where} has unknown keys {sorted(unknown)}")
+            if kind is str and type(v) is not str:
+                raise ValueError(f"{where}.{name} is not a string")
+            if kind is bool and type(v) is not bool:
+                raise ValueError(f"{where}.{name} is not true or false")
+            if kind is float and not (type(v) in (int, float) and -MAX_POINTS <= v <= MAX_POINTS):  # NaN fails
+                raise ValueError(f"{where}.{name} is not a number of points")
 
     def items(value: Any, where: str) -> list[Any]:
         if type(value) is not list:

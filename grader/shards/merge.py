@@ -18,7 +18,7 @@ from grader.collected import COLLECTED
 from grader.errors import UsageError
 from grader.grading.slices import shard_of
 from grader.markers import hookimpl
-from grader.models import Submission, SubmissionResult
+from grader.models import CallResult, RunOutcome, Submission, SubmissionResult
 from grader.shards import (
     MAX_RECORD_BYTES,
     RECORDS,
@@ -26,11 +26,12 @@ from grader.shards import (
     Shard,
     _strict_json,
     _submission_from,
-    check_result_data,
     check_seal,
     decode_outcome,
     read_shard,
+    result_from_record,
     run_of,
+    values_read,
 )
 
 __all__ = ["check_shards", "merge", "merge_options"]
@@ -282,7 +283,9 @@ def merge(config: Any) -> Any:
             f"{_short(m0['spec_hash'])} vs {_short(collected.spec_hash)}); merge with the same"
         )
     calls = collected.calls
-    entries = _read_records(shards, calls)
+    # Under a course secret the seals (checked above) prove every record was written by this grader:
+    # without one their key is public, and each result is checked field by field before a writer sees it.
+    entries = _read_records(shards, calls, values_read(config), sealed=course_secret(config).key is not None)
     class_ids = m0["class_ids"]
     lost = [sid for sid in class_ids if sid not in entries]
     if lost:
@@ -307,7 +310,7 @@ def merge(config: Any) -> Any:
             key = session.result_key(sub, collected, config)
             config.hooks.cached_result(submission=sub, key=key, config=config)
         if outcome is not None:
-            replay[sub.id] = decode_outcome(json.loads(zlib.decompress(outcome)), calls)
+            replay[sub.id] = _replayed(outcome, calls)
             config.hooks.run_calls(submission=sub, calls=list(calls), config=config)
             replay.pop(sub.id, None)
         results.append(session._hand_over(result, sub, collected, config))
@@ -331,20 +334,55 @@ def merge(config: Any) -> Any:
     return report
 
 
-def _read_records(shards: Sequence[Shard], calls: Any) -> dict[str, tuple[Submission, SubmissionResult, bytes | None]]:
-    """Every shard's records, checked, by submission id: its submission, result and compressed outcome.
+_Kept = tuple[Any, ...]
+"""A recorded outcome kept until its turn: ``("values", its JSON compressed, its shard's frames)`` when a
+plugin reads the calls' values, else ``("timed", ...)``: only its statuses, seconds and texts (`_timed`)."""
+
+
+def _timed(outcome: RunOutcome, statuses: dict[tuple[str, ...], tuple[str, ...]]) -> _Kept:
+    """What a merge whose plugins read no value keeps of an outcome: the calls' statuses (one tuple shared by
+    every equal one), their seconds (4 bytes each, as `grader.builtin.timing` keeps them) and the texts."""
+    from array import array
+
+    kinds = tuple(r.status for r in outcome.results)
+    seconds = array("f", [max(float(r.seconds), 0.0) for r in outcome.results])
+    texts = (outcome.import_error, outcome.stdout, outcome.stderr, outcome.sha256)
+    return ("timed", statuses.setdefault(kinds, kinds), seconds, *texts)
+
+
+def _replayed(kept: _Kept, calls: Any) -> RunOutcome:
+    """A recorded outcome as the runner hands it to the wrappers of ``grader_run_calls`` (decoded again, or
+    its statuses and seconds only: no plugin of the merge reads a value)."""
+    if kept[0] == "values":
+        return decode_outcome(json.loads(zlib.decompress(kept[1])), calls, kept[2])
+    _, kinds, seconds, import_error, stdout, stderr, sha256 = kept
+    results = tuple(CallResult(k, seconds=s) for k, s in zip(kinds, seconds))
+    return RunOutcome(results, import_error, stdout, stderr, sha256)
+
+
+def _read_records(
+    shards: Sequence[Shard], calls: Any, values: bool = True, sealed: bool = False
+) -> dict[str, tuple[Submission, SubmissionResult, _Kept | None]]:
+    """Every shard's records, checked, by submission id: its submission, result and outcome (`_Kept`).
+
+    ``values``: whether a plugin of the merge reads the calls' values (`grader.shards.values_read`);
+    ``sealed``: whether the shards' seals were checked under a course secret (then a result's fields are
+    not checked again: `grader.shards.check_result_data` is for records whose seal anyone could make).
 
     Raises
     ------
     grader.errors.UsageError
         If a record is unreadable, or a shard holds other results than its manifest lists.
     """
-    from grader.models import result_from_dict
 
-    entries: dict[str, tuple[Submission, SubmissionResult, bytes | None]] = {}
+    entries: dict[str, tuple[Submission, SubmissionResult, _Kept | None]] = {}
+    statuses: dict[tuple[str, ...], tuple[str, ...]] = {}
     for shard in shards:
         expected = shard.manifest["ids"]
         got = []
+        frames: list[bytes] = []  # the shard's tables of frames and exercise results, rebuilt line by line
+        exercises: list[Any] = []
+        checked: dict[Any, str] = {}
         for number, data in _records(shard):
             where = f"{shard.folder / RECORDS}: line {number}"
             try:
@@ -355,20 +393,24 @@ def _read_records(shards: Sequence[Shard], calls: Any) -> dict[str, tuple[Submis
                 }:
                     raise ValueError("not a record")
                 sub = _submission_from(data["submission"])
-                check_result_data(data["result"])
-                result = result_from_dict(data["result"])
-                outcome = None
+                result = result_from_record(data["result"], exercises, check=not sealed)
+                outcome: _Kept | None = None
                 if data["outcome"] is not None:
-                    decode_outcome(data["outcome"], calls)  # checked now: a refused merge writes nothing
-                    # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
-                    outcome = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
+                    # checked now: a refused merge writes nothing
+                    if values:  # kept compressed until its turn (a class's outcomes are ~40 KB a submission as JSON)
+                        decode_outcome(data["outcome"], calls, frames, grow=True)
+                        compressed = zlib.compress(json.dumps(data["outcome"], allow_nan=False).encode(), 1)
+                        outcome = ("values", compressed, frames)
+                    else:  # each distinct frame checked once
+                        decoded = decode_outcome(data["outcome"], calls, frames, checked=checked, grow=True)
+                        outcome = _timed(decoded, statuses)
             except (KeyError, TypeError, ValueError) as exc:
                 raise UsageError(f"{where}: not a shard record ({exc}); grade that shard again") from None
             if result.id != sub.id:
                 raise UsageError(f"{where}: the result is of {result.id!r}, the submission {sub.id!r}")
             got.append(sub.id)
             entries[sub.id] = (sub, result, outcome)
-        if got != expected:
+        if sorted(got) != sorted(expected) or len(set(got)) != len(got):  # lines in the order they were made
             raise UsageError(
                 f"{shard.folder / RECORDS}: holds {len(got)} results, the manifest lists {len(expected)}; "
                 "grade that shard again"

@@ -28,19 +28,32 @@ from grader.fileio import remove_stale_scratch
 distributed = pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
 
 
-def _sandboxed() -> list[bool]:
+def _runners(worker) -> list:
+    """In a worker: the grader runners its grader plugin keeps (`GraderWorker.runners`)."""
+    from grader.shards.cluster import PLUGIN_NAME
+
+    return list(worker.plugins[PLUGIN_NAME].runners.values())
+
+
+def _sandboxed(dask_worker) -> list[bool]:
     """In a worker: whether each grader runner this process keeps has a running sandbox zygote."""
-    from grader.builtin import dask_cluster
     from grader.builtin.sandbox import _ZYGOTE
 
-    return [config.stash.get(_ZYGOTE) is not None for config in dask_cluster._RUNNERS.values()]
+    return [config.stash.get(_ZYGOTE) is not None for config in _runners(dask_worker)]
 
 
-def _zygote_pids() -> list[int]:
-    from grader.builtin import dask_cluster
+def _zygote_pids(dask_worker) -> list[int]:
     from grader.builtin.sandbox import _ZYGOTE
 
-    return [config.stash[_ZYGOTE].proc.pid for config in dask_cluster._RUNNERS.values()]
+    return [config.stash[_ZYGOTE].proc.pid for config in _runners(dask_worker)]
+
+
+def _profiling(dask_worker) -> list[str]:
+    """In a worker: its periodic callbacks that sample stacks or system counters (the grader plugin stops them),
+    and its event loop's tick if it still runs more often than once a second."""
+    callbacks = dask_worker.periodic_callbacks
+    busy = [name for name in callbacks if name.startswith("profile") or name == "monitor"]
+    return busy + ["tick"] * (callbacks["tick"].callback_time < 1000)
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +69,35 @@ def cluster():
         distributed.Client(local) as client,
     ):
         yield local, client
+
+
+@pytest.mark.slow
+def test_workers_with_another_course_secret_do_not_judge_and_the_client_does(cluster, tmp_path: Path) -> None:
+    """A worker whose course would judge differently (here: another course secret, so other hidden inputs)
+    is told apart by its result settings; its chunks are judged by the client, and nothing differs."""
+    local, _ = cluster
+    klass = make_class(tmp_path / "class", copies=1)
+    env = grader_env(GRADER_COURSE_SECRET="a secret the workers do not hold")
+    run("grade", klass, "--out", tmp_path / "local", "-q", env=env)
+    done = run(
+        "grade", klass, "--out", tmp_path / "dask", "-q", "--dask", local.scheduler_address, "--dask-judge", env=env
+    )
+    assert "a Dask worker did not judge (the worker's settings differ from this run's: course_secret)" in done.stderr
+    assert_same_exports(tmp_path / "local", tmp_path / "dask")
+
+
+@pytest.mark.slow
+def test_shards_graded_on_the_cluster_merge_into_the_local_run(cluster, tmp_path: Path) -> None:
+    """Each shard's record keeps the frames its Dask workers' jobs wrote (one shard judged there too): the merge
+    of the two is the local run, every file of it."""
+    local, _ = cluster
+    klass = make_class(tmp_path / "class", copies=1)
+    run("grade", klass, "--out", tmp_path / "local", "-q")
+    dask = ("--dask", local.scheduler_address)
+    run("grade", klass, "--out", tmp_path / "s1", "--shard", "1/2", "-q", *dask, "--dask-chunk", "2")
+    run("grade", klass, "--out", tmp_path / "s2", "--shard", "2/2", "-q", *dask, "--dask-judge")
+    run("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "merged", "-q")
+    assert_same_exports(tmp_path / "local", tmp_path / "merged")
 
 
 def _slow_class(folder: Path) -> Path:
@@ -85,6 +127,10 @@ def test_a_dask_cluster_grades_byte_identically_to_a_local_run(cluster, tmp_path
     )
     assert "warning: the Dask cluster" not in done.stderr
     assert_same_exports(tmp_path / "local", tmp_path / "dask")
+    profiling = client.run(_profiling)
+    assert len(profiling) == 3 and all(
+        v == [] for v in profiling.values()
+    )  # every worker's profiler and system monitor are off
     # the work ran in the workers, each with its own sandbox zygote kept warm across its chunks
     zygotes = client.run(_sandboxed)
     assert sum(len(v) for v in zygotes.values()) >= 2 and all(all(v) for v in zygotes.values())
@@ -97,10 +143,21 @@ def test_a_dask_cluster_grades_byte_identically_to_a_local_run(cluster, tmp_path
         "-q",
         "--dask",
         local.scheduler_address,
+        "--dask-chunk",
+        "1",
         "--regrade",
     )
     assert client.run(_zygote_pids) == before  # the same zygotes graded the second batch
     assert (tmp_path / "again" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
+    # --dask-judge: the workers judge and score too, and send back result records (with --staff the
+    # values as well, for the staff pages); every export is still the local run's
+    run(
+        "grade", klass, "--out", tmp_path / "judged", "-q", "--staff", "--dask", local.scheduler_address, "--dask-judge"
+    )
+    assert_same_exports(tmp_path / "local", tmp_path / "judged")
+    done = run("grade", klass, "--out", tmp_path / "records", "-q", "--dask", local.scheduler_address, "--dask-judge")
+    assert "did not judge" not in done.stderr and "graded here" not in done.stderr
+    assert_same_exports(tmp_path / "again", tmp_path / "records")  # without --staff: statuses and seconds came back
 
 
 @pytest.mark.slow
@@ -253,13 +310,14 @@ def test_a_worker_killed_mid_chunk_leaves_a_folder_the_next_grader_removes(tmp_p
     ``grader-dask-*`` folder in the temporary folder for good (one per test-suite run)."""
     script = (
         "import json, os, signal, types\n"
-        "from grader.builtin import dask_cluster\n"
+        "from grader.shards import cluster\n"
         "def killed(**kwargs):\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "hook = types.SimpleNamespace(grader_run_calls=killed)\n"
-        "dask_cluster._runner = lambda settings: types.SimpleNamespace(hook=hook)\n"
+        "state = cluster.GraderWorker()\n"
+        "state.runner = lambda settings, slots: types.SimpleNamespace(hook=hook)\n"
         "item = {'id': 's1', 'name': 'attention.py', 'sha256': '0' * 64, 'data': ''}\n"
-        "dask_cluster.run_chunk(json.dumps([item]), dask_cluster.encode_calls([]), {})\n"
+        "state.run_chunk(json.dumps([item]), cluster.encode_calls([]), {})\n"
     )
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -269,3 +327,112 @@ def test_a_worker_killed_mid_chunk_leaves_a_folder_the_next_grader_removes(tmp_p
     assert left.name.startswith("grader-dask-") and (left / "0" / "attention.py").is_file()
     assert remove_stale_scratch(str(scratch)) == 1
     assert list(scratch.iterdir()) == []
+
+
+def _frames() -> list[bytes]:
+    """Frames as a job writes them: a JSON answer, a binary array answer, a ValueError."""
+    import numpy as np
+
+    from grader.child.worker import to_data
+
+    blobs: list = []
+    header = json.dumps({"event": "call", "status": "returned", "value": to_data(np.eye(2), np, blobs=blobs)}).encode()
+    binary = b"\x00" + len(header).to_bytes(4, "big") + header + b"".join(bytes(b) for b in blobs)
+    return [
+        json.dumps({"event": "call", "status": "returned", "value": [[1.0, 2.5]]}).encode(),
+        binary,
+        json.dumps(
+            {"event": "call", "status": "raised", "type": "ValueError", "value_error": True, "message": "no"}
+        ).encode(),
+    ]
+
+
+def test_a_chunk_answer_carries_the_jobs_frames_and_is_read_as_a_local_run_reads_them() -> None:
+    """Each result keeps its frame (the verdict cache's key), each distinct frame travels once, and the
+    outcome is what the local channel makes of the same frames; an answer that is not one is refused."""
+    from grader.execution.boundary import FRAMES, ResultBudget
+    from grader.execution.channel import result_of
+    from grader.models import Call, CallResult, RunOutcome
+    from grader.shards import OutcomeError, decode_outcome, encode_outcome
+    from grader.shards.cluster import decode_answer, encode_answer
+
+    frames = _frames()
+    budget = ResultBudget(64, 4, 1 << 16)
+    calls = [Call("f", ([1.0],), 1.0, budget) for _ in range(4)]
+    local = [result_of(FRAMES.decode(w, "call", budget), 0.5, w) for w in (*frames, frames[0])]
+    outcome = RunOutcome((*local[:3], CallResult("timeout", message="stopped", seconds=1.0)), sha256="a" * 64)
+    again = RunOutcome((local[3], *local[1:3], local[0]))
+    wires: dict[bytes, int] = {}
+    items = [
+        {"id": "s1", "outcome": encode_outcome(outcome, wires)},
+        {"id": "s2", "outcome": encode_outcome(again, wires)},
+    ]
+    answer = encode_answer(items, wires)
+    assert len(wires) == 3 and answer.count(frames[1]) == 1  # s2's frames are s1's: sent once
+    got = decode_answer(answer, 1 << 20)
+    got_items, got_wires = got.items, got.wires
+    assert got.exercises == [] and got.refused == ""
+    first = decode_outcome(got_items[0]["outcome"], calls, got_wires)
+    second = decode_outcome(got_items[1]["outcome"], calls, got_wires)
+    assert first == outcome and second == again
+    assert [r.wire for r in first.results] == [*frames, b""]  # the verdict cache's keys, as in a local run
+    assert first.results[1].value == [[1.0, 0.0], [0.0, 1.0]] and first.results[2].value_error is True
+    # through a shard record (JSON): the frames in base64
+    assert decode_outcome(json.loads(json.dumps(encode_outcome(outcome))), calls) == outcome
+    for bad in (
+        answer[:-1],
+        b"grader-chunk/1\n" + answer[15:],
+        answer + b"x",
+        answer[:15] + (10**9).to_bytes(8, "big") + answer[23:],
+        "text",
+    ):
+        assert decode_answer(bad, 1 << 20) is None
+    assert decode_answer(answer, len(answer) - 1) is None  # over the chunk's limit
+    row = got_items[0]["outcome"]
+    for results, words in (
+        ([{"wire": 7, "seconds": 0.1}, *row["results"][1:]], "no such frame"),
+        ([{"wire": 0.5, "seconds": 0.1}, *row["results"][1:]], "not base64 text"),
+        ([{"wire": 0, "seconds": -1}, *row["results"][1:]], "not a duration"),
+        ([{"wire": 0, "seconds": 0.1, "x": 1}, *row["results"][1:]], "not a call's result"),
+    ):
+        with pytest.raises(OutcomeError, match=words):
+            decode_outcome({**row, "results": results}, calls, got_wires)
+    small = [Call("f", ([1.0],), 1.0, ResultBudget(1, 1, 64)), *calls[1:]]
+    with pytest.raises(OutcomeError, match="larger than"):  # each frame is checked against its own call's budget
+        decode_outcome(row, small, got_wires)
+    with pytest.raises(OutcomeError, match="not base64"):
+        decode_outcome({**row, "results": [{"wire": "%%%", "seconds": 0.1}, *row["results"][1:]]}, calls)
+
+
+@pytest.mark.slow
+def test_a_tls_cluster_grades_byte_identically_with_the_certificates_given(tmp_path: Path) -> None:
+    """``tls://`` with ``--dask-tls-ca/-cert/-key`` (a ``distributed.Security``): hidden inputs travel encrypted."""
+    pytest.importorskip("cryptography", reason="Security.temporary() makes the certificates")
+    security = distributed.Security.temporary()
+    files = {}
+    for name, pem in (
+        ("ca", security.tls_ca_file),
+        ("cert", security.tls_client_cert),
+        ("key", security.tls_client_key),
+    ):
+        files[name] = tmp_path / f"{name}.pem"
+        files[name].write_text(pem)
+    klass = make_class(tmp_path / "class", copies=1)
+    run("grade", klass, "--out", tmp_path / "local", "-q")
+    with distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        protocol="tls://",
+        security=security,
+        dashboard_address=None,
+        worker_dashboard_address=None,
+    ) as local:
+        address = local.scheduler_address
+        assert address.startswith("tls://")
+        tls = ("--dask-tls-ca", files["ca"], "--dask-tls-cert", files["cert"], "--dask-tls-key", files["key"])
+        run("grade", klass, "--out", tmp_path / "dask", "-q", "--dask", address, *tls)
+        refused = run("grade", klass, "--out", tmp_path / "nocert", "-q", "--dask", address, check=False)
+    assert_same_exports(tmp_path / "local", tmp_path / "dask")
+    assert refused.returncode == 2 and "needs certificates" in refused.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "nocert").exists()

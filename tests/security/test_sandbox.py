@@ -310,6 +310,31 @@ def test_a_slot_is_capped_at_one_cpu_and_its_cpu_time_is_read(tmp_path: Path) ->
     assert wall >= 1.0 and after - middle <= wall * 1.1 + 0.05
 
 
+def test_the_slot_weight_is_the_instructors_choice(tmp_path: Path) -> None:
+    """``--cpu-weight W``: each slot's cgroup weighs W (v2's scale; v1's cpu.shares W x 10.24); by default
+    what one task at nice 10 weighs (110 shares), so the grader's own process comes first."""
+    from grader.child.limits import DEFAULT_LIMITS
+
+    path = tmp_path / "attention.py"
+    path.write_text(BUSY)
+    shares = {}
+    for weight in (None, 50, 400):
+        limits = None if weight is None else dict(DEFAULT_LIMITS, cpu_weight=weight)
+        zygote = sandbox.Zygote()
+        workdir = slots.make_workdir()
+        worker = slots.Worker(zygote, (0, 1), workdir, "attention.py", limits)
+        try:
+            out = _run(worker, path, Call("busy", (0.01,), 5.0))
+            assert out.results[0].value == 0.01
+            cpu_dir = Path("/sys/fs/cgroup/cpu") / f"grader-{zygote.proc.pid}-slot0"
+            shares[weight] = (cpu_dir / "cpu.shares").read_text().strip()
+        finally:
+            worker.close()
+            zygote.close()
+            shutil.rmtree(workdir)
+    assert shares == {None: "110", 50: "512", 400: "4096"}
+
+
 @pytest.mark.slow
 @pytest.mark.timing
 def test_a_slow_correct_job_passes_beside_classmates_hogging_its_core(tmp_path: Path) -> None:

@@ -83,6 +83,26 @@ def grader_addoption(parser: Any, command: str) -> None:
         action="store_true",
         help="grade without the sandbox (plain child processes); only for trusted code",
     )
+    group.add_argument(
+        "--cpu-weight",
+        type=cpu_weight,
+        metavar="W",
+        help="the CPU weight of each job slot's cgroup, 1-10000 on cgroup v2's scale (100: a task at nice 0); "
+        "default: a nice-10 task's weight, so the grader's own process comes first on a busy machine",
+    )
+
+
+def cpu_weight(text: str) -> int:
+    """argparse type of ``--cpu-weight``: a whole number from 1 to 10000 (cgroup v2's ``cpu.weight``)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}; give a weight from 1 to 10000") from None
+    if not 1 <= value <= 10000:
+        raise argparse.ArgumentTypeError(f"{value} is out of range; give a weight from 1 to 10000 (100: nice 0)")
+    return value
 
 
 _STARTING = StashKey[Starting]()
@@ -98,7 +118,8 @@ def grader_configure(config: Config) -> None:
     slots, submission = worker_count(config), config.pack.submission  # no course: refused before a zygote runs
     zygote = Zygote(wait=False, started=config.stash.pop(EARLY_ZYGOTE, None))
     config.stash[_ZYGOTE] = zygote
-    starting = Starting(zygote, slots, submission)
+    weight = config.option("cpu_weight")
+    starting = Starting(zygote, slots, submission, None if weight is None else dict(DEFAULT_LIMITS, cpu_weight=weight))
     config.stash[_STARTING] = starting
     config.stash[JOB_LAUNCHERS] = Pool(starting)  # waits for the start-up when first used
 

@@ -30,8 +30,9 @@ class Starting:
     preparation instead (issue 16).
     """
 
-    def __init__(self, zygote: Zygote, count: int, filename: str) -> None:
+    def __init__(self, zygote: Zygote, count: int, filename: str, limits: dict[str, int] | None = None) -> None:
         self.zygote, self.count, self.filename = zygote, count, filename
+        self.limits = DEFAULT_LIMITS if limits is None else limits
         self.workdir: str | None = None
         self.workers: list[Worker] = []
         self.error: BaseException | None = None
@@ -50,7 +51,8 @@ class Starting:
             self.workdir = make_workdir()
             count = self.count
             self.workers = [
-                Worker(self.zygote, (slot, slot + count), self.workdir, self.filename) for slot in range(count)
+                Worker(self.zygote, (slot, slot + count), self.workdir, self.filename, self.limits)
+                for slot in range(count)
             ]
             problem = preflight(self.workers, self.workdir)
             if problem:
@@ -196,8 +198,16 @@ class Worker:
     never waits for a finished job (issue 16).
     """
 
-    def __init__(self, zygote: Zygote, slots: tuple[int, int], workdir: str, filename: str = "submission.py") -> None:
+    def __init__(
+        self,
+        zygote: Zygote,
+        slots: tuple[int, int],
+        workdir: str,
+        filename: str = "submission.py",
+        limits: dict[str, int] | None = None,
+    ) -> None:
         self.zygote = zygote
+        self.limits = DEFAULT_LIMITS if limits is None else limits
         self.filename = filename
         self.free = set(slots)
         self.workdir = workdir
@@ -242,9 +252,7 @@ class Worker:
 
     def _new(self, slot: int) -> SandboxJob:
         try:
-            job = SandboxJob(
-                self.zygote, slot, self.workdir, DEFAULT_LIMITS, on_end=self._freed, filename=self.filename
-            )
+            job = SandboxJob(self.zygote, slot, self.workdir, self.limits, on_end=self._freed, filename=self.filename)
         except BaseException:
             self._freed(slot)
             raise
