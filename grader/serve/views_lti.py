@@ -1,0 +1,13 @@
+"""LTI 1.3 routes (filled in below)."""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from grader.serve.pages import Pages
+from grader.serve.state import ServerState
+
+
+def routes(state: ServerState, pages: Pages) -> list[Route]:
+    """The LTI routes."""
+    return []
