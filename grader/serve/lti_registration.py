@@ -157,7 +157,8 @@ class ToolKey:
 
     def __init__(self, private_key: rsa.RSAPrivateKey) -> None:
         self._key = private_key
-        self._public_jwk: dict[str, Any] = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(private_key.public_key()))
+        full = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(private_key.public_key()))
+        self._public_jwk: dict[str, Any] = {k: full[k] for k in ("kty", "n", "e")}  # RFC 7517: "use", not "key_ops"
         self.kid = _thumbprint(self._public_jwk)
         """The key id: the key's RFC 7638 thumbprint, the same every time the key is loaded."""
 
