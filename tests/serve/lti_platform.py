@@ -99,6 +99,8 @@ class SimulatedPlatform:
         self.redirect_uris = list(redirect_uris or [])
         self.tool_jwks_url = tool_jwks_url
         self.tool_jwks: dict[str, Any] | None = None
+        self.jwks_body: bytes | None = None
+        """When set, ``GET /jwks`` answers these bytes instead of the key set (tests of bad key sets)."""
         self.keys: list[tuple[str, rsa.RSAPrivateKey]] = []
         self.rotate()
         self.users: dict[str, User] = {}
@@ -435,6 +437,8 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         platform = self.owner
         if parts.path == "/jwks":
+            if platform.jwks_body is not None:
+                return self._answer(200, platform.jwks_body, "application/json")
             return self._json(200, platform.jwks())
         if parts.path == "/auth":
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}

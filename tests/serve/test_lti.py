@@ -365,6 +365,42 @@ def test_unreachable_key_set_is_a_refusal(reg):
     assert refused(dead, token, jwks_fetch=JwksCache()).startswith("The platform's key set could not be fetched")
 
 
+@pytest.mark.parametrize(
+    ("body", "sentence"),
+    [
+        (b'{"keys": []}' + b" " * lti.MAX_JWKS_BYTES, "The platform's key set is larger than the tool accepts."),
+        (b"<html>", "The platform's key set is not a JSON Web Key Set."),
+        (b'{"keys": {}}', "The platform's key set is not a JSON Web Key Set."),
+    ],
+)
+def test_bad_key_sets_are_refused(sim, reg, body, sentence):
+    sim.jwks_body = body
+    try:
+        assert refused(reg, sim.id_token("ada", nonce="n")) == sentence
+    finally:
+        sim.jwks_body = None
+
+
+def test_key_set_entries_of_other_kinds_are_ignored(sim, reg):
+    kid, key = sim.keys[-1]
+    good = sim.jwks()["keys"]
+    sim.jwks_body = json.dumps(
+        {
+            "keys": [
+                {**good[-1], "use": "enc"},
+                {"kty": "oct", "kid": kid, "k": "c2VjcmV0"},
+                {**good[-1], "alg": "RS512"},
+            ]
+        }
+    ).encode()
+    try:
+        assert refused(reg, sim.id_token("ada", nonce="n")) == (
+            "The id_token is signed with a key the platform's key set does not hold."
+        )
+    finally:
+        sim.jwks_body = None
+
+
 # -- roles ---------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("roles", "role"),
