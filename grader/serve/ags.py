@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
@@ -28,10 +28,13 @@ from grader.serve.lti_registration import (
     SCORE_MEDIA_TYPE,
     Platform,
     ToolKey,
+    url_problem,
 )
 
 __all__ = ["AgsClient", "PushResult"]
 
+LINEITEM_MEDIA_TYPE = "application/vnd.ims.lis.v2.lineitem+json"
+LINEITEM_CONTAINER_MEDIA_TYPE = "application/vnd.ims.lis.v2.lineitemcontainer+json"
 MAX_ANSWER_BYTES = 256 * 1024
 """A platform's answer (token or score post) larger than this is refused."""
 
@@ -154,36 +157,107 @@ class AgsClient:
         }
         if comment:
             score["comment"] = comment
-        target = _scores_url(lineitem_url)
+        body = json.dumps(score).encode()
+        headers = {"Content-Type": SCORE_MEDIA_TYPE}
+        outcome, result = self._retried("score post", "POST", _scores_url(lineitem_url), headers=headers, content=body)
+        if outcome is not None:
+            return PushResult(
+                True,
+                outcome.status_code,
+                result.attempts,
+                f"The platform accepted the score (HTTP {outcome.status_code}).",
+            )
+        return result
+
+    def ensure_lineitem(
+        self,
+        lineitems_url: str,
+        *,
+        label: str,
+        score_maximum: float,
+        resource_link_id: str = "",
+        resource_id: str = "",
+    ) -> tuple[str | None, PushResult]:
+        """The URL of the line item for a resource link, created in the platform's gradebook if it has none.
+
+        For launches that carry the line items container (``lineitems_url``) but no line item: the
+        container is searched by ``resource_link_id`` (and ``resource_id``), and a line item is created
+        when none matches.
+
+        Returns
+        -------
+        (str or None, PushResult)
+            The line item's URL (None on failure) and how the calls ended (never raises on HTTP failure).
+        """
+        query = {k: v for k, v in (("resource_link_id", resource_link_id), ("resource_id", resource_id)) if v}
+        found, result = self._retried(
+            "line item search",
+            "GET",
+            _with_query(lineitems_url, query),
+            headers={"Accept": LINEITEM_CONTAINER_MEDIA_TYPE},
+        )
+        if found is None:
+            return None, result
+        for item in _json_list(found):
+            same_link = not resource_link_id or item.get("resourceLinkId") == resource_link_id
+            same_resource = not resource_id or item.get("resourceId") == resource_id
+            if same_link and same_resource and isinstance(item.get("id"), str):
+                return item["id"], PushResult(True, found.status_code, result.attempts, "The line item exists.")
+        body: dict[str, Any] = {"label": label, "scoreMaximum": score_maximum}
+        if resource_link_id:
+            body["resourceLinkId"] = resource_link_id
+        if resource_id:
+            body["resourceId"] = resource_id
+        headers = {"Content-Type": LINEITEM_MEDIA_TYPE, "Accept": LINEITEM_MEDIA_TYPE}
+        made, result = self._retried(
+            "line item creation", "POST", lineitems_url, headers=headers, content=json.dumps(body).encode()
+        )
+        if made is None:
+            return None, result
+        try:
+            url = json.loads(made.content)["id"]
+        except (ValueError, KeyError, TypeError):
+            url = None
+        if not isinstance(url, str) or url_problem(url):
+            return None, PushResult(
+                False, made.status_code, result.attempts, "The platform created a line item without a usable id."
+            )
+        return url, PushResult(True, made.status_code, result.attempts, "The line item was created.")
+
+    def _retried(self, what: str, method: str, url: str, **kwargs: Any) -> tuple[httpx.Response | None, PushResult]:
+        """One AGS call with the access token, retried on 429, 5xx, timeouts and a refused token."""
         status: int | None = None
         detail = ""
         for attempt in range(1, self._max_attempts + 1):
             try:
-                status = self._post_once(target, score)
-                return PushResult(True, status, attempt, f"The platform accepted the score (HTTP {status}).")
+                response = self._call_once(what, method, url, **kwargs)
+                return response, PushResult(True, response.status_code, attempt, "")
             except _GiveUp as stop:
-                return PushResult(False, stop.status, attempt, stop.detail)
+                return None, PushResult(False, stop.status, attempt, stop.detail)
             except _Retry as again:
                 status, detail = again.status, again.detail
                 if attempt < self._max_attempts:
                     self._sleep(self._delay(attempt, again.delay))
-        return PushResult(False, status, self._max_attempts, f"{detail} Gave up after {self._max_attempts} attempts.")
+        return None, PushResult(
+            False, status, self._max_attempts, f"{detail} Gave up after {self._max_attempts} attempts."
+        )
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         wanted = retry_after if retry_after is not None else self._base_delay * 2 ** (attempt - 1)
         return float(min(max(wanted, 0.0), self._max_delay))
 
-    def _post_once(self, url: str, score: Mapping[str, Any]) -> int:
+    def _call_once(
+        self, what: str, method: str, url: str, *, headers: Mapping[str, str], **kwargs: Any
+    ) -> httpx.Response:
         token = self._access_token()
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": SCORE_MEDIA_TYPE}
-        response = self._send("POST", url, headers=headers, content=json.dumps(score).encode())
+        response = self._send(method, url, headers={**headers, "Authorization": f"Bearer {token}"}, **kwargs)
         if response.status_code == 401:
             with self._lock:
                 self._token = None
             raise _Retry(401, "The platform refused the access token (HTTP 401).")
         if 200 <= response.status_code < 300:
-            return response.status_code
-        self._raise_for(response, "score post")
+            return response
+        self._raise_for(response, what)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _access_token(self) -> str:
@@ -276,3 +350,19 @@ def _iso_timestamp(value: dt.datetime | str | None) -> str:
     if when.tzinfo is None:
         raise ValueError("the score's timestamp must be timezone-aware")
     return when.isoformat(timespec="milliseconds")
+
+
+def _with_query(url: str, extra: Mapping[str, str]) -> str:
+    """``url`` with ``extra`` added to its query (the platform's own parameters kept)."""
+    if not extra:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(query=urlencode([*parse_qsl(parts.query), *extra.items()])))
+
+
+def _json_list(response: httpx.Response) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        return []
+    return [item for item in data if isinstance(item, dict)] if isinstance(data, list) else []

@@ -48,6 +48,7 @@ ROLES = {
     "ta": [MEMBERSHIP + "#Instructor", MEMBERSHIP + "/Instructor#TeachingAssistant"],
 }
 SCORE_MEDIA_TYPE = "application/vnd.ims.lis.v1.score+json"
+LINEITEM_FILTERS = {"resource_link_id": "resourceLinkId", "resource_id": "resourceId", "tag": "tag"}
 
 
 @dataclass
@@ -131,7 +132,7 @@ class SimulatedPlatform:
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="lti-platform", daemon=True)
         self._thread.start()
-        self.add_lineitem("1", label="G14 lab", score_maximum=100.0)
+        self.add_lineitem("1", label="G14 lab", score_maximum=100.0, resource_link_id=self.resource_link["id"])
         return self
 
     def stop(self) -> None:
@@ -267,15 +268,23 @@ class SimulatedPlatform:
         return self.sign(self.claims(self.users[login_hint], nonce=nonce, **options))
 
     # -- AGS -------------------------------------------------------------------------------------------------
-    def add_lineitem(self, lineitem_id: str, *, label: str, score_maximum: float) -> dict[str, Any]:
-        item = {
-            "id": self.lineitem_url(lineitem_id),
-            "label": label,
-            "scoreMaximum": score_maximum,
-            "resourceLinkId": self.resource_link["id"],
-        }
-        self.lineitems[lineitem_id] = item
+    def add_lineitem(
+        self, lineitem_id: str, *, label: str, score_maximum: float, resource_link_id: str = "", resource_id: str = ""
+    ) -> dict[str, Any]:
+        """Add a line item to the gradebook (the one made at start is for the resource link, id '1')."""
+        item: dict[str, Any] = {"id": self.lineitem_url(lineitem_id), "label": label, "scoreMaximum": score_maximum}
+        if resource_link_id:
+            item["resourceLinkId"] = resource_link_id
+        if resource_id:
+            item["resourceId"] = resource_id
+        with self._lock:
+            self.lineitems[lineitem_id] = item
         return item
+
+    def authorized(self, authorization: str, scope: str) -> bool:
+        """Whether the bearer token in ``authorization`` was granted the AGS ``scope`` (e.g. 'score')."""
+        granted = self.access_tokens.get(authorization.removeprefix("Bearer ").strip())
+        return granted is not None and AGS + "scope/" + scope in granted[0]
 
     def fail_next_scores(self, *answers: tuple[int, Mapping[str, str]]) -> None:
         """Answer the next score posts with these (status, headers) before accepting again."""
@@ -445,7 +454,15 @@ class _Handler(BaseHTTPRequestHandler):
             status, page = platform.authorize(query)
             return self._answer(status, page, "text/html; charset=utf-8")
         if parts.path == "/lineitems":
-            return self._json(200, list(platform.lineitems.values()))
+            if not platform.authorized(self.headers.get("Authorization", ""), "lineitem"):
+                return self._json(401, {"error": "no valid token with the lineitem scope"})
+            query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+            items = [
+                item
+                for item in platform.lineitems.values()
+                if all(item.get(key) == query[name] for name, key in LINEITEM_FILTERS.items() if name in query)
+            ]
+            return self._json(200, items)
         if parts.path.startswith("/lineitems/"):
             item = platform.lineitems.get(parts.path.split("/")[2])
             return self._json(200, item) if item else self._json(404, {"error": "no such line item"})
@@ -466,9 +483,15 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return self._answer(status, text, "text/plain", headers)
         if parts.path == "/lineitems":
+            if not platform.authorized(self.headers.get("Authorization", ""), "lineitem"):
+                return self._json(401, {"error": "no valid token with the lineitem scope"})
             data = json.loads(body or b"{}")
             item = platform.add_lineitem(
-                uuid.uuid4().hex[:8], label=str(data.get("label", "")), score_maximum=float(data.get("scoreMaximum", 0))
+                uuid.uuid4().hex[:8],
+                label=str(data.get("label", "")),
+                score_maximum=float(data.get("scoreMaximum", 0)),
+                resource_link_id=str(data.get("resourceLinkId", "")),
+                resource_id=str(data.get("resourceId", "")),
             )
             return self._json(201, item)
         if parts.path == "/deep_link_return":

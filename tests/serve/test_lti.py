@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from grader.errors import ConfigError
 from grader.serve import lti
-from grader.serve.ags import _scores_url
+from grader.serve.ags import _scores_url, _with_query
 from grader.serve.lti import (
     AgsClient,
     JwksCache,
@@ -589,8 +589,44 @@ def test_token_endpoint_refusal_is_reported(reg, tool_key):
     assert result.detail == "The platform refused the access token request with HTTP 400."
 
 
+def test_ensure_lineitem_finds_the_resource_links_item_or_creates_one(sim, ags):
+    url, result = ags.ensure_lineitem(
+        sim.base_url + "/lineitems", label="G14 lab", score_maximum=86.0, resource_link_id="link-1"
+    )
+    assert url == sim.lineitem_url("1") and result.ok and result.detail == "The line item exists."
+    url, result = ags.ensure_lineitem(
+        sim.base_url + "/lineitems",
+        label="G14 retake",
+        score_maximum=86.0,
+        resource_link_id="link-2",
+        resource_id="g14",
+    )
+    assert result.ok and result.status == 201 and result.detail == "The line item was created."
+    created = sim.lineitems[url.rsplit("/", 1)[-1]]
+    assert created == {
+        "id": url,
+        "label": "G14 retake",
+        "scoreMaximum": 86.0,
+        "resourceLinkId": "link-2",
+        "resourceId": "g14",
+    }
+    again, _ = ags.ensure_lineitem(sim.base_url + "/lineitems", label="x", score_maximum=1.0, resource_link_id="link-2")
+    assert again == url
+    assert ags.post_score(url, "sub-ada", 80.0, 86.0, "").ok
+    assert sim.scores[-1].lineitem_id == url.rsplit("/", 1)[-1]
+
+
+def test_ensure_lineitem_reports_a_failure(sim, ags):
+    sim.fail_next_scores()  # (scripted failures are for score posts only)
+    url, result = ags.ensure_lineitem(sim.base_url + "/nowhere", label="x", score_maximum=1.0)
+    assert url is None and not result.ok and result.status == 404 and result.attempts == 1
+
+
 def test_scores_url_keeps_the_line_item_query():
     assert _scores_url("https://lms.example.edu/mod/lti/services.php/2/lineitems/7/lineitem?type_id=3") == (
         "https://lms.example.edu/mod/lti/services.php/2/lineitems/7/lineitem/scores?type_id=3"
     )
     assert _scores_url("https://lms.example.edu/lineitems/7/") == "https://lms.example.edu/lineitems/7/scores"
+    assert _with_query("https://lms.example.edu/lineitems?type_id=3", {"resource_link_id": "a b"}) == (
+        "https://lms.example.edu/lineitems?type_id=3&resource_link_id=a+b"
+    )
