@@ -1,5 +1,7 @@
 """``grader serve``: a web server where students submit and read their visible feedback in seconds.
 
+Its LTI 1.3 tool side is `grader.serve.lti`.
+
 The web process stores uploads and queue rows and renders pages; it never imports or runs a
 student's code. Grading worker processes (`grader.serve.worker`) drain the queue with the batch
 path's machinery (`grader.grading.session`) and its sandboxed jobs. `create_app` builds the ASGI
