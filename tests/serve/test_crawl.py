@@ -46,9 +46,7 @@ def secrets_of(grading: Any) -> dict[str, str]:
             for call in pc.prepared.calls:
                 numbers.update(floats(list(call.args)))
             numbers.update(floats(pc.prepared.expected))
-            shown = {
-                form for x in numbers if distinctive(x) for form in (repr(x), f"{x:.10g}", f"{x:.6g}")
-            }
+            shown = {form for x in numbers if distinctive(x) for form in (repr(x), f"{x:.10g}", f"{x:.6g}")}
             if pc.check.visibility == "visible":
                 visible_numbers |= shown
                 continue

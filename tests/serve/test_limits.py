@@ -110,16 +110,35 @@ def result(visible: dict[str, str], hidden: dict[str, str]) -> dict:
     def check(name: str, visibility: str, status: str) -> dict:
         score = 1.0 if status == "passed" else 0.0
         return {
-            "id": name, "description": "", "status": status, "score": score, "max_score": 1.0,
-            "visibility": visibility, "message": "", "hint": "", "shown": visibility == "visible",
+            "id": name,
+            "description": "",
+            "status": status,
+            "score": score,
+            "max_score": 1.0,
+            "visibility": visibility,
+            "message": "",
+            "hint": "",
+            "shown": visibility == "visible",
         }
 
     checks = [check(k, "visible", v) for k, v in visible.items()] + [check(k, "hidden", v) for k, v in hidden.items()]
     score = sum(c["score"] for c in checks)
-    exercise = {"id": "G14.02", "title": "Scores", "section": "", "score": score, "max_score": len(checks), "checks": checks}
+    exercise = {
+        "id": "G14.02",
+        "title": "Scores",
+        "section": "",
+        "score": score,
+        "max_score": len(checks),
+        "checks": checks,
+    }
     return {
-        "id": "s", "path": "attention.py", "sha256": "0" * 64, "status": "graded", "score": score,
-        "max_score": float(len(checks)), "exercises": [exercise],
+        "id": "s",
+        "path": "attention.py",
+        "sha256": "0" * 64,
+        "status": "graded",
+        "score": score,
+        "max_score": float(len(checks)),
+        "exercises": [exercise],
     }
 
 
@@ -179,14 +198,22 @@ def test_the_staff_see_the_flag_and_the_evidence(served: Served) -> None:
             for attempt in fixture:
                 db.add(
                     Submission(
-                        user_id=users[login].id, number=attempt.number, filename="attention.py", sha256="0" * 64,
-                        size=1, received=attempt.received, state="done", full=json.loads(json.dumps(attempt.full)),
+                        user_id=users[login].id,
+                        number=attempt.number,
+                        filename="attention.py",
+                        sha256="0" * 64,
+                        size=1,
+                        received=attempt.received,
+                        state="done",
+                        full=json.loads(json.dumps(attempt.full)),
                     )
                 )
         db.commit()
     teacher = served.client("ines", role="instructor")
     summary = teacher.get("/staff").text
-    rows = {line.split("</a>")[0].rsplit(">", 1)[-1]: line for line in summary.split("<tr>") if "/staff/students/" in line}
+    rows = {
+        line.split("</a>")[0].rsplit(">", 1)[-1]: line for line in summary.split("<tr>") if "/staff/students/" in line
+    }
     assert "probing" in rows["frank"] and "probing" not in rows["gina"]
     page = text_of(teacher.get(f"/staff/students/{users['frank'].id}").text)
     assert "Probing: 4 resubmissions flipped one hidden check each" in page
