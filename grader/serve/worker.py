@@ -55,6 +55,9 @@ class Grading:
         self.collected = session.collect(self.config)
         self.config.stash[COLLECTED] = self.collected
         self.config.hooks.grading_ready(config=self.config)
+        from grader.builtin.diagnosis import table
+
+        table(self.config)  # the known mistakes' results, ready before the first failing submission waits for them
 
     def grade(self, path: Path) -> dict[str, Any]:
         """Grade one file (named as the course names it) and return its result as a dict."""
