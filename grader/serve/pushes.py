@@ -1,0 +1,105 @@
+"""Scores to the LMS gradebook through LTI Assignment and Grade Services, each push recorded.
+
+A push is queued (`enqueue_push`) when a released student's grade changes: graded, released,
+regraded, or a manual score. A grading worker sends it (`send_pending`) with the final score at
+send time (manual scores and the late penalty applied) and `grader.term.submission_feedback` as
+the comment; `grader.serve.lti.AgsClient` retries with back-off, and the outcome (HTTP status,
+attempts, detail) is stored on the row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from grader.serve.db import LtiLink, Push, User, now
+from grader.serve.state import ServerState
+
+__all__ = ["enqueue_push", "latest_final", "manual_rows", "send_pending"]
+
+
+def enqueue_push(db: Session, user: User, reason: str) -> Push | None:
+    """Queue a push of ``user``'s score if an LTI launch gave a line item for them (the caller commits)."""
+    link = db.execute(select(LtiLink).where(LtiLink.user_id == user.id)).scalar_one_or_none()
+    if link is None or not link.lineitem_url:
+        return None
+    push = Push(user_id=user.id, reason=reason, state="pending")
+    db.add(push)
+    return push
+
+
+def manual_rows(db: Session, user: User) -> list[Any]:
+    """``user``'s manual scores as `grader.term.ManualRow` rows, oldest first (the later wins)."""
+    from grader.serve.db import Manual
+    from grader.term import ManualRow
+
+    rows = db.execute(select(Manual).where(Manual.user_id == user.id).order_by(Manual.updated, Manual.id)).scalars()
+    return [ManualRow(i + 1, user.login, m.target, m.points, m.comment, m.grader) for i, m in enumerate(rows)]
+
+
+def latest_final(state: ServerState, db: Session, user: User) -> Any:
+    """``user``'s final result: their latest graded submission with manual scores and late penalty, or None."""
+    from grader.serve.db import Submission
+    from grader.serve.grades import final_result
+
+    sub = db.execute(
+        select(Submission)
+        .where(Submission.user_id == user.id, Submission.full.is_not(None))
+        .order_by(Submission.number.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+    if sub is None or sub.full is None:
+        return None
+    return final_result(sub.full, user.login, manual_rows(db, user), state.policy, sub.received)
+
+
+def _platform(state: ServerState, link: LtiLink) -> Any:
+    from grader.serve.lti import Platform
+
+    for data in state.settings.platforms:
+        if data.get("issuer") == link.issuer and data.get("client_id") == link.client_id:
+            return Platform.from_mapping(data, state.settings.source)
+    return None
+
+
+def send_pending(state: ServerState, http: Any = None) -> bool:
+    """Send the oldest pending push; False when none is waiting."""
+    with state.db() as db:
+        push = db.execute(select(Push).where(Push.state == "pending").order_by(Push.id).limit(1)).scalar_one_or_none()
+        if push is None:
+            return False
+        push.state = "sending"
+        db.commit()
+        user = db.get(User, push.user_id)
+        link = db.execute(select(LtiLink).where(LtiLink.user_id == push.user_id)).scalar_one_or_none()
+        result = latest_final(state, db, user) if user is not None else None
+        if user is None or link is None or not link.lineitem_url or result is None:
+            push.state, push.detail = "skipped", "no line item or no graded submission"
+            db.commit()
+            return True
+        platform = _platform(state, link)
+        if platform is None:
+            push.state, push.detail = "failed", f"no platform {link.issuer!r} in serve.yaml"
+            db.commit()
+            return True
+        from grader.serve.keys import tool_key
+        from grader.serve.lti import AgsClient
+        from grader.term import submission_feedback
+
+        client = AgsClient(platform, tool_key(state.settings.state), http=http)
+        outcome = client.post_score(
+            link.lineitem_url,
+            link.subject,
+            result.score,
+            result.max_score,
+            submission_feedback(result, state.pack.chapter),
+            now().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        )
+        push.score, push.max_score = result.score, result.max_score
+        push.status, push.attempts, push.detail = outcome.status, outcome.attempts, str(outcome.detail)[:2000]
+        push.state = "sent" if outcome.ok else "failed"
+        push.done = now()
+        db.commit()
+    return True
