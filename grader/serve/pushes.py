@@ -9,9 +9,10 @@ attempts, detail) is stored on the row.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from grader.serve.db import LtiLink, Push, User, now
@@ -19,9 +20,9 @@ from grader.serve.state import ServerState
 
 __all__ = ["enqueue_push", "latest_final", "manual_rows", "send_pending"]
 
-
-_CLIENTS: dict[tuple[str, str, str, int], Any] = {}
-"""This process's AGS clients by platform."""
+_CLIENTS: dict[tuple[Any, str, Any], Any] = {}
+"""This process's `grader.serve.lti.AgsClient` by platform, tool key (the server's folder) and test transport."""
+_CLIENTS_LOCK = threading.Lock()
 
 
 def enqueue_push(db: Session, user: User, reason: str) -> Push | None:
@@ -79,11 +80,17 @@ def _platform(state: ServerState, link: LtiLink) -> Any:
 def send_pending(state: ServerState, http: Any = None) -> bool:
     """Send the oldest pending push; False when none is waiting."""
     with state.db() as db:
-        push = db.execute(select(Push).where(Push.state == "pending").order_by(Push.id).limit(1)).scalar_one_or_none()
+        push = None
+        for push_id in db.execute(select(Push.id).where(Push.state == "pending").order_by(Push.id).limit(5)).scalars():
+            # One atomic update takes it, as grader.serve.worker.claim takes a submission: two workers
+            # never send the same push (the platform would get the score twice).
+            taken = db.execute(update(Push).where(Push.id == push_id, Push.state == "pending").values(state="sending"))
+            db.commit()
+            if getattr(taken, "rowcount", 0) == 1:
+                push = db.get(Push, push_id)
+                break
         if push is None:
             return False
-        push.state = "sending"
-        db.commit()
         user = db.get(User, push.user_id)
         link = db.execute(select(LtiLink).where(LtiLink.user_id == push.user_id)).scalar_one_or_none()
         result = latest_final(state, db, user) if user is not None else None
@@ -100,10 +107,11 @@ def send_pending(state: ServerState, http: Any = None) -> bool:
         from grader.serve.lti import AgsClient
         from grader.term import submission_feedback
 
-        key = (platform.issuer, platform.client_id, str(state.settings.state), id(http))
-        client = _CLIENTS.get(key)
-        if client is None:  # one client per platform: its access token is reused until it expires
-            client = _CLIENTS[key] = AgsClient(platform, tool_key(state.settings.state), http=http)
+        key = (platform, str(state.settings.state), http)
+        with _CLIENTS_LOCK:  # one client per platform and process: its access token is reused until it expires
+            client = _CLIENTS.get(key)
+            if client is None:
+                client = _CLIENTS[key] = AgsClient(platform, tool_key(state.settings.state), http=http)
         if not link.lineitem_url and link.lineitems_url:  # the platform coupled no line item: find or make it
             found, outcome = client.ensure_lineitem(
                 link.lineitems_url,
