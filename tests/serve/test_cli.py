@@ -146,3 +146,19 @@ def test_requests_past_the_rate_limit_get_429(served: Served) -> None:
 def test_default_settings_without_serve_yaml() -> None:
     settings = load_settings(ROOT)
     assert settings.limits.per_window == 0 and settings.upload_max_bytes == 512 * 1024 and not settings.secure
+
+
+def test_a_restarted_server_grades_what_its_stopped_workers_left(served: Served) -> None:
+    from sqlalchemy import select
+
+    from grader.serve.app import requeue_running
+    from grader.serve.db import Submission
+    from grader.serve.worker import claim
+
+    client = served.client("alice")
+    served.submit(client, "correct_numpy")
+    assert claim(served.state) is not None  # a worker took it, then the server stopped
+    assert requeue_running(served.state) == 1
+    assert served.drain() == 1
+    with served.state.db() as db:
+        assert db.execute(select(Submission.state)).scalar_one() == "done"
