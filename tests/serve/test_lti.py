@@ -282,6 +282,25 @@ def test_lti_claims_are_checked(sim, reg, claim, value, sentence):
     assert refused(reg, sim.sign(claims)) == sentence
 
 
+def test_overlong_subject_is_refused(sim, reg):
+    claims = {**sim.claims(sim.users["ada"], nonce="n"), "sub": "s" * 256}
+    assert refused(reg, sim.sign(claims)) == (
+        "The launch names no user, or one longer than OpenID Connect allows (sub)."
+    )
+
+
+def test_deep_link_data_is_returned_whole(sim, reg, tool_key):
+    claims = sim.claims(sim.users["grace"], nonce="n", message_type="LtiDeepLinkingRequest")
+    opaque = "d" * 5000
+    claims["https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"]["data"] = opaque
+    request = launch(reg, sim.sign(claims))
+    answer = deep_link_response(reg, tool_key, request, title="t", url=TOOL + "/lti/launch")
+    assert (
+        jwt.decode(answer, options={"verify_signature": False})["https://purl.imsglobal.org/spec/lti-dl/claim/data"]
+        == opaque
+    )
+
+
 def test_missing_nonce_or_sub_is_refused(sim, reg):
     claims = sim.claims(sim.users["ada"], nonce="n")
     del claims["nonce"]
