@@ -148,6 +148,24 @@ class StaffViews:
         audit(self.state, request, staff.login, "manual score", action)
         return RedirectResponse(f"/staff/students/{uid}", status_code=303)
 
+    async def push_again(self, request: Request) -> Response:
+        staff = require_staff(self.state, request)
+        async with request.form(max_files=0, max_fields=5) as form:
+            check_csrf(self.state, request, form)
+        uid = request.path_params["uid"]
+        with self.state.db() as db:
+            user = db.get(User, uid)
+            if user is None:
+                raise Refused(404, "No such student.")
+            if not self.state.flag(db, "released"):
+                raise Refused(409, "Release the results first: no score leaves for the LMS before release.")
+            push = enqueue_push(db, user, "staff")
+            if push is None:
+                raise Refused(409, "This student has no LTI line item to send a score to.")
+            db.commit()
+        audit(self.state, request, staff.login, "push again", user.login)
+        return RedirectResponse(f"/staff/students/{uid}", status_code=303)
+
     async def release(self, request: Request) -> Response:
         staff = require_staff(self.state, request)
         async with request.form(max_files=0, max_fields=5) as form:
@@ -237,6 +255,7 @@ class StaffViews:
             Route("/staff", self.summary),
             Route("/staff/students/{uid:int}", self.student),
             Route("/staff/students/{uid:int}/manual", self.manual_score, methods=["POST"]),
+            Route("/staff/students/{uid:int}/push", self.push_again, methods=["POST"]),
             Route("/staff/release", self.release, methods=["POST"]),
             Route("/staff/regrade", self.regrade, methods=["POST"]),
             Route("/staff/regrades/{rid:int}", self.regrade_page),

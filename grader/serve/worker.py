@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import logging
 import shutil
 import signal
 import sys
@@ -26,12 +27,14 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from grader.serve.db import Submission, User, now
+from grader.serve.db import Push, Submission, User, now
 from grader.serve.grades import visible_part
 from grader.serve.state import ServerState, open_state
 from grader.serve.store import upload_path
 
 __all__ = ["Grading", "claim", "grade_one", "main", "work"]
+
+log = logging.getLogger("grader.serve")
 
 POLL_SECONDS = 0.1
 """How often an idle worker looks at the queue."""
@@ -55,6 +58,21 @@ class Grading:
         self.collected = session.collect(self.config)
         self.config.stash[COLLECTED] = self.collected
         self.config.hooks.grading_ready(config=self.config)
+        self._warm_up(state)
+
+    def _warm_up(self, state: ServerState) -> None:
+        """Grade one of the course's known mistakes once, so what a failing submission first needs (the
+        mistakes' results, for the diagnosis) is ready before a student waits for it."""
+        pack = state.pack
+        mutants = sorted(pack.mutants.glob(f"*/{pack.submission}")) if pack.mutants.is_dir() else []
+        if not mutants:
+            return
+        scratch = Path(tempfile.mkdtemp(prefix="grader-serve-"))
+        try:
+            shutil.copyfile(mutants[0], scratch / pack.submission)
+            self.grade(scratch / pack.submission)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def grade(self, path: Path) -> dict[str, Any]:
         """Grade one file (named as the course names it) and return its result as a dict."""
@@ -91,6 +109,7 @@ def claim(state: ServerState) -> int | None:
             .where(Submission.state == "running", Submission.started < stale)
             .values(state="queued", started=None)
         )
+        db.execute(update(Push).where(Push.state == "sending", Push.created < stale).values(state="pending"))
         db.commit()
         for sub_id in db.execute(
             select(Submission.id).where(Submission.state == "queued").order_by(Submission.id).limit(5)
@@ -110,21 +129,25 @@ def grade_one(state: ServerState, grading: Grading, sub_id: int) -> None:
     """Grade the claimed submission ``sub_id`` and store both parts of its result."""
     from grader.serve.pushes import enqueue_push
 
+    with state.db() as db:  # read, then let go of the database while the submission runs
+        sub = db.get(Submission, sub_id)
+        if sub is None:
+            return
+        source, filename = upload_path(state.uploads, sub.sha256, sub.filename), sub.filename
+    scratch = Path(tempfile.mkdtemp(prefix="grader-serve-"))
+    try:
+        target = scratch / filename
+        shutil.copyfile(source, target)
+        full = grading.grade(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    full["id"] = full["slug"] = f"submission-{sub_id}"
+    full["path"] = filename
+    visible = visible_part(full)
     with state.db() as db:
         sub = db.get(Submission, sub_id)
         if sub is None:
             return
-        source = upload_path(state.uploads, sub.sha256, sub.filename)
-        scratch = Path(tempfile.mkdtemp(prefix="grader-serve-"))
-        try:
-            target = scratch / sub.filename
-            shutil.copyfile(source, target)
-            full = grading.grade(target)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        full["id"] = full["slug"] = f"submission-{sub.id}"
-        full["path"] = sub.filename
-        visible = visible_part(full)
         sub.full, sub.visible = full, visible
         sub.score, sub.max_score = full["score"], full["max_score"]
         sub.visible_score, sub.visible_max = visible["score"], visible["max_score"]
@@ -134,6 +157,13 @@ def grade_one(state: ServerState, grading: Grading, sub_id: int) -> None:
         user = db.get(User, sub.user_id)
         if user is not None and state.flag(db, "released"):
             enqueue_push(db, user, "regrade" if sub.regrade_id else "graded")
+        db.commit()
+
+
+def _failed(state: ServerState, sub_id: int) -> None:
+    """Mark a submission the grader failed on (its page says so; the log has the traceback)."""
+    with state.db() as db:
+        db.execute(update(Submission).where(Submission.id == sub_id).values(state="error", graded=now()))
         db.commit()
 
 
@@ -163,7 +193,11 @@ def work(
                 if specs_fingerprint(state) != grading.fingerprint:
                     grading.close()
                     grading = Grading(state)
-                grade_one(state, grading, sub_id)
+                try:
+                    grade_one(state, grading, sub_id)
+                except Exception:  # noqa: BLE001 - the grader's own fault: this submission fails, the worker goes on
+                    log.exception("grader serve: internal error grading submission %s", sub_id)
+                    _failed(state, sub_id)
                 graded += 1
                 continue
             if send_pending(state):

@@ -70,6 +70,8 @@ def test_upload_too_big_or_of_the_wrong_type_is_refused_and_nothing_stored(serve
     big = b"x = 1\n" * (served.state.settings.upload_max_bytes // 6 + 10)
     too_big = served.submit(client, big)
     assert too_big.status_code == 413 and "larger than 512 KiB" in too_big.text
+    huge = served.submit(client, b"x" * (4 * 1024 * 1024))  # refused from its Content-Length, before it is read
+    assert huge.status_code == 413 and "larger than 512 KiB" in huge.text
     wrong = served.submit(client, b"\x89PNG\r\n", name="attention.png")
     assert wrong.status_code == 415 and "attention.py or attention.ipynb" in wrong.text
     binary = served.submit(client, b"import os\0\0", name="attention.py")
@@ -79,7 +81,7 @@ def test_upload_too_big_or_of_the_wrong_type_is_refused_and_nothing_stored(serve
     with served.state.db() as db:
         assert db.execute(select(func.count()).select_from(Submission)).scalar() == 0
         actions = [a.action for a in db.execute(select(Audit)).scalars()]
-    assert actions.count("refused: upload") + actions.count("refused: upload too big") == 4
+    assert actions.count("refused: upload") == 4 and actions.count("refused: upload too big") == 1
     assert not any(served.state.uploads.rglob("*.py"))
 
 
@@ -111,3 +113,40 @@ def test_session_cookie_is_http_only_and_same_site(served: Served) -> None:
     cookie = response.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=lax" in cookie
     assert "secure" not in cookie  # http://: the proxy's https sets public_url and then Secure
+
+
+def test_a_student_reads_only_their_own_submissions(served: Served) -> None:
+    alice = served.client("alice")
+    served.submit(alice, "no_sqrt_dk")
+    bob = served.client("bob")
+    other = bob.get("/submissions/1")
+    assert other.status_code == 404 and "You have no submission with that number." in other.text
+
+
+def test_a_grader_failure_is_the_submissions_not_the_workers(served: Served) -> None:
+    client = served.client("alice")
+    served.submit(client, "no_sqrt_dk")
+    for path in served.state.uploads.rglob("*.py"):
+        path.unlink()  # the stored upload is gone: grading it fails inside the grader
+    served.submit(client, b"def softmax(x):\n    return x\n")
+    assert served.drain() == 2
+    first = text_of(client.get("/submissions/1").text)
+    assert "the grader failed on this submission (not your code's fault)" in first
+    with served.state.db() as db:
+        states = [s.state for s in db.execute(select(Submission).order_by(Submission.number)).scalars()]
+    assert states == ["error", "done"]
+
+
+def test_a_notebook_upload_is_graded_from_its_code_cells(served: Served) -> None:
+    import nbformat
+
+    code = (served.state.settings.course / "submissions" / "correct_numpy" / "attention.py").read_text()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# G14"), nbformat.v4.new_code_cell(code)])
+    client = served.client("nora")
+    sent = served.submit(client, nbformat.writes(notebook).encode(), name="attention.ipynb")
+    assert sent.status_code == 200
+    served.drain()
+    with served.state.db() as db:
+        sub = db.execute(select(Submission)).scalar_one()
+    assert sub.filename == "attention.ipynb" and sub.state == "done"
+    assert sub.visible_score == sub.visible_max and sub.score == sub.max_score
