@@ -57,8 +57,10 @@ def served(clone: Path, tmp_path_factory: pytest.TempPathFactory):
         (clone / "serve.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
         log = (tmp_path_factory.mktemp("serve") / "serve.log").open("w")
         env = {k: v for k, v in os.environ.items() if k != "GRADER_COURSE"}
+        # The installed console script, as a user types it (python -m grader would import the clone's own grader/).
+        grader = Path(sys.executable).with_name("grader")
         server = subprocess.Popen(
-            [sys.executable, "-m", "grader", "serve", "--course", ".", "--port", str(port), "--workers", "2"],
+            [str(grader), "serve", "--course", ".", "--port", str(port), "--workers", "2"],
             cwd=clone,
             env=env,
             stdout=log,
