@@ -192,6 +192,19 @@ def test_full_login_and_launch_through_the_platform(sim, reg):
     )
 
 
+def test_the_course_page_starts_a_launch_in_the_browser(sim):
+    sim.tool_login_url = TOOL + "/lti/login"
+    try:
+        page = httpx.get(sim.course_page_url("ada"))
+        assert page.status_code == 200 and 'onload="document.forms[0].submit()"' in page.text
+        action, fields = form_fields(page.text)
+        assert action == TOOL + "/lti/login"
+        assert fields == sim.login_initiation_params(TOOL + "/lti/launch", "ada")
+        assert httpx.get(sim.course_page_url("nobody")).status_code == 404
+    finally:
+        sim.tool_login_url = ""
+
+
 # -- bad id_tokens -----------------------------------------------------------------------------------------------
 def test_forged_token_signed_by_another_key_is_refused(sim, reg):
     claims = sim.claims(sim.users["ada"], nonce="n")
