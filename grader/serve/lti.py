@@ -212,10 +212,13 @@ class JwksCache:
     def key(self, url: str, kid: str) -> jwt.PyJWK | None:
         """The RS256 key ``kid`` of the set at ``url``, or None when the set (even refreshed) lacks it.
 
+        A set older than ``max_age`` that cannot be fetched again still serves the keys it holds, so an
+        outage of the platform's key endpoint does not stop launches signed with a known key.
+
         Raises
         ------
         LaunchError
-            The set could not be fetched.
+            The set could not be fetched, and no fetched set holds ``kid``.
         """
         with self._lock:
             now = self._clock()
@@ -225,7 +228,12 @@ class JwksCache:
                     return cached[1][kid]
                 if now - cached[0] < self._min_refresh:
                     return None
-            keys = self._load(url)
+            try:
+                keys = self._load(url)
+            except LaunchError:
+                if cached is not None and kid in cached[1]:
+                    return cached[1][kid]
+                raise
             self._sets[url] = (self._clock(), keys)
             return keys.get(kid)
 

@@ -384,6 +384,22 @@ def test_key_rotation_is_followed(sim, reg):
     )
 
 
+def test_a_known_key_outlives_an_outage_of_the_key_set(sim, reg):
+    clock = [1000.0]
+    cache = JwksCache(max_age=60.0, clock=lambda: clock[0])
+    token = sim.id_token("ada", nonce="n")
+    assert launch(reg, token, jwks_fetch=cache).subject == "sub-ada"
+    sim.jwks_body = b"<html>503 Service Unavailable</html>"
+    try:
+        clock[0] += 120  # the set is stale and its endpoint is down
+        assert launch(reg, token, jwks_fetch=cache).subject == "sub-ada"
+        assert cache.fetches == 2
+        unknown = sim.sign(sim.claims(sim.users["ada"], nonce="n"), kid="another-kid")
+        assert refused(reg, unknown, jwks_fetch=cache) == "The platform's key set is not a JSON Web Key Set."
+    finally:
+        sim.jwks_body = None
+
+
 def test_unreachable_key_set_is_a_refusal(reg):
     dead = Platform.from_mapping(
         {
