@@ -58,9 +58,10 @@ def served(clone: Path, tmp_path_factory: pytest.TempPathFactory):
         log = (tmp_path_factory.mktemp("serve") / "serve.log").open("w")
         env = {k: v for k, v in os.environ.items() if k != "GRADER_COURSE"}
         # The installed console script, as a user types it (python -m grader would import the clone's own grader/).
-        grader = Path(sys.executable).with_name("grader")
+        script = Path(sys.executable).with_name("grader")
+        grader = [str(script)] if script.is_file() else [sys.executable, "-P", "-m", "grader"]
         server = subprocess.Popen(
-            [str(grader), "serve", "--course", ".", "--port", str(port), "--workers", "2"],
+            [*grader, "serve", "--course", ".", "--port", str(port), "--workers", "2"],
             cwd=clone,
             env=env,
             stdout=log,
