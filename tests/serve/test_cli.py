@@ -196,3 +196,26 @@ def test_a_restarted_server_grades_what_its_stopped_workers_left(served: Served)
     assert served.drain() == 1
     with served.state.db() as db:
         assert db.execute(select(Submission.state)).scalar_one() == "done"
+
+
+def test_a_students_new_submission_is_graded_before_a_regrade_of_older_ones(served: Served) -> None:
+    from sqlalchemy import select
+
+    from grader.serve.db import Regrade, Submission
+    from grader.serve.worker import claim
+
+    client = served.client("alice")
+    served.submit(client, "no_sqrt_dk")
+    served.drain()
+    with served.state.db() as db:
+        job = Regrade(by="ines")
+        db.add(job)
+        db.flush()
+        old = db.execute(select(Submission)).scalar_one()
+        old.state, old.regrade_id, old.previous = "queued", job.id, old.full
+        db.commit()
+    other = served.client("bob")
+    served.submit(other, "correct_numpy")
+    with served.state.db() as db:
+        new_id = db.execute(select(Submission.id).where(Submission.regrade_id.is_(None))).scalar_one()
+    assert claim(served.state) == new_id
