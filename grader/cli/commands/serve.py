@@ -1,0 +1,106 @@
+"""``grader serve``: the web server where students submit and read their feedback; ``serve invite`` prints login links."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from grader.config.commands import Commands
+from grader.config.core import Config
+from grader.errors import EXIT_OK, UsageError
+from grader.markers import hookimpl
+
+
+def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
+    """``serve``'s own arguments."""
+    parser.add_argument(
+        "action",
+        nargs="*",
+        metavar="[invite ROSTER.csv]",
+        help="nothing to run the server; 'invite ROSTER.csv' to print each user's one-time login link",
+    )
+    parser.add_argument("--course", default=None, metavar="DIR", help="the course folder (default: the --pack found)")
+    parser.add_argument(
+        "--db", default=None, metavar="URL", help="database URL (default: SQLite in DIR/.grader-serve/serve.db)"
+    )
+    parser.add_argument(
+        "--settings", default=None, metavar="FILE", help="the server's settings (default: DIR/serve.yaml, if present)"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--workers", type=int, default=2, metavar="N", help="grading worker processes (default 2)")
+
+
+def _course(config: Config) -> Path:
+    course = config.option("course")
+    if course:
+        return Path(course)
+    pack = config.pack
+    if pack is None or not (Path(pack.root) / "course.yaml").is_file():
+        raise UsageError("serve: no course folder found; give --course DIR (the folder holding course.yaml)")
+    return Path(pack.root)
+
+
+def _needs_extra() -> None:
+    """A one-line refusal when the ``serve`` extra is not installed."""
+    import importlib.util
+
+    missing = [
+        m
+        for m in ("starlette", "uvicorn", "sqlalchemy", "alembic", "multipart", "jwt")
+        if not importlib.util.find_spec(m)
+    ]
+    if missing:
+        raise UsageError(
+            f"serve: {', '.join(missing)} not installed; install the server's extra: pip install 'grader-harness[serve]'"
+        )
+
+
+def run(config: Config) -> int:
+    """Run the server, or print invite links."""
+    _needs_extra()
+    from grader.serve.state import open_state
+
+    action = list(config.option("action") or [])
+    course = _course(config)
+    if action:
+        if action[0] != "invite" or len(action) != 2:
+            raise UsageError("serve: give no argument to run the server, or 'invite ROSTER.csv'")
+        from grader.serve.invites import invite, read_invite_roster
+
+        entries = read_invite_roster(action[1])
+        settings = config.option("settings")
+        state = open_state(course, config.option("db"), settings=Path(settings) if settings else None)
+        base = state.settings.public_url or f"http://{config.option('host')}:{config.option('port')}"
+        for link in invite(state, entries, base):
+            print(f"{link.login},{link.role},{link.url}")
+        return EXIT_OK
+    if not 0 <= int(config.option("workers")) <= 64:
+        raise UsageError("serve: --workers: give 0 to 64 grading processes")
+    import uvicorn
+
+    from grader.serve.app import create_app
+
+    app = create_app(
+        course, config.option("db"), workers=int(config.option("workers")), settings=config.option("settings")
+    )
+    print(f"grader: serving {course} on http://{config.option('host')}:{config.option('port')}", file=sys.stderr)
+    uvicorn.run(app, host=config.option("host"), port=int(config.option("port")), log_level="info")
+    return EXIT_OK
+
+
+@hookimpl
+def grader_add_commands(commands: Commands) -> None:
+    commands.add(
+        "serve",
+        help="run the web server where students submit and read their feedback (or: serve invite ROSTER.csv)",
+        description="Serve a course: students upload their file and read the visible feedback in seconds; "
+        "the staff see the class, release results and enter manual scores. 'invite ROSTER.csv' prints one-time "
+        "login links for a course without LTI.",
+        handler=run,
+        arguments=arguments,
+        uses=("pack",),
+        plugin_options=False,
+    )

@@ -1,0 +1,140 @@
+"""The ASGI application: `create_app` wires the pages, the sessions, the rate limits and the workers.
+
+Middleware, outermost first: signed session cookies (http-only, ``SameSite=Lax``, ``Secure`` when
+``public_url`` is https), then the rate limit per address and per user. A `Refused` anywhere
+becomes its status and one sentence on a page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from grader.serve.pages import Pages
+from grader.serve.security import RateLimit, RateLimiter
+from grader.serve.state import ServerState, open_state, session_secret
+from grader.serve.store import Refused
+
+__all__ = ["create_app", "requeue_running", "start_workers"]
+
+SESSION_HOURS = 12
+"""How long a sign-in lasts."""
+
+
+def requeue_running(state: ServerState) -> int:
+    """Queue again what a stopped server's workers left half graded (its own workers have not started yet)."""
+    from sqlalchemy import update
+
+    from grader.serve.db import Submission
+
+    with state.db() as db:
+        done = db.execute(update(Submission).where(Submission.state == "running").values(state="queued", started=None))
+        db.commit()
+    return int(getattr(done, "rowcount", 0) or 0)
+
+
+def start_workers(state: ServerState, count: int, db_url: str | None) -> list[subprocess.Popen[bytes]]:
+    """Start ``count`` grading worker processes (`grader.serve.worker`) for this course and database."""
+    # -P: the workers import the grader the server runs, never a grader/ folder in the working directory
+    # (a course repository such as this one holds its own copy, maybe of another version).
+    command = [sys.executable, "-P", "-m", "grader.serve.worker", "--course", str(state.pack.root)]
+    command += ["--state", str(state.settings.state)]
+    if state.settings.source:
+        command += ["--settings", state.settings.source]
+    if db_url:
+        command += ["--db", db_url]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return [subprocess.Popen(command, env=env) for _ in range(count)]
+
+
+def create_app(
+    course: str | Path,
+    db_url: str | None = None,
+    state_dir: str | Path | None = None,
+    workers: int = 0,
+    state: ServerState | None = None,
+    settings: str | Path | None = None,
+) -> Starlette:
+    """The server's ASGI application for one course folder.
+
+    Parameters
+    ----------
+    course : str or pathlib.Path
+        The course folder (holding ``course.yaml`` and, optionally, ``serve.yaml``).
+    db_url : str, optional
+        SQLAlchemy URL; default SQLite in ``course/.grader-serve/``. Migrations run here.
+    state_dir : str or pathlib.Path, optional
+        The server's folder (database, uploads, keys); default ``course/.grader-serve``.
+    workers : int
+        Grading worker processes started with the application and stopped with it (0: none; run
+        `grader.serve.worker.work` elsewhere).
+    state : ServerState, optional
+        An opened state (tests share it with an in-test worker).
+    settings : str or pathlib.Path, optional
+        The settings file (default ``course/serve.yaml``).
+
+    Returns
+    -------
+    starlette.applications.Starlette
+    """
+    from grader.serve import views_lti, views_staff, views_student
+
+    if state is None:
+        state = open_state(
+            Path(course),
+            db_url,
+            Path(state_dir) if state_dir is not None else None,
+            settings=Path(settings) if settings is not None else None,
+        )
+    pages = Pages(state)
+    routes = [*views_student.routes(state, pages), *views_staff.routes(state, pages), *views_lti.routes(state, pages)]
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Refused)
+        return pages.render(request, "refused.html", status=exc.status, sentence=exc.sentence)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if workers:
+            requeue_running(state)
+        procs = start_workers(state, workers, db_url) if workers else []
+        try:
+            yield
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            state.engine.dispose()
+
+    middleware = [
+        Middleware(
+            SessionMiddleware,
+            secret_key=session_secret(state.settings.state),
+            session_cookie="grader_session",
+            max_age=SESSION_HOURS * 3600,
+            same_site="lax",
+            https_only=state.settings.secure,
+        ),
+        Middleware(
+            RateLimit,
+            per_user=RateLimiter(state.settings.rate_per_minute),
+            per_address=RateLimiter(state.settings.rate_per_address_per_minute),
+        ),
+    ]
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={Refused: refused}, lifespan=lifespan)
+    app.state.server = state
+    return app

@@ -1,0 +1,1 @@
+"""Alembic migrations of the server's database, shipped inside the package and run on start."""

@@ -1,0 +1,12 @@
+"""Alembic's environment: the connection comes from `grader.serve.migrate.upgrade` (never a URL in a file)."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from grader.serve.db import Base
+
+connection = context.config.attributes["connection"]
+context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,244 @@
+"""A grading worker process: takes queued submissions from the database and grades them.
+
+It builds the ``grader grade`` run once (`grader.config.parser.for_command`: the same plugins,
+specs, reference and sandboxed runner) and grades one stored upload at a time with
+`grader.grading.session.grade_submission`, as a batch does. The student's code runs in the
+runner's job processes, never here and never in the web process. When the specs or the reference
+change (a fix before a regrade), the run is built again. Between submissions it sends the scores
+waiting for the LMS (`grader.serve.pushes`).
+
+Run as ``python -m grader.serve.worker --course DIR [--db URL]`` (``grader serve`` starts them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, update
+
+from grader.serve.db import Push, Submission, User, now
+from grader.serve.grades import visible_part
+from grader.serve.state import ServerState, open_state
+from grader.serve.store import upload_path
+
+__all__ = ["Grading", "claim", "grade_one", "main", "work"]
+
+log = logging.getLogger("grader.serve")
+
+POLL_SECONDS = 0.1
+"""How often an idle worker looks at the queue."""
+
+STALE_AFTER = dt.timedelta(minutes=10)
+"""A submission ``running`` this long lost its worker: it is queued again."""
+
+
+class Grading:
+    """The ``grade`` run a worker reuses for every submission (collected checks, the runner's jobs)."""
+
+    def __init__(self, state: ServerState) -> None:
+        from grader.collected import COLLECTED
+        from grader.config.parser import for_command
+        from grader.grading import session
+
+        pack = state.pack
+        self.fingerprint = specs_fingerprint(state)
+        self.config = for_command("grade", [str(pack.starter), "--jobs", "1"], pack=str(pack.root))
+        self.config.hooks.configure(self.config)
+        self.collected = session.collect(self.config)
+        self.config.stash[COLLECTED] = self.collected
+        self.config.hooks.grading_ready(config=self.config)
+        self._warm_up(state)
+
+    def _warm_up(self, state: ServerState) -> None:
+        """Grade one of the course's known mistakes once, so what a failing submission first needs (the
+        mistakes' results, for the diagnosis) is ready before a student waits for it."""
+        pack = state.pack
+        mutants = sorted(pack.mutants.glob(f"*/{pack.submission}")) if pack.mutants.is_dir() else []
+        if not mutants:
+            return
+        scratch = Path(tempfile.mkdtemp(prefix="grader-serve-"))
+        try:
+            shutil.copyfile(mutants[0], scratch / pack.submission)
+            self.grade(scratch / pack.submission)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def grade(self, path: Path) -> dict[str, Any]:
+        """Grade one file (named as the course names it) and return its result as a dict."""
+        from grader.grading import session
+        from grader.models import result_to_dict
+
+        submission = session.locate_all([str(path)], self.config)[0]
+        result = session.grade_submission(submission, self.collected, self.config)
+        return result_to_dict(result)
+
+    def close(self) -> None:
+        """End the runner's jobs."""
+        self.config.hooks.unconfigure(self.config)
+
+
+def specs_fingerprint(state: ServerState) -> str:
+    """Names, sizes and times of the specs, the reference and the course plugin: a change means collect again."""
+    pack = state.pack
+    files = sorted(p for p in pack.specs.rglob("*") if p.is_file())
+    files += [p for p in (pack.reference, pack.plugin) if p is not None and p.is_file()]
+    h = hashlib.sha256()
+    for path in files:
+        stat = path.stat()
+        h.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def claim(state: ServerState) -> int | None:
+    """Take the oldest queued submission, new ones before regrades (one atomic update: two workers never take
+    the same one)."""
+    with state.db() as db:
+        stale = now() - STALE_AFTER
+        db.execute(
+            update(Submission)
+            .where(Submission.state == "running", Submission.started < stale)
+            .values(state="queued", started=None)
+        )
+        db.execute(update(Push).where(Push.state == "sending", Push.created < stale).values(state="pending"))
+        db.commit()
+        for sub_id in db.execute(
+            select(Submission.id)
+            .where(Submission.state == "queued")
+            # students' new submissions before a staff regrade's: a regrade of the class never delays feedback
+            .order_by(Submission.regrade_id.is_not(None), Submission.id)
+            .limit(5)
+        ).scalars():
+            taken = db.execute(
+                update(Submission)
+                .where(Submission.id == sub_id, Submission.state == "queued")
+                .values(state="running", started=now())
+            )
+            db.commit()
+            if getattr(taken, "rowcount", 0) == 1:
+                return int(sub_id)
+    return None
+
+
+def grade_one(state: ServerState, grading: Grading, sub_id: int) -> None:
+    """Grade the claimed submission ``sub_id`` and store both parts of its result."""
+    from grader.serve.pushes import enqueue_push
+
+    with state.db() as db:  # read, then let go of the database while the submission runs
+        sub = db.get(Submission, sub_id)
+        if sub is None:
+            return
+        source, filename = upload_path(state.uploads, sub.sha256, sub.filename), sub.filename
+    scratch = Path(tempfile.mkdtemp(prefix="grader-serve-"))
+    try:
+        target = scratch / filename
+        shutil.copyfile(source, target)
+        full = grading.grade(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    full["id"] = full["slug"] = f"submission-{sub_id}"
+    full["path"] = filename
+    visible = visible_part(full)
+    with state.db() as db:
+        sub = db.get(Submission, sub_id)
+        if sub is None:
+            return
+        sub.full, sub.visible = full, visible
+        sub.score, sub.max_score = full["score"], full["max_score"]
+        sub.visible_score, sub.visible_max = visible["score"], visible["max_score"]
+        sub.spec_hash = grading.collected.spec_hash
+        sub.state = "done" if full["status"] == "graded" else "error"
+        sub.graded = now()
+        user = db.get(User, sub.user_id)
+        if user is not None and state.flag(db, "released"):
+            enqueue_push(db, user, "regrade" if sub.regrade_id else "graded")
+        db.commit()
+
+
+def _failed(state: ServerState, sub_id: int) -> None:
+    """Mark a submission the grader failed on (its page says so; the log has the traceback)."""
+    with state.db() as db:
+        db.execute(update(Submission).where(Submission.id == sub_id).values(state="error", graded=now()))
+        db.commit()
+
+
+def work(
+    state: ServerState, stop: threading.Event | None = None, once: bool = False, grading: Grading | None = None
+) -> int:
+    """Grade queued submissions (and send pending scores) until ``stop`` is set; return how many were graded.
+
+    Parameters
+    ----------
+    state : ServerState
+    stop : threading.Event, optional
+    once : bool
+        Return when the queue is empty (tests).
+    grading : Grading, optional
+        A run to reuse (left open); by default one is built and closed here.
+    """
+    from grader.serve.pushes import send_pending
+
+    own = grading is None
+    grading = grading or Grading(state)
+    graded = 0
+    try:
+        while stop is None or not stop.is_set():
+            sub_id = claim(state)
+            if sub_id is not None:
+                if specs_fingerprint(state) != grading.fingerprint:
+                    grading.close()
+                    grading = Grading(state)
+                try:
+                    grade_one(state, grading, sub_id)
+                except Exception:  # noqa: BLE001 - the grader's own fault: this submission fails, the worker goes on
+                    log.exception("grader serve: internal error grading submission %s", sub_id)
+                    _failed(state, sub_id)
+                graded += 1
+                continue
+            if send_pending(state):
+                continue
+            if once:
+                break
+            time.sleep(POLL_SECONDS)
+    finally:
+        if own:
+            grading.close()
+    return graded
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m grader.serve.worker --course DIR [--db URL] [--state DIR] [--settings FILE]``."""
+    parser = argparse.ArgumentParser(prog="grader-serve-worker")
+    parser.add_argument("--course", required=True)
+    parser.add_argument("--db", default=None)
+    parser.add_argument("--state", default=None)
+    parser.add_argument("--settings", default=None)
+    options = parser.parse_args(argv)
+    state = open_state(
+        Path(options.course),
+        options.db,
+        Path(options.state) if options.state else None,
+        migrate=False,
+        settings=Path(options.settings) if options.settings else None,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # the server's stop: finish this submission, end the jobs
+    try:
+        work(state, stop)
+    except KeyboardInterrupt:
+        stop.set()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
