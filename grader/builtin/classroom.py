@@ -89,7 +89,9 @@ def _commit_date(folder: Path) -> str:
     return datetime.fromtimestamp(int(out.stdout.strip()), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def classroom50_result(report: GradingReport, env: dict[str, str] | None = None, folder: Path | None = None) -> dict:
+def classroom50_result(
+    report: GradingReport, env: dict[str, str] | None = None, folder: Path | None = None
+) -> dict[str, Any]:
     """Classroom 50's ``result.json`` v1 for a ``check`` report of one submission.
 
     Parameters

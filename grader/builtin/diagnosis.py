@@ -155,8 +155,8 @@ def same_data(a: Any, b: Any, rtol: float, atol: float) -> bool:
         if math.isnan(a) or math.isnan(b):
             return math.isnan(a) and math.isnan(b)
         if math.isinf(a) or math.isinf(b):
-            return a == b
-        return abs(a - b) <= atol + rtol * abs(b)
+            return bool(a == b)
+        return bool(abs(a - b) <= atol + rtol * abs(b))
     return False
 
 
@@ -423,7 +423,7 @@ def _precomputed(config: Any) -> DiagnosisTable | None:
     return DiagnosisTable(*found) if found is not None else None
 
 
-def table(config: Any, outcomes: Mapping[str, RunOutcome] | None = None) -> DiagnosisTable | None:
+def table(config: Config, outcomes: Mapping[str, RunOutcome] | None = None) -> DiagnosisTable | None:
     """This session's table, built on first use (thread-safe).
 
     Parameters
@@ -545,7 +545,8 @@ def _store() -> dict[Any, Any]:
     """This thread's evidence store (see `_EVIDENCE`)."""
     if not hasattr(_EVIDENCE, "store"):
         _EVIDENCE.store = {}
-    return _EVIDENCE.store
+    store: dict[Any, Any] = _EVIDENCE.store
+    return store
 
 
 @hookimpl(wrapper=True, trylast=True)

@@ -147,9 +147,10 @@ class Gradebook:
         """When these bytes of this student were first seen: recorded as ``now`` the first time, ISO 8601 UTC."""
         with self.lock:
             self.db.execute("INSERT OR IGNORE INTO arrivals VALUES (?, ?, ?)", (student, sha256, now))
-            return self.db.execute(
+            first_seen: str = self.db.execute(
                 "SELECT first_seen FROM arrivals WHERE student = ? AND sha256 = ?", (student, sha256)
             ).fetchone()[0]
+            return first_seen
 
     def put(self, key: str, spec_hash: str, result: SubmissionResult) -> None:
         """Store a result (committed at once, so a kill loses at most the results in flight).
@@ -216,7 +217,7 @@ def grader_addoption(parser: Any, command: str) -> None:
     group.add_argument("--regrade", action="store_true", help="grade every submission again, ignoring stored results")
 
 
-def _open(config: Any) -> Gradebook | None:
+def _open(config: Config) -> Gradebook | None:
     """The run's gradebook, opened on first use (so a usage error creates no file)."""
     if _BOOK not in config.stash:
         path = config.option("gradebook") or (config.out_dir / "gradebook.sqlite" if config.out_dir else None)

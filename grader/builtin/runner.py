@@ -63,7 +63,7 @@ _FORK_SERVER = StashKey[ForkServer]()
 _FORK_LOCK = threading.Lock()
 
 
-def _fork_server(config: Any) -> ForkServer | None:
+def _fork_server(config: Config) -> ForkServer | None:
     """The run's warm fork server for ``grade --insecure`` (started on first use) or ``check``; None where there is none.
 
     ``check`` takes the one the command line started at once (`grader.stash.FORK_SERVER`), so that

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
@@ -37,7 +37,9 @@ def grader_configure(config: Config) -> None:
 
 
 @hookimpl(wrapper=True, trylast=True)
-def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Config) -> Generator[None, Any, RunOutcome]:
+def grader_run_calls(
+    submission: Submission, calls: Sequence[Call], config: Config
+) -> Generator[None, RunOutcome | None, RunOutcome | None]:
     """Record the seconds of each call the runner reports; change nothing.
 
     Thread-safe: each submission id is written once, by one worker thread,
