@@ -370,7 +370,7 @@ class GraderWorker(WorkerPlugin):
                 path = folder / Path(item["name"]).name
                 path.write_bytes(base64.b64decode(item["data"]))
                 sub = Submission(item["id"], str(folder), str(path), item["sha256"])
-                outcome = config.hook.grader_run_calls(submission=sub, calls=list(calls), config=config)
+                outcome = config.hooks.run_calls(submission=sub, calls=list(calls), config=config)
                 entry: dict[str, Any] = {"id": item["id"]}
                 here = judging and bool(item.get("judge"))
                 if here and judge is not None and not judge["values"]:

@@ -324,4 +324,4 @@ def test_the_dask_worker_and_the_pytest_plugin_get_a_config_without_the_command_
             found += [f"{path.relative_to(ROOT)}: imports {m}" for m in cli]
     assert found == []
     assert any("for_command" in p.read_text(encoding="utf-8") for p in (PACKAGE / "integrations").rglob("*.py"))
-    assert "for_command" in (PACKAGE / "builtin" / "dask_cluster.py").read_text(encoding="utf-8")
+    assert "for_command" in (PACKAGE / "shards" / "cluster.py").read_text(encoding="utf-8")  # the Dask worker
