@@ -316,7 +316,7 @@ def test_the_dask_worker_and_the_pytest_plugin_get_a_config_without_the_command_
 
     assert "build_parser" in names(PACKAGE / "cli" / "app.py")  # the scan finds a call where there is one
     found = []
-    for folder in ("builtin", "integrations"):
+    for folder in ("builtin", "integrations", "shards"):
         for path in sorted((PACKAGE / folder).rglob("*.py")):
             if "build_parser" in names(path):
                 found.append(f"{path.relative_to(ROOT)}: calls build_parser")
