@@ -313,9 +313,9 @@ def test_a_worker_killed_mid_chunk_leaves_a_folder_the_next_grader_removes(tmp_p
         "from grader.shards import cluster\n"
         "def killed(**kwargs):\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
-        "hook = types.SimpleNamespace(grader_run_calls=killed)\n"
+        "hooks = types.SimpleNamespace(run_calls=killed)\n"
         "state = cluster.GraderWorker()\n"
-        "state.runner = lambda settings, slots: types.SimpleNamespace(hook=hook)\n"
+        "state.runner = lambda settings, slots: types.SimpleNamespace(hooks=hooks)\n"
         "item = {'id': 's1', 'name': 'attention.py', 'sha256': '0' * 64, 'data': ''}\n"
         "state.run_chunk(json.dumps([item]), cluster.encode_calls([]), {})\n"
     )
