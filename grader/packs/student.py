@@ -121,6 +121,16 @@ def wheel_manifest(pack: Any) -> str:
     return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
+_SERVER_ONLY = (("grader", "serve"), ("grader", "templates", "serve"), ("grader", "cli", "commands", "serve.py"))
+"""What only ``grader serve`` uses: the web server, its pages and its command. A student's wheel leaves
+them out (its Alembic migrations cannot even be imported outside Alembic)."""
+
+
+def _server_only(rel: Path) -> bool:
+    """Whether ``rel`` (a path under the repository) belongs to the web server alone (`_SERVER_ONLY`)."""
+    return any(rel.parts[: len(prefix)] == prefix for prefix in _SERVER_ONLY)
+
+
 def _student_readme(readme: Path, pack: Any) -> str:
     """The student package's README: the student guide written from the pack's manifest
     (`student_guide`), never a file of the pack's folder or this repository's
@@ -154,7 +164,7 @@ def _student_packages(group: list[str], pkg: str) -> list[str]:
             continue
     else:
         return group
-    kept = [n for n in names if n == "grader" or n.startswith("grader.")]
+    kept = [n for n in names if (n == "grader" or n.startswith("grader.")) and not _server_only(Path(*n.split(".")))]
     line = "packages = [" + ", ".join(json.dumps(n) for n in [*kept, pkg]) + "]"
     return [*group[:start], line, *group[end + 1 :]]
 
@@ -231,7 +241,7 @@ def stage(folder: Path, bundle_text: str, pack: Any, root: Path = ROOT) -> Path:
     src = root / "grader"
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(root)
-        if "__pycache__" in rel.parts or not path.is_file():
+        if "__pycache__" in rel.parts or not path.is_file() or _server_only(rel):
             continue
         if path.suffix == ".py" or rel.parts[1:2] == ("templates",) or path.name == "py.typed":
             target = folder / rel
