@@ -390,6 +390,35 @@ class SimulatedPlatform:
         return 200, {}, ""
 
 
+def launch_through(
+    client: httpx.Client,
+    platform: SimulatedPlatform,
+    login_url: str,
+    target_link_uri: str,
+    login_hint: str,
+    **extra: str,
+) -> httpx.Response:
+    """A user's whole LTI 1.3 launch, as their browser makes it, with ``client`` as the browser.
+
+    The platform's login initiation is posted to the tool's ``login_url``; the tool's redirect is
+    followed to the platform's authorization endpoint; the page it answers (a signed id_token and the
+    state, auto-posted) is posted to the tool's launch URL, and the tool's answer is returned (its
+    redirects followed). ``client`` keeps the tool's cookies: it is the user's session afterwards.
+    """
+    params = platform.login_initiation_params(target_link_uri, login_hint, **extra)
+    answer = client.post(login_url, data=params, follow_redirects=False)
+    if answer.status_code not in (302, 303, 307):
+        raise AssertionError(f"the tool's login answered {answer.status_code}, not a redirect: {answer.text[:300]}")
+    location = answer.headers["location"]
+    if not location.startswith(platform.base_url + "/auth?"):
+        raise AssertionError(f"the tool's login redirected elsewhere than the platform: {location[:200]}")
+    page = client.get(location)
+    if page.status_code != 200:
+        raise AssertionError(f"the platform refused the authorization request: {page.status_code} {page.text}")
+    action, fields = form_fields(page.text)
+    return client.post(action, data=fields, follow_redirects=True)
+
+
 def auto_post_form(action: str, fields: Mapping[str, str]) -> str:
     """An HTML page that posts ``fields`` to ``action`` on load (and has a button without JavaScript)."""
     inputs = "".join(
@@ -501,4 +530,4 @@ class _Handler(BaseHTTPRequestHandler):
         return self._json(404, {"error": "not found"})
 
 
-__all__ = ["ROLES", "ScorePost", "SimulatedPlatform", "User", "auto_post_form", "form_fields"]
+__all__ = ["ROLES", "ScorePost", "SimulatedPlatform", "User", "auto_post_form", "form_fields", "launch_through"]
