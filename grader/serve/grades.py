@@ -10,6 +10,7 @@ order.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable
 from typing import Any
@@ -99,7 +100,7 @@ def final_result(
     -------
     grader.models.SubmissionResult
     """
-    result = result_from_dict(full)
+    result = dataclasses.replace(result_from_dict(full), id=student, slug=student)
     rows = list(manual)
     if rows:
         result = apply_manual(result, rows, "manual scores")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import select
 
@@ -75,7 +74,7 @@ def read_invite_roster(path: str) -> list[RosterEntry]:
     return entries
 
 
-def header(table: object, column: int) -> str:
+def header(table: Any, column: int) -> str:
     """The name of ``column`` in ``table``'s header."""
     return str(table.header[column])
 
