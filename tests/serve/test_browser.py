@@ -1,0 +1,255 @@
+"""A real browser through ``grader serve``: headless Debian Chromium driven by Playwright.
+
+The real server (uvicorn on 127.0.0.1, a free port, its grading worker process) serves a temporary
+copy of the course on SQLite, registered with the simulated LTI 1.3 platform. In Chromium:
+
+- a student opens the assignment in the LMS (an LTI launch: the platform's login initiation form,
+  the tool's redirect to the platform, the auto-posted signed ``id_token``), uploads a buggy sample,
+  watches the progress page turn into feedback, uploads the correct one and reads the history;
+  before release no page of theirs names a hidden check or carries its message;
+- a TA launches from the same LMS, enters a manual score with a comment and releases the hidden
+  results; the student then reads the final score, the hidden tallies and the comment, and the
+  gradebook receives the final score.
+
+Every step is screenshotted at 1280 px and at a phone's 390 px; each screenshot is checked for its
+page's expected text (read by Playwright) and for being a real picture (not one flat colour).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sqlalchemy import select
+
+from grader.serve.app import create_app
+from grader.serve.db import Submission, User
+from grader.serve.state import ServerState
+from grader.serve.testing import free_port, run_server
+
+from .lti_platform import SimulatedPlatform, auto_post_form
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "submissions"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WIDTHS = {"desktop": 1280, "phone": 390}
+TIMEOUT_MS = 90_000
+"""How long a page may take to turn into feedback (the machine may be loaded)."""
+
+
+def _need(missing: str | None) -> None:
+    """Skip with the reason on a developer's machine; fail under CI=true (.ci/run installs both)."""
+    if missing is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(missing)
+    pytest.skip(missing)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, headless, launched by Playwright (no ``playwright install``: its own browsers are not used)."""
+    _need(None if CHROMIUM.is_file() else "chromium is not installed: run 'apt-get install -y chromium' (.ci/run does)")
+    _need(
+        None
+        if importlib.util.find_spec("playwright") is not None
+        else "playwright is not installed: pip install -e '.[test]'"
+    )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        chromium = driver.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def copy_course(target: Path) -> Path:
+    """A copy of the repository's course (manifest, specs, reference), without its samples or server state."""
+    target.mkdir()
+    shutil.copy2(ROOT / "course.yaml", target / "course.yaml")
+    for folder in ("exercises", "reference"):
+        shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+@pytest.fixture
+def lms(tmp_path: Path) -> Iterator[tuple[SimulatedPlatform, str, ServerState]]:
+    """The simulated LMS and the real server registered with it: (platform, the server's base URL, its state)."""
+    port = free_port()
+    tool = f"http://127.0.0.1:{port}"
+    with SimulatedPlatform(redirect_uris=[tool + "/lti/launch"], tool_jwks_url=tool + "/lti/jwks") as platform:
+        course = copy_course(tmp_path / "course")
+        serve_yaml = {"lti": {"platforms": [platform.registration()]}, "rate": {"per_minute": 10_000}}
+        (course / "serve.yaml").write_text(yaml.safe_dump(serve_yaml))
+        app = create_app(course, f"sqlite:///{tmp_path / 'serve.db'}", tmp_path / "state", workers=1)
+        with run_server(app, port=port) as url:
+            assert url == tool
+            yield platform, url, app.state.server
+
+
+def launch(context: Any, platform: SimulatedPlatform, tool: str, login_hint: str) -> Any:
+    """Open the assignment from the LMS as ``login_hint``: the page the platform serves posts its login initiation."""
+    params = platform.login_initiation_params(tool + "/", login_hint)
+    page = context.new_page()
+    # The platform's course page, served by the browser's router at the platform's own address.
+    page.route(
+        platform.base_url + "/course/g14/lab",
+        lambda route: route.fulfill(
+            status=200, content_type="text/html", body=auto_post_form(tool + "/lti/login", params)
+        ),
+    )
+    page.goto(platform.base_url + "/course/g14/lab")
+    page.wait_for_url(re.compile(re.escape(tool) + r"/(staff)?$"), timeout=TIMEOUT_MS)
+    return page
+
+
+def shoot(page: Any, folder: Path, name: str, expected: list[str]) -> dict[str, str]:
+    """Screenshot ``page`` at each width; check each for ``expected`` text and a real picture; return the texts."""
+    from PIL import Image
+
+    texts = {}
+    for label, width in WIDTHS.items():
+        page.set_viewport_size({"width": width, "height": 900})
+        text = page.inner_text("body")
+        for words in expected:
+            assert words in text, f"{name} at {width} px lacks {words!r}:\n{text[:2000]}"
+        png = page.screenshot(full_page=True)
+        (folder / f"{name}-{width}.png").write_bytes(png)
+        with Image.open(io.BytesIO(png)) as image:
+            assert image.width == width, (name, image.size)
+            colours = image.convert("L").getcolors(maxcolors=1 << 16)
+        assert colours is None or len(colours) > 16, f"{name} at {width} px is a blank picture"
+        # the page fits the width: nothing but scrollable tables is wider than the viewport
+        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 0, f"{name} at {width} px scrolls sideways by {overflow} px"
+        texts[label] = text
+    return texts
+
+
+def hidden_secrets(state: ServerState) -> list[str]:
+    """What a student must not read before release: each hidden check's name, description and message."""
+    with state.db() as db:
+        results = [s.full for s in db.execute(select(Submission)).scalars() if s.full]
+    visible_text, secrets = "", set()
+    for result in results:
+        for exercise in result["exercises"]:
+            for check in exercise["checks"]:
+                fields = [check["id"], check.get("description") or "", check.get("message") or ""]
+                if check["visibility"] == "visible":
+                    visible_text += json.dumps(check)
+                else:
+                    secrets.update(f for f in fields if f)
+    found = sorted(s for s in secrets if s not in visible_text)
+    assert found, "the course has hidden checks"
+    return found
+
+
+def wait_for_feedback(page: Any, number: int) -> None:
+    """The progress page of submission ``number`` reloads itself until its feedback is there."""
+    page.wait_for_url(re.compile(rf"/submissions/{number}$"))
+    page.get_by_text(re.compile(r"Visible checks: [\d.]+ / [\d.]+")).wait_for(timeout=TIMEOUT_MS)
+
+
+def upload(page: Any, tool: str, sample: str) -> None:
+    page.goto(tool + "/")
+    page.set_input_files("#file", str(SAMPLES / sample / "attention.py"))
+    page.get_by_role("button", name="Submit").click()
+
+
+def test_a_student_and_a_ta_through_launch_upload_feedback_history_release_and_manual_score(
+    browser: Any, lms: tuple[SimulatedPlatform, str, ServerState], tmp_path: Path
+) -> None:
+    platform, tool, state = lms
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    platform.add_user("sam", role="student", name="Sam Student")
+    platform.add_user("tara", role="ta", name="Tara Assistant")
+
+    student = browser.new_context()
+    page = launch(student, platform, tool, "sam")
+    shoot(page, shots, "1-launched", ["Submit your attention.py", "Sam Student", "Hidden checks and the final grade"])
+
+    upload(page, tool, "no_sqrt_dk")
+    wait_for_feedback(page, 1)
+    with state.db() as db:
+        first = db.execute(select(Submission)).scalar_one()
+        assert first.state == "done" and first.visible_score is not None and first.visible_max is not None
+        assert first.visible_score < first.visible_max
+        visible = f"Visible checks: {first.visible_score:g} / {first.visible_max:g}"
+    texts = shoot(page, shots, "2-feedback-buggy", ["Submission 1", visible, "Hint:"])
+    assert "failed" in texts["phone"] and "Final score" not in texts["phone"]
+
+    upload(page, tool, "correct_numpy")
+    wait_for_feedback(page, 2)
+    with state.db() as db:
+        second = db.execute(select(Submission).where(Submission.number == 2)).scalar_one()
+        correct = f"Visible checks: {second.visible_max:g} / {second.visible_max:g}"
+    shoot(page, shots, "3-feedback-correct", ["Submission 2", correct])
+
+    page.get_by_role("banner").get_by_role("link", name="History").click()
+    page.wait_for_url(tool + "/history")
+    history = shoot(page, shots, "4-history", ["Your submissions"])["desktop"]
+    assert f"{first.visible_score:g} / {first.visible_max:g} (visible)" in history
+    assert f"{second.visible_max:g} / {second.visible_max:g} (visible)" in history
+
+    secrets = hidden_secrets(state)
+    for url in ("/", "/submissions/1", "/submissions/2", "/history"):
+        page.goto(tool + url)
+        html, text = page.content(), page.inner_text("body")
+        for secret in secrets:
+            assert secret not in html and secret not in text, f"hidden {secret!r} on {url} before release"
+
+    staff = browser.new_context()
+    ta = launch(staff, platform, tool, "tara")
+    assert ta.url == tool + "/staff"
+    shoot(ta, shots, "5-class", ["Class", "Release hidden results and grades", "Sam Student"])
+    with state.db() as db:
+        sam = db.execute(select(User).where(User.role == "student")).scalar_one()
+    ta.get_by_role("link", name=sam.login).click()
+    ta.wait_for_url(f"{tool}/staff/students/{sam.id}")
+    ta.select_option("#target", "G14.01")
+    ta.fill("#points", "2")
+    ta.fill("#comment", "Explain the scaling in a comment, please.")
+    ta.get_by_role("button", name="Save the manual score").click()
+    ta.wait_for_url(f"{tool}/staff/students/{sam.id}")
+    shoot(ta, shots, "6-manual-score", ["G14.01: 2 by", "Explain the scaling in a comment, please."])
+
+    ta.goto(tool + "/staff")
+    ta.get_by_role("button", name="Release hidden results and grades").click()
+    ta.wait_for_url(tool + "/staff")
+    shoot(ta, shots, "7-released", ["Hidden results and final grades are released."])
+
+    (post,) = platform.wait_for_scores(1, timeout=TIMEOUT_MS / 1000)
+    page.goto(tool + "/submissions/2")
+    final = f"Final score: {post.body['scoreGiven']:g} / {post.body['scoreMaximum']:g}"
+    texts = shoot(page, shots, "8-released-student", ["Submission 2", final, "Hidden checks:", "passed"])
+    assert "Explain the scaling in a comment, please." in texts["phone"]
+    assert post.body["userId"] == "sub-sam" and post.body["gradingProgress"] == "FullyGraded"
+    with state.db() as db:
+        automatic = db.execute(select(Submission).where(Submission.number == 2)).scalar_one().score
+    g1 = next(e for e in second.full["exercises"] if e["id"] == "G14.01") if second.full else None
+    assert g1 is not None and automatic is not None
+    assert post.body["scoreGiven"] == pytest.approx(automatic - g1["score"] + 2)
+
+    student.close()
+    staff.close()
