@@ -35,6 +35,8 @@ def start_workers(state: ServerState, count: int, db_url: str | None) -> list[su
     """Start ``count`` grading worker processes (`grader.serve.worker`) for this course and database."""
     command = [sys.executable, "-m", "grader.serve.worker", "--course", str(state.pack.root)]
     command += ["--state", str(state.settings.state)]
+    if state.settings.source:
+        command += ["--settings", state.settings.source]
     if db_url:
         command += ["--db", db_url]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -47,6 +49,7 @@ def create_app(
     state_dir: str | Path | None = None,
     workers: int = 0,
     state: ServerState | None = None,
+    settings: str | Path | None = None,
 ) -> Starlette:
     """The server's ASGI application for one course folder.
 
@@ -63,6 +66,8 @@ def create_app(
         `grader.serve.worker.work` elsewhere).
     state : ServerState, optional
         An opened state (tests share it with an in-test worker).
+    settings : str or pathlib.Path, optional
+        The settings file (default ``course/serve.yaml``).
 
     Returns
     -------
@@ -71,7 +76,12 @@ def create_app(
     from grader.serve import views_lti, views_staff, views_student
 
     if state is None:
-        state = open_state(Path(course), db_url, Path(state_dir) if state_dir is not None else None)
+        state = open_state(
+            Path(course),
+            db_url,
+            Path(state_dir) if state_dir is not None else None,
+            settings=Path(settings) if settings is not None else None,
+        )
     pages = Pages(state)
     routes = [*views_student.routes(state, pages), *views_staff.routes(state, pages), *views_lti.routes(state, pages)]
 

@@ -123,7 +123,7 @@ class ServeSettings:
         return self.public_url.startswith("https://")
 
 
-def load_settings(course: Path, state: Path | None = None) -> ServeSettings:
+def load_settings(course: Path, state: Path | None = None, path: Path | None = None) -> ServeSettings:
     """Read ``serve.yaml`` beside ``course.yaml`` in ``course`` (defaults when absent).
 
     Parameters
@@ -132,6 +132,8 @@ def load_settings(course: Path, state: Path | None = None) -> ServeSettings:
         The course folder.
     state : pathlib.Path, optional
         The server's own folder (default ``course/.grader-serve``).
+    path : pathlib.Path, optional
+        The settings file (default ``course/serve.yaml``; ``policy`` stays relative to the course).
 
     Raises
     ------
@@ -141,7 +143,7 @@ def load_settings(course: Path, state: Path | None = None) -> ServeSettings:
     from grader.errors import SpecError
     from grader.readers.yamlfile import parse_yaml
 
-    path = course / SETTINGS_FILE
+    path = path if path is not None else course / SETTINGS_FILE
     state = state if state is not None else course / STATE_DIR
     if not path.is_file():
         return ServeSettings(course=course, state=state)

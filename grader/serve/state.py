@@ -79,7 +79,7 @@ def open_state(
     db_url: str | None = None,
     state_dir: Path | None = None,
     migrate: bool = True,
-    settings: ServeSettings | None = None,
+    settings: ServeSettings | Path | None = None,
 ) -> ServerState:
     """Open the course's server: read its settings, make its folder, migrate its database.
 
@@ -93,8 +93,8 @@ def open_state(
         The server's folder (default ``course/.grader-serve``).
     migrate : bool
         Run the migrations (the server does on start; workers need not).
-    settings : ServeSettings, optional
-        Settings to use instead of the course's ``serve.yaml`` (tests).
+    settings : ServeSettings or pathlib.Path, optional
+        Settings, or the settings file to read, instead of the course's ``serve.yaml``.
 
     Raises
     ------
@@ -103,7 +103,8 @@ def open_state(
     """
     course = course.resolve()
     pack = load_pack(course)
-    settings = settings if settings is not None else load_settings(course, state_dir)
+    if not isinstance(settings, ServeSettings):
+        settings = load_settings(course, state_dir, settings)
     settings.state.mkdir(mode=0o700, parents=True, exist_ok=True)
     ignore = settings.state / ".gitignore"
     if not ignore.exists():

@@ -65,41 +65,45 @@ def summary_rows(state: ServerState) -> list[dict[str, Any]]:
     return rows
 
 
-def routes(state: ServerState, pages: Pages) -> list[Route]:
-    """The staff routes."""
+class StaffViews:
+    """The routes' handlers, sharing the server's state and pages."""
 
-    async def summary(request: Request) -> Response:
-        staff = require_staff(state, request)
-        with state.db() as db:
-            released = state.flag(db, "released")
+    def __init__(self, state: ServerState, pages: Pages) -> None:
+        self.state = state
+        self.pages = pages
+
+    async def summary(self, request: Request) -> Response:
+        staff = require_staff(self.state, request)
+        with self.state.db() as db:
+            released = self.state.flag(db, "released")
             queued = db.execute(
                 select(func.count()).select_from(Submission).where(Submission.state == "queued")
             ).scalar()
             regrades = db.execute(select(Regrade).order_by(Regrade.id.desc()).limit(10)).scalars().all()
-        return pages.render(
+        return self.pages.render(
             request,
             "staff.html",
             user=staff,
-            rows=summary_rows(state),
+            rows=summary_rows(self.state),
             released=released,
             queued=queued,
             regrades=regrades,
             refresh=SUMMARY_REFRESH,
         )
 
-    async def student(request: Request) -> Response:
-        staff = require_staff(state, request)
-        with state.db() as db:
+    async def student(self, request: Request) -> Response:
+        staff = require_staff(self.state, request)
+        with self.state.db() as db:
             user = db.get(User, request.path_params["uid"])
             if user is None:
                 raise Refused(404, "No such student.")
             subs = _history(db, user)
-            views = [staff_view(state, db, user, s) for s in reversed(subs)]
+            views = [staff_view(self.state, db, user, s) for s in reversed(subs)]
             manual = db.execute(select(Manual).where(Manual.user_id == user.id).order_by(Manual.target)).scalars().all()
             pushes = db.execute(select(Push).where(Push.user_id == user.id).order_by(Push.id.desc())).scalars().all()
             link = db.execute(select(LtiLink).where(LtiLink.user_id == user.id)).scalar_one_or_none()
             targets = _targets(subs[-1].full if subs and subs[-1].full else None)
-        return pages.render(
+        return self.pages.render(
             request,
             "staff_student.html",
             user=staff,
@@ -108,17 +112,17 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
             manual=manual,
             pushes=pushes,
             link=link,
-            evidence=_evidence(state, subs),
+            evidence=_evidence(self.state, subs),
             targets=targets,
         )
 
-    async def manual_score(request: Request) -> Response:
-        staff = require_staff(state, request)
+    async def manual_score(self, request: Request) -> Response:
+        staff = require_staff(self.state, request)
         async with request.form(max_files=0, max_fields=10) as form:
-            check_csrf(state, request, form)
+            check_csrf(self.state, request, form)
             target, points_text, comment = (str(form.get(k) or "").strip() for k in ("target", "points", "comment"))
         uid = request.path_params["uid"]
-        with state.db() as db:
+        with self.state.db() as db:
             user = db.get(User, uid)
             if user is None:
                 raise Refused(404, "No such student.")
@@ -137,35 +141,35 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
                     f" ({comment[:200]})" if comment else ""
                 )
             db.flush()
-            _check_manual(state, db, user)
-            if state.flag(db, "released"):
+            _check_manual(self.state, db, user)
+            if self.state.flag(db, "released"):
                 enqueue_push(db, user, "manual")
             db.commit()
-        audit(state, request, staff.login, "manual score", action)
+        audit(self.state, request, staff.login, "manual score", action)
         return RedirectResponse(f"/staff/students/{uid}", status_code=303)
 
-    async def release(request: Request) -> Response:
-        staff = require_staff(state, request)
+    async def release(self, request: Request) -> Response:
+        staff = require_staff(self.state, request)
         async with request.form(max_files=0, max_fields=5) as form:
-            check_csrf(state, request, form)
+            check_csrf(self.state, request, form)
             value = form.get("released") == "yes"
-        with state.db() as db:
-            state.set_flag(db, "released", value)
+        with self.state.db() as db:
+            self.state.set_flag(db, "released", value)
             pushed = 0
             if value:
                 for user in db.execute(select(User).where(User.role == "student")).scalars():
                     pushed += enqueue_push(db, user, "released") is not None
             db.commit()
-        audit(state, request, staff.login, "release" if value else "withdraw release", f"{pushed} push(es) queued")
+        audit(self.state, request, staff.login, "release" if value else "withdraw release", f"{pushed} push(es) queued")
         return RedirectResponse("/staff", status_code=303)
 
-    async def regrade(request: Request) -> Response:
-        staff = require_staff(state, request)
+    async def regrade(self, request: Request) -> Response:
+        staff = require_staff(self.state, request)
         async with request.form(max_files=0, max_fields=10_000) as form:
-            check_csrf(state, request, form)
+            check_csrf(self.state, request, form)
             everyone = form.get("who") == "all"
             chosen = {int(v) for v in form.getlist("student") if isinstance(v, str) and v.isdigit()}
-        with state.db() as db:
+        with self.state.db() as db:
             job = Regrade(by=staff.login)
             db.add(job)
             db.flush()
@@ -182,14 +186,14 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
             job.count = count
             db.commit()
             job_id = job.id
-        audit(state, request, staff.login, "regrade", f"regrade {job_id}: {count} submission(s)")
+        audit(self.state, request, staff.login, "regrade", f"regrade {job_id}: {count} submission(s)")
         return RedirectResponse(f"/staff/regrades/{job_id}", status_code=303)
 
-    async def regrade_page(request: Request) -> Response:
+    async def regrade_page(self, request: Request) -> Response:
         from grader.grading.regrade import diff_results
 
-        staff = require_staff(state, request)
-        with state.db() as db:
+        staff = require_staff(self.state, request)
+        with self.state.db() as db:
             job = db.get(Regrade, request.path_params["rid"])
             if job is None:
                 raise Refused(404, "No such regrade.")
@@ -203,40 +207,47 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
                     continue
                 old[user.login], new[user.login] = dict(sub.previous, id=user.login), dict(sub.full, id=user.login)
             lines = diff_results(old, new) if new else []
-        return pages.render(
+        return self.pages.render(
             request, "regrade.html", user=staff, job=job, waiting=waiting, lines=lines, refresh=2 if waiting else None
         )
 
-    async def export(request: Request) -> Response:
+    async def export(self, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
         from grader.serve.exports import export_zip
 
-        staff = require_staff(state, request)
-        data = await run_in_threadpool(export_zip, state)
-        audit(state, request, staff.login, "export", f"{len(data)} bytes")
+        staff = require_staff(self.state, request)
+        data = await run_in_threadpool(export_zip, self.state)
+        audit(self.state, request, staff.login, "export", f"{len(data)} bytes")
         return Response(
             data,
             media_type="application/zip",
-            headers={"Content-Disposition": f'attachment; filename="{state.pack.id}-reports.zip"'},
+            headers={"Content-Disposition": f'attachment; filename="{self.state.pack.id}-reports.zip"'},
         )
 
-    async def audit_page(request: Request) -> Response:
-        staff = require_staff(state, request)
-        with state.db() as db:
+    async def audit_page(self, request: Request) -> Response:
+        staff = require_staff(self.state, request)
+        with self.state.db() as db:
             lines = db.execute(select(Audit).order_by(Audit.id.desc()).limit(500)).scalars().all()
-        return pages.render(request, "audit.html", user=staff, lines=lines)
+        return self.pages.render(request, "audit.html", user=staff, lines=lines)
 
-    return [
-        Route("/staff", summary),
-        Route("/staff/students/{uid:int}", student),
-        Route("/staff/students/{uid:int}/manual", manual_score, methods=["POST"]),
-        Route("/staff/release", release, methods=["POST"]),
-        Route("/staff/regrade", regrade, methods=["POST"]),
-        Route("/staff/regrades/{rid:int}", regrade_page),
-        Route("/staff/export.zip", export),
-        Route("/staff/audit", audit_page),
-    ]
+    def routes(self) -> list[Route]:
+        """Each path and its handler."""
+        return [
+            Route("/staff", self.summary),
+            Route("/staff/students/{uid:int}", self.student),
+            Route("/staff/students/{uid:int}/manual", self.manual_score, methods=["POST"]),
+            Route("/staff/release", self.release, methods=["POST"]),
+            Route("/staff/regrade", self.regrade, methods=["POST"]),
+            Route("/staff/regrades/{rid:int}", self.regrade_page),
+            Route("/staff/export.zip", self.export),
+            Route("/staff/audit", self.audit_page),
+        ]
+
+
+def routes(state: ServerState, pages: Pages) -> list[Route]:
+    """The staff routes."""
+    return StaffViews(state, pages).routes()
 
 
 def _points(text: str) -> float:

@@ -29,57 +29,61 @@ REFRESH_SECONDS = 1
 """How often a page waiting for feedback reloads itself (meta refresh: no JavaScript)."""
 
 
-def routes(state: ServerState, pages: Pages) -> list[Route]:
-    """The student's routes."""
+class StudentViews:
+    """The routes' handlers, sharing the server's state and pages."""
 
-    async def home(request: Request) -> Response:
-        user = _maybe_user(state, request)
+    def __init__(self, state: ServerState, pages: Pages) -> None:
+        self.state = state
+        self.pages = pages
+
+    async def home(self, request: Request) -> Response:
+        user = _maybe_user(self.state, request)
         if user is None:
-            return pages.render(request, "welcome.html")
+            return self.pages.render(request, "welcome.html")
         if user.role != "student":
             return RedirectResponse("/staff", status_code=303)
-        with state.db() as db:
+        with self.state.db() as db:
             latest = db.execute(
                 select(Submission).where(Submission.user_id == user.id).order_by(Submission.number.desc()).limit(1)
             ).scalar_one_or_none()
-            view = student_view(state, db, user, latest) if latest is not None else None
-            released = state.flag(db, "released")
-        return pages.render(
+            view = student_view(self.state, db, user, latest) if latest is not None else None
+            released = self.state.flag(db, "released")
+        return self.pages.render(
             request,
             "home.html",
             user=user,
             view=view,
-            limits=state.settings.limits,
+            limits=self.state.settings.limits,
             released=released,
             refresh=REFRESH_SECONDS if view is not None and view.waiting else None,
-            max_kib=state.settings.upload_max_bytes // 1024,
+            max_kib=self.state.settings.upload_max_bytes // 1024,
         )
 
-    async def submit(request: Request) -> Response:
-        user = require_user(state, request)
-        limit = state.settings.upload_max_bytes
+    async def submit(self, request: Request) -> Response:
+        user = require_user(self.state, request)
+        limit = self.state.settings.upload_max_bytes
         size = int(request.headers.get("content-length") or 0)
         if size > limit + 64 * 1024:  # refused before the body is read
-            audit(state, request, user.login, "refused: upload too big", f"{size} bytes")
+            audit(self.state, request, user.login, "refused: upload too big", f"{size} bytes")
             raise Refused(
-                413, f"The file is larger than {limit // 1024} KiB; upload your {state.pack.submission} only."
+                413, f"The file is larger than {limit // 1024} KiB; upload your {self.state.pack.submission} only."
             )
         async with request.form(max_files=1, max_fields=5, max_part_size=limit + 1) as form:
-            check_csrf(state, request, form)
+            check_csrf(self.state, request, form)
             upload = form.get("file")
             if upload is None or isinstance(upload, str):
-                raise Refused(400, f"Choose your {state.pack.submission} to upload.")
+                raise Refused(400, f"Choose your {self.state.pack.submission} to upload.")
             data = await upload.read(limit + 1)
             name = upload.filename or ""
         try:
-            filename = check_upload(name, data, (state.pack.submission, state.pack.notebook), limit)
+            filename = check_upload(name, data, (self.state.pack.submission, self.state.pack.notebook), limit)
         except Refused as refusal:
-            audit(state, request, user.login, "refused: upload", refusal.sentence)
+            audit(self.state, request, user.login, "refused: upload", refusal.sentence)
             raise
         received = now()
-        with state.db() as db:
-            check_limits(db, user, state.settings.limits, received)
-            stored = store_upload(state.uploads, filename, data)
+        with self.state.db() as db:
+            check_limits(db, user, self.state.settings.limits, received)
+            stored = store_upload(self.state.uploads, filename, data)
             number = (
                 db.execute(select(func.max(Submission.number)).where(Submission.user_id == user.id)).scalar() or 0
             ) + 1
@@ -93,44 +97,44 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
                 size=stored.size,
                 received=received,
                 state="queued",
-                details=shows_details(number, state.settings.limits),
+                details=shows_details(number, self.state.settings.limits),
             )
             db.add(sub)
             db.commit()
         return RedirectResponse(f"/submissions/{number}", status_code=303)
 
-    async def submission(request: Request) -> Response:
-        user = require_user(state, request)
+    async def submission(self, request: Request) -> Response:
+        user = require_user(self.state, request)
         number = request.path_params["number"]
-        with state.db() as db:
+        with self.state.db() as db:
             sub = db.execute(
                 select(Submission).where(Submission.user_id == user.id, Submission.number == number)
             ).scalar_one_or_none()
             if sub is None:
                 raise Refused(404, "You have no submission with that number.")
-            view = student_view(state, db, user, sub)
-        return pages.render(
+            view = student_view(self.state, db, user, sub)
+        return self.pages.render(
             request, "submission.html", user=user, view=view, refresh=REFRESH_SECONDS if view.waiting else None
         )
 
-    async def history(request: Request) -> Response:
-        user = require_user(state, request)
-        with state.db() as db:
+    async def history(self, request: Request) -> Response:
+        user = require_user(self.state, request)
+        with self.state.db() as db:
             subs = db.execute(
                 select(Submission).where(Submission.user_id == user.id).order_by(Submission.number.desc())
             ).scalars()
-            views = [student_view(state, db, user, sub, ahead=False) for sub in subs]
-        return pages.render(request, "history.html", user=user, views=views)
+            views = [student_view(self.state, db, user, sub, ahead=False) for sub in subs]
+        return self.pages.render(request, "history.html", user=user, views=views)
 
-    async def login_page(request: Request) -> Response:
-        invite = _invite(state, request.path_params["token"])
-        return pages.render(request, "login.html", user=None, name=invite[1].name or invite[1].login)
+    async def login_page(self, request: Request) -> Response:
+        invite = _invite(self.state, request.path_params["token"])
+        return self.pages.render(request, "login.html", user=None, name=invite[1].name or invite[1].login)
 
-    async def login(request: Request) -> Response:
+    async def login(self, request: Request) -> Response:
         async with request.form(max_files=0, max_fields=5) as form:
-            check_csrf(state, request, form)
+            check_csrf(self.state, request, form)
         token = request.path_params["token"]
-        with state.db() as db:
+        with self.state.db() as db:
             invite = db.execute(select(Invite).where(Invite.token_hash == hash_token(token))).scalar_one_or_none()
             if invite is None or invite.used is not None:
                 raise Refused(
@@ -141,24 +145,31 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
             db.commit()
         assert user is not None
         log_in(request, user)
-        audit(state, request, user.login, "login by link")
+        audit(self.state, request, user.login, "login by link")
         return RedirectResponse("/", status_code=303)
 
-    async def logout(request: Request) -> Response:
+    async def logout(self, request: Request) -> Response:
         async with request.form(max_files=0, max_fields=5) as form:
-            check_csrf(state, request, form)
+            check_csrf(self.state, request, form)
         request.session.clear()
         return RedirectResponse("/", status_code=303)
 
-    return [
-        Route("/", home),
-        Route("/submit", submit, methods=["POST"]),
-        Route("/submissions/{number:int}", submission),
-        Route("/history", history),
-        Route("/login/{token}", login_page, methods=["GET"]),
-        Route("/login/{token}", login, methods=["POST"]),
-        Route("/logout", logout, methods=["POST"]),
-    ]
+    def routes(self) -> list[Route]:
+        """Each path and its handler."""
+        return [
+            Route("/", self.home),
+            Route("/submit", self.submit, methods=["POST"]),
+            Route("/submissions/{number:int}", self.submission),
+            Route("/history", self.history),
+            Route("/login/{token}", self.login_page, methods=["GET"]),
+            Route("/login/{token}", self.login, methods=["POST"]),
+            Route("/logout", self.logout, methods=["POST"]),
+        ]
+
+
+def routes(state: ServerState, pages: Pages) -> list[Route]:
+    """The student's routes."""
+    return StudentViews(state, pages).routes()
 
 
 def _maybe_user(state: ServerState, request: Request) -> User | None:

@@ -16,6 +16,7 @@ import argparse
 import datetime as dt
 import hashlib
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -177,14 +178,22 @@ def work(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m grader.serve.worker --course DIR [--db URL] [--state DIR]``."""
+    """``python -m grader.serve.worker --course DIR [--db URL] [--state DIR] [--settings FILE]``."""
     parser = argparse.ArgumentParser(prog="grader-serve-worker")
     parser.add_argument("--course", required=True)
     parser.add_argument("--db", default=None)
     parser.add_argument("--state", default=None)
+    parser.add_argument("--settings", default=None)
     options = parser.parse_args(argv)
-    state = open_state(Path(options.course), options.db, Path(options.state) if options.state else None, False)
+    state = open_state(
+        Path(options.course),
+        options.db,
+        Path(options.state) if options.state else None,
+        migrate=False,
+        settings=Path(options.settings) if options.settings else None,
+    )
     stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # the server's stop: finish this submission, end the jobs
     try:
         work(state, stop)
     except KeyboardInterrupt:

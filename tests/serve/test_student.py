@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 from sqlalchemy import func, select
@@ -11,8 +12,9 @@ from grader.serve.db import Audit, Submission
 from .conftest import Served, csrf
 
 
-def text_of(html: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+def text_of(page: str) -> str:
+    """A page's text as a reader sees it: tags dropped, entities decoded, spaces collapsed."""
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
 
 
 def test_invite_login_upload_and_visible_feedback(served: Served) -> None:

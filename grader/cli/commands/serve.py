@@ -25,6 +25,9 @@ def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
     parser.add_argument(
         "--db", default=None, metavar="URL", help="database URL (default: SQLite in DIR/.grader-serve/serve.db)"
     )
+    parser.add_argument(
+        "--settings", default=None, metavar="FILE", help="the server's settings (default: DIR/serve.yaml, if present)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--workers", type=int, default=2, metavar="N", help="grading worker processes (default 2)")
@@ -52,7 +55,8 @@ def run(config: Config) -> int:
         from grader.serve.invites import invite, read_invite_roster
 
         entries = read_invite_roster(action[1])
-        state = open_state(course, config.option("db"))
+        settings = config.option("settings")
+        state = open_state(course, config.option("db"), settings=Path(settings) if settings else None)
         base = state.settings.public_url or f"http://{config.option('host')}:{config.option('port')}"
         for link in invite(state, entries, base):
             print(f"{link.login},{link.role},{link.url}")
@@ -63,7 +67,9 @@ def run(config: Config) -> int:
 
     from grader.serve.app import create_app
 
-    app = create_app(course, config.option("db"), workers=int(config.option("workers")))
+    app = create_app(
+        course, config.option("db"), workers=int(config.option("workers")), settings=config.option("settings")
+    )
     print(f"grader: serving {course} on http://{config.option('host')}:{config.option('port')}", file=sys.stderr)
     uvicorn.run(app, host=config.option("host"), port=int(config.option("port")), log_level="info")
     return EXIT_OK

@@ -19,7 +19,14 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    """Upgrade schema."""
+    """Create every table of the first schema."""
+    _audit_settings_and_lti()
+    _users_invites_and_links()
+    _manual_scores_and_pushes()
+    _submissions()
+
+
+def _audit_settings_and_lti() -> None:
     op.create_table(
         "audit",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -62,6 +69,9 @@ def upgrade() -> None:
         sa.Column("value", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("key"),
     )
+
+
+def _users_invites_and_links() -> None:
     op.create_table(
         "users",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -106,6 +116,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("user_id"),
     )
+
+
+def _manual_scores_and_pushes() -> None:
     op.create_table(
         "manual_scores",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -148,6 +161,8 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_pushes_state"), ["state"], unique=False)
         batch_op.create_index(batch_op.f("ix_pushes_user_id"), ["user_id"], unique=False)
 
+
+def _submissions() -> None:
     op.create_table(
         "submissions",
         sa.Column("id", sa.Integer(), nullable=False),

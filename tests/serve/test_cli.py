@@ -1,0 +1,145 @@
+"""``grader serve`` from the command line: invite links from a roster, the server started in one command,
+the schema the migrations make equal to the models, rate limits, bad settings in one line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine
+
+from grader.cli import main
+from grader.serve.db import Base
+from grader.serve.migrate import upgrade
+from grader.serve.security import RateLimiter
+from grader.serve.settings import load_settings
+from grader.serve.testing import free_port
+
+from .conftest import ROOT, SAMPLES, Served, csrf
+
+
+def course_copy(tmp_path: Path) -> Path:
+    """A fresh clone's course folder: course.yaml, exercises/, reference/ (no server folder yet)."""
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(ROOT / "course.yaml", course)
+    for folder in ("exercises", "reference"):
+        shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return course
+
+
+def test_invite_prints_one_login_link_per_roster_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    course = course_copy(tmp_path)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name,email,role\nalice,Alice A,alice@example.edu,\ntina,Tina T,,ta\n")
+    assert main(["serve", "invite", str(roster), "--course", str(course), "--port", "8123"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(",")[:2] for line in lines] == [["alice", "student"], ["tina", "ta"]]
+    assert all(line.split(",")[2].startswith("http://127.0.0.1:8123/login/") for line in lines)
+    assert (course / ".grader-serve" / "serve.db").is_file()
+    assert (course / ".grader-serve" / ".gitignore").read_text().strip().endswith("*")
+
+
+def test_invite_refuses_a_bad_role_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    course = course_copy(tmp_path)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,role\nalice,admin\n")
+    assert main(["serve", "invite", str(roster), "--course", str(course)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line 2: role 'admin'; give one of student, ta, instructor" in err[0]
+
+
+def test_bad_settings_stop_the_server_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    course = course_copy(tmp_path)
+    (course / "serve.yaml").write_text("limits:\n  per_windw: 5\n")
+    assert main(["serve", "--course", str(course)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "serve.yaml: limits:" in err[0] and "per_window" in err[0]
+    assert not (course / ".grader-serve").exists()
+
+
+@pytest.mark.slow
+def test_grader_serve_starts_in_one_command_and_grades(tmp_path: Path) -> None:
+    course = course_copy(tmp_path)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id\nalice\n")
+    port = free_port()
+    grader = [sys.executable, "-m", "grader"]
+    link = (
+        subprocess.run(
+            [*grader, "serve", "invite", str(roster), "--course", str(course), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.split(",")[2]
+        .strip()
+    )
+    server = subprocess.Popen(
+        [*grader, "serve", "--course", str(course), "--port", str(port), "--workers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page = client.get(link)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
+                time.sleep(0.2)
+        home = client.post(link, data={"csrf": csrf(page.text)}, follow_redirects=True)
+        data = (SAMPLES / "correct_numpy" / "attention.py").read_bytes()
+        sent = client.post("/submit", data={"csrf": csrf(home.text)}, files={"file": ("attention.py", data)})
+        assert sent.status_code == 303
+        while 'http-equiv="refresh"' in (page := client.get("/submissions/1")).text:
+            assert time.monotonic() < deadline + 60, "not graded in time"
+            time.sleep(0.2)
+        assert "Visible checks:" in page.text and 'status-failed"' not in page.text
+    finally:
+        server.terminate()
+        server.wait(30)
+    uploads = list((course / ".grader-serve" / "uploads").rglob("*.py"))
+    assert len(uploads) == 1 and uploads[0].stem == __import__("hashlib").sha256(data).hexdigest()
+
+
+def test_the_migrations_make_the_models_schema(tmp_path: Path) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'schema.db'}")
+    upgrade(engine)
+    upgrade(engine)  # a second start finds nothing to do
+    with engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert differences == []
+
+
+def test_rate_limiter_counts_a_sliding_minute() -> None:
+    limiter = RateLimiter(per_minute=3)
+    assert [limiter.allow("a", at=t) for t in (0.0, 1.0, 2.0, 3.0)] == [True, True, True, False]
+    assert limiter.allow("b", at=3.0)  # another user or address has its own count
+    assert limiter.allow("a", at=60.5)  # the first request left the minute
+
+
+def test_requests_past_the_rate_limit_get_429(served: Served) -> None:
+    limiter = next(m for m in served.app.user_middleware if m.cls.__name__ == "RateLimit").kwargs["limiter"]
+    limiter.per_minute = 5
+    client = served.client()
+    codes = [client.get("/").status_code for _ in range(7)]
+    assert codes == [200] * 5 + [429] * 2
+    assert "Too many requests" in client.get("/").text
+
+
+def test_default_settings_without_serve_yaml() -> None:
+    settings = load_settings(ROOT)
+    assert settings.limits.per_window == 0 and settings.upload_max_bytes == 512 * 1024 and not settings.secure

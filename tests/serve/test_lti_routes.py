@@ -1,0 +1,153 @@
+"""The server's LTI routes against the simulated platform: a launch signs the user in with their role and line item;
+a forged, expired, misaddressed or replayed launch gets a status and one sentence, is logged, and stores nothing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from sqlalchemy import func, select
+
+from grader.serve.app import create_app
+from grader.serve.db import Audit, LtiLink, Nonce, User
+from grader.serve.state import open_state
+
+from .conftest import ROOT, Served, make_settings
+from .lti_platform import SimulatedPlatform, form_fields
+
+BASE = "http://testserver"
+
+
+@pytest.fixture
+def lti(db_url: str, tmp_path: Path, grading: Any) -> Iterator[tuple[Served, SimulatedPlatform]]:
+    with SimulatedPlatform(tool_jwks_url="") as platform:
+        settings = make_settings(tmp_path, public_url=BASE, platforms=(platform.registration(),))
+        state = open_state(ROOT, db_url, settings.state, settings=settings)
+        served = Served(state, create_app(ROOT, state=state), grading)
+        for name, role in (("alice", "student"), ("ines", "instructor"), ("tom", "ta")):
+            platform.add_user(name, role=role)
+        yield served, platform
+        for client in served.clients:
+            client.close()
+        state.engine.dispose()
+
+
+def start_login(served: Served, platform: SimulatedPlatform, who: str, **extra: str) -> tuple[Any, dict[str, str]]:
+    """A browser's login initiation: the client and the platform's authorization request (state, nonce...)."""
+    client = served.client()
+    params = platform.login_initiation_params(BASE + "/lti/launch", who, **extra)
+    start = client.get("/lti/login?" + urlencode(params), follow_redirects=False)
+    assert start.status_code == 302, start.text
+    query = {k: v[0] for k, v in parse_qs(urlsplit(start.headers["location"]).query).items()}
+    return client, query
+
+
+def platform_post(platform: SimulatedPlatform, query: dict[str, str]) -> dict[str, str]:
+    """What the platform's authorization endpoint auto-posts back (id_token, state)."""
+    answer = httpx.get(platform.base_url + "/auth?" + urlencode(query), timeout=30)
+    assert answer.status_code == 200, answer.text
+    return form_fields(answer.text)[1]
+
+
+def counts(served: Served) -> tuple[int, int, int]:
+    with served.state.db() as db:
+        return tuple(
+            int(db.execute(select(func.count()).select_from(table)).scalar() or 0) for table in (User, LtiLink, Nonce)
+        )  # type: ignore[return-value]
+
+
+def refused_launches(served: Served) -> list[str]:
+    with served.state.db() as db:
+        return [a.detail for a in db.execute(select(Audit).where(Audit.action == "refused: launch")).scalars()]
+
+
+@pytest.mark.parametrize("who, role", [("alice", "student"), ("ines", "instructor"), ("tom", "ta")])
+def test_a_launch_signs_in_with_the_role_and_keeps_the_line_item(lti, who: str, role: str) -> None:
+    served, platform = lti
+    client, query = start_login(served, platform, who)
+    landed = client.post("/lti/launch", data=platform_post(platform, query))
+    assert landed.status_code == 200 and "Sign out" in landed.text
+    assert ("Submit your attention.py" in landed.text) == (role == "student")
+    with served.state.db() as db:
+        user = db.execute(select(User)).scalar_one()
+        link = db.execute(select(LtiLink)).scalar_one()
+    assert (user.role, user.subject, user.login) == (role, f"sub-{who}", f"{who}@example.edu")
+    assert link.lineitem_url == platform.lineitem_url("1")
+
+
+def test_a_replayed_launch_is_refused_and_changes_nothing(lti) -> None:
+    served, platform = lti
+    client, query = start_login(served, platform, "alice")
+    fields = platform_post(platform, query)
+    assert client.post("/lti/launch", data=fields).status_code == 200
+    before = counts(served)
+    again = served.client().post("/lti/launch", data=fields)
+    assert again.status_code == 400 and "state is unknown or expired" in again.text
+    assert counts(served) == before
+    assert refused_launches(served)
+
+
+def forged(platform: SimulatedPlatform, query: dict[str, str], **changes: Any) -> dict[str, str]:
+    claims = platform.claims(platform.users[query["login_hint"]], nonce=query["nonce"], target_link_uri=BASE)
+    key = changes.pop("key", None)
+    claims.update(changes)
+    return {"id_token": platform.sign(claims, key=key), "state": query["state"]}
+
+
+@pytest.mark.parametrize(
+    "changes, status, sentence",
+    [
+        ({"key": rsa.generate_private_key(public_exponent=65537, key_size=2048)}, 401, "signature"),
+        ({"exp": int(time.time()) - 3600, "iat": int(time.time()) - 7200}, 401, "expired"),
+        ({"aud": "another-tool"}, 401, "addressed to another tool"),
+        ({"nonce": "not-the-one-issued"}, 401, "nonce"),
+        ({"https://purl.imsglobal.org/spec/lti/claim/deployment_id": "deployment-x"}, 401, "deployment"),
+    ],
+    ids=["forged", "expired", "wrong-audience", "wrong-nonce", "unknown-deployment"],
+)
+def test_a_bad_id_token_is_refused_logged_and_stores_nothing(lti, changes: dict, status: int, sentence: str) -> None:
+    served, platform = lti
+    client, query = start_login(served, platform, "alice")
+    answer = client.post("/lti/launch", data=forged(platform, query, **changes))
+    assert answer.status_code == status and sentence in answer.text.lower(), answer.text[-600:]
+    assert counts(served) == (0, 0, 0)
+    assert client.get("/").text.count("Sign out") == 0
+    (logged,) = refused_launches(served)
+    assert sentence in logged.lower()
+
+
+def test_a_login_from_an_unregistered_platform_is_refused(lti) -> None:
+    served, platform = lti
+    params = platform.login_initiation_params(BASE + "/lti/launch", "alice", iss="https://evil.example")
+    answer = served.client().get("/lti/login?" + urlencode(params), follow_redirects=False)
+    assert answer.status_code == 400 and "not registered" in answer.text
+
+
+def test_deep_linking_answers_the_staff_with_a_signed_response_and_refuses_a_student(lti) -> None:
+    import jwt
+
+    served, platform = lti
+    client, query = start_login(served, platform, "ines", lti_message_hint="deep-link")
+    page = client.post("/lti/launch", data=platform_post(platform, query))
+    assert page.status_code == 200 and 'action="' + platform.base_url + '/deep_link_return"' in page.text
+    token = page.text.split('name="JWT" value="')[1].split('"')[0]
+    claims = jwt.decode(token, options={"verify_signature": False})
+    (item,) = claims["https://purl.imsglobal.org/spec/lti-dl/claim/content_items"]
+    course_points = sum(e.max_score for e in served.grading.collected.exercises)
+    assert item["url"] == BASE + "/lti/launch" and item["lineItem"]["scoreMaximum"] == course_points
+    client, query = start_login(served, platform, "alice", lti_message_hint="deep-link")
+    refused = client.post("/lti/launch", data=platform_post(platform, query))
+    assert refused.status_code == 403 and "Only the course staff" in refused.text
+
+
+def test_the_tool_serves_its_public_key_set(lti) -> None:
+    served, _ = lti
+    keys = served.client().get("/lti/jwks").json()["keys"]
+    assert len(keys) == 1 and keys[0]["kty"] == "RSA" and "d" not in keys[0]
+    assert (served.state.settings.state / "tool-key.pem").stat().st_mode & 0o077 == 0
