@@ -23,7 +23,9 @@ import json
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from grader.serve.app import create_app
+from grader.serve.app import create_app, start_workers
 from grader.serve.db import Submission, User
 from grader.serve.state import ServerState
 from grader.serve.testing import free_port, run_server
@@ -92,23 +94,48 @@ def copy_course(target: Path) -> Path:
     return target
 
 
+@dataclass
+class Lms:
+    """The simulated LMS and the real server registered with it."""
+
+    platform: SimulatedPlatform
+    tool: str
+    state: ServerState
+    db_url: str
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start_grading(self) -> None:
+        """Start the server's grading worker process (held back until the test has seen a queued submission)."""
+        self.workers += start_workers(self.state, 1, self.db_url)
+
+
 @pytest.fixture
-def lms(tmp_path: Path) -> Iterator[tuple[SimulatedPlatform, str, ServerState]]:
-    """The simulated LMS and the real server registered with it: (platform, the server's base URL, its state)."""
+def lms(tmp_path: Path) -> Iterator[Lms]:
+    """The simulated LMS and the real server (no grading worker until `Lms.start_grading`)."""
     port = free_port()
     tool = f"http://127.0.0.1:{port}"
     with SimulatedPlatform(redirect_uris=[tool + "/lti/launch"], tool_jwks_url=tool + "/lti/jwks") as platform:
         course = copy_course(tmp_path / "course")
         serve_yaml = {"lti": {"platforms": [platform.registration()]}, "rate": {"per_minute": 10_000}}
         (course / "serve.yaml").write_text(yaml.safe_dump(serve_yaml))
-        app = create_app(course, f"sqlite:///{tmp_path / 'serve.db'}", tmp_path / "state", workers=1)
+        db_url = f"sqlite:///{tmp_path / 'serve.db'}"
+        app = create_app(course, db_url, tmp_path / "state")
         with run_server(app, port=port) as url:
             assert url == tool
-            yield platform, url, app.state.server
+            lms = Lms(platform, tool, app.state.server, db_url)
+            try:
+                yield lms
+            finally:
+                for proc in lms.workers:
+                    proc.terminate()
+                    proc.wait(timeout=30)
 
 
-def launch(context: Any, platform: SimulatedPlatform, tool: str, login_hint: str) -> Any:
-    """Open the assignment from the LMS as ``login_hint``: the page the platform serves posts its login initiation."""
+def launch(context: Any, platform: SimulatedPlatform, tool: str, login_hint: str, javascript: bool = True) -> Any:
+    """Open the assignment from the LMS as ``login_hint``: the platform's page posts its login initiation.
+
+    Without JavaScript the user presses the auto-posting forms' Continue buttons, as such a browser shows them.
+    """
     params = platform.login_initiation_params(tool + "/", login_hint)
     page = context.new_page()
     # The platform's course page, served by the browser's router at the platform's own address.
@@ -119,6 +146,10 @@ def launch(context: Any, platform: SimulatedPlatform, tool: str, login_hint: str
         ),
     )
     page.goto(platform.base_url + "/course/g14/lab")
+    if not javascript:
+        page.get_by_role("button", name="Continue").click()  # the LMS posts the login initiation to the tool
+        page.wait_for_url(re.compile(re.escape(platform.base_url) + "/auth"))
+        page.get_by_role("button", name="Continue").click()  # the platform posts the signed id_token back
     page.wait_for_url(re.compile(re.escape(tool) + r"/(staff)?$"), timeout=TIMEOUT_MS)
     return page
 
@@ -177,38 +208,45 @@ def upload(page: Any, tool: str, sample: str) -> None:
 
 
 def test_a_student_and_a_ta_through_launch_upload_feedback_history_release_and_manual_score(
-    browser: Any, lms: tuple[SimulatedPlatform, str, ServerState], tmp_path: Path
+    browser: Any, lms: Lms, tmp_path: Path
 ) -> None:
-    platform, tool, state = lms
+    platform, tool, state = lms.platform, lms.tool, lms.state
     shots = tmp_path / "screenshots"
     shots.mkdir()
     platform.add_user("sam", role="student", name="Sam Student")
     platform.add_user("tara", role="ta", name="Tara Assistant")
 
-    student = browser.new_context()
-    page = launch(student, platform, tool, "sam")
+    # The student's browser runs no JavaScript: the essentials work without it.
+    student = browser.new_context(java_script_enabled=False)
+    page = launch(student, platform, tool, "sam", javascript=False)
     shoot(page, shots, "1-launched", ["Submit your attention.py", "Sam Student", "Hidden checks and the final grade"])
 
     upload(page, tool, "no_sqrt_dk")
-    wait_for_feedback(page, 1)
+    page.wait_for_url(tool + "/submissions/1")
+    progress = shoot(page, shots, "2-queued", ["Submission 1 is queued. This page reloads itself."])["desktop"]
+    assert "Visible checks" not in progress
+    assert page.locator('meta[http-equiv="refresh"]').count() == 1
+    lms.start_grading()
+    wait_for_feedback(page, 1)  # the page reloads itself (a meta refresh) until the feedback is there
     with state.db() as db:
         first = db.execute(select(Submission)).scalar_one()
         assert first.state == "done" and first.visible_score is not None and first.visible_max is not None
         assert first.visible_score < first.visible_max
         visible = f"Visible checks: {first.visible_score:g} / {first.visible_max:g}"
-    texts = shoot(page, shots, "2-feedback-buggy", ["Submission 1", visible, "Hint:"])
+    texts = shoot(page, shots, "3-feedback-buggy", ["Submission 1", visible, "Hint:"])
     assert "failed" in texts["phone"] and "Final score" not in texts["phone"]
+    assert page.locator('meta[http-equiv="refresh"]').count() == 0
 
     upload(page, tool, "correct_numpy")
     wait_for_feedback(page, 2)
     with state.db() as db:
         second = db.execute(select(Submission).where(Submission.number == 2)).scalar_one()
         correct = f"Visible checks: {second.visible_max:g} / {second.visible_max:g}"
-    shoot(page, shots, "3-feedback-correct", ["Submission 2", correct])
+    shoot(page, shots, "4-feedback-correct", ["Submission 2", correct])
 
     page.get_by_role("banner").get_by_role("link", name="History").click()
     page.wait_for_url(tool + "/history")
-    history = shoot(page, shots, "4-history", ["Your submissions"])["desktop"]
+    history = shoot(page, shots, "5-history", ["Your submissions"])["desktop"]
     assert f"{first.visible_score:g} / {first.visible_max:g} (visible)" in history
     assert f"{second.visible_max:g} / {second.visible_max:g} (visible)" in history
 
@@ -222,7 +260,7 @@ def test_a_student_and_a_ta_through_launch_upload_feedback_history_release_and_m
     staff = browser.new_context()
     ta = launch(staff, platform, tool, "tara")
     assert ta.url == tool + "/staff"
-    shoot(ta, shots, "5-class", ["Class", "Release hidden results and grades", "Sam Student"])
+    shoot(ta, shots, "6-class", ["Class", "Release hidden results and grades", "Sam Student"])
     with state.db() as db:
         sam = db.execute(select(User).where(User.role == "student")).scalar_one()
     ta.get_by_role("link", name=sam.login).click()
@@ -232,17 +270,17 @@ def test_a_student_and_a_ta_through_launch_upload_feedback_history_release_and_m
     ta.fill("#comment", "Explain the scaling in a comment, please.")
     ta.get_by_role("button", name="Save the manual score").click()
     ta.wait_for_url(f"{tool}/staff/students/{sam.id}")
-    shoot(ta, shots, "6-manual-score", ["G14.01: 2 by", "Explain the scaling in a comment, please."])
+    shoot(ta, shots, "7-manual-score", ["G14.01: 2 by", "Explain the scaling in a comment, please."])
 
     ta.goto(tool + "/staff")
     ta.get_by_role("button", name="Release hidden results and grades").click()
     ta.wait_for_url(tool + "/staff")
-    shoot(ta, shots, "7-released", ["Hidden results and final grades are released."])
+    shoot(ta, shots, "8-released", ["Hidden results and final grades are released."])
 
     (post,) = platform.wait_for_scores(1, timeout=TIMEOUT_MS / 1000)
     page.goto(tool + "/submissions/2")
     final = f"Final score: {post.body['scoreGiven']:g} / {post.body['scoreMaximum']:g}"
-    texts = shoot(page, shots, "8-released-student", ["Submission 2", final, "Hidden checks:", "passed"])
+    texts = shoot(page, shots, "9-released-student", ["Submission 2", final, "Hidden checks:", "passed"])
     assert "Explain the scaling in a comment, please." in texts["phone"]
     assert post.body["userId"] == "sub-sam" and post.body["gradingProgress"] == "FullyGraded"
     with state.db() as db:
