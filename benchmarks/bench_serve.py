@@ -73,18 +73,22 @@ class Figures:
     students: int
     submissions: int = 0
     latencies: list[float] = dataclasses.field(default_factory=list)
+    arrived: list[float] = dataclasses.field(default_factory=list)
+    """Seconds after the first arrival window opened at which each latency's upload began (same order)."""
     errors: list[str] = dataclasses.field(default_factory=list)
     not_graded: int = 0
+    queued: list[float] = dataclasses.field(default_factory=list)
+    grading: list[float] = dataclasses.field(default_factory=list)
     wall: float = 0.0
     server_cpu: float = 0.0
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
-    def percentile(self, q: float) -> float:
-        """The ``q`` quantile (0..1) of the latencies, nearest rank; 0 without any."""
-        if not self.latencies:
+    def percentile(self, q: float, values: list[float] | None = None) -> float:
+        """The ``q`` quantile (0..1) of the latencies (or of ``values``), nearest rank; 0 without any."""
+        ordered = sorted(self.latencies if values is None else values)
+        if not ordered:
             return 0.0
-        ordered = sorted(self.latencies)
         return ordered[min(len(ordered), max(1, math.ceil(q * len(ordered)))) - 1]
 
 
@@ -199,20 +203,29 @@ async def student(
                 figures.errors.append(f"{where}: no feedback on a page that stopped reloading")
                 return
             figures.latencies.append(time.monotonic() - began)
+            figures.arrived.append(began - start)
         except (httpx.HTTPError, IndexError) as exc:
             figures.errors.append(f"{type(exc).__name__}: {exc}")
 
 
-def count_graded(db: str) -> tuple[int, int]:
-    """(submissions in the database, those graded: state done)."""
-    from sqlalchemy import create_engine, text
+def stored_times(db: str) -> list[tuple[str, float, float]]:
+    """Each stored submission's state, seconds queued (receipt to a worker's claim) and seconds grading."""
+    from sqlalchemy import create_engine, select
+    from sqlalchemy.orm import Session
+
+    from grader.serve.db import Submission
 
     engine = create_engine(db)
-    with engine.connect() as connection:
-        total = connection.execute(text("SELECT count(*) FROM submissions")).scalar_one()
-        done = connection.execute(text("SELECT count(*) FROM submissions WHERE state = 'done'")).scalar_one()
+    with Session(engine) as session:
+        rows = session.execute(select(Submission.state, Submission.received, Submission.started, Submission.graded))
+        times = [
+            (state, (started - received).total_seconds(), (graded - started).total_seconds())
+            if started is not None and graded is not None
+            else (state, float("nan"), float("nan"))
+            for state, received, started, graded in rows
+        ]
     engine.dispose()
-    return int(total), int(done)
+    return times
 
 
 async def drive(base: str, links: list[str], seconds: float, poll: float | None, seed: int, figures: Figures) -> None:
@@ -250,10 +263,15 @@ def run(options: argparse.Namespace) -> Figures:
             stop_server(server)
         cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         figures.server_cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
-        total, done = count_graded(db)
-        if total != figures.submissions or done != total:
-            figures.errors.append(f"the database holds {total} submissions, {done} graded; {figures.submissions} sent")
-            figures.not_graded = max(figures.not_graded, total - done)
+        times = stored_times(db)
+        done = sum(1 for state, _, _ in times if state == "done")
+        if len(times) != figures.submissions or done != len(times):
+            figures.errors.append(
+                f"the database holds {len(times)} submissions, {done} graded; {figures.submissions} sent"
+            )
+            figures.not_graded = max(figures.not_graded, len(times) - done)
+        figures.queued = [wait for _, wait, _ in times if not math.isnan(wait)]
+        figures.grading = [took for _, _, took in times if not math.isnan(took)]
         if figures.errors:
             log = (folder / "server.log").read_text(errors="replace")
             print("server log (tail):\n" + log[-3000:], file=sys.stderr)
@@ -269,6 +287,11 @@ def report(figures: Figures, command: str, target: float) -> bool:
     print(f"students {figures.students}, submissions {figures.submissions}, graded with feedback seen {graded}")
     print(
         f"upload to visible feedback: p50 {p50:.2f} s, p95 {p95:.2f} s, max {worst:.2f} s (target p95 <= {target:g} s)"
+    )
+    print(
+        "of which queued (p50/p95/max): {:.2f} / {:.2f} / {:.2f} s, grading: {:.2f} / {:.2f} / {:.2f} s".format(
+            *(figures.percentile(q, part) for part in (figures.queued, figures.grading) for q in (0.5, 0.95, 1.0))
+        )
     )
     print(f"request errors {len(figures.errors)}, not graded {figures.not_graded}")
     for line in figures.errors[:10]:
