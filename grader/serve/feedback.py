@@ -24,6 +24,10 @@ from grader.serve.state import ServerState
 __all__ = ["CheckLine", "ExerciseView", "SubmissionView", "staff_view", "student_view"]
 
 
+INTERNAL_ERROR = "the grader failed on this submission (not your code's fault); submit again or tell your instructor"
+"""What a student reads when the grader itself failed on their submission."""
+
+
 @dataclass(frozen=True)
 class CheckLine:
     """One check as a page shows it."""
@@ -124,6 +128,8 @@ def student_view(state: ServerState, db: Session, user: User, sub: Submission, a
         details=sub.details,
     )
     if sub.visible is None or sub.full is None:
+        if sub.state == "error":
+            return dataclasses.replace(base, error=INTERNAL_ERROR)
         return base
     released = state.flag(db, "released")
     exercises = _visible_exercises(sub.visible, sub.details)

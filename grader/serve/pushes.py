@@ -20,6 +20,10 @@ from grader.serve.state import ServerState
 __all__ = ["enqueue_push", "latest_final", "manual_rows", "send_pending"]
 
 
+_CLIENTS: dict[tuple[str, str, str, int], Any] = {}
+"""This process's AGS clients by platform."""
+
+
 def enqueue_push(db: Session, user: User, reason: str) -> Push | None:
     """Queue a push of ``user``'s score if an LTI launch gave a line item for them (the caller commits)."""
     link = db.execute(select(LtiLink).where(LtiLink.user_id == user.id)).scalar_one_or_none()
@@ -88,7 +92,10 @@ def send_pending(state: ServerState, http: Any = None) -> bool:
         from grader.serve.lti import AgsClient
         from grader.term import submission_feedback
 
-        client = AgsClient(platform, tool_key(state.settings.state), http=http)
+        key = (platform.issuer, platform.client_id, str(state.settings.state), id(http))
+        client = _CLIENTS.get(key)
+        if client is None:  # one client per platform: its access token is reused until it expires
+            client = _CLIENTS[key] = AgsClient(platform, tool_key(state.settings.state), http=http)
         outcome = client.post_score(
             link.lineitem_url,
             link.subject,

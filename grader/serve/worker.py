@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import logging
 import shutil
 import signal
 import sys
@@ -26,12 +27,14 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from grader.serve.db import Submission, User, now
+from grader.serve.db import Push, Submission, User, now
 from grader.serve.grades import visible_part
 from grader.serve.state import ServerState, open_state
 from grader.serve.store import upload_path
 
 __all__ = ["Grading", "claim", "grade_one", "main", "work"]
+
+log = logging.getLogger("grader.serve")
 
 POLL_SECONDS = 0.1
 """How often an idle worker looks at the queue."""
@@ -55,6 +58,9 @@ class Grading:
         self.collected = session.collect(self.config)
         self.config.stash[COLLECTED] = self.collected
         self.config.hooks.grading_ready(config=self.config)
+        from grader.builtin.diagnosis import table
+
+        table(self.config)  # the known mistakes' results, ready before the first failing submission waits for them
 
     def grade(self, path: Path) -> dict[str, Any]:
         """Grade one file (named as the course names it) and return its result as a dict."""
@@ -91,6 +97,7 @@ def claim(state: ServerState) -> int | None:
             .where(Submission.state == "running", Submission.started < stale)
             .values(state="queued", started=None)
         )
+        db.execute(update(Push).where(Push.state == "sending", Push.created < stale).values(state="pending"))
         db.commit()
         for sub_id in db.execute(
             select(Submission.id).where(Submission.state == "queued").order_by(Submission.id).limit(5)
@@ -137,6 +144,13 @@ def grade_one(state: ServerState, grading: Grading, sub_id: int) -> None:
         db.commit()
 
 
+def _failed(state: ServerState, sub_id: int) -> None:
+    """Mark a submission the grader failed on (its page says so; the log has the traceback)."""
+    with state.db() as db:
+        db.execute(update(Submission).where(Submission.id == sub_id).values(state="error", graded=now()))
+        db.commit()
+
+
 def work(
     state: ServerState, stop: threading.Event | None = None, once: bool = False, grading: Grading | None = None
 ) -> int:
@@ -163,7 +177,11 @@ def work(
                 if specs_fingerprint(state) != grading.fingerprint:
                     grading.close()
                     grading = Grading(state)
-                grade_one(state, grading, sub_id)
+                try:
+                    grade_one(state, grading, sub_id)
+                except Exception:  # noqa: BLE001 - the grader's own fault: this submission fails, the worker goes on
+                    log.exception("grader serve: internal error grading submission %s", sub_id)
+                    _failed(state, sub_id)
                 graded += 1
                 continue
             if send_pending(state):

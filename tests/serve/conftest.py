@@ -3,7 +3,6 @@ the server opened on the repository's course, a client signed in by a one-time l
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,10 +21,10 @@ from grader.serve.invites import RosterEntry, invite  # noqa: E402
 from grader.serve.settings import Limits, ServeSettings  # noqa: E402
 from grader.serve.state import ServerState, open_state  # noqa: E402
 from grader.serve.worker import Grading, work  # noqa: E402
+from tests.serve.postgres import postgres_url  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "submissions"
-POSTGRES = os.environ.get("GRADER_TEST_POSTGRES_URL", "")
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
@@ -40,13 +39,18 @@ def _reset_postgres(url: str) -> None:
     engine.dispose()
 
 
-@pytest.fixture(params=["sqlite", *(["postgresql"] if POSTGRES else [])])
+@pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty database's URL: SQLite in tmp_path, or the PostgreSQL of GRADER_TEST_POSTGRES_URL, emptied."""
+    """A fresh, empty database's URL: SQLite in tmp_path, or the PostgreSQL of GRADER_TEST_POSTGRES_URL, emptied.
+
+    Without that URL the PostgreSQL case is skipped with the reason on a developer's machine and fails
+    under ``CI=true`` (tests/serve/postgres.py): ``.ci/run`` starts the server, so CI never passes on SQLite alone.
+    """
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'serve.db'}"
-    _reset_postgres(POSTGRES)
-    return POSTGRES
+    url = postgres_url()
+    _reset_postgres(url)
+    return url
 
 
 @pytest.fixture(scope="session")

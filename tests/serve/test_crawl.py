@@ -8,7 +8,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from .conftest import Served, csrf
+
+pytestmark = pytest.mark.slow
 
 LINK = re.compile(r'href="(/[^"#]*)"')
 

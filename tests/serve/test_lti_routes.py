@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 
 from grader.serve.app import create_app
 from grader.serve.db import Audit, LtiLink, Nonce, User
+from grader.serve.keys import tool_key
 from grader.serve.state import open_state
 
 from .conftest import ROOT, Served, make_settings
@@ -30,6 +31,7 @@ def lti(db_url: str, tmp_path: Path, grading: Any) -> Iterator[tuple[Served, Sim
         settings = make_settings(tmp_path, public_url=BASE, platforms=(platform.registration(),))
         state = open_state(ROOT, db_url, settings.state, settings=settings)
         served = Served(state, create_app(ROOT, state=state), grading)
+        platform.tool_jwks = tool_key(settings.state).jwks()  # what the platform reads at the tool's /lti/jwks
         for name, role in (("alice", "student"), ("ines", "instructor"), ("tom", "ta")):
             platform.add_user(name, role=role)
         yield served, platform
@@ -151,3 +153,45 @@ def test_the_tool_serves_its_public_key_set(lti) -> None:
     keys = served.client().get("/lti/jwks").json()["keys"]
     assert len(keys) == 1 and keys[0]["kty"] == "RSA" and "d" not in keys[0]
     assert (served.state.settings.state / "tool-key.pem").stat().st_mode & 0o077 == 0
+
+
+def test_release_and_manual_change_push_the_final_score_each_push_recorded(lti) -> None:
+    from grader.serve.db import Push, Submission
+
+    from .conftest import csrf
+
+    served, platform = lti
+    student, query = start_login(served, platform, "alice")
+    student.post("/lti/launch", data=platform_post(platform, query))
+    served.submit(student, "no_sqrt_dk")
+    served.drain()
+    assert platform.scores == []  # graded before release: nothing leaves for the gradebook
+    teacher, query = start_login(served, platform, "ines")
+    teacher.post("/lti/launch", data=platform_post(platform, query))
+    platform.fail_next_scores((503, {"Retry-After": "0"}))
+    teacher.post("/staff/release", data={"csrf": csrf(teacher.get("/staff").text), "released": "yes"})
+    served.drain()
+    with served.state.db() as db:
+        sub = db.execute(select(Submission)).scalar_one()
+        uid = sub.user_id
+    (first,) = platform.wait_for_scores(1)
+    assert (first.body["userId"], first.body["scoreGiven"], first.body["scoreMaximum"]) == (
+        "sub-alice",
+        sub.score,
+        sub.max_score,
+    )
+    assert first.body["comment"].startswith(f"G14: {sub.score:g} / {sub.max_score:g}")
+    page = teacher.get(f"/staff/students/{uid}")
+    teacher.post(f"/staff/students/{uid}/manual", data={"csrf": csrf(page.text), "target": "G14.01", "points": "0"})
+    served.drain()
+    second = platform.wait_for_scores(2)[1]
+    g1 = next(e for e in sub.full["exercises"] if e["id"] == "G14.01")
+    assert second.body["scoreGiven"] == sub.score - g1["score"]
+    assert "manual score for G14.01: 0" in second.body["comment"]
+    with served.state.db() as db:
+        pushes = [
+            (p.reason, p.state, p.status, p.attempts) for p in db.execute(select(Push).order_by(Push.id)).scalars()
+        ]
+    assert pushes == [("released", "sent", 200, 2), ("manual", "sent", 200, 1)]
+    shown = teacher.get(f"/staff/students/{uid}").text
+    assert "released: sent" in shown and "2 attempt(s)" in shown

@@ -111,3 +111,25 @@ def test_session_cookie_is_http_only_and_same_site(served: Served) -> None:
     cookie = response.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=lax" in cookie
     assert "secure" not in cookie  # http://: the proxy's https sets public_url and then Secure
+
+
+def test_a_student_reads_only_their_own_submissions(served: Served) -> None:
+    alice = served.client("alice")
+    served.submit(alice, "no_sqrt_dk")
+    bob = served.client("bob")
+    other = bob.get("/submissions/1")
+    assert other.status_code == 404 and "You have no submission with that number." in other.text
+
+
+def test_a_grader_failure_is_the_submissions_not_the_workers(served: Served) -> None:
+    client = served.client("alice")
+    served.submit(client, "no_sqrt_dk")
+    for path in served.state.uploads.rglob("*.py"):
+        path.unlink()  # the stored upload is gone: grading it fails inside the grader
+    served.submit(client, b"def softmax(x):\n    return x\n")
+    assert served.drain() == 2
+    first = text_of(client.get("/submissions/1").text)
+    assert "the grader failed on this submission (not your code's fault)" in first
+    with served.state.db() as db:
+        states = [s.state for s in db.execute(select(Submission).order_by(Submission.number)).scalars()]
+    assert states == ["error", "done"]
