@@ -6,7 +6,8 @@ copy of the course on SQLite, registered with the simulated LTI 1.3 platform. In
 - a student opens the assignment in the LMS (an LTI launch: the platform's login initiation form,
   the tool's redirect to the platform, the auto-posted signed ``id_token``), uploads a buggy sample,
   watches the progress page turn into feedback, uploads the correct one and reads the history;
-  before release no page of theirs names a hidden check or carries its message;
+  before release no page of theirs holds a hidden check's name, description, input, expected value
+  or message;
 - a TA launches from the same LMS, enters a manual score with a comment and releases the hidden
   results; the student then reads the final score, the hidden tallies and the comment, and the
   gradebook receives the final score.
@@ -37,8 +38,10 @@ from grader.serve.app import create_app, start_workers
 from grader.serve.db import Submission, User
 from grader.serve.state import ServerState
 from grader.serve.testing import free_port, run_server
+from grader.serve.worker import Grading
 
 from .lti_platform import SimulatedPlatform, auto_post_form
+from .test_crawl import secrets_of
 
 pytestmark = pytest.mark.browser
 
@@ -177,21 +180,22 @@ def shoot(page: Any, folder: Path, name: str, expected: list[str]) -> dict[str, 
     return texts
 
 
-def hidden_secrets(state: ServerState) -> list[str]:
-    """What a student must not read before release: each hidden check's name, description and message."""
+def hidden_secrets(state: ServerState, grading: Grading) -> dict[str, str]:
+    """What a student must not read before release: each hidden check's name, description, inputs and expected
+    values (`test_crawl.secrets_of`, from the specs) and the message it got in these submissions."""
+    secrets = secrets_of(grading)
     with state.db() as db:
         results = [s.full for s in db.execute(select(Submission)).scalars() if s.full]
-    visible_text, secrets = "", set()
+    visible_text = ""
     for result in results:
         for exercise in result["exercises"]:
             for check in exercise["checks"]:
-                fields = [check["id"], check.get("description") or "", check.get("message") or ""]
                 if check["visibility"] == "visible":
                     visible_text += json.dumps(check)
-                else:
-                    secrets.update(f for f in fields if f)
-    found = sorted(s for s in secrets if s not in visible_text)
-    assert found, "the course has hidden checks"
+                elif check.get("message"):
+                    secrets[check["message"]] = f"message of {check['id']}"
+    found = {secret: what for secret, what in secrets.items() if secret not in visible_text}
+    assert len(found) > 40, "the course has hidden checks: the test can fail"
     return found
 
 
@@ -208,7 +212,7 @@ def upload(page: Any, tool: str, sample: str) -> None:
 
 
 def test_a_student_and_a_ta_through_launch_upload_feedback_history_release_and_manual_score(
-    browser: Any, lms: Lms, tmp_path: Path
+    browser: Any, lms: Lms, grading: Grading, tmp_path: Path
 ) -> None:
     platform, tool, state = lms.platform, lms.tool, lms.state
     shots = tmp_path / "screenshots"
@@ -250,12 +254,12 @@ def test_a_student_and_a_ta_through_launch_upload_feedback_history_release_and_m
     assert f"{first.visible_score:g} / {first.visible_max:g} (visible)" in history
     assert f"{second.visible_max:g} / {second.visible_max:g} (visible)" in history
 
-    secrets = hidden_secrets(state)
+    secrets = hidden_secrets(state, grading)
     for url in ("/", "/submissions/1", "/submissions/2", "/history"):
         page.goto(tool + url)
         html, text = page.content(), page.inner_text("body")
-        for secret in secrets:
-            assert secret not in html and secret not in text, f"hidden {secret!r} on {url} before release"
+        for secret, what in secrets.items():
+            assert secret not in html and secret not in text, f"{what} ({secret!r}) on {url} before release"
 
     staff = browser.new_context()
     ta = launch(staff, platform, tool, "tara")
