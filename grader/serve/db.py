@@ -193,7 +193,8 @@ class Push(Base):
 
 
 class LtiLink(Base):
-    """Where a user's score goes: the platform and line item of their latest launch."""
+    """Where a user's score goes: the platform and line item of their latest launch (or the line items
+    container and resource link, to find or make the line item when the platform couples none)."""
 
     __tablename__ = "lti_links"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -202,6 +203,8 @@ class LtiLink(Base):
     client_id: Mapped[str] = mapped_column(String(300))
     lineitem_url: Mapped[str | None] = mapped_column(String(2000), nullable=True)
     subject: Mapped[str] = mapped_column(String(300))
+    lineitems_url: Mapped[str | None] = mapped_column(String(2000), nullable=True)
+    resource_link_id: Mapped[str] = mapped_column(String(300), default="", server_default="")
 
 
 class LtiState(Base):

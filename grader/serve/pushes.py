@@ -25,10 +25,18 @@ _CLIENTS: dict[tuple[str, str, str, int], Any] = {}
 
 
 def enqueue_push(db: Session, user: User, reason: str) -> Push | None:
-    """Queue a push of ``user``'s score if an LTI launch gave a line item for them (the caller commits)."""
+    """Queue a push of ``user``'s score if an LTI launch gave a line item for them (the caller commits).
+
+    A push already waiting for the user stands for this one: it sends the final score of the moment it is sent.
+    """
     link = db.execute(select(LtiLink).where(LtiLink.user_id == user.id)).scalar_one_or_none()
-    if link is None or not link.lineitem_url:
+    if link is None or not (link.lineitem_url or link.lineitems_url):
         return None
+    waiting = db.execute(
+        select(Push).where(Push.user_id == user.id, Push.state == "pending").limit(1)
+    ).scalar_one_or_none()
+    if waiting is not None:  # one push sends the score as it is then: a second would send the same
+        return waiting
     push = Push(user_id=user.id, reason=reason, state="pending")
     db.add(push)
     return push
@@ -79,7 +87,7 @@ def send_pending(state: ServerState, http: Any = None) -> bool:
         user = db.get(User, push.user_id)
         link = db.execute(select(LtiLink).where(LtiLink.user_id == push.user_id)).scalar_one_or_none()
         result = latest_final(state, db, user) if user is not None else None
-        if user is None or link is None or not link.lineitem_url or result is None:
+        if user is None or link is None or not (link.lineitem_url or link.lineitems_url) or result is None:
             push.state, push.detail = "skipped", "no line item or no graded submission"
             db.commit()
             return True
@@ -96,6 +104,20 @@ def send_pending(state: ServerState, http: Any = None) -> bool:
         client = _CLIENTS.get(key)
         if client is None:  # one client per platform: its access token is reused until it expires
             client = _CLIENTS[key] = AgsClient(platform, tool_key(state.settings.state), http=http)
+        if not link.lineitem_url and link.lineitems_url:  # the platform coupled no line item: find or make it
+            found, outcome = client.ensure_lineitem(
+                link.lineitems_url,
+                label=f"{state.pack.chapter}: {state.pack.title}"[:200],
+                score_maximum=result.max_score,
+                resource_link_id=link.resource_link_id,
+            )
+            if found is None:
+                push.state, push.status, push.attempts = "failed", outcome.status, outcome.attempts
+                push.detail, push.done = str(outcome.detail)[:2000], now()
+                db.commit()
+                return True
+            link.lineitem_url = found
+        assert link.lineitem_url is not None
         outcome = client.post_score(
             link.lineitem_url,
             link.subject,

@@ -170,6 +170,10 @@ def _launch_user(state: ServerState, platform: Any, launched: Any) -> User:
             db.add(link)
         if launched.lineitem_url:
             link.lineitem_url = launched.lineitem_url[:2000]
+        if launched.lineitems_url:
+            link.lineitems_url = launched.lineitems_url[:2000]
+        if launched.resource_link_id:
+            link.resource_link_id = launched.resource_link_id[:300]
         link.issuer, link.client_id, link.subject = platform.issuer, platform.client_id, launched.subject
         db.commit()
         return user

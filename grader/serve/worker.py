@@ -117,21 +117,25 @@ def grade_one(state: ServerState, grading: Grading, sub_id: int) -> None:
     """Grade the claimed submission ``sub_id`` and store both parts of its result."""
     from grader.serve.pushes import enqueue_push
 
+    with state.db() as db:  # read, then let go of the database while the submission runs
+        sub = db.get(Submission, sub_id)
+        if sub is None:
+            return
+        source, filename = upload_path(state.uploads, sub.sha256, sub.filename), sub.filename
+    scratch = Path(tempfile.mkdtemp(prefix="grader-serve-"))
+    try:
+        target = scratch / filename
+        shutil.copyfile(source, target)
+        full = grading.grade(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    full["id"] = full["slug"] = f"submission-{sub_id}"
+    full["path"] = filename
+    visible = visible_part(full)
     with state.db() as db:
         sub = db.get(Submission, sub_id)
         if sub is None:
             return
-        source = upload_path(state.uploads, sub.sha256, sub.filename)
-        scratch = Path(tempfile.mkdtemp(prefix="grader-serve-"))
-        try:
-            target = scratch / sub.filename
-            shutil.copyfile(source, target)
-            full = grading.grade(target)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        full["id"] = full["slug"] = f"submission-{sub.id}"
-        full["path"] = sub.filename
-        visible = visible_part(full)
         sub.full, sub.visible = full, visible
         sub.score, sub.max_score = full["score"], full["max_score"]
         sub.visible_score, sub.visible_max = visible["score"], visible["max_score"]

@@ -195,3 +195,28 @@ def test_release_and_manual_change_push_the_final_score_each_push_recorded(lti) 
     assert pushes == [("released", "sent", 200, 2), ("manual", "sent", 200, 1)]
     shown = teacher.get(f"/staff/students/{uid}").text
     assert "released: sent" in shown and "2 attempt(s)" in shown
+
+
+def test_without_a_coupled_line_item_the_push_finds_the_resource_links_one(lti) -> None:
+    from .conftest import csrf
+
+    served, platform = lti
+    student, query = start_login(served, platform, "alice")
+    endpoint = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+    claims = platform.claims(platform.users["alice"], nonce=query["nonce"], target_link_uri=BASE)
+    claims[endpoint] = {k: v for k, v in claims[endpoint].items() if k != "lineitem"}
+    landed = student.post("/lti/launch", data={"id_token": platform.sign(claims), "state": query["state"]})
+    assert landed.status_code == 200
+    with served.state.db() as db:
+        link = db.execute(select(LtiLink)).scalar_one()
+        assert link.lineitem_url is None and link.lineitems_url == platform.base_url + "/lineitems"
+    served.submit(student, "correct_numpy")
+    teacher, query = start_login(served, platform, "ines")
+    teacher.post("/lti/launch", data=platform_post(platform, query))
+    teacher.post("/staff/release", data={"csrf": csrf(teacher.get("/staff").text), "released": "yes"})
+    served.drain()
+    (score,) = platform.wait_for_scores(1)
+    assert score.lineitem_id == "1" and score.body["scoreGiven"] == score.body["scoreMaximum"]
+    with served.state.db() as db:
+        alice = db.execute(select(LtiLink).where(LtiLink.subject == "sub-alice")).scalar_one()
+        assert alice.lineitem_url == platform.lineitem_url("1")
