@@ -1,7 +1,8 @@
 """A real browser through ``grader serve``: headless Debian Chromium driven by Playwright.
 
 The real server (uvicorn on 127.0.0.1, a free port, its grading worker process) serves a temporary
-copy of the course on SQLite, registered with the simulated LTI 1.3 platform. In Chromium:
+copy of the course on SQLite (and on PostgreSQL under .ci/run), registered with the simulated LTI 1.3
+platform. In Chromium:
 
 - a student opens the assignment in the LMS (an LTI launch: the platform's login initiation form,
   the tool's redirect to the platform, the auto-posted signed ``id_token``), uploads a buggy sample,
@@ -113,15 +114,14 @@ class Lms:
 
 
 @pytest.fixture
-def lms(tmp_path: Path) -> Iterator[Lms]:
-    """The simulated LMS and the real server (no grading worker until `Lms.start_grading`)."""
+def lms(tmp_path: Path, db_url: str) -> Iterator[Lms]:
+    """The simulated LMS and the real server on ``db_url`` (no grading worker until `Lms.start_grading`)."""
     port = free_port()
     tool = f"http://127.0.0.1:{port}"
     with SimulatedPlatform(redirect_uris=[tool + "/lti/launch"], tool_jwks_url=tool + "/lti/jwks") as platform:
         course = copy_course(tmp_path / "course")
         serve_yaml = {"lti": {"platforms": [platform.registration()]}, "rate": {"per_minute": 10_000}}
         (course / "serve.yaml").write_text(yaml.safe_dump(serve_yaml))
-        db_url = f"sqlite:///{tmp_path / 'serve.db'}"
         app = create_app(course, db_url, tmp_path / "state")
         with run_server(app, port=port) as url:
             assert url == tool
