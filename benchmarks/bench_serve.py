@@ -350,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.quick:
         options.students, options.minutes = 12, 0.25
     command = shlex.join(["python", "benchmarks/bench_serve.py", *(sys.argv[1:] if argv is None else argv)])
+    command = re.sub(r"://([^:/@\s]+):[^@\s]+@", r"://\1:***@", command)  # a database password is not printed
     figures = run(options)
     ok = report(figures, command, options.target)
     if options.json:
