@@ -65,7 +65,7 @@ WARMUP = "warmup-"
 """The login prefix of the warm-up users (one submission per worker before the students arrive)."""
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 REFRESH = re.compile(r'<meta http-equiv="refresh" content="(\d+)')
-FEEDBACK = re.compile(r"(Visible checks|Final score): [\d.]+ / [\d.]+|could not be graded")
+FEEDBACK = re.compile(r"(?:Visible checks|Final score): ([\d.]+) / ([\d.]+)|could not be graded")
 
 
 @dataclasses.dataclass
@@ -79,6 +79,8 @@ class Figures:
     """Seconds after the first arrival window opened at which each latency's upload began (same order)."""
     errors: list[str] = dataclasses.field(default_factory=list)
     not_graded: int = 0
+    wrong: list[str] = dataclasses.field(default_factory=list)
+    """Feedback that does not fit its sample: a correct one without full marks, a buggy one with them."""
     queued: list[float] = dataclasses.field(default_factory=list)
     grading: list[float] = dataclasses.field(default_factory=list)
     wall: float = 0.0
@@ -166,9 +168,13 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
 
 
 async def student(
-    base: str, link: str, sample: bytes, arrival: float, start: float, poll: float | None, figures: Figures
+    base: str, link: str, sample: str, arrival: float, start: float, poll: float | None, figures: Figures
 ) -> None:
-    """Sign in by ``link`` at ``arrival`` s after ``start``, upload ``sample``, read the page until its feedback."""
+    """Sign in by ``link`` at ``arrival`` s after ``start``, upload ``sample``, read the page until its feedback.
+
+    A correct sample's feedback must be full marks, a buggy one's less (else it counts as an error).
+    """
+    data = (ROOT / "submissions" / sample / "attention.py").read_bytes()
     await asyncio.sleep(max(0.0, start + arrival - time.monotonic()))
 
     def expect(response: httpx.Response, status: int, what: str) -> bool:
@@ -190,7 +196,7 @@ async def student(
                 return
             token = CSRF.findall(home.text)[0]
             began = time.monotonic()
-            sent = await client.post("/submit", data={"csrf": token}, files={"file": ("attention.py", sample)})
+            sent = await client.post("/submit", data={"csrf": token}, files={"file": ("attention.py", data)})
             if not expect(sent, 303, "upload"):
                 return
             figures.submissions += 1
@@ -203,10 +209,13 @@ async def student(
                 if refresh is None:
                     break
                 await asyncio.sleep(poll if poll is not None else float(refresh.group(1)))
-            if FEEDBACK.search(page.text) is None:
+            shown = FEEDBACK.search(page.text)
+            if shown is None or shown.group(1) is None:
                 figures.not_graded += 1
-                figures.errors.append(f"{where}: no feedback on a page that stopped reloading")
+                figures.errors.append(f"{where}: no feedback on a page that stopped reloading ({sample})")
                 return
+            if (shown.group(1) == shown.group(2)) != sample.startswith("correct"):
+                figures.wrong.append(f"{where}: {shown.group(0)} for the sample {sample}")
             figures.latencies.append(time.monotonic() - began)
             figures.arrived.append(began - start)
         except (httpx.HTTPError, IndexError) as exc:
@@ -240,12 +249,11 @@ def stored_times(db: str) -> list[tuple[str, float, float]]:
 async def drive(base: str, links: list[str], seconds: float, poll: float | None, seed: int, figures: Figures) -> None:
     """The students arrive at seeded random times over ``seconds`` and submit, in turn, each of the samples."""
     rng = random.Random(seed)
-    samples = [(ROOT / "submissions" / name / "attention.py").read_bytes() for name in SAMPLES]
     arrivals = sorted(rng.uniform(0, seconds) for _ in links) if seconds > 0 else [0.0] * len(links)
     start = time.monotonic()
     await asyncio.gather(
         *(
-            student(base, link, samples[i % len(samples)], arrival, start, poll, figures)
+            student(base, link, SAMPLES[i % len(SAMPLES)], arrival, start, poll, figures)
             for i, (link, arrival) in enumerate(zip(links, arrivals, strict=True))
         )
     )
@@ -302,7 +310,13 @@ def report(figures: Figures, command: str, target: float) -> bool:
     graded = len(figures.latencies)
     p50, p95 = figures.percentile(0.50), figures.percentile(0.95)
     worst = max(figures.latencies, default=0.0)
-    ok = not figures.errors and figures.not_graded == 0 and graded == figures.students and p95 <= target
+    ok = (
+        not figures.errors
+        and not figures.wrong
+        and figures.not_graded == 0
+        and graded == figures.students
+        and p95 <= target
+    )
     print(f"students {figures.students}, submissions {figures.submissions}, graded with feedback seen {graded}")
     print(
         f"upload to visible feedback: p50 {p50:.2f} s, p95 {p95:.2f} s, max {worst:.2f} s (target p95 <= {target:g} s)"
