@@ -326,10 +326,10 @@ def report(figures: Figures, command: str, target: float) -> bool:
             *(figures.percentile(q, part) for part in (figures.queued, figures.grading) for q in (0.5, 0.95, 1.0))
         )
     )
-    print(f"request errors {len(figures.errors)}, not graded {figures.not_graded}")
-    print(f"server started and graded one warm-up submission per worker in {figures.ready:.1f} s (not counted)")
-    for line in figures.errors[:10]:
+    print(f"request errors {len(figures.errors)}, not graded {figures.not_graded}, wrong feedback {len(figures.wrong)}")
+    for line in (figures.errors + figures.wrong)[:10]:
         print(f"  {line}")
+    print(f"server started and graded one warm-up submission per worker in {figures.ready:.1f} s (not counted)")
     print(f"throughput {graded / figures.wall:.2f} submissions/s over {figures.wall:.1f} s")
     print(
         f"CPU of the server and its workers {figures.server_cpu:.1f} s ({figures.server_cpu / max(graded, 1):.2f} s a "
