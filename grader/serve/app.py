@@ -113,7 +113,11 @@ def create_app(
             same_site="lax",
             https_only=state.settings.secure,
         ),
-        Middleware(RateLimit, limiter=RateLimiter(state.settings.rate_per_minute)),
+        Middleware(
+            RateLimit,
+            per_user=RateLimiter(state.settings.rate_per_minute),
+            per_address=RateLimiter(state.settings.rate_per_address_per_minute),
+        ),
     ]
     app = Starlette(routes=routes, middleware=middleware, exception_handlers={Refused: refused}, lifespan=lifespan)
     app.state.server = state

@@ -109,6 +109,7 @@ class Submission(Base):
     """One upload and its grading: ``visible`` is what the student reads now, ``full`` is every check."""
 
     __tablename__ = "submissions"
+    __table_args__ = (UniqueConstraint("user_id", "number", name="uq_submissions_user_id_number"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     number: Mapped[int] = mapped_column(Integer)

@@ -9,9 +9,10 @@ attempts, detail) is stored on the row.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from grader.serve.db import LtiLink, Push, User, now
@@ -19,9 +20,9 @@ from grader.serve.state import ServerState
 
 __all__ = ["enqueue_push", "latest_final", "manual_rows", "send_pending"]
 
-
-_CLIENTS: dict[tuple[str, str, str, int], Any] = {}
-"""This process's AGS clients by platform."""
+_CLIENTS: dict[tuple[Any, str, Any], Any] = {}
+"""This process's `grader.serve.lti.AgsClient` by platform, tool key (the server's folder) and test transport."""
+_CLIENTS_LOCK = threading.Lock()
 
 
 def enqueue_push(db: Session, user: User, reason: str) -> Push | None:
@@ -76,59 +77,95 @@ def _platform(state: ServerState, link: LtiLink) -> Any:
     return None
 
 
-def send_pending(state: ServerState, http: Any = None) -> bool:
-    """Send the oldest pending push; False when none is waiting."""
+def _claim(state: ServerState) -> int | None:
+    """Take the oldest pending push (``sending``), or None."""
     with state.db() as db:
-        push = db.execute(select(Push).where(Push.state == "pending").order_by(Push.id).limit(1)).scalar_one_or_none()
-        if push is None:
-            return False
-        push.state = "sending"
-        db.commit()
-        user = db.get(User, push.user_id)
-        link = db.execute(select(LtiLink).where(LtiLink.user_id == push.user_id)).scalar_one_or_none()
-        result = latest_final(state, db, user) if user is not None else None
-        if user is None or link is None or not (link.lineitem_url or link.lineitems_url) or result is None:
-            push.state, push.detail = "skipped", "no line item or no graded submission"
+        for push_id in db.execute(select(Push.id).where(Push.state == "pending").order_by(Push.id).limit(5)).scalars():
+            # One atomic update takes it, as grader.serve.worker.claim takes a submission: two workers
+            # never send the same push (the platform would get the score twice).
+            taken = db.execute(update(Push).where(Push.id == push_id, Push.state == "pending").values(state="sending"))
             db.commit()
-            return True
-        platform = _platform(state, link)
-        if platform is None:
-            push.state, push.detail = "failed", f"no platform {link.issuer!r} in serve.yaml"
-            db.commit()
-            return True
-        from grader.serve.keys import tool_key
-        from grader.serve.lti import AgsClient
-        from grader.term import submission_feedback
+            if getattr(taken, "rowcount", 0) == 1:
+                return int(push_id)
+    return None
 
-        key = (platform.issuer, platform.client_id, str(state.settings.state), id(http))
-        client = _CLIENTS.get(key)
-        if client is None:  # one client per platform: its access token is reused until it expires
-            client = _CLIENTS[key] = AgsClient(platform, tool_key(state.settings.state), http=http)
-        if not link.lineitem_url and link.lineitems_url:  # the platform coupled no line item: find or make it
-            found, outcome = client.ensure_lineitem(
-                link.lineitems_url,
-                label=f"{state.pack.chapter}: {state.pack.title}"[:200],
-                score_maximum=result.max_score,
-                resource_link_id=link.resource_link_id,
-            )
-            if found is None:
-                push.state, push.status, push.attempts = "failed", outcome.status, outcome.attempts
-                push.detail, push.done = str(outcome.detail)[:2000], now()
-                db.commit()
-                return True
-            link.lineitem_url = found
-        assert link.lineitem_url is not None
-        outcome = client.post_score(
-            link.lineitem_url,
-            link.subject,
-            result.score,
-            result.max_score,
-            submission_feedback(result, state.pack.chapter),
-            now().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        )
-        push.score, push.max_score = result.score, result.max_score
-        push.status, push.attempts, push.detail = outcome.status, outcome.attempts, str(outcome.detail)[:2000]
-        push.state = "sent" if outcome.ok else "failed"
-        push.done = now()
+
+def _record(server: ServerState, push_id: int, **values: Any) -> None:
+    """Store a push's outcome (``values``: the `Push` columns to set)."""
+    with server.db() as db:
+        db.execute(update(Push).where(Push.id == push_id).values(done=now(), **values))
         db.commit()
+
+
+def _client(state: ServerState, platform: Any, http: Any) -> Any:
+    from grader.serve.keys import tool_key
+    from grader.serve.lti import AgsClient
+
+    key = (platform, str(state.settings.state), http)
+    with _CLIENTS_LOCK:  # one client per platform and process: its access token is reused until it expires
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _CLIENTS[key] = AgsClient(platform, tool_key(state.settings.state), http=http)
+    return client
+
+
+def send_pending(state: ServerState, http: Any = None) -> bool:
+    """Send the oldest pending push; False when none is waiting.
+
+    The database is read, then let go while the platform is called (with its retries), then written.
+    """
+    from grader.term import submission_feedback
+
+    push_id = _claim(state)
+    if push_id is None:
+        return False
+    with state.db() as db:
+        push = db.get(Push, push_id)
+        user = db.get(User, push.user_id) if push is not None else None
+        link = db.execute(select(LtiLink).where(LtiLink.user_id == user.id)).scalar_one_or_none() if user else None
+        result = latest_final(state, db, user) if user is not None else None
+        if link is not None:
+            db.expunge(link)
+    if user is None or link is None or not (link.lineitem_url or link.lineitems_url) or result is None:
+        _record(state, push_id, state="skipped", detail="no line item or no graded submission")
+        return True
+    platform = _platform(state, link)
+    if platform is None:
+        _record(state, push_id, state="failed", detail=f"no platform {link.issuer!r} in serve.yaml")
+        return True
+    client = _client(state, platform, http)
+    lineitem = link.lineitem_url
+    if not lineitem and link.lineitems_url:  # the platform coupled no line item: find or make it
+        lineitem, outcome = client.ensure_lineitem(
+            link.lineitems_url,
+            label=f"{state.pack.chapter}: {state.pack.title}"[:200],
+            score_maximum=result.max_score,
+            resource_link_id=link.resource_link_id,
+        )
+        if lineitem is None:
+            detail = str(outcome.detail)[:2000]
+            _record(state, push_id, state="failed", status=outcome.status, attempts=outcome.attempts, detail=detail)
+            return True
+        with state.db() as db:
+            db.execute(update(LtiLink).where(LtiLink.id == link.id).values(lineitem_url=lineitem))
+            db.commit()
+    assert lineitem is not None
+    outcome = client.post_score(
+        lineitem,
+        link.subject,
+        result.score,
+        result.max_score,
+        submission_feedback(result, state.pack.chapter),
+        now().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+    )
+    _record(
+        state,
+        push_id,
+        state="sent" if outcome.ok else "failed",
+        score=result.score,
+        max_score=result.max_score,
+        status=outcome.status,
+        attempts=outcome.attempts,
+        detail=str(outcome.detail)[:2000],
+    )
     return True

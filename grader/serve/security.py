@@ -136,23 +136,31 @@ class RateLimiter:
 
 
 class RateLimit:
-    """ASGI middleware: 429 and one sentence past the rate limit of the address or of the signed-in user."""
+    """ASGI middleware: 429 and one sentence past the rate limit of the signed-in user or of the address.
 
-    def __init__(self, app: ASGIApp, limiter: RateLimiter) -> None:
+    Parameters
+    ----------
+    app : ASGI application
+    per_user, per_address : RateLimiter
+        The user's limit, and the address's (higher: a lab behind one NAT address shares it).
+    """
+
+    def __init__(self, app: ASGIApp, per_user: RateLimiter, per_address: RateLimiter) -> None:
         self.app = app
-        self.limiter = limiter
+        self.per_user = per_user
+        self.per_address = per_address
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             client = scope.get("client") or ("", 0)
-            keys = [f"address:{client[0]}"]
             uid = (scope.get("session") or {}).get("uid")
-            if uid is not None:
-                keys.append(f"user:{uid}")
-            if not all(self.limiter.allow(key) for key in keys):
+            allowed = self.per_address.allow(f"address:{client[0]}")
+            if allowed and uid is not None:
+                allowed = self.per_user.allow(f"user:{uid}")
+            if not allowed:
                 from starlette.responses import PlainTextResponse
 
-                log.warning("rate limit: %s %s", keys, scope.get("path"))
+                log.warning("rate limit: address %s user %s %s", client[0], uid, scope.get("path"))
                 response = PlainTextResponse("Too many requests; wait a minute and try again.\n", status_code=429)
                 await response(scope, receive, send)
                 return

@@ -13,7 +13,8 @@
     probing:
       min_steps: 3                           # one-hidden-check flips that flag a student for the staff
     rate:
-      per_minute: 120                        # requests per user and per address
+      per_minute: 120                        # requests per signed-in user
+      per_address_per_minute: 1200           # requests per address (a lab behind one NAT address shares it)
     lti:
       platforms:
         - {issuer: ..., client_id: ..., deployment_ids: [...], auth_login_url: ..., auth_token_url: ..., jwks_url: ...}
@@ -69,7 +70,15 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "rate": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"per_minute": {"type": "integer", "minimum": 1, "maximum": 100000, "description": "1+"}},
+            "properties": {
+                "per_minute": {"type": "integer", "minimum": 1, "maximum": 1000000, "description": "1 or more"},
+                "per_address_per_minute": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 10000000,
+                    "description": "1 or more",
+                },
+            },
         },
         "lti": {
             "type": "object",
@@ -114,6 +123,7 @@ class ServeSettings:
     policy: Path | None = None
     probing_min_steps: int = 3
     rate_per_minute: int = 120
+    rate_per_address_per_minute: int = 1200
     platforms: tuple[dict[str, Any], ...] = ()
     source: str = ""
 
@@ -170,6 +180,7 @@ def load_settings(course: Path, state: Path | None = None, path: Path | None = N
         policy=(course / policy) if policy is not None else None,
         probing_min_steps=int((data.get("probing") or {}).get("min_steps", 3)),
         rate_per_minute=int((data.get("rate") or {}).get("per_minute", 120)),
+        rate_per_address_per_minute=int((data.get("rate") or {}).get("per_address_per_minute", 1200)),
         platforms=tuple((data.get("lti") or {}).get("platforms") or ()),
         source=str(path),
     )

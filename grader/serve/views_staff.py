@@ -73,6 +73,7 @@ class StaffViews:
         self.pages = pages
 
     async def summary(self, request: Request) -> Response:
+        """``GET /staff``: the class, live (it reloads itself), with the release and regrade forms."""
         staff = require_staff(self.state, request)
         with self.state.db() as db:
             released = self.state.flag(db, "released")
@@ -92,6 +93,7 @@ class StaffViews:
         )
 
     async def student(self, request: Request) -> Response:
+        """``GET /staff/students/{uid}``: a student's submissions with every check, manual scores, pushes, probing evidence."""
         staff = require_staff(self.state, request)
         with self.state.db() as db:
             user = db.get(User, request.path_params["uid"])
@@ -117,6 +119,7 @@ class StaffViews:
         )
 
     async def manual_score(self, request: Request) -> Response:
+        """``POST /staff/students/{uid}/manual``: set (or, empty, remove) a manual score; checked against the latest result."""
         staff = require_staff(self.state, request)
         async with request.form(max_files=0, max_fields=10) as form:
             check_csrf(self.state, request, form)
@@ -148,7 +151,27 @@ class StaffViews:
         audit(self.state, request, staff.login, "manual score", action)
         return RedirectResponse(f"/staff/students/{uid}", status_code=303)
 
+    async def push_again(self, request: Request) -> Response:
+        """``POST /staff/students/{uid}/push``: queue the student's final score for the LMS again (after release only)."""
+        staff = require_staff(self.state, request)
+        async with request.form(max_files=0, max_fields=5) as form:
+            check_csrf(self.state, request, form)
+        uid = request.path_params["uid"]
+        with self.state.db() as db:
+            user = db.get(User, uid)
+            if user is None:
+                raise Refused(404, "No such student.")
+            if not self.state.flag(db, "released"):
+                raise Refused(409, "Release the results first: no score leaves for the LMS before release.")
+            push = enqueue_push(db, user, "staff")
+            if push is None:
+                raise Refused(409, "This student has no LTI line item to send a score to.")
+            db.commit()
+        audit(self.state, request, staff.login, "push again", user.login)
+        return RedirectResponse(f"/staff/students/{uid}", status_code=303)
+
     async def release(self, request: Request) -> Response:
+        """``POST /staff/release``: release (``released=yes``) or withdraw the hidden results and final grades."""
         staff = require_staff(self.state, request)
         async with request.form(max_files=0, max_fields=5) as form:
             check_csrf(self.state, request, form)
@@ -164,6 +187,7 @@ class StaffViews:
         return RedirectResponse("/staff", status_code=303)
 
     async def regrade(self, request: Request) -> Response:
+        """``POST /staff/regrade``: grade the chosen students' (``who=all``: everyone's) latest submissions again."""
         staff = require_staff(self.state, request)
         async with request.form(max_files=0, max_fields=10_000) as form:
             check_csrf(self.state, request, form)
@@ -190,6 +214,7 @@ class StaffViews:
         return RedirectResponse(f"/staff/regrades/{job_id}", status_code=303)
 
     async def regrade_page(self, request: Request) -> Response:
+        """``GET /staff/regrades/{rid}``: a regrade's progress, then the ``grader diff`` of old and new results."""
         from grader.grading.regrade import diff_results
 
         staff = require_staff(self.state, request)
@@ -212,6 +237,7 @@ class StaffViews:
         )
 
     async def export(self, request: Request) -> Response:
+        """``GET /staff/export.zip``: every report the batch path writes, zipped."""
         from starlette.concurrency import run_in_threadpool
 
         from grader.serve.exports import export_zip
@@ -226,6 +252,7 @@ class StaffViews:
         )
 
     async def audit_page(self, request: Request) -> Response:
+        """``GET /staff/audit``: the newest 500 lines of the audit log."""
         staff = require_staff(self.state, request)
         with self.state.db() as db:
             lines = db.execute(select(Audit).order_by(Audit.id.desc()).limit(500)).scalars().all()
@@ -237,6 +264,7 @@ class StaffViews:
             Route("/staff", self.summary),
             Route("/staff/students/{uid:int}", self.student),
             Route("/staff/students/{uid:int}/manual", self.manual_score, methods=["POST"]),
+            Route("/staff/students/{uid:int}/push", self.push_again, methods=["POST"]),
             Route("/staff/release", self.release, methods=["POST"]),
             Route("/staff/regrade", self.regrade, methods=["POST"]),
             Route("/staff/regrades/{rid:int}", self.regrade_page),

@@ -17,9 +17,9 @@ from starlette.routing import Route
 
 from grader.serve.db import Invite, Submission, User, now
 from grader.serve.feedback import student_view
-from grader.serve.limits import check_limits
+from grader.serve.limits import check_limits, shows_details
 from grader.serve.pages import Pages
-from grader.serve.security import audit, check_csrf, hash_token, log_in, require_user
+from grader.serve.security import audit, check_csrf, current_user, hash_token, log_in, require_user
 from grader.serve.state import ServerState
 from grader.serve.store import Refused, check_upload, store_upload
 
@@ -37,7 +37,8 @@ class StudentViews:
         self.pages = pages
 
     async def home(self, request: Request) -> Response:
-        user = _maybe_user(self.state, request)
+        """``GET /``: the upload form and the latest submission (staff go to ``/staff``)."""
+        user = current_user(self.state, request)
         if user is None:
             return self.pages.render(request, "welcome.html")
         if user.role != "student":
@@ -60,6 +61,7 @@ class StudentViews:
         )
 
     async def submit(self, request: Request) -> Response:
+        """``POST /submit``: check the upload and the limits, store it under its hash, queue it."""
         user = require_user(self.state, request)
         limit = self.state.settings.upload_max_bytes
         size = int(request.headers.get("content-length") or 0)
@@ -82,13 +84,16 @@ class StudentViews:
             raise
         received = now()
         with self.state.db() as db:
-            check_limits(db, user, self.state.settings.limits, received)
+            try:
+                check_limits(db, user, self.state.settings.limits, received)
+            except Refused as refusal:
+                db.rollback()
+                audit(self.state, request, user.login, "refused: limit", refusal.sentence)
+                raise
             stored = store_upload(self.state.uploads, filename, data)
             number = (
                 db.execute(select(func.max(Submission.number)).where(Submission.user_id == user.id)).scalar() or 0
             ) + 1
-            from grader.serve.limits import shows_details
-
             sub = Submission(
                 user_id=user.id,
                 number=number,
@@ -104,6 +109,7 @@ class StudentViews:
         return RedirectResponse(f"/submissions/{number}", status_code=303)
 
     async def submission(self, request: Request) -> Response:
+        """``GET /submissions/{number}``: one of the student's own submissions (reloads itself while queued)."""
         user = require_user(self.state, request)
         number = request.path_params["number"]
         with self.state.db() as db:
@@ -118,6 +124,7 @@ class StudentViews:
         )
 
     async def history(self, request: Request) -> Response:
+        """``GET /history``: every attempt with its visible (after release: final) score."""
         user = require_user(self.state, request)
         with self.state.db() as db:
             subs = db.execute(
@@ -127,10 +134,12 @@ class StudentViews:
         return self.pages.render(request, "history.html", user=user, views=views)
 
     async def login_page(self, request: Request) -> Response:
+        """``GET /login/{token}``: the sign-in button of a one-time link (a GET signs nobody in: link scanners)."""
         invite = _invite(self.state, request.path_params["token"])
         return self.pages.render(request, "login.html", user=None, name=invite[1].name or invite[1].login)
 
     async def login(self, request: Request) -> Response:
+        """``POST /login/{token}``: use the link once and start a new session."""
         async with request.form(max_files=0, max_fields=5) as form:
             check_csrf(self.state, request, form)
         token = request.path_params["token"]
@@ -149,6 +158,7 @@ class StudentViews:
         return RedirectResponse("/", status_code=303)
 
     async def logout(self, request: Request) -> Response:
+        """``POST /logout``: end the session."""
         async with request.form(max_files=0, max_fields=5) as form:
             check_csrf(self.state, request, form)
         request.session.clear()
@@ -170,12 +180,6 @@ class StudentViews:
 def routes(state: ServerState, pages: Pages) -> list[Route]:
     """The student's routes."""
     return StudentViews(state, pages).routes()
-
-
-def _maybe_user(state: ServerState, request: Request) -> User | None:
-    from grader.serve.security import current_user
-
-    return current_user(state, request)
 
 
 def _invite(state: ServerState, token: str) -> Any:

@@ -58,9 +58,21 @@ class Grading:
         self.collected = session.collect(self.config)
         self.config.stash[COLLECTED] = self.collected
         self.config.hooks.grading_ready(config=self.config)
-        from grader.builtin.diagnosis import table
+        self._warm_up(state)
 
-        table(self.config)  # the known mistakes' results, ready before the first failing submission waits for them
+    def _warm_up(self, state: ServerState) -> None:
+        """Grade one of the course's known mistakes once, so what a failing submission first needs (the
+        mistakes' results, for the diagnosis) is ready before a student waits for it."""
+        pack = state.pack
+        mutants = sorted(pack.mutants.glob(f"*/{pack.submission}")) if pack.mutants.is_dir() else []
+        if not mutants:
+            return
+        scratch = Path(tempfile.mkdtemp(prefix="grader-serve-"))
+        try:
+            shutil.copyfile(mutants[0], scratch / pack.submission)
+            self.grade(scratch / pack.submission)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def grade(self, path: Path) -> dict[str, Any]:
         """Grade one file (named as the course names it) and return its result as a dict."""

@@ -54,9 +54,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def grading() -> Iterator[Grading]:
+def grading(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grading]:
     """One grading run of the course, shared by the tests' in-test workers (collecting takes ~1 s)."""
-    state = open_state(ROOT, "sqlite://", migrate=False)
+    state = open_state(ROOT, "sqlite://", tmp_path_factory.mktemp("grading"), migrate=False)
     run = Grading(state)
     yield run
     run.close()

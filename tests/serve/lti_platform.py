@@ -347,6 +347,7 @@ class SimulatedPlatform:
                 options={"require": ["iss", "sub", "aud", "exp", "iat", "jti"]},
             )
         except (jwt.PyJWTError, StopIteration, KeyError, ValueError, httpx.HTTPError) as exc:
+            self.refusals.append(("token", 401, repr(exc)))
             return 401, {"error": "invalid_client", "error_description": type(exc).__name__}
         if claims["sub"] != self.client_id:
             return 401, {"error": "invalid_client"}

@@ -132,12 +132,15 @@ def test_rate_limiter_counts_a_sliding_minute() -> None:
 
 
 def test_requests_past_the_rate_limit_get_429(served: Served) -> None:
-    limiter = next(m for m in served.app.user_middleware if m.cls.__name__ == "RateLimit").kwargs["limiter"]
-    limiter.per_minute = 5
-    client = served.client()
-    codes = [client.get("/").status_code for _ in range(7)]
-    assert codes == [200] * 5 + [429] * 2
-    assert "Too many requests" in client.get("/").text
+    limits = next(m for m in served.app.user_middleware if m.cls.__name__ == "RateLimit").kwargs
+    limits["per_user"].per_minute, limits["per_address"].per_minute = 5, 12
+    student = served.client("alice")  # signing in: 3 requests of the address, the last one the user's first
+    codes = [student.get("/").status_code for _ in range(7)]
+    assert codes == [200] * 4 + [429] * 3  # the user's limit: 5 a minute
+    other = served.client()  # signed out, from the same address: 10 of its 12 are used
+    codes = [other.get("/").status_code for _ in range(5)]
+    assert codes == [200, 200, 429, 429, 429]
+    assert "Too many requests" in other.get("/").text
 
 
 def test_default_settings_without_serve_yaml() -> None:

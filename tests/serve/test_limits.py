@@ -32,6 +32,10 @@ def test_at_most_n_submissions_per_window(served: Served) -> None:
     assert third.status_code == 429
     assert "You have made 2 submissions in the last 60 min; the next one is possible in 60 min." in third.text
     assert count(served) == 2
+    with served.state.db() as db:
+        assert [a.actor for a in db.execute(select(Audit).where(Audit.action == "refused: limit")).scalars()] == [
+            "alice"
+        ]
     other = served.client("bob")  # the limit is each student's own
     assert served.submit(other, "correct_numpy").status_code == 200
     # An hour later by the server's clock, the window has moved on.

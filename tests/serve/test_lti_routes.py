@@ -195,6 +195,12 @@ def test_release_and_manual_change_push_the_final_score_each_push_recorded(lti) 
     assert pushes == [("released", "sent", 200, 2), ("manual", "sent", 200, 1)]
     shown = teacher.get(f"/staff/students/{uid}").text
     assert "released: sent" in shown and "2 attempt(s)" in shown
+    teacher.post(f"/staff/students/{uid}/push", data={"csrf": csrf(shown)})
+    served.drain()
+    third = platform.wait_for_scores(3)[2]
+    assert third.body["scoreGiven"] == second.body["scoreGiven"]
+    with served.state.db() as db:
+        assert db.execute(select(Push.reason).order_by(Push.id.desc()).limit(1)).scalar() == "staff"
 
 
 def test_without_a_coupled_line_item_the_push_finds_the_resource_links_one(lti) -> None:

@@ -15,7 +15,7 @@ from .conftest import Served, csrf
 from .test_student import text_of
 
 STAFF_GETS = ["/staff", "/staff/students/1", "/staff/regrades/1", "/staff/export.zip", "/staff/audit"]
-STAFF_POSTS = ["/staff/students/1/manual", "/staff/release", "/staff/regrade"]
+STAFF_POSTS = ["/staff/students/1/manual", "/staff/students/1/push", "/staff/release", "/staff/regrade"]
 
 
 def test_a_student_on_every_staff_url_gets_403_one_sentence_logged_nothing_changed(served: Served) -> None:

@@ -135,3 +135,18 @@ def test_a_grader_failure_is_the_submissions_not_the_workers(served: Served) -> 
     with served.state.db() as db:
         states = [s.state for s in db.execute(select(Submission).order_by(Submission.number)).scalars()]
     assert states == ["error", "done"]
+
+
+def test_a_notebook_upload_is_graded_from_its_code_cells(served: Served) -> None:
+    import nbformat
+
+    code = (served.state.settings.course / "submissions" / "correct_numpy" / "attention.py").read_text()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# G14"), nbformat.v4.new_code_cell(code)])
+    client = served.client("nora")
+    sent = served.submit(client, nbformat.writes(notebook).encode(), name="attention.ipynb")
+    assert sent.status_code == 200
+    served.drain()
+    with served.state.db() as db:
+        sub = db.execute(select(Submission)).scalar_one()
+    assert sub.filename == "attention.ipynb" and sub.state == "done"
+    assert sub.visible_score == sub.visible_max and sub.score == sub.max_score

@@ -43,8 +43,24 @@ def _course(config: Config) -> Path:
     return Path(pack.root)
 
 
+def _needs_extra() -> None:
+    """A one-line refusal when the ``serve`` extra is not installed."""
+    import importlib.util
+
+    missing = [
+        m
+        for m in ("starlette", "uvicorn", "sqlalchemy", "alembic", "multipart", "jwt")
+        if not importlib.util.find_spec(m)
+    ]
+    if missing:
+        raise UsageError(
+            f"serve: {', '.join(missing)} not installed; install the server's extra: pip install 'grader-harness[serve]'"
+        )
+
+
 def run(config: Config) -> int:
     """Run the server, or print invite links."""
+    _needs_extra()
     from grader.serve.state import open_state
 
     action = list(config.option("action") or [])
