@@ -63,6 +63,34 @@ TIMEOUT_MS = 90_000
 """How long a page may take to turn into feedback (the machine may be loaded)."""
 
 
+CONTRAST_JS = """
+() => {
+  const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const background = (el) => {
+    for (; el; el = el.parentElement) {
+      const c = rgb(getComputedStyle(el).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const out = [];
+  for (const el of document.body.querySelectorAll("*")) {
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    const box = el.getBoundingClientRect();
+    if (!own || box.width === 0 || box.height === 0) continue;
+    const a = lum(rgb(getComputedStyle(el).color).slice(0, 3)), b = lum(background(el));
+    out.push({text: el.textContent.trim().slice(0, 40), ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)});
+  }
+  return out;
+}
+"""
+"""Every element with text of its own: its rendered colour against the first opaque background behind it."""
+
+
 def _need(missing: str | None) -> None:
     """Skip with the reason on a developer's machine; fail under CI=true (.ci/run installs both)."""
     if missing is None:
@@ -176,6 +204,8 @@ def shoot(page: Any, folder: Path, name: str, expected: list[str]) -> dict[str, 
         # the page fits the width: nothing but scrollable tables is wider than the viewport
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"{name} at {width} px scrolls sideways by {overflow} px"
+        low = [f"{c['text']!r}: {c['ratio']:.2f}:1" for c in page.evaluate(CONTRAST_JS) if c["ratio"] < 4.5]
+        assert not low, f"{name} at {width} px: text below WCAG AA contrast (4.5:1): {low[:5]}"
         texts[label] = text
     return texts
 
