@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from grader.models import result_from_dict
-from grader.reporting.feedback import STATUS_LABELS, check_feedback
+from grader.reporting.feedback import STATUS_LABELS, check_feedback, exercise_mistake, how_many
 from grader.serve.db import Submission, User
 from grader.serve.state import ServerState
 
@@ -52,6 +52,7 @@ class ExerciseView:
     checks: tuple[CheckLine, ...]
     hidden_passed: int = 0
     hidden_total: int = 0
+    mistake: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,12 @@ def _visible_exercises(part: dict[str, Any], details: bool) -> list[ExerciseView
             )
             for c in exercise.checks
         )
-        views.append(ExerciseView(exercise.id, exercise.title, exercise.score, exercise.max_score, lines))
+        mistake = exercise_mistake(exercise) if details else None
+        said = ""
+        if mistake is not None:  # as 'grader check' says it, once per exercise
+            d = mistake.diagnosis
+            said = f'Likely mistake ({how_many(mistake)}): {d.misconception} Reread "{d.section}".'
+        views.append(ExerciseView(exercise.id, exercise.title, exercise.score, exercise.max_score, lines, mistake=said))
     return views
 
 
@@ -157,7 +163,8 @@ def student_view(state: ServerState, db: Session, user: User, sub: Submission, a
     merged = []
     for exercise_id, (passed, total, score, max_score, title) in tallies.items():
         checks = shown[exercise_id].checks if exercise_id in shown else ()
-        merged.append(ExerciseView(exercise_id, title, score, max_score, checks, passed, total))
+        mistake = shown[exercise_id].mistake if exercise_id in shown else ""
+        merged.append(ExerciseView(exercise_id, title, score, max_score, checks, passed, total, mistake))
     return dataclasses.replace(
         base,
         score=final.score,

@@ -150,3 +150,12 @@ def test_a_notebook_upload_is_graded_from_its_code_cells(served: Served) -> None
         sub = db.execute(select(Submission)).scalar_one()
     assert sub.filename == "attention.ipynb" and sub.state == "done"
     assert sub.visible_score == sub.visible_max and sub.score == sub.max_score
+
+
+def test_the_likely_mistake_is_named_once_per_exercise_as_grader_check_does(served: Served) -> None:
+    client = served.client("mia")
+    served.submit(client, "mask_after_softmax")
+    served.drain()
+    page = text_of(client.get("/submissions/1").text)
+    assert "Likely mistake (all 3 failing checks fail as it does): The mask is applied after softmax" in page
+    assert page.count("Likely mistake") == 2  # two exercises fail the same way: named under each, once
