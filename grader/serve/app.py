@@ -33,7 +33,9 @@ SESSION_HOURS = 12
 
 def start_workers(state: ServerState, count: int, db_url: str | None) -> list[subprocess.Popen[bytes]]:
     """Start ``count`` grading worker processes (`grader.serve.worker`) for this course and database."""
-    command = [sys.executable, "-m", "grader.serve.worker", "--course", str(state.pack.root)]
+    # -P: the workers import the grader the server runs, never a grader/ folder in the working directory
+    # (a course repository such as this one holds its own copy, maybe of another version).
+    command = [sys.executable, "-P", "-m", "grader.serve.worker", "--course", str(state.pack.root)]
     command += ["--state", str(state.settings.state)]
     if state.settings.source:
         command += ["--settings", state.settings.source]

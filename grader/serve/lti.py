@@ -212,10 +212,13 @@ class JwksCache:
     def key(self, url: str, kid: str) -> jwt.PyJWK | None:
         """The RS256 key ``kid`` of the set at ``url``, or None when the set (even refreshed) lacks it.
 
+        A set older than ``max_age`` that cannot be fetched again still serves the keys it holds, so an
+        outage of the platform's key endpoint does not stop launches signed with a known key.
+
         Raises
         ------
         LaunchError
-            The set could not be fetched.
+            The set could not be fetched, and no fetched set holds ``kid``.
         """
         with self._lock:
             now = self._clock()
@@ -225,7 +228,12 @@ class JwksCache:
                     return cached[1][kid]
                 if now - cached[0] < self._min_refresh:
                     return None
-            keys = self._load(url)
+            try:
+                keys = self._load(url)
+            except LaunchError:
+                if cached is not None and kid in cached[1]:
+                    return cached[1][kid]
+                raise
             self._sets[url] = (self._clock(), keys)
             return keys.get(kid)
 
@@ -460,8 +468,8 @@ def _read_launch(platform: Platform, claims: Mapping[str, Any]) -> Launch:
     if not isinstance(deployment_id, str) or deployment_id not in platform.deployment_ids:
         raise LaunchError("The launch comes from a deployment this tool is not registered for.")
     subject = claims.get("sub")
-    if not isinstance(subject, str) or not subject:
-        raise LaunchError("The launch names no user (sub).")
+    if not isinstance(subject, str) or not subject or len(subject) > 255:
+        raise LaunchError("The launch names no user, or one longer than OpenID Connect allows (sub).")
     raw_roles = claims.get(CLAIM_ROLES, [])
     if not isinstance(raw_roles, list) or not all(isinstance(r, str) for r in raw_roles):
         raise LaunchError("The launch's roles claim is not a list of role URIs.")
@@ -488,7 +496,9 @@ def _read_launch(platform: Platform, claims: Mapping[str, Any]) -> Launch:
         lineitem_url=_url_or_none(ags.get("lineitem")),
         lineitems_url=_url_or_none(ags.get("lineitems")),
         deep_link_return_url=return_url if message_type == "LtiDeepLinkingRequest" else None,
-        deep_link_data=_text(settings.get("data")) or None if message_type == "LtiDeepLinkingRequest" else None,
+        deep_link_data=_text(settings.get("data"), MAX_TOKEN_CHARS) or None
+        if message_type == "LtiDeepLinkingRequest"
+        else None,
         ags_scopes=tuple(s for s in scopes if isinstance(s, str)) if isinstance(scopes, list) else (),
         roles=tuple(raw_roles),
         context_title=_text(context.get("title")),

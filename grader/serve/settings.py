@@ -166,6 +166,8 @@ def load_settings(course: Path, state: Path | None = None, path: Path | None = N
         raise ConfigError(f"{path}: (top level): not a mapping; give keys such as 'limits:' (see docs/serve.md)")
     _validate(data, str(path))
     limits = data.get("limits") or {}
+    platforms = tuple((data.get("lti") or {}).get("platforms") or ())
+    _check_platforms(platforms, str(path))
     policy = data.get("policy")
     if policy is not None and not (course / policy).is_file():
         raise ConfigError(
@@ -181,9 +183,22 @@ def load_settings(course: Path, state: Path | None = None, path: Path | None = N
         probing_min_steps=int((data.get("probing") or {}).get("min_steps", 3)),
         rate_per_minute=int((data.get("rate") or {}).get("per_minute", 120)),
         rate_per_address_per_minute=int((data.get("rate") or {}).get("per_address_per_minute", 1200)),
-        platforms=tuple((data.get("lti") or {}).get("platforms") or ()),
+        platforms=platforms,
         source=str(path),
     )
+
+
+def _check_platforms(platforms: tuple[Any, ...], path: str) -> None:
+    """Each LMS registration read as `grader.serve.lti.Platform` reads it, so a bad one stops the start (not a launch)."""
+    from grader.serve.lti import Platform
+
+    seen: set[tuple[str, str]] = set()
+    for index, data in enumerate(platforms):
+        where = f"{path}: lti.platforms[{index}]"
+        platform = Platform.from_mapping(data, where)
+        if (platform.issuer, platform.client_id) in seen:
+            raise ConfigError(f"{where}: issuer and client_id: registered twice; keep one entry per registration")
+        seen.add((platform.issuer, platform.client_id))
 
 
 def _validate(data: dict[str, Any], path: str) -> None:

@@ -3,6 +3,9 @@
 `SimulatedPlatform` serves on 127.0.0.1 in a thread (the standard library's ThreadingHTTPServer, so
 it needs nothing the tool does not) and plays every part of the platform:
 
+- ``GET /course?login_hint=...``: the course page a user's browser opens; it auto-posts the login
+  initiation to the tool's ``tool_login_url`` (`course_page_url`), so a browser test starts where a
+  student does;
 - ``GET /jwks``: its public keys (it has its own RSA keys; `rotate` adds a new one);
 - ``GET /auth``: the OIDC authorization endpoint. It checks the tool's authorization request
   (client id, registered redirect URI, response type and mode, scope, prompt, nonce, state) and
@@ -32,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import jwt
@@ -99,6 +102,8 @@ class SimulatedPlatform:
         self.deployment_id = deployment_id
         self.redirect_uris = list(redirect_uris or [])
         self.tool_jwks_url = tool_jwks_url
+        self.tool_login_url = ""
+        """The tool's login initiation URL, where ``GET /course`` sends a user's browser (browser tests)."""
         self.tool_jwks: dict[str, Any] | None = None
         self.jwks_body: bytes | None = None
         """When set, ``GET /jwks`` answers these bytes instead of the key set (tests of bad key sets)."""
@@ -203,6 +208,15 @@ class SimulatedPlatform:
         }
         params.update(extra)
         return params
+
+    def course_page_url(self, login_hint: str, target_link_uri: str = "") -> str:
+        """The LMS page a browser opens to start a launch: it auto-posts the login initiation to ``tool_login_url``.
+
+        A browser test navigates here (as the user would click the assignment in the course) and lands on
+        the tool's page once the login, the authorization and the launch have been posted in turn.
+        """
+        query = {"login_hint": login_hint, "target_link_uri": target_link_uri}
+        return f"{self.base_url}/course?{urlencode({k: v for k, v in query.items() if v})}"
 
     def claims(
         self,
@@ -483,6 +497,13 @@ class _Handler(BaseHTTPRequestHandler):
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}
             status, page = platform.authorize(query)
             return self._answer(status, page, "text/html; charset=utf-8")
+        if parts.path == "/course":
+            query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+            if not platform.tool_login_url or query.get("login_hint") not in platform.users:
+                return self._answer(404, "no tool registered or no such user", "text/plain")
+            target = query.get("target_link_uri") or platform.tool_login_url.rsplit("/", 1)[0] + "/launch"
+            params = platform.login_initiation_params(target, query["login_hint"])
+            return self._answer(200, auto_post_form(platform.tool_login_url, params), "text/html; charset=utf-8")
         if parts.path == "/lineitems":
             if not platform.authorized(self.headers.get("Authorization", ""), "lineitem"):
                 return self._json(401, {"error": "no valid token with the lineitem scope"})

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from sqlalchemy import create_engine
 
 from grader.cli import main
@@ -61,6 +62,39 @@ def test_bad_settings_stop_the_server_in_one_line(tmp_path: Path, capsys: pytest
     assert main(["serve", "--course", str(course)]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "serve.yaml: limits:" in err[0] and "per_window" in err[0]
+    assert not (course / ".grader-serve").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"deployment_ids": None},
+            "serve.yaml: lti.platforms[0]: deployment_ids: missing; give the value from the platform's registration.",
+        ),
+        (
+            {"jwks_url": "http://lms.example.edu/jwks"},
+            "serve.yaml: lti.platforms[0]: jwks_url: must be an https:// URL (plain http is accepted for 127.0.0.1 and localhost only).",
+        ),
+    ],
+)
+def test_a_bad_lms_registration_stops_the_server_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict, expected: str
+) -> None:
+    course = course_copy(tmp_path)
+    good = {
+        "issuer": "https://lms.example.edu",
+        "client_id": "c",
+        "deployment_ids": ["d"],
+        "auth_login_url": "https://lms.example.edu/auth",
+        "auth_token_url": "https://lms.example.edu/token",
+        "jwks_url": "https://lms.example.edu/jwks",
+    }
+    entry = {k: v for k, v in {**good, **change}.items() if v is not None}
+    (course / "serve.yaml").write_text(yaml.safe_dump({"lti": {"platforms": [entry]}}))
+    assert main(["serve", "--course", str(course)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(expected), err
     assert not (course / ".grader-serve").exists()
 
 

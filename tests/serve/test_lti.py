@@ -192,6 +192,19 @@ def test_full_login_and_launch_through_the_platform(sim, reg):
     )
 
 
+def test_the_course_page_starts_a_launch_in_the_browser(sim):
+    sim.tool_login_url = TOOL + "/lti/login"
+    try:
+        page = httpx.get(sim.course_page_url("ada"))
+        assert page.status_code == 200 and 'onload="document.forms[0].submit()"' in page.text
+        action, fields = form_fields(page.text)
+        assert action == TOOL + "/lti/login"
+        assert fields == sim.login_initiation_params(TOOL + "/lti/launch", "ada")
+        assert httpx.get(sim.course_page_url("nobody")).status_code == 404
+    finally:
+        sim.tool_login_url = ""
+
+
 # -- bad id_tokens -----------------------------------------------------------------------------------------------
 def test_forged_token_signed_by_another_key_is_refused(sim, reg):
     claims = sim.claims(sim.users["ada"], nonce="n")
@@ -282,6 +295,25 @@ def test_lti_claims_are_checked(sim, reg, claim, value, sentence):
     assert refused(reg, sim.sign(claims)) == sentence
 
 
+def test_overlong_subject_is_refused(sim, reg):
+    claims = {**sim.claims(sim.users["ada"], nonce="n"), "sub": "s" * 256}
+    assert refused(reg, sim.sign(claims)) == (
+        "The launch names no user, or one longer than OpenID Connect allows (sub)."
+    )
+
+
+def test_deep_link_data_is_returned_whole(sim, reg, tool_key):
+    claims = sim.claims(sim.users["grace"], nonce="n", message_type="LtiDeepLinkingRequest")
+    opaque = "d" * 5000
+    claims["https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"]["data"] = opaque
+    request = launch(reg, sim.sign(claims))
+    answer = deep_link_response(reg, tool_key, request, title="t", url=TOOL + "/lti/launch")
+    assert (
+        jwt.decode(answer, options={"verify_signature": False})["https://purl.imsglobal.org/spec/lti-dl/claim/data"]
+        == opaque
+    )
+
+
 def test_missing_nonce_or_sub_is_refused(sim, reg):
     claims = sim.claims(sim.users["ada"], nonce="n")
     del claims["nonce"]
@@ -350,6 +382,22 @@ def test_key_rotation_is_followed(sim, reg):
         refused(reg, retired, jwks_fetch=cache)
         == "The id_token is signed with a key the platform's key set does not hold."
     )
+
+
+def test_a_known_key_outlives_an_outage_of_the_key_set(sim, reg):
+    clock = [1000.0]
+    cache = JwksCache(max_age=60.0, clock=lambda: clock[0])
+    token = sim.id_token("ada", nonce="n")
+    assert launch(reg, token, jwks_fetch=cache).subject == "sub-ada"
+    sim.jwks_body = b"<html>503 Service Unavailable</html>"
+    try:
+        clock[0] += 120  # the set is stale and its endpoint is down
+        assert launch(reg, token, jwks_fetch=cache).subject == "sub-ada"
+        assert cache.fetches == 2
+        unknown = sim.sign(sim.claims(sim.users["ada"], nonce="n"), kid="another-kid")
+        assert refused(reg, unknown, jwks_fetch=cache) == "The platform's key set is not a JSON Web Key Set."
+    finally:
+        sim.jwks_body = None
 
 
 def test_unreachable_key_set_is_a_refusal(reg):
