@@ -41,7 +41,7 @@ from grader.serve.state import ServerState
 from grader.serve.testing import free_port, run_server
 from grader.serve.worker import Grading
 
-from .lti_platform import SimulatedPlatform, auto_post_form
+from .lti_platform import SimulatedPlatform
 from .test_crawl import secrets_of
 
 pytestmark = pytest.mark.browser
@@ -147,8 +147,9 @@ def lms(tmp_path: Path, db_url: str) -> Iterator[Lms]:
     port = free_port()
     tool = f"http://127.0.0.1:{port}"
     with SimulatedPlatform(redirect_uris=[tool + "/lti/launch"], tool_jwks_url=tool + "/lti/jwks") as platform:
+        platform.tool_login_url = tool + "/lti/login"
         course = copy_course(tmp_path / "course")
-        serve_yaml = {"lti": {"platforms": [platform.registration()]}, "rate": {"per_minute": 10_000}}
+        serve_yaml = {"lti": {"platforms": [platform.registration()]}}
         (course / "serve.yaml").write_text(yaml.safe_dump(serve_yaml))
         app = create_app(course, db_url, tmp_path / "state")
         with run_server(app, port=port) as url:
@@ -163,20 +164,12 @@ def lms(tmp_path: Path, db_url: str) -> Iterator[Lms]:
 
 
 def launch(context: Any, platform: SimulatedPlatform, tool: str, login_hint: str, javascript: bool = True) -> Any:
-    """Open the assignment from the LMS as ``login_hint``: the platform's page posts its login initiation.
+    """Open the assignment from the LMS's course page as ``login_hint``: it posts the login initiation to the tool.
 
     Without JavaScript the user presses the auto-posting forms' Continue buttons, as such a browser shows them.
     """
-    params = platform.login_initiation_params(tool + "/", login_hint)
     page = context.new_page()
-    # The platform's course page, served by the browser's router at the platform's own address.
-    page.route(
-        platform.base_url + "/course/g14/lab",
-        lambda route: route.fulfill(
-            status=200, content_type="text/html", body=auto_post_form(tool + "/lti/login", params)
-        ),
-    )
-    page.goto(platform.base_url + "/course/g14/lab")
+    page.goto(platform.course_page_url(login_hint, tool + "/"))  # the course page in the LMS, the assignment's link
     if not javascript:
         page.get_by_role("button", name="Continue").click()  # the LMS posts the login initiation to the tool
         page.wait_for_url(re.compile(re.escape(platform.base_url) + "/auth"))
