@@ -300,15 +300,23 @@ class AgsClient:
         }
 
     def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """One request; the answer is read up to `MAX_ANSWER_BYTES` (streamed, so a huge one is never held)."""
         try:
-            response = self._http.request(method, url, **kwargs)
+            request = self._http.build_request(method, url, **kwargs)
+            streamed = self._http.send(request, stream=True)
+            try:
+                body = bytearray()
+                for chunk in streamed.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        raise _GiveUp(streamed.status_code, "The platform's answer is larger than the tool accepts.")
+            finally:
+                streamed.close()
         except httpx.TimeoutException:
             raise _Retry(None, "The platform did not answer in time.") from None
         except httpx.HTTPError as exc:
             raise _Retry(None, f"The platform could not be reached ({type(exc).__name__}).") from None
-        if len(response.content) > MAX_ANSWER_BYTES:
-            raise _GiveUp(response.status_code, "The platform's answer is larger than the tool accepts.")
-        return response
+        return httpx.Response(streamed.status_code, headers=streamed.headers, content=bytes(body), request=request)
 
     def _raise_for(self, response: httpx.Response, what: str) -> None:
         code = response.status_code

@@ -25,10 +25,22 @@ from grader.serve.security import RateLimit, RateLimiter
 from grader.serve.state import ServerState, open_state, session_secret
 from grader.serve.store import Refused
 
-__all__ = ["create_app", "start_workers"]
+__all__ = ["create_app", "requeue_running", "start_workers"]
 
 SESSION_HOURS = 12
 """How long a sign-in lasts."""
+
+
+def requeue_running(state: ServerState) -> int:
+    """Queue again what a stopped server's workers left half graded (its own workers have not started yet)."""
+    from sqlalchemy import update
+
+    from grader.serve.db import Submission
+
+    with state.db() as db:
+        done = db.execute(update(Submission).where(Submission.state == "running").values(state="queued", started=None))
+        db.commit()
+    return int(getattr(done, "rowcount", 0) or 0)
 
 
 def start_workers(state: ServerState, count: int, db_url: str | None) -> list[subprocess.Popen[bytes]]:
@@ -93,6 +105,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if workers:
+            requeue_running(state)
         procs = start_workers(state, workers, db_url) if workers else []
         try:
             yield

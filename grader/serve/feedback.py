@@ -83,7 +83,9 @@ def _ahead(db: Session, sub: Submission) -> int:
         return 0
     return int(
         db.execute(
-            select(func.count()).select_from(Submission).where(Submission.state == "queued", Submission.id < sub.id)
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.state == "queued", Submission.id < sub.id, Submission.regrade_id.is_(None))
         ).scalar()
         or 0
     )

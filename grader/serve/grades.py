@@ -18,7 +18,7 @@ from typing import Any
 from grader.models import SubmissionResult, result_from_dict
 from grader.term import ManualRow, Policy, apply_manual, apply_penalty, late_penalty
 
-__all__ = ["RECEIPT_SOURCE", "final_result", "hidden_statuses", "visible_part", "visible_statuses"]
+__all__ = ["RECEIPT_SOURCE", "final_result", "fitting", "hidden_statuses", "visible_part", "visible_statuses"]
 
 RECEIPT_SOURCE = "the server's receipt time"
 """How a late penalty's reason names the time it was computed from."""
@@ -76,12 +76,23 @@ def visible_statuses(full: dict[str, Any] | None) -> dict[str, str]:
     return _statuses(full, visible=True)
 
 
+def fitting(result: SubmissionResult, manual: Iterable[ManualRow]) -> list[ManualRow]:
+    """The manual rows that fit ``result``: their exercise (and check) exist and the points are within its worth."""
+    worth: dict[str, float] = {}
+    for exercise in result.exercises:
+        worth[exercise.id] = exercise.max_score
+        for check in exercise.checks:
+            worth[f"{exercise.id}/{check.id}"] = check.max_score
+    return [row for row in manual if row.target in worth and row.points <= worth[row.target]]
+
+
 def final_result(
     full: dict[str, Any],
     student: str,
     manual: Iterable[ManualRow] = (),
     policy: Policy | None = None,
     received: dt.datetime | None = None,
+    strict: bool = False,
 ) -> SubmissionResult:
     """The graded result with the manual scores, then the late penalty from the receipt time, applied.
 
@@ -95,13 +106,22 @@ def final_result(
     policy : grader.term.Policy, optional
     received : datetime, optional
         When the server stored the upload.
+    strict : bool
+        Raise on a manual score that does not fit this result (the staff's form checks a new one so);
+        otherwise such a row (its check gone or worth less after a spec fix and a regrade) is left out
+        and the rest applied: a page or a push never fails on it.
 
     Returns
     -------
     grader.models.SubmissionResult
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        With ``strict``, naming the row that does not fit.
     """
     result = dataclasses.replace(result_from_dict(full), id=student, slug=student)
-    rows = list(manual)
+    rows = list(manual) if strict else fitting(result, manual)
     if rows:
         result = apply_manual(result, rows, "manual scores")
     if policy is not None and received is not None and result.status == "graded":

@@ -151,6 +151,20 @@ def _safe_name(name: object) -> str:
 def fetch_jwks(url: str, *, timeout: float = 5.0, max_bytes: int = MAX_JWKS_BYTES) -> dict[str, Any]:
     """GET a JSON Web Key Set, bounded in time and size.
 
+    Parameters
+    ----------
+    url : str
+        The platform's ``jwks_url`` (redirects are not followed).
+    timeout : float
+        Seconds for each of connecting and reading.
+    max_bytes : int
+        The largest set accepted.
+
+    Returns
+    -------
+    dict
+        The set: ``{"keys": [...]}``.
+
     Raises
     ------
     LaunchError
@@ -211,6 +225,13 @@ class JwksCache:
 
     def key(self, url: str, kid: str) -> jwt.PyJWK | None:
         """The RS256 key ``kid`` of the set at ``url``, or None when the set (even refreshed) lacks it.
+
+        Parameters
+        ----------
+        url : str
+            The platform's ``jwks_url``.
+        kid : str
+            The key id an id_token's header names.
 
         A set older than ``max_age`` that cannot be fetched again still serves the keys it holds, so an
         outage of the platform's key endpoint does not stop launches signed with a known key.
@@ -319,6 +340,15 @@ def map_role(roles: tuple[str, ...] | list[str]) -> str:
     practice asks); Instructor, Administrator or ContentDeveloper otherwise give 'instructor'; anything
     else, Learner and unknown roles included, gives 'student'. The simple names LTI allows for context
     roles (``Instructor``, ``Learner``) count like their URIs.
+
+    Parameters
+    ----------
+    roles : sequence of str
+        The ``https://purl.imsglobal.org/spec/lti/claim/roles`` claim.
+
+    Returns
+    -------
+    {'ta', 'instructor', 'student'}
     """
     principals: set[str] = set()
     subs: set[str] = set()

@@ -192,7 +192,18 @@ class ToolKey:
         return {"keys": [{**self._public_jwk, "kid": self.kid, "alg": "RS256", "use": "sig"}]}
 
     def sign(self, claims: Mapping[str, Any]) -> str:
-        """``claims`` as a compact JWS, RS256, with this key's ``kid`` in the header."""
+        """``claims`` as a compact JWS, RS256, with this key's ``kid`` in the header.
+
+        Parameters
+        ----------
+        claims : Mapping
+            The JWT's claims (JSON-serialisable).
+
+        Returns
+        -------
+        str
+            ``header.payload.signature``, base64url.
+        """
         return jwt.encode(dict(claims), self._key, algorithm="RS256", headers={"kid": self.kid})
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -124,7 +125,9 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
             return True
 
         try:
-            launched = lti.validate_launch(platform, id_token, nonce_unused=nonce_unused)
+            # In a thread: an unknown key id makes it fetch the platform's key set (up to 5 s), which
+            # must not hold every other request of the event loop.
+            launched = await run_in_threadpool(lti.validate_launch, platform, id_token, nonce_unused=nonce_unused)
         except lti.LaunchError as exc:
             raise refuse(request, 401, str(exc), "launch") from None
         user = _launch_user(state, platform, launched)

@@ -105,6 +105,8 @@ class StaffViews:
             pushes = db.execute(select(Push).where(Push.user_id == user.id).order_by(Push.id.desc())).scalars().all()
             link = db.execute(select(LtiLink).where(LtiLink.user_id == user.id)).scalar_one_or_none()
             targets = _targets(subs[-1].full if subs and subs[-1].full else None)
+            graded = next((v.final for v in views if v.final is not None), None)
+            applied = {a.target for a in graded.adjustments if a.kind == "manual"} if graded is not None else set()
         return self.pages.render(
             request,
             "staff_student.html",
@@ -116,6 +118,7 @@ class StaffViews:
             link=link,
             evidence=_evidence(self.state, subs),
             targets=targets,
+            applied=applied,
         )
 
     async def manual_score(self, request: Request) -> Response:
@@ -307,7 +310,7 @@ def _check_manual(state: ServerState, db: Any, user: User) -> None:
     if latest is None:
         raise Refused(400, "This student has no graded submission to score by hand yet.")
     try:
-        final_result(latest.full, user.login, manual_rows(db, user))
+        final_result(latest.full, user.login, manual_rows(db, user), strict=True)
     except ConfigError as exc:
         db.rollback()
         raise Refused(400, str(exc).replace("--manual manual scores: ", "").split("; give")[0] + ".") from None

@@ -101,7 +101,8 @@ def specs_fingerprint(state: ServerState) -> str:
 
 
 def claim(state: ServerState) -> int | None:
-    """Take the oldest queued submission (one atomic update: two workers never take the same one)."""
+    """Take the oldest queued submission, new ones before regrades (one atomic update: two workers never take
+    the same one)."""
     with state.db() as db:
         stale = now() - STALE_AFTER
         db.execute(
@@ -112,7 +113,11 @@ def claim(state: ServerState) -> int | None:
         db.execute(update(Push).where(Push.state == "sending", Push.created < stale).values(state="pending"))
         db.commit()
         for sub_id in db.execute(
-            select(Submission.id).where(Submission.state == "queued").order_by(Submission.id).limit(5)
+            select(Submission.id)
+            .where(Submission.state == "queued")
+            # students' new submissions before a staff regrade's: a regrade of the class never delays feedback
+            .order_by(Submission.regrade_id.is_not(None), Submission.id)
+            .limit(5)
         ).scalars():
             taken = db.execute(
                 update(Submission)

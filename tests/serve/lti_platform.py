@@ -18,7 +18,8 @@ it needs nothing the tool does not) and plays every part of the platform:
   items and the score service, recording every score posted (`scores`), with scripted failures
   (`fail_next_scores`) for retry tests.
 
-`login_initiation_params` gives the parameters a platform sends to the tool's login URL, and
+`login_initiation_params` gives the parameters a platform sends to the tool's login URL (with
+``lti_message_hint="deep-link"`` the launch that follows is a deep linking request), and
 `id_token` builds a launch token directly (any user, role, deployment, nonce; forged variants by
 keyword), for tests that drive the tool's library without a browser.
 """

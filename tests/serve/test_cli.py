@@ -180,3 +180,42 @@ def test_requests_past_the_rate_limit_get_429(served: Served) -> None:
 def test_default_settings_without_serve_yaml() -> None:
     settings = load_settings(ROOT)
     assert settings.limits.per_window == 0 and settings.upload_max_bytes == 512 * 1024 and not settings.secure
+
+
+def test_a_restarted_server_grades_what_its_stopped_workers_left(served: Served) -> None:
+    from sqlalchemy import select
+
+    from grader.serve.app import requeue_running
+    from grader.serve.db import Submission
+    from grader.serve.worker import claim
+
+    client = served.client("alice")
+    served.submit(client, "correct_numpy")
+    assert claim(served.state) is not None  # a worker took it, then the server stopped
+    assert requeue_running(served.state) == 1
+    assert served.drain() == 1
+    with served.state.db() as db:
+        assert db.execute(select(Submission.state)).scalar_one() == "done"
+
+
+def test_a_students_new_submission_is_graded_before_a_regrade_of_older_ones(served: Served) -> None:
+    from sqlalchemy import select
+
+    from grader.serve.db import Regrade, Submission
+    from grader.serve.worker import claim
+
+    client = served.client("alice")
+    served.submit(client, "no_sqrt_dk")
+    served.drain()
+    with served.state.db() as db:
+        job = Regrade(by="ines")
+        db.add(job)
+        db.flush()
+        old = db.execute(select(Submission)).scalar_one()
+        old.state, old.regrade_id, old.previous = "queued", job.id, old.full
+        db.commit()
+    other = served.client("bob")
+    served.submit(other, "correct_numpy")
+    with served.state.db() as db:
+        new_id = db.execute(select(Submission.id).where(Submission.regrade_id.is_(None))).scalar_one()
+    assert claim(served.state) == new_id

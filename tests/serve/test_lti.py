@@ -670,6 +670,24 @@ def test_ensure_lineitem_reports_a_failure(sim, ags):
     assert url is None and not result.ok and result.status == 404 and result.attempts == 1
 
 
+def test_an_oversized_answer_is_not_read_whole(reg, tool_key):
+    read = []
+
+    def stream():
+        for _ in range(100):
+            read.append(1)
+            yield b"x" * 65536
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=stream())
+
+    client = AgsClient(reg, tool_key, http=httpx.Client(transport=httpx.MockTransport(handler)))
+    result = client.post_score("https://lms.example.edu/lineitems/1", "u", 1.0, 2.0, "")
+    assert (result.ok, result.status, result.attempts) == (False, 200, 1)
+    assert result.detail == "The platform's answer is larger than the tool accepts."
+    assert len(read) <= 5  # 256 KiB read, not 6.5 MB
+
+
 def test_scores_url_keeps_the_line_item_query():
     assert _scores_url("https://lms.example.edu/mod/lti/services.php/2/lineitems/7/lineitem?type_id=3") == (
         "https://lms.example.edu/mod/lti/services.php/2/lineitems/7/lineitem/scores?type_id=3"

@@ -127,3 +127,28 @@ def test_regrade_after_a_spec_fix_shows_the_diff(served: Served, tmp_path) -> No
     served.drain()
     diff = text_of(teacher.get(regrade.url.path).text)
     assert "erin" in diff and "+2" in diff
+
+
+def test_a_manual_score_that_no_longer_fits_after_a_regrade_is_left_out_and_shown(served: Served) -> None:
+    student = served.client("fay")
+    served.submit(student, "no_sqrt_dk")
+    served.drain()
+    teacher = served.client("ines", role="instructor")
+    page = teacher.get("/staff/students/1")
+    with served.state.db() as db:
+        sub = db.execute(select(Submission)).scalar_one()
+        check = sub.full["exercises"][0]["checks"][0]
+    target = f"{sub.full['exercises'][0]['id']}/{check['id']}"
+    teacher.post("/staff/students/1/manual", data={"csrf": csrf(page.text), "target": target, "points": "0"})
+    with served.state.db() as db:  # a spec fix renamed the check: the stored result no longer has it
+        sub = db.execute(select(Submission)).scalar_one()
+        renamed = json.loads(json.dumps(sub.full))
+        renamed["exercises"][0]["checks"][0]["id"] = "renamed-check"
+        sub.full = renamed
+        db.commit()
+    page = teacher.get("/staff/students/1")
+    assert page.status_code == 200 and "(not applied: the latest result has no such target" in page.text
+    assert f"Final {sub.score:g} / {sub.max_score:g}" in text_of(page.text)  # the automatic score stands
+    assert teacher.get("/staff").status_code == 200
+    archive = zipfile.ZipFile(io.BytesIO(teacher.get("/staff/export.zip").content))
+    assert json.loads(archive.read("reports/results.json"))["submissions"][0]["score"] == sub.score

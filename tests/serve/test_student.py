@@ -159,3 +159,24 @@ def test_the_likely_mistake_is_named_once_per_exercise_as_grader_check_does(serv
     page = text_of(client.get("/submissions/1").text)
     assert "Likely mistake (all 3 failing checks fail as it does): The mask is applied after softmax" in page
     assert page.count("Likely mistake") == 2  # two exercises fail the same way: named under each, once
+
+
+def test_under_an_https_public_url_the_session_cookie_is_secure(db_url: str, tmp_path, grading) -> None:
+    from starlette.testclient import TestClient
+
+    from grader.serve.app import create_app
+    from grader.serve.invites import RosterEntry, invite
+    from grader.serve.state import open_state
+
+    from .conftest import ROOT, make_settings
+
+    settings = make_settings(tmp_path, public_url="https://grader.example.edu")
+    state = open_state(ROOT, db_url, settings.state, settings=settings)
+    (link,) = invite(state, [RosterEntry("hana")], "https://testserver")
+    with TestClient(create_app(ROOT, state=state), base_url="https://testserver") as client:
+        token = csrf(client.get(link.url).text)
+        response = client.post(link.url, data={"csrf": token}, follow_redirects=False)
+        cookie = response.headers["set-cookie"].lower()
+        assert "secure" in cookie and "httponly" in cookie and "samesite=lax" in cookie
+        assert "Sign out" in client.get("/").text
+    state.engine.dispose()
