@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from grader.serve.db import Audit, User
 from grader.serve.state import ServerState
@@ -30,6 +30,7 @@ __all__ = [
     "csrf_token",
     "current_user",
     "hash_token",
+    "limit_body",
     "log_in",
     "require_staff",
     "require_user",
@@ -110,6 +111,31 @@ def check_csrf(state: ServerState, request: Request, form: Any) -> None:
         who = str(request.session.get("uid", "anonymous"))
         audit(state, request, who, "refused: no CSRF token", f"{request.method} {request.url.path}")
         raise Refused(403, "The form did not come from this site's page; reload the page and send it again.")
+
+
+def limit_body(request: Request, max_bytes: int, refusal: Refused) -> Request:
+    """``request`` whose body is read at most ``max_bytes`` far: past that, reading raises ``refusal``.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read; a body without
+    one (chunked) is counted as it arrives, so a client cannot make the server read, spool or store
+    more than the limit whatever it declares.
+    """
+    declared = request.headers.get("content-length") or ""
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise refusal
+    receive = request.receive
+    seen = 0
+
+    async def bounded() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > max_bytes:
+                raise refusal
+        return message
+
+    return Request(request.scope, bounded)
 
 
 class RateLimiter:

@@ -1,0 +1,99 @@
+"""Attacks on ``grader serve`` through its ASGI application: what a signed-in student or an anonymous client sends.
+
+Each attack gets a refusal (a status and one sentence) and costs the server a bounded amount of
+work: a request body is read only up to the route's limit, whatever the client declares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("sqlalchemy")
+
+from sqlalchemy import func, select  # noqa: E402
+
+from grader.serve.db import Audit, Submission  # noqa: E402
+
+from .conftest import Served, csrf  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def _stream(app: Any, path: str, headers: list[tuple[bytes, bytes]], head: bytes, total: int) -> tuple[int, int, bytes]:
+    """POST ``head`` then ``total`` bytes of ``#`` in 1 MiB chunks, sent only as the app asks for them.
+
+    Returns the response status, how many body bytes the app read, and the response body.
+    """
+    sent = 0
+    chunks = [head]
+    status: list[int] = []
+    body: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if chunks:
+            chunk = chunks.pop()
+        elif sent - len(head) < total:
+            chunk = b"#" * MIB
+        else:
+            return {"type": "http.request", "body": b"", "more_body": False}
+        sent += len(chunk)
+        return {"type": "http.request", "body": chunk, "more_body": True}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+        elif message["type"] == "http.response.body":
+            body.append(message.get("body", b""))
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), *headers],  # no content-length: a chunked upload
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    asyncio.run(app(scope, receive, send))
+    return status[0], sent, b"".join(body)
+
+
+def test_a_chunked_upload_without_content_length_is_cut_at_the_limit(served: Served) -> None:
+    """A body with no Content-Length is read only up to the upload limit, then refused (413), not spooled to disk."""
+    client = served.client("mallory")
+    token = csrf(client.get("/").text)
+    cookie = "; ".join(f"{k}={v}" for k, v in client.cookies.items())
+    boundary = "XyZ"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="csrf"\r\n\r\n{token}\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="attention.py"\r\n'
+        "Content-Type: text/plain\r\n\r\n"
+    ).encode()
+    headers = [(b"cookie", cookie.encode()), (b"content-type", f"multipart/form-data; boundary={boundary}".encode())]
+    status, read, page = _stream(served.app, "/submit", headers, head, 64 * MIB)
+    limit = served.state.settings.upload_max_bytes
+    assert status == 413 and b"larger than 512 KiB" in page
+    assert read <= limit + 64 * 1024 + MIB, f"the server read {read / MIB:.1f} MiB of a refused upload"
+    with served.state.db() as db:
+        assert db.execute(select(func.count()).select_from(Submission)).scalar() == 0
+        assert "refused: upload too big" in [a.action for a in db.execute(select(Audit)).scalars()]
+
+
+@pytest.mark.parametrize("path", ["/login/not-a-token", "/lti/login", "/lti/launch", "/logout"])
+def test_an_anonymous_post_of_a_huge_form_is_cut_short(served: Served, path: str) -> None:
+    """The routes anyone may post to read a small form only: a 64 MiB field is refused after a bounded read."""
+    head = b"csrf="
+    headers = [(b"content-type", b"application/x-www-form-urlencoded")]
+    status, read, _ = _stream(served.app, path, headers, head, 64 * MIB)
+    assert status in (400, 403, 413)
+    assert read <= 2 * MIB, f"{path}: the server read {read / MIB:.1f} MiB of a form"
