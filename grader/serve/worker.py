@@ -39,8 +39,16 @@ log = logging.getLogger("grader.serve")
 POLL_SECONDS = 0.1
 """How often an idle worker looks at the queue."""
 
-STALE_AFTER = dt.timedelta(minutes=10)
-"""A submission ``running`` this long lost its worker: it is queued again."""
+STALE_AFTER = dt.timedelta(minutes=3)
+"""A submission whose worker has not said it is alive for this long lost its worker: it is queued again."""
+
+HEARTBEAT_SECONDS = 30.0
+"""How often a worker grading a submission renews its ``started`` time (its sign of life).
+
+Grading one hostile submission can take longer than `STALE_AFTER` (each call's timeout, then the
+submission's wall-clock backstop, stretched on a loaded machine): without this, a second worker
+would take it again while the first still grades it, and two such submissions would hold every
+worker."""
 
 
 class Grading:
@@ -140,11 +148,16 @@ def grade_one(state: ServerState, grading: Grading, sub_id: int) -> None:
             return
         source, filename = upload_path(state.uploads, sub.sha256, sub.filename), sub.filename
     scratch = Path(tempfile.mkdtemp(prefix="grader-serve-"))
+    alive = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(state, sub_id, alive), daemon=True)
+    beat.start()
     try:
         target = scratch / filename
         shutil.copyfile(source, target)
         full = grading.grade(target)
     finally:
+        alive.set()
+        beat.join()
         shutil.rmtree(scratch, ignore_errors=True)
     full["id"] = full["slug"] = f"submission-{sub_id}"
     full["path"] = filename
@@ -163,6 +176,21 @@ def grade_one(state: ServerState, grading: Grading, sub_id: int) -> None:
         if user is not None and state.flag(db, "released"):
             enqueue_push(db, user, "regrade" if sub.regrade_id else "graded")
         db.commit()
+
+
+def _heartbeat(state: ServerState, sub_id: int, done: threading.Event) -> None:
+    """Renew ``sub_id``'s ``started`` every `HEARTBEAT_SECONDS` until ``done``: its worker still grades it."""
+    while not done.wait(HEARTBEAT_SECONDS):
+        try:
+            with state.db() as db:
+                db.execute(
+                    update(Submission)
+                    .where(Submission.id == sub_id, Submission.state == "running")
+                    .values(started=now())
+                )
+                db.commit()
+        except Exception:  # noqa: BLE001 - a missed beat only risks a second grading, never the first
+            log.exception("grader serve: could not renew submission %s", sub_id)
 
 
 def _failed(state: ServerState, sub_id: int) -> None:

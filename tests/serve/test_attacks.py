@@ -97,3 +97,44 @@ def test_an_anonymous_post_of_a_huge_form_is_cut_short(served: Served, path: str
     status, read, _ = _stream(served.app, path, headers, head, 64 * MIB)
     assert status in (400, 403, 413)
     assert read <= 2 * MIB, f"{path}: the server read {read / MIB:.1f} MiB of a form"
+
+
+def test_a_submission_graded_longer_than_the_stale_time_is_not_taken_by_a_second_worker(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hostile submission that hangs every call keeps its worker for many minutes (each call's timeout, then the
+    submission's wall-clock backstop); the worker still holds it, so no second worker grades it again meanwhile."""
+    import datetime as dt
+    import threading
+    import time
+
+    from grader.serve import worker
+
+    monkeypatch.setattr(worker, "STALE_AFTER", dt.timedelta(seconds=0.5))
+    monkeypatch.setattr(worker, "HEARTBEAT_SECONDS", 0.1)
+    client = served.client("mallory")
+    assert served.submit(client, b"import time\ntime.sleep(10**6)\n").status_code == 200
+    sub_id = worker.claim(served.state)
+    assert sub_id is not None
+
+    class Slow:
+        """A grading run whose one submission takes 2 s (a worker grading hostile code)."""
+
+        def grade(self, path: object) -> dict[str, object]:
+            time.sleep(2.0)
+            raise RuntimeError("done waiting")
+
+    thread = threading.Thread(
+        target=lambda: pytest.raises(RuntimeError, worker.grade_one, served.state, Slow(), sub_id)
+    )
+    thread.start()
+    taken = []
+    while thread.is_alive():
+        again = worker.claim(served.state)
+        if again is not None:
+            taken.append(again)
+        time.sleep(0.1)
+    thread.join()
+    assert taken == [], "a second worker took the submission its worker was still grading"
+    with served.state.db() as db:
+        assert db.get(Submission, sub_id).state == "running"  # the worker's own failure handling marks it next
