@@ -174,7 +174,7 @@ class StudentViews:
         return [
             Route("/", self.home),
             Route("/submit", self.submit, methods=["POST"]),
-            Route("/submissions/{number:int}", self.submission),
+            Route("/submissions/{number:id}", self.submission),
             Route("/history", self.history),
             Route("/login/{token}", self.login_page, methods=["GET"]),
             Route("/login/{token}", self.login, methods=["POST"]),

@@ -138,3 +138,16 @@ def test_a_submission_graded_longer_than_the_stale_time_is_not_taken_by_a_second
     assert taken == [], "a second worker took the submission its worker was still grading"
     with served.state.db() as db:
         assert db.get(Submission, sub_id).state == "running"  # the worker's own failure handling marks it next
+
+
+def test_a_huge_number_in_a_url_is_not_found_not_a_crash(served: Served) -> None:
+    """A number past the database's integers (a guessed or fuzzed id) gets 404, not a server error."""
+    student = served.client("mallory")
+    staff = served.client("tina", role="ta")
+    huge = "9" * 20
+    assert student.get(f"/submissions/{huge}").status_code == 404
+    assert staff.get(f"/staff/students/{huge}").status_code == 404
+    assert staff.get(f"/staff/regrades/{huge}").status_code == 404
+    token = csrf(staff.get("/staff").text)
+    assert staff.post(f"/staff/students/{huge}/manual", data={"csrf": token, "points": "1"}).status_code == 404
+    assert student.get("/submissions/2147483648").status_code == 404
