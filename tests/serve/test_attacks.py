@@ -151,3 +151,13 @@ def test_a_huge_number_in_a_url_is_not_found_not_a_crash(served: Served) -> None
     token = csrf(staff.get("/staff").text)
     assert staff.post(f"/staff/students/{huge}/manual", data={"csrf": token, "points": "1"}).status_code == 404
     assert student.get("/submissions/2147483648").status_code == 404
+
+
+def test_a_notebook_nested_too_deep_is_refused_not_a_crash(served: Served) -> None:
+    """A JSON bomb of nesting (200,000 brackets in 400 KB) is not a notebook: 415, nothing stored, no server error."""
+    client = served.client("mallory")
+    bomb = b'{"cells": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    sent = served.submit(client, bomb, name="attention.ipynb")
+    assert sent.status_code == 415 and "not valid JSON" in sent.text
+    with served.state.db() as db:
+        assert db.execute(select(func.count()).select_from(Submission)).scalar() == 0
