@@ -161,3 +161,35 @@ def test_a_notebook_nested_too_deep_is_refused_not_a_crash(served: Served) -> No
     assert sent.status_code == 415 and "not valid JSON" in sent.text
     with served.state.db() as db:
         assert db.execute(select(func.count()).select_from(Submission)).scalar() == 0
+
+
+def test_a_grading_worker_that_dies_is_started_again() -> None:
+    """A worker killed (the kernel's OOM killer, a crash) is replaced: before, the server went on taking uploads that
+    no worker would ever grade, and said nothing."""
+    import subprocess
+    import sys
+
+    from grader.serve.app import supervise
+
+    procs = [subprocess.Popen([sys.executable, "-c", "pass"])]  # a worker that is gone at once
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start_one() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        started.append(proc)
+        return proc
+
+    async def run() -> None:
+        stopping = asyncio.Event()
+        task = asyncio.create_task(supervise(procs, start_one, stopping, interval=0.05, restart_after=0.0))
+        await asyncio.sleep(1.5)
+        stopping.set()
+        await task
+
+    try:
+        asyncio.run(run())
+        assert len(started) == 1 and procs[0] is started[0] and procs[0].poll() is None
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
