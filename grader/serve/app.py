@@ -27,6 +27,7 @@ from grader.serve.pages import Pages
 from grader.serve.security import RateLimit, RateLimiter
 from grader.serve.state import ServerState, open_state, session_secret
 from grader.serve.store import Refused
+from grader.serve.worker import DB_ENV
 
 __all__ = ["create_app", "requeue_running", "start_workers", "supervise"]
 
@@ -59,9 +60,9 @@ def start_workers(state: ServerState, count: int, db_url: str | None) -> list[su
     command += ["--state", str(state.settings.state)]
     if state.settings.source:
         command += ["--settings", state.settings.source]
-    if db_url:
-        command += ["--db", db_url]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if db_url:  # in the environment: any local user reads a command line (and the password in the URL)
+        env[DB_ENV] = db_url
     return [subprocess.Popen(command, env=env) for _ in range(count)]
 
 

@@ -7,7 +7,8 @@ runner's job processes, never here and never in the web process. When the specs 
 change (a fix before a regrade), the run is built again. Between submissions it sends the scores
 waiting for the LMS (`grader.serve.pushes`).
 
-Run as ``python -m grader.serve.worker --course DIR [--db URL]`` (``grader serve`` starts them).
+Run as ``python -m grader.serve.worker --course DIR [--db URL]`` (``grader serve`` starts them, with
+the URL in ``GRADER_SERVE_DB``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import datetime as dt
 import hashlib
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -32,9 +34,12 @@ from grader.serve.grades import visible_part
 from grader.serve.state import ServerState, open_state
 from grader.serve.store import upload_path
 
-__all__ = ["Grading", "claim", "grade_one", "main", "work"]
+__all__ = ["DB_ENV", "Grading", "claim", "grade_one", "main", "work"]
 
 log = logging.getLogger("grader.serve")
+
+DB_ENV = "GRADER_SERVE_DB"
+"""The environment variable that gives a worker the server's database URL (never its command line)."""
 
 POLL_SECONDS = 0.1
 """How often an idle worker looks at the queue."""
@@ -248,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m grader.serve.worker --course DIR [--db URL] [--state DIR] [--settings FILE]``."""
     parser = argparse.ArgumentParser(prog="grader-serve-worker")
     parser.add_argument("--course", required=True)
-    parser.add_argument("--db", default=None)
+    parser.add_argument("--db", default=os.environ.get(DB_ENV) or None)
     parser.add_argument("--state", default=None)
     parser.add_argument("--settings", default=None)
     options = parser.parse_args(argv)

@@ -193,3 +193,23 @@ def test_a_grading_worker_that_dies_is_started_again() -> None:
         for proc in started:
             proc.kill()
             proc.wait()
+
+
+def test_the_database_password_is_not_on_a_worker_command_line(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any local user reads every process's command line (``ps``): the --db URL reaches the workers in their
+    environment instead, and they read it from there."""
+    from grader.serve import app, worker
+
+    seen: list[tuple[list[str], dict[str, str]]] = []
+    monkeypatch.setattr(app.subprocess, "Popen", lambda command, env: seen.append((command, env)))
+    url = "postgresql+psycopg://grader:s3cret-pw@db.example.edu/g14"
+    app.start_workers(served.state, 1, url)
+    ((command, env),) = seen
+    assert not any("s3cret-pw" in part for part in command)
+    assert env["GRADER_SERVE_DB"] == url
+    opened: list[object] = []
+    monkeypatch.setenv("GRADER_SERVE_DB", url)
+    monkeypatch.setattr(worker, "open_state", lambda *args, **kwargs: opened.append(args[1]) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        worker.main(command[command.index("--course") :])
+    assert opened == [url]
