@@ -7,6 +7,7 @@ work: a request body is read only up to the route's limit, whatever the client d
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ pytest.importorskip("sqlalchemy")
 from sqlalchemy import func, select  # noqa: E402
 
 from grader.serve.db import Audit, Submission  # noqa: E402
+from grader.serve.settings import WAITING, Limits, ServeSettings, load_settings  # noqa: E402
 
 from .conftest import Served, csrf  # noqa: E402
 
@@ -213,3 +215,28 @@ def test_the_database_password_is_not_on_a_worker_command_line(served: Served, m
     with pytest.raises(ZeroDivisionError):
         worker.main(command[command.index("--course") :])
     assert opened == [url]
+
+
+@pytest.mark.serve_settings(limits=Limits(waiting=WAITING))
+def test_one_student_cannot_fill_the_queue(served: Served) -> None:
+    """With no per-window limit set, a student still has at most ``limits.waiting`` (2) submissions waiting: a burst
+    of slow submissions (each import sleeping to its 10 s limit holds a worker for 40 s) would keep every other
+    student's feedback waiting for as long as the burst takes."""
+    client = served.client("mallory")
+    codes = [served.submit(client, b"import time\ntime.sleep(%d)\n" % i).status_code for i in range(5)]
+    assert codes == [200, 200, 429, 429, 429]
+    refused = served.submit(client, b"import time\n")
+    assert "2 submissions waiting to be graded" in refused.text
+    with served.state.db() as db:
+        assert db.execute(select(func.count()).select_from(Submission)).scalar() == 2
+        assert [a.action for a in db.execute(select(Audit)).scalars()].count("refused: limit") == 4
+    other = served.client("alice")
+    assert served.submit(other, "correct_numpy").status_code == 200  # another student's upload is taken
+
+
+def test_the_waiting_limit_is_on_by_default(tmp_path: Path) -> None:
+    assert ServeSettings(course=tmp_path, state=tmp_path / "state").limits.waiting == WAITING == 2
+    (tmp_path / "serve.yaml").write_text("limits: {per_window: 5}\n")
+    assert load_settings(tmp_path).limits == Limits(per_window=5, waiting=2)
+    (tmp_path / "serve.yaml").write_text("limits: {waiting: 0}\n")
+    assert load_settings(tmp_path).limits.waiting == 0
