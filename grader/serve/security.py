@@ -17,7 +17,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from grader.serve.db import Audit, User
+from grader.serve.db import Audit, Setting, User
 from grader.serve.state import ServerState
 from grader.serve.store import Refused
 
@@ -32,11 +32,15 @@ __all__ = [
     "hash_token",
     "limit_body",
     "log_in",
+    "log_out",
     "require_staff",
     "require_user",
 ]
 
 log = logging.getLogger("grader.serve")
+
+SIGNED_OUT = "signed-out:"
+"""Prefix of the server setting holding when a user last signed out (``signed-out:<user id>``)."""
 
 STAFF_ROLES = ("instructor", "ta")
 """Roles that reach the staff pages."""
@@ -66,7 +70,12 @@ def current_user(state: ServerState, request: Request) -> User | None:
     uid = request.session.get("uid")
     if not isinstance(uid, int):
         return None
+    since = request.session.get("since")
     with state.db() as db:
+        out = db.get(Setting, f"{SIGNED_OUT}{uid}")
+        if out is not None and not (isinstance(since, float) and since > float(out.value)):
+            request.session.clear()  # signed in before its user signed out: a copied or stolen cookie
+            return None
         return db.get(User, uid)
 
 
@@ -91,7 +100,27 @@ def log_in(request: Request, user: User) -> None:
     """Start a new session for ``user`` (a fresh CSRF token; nothing of the old session kept)."""
     request.session.clear()
     request.session["uid"] = user.id
+    request.session["since"] = time.time()
     request.session["csrf"] = secrets.token_urlsafe(32)
+
+
+def log_out(state: ServerState, request: Request) -> None:
+    """End the session, and every other session of its user started before now.
+
+    Sessions are signed cookies the server does not keep: the time of the sign-out, stored, is what
+    makes a copy of the cookie (a shared computer, a stolen cookie) stop working with it.
+    """
+    uid = request.session.get("uid")
+    request.session.clear()
+    if not isinstance(uid, int):
+        return
+    with state.db() as db:
+        row = db.get(Setting, f"{SIGNED_OUT}{uid}")
+        if row is None:
+            db.add(Setting(key=f"{SIGNED_OUT}{uid}", value=repr(time.time())))
+        else:
+            row.value = repr(time.time())
+        db.commit()
 
 
 def csrf_token(request: Request) -> str:

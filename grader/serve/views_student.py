@@ -19,7 +19,7 @@ from grader.serve.db import Invite, Submission, User, now
 from grader.serve.feedback import student_view
 from grader.serve.limits import check_limits, shows_details
 from grader.serve.pages import Pages
-from grader.serve.security import audit, check_csrf, current_user, hash_token, limit_body, log_in, require_user
+from grader.serve.security import audit, check_csrf, current_user, hash_token, limit_body, log_in, log_out, require_user
 from grader.serve.state import ServerState
 from grader.serve.store import Refused, check_upload, store_upload
 
@@ -166,7 +166,7 @@ class StudentViews:
         """``POST /logout``: end the session."""
         async with request.form(max_files=0, max_fields=5) as form:
             check_csrf(self.state, request, form)
-        request.session.clear()
+        log_out(self.state, request)
         return RedirectResponse("/", status_code=303)
 
     def routes(self) -> list[Route]:

@@ -240,3 +240,18 @@ def test_the_waiting_limit_is_on_by_default(tmp_path: Path) -> None:
     assert load_settings(tmp_path).limits == Limits(per_window=5, waiting=2)
     (tmp_path / "serve.yaml").write_text("limits: {waiting: 0}\n")
     assert load_settings(tmp_path).limits.waiting == 0
+
+
+def test_a_session_cookie_copied_before_sign_out_no_longer_works(served: Served) -> None:
+    """Sessions are signed cookies: without a server-side mark, a cookie copied (a shared lab computer, a stolen
+    cookie) stayed valid for its 12 hours after its owner signed out."""
+    client = served.client("mallory")
+    copied = dict(client.cookies)
+    assert client.post("/logout", data={"csrf": csrf(client.get("/").text)}).status_code == 200
+    thief = served.client()
+    for name, value in copied.items():
+        thief.cookies.set(name, value)
+    assert thief.get("/history").status_code == 401
+    assert thief.post("/submit", files={"file": ("attention.py", b"x = 1\n")}).status_code in (401, 403)
+    again = served.client("mallory")  # a new sign-in works
+    assert again.get("/history").status_code == 200
