@@ -252,3 +252,20 @@ def test_a_bad_policy_stops_the_server_leaving_no_server_folder(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "policy.yaml: due: 'notadate' is not a date" in err[0]
     assert not (course / ".grader-serve").exists()
+
+
+def test_a_port_in_use_stops_the_server_in_one_line_leaving_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    course = course_copy(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["serve", "--course", str(course), "--port", str(port), "--workers", "0"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--port {port}: 127.0.0.1:{port} is in use" in err[0], err
+    assert not (course / ".grader-serve").exists()
