@@ -7,11 +7,14 @@ becomes its status and one sentence on a page.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -24,11 +27,17 @@ from grader.serve.pages import Pages
 from grader.serve.security import RateLimit, RateLimiter
 from grader.serve.state import ServerState, open_state, session_secret
 from grader.serve.store import Refused
+from grader.serve.worker import DB_ENV
 
-__all__ = ["create_app", "requeue_running", "start_workers"]
+__all__ = ["create_app", "requeue_running", "start_workers", "supervise"]
 
 SESSION_HOURS = 12
 """How long a sign-in lasts."""
+
+RESTART_SECONDS = 5.0
+"""The least time between two starts of one worker slot (a worker that dies at once is not restarted in a loop)."""
+
+log = logging.getLogger("grader.serve")
 
 
 def requeue_running(state: ServerState) -> int:
@@ -51,10 +60,37 @@ def start_workers(state: ServerState, count: int, db_url: str | None) -> list[su
     command += ["--state", str(state.settings.state)]
     if state.settings.source:
         command += ["--settings", state.settings.source]
-    if db_url:
-        command += ["--db", db_url]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if db_url:  # in the environment: any local user reads a command line (and the password in the URL)
+        env[DB_ENV] = db_url
     return [subprocess.Popen(command, env=env) for _ in range(count)]
+
+
+async def supervise(
+    procs: list[subprocess.Popen[bytes]],
+    start_one: Callable[[], subprocess.Popen[bytes]],
+    stopping: asyncio.Event,
+    interval: float = 1.0,
+    restart_after: float = RESTART_SECONDS,
+) -> None:
+    """Start a new worker in place of each one in ``procs`` that exited, until ``stopping`` is set.
+
+    A worker killed (the kernel's out-of-memory killer, a crash) would otherwise leave the server
+    taking uploads that no worker grades. Each exit is logged; a slot is started at most once per
+    ``restart_after`` seconds. ``procs`` is changed in place, so the caller stops the current ones.
+    """
+    began = [time.monotonic()] * len(procs)
+    while not stopping.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), interval)
+        if stopping.is_set():
+            return
+        for slot, proc in enumerate(procs):
+            if proc.poll() is None or time.monotonic() - began[slot] < restart_after:
+                continue
+            log.warning("grader serve: grading worker %s exited (%s); starting another", proc.pid, proc.returncode)
+            procs[slot] = start_one()
+            began[slot] = time.monotonic()
 
 
 def create_app(
@@ -108,9 +144,13 @@ def create_app(
         if workers:
             requeue_running(state)
         procs = start_workers(state, workers, db_url) if workers else []
+        stopping = asyncio.Event()
+        watch = asyncio.create_task(supervise(procs, lambda: start_workers(state, 1, db_url)[0], stopping))
         try:
             yield
         finally:
+            stopping.set()
+            await watch
             for proc in procs:
                 proc.terminate()
             for proc in procs:

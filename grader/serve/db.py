@@ -118,6 +118,7 @@ class Submission(Base):
     size: Mapped[int] = mapped_column(Integer)
     received: Mapped[dt.datetime] = mapped_column(default=now, index=True)
     state: Mapped[str] = mapped_column(String(10), default="queued", index=True)
+    # when a worker took it, renewed every HEARTBEAT_SECONDS while it grades (grader.serve.worker)
     started: Mapped[dt.datetime | None] = mapped_column(nullable=True)
     graded: Mapped[dt.datetime | None] = mapped_column(nullable=True)
     details: Mapped[bool] = mapped_column(Boolean, default=True)

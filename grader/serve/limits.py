@@ -1,7 +1,8 @@
 """Submission limits, enforced when an upload arrives (never trusted to the page).
 
 A student may submit at most ``per_window`` times in any ``window_minutes`` and must wait
-``cooldown_seconds`` between two submissions; the check and the new row are one transaction with
+``cooldown_seconds`` between two submissions, and have at most ``waiting`` submissions queued or
+being graded; the check and the new row are one transaction with
 the student's row locked (PostgreSQL ``SELECT ... FOR UPDATE``; SQLite writes one at a time), so
 two uploads sent at once cannot both pass.
 """
@@ -59,6 +60,21 @@ def check_limits(db: Session, user: User, limits: Limits, at: dt.datetime | None
                 429,
                 f"You have made {limits.per_window} submissions in the last {limits.window_minutes} min; "
                 f"the next one is possible in {max(1, math.ceil(wait / 60))} min.",
+            )
+    if limits.waiting:
+        waiting = db.execute(
+            select(func.count())
+            .select_from(Submission)
+            .where(
+                Submission.user_id == user.id,
+                Submission.state.in_(("queued", "running")),
+                Submission.regrade_id.is_(None),  # the staff's regrade is not the student's to wait for
+            )
+        ).scalar()
+        if (waiting or 0) >= limits.waiting:
+            raise Refused(
+                429,
+                f"You have {waiting} submissions waiting to be graded; submit again when their feedback is there.",
             )
 
 

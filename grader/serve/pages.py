@@ -5,13 +5,33 @@ from __future__ import annotations
 from typing import Any
 
 import jinja2
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from grader.serve.security import csrf_token, current_user
 from grader.serve.state import ServerState
 
-__all__ = ["Pages"]
+__all__ = ["Pages", "RowId"]
+
+
+class RowId(Convertor[int]):
+    """A row number in a URL (``{number:id}``): 1 to 9 digits, so it fits every database's integer.
+
+    Starlette's ``int`` takes any number of digits, and a number past the database's integers made
+    the query fail (a server error) instead of "not found".
+    """
+
+    regex = "[0-9]{1,9}"
+
+    def convert(self, value: str) -> int:
+        return int(value)
+
+    def to_string(self, value: int) -> str:
+        return str(value)
+
+
+register_url_convertor("id", RowId())
 
 
 class Pages:

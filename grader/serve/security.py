@@ -15,9 +15,9 @@ import time
 from typing import Any
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from grader.serve.db import Audit, User
+from grader.serve.db import Audit, Setting, User
 from grader.serve.state import ServerState
 from grader.serve.store import Refused
 
@@ -30,12 +30,17 @@ __all__ = [
     "csrf_token",
     "current_user",
     "hash_token",
+    "limit_body",
     "log_in",
+    "log_out",
     "require_staff",
     "require_user",
 ]
 
 log = logging.getLogger("grader.serve")
+
+SIGNED_OUT = "signed-out:"
+"""Prefix of the server setting holding when a user last signed out (``signed-out:<user id>``)."""
 
 STAFF_ROLES = ("instructor", "ta")
 """Roles that reach the staff pages."""
@@ -65,7 +70,12 @@ def current_user(state: ServerState, request: Request) -> User | None:
     uid = request.session.get("uid")
     if not isinstance(uid, int):
         return None
+    since = request.session.get("since")
     with state.db() as db:
+        out = db.get(Setting, f"{SIGNED_OUT}{uid}")
+        if out is not None and not (isinstance(since, float) and since > float(out.value)):
+            request.session.clear()  # signed in before its user signed out: a copied or stolen cookie
+            return None
         return db.get(User, uid)
 
 
@@ -90,7 +100,27 @@ def log_in(request: Request, user: User) -> None:
     """Start a new session for ``user`` (a fresh CSRF token; nothing of the old session kept)."""
     request.session.clear()
     request.session["uid"] = user.id
+    request.session["since"] = time.time()
     request.session["csrf"] = secrets.token_urlsafe(32)
+
+
+def log_out(state: ServerState, request: Request) -> None:
+    """End the session, and every other session of its user started before now.
+
+    Sessions are signed cookies the server does not keep: the time of the sign-out, stored, is what
+    makes a copy of the cookie (a shared computer, a stolen cookie) stop working with it.
+    """
+    uid = request.session.get("uid")
+    request.session.clear()
+    if not isinstance(uid, int):
+        return
+    with state.db() as db:
+        row = db.get(Setting, f"{SIGNED_OUT}{uid}")
+        if row is None:
+            db.add(Setting(key=f"{SIGNED_OUT}{uid}", value=repr(time.time())))
+        else:
+            row.value = repr(time.time())
+        db.commit()
 
 
 def csrf_token(request: Request) -> str:
@@ -110,6 +140,31 @@ def check_csrf(state: ServerState, request: Request, form: Any) -> None:
         who = str(request.session.get("uid", "anonymous"))
         audit(state, request, who, "refused: no CSRF token", f"{request.method} {request.url.path}")
         raise Refused(403, "The form did not come from this site's page; reload the page and send it again.")
+
+
+def limit_body(request: Request, max_bytes: int, refusal: Refused) -> Request:
+    """``request`` whose body is read at most ``max_bytes`` far: past that, reading raises ``refusal``.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read; a body without
+    one (chunked) is counted as it arrives, so a client cannot make the server read, spool or store
+    more than the limit whatever it declares.
+    """
+    declared = request.headers.get("content-length") or ""
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise refusal
+    receive = request.receive
+    seen = 0
+
+    async def bounded() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > max_bytes:
+                raise refusal
+        return message
+
+    return Request(request.scope, bounded)
 
 
 class RateLimiter:

@@ -9,6 +9,7 @@
       window_minutes: 60
       cooldown_seconds: 30                   # between two submissions of one student
       details_for_first: 20                  # visible details only for a student's first K submissions
+      waiting: 2                             # a student's submissions queued or being graded at once
     policy: policy.yaml                      # late penalty from the server's receipt time (grader.term)
     probing:
       min_steps: 3                           # one-hidden-check flips that flag a student for the staff
@@ -59,6 +60,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
                 "window_minutes": {"type": "integer", "minimum": 1, "maximum": 100000, "description": "give minutes"},
                 "cooldown_seconds": {**_COUNT, "description": "give seconds (0: none)"},
                 "details_for_first": {**_COUNT, "description": "give a whole number (0: details always)"},
+                "waiting": {**_COUNT, "description": "give a whole number of submissions (0: no limit)"},
             },
         },
         "policy": {"type": "string", "description": "give the policy.yaml file, relative to course.yaml"},
@@ -103,12 +105,21 @@ class Limits:
         Seconds between two submissions of one student.
     details_for_first : int
         The visible checks' details are shown for a student's first K submissions only (0: always).
+    waiting : int
+        A student's submissions queued or being graded at once (0: no limit; `WAITING` when
+        ``serve.yaml`` does not say). One student's burst of
+        slow submissions would otherwise hold every worker while the other students wait.
     """
 
     per_window: int = 0
     window_minutes: int = 60
     cooldown_seconds: int = 0
     details_for_first: int = 0
+    waiting: int = 0
+
+
+WAITING = 2
+"""``limits.waiting`` when ``serve.yaml`` does not say (the one limit in force by default)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +130,7 @@ class ServeSettings:
     state: Path
     public_url: str = ""
     upload_max_bytes: int = 512 * 1024
-    limits: Limits = Limits()
+    limits: Limits = Limits(waiting=WAITING)
     policy: Path | None = None
     probing_min_steps: int = 3
     rate_per_minute: int = 120
@@ -178,7 +189,7 @@ def load_settings(course: Path, state: Path | None = None, path: Path | None = N
         state=state,
         public_url=str(data.get("public_url", "")).rstrip("/"),
         upload_max_bytes=int(data.get("upload_max_kib", 512)) * 1024,
-        limits=Limits(**{k: int(v) for k, v in limits.items()}),
+        limits=Limits(**{"waiting": WAITING, **{k: int(v) for k, v in limits.items()}}),
         policy=(course / policy) if policy is not None else None,
         probing_min_steps=int((data.get("probing") or {}).get("min_steps", 3)),
         rate_per_minute=int((data.get("rate") or {}).get("per_minute", 120)),

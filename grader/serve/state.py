@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,12 +13,13 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from grader.errors import UsageError
 from grader.packs import Pack, load_pack
 from grader.serve.db import Setting, make_engine, sessions
 from grader.serve.settings import ServeSettings, load_settings
 from grader.term import Policy, load_policy
 
-__all__ = ["ServerState", "default_db_url", "open_state", "private_file"]
+__all__ = ["ServerState", "default_db_url", "open_database", "open_state", "private_file"]
 
 
 @dataclass
@@ -105,14 +107,58 @@ def open_state(
     pack = load_pack(course)
     if not isinstance(settings, ServeSettings):
         settings = load_settings(course, state_dir, settings)
-    settings.state.mkdir(mode=0o700, parents=True, exist_ok=True)
-    ignore = settings.state / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# the server's database, uploads and keys: never committed\n*\n")
-    engine = make_engine(db_url or default_db_url(settings.state))
-    if migrate:
-        from grader.serve.migrate import upgrade
-
-        upgrade(engine)
     policy = load_policy(str(settings.policy)) if settings.policy is not None else None
+    made = not settings.state.exists()
+    try:
+        settings.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ignore = settings.state / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# the server's database, uploads and keys: never committed\n*\n")
+        engine = open_database(db_url or default_db_url(settings.state), migrate)
+    except BaseException:
+        if made:  # nothing left behind by a start that failed
+            shutil.rmtree(settings.state, ignore_errors=True)
+        raise
     return ServerState(pack=pack, settings=settings, engine=engine, sessions=sessions(engine), policy=policy)
+
+
+DB_EXAMPLE = "give sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+"""The fix a bad ``--db`` names."""
+
+
+def open_database(url: str, migrate: bool = True) -> Engine:
+    """The engine of ``url``, connected (and migrated to the newest schema when ``migrate``).
+
+    Raises
+    ------
+    grader.errors.UsageError
+        In one line naming ``--db`` (its password hidden) and the fix: a URL that does not parse, a
+        driver that is not installed, a database that does not answer.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        raise UsageError(f"--db {url!r}: not a database URL; {DB_EXAMPLE}") from None
+    try:
+        engine = make_engine(url)
+    except NoSuchModuleError:
+        driver = make_url(url).drivername
+        raise UsageError(f"--db {shown!r}: no database driver {driver!r} installed; {DB_EXAMPLE}") from None
+    except (ArgumentError, ImportError) as exc:
+        raise UsageError(f"--db {shown!r}: {str(exc).splitlines()[0][:200]}; {DB_EXAMPLE}") from None
+    try:
+        if migrate:
+            from grader.serve.migrate import upgrade
+
+            upgrade(engine)
+        else:
+            with engine.connect():
+                pass
+    except OperationalError as exc:
+        engine.dispose()
+        reason = str(exc.orig or exc).strip().splitlines()[0][:200]
+        raise UsageError(f"--db {shown!r}: cannot connect ({reason}); {DB_EXAMPLE}") from None
+    return engine

@@ -64,7 +64,7 @@ def check_upload(name: str, data: bytes, allowed: tuple[str, str], max_bytes: in
     if suffix == ".ipynb":
         try:
             notebook = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep for the decoder (a JSON bomb)
             raise Refused(415, "The notebook is not valid JSON; save it from Jupyter and upload it again.") from None
         if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
             raise Refused(415, "The file is not a Jupyter notebook (no cells); upload your attention.ipynb.")

@@ -265,12 +265,12 @@ class StaffViews:
         """Each path and its handler."""
         return [
             Route("/staff", self.summary),
-            Route("/staff/students/{uid:int}", self.student),
-            Route("/staff/students/{uid:int}/manual", self.manual_score, methods=["POST"]),
-            Route("/staff/students/{uid:int}/push", self.push_again, methods=["POST"]),
+            Route("/staff/students/{uid:id}", self.student),
+            Route("/staff/students/{uid:id}/manual", self.manual_score, methods=["POST"]),
+            Route("/staff/students/{uid:id}/push", self.push_again, methods=["POST"]),
             Route("/staff/release", self.release, methods=["POST"]),
             Route("/staff/regrade", self.regrade, methods=["POST"]),
-            Route("/staff/regrades/{rid:int}", self.regrade_page),
+            Route("/staff/regrades/{rid:id}", self.regrade_page),
             Route("/staff/export.zip", self.export),
             Route("/staff/audit", self.audit_page),
         ]

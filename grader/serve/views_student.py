@@ -19,7 +19,7 @@ from grader.serve.db import Invite, Submission, User, now
 from grader.serve.feedback import student_view
 from grader.serve.limits import check_limits, shows_details
 from grader.serve.pages import Pages
-from grader.serve.security import audit, check_csrf, current_user, hash_token, log_in, require_user
+from grader.serve.security import audit, check_csrf, current_user, hash_token, limit_body, log_in, log_out, require_user
 from grader.serve.state import ServerState
 from grader.serve.store import Refused, check_upload, store_upload
 
@@ -64,19 +64,24 @@ class StudentViews:
         """``POST /submit``: check the upload and the limits, store it under its hash, queue it."""
         user = require_user(self.state, request)
         limit = self.state.settings.upload_max_bytes
-        size = int(request.headers.get("content-length") or 0)
-        if size > limit + 64 * 1024:  # refused before the body is read
-            audit(self.state, request, user.login, "refused: upload too big", f"{size} bytes")
-            raise Refused(
-                413, f"The file is larger than {limit // 1024} KiB; upload your {self.state.pack.submission} only."
-            )
-        async with request.form(max_files=1, max_fields=5, max_part_size=limit + 1) as form:
-            check_csrf(self.state, request, form)
-            upload = form.get("file")
-            if upload is None or isinstance(upload, str):
-                raise Refused(400, f"Choose your {self.state.pack.submission} to upload.")
-            data = await upload.read(limit + 1)
-            name = upload.filename or ""
+        too_big = Refused(
+            413, f"The file is larger than {limit // 1024} KiB; upload your {self.state.pack.submission} only."
+        )
+        try:  # the body is read only up to the limit, Content-Length or not (a chunked upload)
+            bounded = limit_body(request, limit + 64 * 1024, too_big)
+            async with bounded.form(max_files=1, max_fields=5, max_part_size=limit + 1) as form:
+                check_csrf(self.state, request, form)
+                upload = form.get("file")
+                if upload is None or isinstance(upload, str):
+                    raise Refused(400, f"Choose your {self.state.pack.submission} to upload.")
+                data = await upload.read(limit + 1)
+                name = upload.filename or ""
+        except Refused as refusal:
+            if refusal is too_big:
+                size = request.headers.get("content-length")
+                detail = f"{size[:20]} bytes" if size else "no Content-Length: cut at the limit"
+                audit(self.state, request, user.login, "refused: upload too big", detail)
+            raise
         try:
             filename = check_upload(name, data, (self.state.pack.submission, self.state.pack.notebook), limit)
         except Refused as refusal:
@@ -161,7 +166,7 @@ class StudentViews:
         """``POST /logout``: end the session."""
         async with request.form(max_files=0, max_fields=5) as form:
             check_csrf(self.state, request, form)
-        request.session.clear()
+        log_out(self.state, request)
         return RedirectResponse("/", status_code=303)
 
     def routes(self) -> list[Route]:
@@ -169,7 +174,7 @@ class StudentViews:
         return [
             Route("/", self.home),
             Route("/submit", self.submit, methods=["POST"]),
-            Route("/submissions/{number:int}", self.submission),
+            Route("/submissions/{number:id}", self.submission),
             Route("/history", self.history),
             Route("/login/{token}", self.login_page, methods=["GET"]),
             Route("/login/{token}", self.login, methods=["POST"]),

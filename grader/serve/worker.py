@@ -7,7 +7,8 @@ runner's job processes, never here and never in the web process. When the specs 
 change (a fix before a regrade), the run is built again. Between submissions it sends the scores
 waiting for the LMS (`grader.serve.pushes`).
 
-Run as ``python -m grader.serve.worker --course DIR [--db URL]`` (``grader serve`` starts them).
+Run as ``python -m grader.serve.worker --course DIR [--db URL]`` (``grader serve`` starts them, with
+the URL in ``GRADER_SERVE_DB``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import datetime as dt
 import hashlib
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -32,15 +34,26 @@ from grader.serve.grades import visible_part
 from grader.serve.state import ServerState, open_state
 from grader.serve.store import upload_path
 
-__all__ = ["Grading", "claim", "grade_one", "main", "work"]
+__all__ = ["DB_ENV", "Grading", "claim", "grade_one", "main", "work"]
 
 log = logging.getLogger("grader.serve")
+
+DB_ENV = "GRADER_SERVE_DB"
+"""The environment variable that gives a worker the server's database URL (never its command line)."""
 
 POLL_SECONDS = 0.1
 """How often an idle worker looks at the queue."""
 
-STALE_AFTER = dt.timedelta(minutes=10)
-"""A submission ``running`` this long lost its worker: it is queued again."""
+STALE_AFTER = dt.timedelta(minutes=3)
+"""A submission whose worker has not said it is alive for this long lost its worker: it is queued again."""
+
+HEARTBEAT_SECONDS = 30.0
+"""How often a worker grading a submission renews its ``started`` time (its sign of life).
+
+Grading one hostile submission can take longer than `STALE_AFTER` (each call's timeout, then the
+submission's wall-clock backstop, stretched on a loaded machine): without this, a second worker
+would take it again while the first still grades it, and two such submissions would hold every
+worker."""
 
 
 class Grading:
@@ -140,11 +153,16 @@ def grade_one(state: ServerState, grading: Grading, sub_id: int) -> None:
             return
         source, filename = upload_path(state.uploads, sub.sha256, sub.filename), sub.filename
     scratch = Path(tempfile.mkdtemp(prefix="grader-serve-"))
+    alive = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(state, sub_id, alive), daemon=True)
+    beat.start()
     try:
         target = scratch / filename
         shutil.copyfile(source, target)
         full = grading.grade(target)
     finally:
+        alive.set()
+        beat.join()
         shutil.rmtree(scratch, ignore_errors=True)
     full["id"] = full["slug"] = f"submission-{sub_id}"
     full["path"] = filename
@@ -163,6 +181,21 @@ def grade_one(state: ServerState, grading: Grading, sub_id: int) -> None:
         if user is not None and state.flag(db, "released"):
             enqueue_push(db, user, "regrade" if sub.regrade_id else "graded")
         db.commit()
+
+
+def _heartbeat(state: ServerState, sub_id: int, done: threading.Event) -> None:
+    """Renew ``sub_id``'s ``started`` every `HEARTBEAT_SECONDS` until ``done``: its worker still grades it."""
+    while not done.wait(HEARTBEAT_SECONDS):
+        try:
+            with state.db() as db:
+                db.execute(
+                    update(Submission)
+                    .where(Submission.id == sub_id, Submission.state == "running")
+                    .values(started=now())
+                )
+                db.commit()
+        except Exception:  # noqa: BLE001 - a missed beat only risks a second grading, never the first
+            log.exception("grader serve: could not renew submission %s", sub_id)
 
 
 def _failed(state: ServerState, sub_id: int) -> None:
@@ -220,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m grader.serve.worker --course DIR [--db URL] [--state DIR] [--settings FILE]``."""
     parser = argparse.ArgumentParser(prog="grader-serve-worker")
     parser.add_argument("--course", required=True)
-    parser.add_argument("--db", default=None)
+    parser.add_argument("--db", default=os.environ.get(DB_ENV) or None)
     parser.add_argument("--state", default=None)
     parser.add_argument("--settings", default=None)
     options = parser.parse_args(argv)

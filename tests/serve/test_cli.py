@@ -219,3 +219,53 @@ def test_a_students_new_submission_is_graded_before_a_regrade_of_older_ones(serv
     with served.state.db() as db:
         new_id = db.execute(select(Submission.id).where(Submission.regrade_id.is_(None))).scalar_one()
     assert claim(served.state) == new_id
+
+
+@pytest.mark.parametrize(
+    ("db", "said"),
+    [
+        ("nosuch://x", "--db 'nosuch://x': no database driver 'nosuch'"),
+        (
+            "postgresql+psycopg://nobody@127.0.0.1:1/x",
+            "--db 'postgresql+psycopg://nobody@127.0.0.1:1/x': cannot connect",
+        ),
+        ("not a url", "--db 'not a url': not a database URL"),
+    ],
+)
+def test_a_bad_db_url_stops_the_server_in_one_line_leaving_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], db: str, said: str
+) -> None:
+    course = course_copy(tmp_path)
+    assert main(["serve", "--course", str(course), "--db", db, "--workers", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0] and "postgresql+psycopg://USER@HOST/DB" in err[0], err
+    assert not (course / ".grader-serve").exists()
+
+
+def test_a_bad_policy_stops_the_server_leaving_no_server_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    course = course_copy(tmp_path)
+    (course / "policy.yaml").write_text("due: notadate\n")
+    (course / "serve.yaml").write_text("policy: policy.yaml\n")
+    assert main(["serve", "--course", str(course), "--workers", "0"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "policy.yaml: due: 'notadate' is not a date" in err[0]
+    assert not (course / ".grader-serve").exists()
+
+
+def test_a_port_in_use_stops_the_server_in_one_line_leaving_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    course = course_copy(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["serve", "--course", str(course), "--port", str(port), "--workers", "0"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--port {port}: 127.0.0.1:{port} is in use" in err[0], err
+    assert not (course / ".grader-serve").exists()

@@ -58,6 +58,32 @@ def _needs_extra() -> None:
         )
 
 
+def _check_address(host: str, port: int) -> None:
+    """A one-line refusal when the server could not listen on ``host:port`` (before anything is made)."""
+    import errno
+    import socket
+
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, OverflowError) as exc:
+        raise UsageError(
+            f"serve: --host {host} --port {port}: {exc}; give an address of this machine, e.g. 127.0.0.1"
+        ) from None
+    with socket.socket(family, kind) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise UsageError(
+                    f"serve: --port {port}: {host}:{port} is in use; give another --port or stop the server using it"
+                ) from None
+            raise UsageError(
+                f"serve: --host {host} --port {port}: cannot listen there ({exc.strerror}); "
+                "give an address of this machine, e.g. 127.0.0.1, and a free port"
+            ) from None
+
+
 def run(config: Config) -> int:
     """Run the server, or print invite links."""
     _needs_extra()
@@ -79,6 +105,7 @@ def run(config: Config) -> int:
         return EXIT_OK
     if not 0 <= int(config.option("workers")) <= 64:
         raise UsageError("serve: --workers: give 0 to 64 grading processes")
+    _check_address(config.option("host"), int(config.option("port")))
     import uvicorn
 
     from grader.serve.app import create_app
