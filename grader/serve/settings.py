@@ -17,6 +17,7 @@
       per_minute: 120                        # requests per signed-in user
       per_address_per_minute: 1200           # requests per address (a lab behind one NAT address shares it)
     lti:
+      allow_missing_state_cookie: false      # true: accept a launch whose browser dropped the state cookie (login CSRF risk)
       platforms:
         - {issuer: ..., client_id: ..., deployment_ids: [...], auth_login_url: ..., auth_token_url: ..., jwks_url: ...}
 
@@ -85,7 +86,10 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "lti": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"platforms": {"type": "array", "items": {"type": "object"}, "description": "a list"}},
+            "properties": {
+                "platforms": {"type": "array", "items": {"type": "object"}, "description": "a list"},
+                "allow_missing_state_cookie": {"type": "boolean", "description": "give true or false"},
+            },
         },
     },
 }
@@ -136,6 +140,7 @@ class ServeSettings:
     rate_per_minute: int = 120
     rate_per_address_per_minute: int = 1200
     platforms: tuple[dict[str, Any], ...] = ()
+    allow_missing_state_cookie: bool = False
     source: str = ""
 
     @property
@@ -195,6 +200,7 @@ def load_settings(course: Path, state: Path | None = None, path: Path | None = N
         rate_per_minute=int((data.get("rate") or {}).get("per_minute", 120)),
         rate_per_address_per_minute=int((data.get("rate") or {}).get("per_address_per_minute", 1200)),
         platforms=platforms,
+        allow_missing_state_cookie=bool((data.get("lti") or {}).get("allow_missing_state_cookie", False)),
         source=str(path),
     )
 
