@@ -59,6 +59,13 @@ def platform_for(state: ServerState, issuer: str, client_id: str | None) -> Any:
     return None
 
 
+def _cookie_attributes(state: ServerState) -> dict[str, Any]:
+    """The state cookie's attributes: on ``/lti/`` only, http-only, sent cross-site (``SameSite=None``, which
+    browsers take only with ``Secure``) when the server is reached over https, else ``SameSite=Lax``."""
+    secure = state.settings.secure
+    return {"path": "/lti/", "httponly": True, "secure": secure, "samesite": "none" if secure else "lax"}
+
+
 def routes(state: ServerState, pages: Pages) -> list[Route]:
     """The LTI routes."""
     from grader.serve import lti
@@ -86,16 +93,7 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
             db.add(LtiState(state=token, nonce=nonce, issuer=platform.issuer, client_id=platform.client_id))
             db.commit()
         response = RedirectResponse(url, status_code=302)
-        secure = state.settings.secure
-        response.set_cookie(
-            STATE_COOKIE,
-            token,
-            max_age=STATE_MINUTES * 60,
-            path="/lti/",
-            httponly=True,
-            secure=secure,
-            samesite="none" if secure else "lax",
-        )
+        response.set_cookie(STATE_COOKIE, token, max_age=STATE_MINUTES * 60, **_cookie_attributes(state))
         return response
 
     async def launch(request: Request) -> Response:
@@ -146,10 +144,7 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
         else:
             log_in(request, user)
             response = RedirectResponse("/", status_code=303)
-        secure = state.settings.secure
-        response.delete_cookie(
-            STATE_COOKIE, path="/lti/", httponly=True, secure=secure, samesite="none" if secure else "lax"
-        )
+        response.delete_cookie(STATE_COOKIE, **_cookie_attributes(state))  # used once
         return response
 
     async def jwks(request: Request) -> Response:
