@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -29,7 +29,7 @@ from grader.serve.state import ServerState, open_state, session_secret
 from grader.serve.store import Refused
 from grader.serve.worker import DB_ENV
 
-__all__ = ["create_app", "requeue_running", "start_workers", "supervise"]
+__all__ = ["create_app", "create_courses_app", "requeue_running", "start_workers", "supervise"]
 
 SESSION_HOURS = 12
 """How long a sign-in lasts."""
@@ -177,4 +177,58 @@ def create_app(
     ]
     app = Starlette(routes=routes, middleware=middleware, exception_handlers={Refused: refused}, lifespan=lifespan)
     app.state.server = state
+    return app
+
+
+def create_courses_app(courses: Sequence[str | Path], workers: int = 0) -> Starlette:
+    """One server for several course folders, each on the host name of its own ``public_url``.
+
+    Each course is `create_app`'s application on its own folder: its own ``serve.yaml``, database
+    (SQLite in its ``.grader-serve/``), uploads, tool key, sessions and grading workers. Pages link
+    to absolute paths, so courses are told apart by host name (the reverse proxy gives each one),
+    never by a path prefix; a request for another host name gets 404.
+
+    Parameters
+    ----------
+    courses : sequence of str or pathlib.Path
+        The course folders; each ``serve.yaml`` gives a ``public_url`` whose host name no other has.
+    workers : int
+        Grading worker processes per course.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        In one line, when a course has no ``public_url`` or shares its host name with another.
+    """
+    from urllib.parse import urlsplit
+
+    from starlette.routing import Host
+
+    from grader.errors import UsageError
+    from grader.serve.settings import SETTINGS_FILE, load_settings
+
+    hosts: dict[str, Path] = {}  # every course checked before any server folder is made
+    for course in map(Path, courses):
+        url = load_settings(course).public_url
+        host = (urlsplit(url).hostname or "").lower()
+        if not host:
+            raise UsageError(
+                f"{course}: {SETTINGS_FILE}: public_url: missing; give each course its own host name when serving several"
+            )
+        if host in hosts:
+            raise UsageError(
+                f"{course}: {SETTINGS_FILE}: public_url: {host} is another course's; give each course its own host name"
+            )
+        hosts[host] = course
+    apps = {host: create_app(course, workers=workers) for host, course in hosts.items()}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:  # each course's workers start and stop with the server
+            for sub in apps.values():
+                await stack.enter_async_context(sub.router.lifespan_context(sub))
+            yield
+
+    app = Starlette(routes=[Host(host, app=sub) for host, sub in apps.items()], lifespan=lifespan)
+    app.state.courses = apps
     return app

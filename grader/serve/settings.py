@@ -10,6 +10,8 @@
       cooldown_seconds: 30                   # between two submissions of one student
       details_for_first: 20                  # visible details only for a student's first K submissions
       waiting: 2                             # a student's submissions queued or being graded at once
+    grading:
+      submission_seconds: 60                 # CPU budget of one submission (wall-clock backstop 4 times that)
     policy: policy.yaml                      # late penalty from the server's receipt time (grader.term)
     probing:
       min_steps: 3                           # one-hidden-check flips that flag a student for the staff
@@ -17,6 +19,7 @@
       per_minute: 120                        # requests per signed-in user
       per_address_per_minute: 1200           # requests per address (a lab behind one NAT address shares it)
     lti:
+      allow_missing_state_cookie: false      # true: accept a launch whose browser dropped the state cookie (login CSRF risk)
       platforms:
         - {issuer: ..., client_id: ..., deployment_ids: [...], auth_login_url: ..., auth_token_url: ..., jwks_url: ...}
 
@@ -32,7 +35,15 @@ from typing import Any
 
 from grader.errors import ConfigError
 
-__all__ = ["SETTINGS_FILE", "SETTINGS_SCHEMA", "STATE_DIR", "Limits", "ServeSettings", "load_settings"]
+__all__ = [
+    "SETTINGS_FILE",
+    "SETTINGS_SCHEMA",
+    "STATE_DIR",
+    "SUBMISSION_SECONDS",
+    "Limits",
+    "ServeSettings",
+    "load_settings",
+]
 
 SETTINGS_FILE = "serve.yaml"
 """The settings file's name, beside ``course.yaml``."""
@@ -63,6 +74,18 @@ SETTINGS_SCHEMA: dict[str, Any] = {
                 "waiting": {**_COUNT, "description": "give a whole number of submissions (0: no limit)"},
             },
         },
+        "grading": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "submission_seconds": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "maximum": 3600,
+                    "description": "give CPU seconds, more than 0 and at most 3600",
+                },
+            },
+        },
         "policy": {"type": "string", "description": "give the policy.yaml file, relative to course.yaml"},
         "probing": {
             "type": "object",
@@ -85,7 +108,10 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "lti": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"platforms": {"type": "array", "items": {"type": "object"}, "description": "a list"}},
+            "properties": {
+                "platforms": {"type": "array", "items": {"type": "object"}, "description": "a list"},
+                "allow_missing_state_cookie": {"type": "boolean", "description": "give true or false"},
+            },
         },
     },
 }
@@ -121,6 +147,13 @@ class Limits:
 WAITING = 2
 """``limits.waiting`` when ``serve.yaml`` does not say (the one limit in force by default)."""
 
+SUBMISSION_SECONDS = 60.0
+"""``grading.submission_seconds`` when ``serve.yaml`` does not say: the CPU budget of one submission in the server.
+
+Shorter than ``grade``'s ``--submission-timeout`` (120 s): a submission that hangs every call holds a
+server worker until the budget's wall-clock backstop (`grader.execution.calls.WALL_BACKSTOP_FACTOR`
+times the budget, 4 minutes here, not 8), while the other students wait for their feedback."""
+
 
 @dataclasses.dataclass(frozen=True)
 class ServeSettings:
@@ -133,9 +166,11 @@ class ServeSettings:
     limits: Limits = Limits(waiting=WAITING)
     policy: Path | None = None
     probing_min_steps: int = 3
+    submission_seconds: float = SUBMISSION_SECONDS
     rate_per_minute: int = 120
     rate_per_address_per_minute: int = 1200
     platforms: tuple[dict[str, Any], ...] = ()
+    allow_missing_state_cookie: bool = False
     source: str = ""
 
     @property
@@ -192,9 +227,11 @@ def load_settings(course: Path, state: Path | None = None, path: Path | None = N
         limits=Limits(**{"waiting": WAITING, **{k: int(v) for k, v in limits.items()}}),
         policy=(course / policy) if policy is not None else None,
         probing_min_steps=int((data.get("probing") or {}).get("min_steps", 3)),
+        submission_seconds=float((data.get("grading") or {}).get("submission_seconds", SUBMISSION_SECONDS)),
         rate_per_minute=int((data.get("rate") or {}).get("per_minute", 120)),
         rate_per_address_per_minute=int((data.get("rate") or {}).get("per_address_per_minute", 1200)),
         platforms=platforms,
+        allow_missing_state_cookie=bool((data.get("lti") or {}).get("allow_missing_state_cookie", False)),
         source=str(path),
     )
 

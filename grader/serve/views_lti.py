@@ -3,7 +3,10 @@
 ``/lti/login`` (GET or POST) answers the platform's login initiation with a redirect to its
 authorization endpoint; the state and nonce are kept in the database (the platform posts the
 launch back cross-site, where a ``SameSite=Lax`` session cookie is not sent) and, when the browser
-keeps it, in a short-lived cookie that must then match. ``/lti/launch`` validates the ``id_token``
+keeps it, in a short-lived cookie that must be sent back and match: a launch without it is
+refused (login CSRF: an attacker's own launch posted from a victim's browser would sign the victim
+in as the attacker), unless ``serve.yaml`` says ``lti.allow_missing_state_cookie: true`` for an
+LMS that embeds the tool in an iframe where the browser drops third-party cookies. ``/lti/launch`` validates the ``id_token``
 (signature against the platform's key set, issuer, audience, expiry, deployment, nonce used once),
 signs the user in with the launch's role and remembers the line item their score goes to. A deep
 linking request from the staff answers with a signed response that adds the assignment.
@@ -34,6 +37,9 @@ __all__ = ["STATE_COOKIE", "routes"]
 STATE_COOKIE = "grader_lti_state"
 """The cookie binding a login in progress to the browser that started it."""
 
+NEW_WINDOW = "This browser {}; open the assignment in a new window (not inside the LMS page) and try again."
+"""The refusal of a launch whose state cookie is missing or another's (a login CSRF, or an embedded tool)."""
+
 STATE_MINUTES = 10
 """How long a login initiation's state and nonce stay usable."""
 
@@ -51,6 +57,13 @@ def platform_for(state: ServerState, issuer: str, client_id: str | None) -> Any:
         if data.get("issuer") == issuer and (client_id is None or data.get("client_id") == client_id):
             return Platform.from_mapping(data, state.settings.source or "serve.yaml")
     return None
+
+
+def _cookie_attributes(state: ServerState) -> dict[str, Any]:
+    """The state cookie's attributes: on ``/lti/`` only, http-only, sent cross-site (``SameSite=None``, which
+    browsers take only with ``Secure``) when the server is reached over https, else ``SameSite=Lax``."""
+    secure = state.settings.secure
+    return {"path": "/lti/", "httponly": True, "secure": secure, "samesite": "none" if secure else "lax"}
 
 
 def routes(state: ServerState, pages: Pages) -> list[Route]:
@@ -80,16 +93,7 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
             db.add(LtiState(state=token, nonce=nonce, issuer=platform.issuer, client_id=platform.client_id))
             db.commit()
         response = RedirectResponse(url, status_code=302)
-        secure = state.settings.secure
-        response.set_cookie(
-            STATE_COOKIE,
-            token,
-            max_age=STATE_MINUTES * 60,
-            path="/lti/",
-            httponly=True,
-            secure=secure,
-            samesite="none" if secure else "lax",
-        )
+        response.set_cookie(STATE_COOKIE, token, max_age=STATE_MINUTES * 60, **_cookie_attributes(state))
         return response
 
     async def launch(request: Request) -> Response:
@@ -98,8 +102,10 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
         if not isinstance(id_token, str) or not isinstance(token, str) or not token:
             raise refuse(request, 400, "The launch has no id_token or no state.", "launch")
         cookie = request.cookies.get(STATE_COOKIE)
+        if cookie is None and not state.settings.allow_missing_state_cookie:
+            raise refuse(request, 403, NEW_WINDOW.format("did not keep the cookie of the login it started"), "launch")
         if cookie is not None and not secrets.compare_digest(cookie, token):
-            raise refuse(request, 400, "The launch's state is not the one this browser started.", "launch")
+            raise refuse(request, 403, NEW_WINDOW.format("did not start this launch"), "launch")
         with state.db() as db:
             row = db.get(LtiState, token)
             if row is None or row.created < now() - dt.timedelta(minutes=STATE_MINUTES):
@@ -132,10 +138,14 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
             raise refuse(request, 401, str(exc), "launch") from None
         user = _launch_user(state, platform, launched)
         audit(state, request, user.login, "launch", f"{launched.message_type} as {launched.role}")
+        response: Response
         if launched.message_type == "LtiDeepLinkingRequest":
-            return _deep_link(state, pages, request, platform, launched, user)
-        log_in(request, user)
-        return RedirectResponse("/", status_code=303)
+            response = _deep_link(state, pages, request, platform, launched, user)
+        else:
+            log_in(request, user)
+            response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(STATE_COOKIE, **_cookie_attributes(state))  # used once
+        return response
 
     async def jwks(request: Request) -> Response:
         from grader.serve.keys import tool_key

@@ -1,7 +1,8 @@
 """A grading worker process: takes queued submissions from the database and grades them.
 
 It builds the ``grader grade`` run once (`grader.config.parser.for_command`: the same plugins,
-specs, reference and sandboxed runner) and grades one stored upload at a time with
+specs, reference and sandboxed runner, with ``serve.yaml``'s ``grading.submission_seconds`` as
+``--submission-timeout``) and grades one stored upload at a time with
 `grader.grading.session.grade_submission`, as a batch does. The student's code runs in the
 runner's job processes, never here and never in the web process. When the specs or the reference
 change (a fix before a regrade), the run is built again. Between submissions it sends the scores
@@ -66,7 +67,11 @@ class Grading:
 
         pack = state.pack
         self.fingerprint = specs_fingerprint(state)
-        self.config = for_command("grade", [str(pack.starter), "--jobs", "1"], pack=str(pack.root))
+        # the server's own budget per submission (serve.yaml grading.submission_seconds), shorter than grade's:
+        # a submission that hangs every call frees its worker after the budget's wall-clock backstop
+        budget = repr(float(state.settings.submission_seconds))
+        argv = [str(pack.starter), "--jobs", "1", "--submission-timeout", budget]
+        self.config = for_command("grade", argv, pack=str(pack.root))
         self.config.hooks.configure(self.config)
         self.collected = session.collect(self.config)
         self.config.stash[COLLECTED] = self.collected

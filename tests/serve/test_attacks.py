@@ -255,3 +255,53 @@ def test_a_session_cookie_copied_before_sign_out_no_longer_works(served: Served)
     assert thief.post("/submit", files={"file": ("attention.py", b"x = 1\n")}).status_code in (401, 403)
     again = served.client("mallory")  # a new sign-in works
     assert again.get("/history").status_code == 200
+
+
+HANGS_EVERY_CALL = b"""import time
+
+
+def _hang(*args, **kwargs):
+    time.sleep(10**6)
+
+
+softmax = attention = softmax_backward = score_array_bytes = bytes_to_mib = _hang
+"""
+
+
+@pytest.mark.serve_settings(submission_seconds=1.0)
+def test_a_submission_that_hangs_every_call_frees_its_worker_after_the_servers_budget(served: Served) -> None:
+    """Each hanging call waits out its own timeout; ``grade``'s budget (120 s of CPU, 8 minutes of wall clock for
+    code that sleeps) would hold the worker that long. ``grading.submission_seconds`` is the server's own budget:
+    the hanging submission is recorded as timed out and the next student's is graded."""
+    import time
+
+    from grader.serve.worker import Grading, work
+
+    assert served.submit(served.client("mallory"), HANGS_EVERY_CALL).status_code == 200
+    assert served.submit(served.client("alice"), "correct_numpy").status_code == 200
+    grading = Grading(served.state)
+    try:
+        began = time.monotonic()
+        assert work(served.state, once=True, grading=grading) == 2
+        took = time.monotonic() - began
+    finally:
+        grading.close()
+    with served.state.db() as db:
+        hung, fine = db.execute(select(Submission).order_by(Submission.id)).scalars()
+    assert took < 60, f"the worker was held {took:.0f} s"
+    assert (hung.state, hung.score) == ("done", 0.0)
+    assert "used up its 4 s budget of wall-clock time" in str(hung.full)
+    assert (fine.state, fine.score) == ("done", fine.max_score)
+    assert "budget" in str(hung.visible)  # the student is told why: their submission ran out of time
+
+
+def test_the_servers_submission_budget_is_shorter_than_grades_by_default(tmp_path: Path) -> None:
+    from grader.errors import ConfigError
+    from grader.serve.settings import SUBMISSION_SECONDS
+
+    assert load_settings(tmp_path).submission_seconds == SUBMISSION_SECONDS == 60.0
+    (tmp_path / "serve.yaml").write_text("grading: {submission_seconds: 2.5}\n")
+    assert load_settings(tmp_path).submission_seconds == 2.5
+    (tmp_path / "serve.yaml").write_text("grading: {submission_seconds: 0}\n")
+    with pytest.raises(ConfigError, match=r"serve.yaml: grading.submission_seconds: .*more than 0 and at most 3600"):
+        load_settings(tmp_path)

@@ -18,6 +18,7 @@ from grader.serve.app import create_app
 from grader.serve.db import Audit, LtiLink, Nonce, User
 from grader.serve.keys import tool_key
 from grader.serve.state import open_state
+from grader.serve.views_lti import STATE_COOKIE
 
 from .conftest import ROOT, Served, make_settings
 from .lti_platform import SimulatedPlatform, form_fields
@@ -27,8 +28,18 @@ BASE = "http://testserver"
 
 @pytest.fixture
 def lti(db_url: str, tmp_path: Path, grading: Any) -> Iterator[tuple[Served, SimulatedPlatform]]:
+    yield from _lti(db_url, tmp_path, grading)
+
+
+@pytest.fixture
+def lenient_lti(db_url: str, tmp_path: Path, grading: Any) -> Iterator[tuple[Served, SimulatedPlatform]]:
+    """The server of a course whose serve.yaml says ``lti.allow_missing_state_cookie: true``."""
+    yield from _lti(db_url, tmp_path, grading, allow_missing_state_cookie=True)
+
+
+def _lti(db_url: str, tmp_path: Path, grading: Any, **changes: Any) -> Iterator[tuple[Served, SimulatedPlatform]]:
     with SimulatedPlatform(tool_jwks_url="") as platform:
-        settings = make_settings(tmp_path, public_url=BASE, platforms=(platform.registration(),))
+        settings = make_settings(tmp_path, public_url=BASE, platforms=(platform.registration(),), **changes)
         state = open_state(ROOT, db_url, settings.state, settings=settings)
         served = Served(state, create_app(ROOT, state=state), grading)
         platform.tool_jwks = tool_key(settings.state).jwks()  # what the platform reads at the tool's /lti/jwks
@@ -76,6 +87,7 @@ def test_a_launch_signs_in_with_the_role_and_keeps_the_line_item(lti, who: str, 
     landed = client.post("/lti/launch", data=platform_post(platform, query))
     assert landed.status_code == 200 and "Sign out" in landed.text
     assert ("Submit your attention.py" in landed.text) == (role == "student")
+    assert STATE_COOKIE not in client.cookies  # used once: the launch clears it
     with served.state.db() as db:
         user = db.execute(select(User)).scalar_one()
         link = db.execute(select(LtiLink)).scalar_one()
@@ -89,10 +101,70 @@ def test_a_replayed_launch_is_refused_and_changes_nothing(lti) -> None:
     fields = platform_post(platform, query)
     assert client.post("/lti/launch", data=fields).status_code == 200
     before = counts(served)
-    again = served.client().post("/lti/launch", data=fields)
+    thief = served.client()
+    thief.cookies.set(STATE_COOKIE, fields["state"], path="/lti/")  # even with the state cookie copied
+    again = thief.post("/lti/launch", data=fields)
     assert again.status_code == 400 and "state is unknown or expired" in again.text
     assert counts(served) == before
     assert refused_launches(served)
+
+
+def test_a_launch_without_the_state_cookie_is_refused_logged_and_stores_nothing(lti) -> None:
+    """Login CSRF: an attacker starts a launch in their own browser and makes the victim's browser post the
+    attacker's id_token and state; the victim's browser never got the state cookie, so the launch is refused."""
+    served, platform = lti
+    _, query = start_login(served, platform, "alice")
+    fields = platform_post(platform, query)
+    victim = served.client()
+    answer = victim.post("/lti/launch", data=fields)
+    assert answer.status_code == 403 and "open the assignment in a new window" in answer.text, answer.text[-600:]
+    assert counts(served) == (0, 0, 0)
+    assert "Sign out" not in victim.get("/").text
+    (logged,) = refused_launches(served)
+    assert "new window" in logged
+
+
+def test_a_launch_with_another_browsers_state_cookie_is_refused(lti) -> None:
+    served, platform = lti
+    _, query = start_login(served, platform, "alice")
+    victim, _ = start_login(served, platform, "tom")  # the victim's own login in progress: its own state cookie
+    answer = victim.post("/lti/launch", data=platform_post(platform, query))
+    assert answer.status_code == 403 and "open the assignment in a new window" in answer.text
+    assert counts(served) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("public_url, attributes", [(BASE, "samesite=lax"), ("https://tool.example", "samesite=none")])
+def test_the_state_cookie_is_http_only_on_the_lti_path_and_cross_site_only_over_https(
+    db_url: str, tmp_path: Path, grading: Any, public_url: str, attributes: str
+) -> None:
+    with SimulatedPlatform(tool_jwks_url="") as platform:
+        settings = make_settings(tmp_path, public_url=public_url, platforms=(platform.registration(),))
+        state = open_state(ROOT, db_url, settings.state, settings=settings)
+        served = Served(state, create_app(ROOT, state=state), grading)
+        try:
+            params = platform.login_initiation_params(public_url + "/lti/launch", "alice")
+            start = served.client().get("/lti/login?" + urlencode(params), follow_redirects=False)
+            cookie = start.headers["set-cookie"].lower()
+            assert start.status_code == 302 and cookie.startswith(STATE_COOKIE + "=")
+            assert "httponly" in cookie and "path=/lti/" in cookie and attributes in cookie
+            assert ("secure" in cookie) == public_url.startswith("https://")
+        finally:
+            for client in served.clients:
+                client.close()
+            state.engine.dispose()
+
+
+def test_allow_missing_state_cookie_accepts_a_launch_without_it_but_never_a_mismatching_one(lenient_lti) -> None:
+    """For an LMS that embeds the tool in an iframe where the browser drops third-party cookies."""
+    served, platform = lenient_lti
+    _, query = start_login(served, platform, "alice")
+    embedded = served.client()
+    landed = embedded.post("/lti/launch", data=platform_post(platform, query))
+    assert landed.status_code == 200 and "Sign out" in landed.text
+    _, query = start_login(served, platform, "tom")
+    other, _ = start_login(served, platform, "ines")
+    answer = other.post("/lti/launch", data=platform_post(platform, query))
+    assert answer.status_code == 403 and "open the assignment in a new window" in answer.text
 
 
 def forged(platform: SimulatedPlatform, query: dict[str, str], **changes: Any) -> dict[str, str]:
@@ -226,3 +298,15 @@ def test_without_a_coupled_line_item_the_push_finds_the_resource_links_one(lti) 
     with served.state.db() as db:
         alice = db.execute(select(LtiLink).where(LtiLink.subject == "sub-alice")).scalar_one()
         assert alice.lineitem_url == platform.lineitem_url("1")
+
+
+def test_serve_yaml_says_whether_a_missing_state_cookie_is_allowed(tmp_path: Path) -> None:
+    from grader.errors import ConfigError
+    from grader.serve.settings import load_settings
+
+    assert load_settings(tmp_path).allow_missing_state_cookie is False
+    (tmp_path / "serve.yaml").write_text("lti: {allow_missing_state_cookie: true}\n")
+    assert load_settings(tmp_path).allow_missing_state_cookie is True
+    (tmp_path / "serve.yaml").write_text("lti: {allow_missing_state_cookie: 'yes please'}\n")
+    with pytest.raises(ConfigError, match=r"serve.yaml: lti.allow_missing_state_cookie: .*give true or false"):
+        load_settings(tmp_path)

@@ -21,7 +21,14 @@ def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
         metavar="[invite ROSTER.csv]",
         help="nothing to run the server; 'invite ROSTER.csv' to print each user's one-time login link",
     )
-    parser.add_argument("--course", default=None, metavar="DIR", help="the course folder (default: the --pack found)")
+    parser.add_argument(
+        "--course",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="the course folder (default: the --pack found); repeat it to serve several courses, each on the "
+        "host name of its serve.yaml's public_url",
+    )
     parser.add_argument(
         "--db", default=None, metavar="URL", help="database URL (default: SQLite in DIR/.grader-serve/serve.db)"
     )
@@ -33,14 +40,14 @@ def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
     parser.add_argument("--workers", type=int, default=2, metavar="N", help="grading worker processes (default 2)")
 
 
-def _course(config: Config) -> Path:
-    course = config.option("course")
-    if course:
-        return Path(course)
+def _courses(config: Config) -> list[Path]:
+    courses = config.option("course")
+    if courses:
+        return [Path(course) for course in courses]
     pack = config.pack
     if pack is None or not (Path(pack.root) / "course.yaml").is_file():
         raise UsageError("serve: no course folder found; give --course DIR (the folder holding course.yaml)")
-    return Path(pack.root)
+    return [Path(pack.root)]
 
 
 def _needs_extra() -> None:
@@ -90,7 +97,13 @@ def run(config: Config) -> int:
     from grader.serve.state import open_state
 
     action = list(config.option("action") or [])
-    course = _course(config)
+    courses = _courses(config)
+    course = courses[0]
+    if len(courses) > 1 and (action or config.option("db") or config.option("settings")):
+        raise UsageError(
+            "serve: with several --course, give no --db, --settings or invite (each course uses its own); "
+            "give one --course for those"
+        )
     if action:
         if action[0] != "invite" or len(action) != 2:
             raise UsageError("serve: give no argument to run the server, or 'invite ROSTER.csv'")
@@ -108,12 +121,18 @@ def run(config: Config) -> int:
     _check_address(config.option("host"), int(config.option("port")))
     import uvicorn
 
-    from grader.serve.app import create_app
+    from grader.serve.app import create_app, create_courses_app
 
-    app = create_app(
-        course, config.option("db"), workers=int(config.option("workers")), settings=config.option("settings")
+    if len(courses) > 1:
+        app = create_courses_app(courses, workers=int(config.option("workers")))
+    else:
+        app = create_app(
+            course, config.option("db"), workers=int(config.option("workers")), settings=config.option("settings")
+        )
+    print(
+        f"grader: serving {', '.join(map(str, courses))} on http://{config.option('host')}:{config.option('port')}",
+        file=sys.stderr,
     )
-    print(f"grader: serving {course} on http://{config.option('host')}:{config.option('port')}", file=sys.stderr)
     uvicorn.run(app, host=config.option("host"), port=int(config.option("port")), log_level="info")
     return EXIT_OK
 
