@@ -188,6 +188,8 @@ def student_pyproject(text: str, pack: Any) -> str:
     out = []
     for group in _tables(text):
         header = group[0].strip() if group and group[0].startswith("[") else ""
+        if header.lstrip("[").startswith("tool.") and not header.startswith("[tool.setuptools"):
+            continue  # the harness's own tools (pytest's addopts need pytest-xdist, ruff, mypy...): not the student's
         if header == "[tool.setuptools.package-data]":
             group = [
                 group[0],

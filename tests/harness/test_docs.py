@@ -174,7 +174,7 @@ def test_the_readme_is_a_short_start_page() -> None:
     assert (
         "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/grader grade submissions --out reports" in lines
     )
-    assert "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/python -m pytest -n 2" in lines
+    assert "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/python -m pytest" in lines
     # No development history in user docs: that is the CHANGELOG's.
     history = re.compile(r"\b(?:first|second|third|fourth|fifth) round\b|\bissue \d+\b|\blast session\b", re.I)
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
