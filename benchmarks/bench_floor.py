@@ -81,6 +81,7 @@ from bench_limits import (
     _collected,
     _full_marks_everywhere,
     _load,
+    fork_calls,
     write_class,
 )
 
@@ -314,22 +315,8 @@ def run_calls_in_process(files: list[Path]) -> None:
 def _lane(files: list[Path], calls: list, report: int) -> int:
     """One floor lane: a child per submission makes the calls and sends their values; the lane decodes them."""
     for path in files:
-        read_fd, write_fd = os.pipe()
-        child = os.fork()
-        if child == 0:
-            os.close(read_fd)
-            data = json.dumps(_call_all(_load(path), calls)).encode()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view) :]
-            os._exit(0)
-        os.close(write_fd)
-        chunks = []
-        while chunk := os.read(read_fd, 1 << 20):
-            chunks.append(chunk)
-        os.close(read_fd)
-        _, status = os.waitpid(child, 0)
-        if status != 0 or len(json.loads(b"".join(chunks))) != len(calls):
+        status, values = fork_calls(path, calls)
+        if status != 0 or len(values) != len(calls):
             return 3
     faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     os.write(report, json.dumps([_self_cpu(), faults]).encode() + b"\n")

@@ -135,6 +135,29 @@ def _call_all(module, calls) -> list:
     return out
 
 
+def fork_calls(path: Path, calls) -> tuple[int, list]:
+    """One forked child loads ``path``, makes ``calls`` and sends their values as JSON over a pipe.
+
+    Returns the child's wait status and the decoded values (the bare-fork floor's whole protocol).
+    """
+    read_fd, write_fd = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read_fd)
+        data = json.dumps(_call_all(_load(path), calls)).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_fd, view) :]
+        os._exit(0)
+    os.close(write_fd)
+    chunks = []
+    while chunk := os.read(read_fd, 1 << 20):
+        chunks.append(chunk)
+    os.close(read_fd)
+    _, status = os.waitpid(child, 0)
+    return status, json.loads(b"".join(chunks))
+
+
 def _judge_all(collected, outcomes: list) -> int:
     """Judge every check of one submission; return how many did not pass."""
     from grader.grading.judging import judge
@@ -174,22 +197,8 @@ def run_bare_fork(files: list[Path], jobs: int) -> float:
             code = 0
             try:
                 for path in files[lane::jobs]:
-                    read_fd, write_fd = os.pipe()
-                    child = os.fork()
-                    if child == 0:
-                        os.close(read_fd)
-                        data = json.dumps(_call_all(_load(path), calls)).encode()
-                        view = memoryview(data)
-                        while view:
-                            view = view[os.write(write_fd, view) :]
-                        os._exit(0)
-                    os.close(write_fd)
-                    chunks = []
-                    while chunk := os.read(read_fd, 1 << 20):
-                        chunks.append(chunk)
-                    os.close(read_fd)
-                    os.waitpid(child, 0)
-                    if _judge_all(collected, json.loads(b"".join(chunks))):
+                    _, values = fork_calls(path, calls)
+                    if _judge_all(collected, values):
                         code = 3
             except BaseException:  # noqa: BLE001 - the lane's exit code says it failed
                 code = 4
