@@ -5,9 +5,10 @@
 ``case.json``: the exit code, the command, extra options, and the pieces the single stderr
 line must hold (the file, the key, the fix). `BAD_COMMAND_LINES` is the table of bad command
 lines. Every case runs in-process through `grader.cli.main` (a few seconds for all of them)
-and asserts the exit code, exactly one stderr line, no traceback, its time and memory
-(`tracemalloc` peak: nothing large is allocated), and that ``--out`` was not created (so no
-gradebook either). A few cases that need a real process (the exit code of the ``grader``
+and asserts the exit code, exactly one stderr line, no traceback, its CPU time (the grader's
+process and the processes it reaped: a refusal does no large work, on a quiet or a busy machine)
+with a wall-clock backstop `HANG_SECONDS` (it never waits), its memory (`tracemalloc` peak:
+nothing large is allocated), and that ``--out`` was not created (so no gradebook either). A few cases that need a real process (the exit code of the ``grader``
 script when instructor code calls ``sys.exit``) run one subprocess each.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -35,6 +37,15 @@ CORPUS = Path(__file__).resolve().parents[1] / "malformed" / "specs"
 CASES = sorted(p for p in CORPUS.iterdir() if (p / "case.json").is_file())
 PLUGIN_EXAMPLES = Path(__file__).resolve().parents[1] / "plugin_examples"
 CORRECT = SUBMISSIONS / "correct_numpy"
+HANG_SECONDS = 60.0
+"""Wall-clock seconds no refusal may take, however busy the machine: past it, the grader waited on something."""
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its reaped children so far (user and system)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 @pytest.fixture(autouse=True)
@@ -44,25 +55,34 @@ def _course_secret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_measured(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str, float, float]:
-    """Run ``grader`` in-process; return (exit code, stdout, stderr, seconds, peak MiB allocated)."""
+    """Run ``grader`` in-process; return (exit code, stdout, stderr, CPU seconds, peak MiB allocated).
+
+    The CPU seconds are the process's and its reaped children's (``getrusage``): a busy machine
+    stretches the clock, not the work. The wall clock only backstops a hang (`HANG_SECONDS`).
+    """
     tracemalloc.start()
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), _cpu_seconds()
     try:
         code = main([str(a) for a in argv])
     finally:
-        seconds = time.perf_counter() - start
+        cpu = _cpu_seconds() - cpu0
+        wall = time.perf_counter() - start
         peak = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
     out, err = capsys.readouterr()
-    return code, out, err, seconds, peak
+    assert wall < HANG_SECONDS, f"{wall:.1f} s by the clock: the command waited on something"
+    return code, out, err, cpu, peak
 
 
 _CHILD = """
-import json, sys, time
+import json, resource, sys
 from grader.cli import main
-start = time.perf_counter()
+def cpu():
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+start = cpu()
 code = main(sys.argv[1:])
-seconds = time.perf_counter() - start
+seconds = cpu() - start
 # VmHWM, not ru_maxrss: a child started with vfork inherits its parent's peak in ru_maxrss (the
 # kernel keeps the larger of the old and new address spaces' peaks across exec).
 with open("/proc/self/status") as fh:
@@ -72,7 +92,7 @@ print(json.dumps([code, seconds, hwm / 1024]))
 
 
 def run_in_process_of_its_own(argv: list[str]) -> tuple[int, str, str, float, float]:
-    """Run ``grader`` in a fresh Python; (exit code, stdout, stderr, seconds, peak resident MiB of that process).
+    """Run ``grader`` in a fresh Python; (exit code, stdout, stderr, CPU seconds, peak resident MiB of that process).
 
     For a case whose memory `tracemalloc` cannot tell: numpy reports an allocation that then
     fails (``MemoryError``) to tracemalloc as if it had been made.
@@ -82,7 +102,7 @@ def run_in_process_of_its_own(argv: list[str]) -> tuple[int, str, str, float, fl
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_SECONDS + 60,
         check=False,
         env={**os.environ, "PYTHONPATH": str(PLUGIN_EXAMPLES)},
     )
