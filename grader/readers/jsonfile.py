@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from grader.errors import GraderError, UsageError
+from grader.readers import read_bounded
 
 __all__ = ["MAX_JSON_BYTES", "MAX_JSON_DEPTH", "json_depth", "read_json"]
 
@@ -91,16 +92,14 @@ def read_json(
     GraderError
         Of class ``error``, in one line naming ``what``, the problem and ``fix``.
     """
-    try:
-        from grader.fileio import read_input
-
-        raw = read_input(path, max_bytes)
-    except IsADirectoryError:
-        raise error(f"{what}: is a folder, not a JSON file; {fix}") from None
-    except OSError as exc:
-        raise error(f"{what}: cannot read the file ({exc.strerror or type(exc).__name__}); {fix}") from None
-    if len(raw) > max_bytes:
-        raise error(f"{what}: larger than {max_bytes} bytes; not a file the grader wrote; {fix}")
+    raw = read_bounded(
+        path,
+        max_bytes,
+        error,
+        folder=f"{what}: is a folder, not a JSON file; {fix}",
+        unreadable=lambda why: f"{what}: cannot read the file ({why}); {fix}",
+        too_large=f"{what}: larger than {max_bytes} bytes; not a file the grader wrote; {fix}",
+    )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -16,6 +16,7 @@ import io
 import os
 
 from grader.errors import GraderError
+from grader.readers import read_bounded
 
 __all__ = ["MAX_TABLE_BYTES", "SAVE_AS", "Table", "read_table"]
 
@@ -146,16 +147,14 @@ def read_table(
         UTF-8 or UTF-16 with a byte-order mark, or a CSV syntax error (with its line).
     """
     name = f"{option} {path}" if option else str(path)
-    try:
-        from grader.fileio import read_input
-
-        raw = read_input(path, max_bytes)
-    except IsADirectoryError:
-        raise error(f"{name}: is a folder; give the CSV file") from None
-    except OSError as exc:
-        raise error(f"{name}: cannot read the CSV file ({exc.strerror or type(exc).__name__})") from None
-    if len(raw) > max_bytes:
-        raise error(f"{name}: larger than {max_bytes >> 20} MiB; not a table the grader reads")
+    raw = read_bounded(
+        path,
+        max_bytes,
+        error,
+        folder=f"{name}: is a folder; give the CSV file",
+        unreadable=lambda why: f"{name}: cannot read the CSV file ({why})",
+        too_large=f"{name}: larger than {max_bytes >> 20} MiB; not a table the grader reads",
+    )
     text, encoding = _decode(raw, name, error)
     delimiter = _sniff(text)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
