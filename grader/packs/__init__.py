@@ -628,14 +628,9 @@ def discover_course(argv: list[str], cwd: Path | None = None) -> str | None:
     -------
     str or None
     """
-    option = pack_option(argv)
-    if option is not None:
-        return option
-    if os.environ.get(COURSE_VARIABLE):
-        return os.environ[COURSE_VARIABLE]
-    found = course_root(cwd or Path.cwd())
-    if found is not None:
-        return str(found)
+    chosen = _chosen_course(pack_option(argv), cwd or Path.cwd())
+    if chosen is not None:
+        return chosen
     for arg in argv[1:]:
         if arg.startswith("-") or not arg:
             continue
@@ -651,6 +646,16 @@ def discover_course(argv: list[str], cwd: Path | None = None) -> str | None:
     return None
 
 
+def _chosen_course(option: str | None, cwd: Path) -> str | None:
+    """``option``, else the `COURSE_VARIABLE` environment variable, else the course folder at or above ``cwd``."""
+    if option is not None:
+        return option
+    if os.environ.get(COURSE_VARIABLE):
+        return os.environ[COURSE_VARIABLE]
+    found = course_root(cwd)  # the course folder we stand in, as pytest finds its rootdir
+    return None if found is None else str(found)
+
+
 def find_pack(option: str | None = None) -> Pack:
     """The pack a run grades: ``--pack`` (a folder, or an installed pack's id), else the course folder at or
     above the working folder (`course_root`), else the one installed.
@@ -661,20 +666,16 @@ def find_pack(option: str | None = None) -> Pack:
         If ``option`` is neither a pack's folder nor an installed pack, no
         pack is installed, or several are and none was chosen.
     """
-    if option:
-        if Path(option).is_dir():
-            return load_pack(option, _package_of(Path(option)))
+    chosen = _chosen_course(option or None, Path.cwd())
+    if chosen:
+        if Path(chosen).is_dir():
+            return load_pack(chosen, _package_of(Path(chosen)))
         installed = installed_packs()
-        if option in installed:
-            package, folder = installed[option]
+        if chosen in installed:
+            package, folder = installed[chosen]
             return load_pack(folder, package)
         known = ", ".join(sorted(installed)) or "none installed"
-        raise ConfigError(f"--pack {option}: no such folder and no installed course pack of that name ({known})")
-    if os.environ.get(COURSE_VARIABLE):
-        return find_pack(os.environ[COURSE_VARIABLE])
-    here = course_root(Path.cwd())  # the course folder we stand in, as pytest finds its rootdir
-    if here is not None:
-        return load_pack(here, _package_of(here))
+        raise ConfigError(f"--pack {chosen}: no such folder and no installed course pack of that name ({known})")
     installed = installed_packs()
     if len(installed) == 1:
         package, folder = next(iter(installed.values()))
