@@ -15,6 +15,8 @@
     policy: policy.yaml                      # late penalty from the server's receipt time (grader.term)
     probing:
       min_steps: 3                           # one-hidden-check flips that flag a student for the staff
+    invites:
+      days: 14                               # a login link of `grader serve invite` works this many days
     rate:
       per_minute: 120                        # requests per signed-in user
       per_address_per_minute: 1200           # requests per address (a lab behind one NAT address shares it)
@@ -39,6 +41,7 @@ __all__ = [
     "SETTINGS_FILE",
     "SETTINGS_SCHEMA",
     "STATE_DIR",
+    "INVITE_DAYS",
     "SUBMISSION_SECONDS",
     "Limits",
     "ServeSettings",
@@ -91,6 +94,13 @@ SETTINGS_SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "properties": {"min_steps": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "1 to 1000"}},
+        },
+        "invites": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "days": {"type": "integer", "minimum": 1, "maximum": 366, "description": "give 1 to 366 days"}
+            },
         },
         "rate": {
             "type": "object",
@@ -155,6 +165,13 @@ server worker until the budget's wall-clock backstop (`grader.execution.calls.WA
 times the budget, 4 minutes here, not 8), while the other students wait for their feedback."""
 
 
+INVITE_DAYS = 14
+"""``invites.days`` when ``serve.yaml`` does not say: how long a login link of ``grader serve invite`` works.
+
+A link is a password sent by mail: one never used (a student who dropped the course, a mail read
+by the wrong person months later) should not open an account for the rest of the term."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ServeSettings:
     """What ``serve.yaml`` says, with defaults, and where the course and the server's files are."""
@@ -166,6 +183,7 @@ class ServeSettings:
     limits: Limits = Limits(waiting=WAITING)
     policy: Path | None = None
     probing_min_steps: int = 3
+    invite_days: int = INVITE_DAYS
     submission_seconds: float = SUBMISSION_SECONDS
     rate_per_minute: int = 120
     rate_per_address_per_minute: int = 1200
@@ -227,6 +245,7 @@ def load_settings(course: Path, state: Path | None = None, path: Path | None = N
         limits=Limits(**{"waiting": WAITING, **{k: int(v) for k, v in limits.items()}}),
         policy=(course / policy) if policy is not None else None,
         probing_min_steps=int((data.get("probing") or {}).get("min_steps", 3)),
+        invite_days=int((data.get("invites") or {}).get("days", INVITE_DAYS)),
         submission_seconds=float((data.get("grading") or {}).get("submission_seconds", SUBMISSION_SECONDS)),
         rate_per_minute=int((data.get("rate") or {}).get("per_minute", 120)),
         rate_per_address_per_minute=int((data.get("rate") or {}).get("per_address_per_minute", 1200)),

@@ -8,6 +8,7 @@ status and the final score, never a hidden check's inputs or expected values
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from sqlalchemy import func, select
@@ -140,8 +141,11 @@ class StudentViews:
 
     async def login_page(self, request: Request) -> Response:
         """``GET /login/{token}``: the sign-in button of a one-time link (a GET signs nobody in: link scanners)."""
-        invite = _invite(self.state, request.path_params["token"])
-        return self.pages.render(request, "login.html", user=None, name=invite[1].name or invite[1].login)
+        with self.state.db() as db:
+            user = db.get(User, _usable_invite(self.state, db, request.path_params["token"]).user_id)
+            assert user is not None
+            name = user.name or user.login
+        return self.pages.render(request, "login.html", user=None, name=name)
 
     async def login(self, request: Request) -> Response:
         """``POST /login/{token}``: use the link once and start a new session."""
@@ -149,11 +153,7 @@ class StudentViews:
             check_csrf(self.state, request, form)
         token = request.path_params["token"]
         with self.state.db() as db:
-            invite = db.execute(select(Invite).where(Invite.token_hash == hash_token(token))).scalar_one_or_none()
-            if invite is None or invite.used is not None:
-                raise Refused(
-                    403, "This login link has been used or does not exist; ask your instructor for a new one."
-                )
+            invite = _usable_invite(self.state, db, token)
             invite.used = now()
             user = db.get(User, invite.user_id)
             db.commit()
@@ -187,10 +187,13 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
     return StudentViews(state, pages).routes()
 
 
-def _invite(state: ServerState, token: str) -> Any:
-    with state.db() as db:
-        invite = db.execute(select(Invite).where(Invite.token_hash == hash_token(token))).scalar_one_or_none()
-        if invite is None or invite.used is not None:
-            raise Refused(403, "This login link has been used or does not exist; ask your instructor for a new one.")
-        user = db.get(User, invite.user_id)
-        return invite, user
+def _usable_invite(state: ServerState, db: Any, token: str) -> Invite:
+    """The unused, unexpired invite of ``token`` (`grader.serve.settings.ServeSettings.invite_days`), else 403."""
+    invite = db.execute(select(Invite).where(Invite.token_hash == hash_token(token))).scalar_one_or_none()
+    if invite is None or invite.used is not None:
+        raise Refused(403, "This login link has been used or does not exist; ask your instructor for a new one.")
+    expires = invite.created + dt.timedelta(days=state.settings.invite_days)
+    if now() >= expires:
+        raise Refused(403, f"This login link expired on {expires:%Y-%m-%d}; ask your instructor for a new one.")
+    assert isinstance(invite, Invite)
+    return invite

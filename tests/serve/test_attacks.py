@@ -305,3 +305,16 @@ def test_the_servers_submission_budget_is_shorter_than_grades_by_default(tmp_pat
     (tmp_path / "serve.yaml").write_text("grading: {submission_seconds: 0}\n")
     with pytest.raises(ConfigError, match=r"serve.yaml: grading.submission_seconds: .*more than 0 and at most 3600"):
         load_settings(tmp_path)
+
+
+def test_invite_days_are_read_and_checked(tmp_path: Path) -> None:
+    from grader.errors import ConfigError
+    from grader.serve.settings import INVITE_DAYS
+
+    assert load_settings(tmp_path).invite_days == INVITE_DAYS == 14
+    (tmp_path / "serve.yaml").write_text("invites: {days: 3}\n")
+    assert load_settings(tmp_path).invite_days == 3
+    for bad in ("0", "1000", "'two'"):
+        (tmp_path / "serve.yaml").write_text(f"invites: {{days: {bad}}}\n")
+        with pytest.raises(ConfigError, match=r"serve.yaml: invites.days: .*give 1 to 366 days"):
+            load_settings(tmp_path)

@@ -178,6 +178,18 @@ def launch(context: Any, platform: SimulatedPlatform, tool: str, login_hint: str
     return page
 
 
+UNHINTED_SCROLL_JS = """
+[...document.querySelectorAll('.scroll')]
+  .filter(box => box.scrollWidth > box.clientWidth)
+  .filter(box => {
+    const hint = box.previousElementSibling;
+    return !(hint && hint.classList.contains('scroll-hint') && hint.getClientRects().length > 0);
+  })
+  .map(box => box.innerText.slice(0, 60))
+"""
+"""The text of each box that scrolls sideways with no visible ``.scroll-hint`` just above it."""
+
+
 def shoot(page: Any, folder: Path, name: str, expected: list[str]) -> dict[str, str]:
     """Screenshot ``page`` at each width; check each for ``expected`` text and a real picture; return the texts."""
     from PIL import Image
@@ -197,6 +209,12 @@ def shoot(page: Any, folder: Path, name: str, expected: list[str]) -> dict[str, 
         # the page fits the width: nothing but scrollable tables is wider than the viewport
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"{name} at {width} px scrolls sideways by {overflow} px"
+        # a table that scrolls sideways inside its box says so just above it, on the screen
+        unhinted = page.evaluate(UNHINTED_SCROLL_JS)
+        assert not unhinted, f"{name} at {width} px: a table scrolls sideways with no hint: {unhinted}"
+        if label == "desktop":  # the header is one line on a desktop screen
+            tops = page.evaluate("[...document.querySelectorAll('header > *')].map(e => e.getBoundingClientRect().top)")
+            assert max(tops) - min(tops) < 16, f"{name} at {width} px: the header wraps ({tops})"
         low = [f"{c['text']!r}: {c['ratio']:.2f}:1" for c in page.evaluate(CONTRAST_JS) if c["ratio"] < 4.5]
         assert not low, f"{name} at {width} px: text below WCAG AA contrast (4.5:1): {low[:5]}"
         texts[label] = text

@@ -65,6 +65,30 @@ def test_a_login_link_works_once(served: Served) -> None:
     assert again.status_code == 403 and "has been used" in again.text
 
 
+def test_a_login_link_expires_after_the_days_serve_yaml_gives(served: Served) -> None:
+    import datetime as dt
+
+    from grader.serve.db import Invite
+    from grader.serve.invites import RosterEntry, invite
+
+    assert served.state.settings.invite_days == 14  # the default
+    (old, fresh) = invite(served.state, [RosterEntry("olga"), RosterEntry("pete")], "http://testserver")
+    with served.state.db() as db:  # olga's link was sent 14 days and a minute ago, pete's 13 days ago
+        for row, age in zip(db.execute(select(Invite).order_by(Invite.id)).scalars(), (14 * 24 * 60 + 1, 13 * 24 * 60)):
+            row.created = row.created - dt.timedelta(minutes=age)
+        db.commit()
+        sent = db.execute(select(Invite.created).order_by(Invite.id)).scalars().all()
+    client = served.client()
+    page = client.get(old.url)
+    expired_on = f"{sent[0] + dt.timedelta(days=14):%Y-%m-%d}"
+    assert page.status_code == 403 and f"This login link expired on {expired_on}" in page.text
+    fresh_page = client.get(fresh.url)
+    assert fresh_page.status_code == 200
+    refused = client.post(old.url, data={"csrf": csrf(fresh_page.text)})
+    assert refused.status_code == 403 and "expired" in refused.text
+    assert "Sign out" in client.post(fresh.url, data={"csrf": csrf(fresh_page.text)}).text
+
+
 def test_upload_too_big_or_of_the_wrong_type_is_refused_and_nothing_stored(served: Served) -> None:
     client = served.client("dave")
     big = b"x = 1\n" * (served.state.settings.upload_max_bytes // 6 + 10)

@@ -115,6 +115,10 @@ def run(config: Config) -> int:
         base = state.settings.public_url or f"http://{config.option('host')}:{config.option('port')}"
         for link in invite(state, entries, base):
             print(f"{link.login},{link.role},{link.url}")
+        days = state.settings.invite_days
+        print(
+            f"serve: each link signs its user in once, within {days} days (serve.yaml: invites.days)", file=sys.stderr
+        )
         return EXIT_OK
     if not 0 <= int(config.option("workers")) <= 64:
         raise UsageError("serve: --workers: give 0 to 64 grading processes")
