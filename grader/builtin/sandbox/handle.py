@@ -193,13 +193,13 @@ class SandboxJob:
             os.chown(self.jobdir, uid, uid)
         request = {
             "op": "launch",
-            "job": self.id,
             "slot": slot,
             "jobdir": self.jobdir,
             "file": os.path.join(self.jobdir, filename),
             "probe": probe,
             "limits": dict(limits, cpu_seconds=CEILING_CPU_SECONDS),
             "env": dict(CHILD_ENV, HOME=self.jobdir, TMPDIR=self.jobdir),
+            "job": self.id,  # last: the zygote decodes the rest once per slot (``grader/child/control.py``)
         }
         # result, stdout, stderr, the status the zygote reports; the task pipe (the job's stdin)
         pipes = [os.pipe() for _ in range(4)]
