@@ -221,8 +221,8 @@ def slot_processes(slot: int, owner: int | None = None, quick: bool = False) -> 
         try:
             data = os.pread(listed, 1 << 16, 0)
         except OSError:
-            data = None
-        if data is not None and len(data) < 1 << 16:
+            data = b"?" * (1 << 16)  # unread: as a list too long for one read, every list is read below
+        if len(data) < 1 << 16:
             return set(data.decode().split())
     pids: set[str] = set()
     for path in cgroup_dirs(slot, owner).values():

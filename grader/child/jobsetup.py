@@ -526,7 +526,7 @@ def _fork() -> int:
     return pid
 
 
-def fork_job(request: dict[str, Any], fds: Sequence[int], control_fd: int, worker: Worker) -> tuple[int, int]:
+def fork_job(request: dict[str, Any], fds: Sequence[int], control_fd: int, worker: Worker) -> tuple[int, int, bool]:
     """Fork one job as pid 1 of a new pid namespace (when possible).
 
     Returns

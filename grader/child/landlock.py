@@ -170,9 +170,22 @@ def landlock_restrict(readonly_rules: Iterable[Rule], readwrite: Iterable[str]) 
     return sublayers(abi)
 
 
-_JOB_PREPARED: list[tuple[list[Rule], int, int, tuple[object, ...], dict[str, bool | str]]] = []
-"""Made by `prepare_job` in the zygote: the jobs' read-only rules, the Landlock ABI, the rights of a
-job's own folder, every argument of the system calls but the job's own, and the sub-layers."""
+class _Prepared:
+    """Everything `job_restrict` needs but the job's own folder, made once by `prepare_job`."""
+
+    def __init__(self, rules: list[Rule], abi: int) -> None:
+        self.rules = rules
+        self.rights = FS_RIGHTS_BY_ABI.get(abi, FS_RIGHTS_BY_ABI[5])  # of the job's own folder
+        self.attr, size = _ruleset_attr(abi)
+        self.built = built_rules(tuple(rules))
+        self.create = (SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(self.attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+        self.references = [ctypes.byref(rule) for rule in self.built]
+        self.path_beneath, self.no_flags = ctypes.c_int(1), ctypes.c_uint32(0)
+        self.applied = sublayers(abi)
+
+
+_JOB_PREPARED: list[_Prepared] = []
+"""Made by `prepare_job` in the zygote (one at most)."""
 
 
 def prepare_job(readonly_rules: list[Rule]) -> None:
@@ -185,14 +198,8 @@ def prepare_job(readonly_rules: list[Rule]) -> None:
     """
     _JOB_PREPARED.clear()
     abi = landlock_abi()
-    if abi < 1:
-        return
-    attr, size = _ruleset_attr(abi)
-    built = built_rules(tuple(readonly_rules))
-    create = (SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
-    add = (ctypes.c_int(1), [ctypes.byref(rule) for rule in built], ctypes.c_uint32(0))
-    keep = (attr, built, create, add)  # the structures the references point to stay alive with them
-    _JOB_PREPARED.append((readonly_rules, abi, FS_RIGHTS_BY_ABI.get(abi, FS_RIGHTS_BY_ABI[5]), keep, sublayers(abi)))
+    if abi >= 1:
+        _JOB_PREPARED.append(_Prepared(readonly_rules, abi))
 
 
 def job_restrict(readonly_rules: list[Rule], folder: str) -> dict[str, bool | str]:
@@ -200,11 +207,10 @@ def job_restrict(readonly_rules: list[Rule], folder: str) -> dict[str, bool | st
 
     Falls back to `landlock_restrict` for rules it did not prepare.
     """
-    if not _JOB_PREPARED or _JOB_PREPARED[0][0] is not readonly_rules:
+    if not _JOB_PREPARED or _JOB_PREPARED[0].rules is not readonly_rules:
         return landlock_restrict(readonly_rules, [folder])
-    _, _abi, rights, keep, applied = _JOB_PREPARED[0]
-    create, (path_beneath, references, no_flags) = keep[2], keep[3]
-    ruleset = check(libc.syscall(*create), "landlock_create_ruleset")
+    made = _JOB_PREPARED[0]
+    ruleset = check(libc.syscall(*made.create), "landlock_create_ruleset")
     try:
         ruleset_c = ctypes.c_int(ruleset)
         try:
@@ -212,16 +218,19 @@ def job_restrict(readonly_rules: list[Rule], folder: str) -> dict[str, bool | st
         except OSError:
             fd = -1  # as `open_rules`: a path that cannot be opened gets no rule
         try:
-            own = [ctypes.byref(_PathBeneathAttr(rights, fd))] if fd >= 0 else []
-            for rule in references + own:
-                check(libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset_c, path_beneath, rule, no_flags), "landlock_add_rule")
+            own = [ctypes.byref(_PathBeneathAttr(made.rights, fd))] if fd >= 0 else []
+            for rule in made.references + own:
+                check(
+                    libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset_c, made.path_beneath, rule, made.no_flags),
+                    "landlock_add_rule",
+                )
         finally:
             if fd >= 0:
                 os.close(fd)
         restrict_self(ruleset)
     finally:
         os.close(ruleset)
-    return dict(applied)
+    return dict(made.applied)
 
 
 COVERED_NAMES = ("site-packages", "dist-packages")
