@@ -56,8 +56,8 @@ from .kernel import (
     MS_REC,
     PR_SET_NO_NEW_PRIVS,
     PR_SET_PDEATHSIG,
-    bare_fork,
     check,
+    fork_cheaply,
     high_fd,
     libc,
     prctl,
@@ -500,30 +500,11 @@ def fork_retrying(timeout: float = 3.0) -> int:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return _fork()
+            return fork_cheaply()
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.ENOMEM) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.005)
-
-
-def _fork() -> int:
-    """Fork, the cheap way (`kernel.bare_fork`) where this process has no other thread; else ``os.fork``.
-
-    The zygote has no other thread: the interpreter's after-fork work is
-    skipped, and the one hook whose effect a job can see is done here, in
-    the child: ``random`` is reseeded from the system's entropy, so that no
-    two jobs share a random sequence (as after ``os.fork``).
-    """
-    threading = sys.modules.get("threading")
-    if threading is not None and threading.active_count() > 1:
-        return os.fork()
-    pid = bare_fork()
-    if pid == 0:
-        random = sys.modules.get("random")
-        if random is not None:
-            random.seed()
-    return pid
 
 
 def fork_job(request: dict[str, Any], fds: Sequence[int], control_fd: int, worker: Worker) -> tuple[int, int, bool]:

@@ -12,6 +12,7 @@ import ctypes
 import ctypes.util
 import fcntl
 import os
+import sys
 
 libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
@@ -56,6 +57,26 @@ def bare_fork() -> int:
         If ``fork`` fails (errno as set: EAGAIN, ENOMEM).
     """
     return check(_pylibc.fork(), "fork")
+
+
+def fork_cheaply() -> int:
+    """Fork, the cheap way (`bare_fork`) where this process has no other thread (Linux); else ``os.fork``.
+
+    The servers that fork jobs (the sandbox's zygote, ``--insecure``'s fork
+    server) have no other thread: the interpreter's after-fork work is
+    skipped, and the one hook whose effect a job can see is done here, in
+    the child: ``random`` is reseeded from the system's entropy, so that no
+    two jobs share a random sequence (as after ``os.fork``).
+    """
+    threading = sys.modules.get("threading")
+    if sys.platform != "linux" or (threading is not None and threading.active_count() > 1):
+        return os.fork()
+    pid = bare_fork()
+    if pid == 0:
+        random = sys.modules.get("random")
+        if random is not None:
+            random.seed()
+    return pid
 
 
 def check(result: int, what: str) -> int:
