@@ -25,6 +25,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any, cast
@@ -106,6 +107,12 @@ the zygote writes after a fork is copied, since its live jobs share it)."""
 
 JOB_KEY = b', "job": '
 
+FDS_SPACE = socket.CMSG_SPACE(5 * 4)
+"""Room for a launch's five descriptors."""
+
+PIDFD = struct.Struct("i")
+"""A descriptor as SCM_RIGHTS carries it (a C int)."""
+
 
 def _decode(line: bytes) -> dict[str, Any]:
     """A request line, decoded; a launch's from `_PARSED` when its line up to the job id was seen before."""
@@ -124,7 +131,11 @@ def _decode(line: bytes) -> dict[str, Any]:
 
 def _read_request(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
     """One request line and its file descriptors; (None, []) when the grader is gone."""
-    msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 5)
+    msg, ancillary, _flags, _addr = sock.recvmsg(1 << 16, FDS_SPACE)  # as socket.recv_fds, without its array
+    fds: list[int] = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) // 4 * 4])
     if not msg:
         return None, fds
     buffer = msg
@@ -146,6 +157,7 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
     poller.register(control_fd, select.POLLIN)
     by_pidfd: dict[int, Running] = {}
     cpu_stats: dict[int, str | None] = {}
+    replies: dict[int, bytes] = {}
     while True:
         events = poller.poll(2 if settling else None)
         for fd, _ in events:
@@ -191,8 +203,12 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
                     poller.register(job_.pidfd, select.POLLIN)
                     # The grader gets a pidfd too: it kills a job without a round trip here,
                     # and a pidfd, unlike a pid, can never name another process.
-                    reply = {"pid": pid, "cpu_stat": cpu_stat}
-                    socket.send_fds(sock, [json.dumps(reply).encode() + b"\n"], [job_.pidfd])
+                    tail = replies.get(slot)
+                    if tail is None:  # {"pid": PID, "cpu_stat": PATH}: the path's part encoded once a slot
+                        tail = replies[slot] = (', "cpu_stat": ' + json.dumps(cpu_stat) + "}\n").encode()
+                    sock.sendmsg(
+                        [b'{"pid": %d' % pid, tail], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, PIDFD.pack(job_.pidfd))]
+                    )
                     continue
             elif op == "kill":
                 found = running.get(request["job"])
@@ -204,7 +220,8 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
             else:
                 reply = {"error": f"unknown op {op!r}"}
             sock.sendall(json.dumps(reply).encode() + b"\n")
-        settling = [job_ for job_ in settling if not job_.settled()]
+        if settling:
+            settling = [job_ for job_ in settling if not job_.settled()]
 
 
 def _kill(job_: Running) -> None:
