@@ -110,8 +110,8 @@ JOB_KEY = b', "job": '
 FDS_SPACE = socket.CMSG_SPACE(5 * 4)
 """Room for a launch's five descriptors."""
 
-PIDFD = struct.Struct("i")
-"""A descriptor as SCM_RIGHTS carries it (a C int)."""
+FDS = {1: struct.Struct("i"), 2: struct.Struct("2i")}
+"""One or two descriptors as SCM_RIGHTS carries them (C ints)."""
 
 
 def _decode(line: bytes) -> dict[str, Any]:
@@ -206,9 +206,19 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
                     tail = replies.get(slot)
                     if tail is None:  # {"pid": PID, "cpu_stat": PATH}: the path's part encoded once a slot
                         tail = replies[slot] = (', "cpu_stat": ' + json.dumps(cpu_stat) + "}\n").encode()
-                    sock.sendmsg(
-                        [b'{"pid": %d' % pid, tail], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, PIDFD.pack(job_.pidfd))]
-                    )
+                    sent = [job_.pidfd]
+                    try:  # its run-queue delay, opened while the job cannot have been reaped (its pid is its own)
+                        schedstat = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+                    except OSError:
+                        schedstat = -1
+                    else:
+                        sent.append(schedstat)
+                    try:
+                        rights = FDS[len(sent)].pack(*sent)
+                        sock.sendmsg([b'{"pid": %d' % pid, tail], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
+                    finally:
+                        if schedstat >= 0:
+                            os.close(schedstat)
                     continue
             elif op == "kill":
                 found = running.get(request["job"])
