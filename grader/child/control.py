@@ -25,6 +25,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any, cast
@@ -40,8 +41,11 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 class Running:
     """A job the zygote watches: its pidfd, slot and status pipe."""
 
-    def __init__(self, job_id: Any, pid: int, slot: int, status_fd: int, reason_fd: int = -1) -> None:
+    def __init__(
+        self, job_id: Any, pid: int, slot: int, status_fd: int, reason_fd: int = -1, pid_namespace: bool = False
+    ) -> None:
         self.id, self.pid, self.slot, self.status_fd = job_id, pid, slot, status_fd
+        self.pid_namespace = pid_namespace  # the job is pid 1 of its own pid namespace
         self.reason_fd = reason_fd  # why its set-up failed, if it did (see `jobsetup.job`)
         self.reason = ""
         self.pidfd = os.pidfd_open(pid)
@@ -75,7 +79,10 @@ class Running:
 
     def settled(self) -> bool:
         """Whether the slot's cgroups are empty (stragglers are killed); then report the exit code."""
-        left = cgroups.slot_processes(self.slot)
+        # The pid 1 of a pid namespace is reaped only once every process of its namespace is gone
+        # (the kernel kills them all and waits): then one read of the slot's cgroup-v2 list checks
+        # it, else every cgroup's list is read.
+        left = cgroups.slot_processes(self.slot, quick=self.pid_namespace)
         if left:
             if time.monotonic() < self.deadline:
                 cgroups.cgroup_kill(self.slot)
@@ -93,9 +100,42 @@ class Running:
         return True
 
 
+_PARSED: dict[bytes, dict[str, Any]] = {}
+"""Launch requests already decoded, by their line up to the job id (`JOB_KEY`, last): a worker's
+launches differ only in it, and decoding each anew cost the zygote about 40 objects per job (each page
+the zygote writes after a fork is copied, since its live jobs share it)."""
+
+JOB_KEY = b', "job": '
+
+FDS_SPACE = socket.CMSG_SPACE(5 * 4)
+"""Room for a launch's five descriptors."""
+
+FDS = {1: struct.Struct("i"), 2: struct.Struct("2i")}
+"""One or two descriptors as SCM_RIGHTS carries them (C ints)."""
+
+
+def _decode(line: bytes) -> dict[str, Any]:
+    """A request line, decoded; a launch's from `_PARSED` when its line up to the job id was seen before."""
+    head, found, tail = line.rpartition(JOB_KEY)
+    if found and tail.endswith(b"}\n") and tail[:-2].isdigit():
+        known = _PARSED.get(head)
+        if known is None:
+            known = json.loads(line)
+            if len(_PARSED) < 64 and isinstance(known, dict) and known.get("op") == "launch":
+                _PARSED[head] = known
+        request = dict(known)
+        request["job"] = int(tail[:-2])
+        return request
+    return cast("dict[str, Any]", json.loads(line))
+
+
 def _read_request(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
     """One request line and its file descriptors; (None, []) when the grader is gone."""
-    msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 5)
+    msg, ancillary, _flags, _addr = sock.recvmsg(1 << 16, FDS_SPACE)  # as socket.recv_fds, without its array
+    fds: list[int] = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) // 4 * 4])
     if not msg:
         return None, fds
     buffer = msg
@@ -104,7 +144,7 @@ def _read_request(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]
         if not more:
             return None, fds
         buffer += more
-    return cast("dict[str, Any]", json.loads(buffer)), fds
+    return _decode(buffer), fds
 
 
 def serve(control_fd: int, worker: jobsetup.Worker) -> None:
@@ -116,6 +156,8 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
     poller = select.poll()
     poller.register(control_fd, select.POLLIN)
     by_pidfd: dict[int, Running] = {}
+    cpu_stats: dict[int, str | None] = {}
+    replies: dict[int, bytes] = {}
     while True:
         events = poller.poll(2 if settling else None)
         for fd, _ in events:
@@ -139,12 +181,14 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
             if op == "launch":
                 slot = int(request["slot"])
                 slots.add(slot)
-                cpu_stat = cgroups.cpu_stat_path(slot)  # worked out here once, and inherited by the job
+                cpu_stat = cpu_stats.get(slot, "")
+                if cpu_stat == "":
+                    cpu_stat = cpu_stats[slot] = cgroups.cpu_stat_path(slot)  # once a slot
                 cgroups.prepare_slot(slot, request["limits"])  # made and opened once, entered by each job
                 request["environment_ready"] = jobsetup.prepare_environment(request)
                 try:
-                    pid, reason_fd = jobsetup.fork_job(request, fds, control_fd, worker)
-                    job_ = Running(request["job"], pid, slot, fds[3], reason_fd)
+                    pid, reason_fd, pidns = jobsetup.fork_job(request, fds, control_fd, worker)
+                    job_ = Running(request["job"], pid, slot, fds[3], reason_fd, pidns)
                 except OSError as exc:
                     os.write(fds[2], f"sandbox setup failed: {exc}\n".encode())
                     os.write(fds[3], f"{SETUP_FAILED} the zygote could not start the job: {exc}"[:400].encode() + b"\n")
@@ -159,8 +203,22 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
                     poller.register(job_.pidfd, select.POLLIN)
                     # The grader gets a pidfd too: it kills a job without a round trip here,
                     # and a pidfd, unlike a pid, can never name another process.
-                    reply = {"pid": pid, "cpu_stat": cpu_stat}
-                    socket.send_fds(sock, [json.dumps(reply).encode() + b"\n"], [job_.pidfd])
+                    tail = replies.get(slot)
+                    if tail is None:  # {"pid": PID, "cpu_stat": PATH}: the path's part encoded once a slot
+                        tail = replies[slot] = (', "cpu_stat": ' + json.dumps(cpu_stat) + "}\n").encode()
+                    sent = [job_.pidfd]
+                    try:  # its run-queue delay, opened while the job cannot have been reaped (its pid is its own)
+                        schedstat = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+                    except OSError:
+                        schedstat = -1
+                    else:
+                        sent.append(schedstat)
+                    try:
+                        rights = FDS[len(sent)].pack(*sent)
+                        sock.sendmsg([b'{"pid": %d' % pid, tail], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
+                    finally:
+                        if schedstat >= 0:
+                            os.close(schedstat)
                     continue
             elif op == "kill":
                 found = running.get(request["job"])
@@ -172,7 +230,8 @@ def serve(control_fd: int, worker: jobsetup.Worker) -> None:
             else:
                 reply = {"error": f"unknown op {op!r}"}
             sock.sendall(json.dumps(reply).encode() + b"\n")
-        settling = [job_ for job_ in settling if not job_.settled()]
+        if settling:
+            settling = [job_ for job_ in settling if not job_.settled()]
 
 
 def _kill(job_: Running) -> None:

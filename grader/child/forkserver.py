@@ -77,6 +77,7 @@ class Server:
         self.sock = sock
         self.worker = worker
         self.plain = plain
+        self.kernel = importlib.import_module(PACKAGE + ".kernel")
         self.jobs: dict[int, int] = {}  # pid -> status pipe's write end
 
     def reap(self, *_: object) -> None:
@@ -102,7 +103,7 @@ class Server:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         pid = -1
         try:
-            pid = os.fork()
+            pid = self.kernel.fork_cheaply()  # no interpreter after-fork work: this process has one thread
             if pid:
                 self.jobs[pid] = status_w
         finally:

@@ -57,6 +57,7 @@ from .kernel import (
     PR_SET_NO_NEW_PRIVS,
     PR_SET_PDEATHSIG,
     check,
+    fork_cheaply,
     high_fd,
     libc,
     prctl,
@@ -102,6 +103,11 @@ NET_NAMESPACE: bool | str = "not set up"
 each (made, then torn down by the kernel), for nothing more, since jobs can open no socket but
 socketpair() (seccomp) and reach no abstract socket outside their own Landlock domain."""
 
+JOB_FOLDER_CLASH = "not set up"
+"""`fixed_folder_clash` of `READONLY_PATHS` at `JOB_FOLDER`, worked out once by `prepare`: each job
+reads it instead of walking the read-only paths again (every object a job touches is a page copied
+from the zygote's)."""
+
 JOB_FOLDER_CHOICES = ("/tmp", "/mnt", "/srv", "/media")
 """Where a job may see its folder, in order of preference (see `choose_job_folder`)."""
 
@@ -146,15 +152,16 @@ def prepare(readonly: list[str], keep: Sequence[str] = ()) -> None:
     keeps a pidfd of itself and its pid namespace, each at fd 10 or above.
     """
     global READONLY_RULES, READONLY_PATHS, ZYGOTE_PIDFD, OWN_PIDNS_FD, NET_NAMESPACE, JOB_FOLDER, JOB_RULES
-    global ZYGOTE_MOUNTS, COVERED
+    global ZYGOTE_MOUNTS, COVERED, JOB_FOLDER_CLASH
     NET_NAMESPACE = unshare(CLONE_NEWNET)
     READONLY_PATHS = readonly
     JOB_FOLDER = choose_job_folder(readonly)
+    JOB_FOLDER_CLASH = fixed_folder_clash(readonly)
     ZYGOTE_MOUNTS, COVERED, paths = zygote_mounts(readonly, keep)
     READONLY_RULES = landlock.open_rules(paths, landlock.READONLY_RIGHTS)
     all_rights = landlock.FS_RIGHTS_BY_ABI.get(landlock.landlock_abi(), landlock.FS_RIGHTS_BY_ABI[5])
     JOB_RULES = READONLY_RULES + landlock.open_rules(["/dev/null"], all_rights)
-    landlock.built_rules(tuple(JOB_RULES))  # their structures, made once here, not per job
+    landlock.prepare_job(JOB_RULES)  # their structures, made once here, not per job (`landlock.job_restrict`)
     seccomp.prepare()  # the filter program too
     ZYGOTE_PIDFD = high_fd(os.pidfd_open(os.getpid()))
     OWN_PIDNS_FD = high_fd(os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC))
@@ -245,9 +252,10 @@ def job_tmpfs(jobdir: str, uid: int, size: int) -> str:
     str
         Where the job folder is now (the job's working folder).
     """
-    where = jobdir if not JOB_FOLDER or fixed_folder_clash(READONLY_PATHS) else JOB_FOLDER
+    where = jobdir if not JOB_FOLDER or JOB_FOLDER_CLASH else JOB_FOLDER
     options = f"size={int(size)},nr_inodes=4096,mode=0700,uid={uid},gid={uid}".encode()
-    check(libc.mount(b"tmpfs", where.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount tmpfs on {where}")
+    if libc.mount(b"tmpfs", where.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) == -1:
+        check(-1, f"mount tmpfs on {where}")
     os.chdir(where)  # the host's folder is now hidden beneath the tmpfs
     return where
 
@@ -289,12 +297,17 @@ def _move_job_folder(request: dict[str, Any], where: str) -> str:
     old = request["jobdir"]
     if where != old:
         request["jobdir"] = where
-        request["file"] = os.path.join(where, os.path.relpath(request["file"], old))
+        file = request["file"]
+        inside = file[len(old) + 1 :] if file.startswith(old + "/") else os.path.relpath(file, old)
+        request["file"] = os.path.join(where, inside)
     return where
 
 
 ENV_READY: dict[str, str] | None = None
 """The job environment the zygote has made its own (`prepare_environment`), or None."""
+
+_ENV_SOURCE: tuple[Any, ...] = ()
+"""The request's environment and job folder `ENV_READY` was made from."""
 
 
 def job_environment(env: dict[str, str], jobdir: str, where: str) -> dict[str, str]:
@@ -311,9 +324,12 @@ def prepare_environment(request: dict[str, Any]) -> bool:
     about 0.4 ms of CPU (every page the job first writes is copied from the
     zygote's). Returns whether the zygote's environment is that one now.
     """
-    global ENV_READY
+    global ENV_READY, _ENV_SOURCE
     if not JOB_FOLDER:
         return False
+    if _ENV_SOURCE and _ENV_SOURCE[0] is request["env"] and _ENV_SOURCE[1] == request["jobdir"]:
+        return True  # the same as the last job's (a launch decoded once: `control._decode`)
+    _ENV_SOURCE = (request["env"], request["jobdir"])
     env = job_environment(request["env"], request["jobdir"], JOB_FOLDER)
     if env != ENV_READY:
         os.environ.clear()
@@ -343,7 +359,7 @@ def isolate_job(request: dict[str, Any], layers: dict[str, Any]) -> None:
             try:
                 where = job_tmpfs(jobdir, uid, limits["file_bytes"])
                 layers["job_tmpfs"] = True
-                layers["fixed_cwd"] = True if where == JOB_FOLDER else fixed_folder_clash(READONLY_PATHS)
+                layers["fixed_cwd"] = True if where == JOB_FOLDER else JOB_FOLDER_CLASH
                 jobdir = _move_job_folder(request, where)
             except OSError as exc:
                 layers["job_tmpfs"] = str(exc)
@@ -356,7 +372,7 @@ def isolate_job(request: dict[str, Any], layers: dict[str, Any]) -> None:
     layers["rlimits"] = True
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     try:
-        layers.update(landlock.landlock_restrict(JOB_RULES, [jobdir]))
+        layers.update(landlock.job_restrict(JOB_RULES, jobdir))
         layers["landlock_rules"], layers["stdlib_covered"] = len(JOB_RULES) + 1, COVERED  # for the probe
     except OSError as exc:
         layers["landlock"] = str(exc)
@@ -424,10 +440,12 @@ def job(
         marks.append(("cgroups", time.perf_counter()))
         layers["_marks"] = marks
         layers["net"] = NET_NAMESPACE  # the zygote's own, empty: made once, not per job
-        for name, flag in NAMESPACES.items():
-            if flag in (CLONE_NEWPID, CLONE_NEWNET):
-                continue
-            layers[name] = unshare(flag)
+        if unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS) is True:  # one call for the three
+            layers["mount"] = layers["ipc"] = layers["uts"] = True
+        else:  # one at a time, to say which did not apply and why
+            for name, flag in NAMESPACES.items():
+                if flag not in (CLONE_NEWPID, CLONE_NEWNET):
+                    layers[name] = unshare(flag)
         marks.append(("namespaces", time.perf_counter()))
         result_fd, out_fd, err_fd, task_fd = fds
         os.dup2(task_fd, 0)
@@ -482,26 +500,26 @@ def fork_retrying(timeout: float = 3.0) -> int:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return os.fork()
+            return fork_cheaply()
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.ENOMEM) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.005)
 
 
-def fork_job(request: dict[str, Any], fds: Sequence[int], control_fd: int, worker: Worker) -> tuple[int, int]:
+def fork_job(request: dict[str, Any], fds: Sequence[int], control_fd: int, worker: Worker) -> tuple[int, int, bool]:
     """Fork one job as pid 1 of a new pid namespace (when possible).
 
     Returns
     -------
-    (int, int)
-        The job's pid, and the read end of its set-up reason pipe (see `job`).
+    (int, int, bool)
+        The job's pid, the read end of its set-up reason pipe (see `job`),
+        and whether the job is pid 1 of a pid namespace of its own.
     """
     layers: dict[str, Any] = {}
     own_pidns = None
-    reason_read, reason_write = os.pipe()
+    reason_read, reason_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # the reason: < 400 bytes, never blocks
     reason_write = high_fd(reason_write)
-    os.set_blocking(reason_read, False)
     layers["pid"] = unshare(CLONE_NEWPID)
     if layers["pid"] is True:
         own_pidns = OWN_PIDNS_FD
@@ -519,4 +537,4 @@ def fork_job(request: dict[str, Any], fds: Sequence[int], control_fd: int, worke
     if pid == 0:
         os.close(reason_read)
         job(request, list(fds[:3]) + list(fds[4:5]), control_fd, worker, layers, reason_write)
-    return pid, reason_read
+    return pid, reason_read, layers["pid"] is True

@@ -559,3 +559,25 @@ def test_the_command_starts_check_s_fork_server_before_it_imports_the_grader() -
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     # the package's API is imported on first use: what the launcher imports first is the standard library
     assert out.stdout.split("\n")[0] == "[] grader.models grader.stash True", out.stderr
+
+
+def test_each_fork_server_job_draws_its_own_random_numbers(tmp_path: Path) -> None:
+    """The fork server forks without the interpreter's after-fork hooks; ``random`` is still reseeded per job."""
+    import functools
+
+    from grader.execution.calls import run_calls
+    from grader.execution.jobs import ForkJob, ForkServer
+    from grader.models import Call
+
+    if not ForkServer.available():
+        pytest.skip("no os.fork here: --insecure starts a fresh worker per submission")
+    path = tmp_path / "attention.py"
+    path.write_text("import random\n\ndef draw():\n    return random.getrandbits(62)\n")
+    server = ForkServer()
+    try:
+        launch = functools.partial(ForkJob, server, filename="attention.py")
+        draws = [run_calls(str(path), [Call("draw", (), 5.0)], launch=launch).results[0] for _ in range(3)]
+    finally:
+        server.close()
+    assert [r.status for r in draws] == ["returned"] * 3
+    assert len({r.value for r in draws}) == 3  # three jobs, three seeds (2**-62 odds of a false alarm)

@@ -752,3 +752,37 @@ def test_a_worker_closed_by_a_stop_starts_no_job_and_makes_no_folder_again(tmp_p
     with pytest.raises(ConfigError, match="stopping"):
         worker.launch(b"", str(workdir), 1.0)
     assert not workdir.exists()
+
+
+def test_each_sandbox_job_draws_its_own_random_numbers(tmp_path: Path) -> None:
+    """The zygote forks without the interpreter's after-fork hooks; ``random`` is still reseeded per job."""
+    path = tmp_path / "attention.py"
+    path.write_text("import random\n\ndef draw():\n    return random.getrandbits(62)\n")
+    with _sandbox((0, 1)) as (_, (worker,)):
+        draws = [_run(worker, path, Call("draw", (), 5.0)).results[0] for _ in range(3)]
+    assert [r.status for r in draws] == ["returned"] * 3
+    assert len({r.value for r in draws}) == 3  # three jobs, three seeds (2**-62 odds of a false alarm)
+
+
+def test_the_zygote_sends_each_job_s_schedstat_with_its_pidfd(tmp_path: Path) -> None:
+    """The grader opens no /proc file per job: the zygote opened the job's schedstat before it could reap it."""
+    path = tmp_path / "attention.py"
+    path.write_text(BUSY)
+    with _sandbox((0, 1)) as (_, (worker,)):
+        job = worker.launch(path.read_bytes(), "", 10.0)
+        fd = job._schedstat_fd
+        assert fd is not None and os.readlink(f"/proc/self/fd/{fd}") == f"/proc/{job.pid}/schedstat"
+        child = JobChannel(job)
+        sink = {"stdout": bytearray(), "stderr": bytearray()}
+        assert child.read_frame(time.monotonic() + 10.0, sink, "import")["ok"] is True, sink
+        wait = job.wait_seconds()
+        assert isinstance(wait, float) and 0.0 <= wait < 10.0
+        child.finished = True
+        child.kill()
+        job.settle()
+    assert job._schedstat_fd is None  # closed with the job's other descriptors
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except FileNotFoundError:
+        target = ""
+    assert target != f"/proc/{job.pid}/schedstat"

@@ -25,6 +25,9 @@ from grader.errors import ConfigError
 from grader.execution.jobs import CHILD_ENV, describe_exit, open_proc_file, schedstat_wait_seconds, stop_server
 from grader.execution.servers import ZYGOTE, start_zygote
 
+REPLY_FDS_SPACE = socket.CMSG_SPACE(2 * 4)
+"""Room for a launch reply's descriptors: the job's pidfd and its ``/proc/<pid>/schedstat``."""
+
 
 class Zygote:
     """The grader's handle on a running zygote.
@@ -73,10 +76,12 @@ class Zygote:
 
     def _receive(self) -> tuple[bytes, list[int]]:
         """One reply line, with the file descriptors that came with it (b"" once the zygote is gone)."""
-        data, fds = b"", []
+        data, fds = b"", list[int]()
         while not data.endswith(b"\n"):
-            chunk, got, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 1)
-            fds += got
+            chunk, ancillary, _flags, _addr = self.sock.recvmsg(1 << 16, REPLY_FDS_SPACE)  # socket.recv_fds, lighter
+            for level, kind, fd_data in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds += struct.unpack(f"{len(fd_data) // 4}i", fd_data[: len(fd_data) // 4 * 4])
             if not chunk:
                 return b"", fds
             data += chunk
@@ -193,13 +198,13 @@ class SandboxJob:
             os.chown(self.jobdir, uid, uid)
         request = {
             "op": "launch",
-            "job": self.id,
             "slot": slot,
             "jobdir": self.jobdir,
             "file": os.path.join(self.jobdir, filename),
             "probe": probe,
             "limits": dict(limits, cpu_seconds=CEILING_CPU_SECONDS),
             "env": dict(CHILD_ENV, HOME=self.jobdir, TMPDIR=self.jobdir),
+            "job": self.id,  # last: the zygote decodes the rest once per slot (``grader/child/control.py``)
         }
         # result, stdout, stderr, the status the zygote reports; the task pipe (the job's stdin)
         pipes = [os.pipe() for _ in range(4)]
@@ -213,13 +218,17 @@ class SandboxJob:
                 os.close(fd)
         self.pid = reply.get("pid")
         self.pidfd = got[0] if got else None  # to kill the job without asking the zygote
+        for fd in got[2:]:  # more than the zygote sends
+            os.close(fd)
         self.cpu_stat: str | None = reply.get("cpu_stat") if isinstance(reply.get("cpu_stat"), str) else None
         """The slot's cgroup-v2 ``cpu.stat`` (the zygote's word), read for CPU-time timeouts."""
         self._cpu_fd: int | None = None
         # The slot's cgroup is reused by every job of the slot: its count starts at what the jobs before
         # this one used (all gone before this one was started), read now.
         self._cpu_base = self._usec() or 0
-        self._schedstat_fd: int | None = None  # the job's /proc/<pid>/schedstat, opened when first read
+        # The job's /proc/<pid>/schedstat: opened by the zygote before it could reap the job (its pid was
+        # its own), sent with the pidfd; else opened here when first read.
+        self._schedstat_fd: int | None = got[1] if len(got) > 1 else None
         self._schedstat_unknown = False
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
@@ -290,7 +299,8 @@ class SandboxJob:
     def wait_seconds(self) -> float | None:
         """Seconds the job's main process spent ready to run but waiting for a CPU, or None (see `grader.execution.jobs.Job`).
 
-        Its ``/proc/<pid>/schedstat`` (run-queue delay), opened on first use
+        Its ``/proc/<pid>/schedstat`` (run-queue delay), opened by the zygote
+        as it started the job (sent with its pidfd), or else here on first use
         while the job's pidfd says it still runs (so the pid is still the
         job's). The cgroup's ``cpu.pressure`` would cover every process of
         the job, but on this kind of machine it counts about two thirds of
