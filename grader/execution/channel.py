@@ -40,6 +40,37 @@ LARGE_FRAME_BYTES = 1 << 18
 of its size: a 512x512 result (2 MiB of doubles) is not grown chunk by chunk and copied twice."""
 
 
+PIPE_BYTES = 64 << 10
+"""What a pipe holds by default on Linux."""
+WIDE_PIPE_BYTES = 1 << 20
+"""What `widen_pipe` makes a pipe hold at most (Linux's ``pipe-max-size`` for an unprivileged process)."""
+
+
+def widen_pipe(fd: int, size: int) -> None:
+    """Let the pipe ``fd`` hold ``size`` bytes, up to `WIDE_PIPE_BYTES` (where the system allows it).
+
+    A large frame or phase then crosses in a few reads and writes rather than one per 64 KiB, each
+    a wake-up of the other side. Only the pipe's capacity changes, never what crosses it; where
+    the system refuses (not Linux, a user over its pipe quota), nothing changes.
+    """
+    if _SETPIPE is None:
+        return
+    try:
+        if _fcntl.fcntl(fd, _GETPIPE) < min(size, WIDE_PIPE_BYTES):
+            _fcntl.fcntl(fd, _SETPIPE, min(size, WIDE_PIPE_BYTES))
+    except OSError:
+        pass
+
+
+try:
+    import fcntl as _fcntl
+
+    _SETPIPE: int | None = _fcntl.F_SETPIPE_SZ
+    _GETPIPE = _fcntl.F_GETPIPE_SZ
+except (ImportError, AttributeError):  # not Linux
+    _SETPIPE = None
+
+
 class JobChannel:
     """The parent's side of one job: sends calls, reads frames and output against deadlines.
 
@@ -71,10 +102,14 @@ class JobChannel:
     def send(self, call: Call | bytes, deadline: float) -> str:
         """Write a phase of calls (`grader.models.phase_wire`; a `Call`: that call alone) to the job's call pipe.
 
-        Returns ``"sent"``, ``"closed"`` (the pipe is gone) or ``"timeout"``.
+        Returns ``"sent"``, ``"closed"`` (the pipe is gone) or ``"timeout"``. A phase larger than
+        a pipe holds (large arguments) first widens the pipe (`widen_pipe`), so that it goes in a
+        write or a few rather than one per 64 KiB, each waiting for the job to read.
         """
         fd = self.job.call_fd
         view = memoryview(call.wire if isinstance(call, Call) else call)
+        if len(view) > PIPE_BYTES:
+            widen_pipe(fd, len(view))
         while view:
             try:
                 view = view[os.write(fd, view) :]
@@ -137,6 +172,7 @@ class JobChannel:
                         return self._take(size, expect, budget)
                     if size >= LARGE_FRAME_BYTES:  # within its limit: read in place from here on
                         # (the buffer holds less than this frame, so nothing of the next one)
+                        widen_pipe(self.result_fd, size)
                         self.large = bytearray(size)
                         self.large[: len(self.buffer) - 4] = self.buffer[4:]
                         self.filled = len(self.buffer) - 4
