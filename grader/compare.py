@@ -8,6 +8,7 @@ wrote is called.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -176,6 +177,25 @@ def tolerance_limit(expected: Any, rtol: float, atol: float, floor: Any = None) 
     return limit
 
 
+SCRATCH_KEPT_ELEMENTS = 1 << 19
+"""`compare` keeps its work arrays (a float and a bool array, per thread) for parts up to this many
+elements (4.5 MiB): a large part's comparison then touches no fresh memory, which in a grading
+thread costs more than the arithmetic (page faults on every new array)."""
+
+_SCRATCH = threading.local()
+
+
+def _scratch(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A float64 and a bool array of ``shape`` to compute in (their contents are not kept)."""
+    size = math.prod(shape)
+    if size > SCRATCH_KEPT_ELEMENTS:
+        return np.empty(shape), np.empty(shape, dtype=bool)
+    kept = getattr(_SCRATCH, "arrays", None)
+    if kept is None or kept[0].size < size:
+        kept = _SCRATCH.arrays = (np.empty(size), np.empty(size, dtype=bool))
+    return kept[0][:size].reshape(shape), kept[1][:size].reshape(shape)
+
+
 def _index(name: str, flat: int, shape: tuple[int, ...]) -> str:
     if not shape:
         return name
@@ -240,10 +260,13 @@ def compare(
         )
     if limit is None or np.shape(limit) != exp.shape:
         limit = tolerance_limit(exp, rtol, atol, floor)
+    err, ok = _scratch(exp.shape)
     with np.errstate(invalid="ignore", over="ignore"):
-        err = np.asarray(arr - exp)  # in place from here: one float temporary as large as the part
+        # In place from here: arr - exp, its absolute value and the comparison, in a float and a bool
+        # array as large as the part (the thread's own, kept for its next part of this size or less).
+        np.subtract(arr, exp, out=err)
         np.abs(err, out=err)
-        ok = err <= limit
+        np.less_equal(err, limit, out=ok)
     if ok.all():
         return
     bad = ~ok

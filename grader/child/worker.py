@@ -29,8 +29,8 @@ again (``grader/execution/boundary.py``) and measures durations itself, so a
 submission that tampers with this script can only lie about its own
 answers, as it could by returning them. Each call frame lists the positions
 of the arguments the call changed in place ("mutated"): they no longer equal
-a pristine copy made when the phase arrived (its pickle, compared in C; where
-the pickles differ, value by value, types included, with a NaN still equal to
+a pristine copy made when the phase arrived (its marshal, compared in C; where
+the marshals differ, value by value, types included, with a NaN still equal to
 a NaN).
 
 A frame with arrays
@@ -48,9 +48,10 @@ pipe, the worker exits with `CHANNEL_LOST_EXIT`, so that the grader can say so.
 
 from __future__ import annotations
 
+import gc
 import json
+import marshal
 import os
-import pickle
 import resource
 import sys
 from collections.abc import Sequence
@@ -148,11 +149,26 @@ def preimport() -> None:
 
 # Bound before the submission is imported: a submission that replaces json.dumps or
 # json.loads (or JSONEncoder.encode) changes nothing of what the worker writes and reads.
-_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+def _frame_encoder() -> Any:
+    """``json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode``, the same text, made with
+    json's C encoder built once: ``encode`` builds one per call (a frame is a few small dicts and
+    lists, so that was about half of encoding it). Frames hold no cycle (`to_data` makes every
+    nested list itself), so no list is tracked for one."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    python = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+    if make is None:  # pragma: no cover - CPython has the C encoder
+        return python.encode
+    encoder = make(None, python.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False)
+    join = "".join
+    return lambda obj: join(encoder(obj, 0))
+
+
+_encode = _frame_encoder()
 _decode = json.JSONDecoder().decode
 _snapshot_encode = json.JSONEncoder(allow_nan=True, separators=(",", ":")).encode
-_pickle = pickle.dumps
-_unpickle = pickle.loads
+_marshal = marshal.dumps
+_unmarshal = marshal.loads
+_gc_isenabled, _gc_disable, _gc_enable, _gc_freeze = gc.isenabled, gc.disable, gc.enable, gc.freeze
 
 JSON = Any
 """JSON data: what `to_data` makes and a call's arguments are (numbers, booleans, strings, lists, dicts, None)."""
@@ -224,9 +240,14 @@ def _emit(fd: int, obj: JSON, blobs: Sequence[Any] = ()) -> None:
         return
     views = [memoryview(blob).cast("B") for blob in blobs]
     size = 5 + len(data) + sum(len(v) for v in views)
-    _write_all(
-        fd, [memoryview(b"".join([size.to_bytes(4, "big"), b"\x00", len(data).to_bytes(4, "big"), data])), *views]
-    )
+    head = [size.to_bytes(4, "big"), b"\x00", len(data).to_bytes(4, "big"), data]
+    if size < _JOINED_BYTES:  # small arrays: one buffer, one write, as a frame without any
+        frame = b"".join(head + views)
+        written = os.write(fd, frame)
+        if written < len(frame):
+            _write_all(fd, [memoryview(frame)[written:]])
+        return
+    _write_all(fd, [memoryview(b"".join(head)), *views])
 
 
 def _write_all(fd: int, views: list[memoryview]) -> None:
@@ -244,6 +265,9 @@ def _write_all(fd: int, views: list[memoryview]) -> None:
 
 _IOV_MAX = 1024
 """Most buffers one ``writev`` takes (Linux's ``IOV_MAX``)."""
+_JOINED_BYTES = 1 << 16
+"""A frame with arrays shorter than this is joined into one buffer and written with one ``write``;
+a longer one is written from the arrays' own memory (``writev``)."""
 
 
 def _identity(fd: int) -> tuple[int, int]:
@@ -505,16 +529,23 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
             calls = _decode(text)["calls"]
             if type(calls) is not list:
                 raise TypeError
+            collecting = _gc_isenabled()
+            _gc_disable()  # the lists made here hold no cycle: no collection walks them while they are made
             work = _work(calls, blob, np)
         except (ValueError, KeyError, TypeError, AttributeError):  # not the grader's: the call pipe was replaced
             os._exit(CHANNEL_LOST_EXIT)
+        if blob is not None:
+            _gc_freeze()  # the large arguments' lists: no collection during the calls walks them either
+        if collecting:
+            _gc_enable()
         del message, text, calls, blob
-        while work:
-            name, args, clean = work.pop(0)
+        # The phase's arguments are freed when the next phase arrives (`work` is bound again), or
+        # never: a job whose last phase is answered is ended, and freeing large lists costs time.
+        for name, args, clean in work:
             blobs: list[Any] = []
             frame = _answer(module, name, args, clean, np, filename, blobs)
             _send(fd, identity, frame, blobs)
-            del args, clean, frame, blobs
+            del frame, blobs
 
 
 def _work(calls: list[Any], blob: memoryview | None, np: Any) -> list[tuple[Any, Any, Any]]:
@@ -523,23 +554,23 @@ def _work(calls: list[Any], blob: memoryview | None, np: Any) -> list[tuple[Any,
     Raises ValueError, KeyError, TypeError or AttributeError when the phase is not the grader's.
     """
     if blob is None:
-        return [(c["function"], c["args"], [_Pickled(a) for a in c["args"]]) for c in calls]
+        return [(c["function"], c["args"], [_Marshalled(a) for a in c["args"]]) for c in calls]
     work = []
     offset = [0]
     for c in calls:
         unpacked = [_unpack(a, np, blob, offset) for a in c["args"]]
         args = [value for value, _ in unpacked]
-        work.append((c["function"], args, [_Floats(v, d) if d else _Pickled(v) for v, d in unpacked]))
+        work.append((c["function"], args, [kept or _Marshalled(v) for v, kept in unpacked]))
     if offset[0] != len(blob):
         raise ValueError
     return work
 
 
-def _unpack(arg: JSON, np: Any, blob: memoryview, offset: list[int]) -> tuple[JSON, int]:
-    """An argument of a phase with raw doubles, and how many levels of lists of floats only it is
-    (0: not raw doubles): ``{"$array": ["<f8", SHAPE]}`` becomes its nested lists."""
+def _unpack(arg: JSON, np: Any, blob: memoryview, offset: list[int]) -> tuple[JSON, _Doubles | None]:
+    """An argument of a phase with raw doubles, and its pristine copy when it came as raw doubles
+    (None: it did not): ``{"$array": ["<f8", SHAPE]}`` becomes its nested lists."""
     if type(arg) is not dict or list(arg) != [ARRAY_KEY]:
-        return arg, 0
+        return arg, None
     dtype, shape = arg[ARRAY_KEY]
     if dtype != "<f8" or type(shape) is not list or not all(type(n) is int and n >= 0 for n in shape):
         raise ValueError
@@ -551,51 +582,76 @@ def _unpack(arg: JSON, np: Any, blob: memoryview, offset: list[int]) -> tuple[JS
     array = np.frombuffer(blob, dtype="<f8", count=count, offset=offset[0]).reshape(shape)
     offset[0] += 8 * count
     value = array.tolist()
-    return value, len(shape) if type(value) is list else 0
+    return value, _Doubles(array, np) if type(value) is list else None
 
 
-class _Floats:
-    """The pristine copy of an argument that came as raw doubles: ``depth`` levels of lists of floats.
-
-    Its rows are copied by slicing (the floats in them are immutable and shared), and `_same`
-    compares a row with one of them in C (``==``, then the row's element types) instead of
-    element by element.
-    """
-
-    __slots__ = ("depth", "rows")
-
-    def __init__(self, value: list[Any], depth: int) -> None:
-        self.depth = depth
-        self.rows = _copy_rows(value, depth)
+_LIST_CODE = 0x5B  # marshal's TYPE_LIST, b"["
+_FLOAT_CODE = 0x67  # marshal's TYPE_BINARY_FLOAT, b"g" (version 2 and later)
 
 
-class _Pickled:
-    """The pristine copy of an argument as its pickle, made and compared in C.
+class _Marshalled:
+    """The pristine copy of an argument as its marshal (version 2), made and compared in C.
 
-    Equal pickles mean the same data of the same exact types (a float subclass, a tuple or a
-    list subclass pickles otherwise), so an argument whose pickle is still its pristine one is
-    unchanged. When they differ (or the argument no longer pickles), `_same` decides against
-    the pickle's copy, as before: a NaN is still NaN, -0.0 equals 0.0, shared strings count
-    for nothing.
+    Marshal writes the exact built-in types only (a float subclass, a list subclass or a numpy
+    float cannot be written; a tuple, an int or a bool is written otherwise than a list or a
+    float), values bit for bit, and no reference between objects (version 2), and it calls no
+    code of the objects it writes. So an argument whose marshal is still its pristine one holds
+    the same data of the same exact types: unchanged. When they differ (or the argument no
+    longer marshals), `_same` decides against the pristine copy, as before: a NaN is still NaN,
+    -0.0 equals 0.0, shared or interned strings count for nothing.
     """
 
     __slots__ = ("data",)
 
+    data: bytes | bytearray
+
     def __init__(self, value: JSON) -> None:
-        self.data = _pickle(value, 5)
+        self.data = _marshal(value, 2)
 
     def same(self, value: Any) -> bool:
-        """Whether ``value`` is still the data pickled here (`_same`)."""
+        """Whether ``value`` is still the data marshalled here (`_same`)."""
         try:
-            if _pickle(value, 5) == self.data:
+            if _marshal(value, 2) == self.data:
                 return True
-        except BaseException:  # an object that does not pickle, or whose pickling raises: decided below
+        except BaseException:  # an object marshal cannot write (a subclass, a cycle too deep): decided below
             pass
-        return _same(value, _unpickle(self.data))
+        return _same(value, self.pristine())
+
+    def pristine(self) -> JSON:
+        """A fresh copy of the argument as it came."""
+        return _unmarshal(self.data)
 
 
-def _copy_rows(value: list[Any], depth: int) -> list[Any]:
-    return value[:] if depth <= 1 else [_copy_rows(v, depth - 1) for v in value]
+class _Doubles(_Marshalled):
+    """The pristine copy of an argument that came as raw doubles: its marshal, made from the doubles.
+
+    What ``marshal.dumps(array.tolist(), 2)`` writes, built with numpy from the bytes (a list's
+    ``[`` and 4-byte length, a float's ``g`` and its 8 little-endian bytes) without making a
+    Python object per number; the fresh copy `_same` needs, when the marshals differ, is made
+    from the doubles again.
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any, np: Any) -> None:
+        self.array = array
+        shape = array.shape
+        sizes = [9]  # bytes of a number (its code and 8 bytes), then of a list at each level, inside out
+        for n in reversed(shape):
+            sizes.append(5 + n * sizes[-1])
+        sizes.reverse()
+        data = bytearray(sizes[0])  # compared with the argument's marshal as it is (bytes == bytearray)
+        for depth in range(len(shape)):  # the lists' codes and lengths, level by level, in place
+            strides = tuple(sizes[1 : depth + 1])
+            np.ndarray(shape[:depth], np.uint8, data, 5 * depth, strides)[...] = _LIST_CODE
+            np.ndarray(shape[:depth], "<i4", data, 5 * depth + 1, strides)[...] = shape[depth]
+        strides = tuple(sizes[1:])
+        np.ndarray(shape, np.uint8, data, 5 * len(shape), strides)[...] = _FLOAT_CODE
+        np.ndarray(shape, "<f8", data, 5 * len(shape) + 1, strides)[...] = array
+        self.data = data
+
+    def pristine(self) -> JSON:
+        return self.array.tolist()
 
 
 def _copy(value: JSON) -> JSON:
@@ -693,10 +749,8 @@ def _same(a: JSON, p: JSON) -> bool:
     Flat lists are compared in C (their element types, then their values);
     nested lists one row at a time. 1 and 1.0 differ, as their JSON does.
     """
-    if type(p) is _Pickled:
+    if type(p) is _Marshalled or type(p) is _Doubles:
         return p.same(a)
-    if type(p) is _Floats:
-        return _same_floats(a, p.rows, p.depth)
     if type(a) is not type(p):
         return False
     if type(a) is list:
@@ -711,21 +765,6 @@ def _same(a: JSON, p: JSON) -> bool:
     if type(a) is dict:
         return _snapshot(a) == _snapshot(p)
     return bool(a == p)  # int, str, bool or None (the same type): == is already a bool
-
-
-_FLOAT = frozenset({float})
-
-
-def _same_floats(a: JSON, rows: list[Any], depth: int) -> bool:
-    """`_same` against ``depth`` levels of lists of floats (a `_Floats`' rows): a row is the same
-    when it equals its copy and holds floats only, both checked in C; else, element by element."""
-    if type(a) is not list or len(a) != len(rows):
-        return False
-    if depth > 1:
-        return all(_same_floats(x, r, depth - 1) for x, r in zip(a, rows))
-    if a == rows and set(map(type, a)) <= _FLOAT:
-        return True
-    return all(map(_same, a, rows))  # a NaN (unequal to itself), or a number of another type
 
 
 if __name__ == "__main__":

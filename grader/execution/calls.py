@@ -44,6 +44,7 @@ from grader.execution.boundary import BoundaryError
 from grader.execution.channel import OUTPUT_CAP_BYTES, JobChannel, result_of
 from grader.execution.explain import explain_error
 from grader.execution.jobs import CHANNEL_LOST, Job, Launcher, PlainJob, read_source
+from grader.execution.memo import BudgetTable
 from grader.fileio import scratch_prefix
 from grader.models import Call, CallResult, RunOutcome, phase_wire
 
@@ -71,6 +72,33 @@ HIDDEN_CUT_NOTE = "[output after the first hidden check is not shown]"
 STANDBY_LEAD_SECONDS = 0.25
 """How long before a call's limit (of CPU time, or of wall-clock time) its successor worker is
 started as a standby (seconds): more than a plain worker takes to start and import numpy."""
+
+
+class PhaseWires(BudgetTable[tuple[int, ...], tuple[tuple[Call, ...], bytes]]):
+    """The bytes of the phases handed to jobs in a run (`grader.models.phase_wire`), by their very calls.
+
+    Every submission of a class gets the same phases: a phase with large arguments (a few
+    hundred KiB of raw doubles) is joined once, not once per job. A phase is known by its calls'
+    ids, kept with it (so no other object can take one of those ids). At most `MAX_BYTES` of
+    phases; past that the table starts again. Thread-safe.
+    """
+
+    MAX_BYTES = 32 << 20
+    """Bytes of phases kept, at most (32 MiB)."""
+
+    def wire(self, calls: Sequence[Call]) -> bytes:
+        """`grader.models.phase_wire` of ``calls``, from the table when these very calls were joined before."""
+        key = tuple(map(id, calls))
+        kept = self._kept(key)
+        if kept is not None:
+            return kept[1]
+        wire = phase_wire(calls)
+        self._keep(key, len(wire), (tuple(calls), wire))
+        return wire
+
+
+PHASES = PhaseWires()
+"""The grader's one table of phases' bytes (`PhaseWires`)."""
 
 
 def _standby(launch: Launcher, source: bytes, workdir: str, cpu: float) -> Job:
@@ -414,7 +442,7 @@ def _run_phase(
     first = calls[start]
     cpu_timed = child.job.cpu_seconds() is not None
     phase_wait0: float | None = None  # the job's CPU waiting so far, read at the phase's first wait
-    sent = child.send(phase_wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget.end))
+    sent = child.send(PHASES.wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget.end))
     standby: JobChannel | None = None
     phase_began = began
     for j in range(start, end):

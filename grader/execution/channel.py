@@ -7,6 +7,7 @@ stderr are read against a deadline and capped (`OUTPUT_CAP_BYTES`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import select
@@ -40,6 +41,37 @@ LARGE_FRAME_BYTES = 1 << 18
 of its size: a 512x512 result (2 MiB of doubles) is not grown chunk by chunk and copied twice."""
 
 
+PIPE_BYTES = 64 << 10
+"""What a pipe holds by default on Linux."""
+WIDE_PIPE_BYTES = 1 << 20
+"""What `widen_pipe` makes a pipe hold at most (Linux's ``pipe-max-size`` for an unprivileged process)."""
+
+
+def widen_pipe(fd: int, size: int) -> None:
+    """Let the pipe ``fd`` hold ``size`` bytes, up to `WIDE_PIPE_BYTES` (where the system allows it).
+
+    A large frame or phase then crosses in a few reads and writes rather than one per 64 KiB, each
+    a wake-up of the other side. Only the pipe's capacity changes, never what crosses it; where
+    the system refuses (not Linux, a user over its pipe quota), nothing changes.
+    """
+    if _SETPIPE is None:
+        return
+    try:
+        if _fcntl.fcntl(fd, _GETPIPE) < min(size, WIDE_PIPE_BYTES):
+            _fcntl.fcntl(fd, _SETPIPE, min(size, WIDE_PIPE_BYTES))
+    except OSError:
+        pass
+
+
+try:
+    import fcntl as _fcntl
+
+    _SETPIPE: int | None = _fcntl.F_SETPIPE_SZ
+    _GETPIPE = _fcntl.F_GETPIPE_SZ
+except (ImportError, AttributeError):  # not Linux
+    _SETPIPE = None
+
+
 class JobChannel:
     """The parent's side of one job: sends calls, reads frames and output against deadlines.
 
@@ -50,7 +82,8 @@ class JobChannel:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.result_fd = job.result_fd
-        self.buffer = bytearray()
+        self.buffer = bytearray()  # what was read of the result pipe and not taken yet, from `start` on
+        self.start = 0
         self.selector = selectors.DefaultSelector()
         for fd, name in ((job.result_fd, "result"), (job.stdout_fd, "stdout"), (job.stderr_fd, "stderr")):
             os.set_blocking(fd, False)
@@ -71,10 +104,14 @@ class JobChannel:
     def send(self, call: Call | bytes, deadline: float) -> str:
         """Write a phase of calls (`grader.models.phase_wire`; a `Call`: that call alone) to the job's call pipe.
 
-        Returns ``"sent"``, ``"closed"`` (the pipe is gone) or ``"timeout"``.
+        Returns ``"sent"``, ``"closed"`` (the pipe is gone) or ``"timeout"``. A phase larger than
+        a pipe holds (large arguments) first widens the pipe (`widen_pipe`), so that it goes in a
+        write or a few rather than one per 64 KiB, each waiting for the job to read.
         """
         fd = self.job.call_fd
         view = memoryview(call.wire if isinstance(call, Call) else call)
+        if len(view) > PIPE_BYTES:
+            widen_pipe(fd, len(view))
         while view:
             try:
                 view = view[os.write(fd, view) :]
@@ -125,22 +162,25 @@ class JobChannel:
         limit = IMPORT_FRAME_BYTES if expect != "call" else frame_limit(budget)
         while True:
             if self.result_open:
-                need = 4 - len(self.buffer)
+                start = self.start
+                need = 4 - (len(self.buffer) - start)
                 if need <= 0 and self.large is None:
-                    size = int.from_bytes(self.buffer[:4], "big")
+                    size = int.from_bytes(self.buffer[start : start + 4], "big")
                     try:
                         check_length(size, limit, budget, expect)
                     except BoundaryError as exc:
                         return exc
-                    need = 4 + size - len(self.buffer)
+                    need = 4 + size - (len(self.buffer) - start)
                     if need <= 0:
                         return self._take(size, expect, budget)
                     if size >= LARGE_FRAME_BYTES:  # within its limit: read in place from here on
                         # (the buffer holds less than this frame, so nothing of the next one)
+                        widen_pipe(self.result_fd, size)
                         self.large = bytearray(size)
-                        self.large[: len(self.buffer) - 4] = self.buffer[4:]
-                        self.filled = len(self.buffer) - 4
+                        self.filled = len(self.buffer) - start - 4
+                        self.large[: self.filled] = self.buffer[start + 4 :]
                         self.buffer.clear()
+                        self.start = 0
                 if self.large is not None:
                     got = self._read_large(expect, budget)
                     if got is True:
@@ -160,8 +200,7 @@ class JobChannel:
                     except OSError:
                         chunk = b""
                 if chunk:
-                    self.bytes_read += len(chunk)
-                    self.buffer += chunk
+                    self._append(chunk)
                     continue
                 if chunk == b"":
                     self._result_closed()
@@ -192,10 +231,30 @@ class JobChannel:
                     continue
                 self._keep(sink[key.data], chunk)
 
+    def _append(self, chunk: bytes) -> None:
+        """Keep ``chunk``, read of the result pipe, after what is not taken yet."""
+        self.bytes_read += len(chunk)
+        if self.start:  # the frames taken are dropped now, at most once per read (not once per frame)
+            del self.buffer[: self.start]
+            self.start = 0
+        self.buffer += chunk
+
+    def _head(self) -> int:
+        """The length prefix of the frame at the head of the buffer (-1 while fewer than 4 bytes are there)."""
+        start = self.start
+        if len(self.buffer) - start < 4:
+            return -1
+        return int.from_bytes(self.buffer[start : start + 4], "big")
+
     def _take(self, size: int, expect: str, budget: ResultBudget | None) -> dict[str, Any] | BoundaryError:
         """The frame of ``size`` bytes at the head of the buffer (whole, its length checked), decoded."""
-        data = bytes(self.buffer[4 : 4 + size])
-        del self.buffer[: 4 + size]
+        start = self.start + 4
+        with memoryview(self.buffer) as view:
+            data = bytes(view[start : start + size])
+        self.start = start + size
+        if self.start == len(self.buffer):
+            self.buffer.clear()
+            self.start = 0
         self.last_wire = data
         try:
             return FRAMES.decode(data, expect, budget)
@@ -207,11 +266,10 @@ class JobChannel:
 
         `read_frame` without its loop, for the answers read ahead with the one before them.
         """
-        buffer = self.buffer
-        if self.large is not None or len(buffer) < 4:
+        if self.large is not None:
             return None
-        size = int.from_bytes(buffer[:4], "big")
-        if len(buffer) < 4 + size:
+        size = self._head()
+        if size < 0 or len(self.buffer) - self.start < 4 + size:
             return None  # read_frame checks the length, and reads the rest
         try:
             check_length(size, frame_limit(budget), budget, "call")
@@ -261,7 +319,8 @@ class JobChannel:
         """Whether a whole frame is already read (after one read without waiting, if none was)."""
         if self.large is not None:  # a large frame part read: read_frame reads the rest
             return False
-        if len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(self.buffer[:4], "big"):
+        size = self._head()
+        if size >= 0 and len(self.buffer) - self.start >= 4 + size:
             return True
         if not self.result_open:
             return False
@@ -276,13 +335,13 @@ class JobChannel:
             return False
         if not chunk:
             return False  # end of file: left for read_frame to see (the read returns it again)
-        self.bytes_read += len(chunk)
-        self.buffer += chunk
-        return len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(self.buffer[:4], "big")
+        self._append(chunk)
+        size = self._head()
+        return size >= 0 and len(self.buffer) - self.start >= 4 + size
 
     def pending(self) -> bool:
         """Whether the result pipe holds more (or has closed) although no call is outstanding."""
-        if self.buffer or not self.result_open:
+        if len(self.buffer) > self.start or not self.result_open:
             return True
         return bool(select.select([self.result_fd], [], [], 0)[0])
 
@@ -310,23 +369,33 @@ class JobChannel:
 def result_of(frame: dict[str, Any], seconds: float, wire: bytes = b"") -> CallResult:
     """A validated call frame (`grader.execution.boundary.decode_frame`) as a `CallResult`, with the grader's duration.
 
-    ``wire`` is the frame's bytes (`CallResult.wire`).
+    ``wire`` is the frame's bytes (`CallResult.wire`). Made as the dataclass's own ``__init__``
+    makes it (every field, defaults first), with its fields set at once: a grader makes one
+    per call of every submission, and a frozen dataclass's ``__init__`` sets each field apart.
     """
     status, mutated = frame["status"], frame["mutated"]
+    result = _new(CallResult)
+    fields = result.__dict__
+    fields.update(_RESULT_DEFAULTS)
+    fields["status"] = status
     if status == "returned":
-        return CallResult("returned", value=frame["value"], seconds=seconds, mutated_args=mutated, wire=wire)
-    if status == "raised":
-        return CallResult(
-            "raised",
-            error_type=frame["type"] or "Exception",
-            value_error=frame["value_error"],
-            message=frame["message"],
-            where=frame["where"],
-            seconds=seconds,
-            mutated_args=mutated,
-            wire=wire,
-        )
-    return CallResult(status, message=frame["message"], seconds=seconds, mutated_args=mutated, wire=wire)
+        fields["value"] = frame["value"]
+    elif status == "raised":
+        fields["error_type"] = frame["type"] or "Exception"
+        fields["value_error"] = frame["value_error"]
+        fields["message"] = frame["message"]
+        fields["where"] = frame["where"]
+    else:
+        fields["message"] = frame["message"]
+    fields["seconds"] = seconds
+    fields["mutated_args"] = mutated
+    fields["wire"] = wire
+    return result
+
+
+_new = object.__new__
+_RESULT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(CallResult)}
+"""Every field of a `CallResult` at its default (each is a plain default: no factory)."""
 
 
 def call_result(frame: dict[str, Any]) -> CallResult:

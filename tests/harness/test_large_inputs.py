@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import marshal
 import math
 import os
 import threading
@@ -214,17 +215,17 @@ def test_a_large_float_argument_s_mutation_is_seen_as_the_generic_check_sees_it(
     size = int.from_bytes(wire[1:5], "big")
     calls = worker._decode(wire[5 : 5 + size].decode())["calls"]
     [(function, args, pristine)] = worker._work(calls, memoryview(wire)[5 + size :], np)
-    assert function == "f" and type(pristine[0]) is worker._Floats and type(pristine[1]) is worker._Pickled
+    assert function == "f" and type(pristine[0]) is worker._Doubles and type(pristine[1]) is worker._Marshalled
     assert pristine[1].same([1.0, 2.0]) and not pristine[1].same([1.0, 2.0, 3.0]) and not pristine[1].same((1.0, 2.0))
     generic = worker._copy(args)  # the copy compared element by element
-    pickled = [worker._Pickled(a) for a in args]  # what an argument that came as JSON gets
+    marshalled = [worker._Marshalled(a) for a in args]  # what an argument that came as JSON gets
     _mutations()[name](args[0])
     fast = worker._mutated(args, pristine)
-    assert fast == worker._mutated(args, generic) == worker._mutated(args, pickled)
+    assert fast == worker._mutated(args, generic) == worker._mutated(args, marshalled)
     assert fast == ([] if name in UNCHANGED else [0])
 
 
-def test_an_argument_s_pickled_copy_judges_changes_as_the_element_walk_does() -> None:
+def test_an_argument_s_marshalled_copy_judges_changes_as_the_element_walk_does() -> None:
 
     class Hostile(list):
         def __reduce_ex__(self, protocol: object) -> object:
@@ -250,9 +251,9 @@ def test_an_argument_s_pickled_copy_judges_changes_as_the_element_walk_does() ->
         if left is None:  # the call appends the list to itself
             left = list(given)
             left.append(left)
-        pickled = worker._Pickled(given)
-        assert pickled.same(left) == worker._same(left, worker._copy(given)), name
-        verdicts[name] = pickled.same(left)
+        marshalled = worker._Marshalled(given)
+        assert marshalled.same(left) == worker._same(left, worker._copy(given)), name
+        verdicts[name] = marshalled.same(left)
     assert verdicts == {
         "negative_zero": True,
         "nan_payload": True,
@@ -589,3 +590,21 @@ def test_the_512x64_check_passes_the_right_answer_and_fails_one_element_off(tmp_
     off = verdicts["off"]
     assert off.status == "failed"
     assert off.message.startswith("weights differs from the expected value by up to 1e-06 (at weights[200][100])")
+
+
+@pytest.mark.parametrize("shape", [(5000,), (80, 64), (3, 40, 50), (2, 3, 4, 200)])
+def test_a_large_argument_s_pristine_marshal_is_what_marshal_writes_of_its_lists(shape: tuple[int, ...]) -> None:
+
+    array = np.random.default_rng(5).normal(size=shape)
+    flat = array.reshape(-1)
+    flat[:6] = [math.nan, -math.nan, -0.0, 0.0, math.inf, -math.inf]
+    flat[6] = 5e-324  # a subnormal
+    kept = worker._Doubles(array, np)
+    assert kept.data == marshal.dumps(array.tolist(), 2)
+    assert kept.same(array.tolist()) and marshal.dumps(kept.pristine(), 2) == kept.data
+    changed = array.tolist()
+    row = changed
+    while type(row[-1]) is list:
+        row = row[-1]
+    row[-1] = int(row[-1])  # an equal int where a float was: changed, as the element walk says
+    assert not kept.same(changed) and not worker._same(changed, array.tolist())
