@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import threading
+import time
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,13 @@ know parts looks the plain key up, finds nothing and grades again, never misread
 KEPT_PARTS = 1024
 """Exercise results a gradebook keeps decoded (a resume's class shares most of them)."""
 
+COMMIT_ROWS = 64
+"""Rows committed together at most (`Gradebook.put`)."""
+
+COMMIT_SECONDS = 0.5
+"""A row waits at most this long for its commit, counted from the first row of its transaction, when
+more rows come (`Gradebook.put`)."""
+
 CACHE_KIB = 256
 """SQLite's page cache of the gradebook, in KiB (``PRAGMA cache_size``; SQLite's default is 2,000)."""
 
@@ -111,6 +119,8 @@ class Gradebook:
                 f"--gradebook {path}: not a usable SQLite file ({exc}); remove it or choose another"
             ) from None
         self.reused = 0
+        self.pending = 0  # rows written since the last commit
+        self.since = 0.0  # when the first of them was (time.monotonic)
         self.parts: dict[str, ExerciseResult] = {}  # decoded, by hash (at most KEPT_PARTS)
         self.parts_stored: set[str] = set()  # hashes this gradebook holds, as far as this run knows
 
@@ -153,7 +163,11 @@ class Gradebook:
             return first_seen
 
     def put(self, key: str, spec_hash: str, result: SubmissionResult) -> None:
-        """Store a result (committed at once, so a kill loses at most the results in flight).
+        """Store a result: committed with the rows of the last `COMMIT_SECONDS` (at most `COMMIT_ROWS`).
+
+        A kill (``kill -9``, a crash) loses at most the rows not committed yet, whose submissions
+        the next run grades again; `close` commits the rest. One commit per row cost a WAL frame
+        and four file locks per submission.
 
         The automatic result is stored (`grader.term.strip_adjustments`):
         manual scores and penalties are applied again on every run.
@@ -172,6 +186,9 @@ class Gradebook:
         text = f'{{"exercises":{_dumps([h for h, _ in parts])},{_dumps(data)[1:]}'
         blob = zlib.compress(text.encode("utf-8", "surrogatepass"), 1)
         with self.lock:
+            if not self.db.in_transaction:
+                self.db.execute("BEGIN")
+                self.since = time.monotonic()
             for digest, part in parts:
                 if digest not in self.parts_stored:
                     self.db.execute("INSERT OR IGNORE INTO parts VALUES (?, ?)", (digest, zlib.compress(part, 1)))
@@ -180,9 +197,24 @@ class Gradebook:
                 "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)",
                 (key + PARTS_MARK, result.sha256, spec_hash, __version__, result.id, blob),
             )
+            self.pending += 1
+            if self.pending >= COMMIT_ROWS or time.monotonic() - self.since >= COMMIT_SECONDS:
+                self._commit()
+
+    def _commit(self) -> None:
+        """Commit the rows written since the last commit (the caller holds the lock)."""
+        if self.db.in_transaction:
+            self.db.execute("COMMIT")
+        self.pending = 0
+
+    def commit(self) -> None:
+        """Commit every row written so far."""
+        with self.lock:
+            self._commit()
 
     def close(self) -> None:
         with self.lock:
+            self._commit()
             self.db.close()
 
 
@@ -256,6 +288,14 @@ def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     if result.sha256 != sha256:
         return  # the file changed after it was located: this result is not that content's to keep
     book.put(key, config.stash[COLLECTED].spec_hash, result)
+
+
+@hookimpl(tryfirst=True)
+def grader_write_reports(report: Any, config: Config) -> None:
+    """Commit the last rows once the batch is graded, before the writers write their files."""
+    book: Gradebook | None = config.stash.get(_BOOK)
+    if book is not None:
+        book.commit()
 
 
 @hookimpl
