@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from grader._version import __version__
 from grader.collected import COLLECTED
 from grader.errors import UsageError
+from grader.execution.memo import IdentityTable
 from grader.fileio import output_file
 from grader.markers import hookimpl
 from grader.models import (
@@ -123,6 +124,7 @@ class Gradebook:
         self.since = 0.0  # when the first of them was (time.monotonic)
         self.parts: dict[str, ExerciseResult] = {}  # decoded, by hash (at most KEPT_PARTS)
         self.parts_stored: set[str] = set()  # hashes this gradebook holds, as far as this run knows
+        self.kept_parts = IdentityTable(256)  # each exercise-results tuple's parts (`_part`), by identity
 
     def get(self, key: str) -> SubmissionResult | None:
         """The stored result for ``key``, or None."""
@@ -178,10 +180,14 @@ class Gradebook:
         # Each exercise result once (a class shares most: 31 KB of JSON a submission, a few hundred bytes
         # a row), compressed: the same messages and hints repeat in every check. Level 1: half level 6's
         # time, for a blob 17% larger.
-        try:
-            parts = [_part(e) for e in result.exercises]
-        except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
-            parts = [_part_of(_dumps(exercise_to_dict(e))) for e in result.exercises]
+        parts = self.kept_parts.get(result.exercises, _PARTS)  # a class's equal results: the very same tuple
+        if parts is None:
+            try:
+                parts = [_part(e) for e in result.exercises]
+            except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
+                parts = [_part_of(_dumps(exercise_to_dict(e))) for e in result.exercises]
+            else:
+                self.kept_parts.put(result.exercises, _PARTS, parts)
         data = result_to_dict(result, exercises=False)
         text = f'{{"exercises":{_dumps([h for h, _ in parts])},{_dumps(data)[1:]}'
         blob = zlib.compress(text.encode("utf-8", "surrogatepass"), 1)
@@ -216,6 +222,10 @@ class Gradebook:
         with self.lock:
             self._commit()
             self.db.close()
+
+
+_PARTS = object()
+"""`Gradebook.kept_parts`'s second key."""
 
 
 @functools.lru_cache(maxsize=256)

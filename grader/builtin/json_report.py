@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from grader.errors import UsageError
+from grader.execution.memo import IdentityTable
 from grader.fileio import write_atomic
 from grader.intake.naming import slug_base, slugs_of
 from grader.markers import hookimpl
@@ -157,12 +158,22 @@ def _submission_json(s: SubmissionResult, slug: str = "") -> str:
     """
     around, tail = _around_exercises(s, slug)
     head = json.dumps(around, allow_nan=False)[:-1]
-    try:
-        parts = [_exercise_json(e) for e in s.exercises]
-    except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
-        parts = [_exercise_json.__wrapped__(e) for e in s.exercises]
+    exercises = _KEPT.get(s.exercises, _EXERCISES)  # a class's equal results: the very same tuple
+    if exercises is None:
+        try:
+            exercises = ", ".join([_exercise_json(e) for e in s.exercises])
+        except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
+            exercises = ", ".join([_exercise_json.__wrapped__(e) for e in s.exercises])
+        else:
+            _KEPT.put(s.exercises, _EXERCISES, exercises)
     rest = ", " + json.dumps(tail, allow_nan=False)[1:] if tail else "}"
-    return f'{head}, "exercises": [{", ".join(parts)}]{rest}'
+    return f'{head}, "exercises": [{exercises}]{rest}'
+
+
+_KEPT = IdentityTable(256)
+"""The ``"exercises"`` JSON of each tuple of exercise results seen (`_submission_json`), by identity."""
+_EXERCISES = object()
+"""`_KEPT`'s second key."""
 
 
 @functools.lru_cache(maxsize=256)

@@ -741,7 +741,9 @@ def adjust_result(result: SubmissionResult, submission: Submission, config: Conf
     """
     from grader.term import strip_adjustments
 
-    result = dataclasses.replace(strip_adjustments(result), lms=dict(submission.lms))
+    stripped = strip_adjustments(result)
+    if stripped is not result or result.lms != submission.lms:  # a fresh result's lms is its own already
+        result = dataclasses.replace(stripped, lms=dict(submission.lms))
     automatic = result
     for impl in reversed(config.hooks.implementations("grader_adjust_result")):  # pluggy's own call order
         kwargs = {"result": result, "submission": submission, "config": config}
