@@ -121,17 +121,19 @@ def _name(text: str) -> str:
 def _exercise_parts(ex: Any) -> list[tuple[tuple[str, str], Any, str | None, str, tuple[str, str], str]]:
     """Each check of an exercise result with its `_check_parts` (the name's rest as JSON without its opening
     quote), worked out once per exercise-result object (a class's equal results are one, `shared`)."""
-    parts = _KEPT.get(ex, _PARTS)
+    parts: list[tuple[tuple[str, str], Any, str | None, str, tuple[str, str], str]] | None = _KEPT.get(ex, _PARTS)
     if parts is None:
-        parts = []
+        parts, keep = [], True
         for c in ex.checks:
             try:
                 plain, suite_ex, head, tail = _check_parts(ex.id, c)
             except TypeError:  # an unhashable field (a plugin's list in details): made each time
                 plain, suite_ex, head, tail = _check_parts.__wrapped__(ex.id, c)
+                keep = False
             rest = json.dumps(plain, ensure_ascii=False)[1:] if plain is not None else None
             parts.append(((ex.id, c.id), c, rest, suite_ex, head, tail))
-        _KEPT.put(ex, _PARTS, parts)
+        if keep:
+            _KEPT.put(ex, _PARTS, parts)
     return parts
 
 

@@ -158,7 +158,9 @@ class Gradebook:
     def arrival(self, student: str, sha256: str, now: str) -> str:
         """When these bytes of this student were first seen: recorded as ``now`` the first time, ISO 8601 UTC."""
         with self.lock:
-            self.db.execute("INSERT OR IGNORE INTO arrivals VALUES (?, ?, ?)", (student, sha256, now))
+            inserted = self.db.execute("INSERT OR IGNORE INTO arrivals VALUES (?, ?, ?)", (student, sha256, now))
+            if inserted.rowcount and self.db.in_transaction:
+                self._commit()  # a first arrival is never lost to a kill: the next run would record a later one
             first_seen: str = self.db.execute(
                 "SELECT first_seen FROM arrivals WHERE student = ? AND sha256 = ?", (student, sha256)
             ).fetchone()[0]

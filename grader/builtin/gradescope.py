@@ -276,13 +276,17 @@ class _Results:
     def __call__(self, sub: SubmissionResult) -> str:
         seconds = submission_seconds(self.config, sub.id)
         pack = self.config.pack
-        key = (id(sub.exercises), sub.status, sub.error, sub.stdout, sub.stderr, sub.score, sub.max_score)
-        key += (sub.raw_score, sub.adjustments)
+        key: tuple[Any, ...] = (id(sub.exercises), sub.status, sub.error, sub.stdout, sub.stderr, sub.score)
+        key += (sub.max_score, sub.raw_score, sub.adjustments)
         try:
             kept = self.kept.get(key)
         except TypeError:  # an unhashable field (a plugin's list in an adjustment): made in full
             return results_text(self.header, sub, seconds, pack)
         if kept is None or kept[0] is not sub.exercises:
+            try:
+                hash(sub.exercises)
+            except TypeError:  # a plugin's list in details (which could change): made in full every time
+                return results_text(self.header, sub, seconds, pack)
             kept = (sub.exercises, _overall_output(sub, (pack or find_pack()).submission), _tests_json(sub))
             if len(self.kept) >= self.MOST:
                 self.kept.clear()

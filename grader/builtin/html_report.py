@@ -11,7 +11,6 @@ submissions run), the index once the batch is done.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -125,7 +124,7 @@ class _Pages:
             return self._fill(kept[1], sub) if kept[1] is not None else self.full(sub)
         page = self.full(sub)
         pieces: list[Any] | None = None
-        if self.id_token not in sub.id and self.sha_token not in sub.sha256:
+        if _hashable(sub.exercises) and self.id_token not in sub.id and self.sha_token not in sub.sha256:
             sample = replace(sub, id=self.id_token, sha256=self.sha_token + "0" * 52 if sub.sha256 else "")
             split = re.split(f"({self.id_token}|{self.sha_token})", self.full(sample))
             pieces = [_ID if p == self.id_token else _SHA if p == self.sha_token else p for p in split]
@@ -141,6 +140,15 @@ class _Pages:
         shown_id = str(self.escape(display(sub.id)))
         shown_sha = str(self.escape(sub.sha256[:12]))
         return "".join(shown_id if p is _ID else shown_sha if p is _SHA else p for p in pieces)
+
+
+def _hashable(value: Any) -> bool:
+    """Whether ``value`` hashes: a result with a plugin's list in its details (which could change) is not kept."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 _ID, _SHA = object(), object()
