@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from grader._version import __version__
 from grader.errors import UsageError
+from grader.execution.memo import IdentityTable
 from grader.fileio import output_file, write_atomic
 from grader.grading.timing import check_seconds
 from grader.markers import hookimpl
@@ -103,17 +104,42 @@ def _test_texts(sub: Any, times: dict[tuple[str, str], float]) -> Iterator[str]:
         return
     sid = json.dumps(sub.id)
     for ex in sub.exercises:
+        for key, c, plain, suite_ex, head, tail in _exercise_parts(ex):
+            # printable ASCII is escaped character by character: the name's JSON is the id's, then the rest's
+            name = f"{sid[:-1]} {plain}" if plain is not None else _name(f"{sub.id} {ex.id} {c.id}")
+            duration = int(round(times.get(key, 0.0) * 1000))
+            yield (
+                f'{{"name": {name}, "status": {head[0]}, "duration": {duration}, '
+                f'"suite": [{sid}, {suite_ex}]{head[1]}, "extra": {{"submission": {sid}, {tail}}}'
+            )
+
+
+def _name(text: str) -> str:
+    return json.dumps(_text(text), ensure_ascii=False)
+
+
+def _exercise_parts(ex: Any) -> list[tuple[tuple[str, str], Any, str | None, str, tuple[str, str], str]]:
+    """Each check of an exercise result with its `_check_parts` (the name's rest as JSON without its opening
+    quote), worked out once per exercise-result object (a class's equal results are one, `shared`)."""
+    parts: list[tuple[tuple[str, str], Any, str | None, str, tuple[str, str], str]] | None = _KEPT.get(ex, _PARTS)
+    if parts is None:
+        parts, keep = [], True
         for c in ex.checks:
             try:
                 plain, suite_ex, head, tail = _check_parts(ex.id, c)
             except TypeError:  # an unhashable field (a plugin's list in details): made each time
                 plain, suite_ex, head, tail = _check_parts.__wrapped__(ex.id, c)
-            name = f"{sub.id} {plain}" if plain is not None else _text(f"{sub.id} {ex.id} {c.id}")
-            duration = int(round(times.get((ex.id, c.id), 0.0) * 1000))
-            yield (
-                f'{{"name": {json.dumps(name, ensure_ascii=False)}, "status": {head[0]}, "duration": {duration}, '
-                f'"suite": [{sid}, {suite_ex}]{head[1]}, "extra": {{"submission": {sid}, {tail}}}'
-            )
+                keep = False
+            rest = json.dumps(plain, ensure_ascii=False)[1:] if plain is not None else None
+            parts.append(((ex.id, c.id), c, rest, suite_ex, head, tail))
+        if keep:
+            _KEPT.put(ex, _PARTS, parts)
+    return parts
+
+
+_KEPT = IdentityTable(256)
+"""`_exercise_parts` of each exercise result seen, by identity."""
+_PARTS = object()
 
 
 @functools.lru_cache(maxsize=1024)

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import threading
+import time
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from grader._version import __version__
 from grader.collected import COLLECTED
 from grader.errors import UsageError
+from grader.execution.memo import IdentityTable
 from grader.fileio import output_file
 from grader.markers import hookimpl
 from grader.models import (
@@ -74,6 +76,13 @@ know parts looks the plain key up, finds nothing and grades again, never misread
 KEPT_PARTS = 1024
 """Exercise results a gradebook keeps decoded (a resume's class shares most of them)."""
 
+COMMIT_ROWS = 64
+"""Rows committed together at most (`Gradebook.put`)."""
+
+COMMIT_SECONDS = 0.5
+"""A row waits at most this long for its commit, counted from the first row of its transaction, when
+more rows come (`Gradebook.put`)."""
+
 CACHE_KIB = 256
 """SQLite's page cache of the gradebook, in KiB (``PRAGMA cache_size``; SQLite's default is 2,000)."""
 
@@ -111,8 +120,11 @@ class Gradebook:
                 f"--gradebook {path}: not a usable SQLite file ({exc}); remove it or choose another"
             ) from None
         self.reused = 0
+        self.pending = 0  # rows written since the last commit
+        self.since = 0.0  # when the first of them was (time.monotonic)
         self.parts: dict[str, ExerciseResult] = {}  # decoded, by hash (at most KEPT_PARTS)
         self.parts_stored: set[str] = set()  # hashes this gradebook holds, as far as this run knows
+        self.kept_parts = IdentityTable(256)  # each exercise-results tuple's parts (`_part`), by identity
 
     def get(self, key: str) -> SubmissionResult | None:
         """The stored result for ``key``, or None."""
@@ -146,14 +158,20 @@ class Gradebook:
     def arrival(self, student: str, sha256: str, now: str) -> str:
         """When these bytes of this student were first seen: recorded as ``now`` the first time, ISO 8601 UTC."""
         with self.lock:
-            self.db.execute("INSERT OR IGNORE INTO arrivals VALUES (?, ?, ?)", (student, sha256, now))
+            inserted = self.db.execute("INSERT OR IGNORE INTO arrivals VALUES (?, ?, ?)", (student, sha256, now))
+            if inserted.rowcount and self.db.in_transaction:
+                self._commit()  # a first arrival is never lost to a kill: the next run would record a later one
             first_seen: str = self.db.execute(
                 "SELECT first_seen FROM arrivals WHERE student = ? AND sha256 = ?", (student, sha256)
             ).fetchone()[0]
             return first_seen
 
     def put(self, key: str, spec_hash: str, result: SubmissionResult) -> None:
-        """Store a result (committed at once, so a kill loses at most the results in flight).
+        """Store a result: committed with the rows of the last `COMMIT_SECONDS` (at most `COMMIT_ROWS`).
+
+        A kill (``kill -9``, a crash) loses at most the rows not committed yet, whose submissions
+        the next run grades again; `close` commits the rest. One commit per row cost a WAL frame
+        and four file locks per submission.
 
         The automatic result is stored (`grader.term.strip_adjustments`):
         manual scores and penalties are applied again on every run.
@@ -164,14 +182,21 @@ class Gradebook:
         # Each exercise result once (a class shares most: 31 KB of JSON a submission, a few hundred bytes
         # a row), compressed: the same messages and hints repeat in every check. Level 1: half level 6's
         # time, for a blob 17% larger.
-        try:
-            parts = [_part(e) for e in result.exercises]
-        except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
-            parts = [_part_of(_dumps(exercise_to_dict(e))) for e in result.exercises]
+        parts = self.kept_parts.get(result.exercises, _PARTS)  # a class's equal results: the very same tuple
+        if parts is None:
+            try:
+                parts = [_part(e) for e in result.exercises]
+            except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
+                parts = [_part_of(_dumps(exercise_to_dict(e))) for e in result.exercises]
+            else:
+                self.kept_parts.put(result.exercises, _PARTS, parts)
         data = result_to_dict(result, exercises=False)
         text = f'{{"exercises":{_dumps([h for h, _ in parts])},{_dumps(data)[1:]}'
         blob = zlib.compress(text.encode("utf-8", "surrogatepass"), 1)
         with self.lock:
+            if not self.db.in_transaction:
+                self.db.execute("BEGIN")
+                self.since = time.monotonic()
             for digest, part in parts:
                 if digest not in self.parts_stored:
                     self.db.execute("INSERT OR IGNORE INTO parts VALUES (?, ?)", (digest, zlib.compress(part, 1)))
@@ -180,10 +205,29 @@ class Gradebook:
                 "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)",
                 (key + PARTS_MARK, result.sha256, spec_hash, __version__, result.id, blob),
             )
+            self.pending += 1
+            if self.pending >= COMMIT_ROWS or time.monotonic() - self.since >= COMMIT_SECONDS:
+                self._commit()
+
+    def _commit(self) -> None:
+        """Commit the rows written since the last commit (the caller holds the lock)."""
+        if self.db.in_transaction:
+            self.db.execute("COMMIT")
+        self.pending = 0
+
+    def commit(self) -> None:
+        """Commit every row written so far."""
+        with self.lock:
+            self._commit()
 
     def close(self) -> None:
         with self.lock:
+            self._commit()
             self.db.close()
+
+
+_PARTS = object()
+"""`Gradebook.kept_parts`'s second key."""
 
 
 @functools.lru_cache(maxsize=256)
@@ -256,6 +300,14 @@ def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     if result.sha256 != sha256:
         return  # the file changed after it was located: this result is not that content's to keep
     book.put(key, config.stash[COLLECTED].spec_hash, result)
+
+
+@hookimpl(tryfirst=True)
+def grader_write_reports(report: Any, config: Config) -> None:
+    """Commit the last rows once the batch is graded, before the writers write their files."""
+    book: Gradebook | None = config.stash.get(_BOOK)
+    if book is not None:
+        book.commit()
 
 
 @hookimpl

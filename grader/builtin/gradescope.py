@@ -167,7 +167,12 @@ def _overall_output(sub: SubmissionResult, filename: str) -> str:
 
 
 def gradescope_results(
-    report: GradingReport, sub: SubmissionResult, execution_time: float = 0.0, pack: Any = None, tests: bool = True
+    report: GradingReport,
+    sub: SubmissionResult,
+    execution_time: float = 0.0,
+    pack: Any = None,
+    tests: bool = True,
+    output: str | None = None,
 ) -> dict[str, Any]:
     """The Gradescope ``results.json`` of one submission, as plain data.
 
@@ -182,6 +187,8 @@ def gradescope_results(
         The course pack (its submission file); default: the installed one.
     tests : bool
         With the ``"tests"`` key (`gradescope_tests`); without it for a caller that encodes them apart.
+    output : str, optional
+        The top-level ``output``, when the caller made it already (`_overall_output` of ``sub``).
 
     Returns
     -------
@@ -191,7 +198,7 @@ def gradescope_results(
     data = {
         "score": sub.score,
         "execution_time": execution_time,
-        "output": _overall_output(sub, (pack or find_pack()).submission),
+        "output": _overall_output(sub, (pack or find_pack()).submission) if output is None else output,
         "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
@@ -232,6 +239,11 @@ def results_text(report: GradingReport, sub: SubmissionResult, execution_time: f
     as the whole dict encoded (``tests/harness/test_gradescope.py``).
     """
     data = gradescope_results(report, sub, execution_time, pack, tests=False)
+    return f'{json.dumps(data, allow_nan=False)[:-1]}, "tests": [{_tests_json(sub)}]}}\n'
+
+
+def _tests_json(sub: SubmissionResult) -> str:
+    """The ``tests`` of ``sub`` as JSON text without the brackets (`results_text`)."""
     parts = []
     for i, ex in enumerate(sub.exercises, start=1):
         try:
@@ -240,7 +252,47 @@ def results_text(report: GradingReport, sub: SubmissionResult, execution_time: f
             part = _exercise_tests_json.__wrapped__(i, ex)
         if part:
             parts.append(part)
-    return f'{json.dumps(data, allow_nan=False)[:-1]}, "tests": [{", ".join(parts)}]}}\n'
+    return ", ".join(parts)
+
+
+class _Results:
+    """`results_text` for one run's files, its parts that do not name the student made once per distinct result.
+
+    A file's top-level ``output`` and its ``tests`` depend on the result's exercise results (by
+    identity: `grader.grading.session.shared` keeps equal ones once), status, error, printed
+    output, scores and adjustments, never on the student's id, hash or time: they are kept per
+    distinct such result, and only the few keys around them are encoded for each student. The
+    same bytes as `results_text` (``tests/harness/test_gradescope.py``).
+    """
+
+    MOST = 256
+    """Distinct results whose parts are kept (past that the table starts again)."""
+
+    def __init__(self, header: GradingReport, config: Any) -> None:
+        self.header = header
+        self.config = config
+        self.kept: dict[tuple[Any, ...], tuple[Any, str, str]] = {}
+
+    def __call__(self, sub: SubmissionResult) -> str:
+        seconds = submission_seconds(self.config, sub.id)
+        pack = self.config.pack
+        key: tuple[Any, ...] = (id(sub.exercises), sub.status, sub.error, sub.stdout, sub.stderr, sub.score)
+        key += (sub.max_score, sub.raw_score, sub.adjustments)
+        try:
+            kept = self.kept.get(key)
+        except TypeError:  # an unhashable field (a plugin's list in an adjustment): made in full
+            return results_text(self.header, sub, seconds, pack)
+        if kept is None or kept[0] is not sub.exercises:
+            try:
+                hash(sub.exercises)
+            except TypeError:  # a plugin's list in details (which could change): made in full every time
+                return results_text(self.header, sub, seconds, pack)
+            kept = (sub.exercises, _overall_output(sub, (pack or find_pack()).submission), _tests_json(sub))
+            if len(self.kept) >= self.MOST:
+                self.kept.clear()
+            self.kept[key] = kept
+        data = gradescope_results(self.header, sub, seconds, pack, tests=False, output=kept[1])
+        return f'{json.dumps(data, allow_nan=False)[:-1]}, "tests": [{kept[2]}]}}\n'
 
 
 @functools.lru_cache(maxsize=256)
@@ -255,10 +307,9 @@ def file_names(report: GradingReport) -> dict[str, str]:
 
 
 def _files(out: Path, items: Sequence[Any], header: GradingReport, config: Any) -> SubmissionFiles:
-    def render(sub: SubmissionResult) -> str:
-        return results_text(header, sub, submission_seconds(config, sub.id), config.pack)
-
-    return SubmissionFiles(out / SUBFOLDER, items, ".json", render, f"--out {out}: cannot write {SUBFOLDER}/")
+    return SubmissionFiles(
+        out / SUBFOLDER, items, ".json", _Results(header, config), f"--out {out}: cannot write {SUBFOLDER}/"
+    )
 
 
 @hookimpl

@@ -10,7 +10,9 @@ submissions run), the index once the batch is done.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ from grader.markers import hookimpl
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.reporting.files import SubmissionFiles
 from grader.reporting.pages import environment
+from grader.safetext import display
 from grader.stash import StashKey
 
 _PAGES: StashKey[SubmissionFiles] = StashKey()
@@ -64,10 +67,96 @@ def index_pieces(
     return env.get_template("index.html").generate(report=report, names=names, links=links)
 
 
+class _Pages:
+    """`render_submission` for one run, each page made once per distinct result and then filled in.
+
+    Most of a class gets the same result but for who they are: their pages differ only in the
+    student's id and the file's SHA-256. A page is rendered once per distinct rest of its result
+    (everything but ``id``, ``path``, ``slug`` and ``sha256``; the exercise results by identity, as
+    `grader.grading.session.shared` keeps them) with random tokens in the place of the id and the
+    hash, and each student's page is that text with their own id and hash put in, escaped as the
+    template escapes them. The first page of each kind is also rendered as usual and compared: a
+    template that shows the id or the hash in another way renders every page in full.
+    """
+
+    MOST = 256
+    """Distinct results whose page is kept (past that the table starts again)."""
+
+    def __init__(self, env: jinja2.Environment, header: GradingReport) -> None:
+        import secrets
+
+        from markupsafe import escape
+
+        self.env = env
+        self.header = header
+        self.template = env.get_template("report.html")
+        self.sections = {e.id: e.section for e in header.exercises}
+        self.escape = escape
+        self.id_token = f"id{secrets.token_hex(8)}"
+        self.sha_token = secrets.token_hex(6)  # 12 characters: the template shows sha256[:12]
+        self.kept: dict[tuple[Any, ...], tuple[Any, list[Any] | None]] = {}
+
+    def full(self, sub: SubmissionResult) -> str:
+        """The page rendered as `render_submission` does (the template kept, not looked up)."""
+        return self.template.render(report=self.header, sub=sub, sections=self.sections)
+
+    def __call__(self, sub: SubmissionResult) -> str:
+        try:
+            key = (
+                id(sub.exercises),
+                sub.status,
+                sub.score,
+                sub.max_score,
+                sub.error,
+                sub.stdout,
+                sub.stderr,
+                sub.raw_score,
+                sub.adjustments,
+                tuple(sorted(sub.lms.items())),
+                tuple(sorted(sub.late.items())),
+                bool(sub.sha256),
+            )
+            hash(key)
+        except TypeError:  # an unhashable field (a plugin's list in an adjustment): rendered in full
+            return self.full(sub)
+        kept = self.kept.get(key)
+        if kept is not None and kept[0] is sub.exercises:
+            return self._fill(kept[1], sub) if kept[1] is not None else self.full(sub)
+        page = self.full(sub)
+        pieces: list[Any] | None = None
+        if _hashable(sub.exercises) and self.id_token not in sub.id and self.sha_token not in sub.sha256:
+            sample = replace(sub, id=self.id_token, sha256=self.sha_token + "0" * 52 if sub.sha256 else "")
+            split = re.split(f"({self.id_token}|{self.sha_token})", self.full(sample))
+            pieces = [_ID if p == self.id_token else _SHA if p == self.sha_token else p for p in split]
+            if self._fill(pieces, sub) != page:
+                pieces = None
+        if len(self.kept) >= self.MOST:
+            self.kept.clear()
+        self.kept[key] = (sub.exercises, pieces)
+        return page
+
+    def _fill(self, pieces: list[Any], sub: SubmissionResult) -> str:
+        """The page of ``pieces`` with this student's id and hash in their places."""
+        shown_id = str(self.escape(display(sub.id)))
+        shown_sha = str(self.escape(sub.sha256[:12]))
+        return "".join(shown_id if p is _ID else shown_sha if p is _SHA else p for p in pieces)
+
+
+def _hashable(value: Any) -> bool:
+    """Whether ``value`` hashes: a result with a plugin's list in its details (which could change) is not kept."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+_ID, _SHA = object(), object()
+"""The places of the student's id and of the file's hash in a kept page (`_Pages`)."""
+
+
 def _pages(out: Path, items: Sequence[Any], header: GradingReport, env: jinja2.Environment) -> SubmissionFiles:
-    return SubmissionFiles(
-        out, items, ".html", lambda sub: render_submission(env, header, sub), f"--out {out}: cannot write the reports"
-    )
+    return SubmissionFiles(out, items, ".html", _Pages(env, header), f"--out {out}: cannot write the reports")
 
 
 @hookimpl

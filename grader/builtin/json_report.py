@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from grader.errors import UsageError
+from grader.execution.memo import IdentityTable
 from grader.fileio import write_atomic
 from grader.intake.naming import slug_base, slugs_of
 from grader.markers import hookimpl
@@ -90,7 +91,23 @@ def submission_to_dict(s: SubmissionResult, slug: str = "") -> dict[str, Any]:
     each change (kind, points, reason, target, grader); ``lms`` is what the
     LMS export said (system, user, late, attempt...), when there is one.
     """
-    data = {
+    head, tail = _around_exercises(s, slug)
+    head["exercises"] = [
+        {
+            "id": e.id,
+            "score": e.score,
+            "max_score": e.max_score,
+            "checks": [check_to_dict(c) for c in e.checks],
+        }
+        for e in s.exercises
+    ]
+    head.update(tail)
+    return head
+
+
+def _around_exercises(s: SubmissionResult, slug: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`submission_to_dict`'s keys before ``"exercises"`` and after it, in their order."""
+    head = {
         "id": s.id,
         "slug": slug or s.slug or slug_base(s.id),
         "path": s.path,
@@ -99,16 +116,8 @@ def submission_to_dict(s: SubmissionResult, slug: str = "") -> dict[str, Any]:
         "max_score": s.max_score,
         "status": s.status,
         "error": s.error,
-        "exercises": [
-            {
-                "id": e.id,
-                "score": e.score,
-                "max_score": e.max_score,
-                "checks": [check_to_dict(c) for c in e.checks],
-            }
-            for e in s.exercises
-        ],
     }
+    data: dict[str, Any] = {}
     if s.adjustments or s.raw_score is not None:
         data["raw_score"] = s.raw_score if s.raw_score is not None else s.score
         data["adjustments"] = [
@@ -119,7 +128,7 @@ def submission_to_dict(s: SubmissionResult, slug: str = "") -> dict[str, Any]:
         data["lms"] = {k: s.lms[k] for k in sorted(s.lms)}
     if s.late:  # a term's late days (grader.term.ledger)
         data["late"] = {k: s.late[k] for k in sorted(s.late)}
-    return data
+    return head, data
 
 
 def report_to_dict(report: GradingReport) -> dict[str, Any]:
@@ -147,18 +156,24 @@ def _submission_json(s: SubmissionResult, slug: str = "") -> str:
     text around them is encoded here, their part taken from `_exercise_json`. Equal, byte for byte,
     to encoding the whole dict (`tests/harness/test_throughput.py`).
     """
-    data = submission_to_dict(s, slug)
-    exercises = data.pop("exercises")
-    keys = list(data)
-    cut = keys.index("error") + 1  # "exercises" comes right after "error" (submission_to_dict)
-    head = json.dumps({k: data[k] for k in keys[:cut]}, allow_nan=False)[:-1]
-    tail = {k: data[k] for k in keys[cut:]}
-    try:
-        parts = [_exercise_json(e) for e in s.exercises]
-    except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
-        parts = [json.dumps(e, allow_nan=False) for e in exercises]
+    around, tail = _around_exercises(s, slug)
+    head = json.dumps(around, allow_nan=False)[:-1]
+    exercises = _KEPT.get(s.exercises, _EXERCISES)  # a class's equal results: the very same tuple
+    if exercises is None:
+        try:
+            exercises = ", ".join([_exercise_json(e) for e in s.exercises])
+        except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
+            exercises = ", ".join([_exercise_json.__wrapped__(e) for e in s.exercises])
+        else:
+            _KEPT.put(s.exercises, _EXERCISES, exercises)
     rest = ", " + json.dumps(tail, allow_nan=False)[1:] if tail else "}"
-    return f'{head}, "exercises": [{", ".join(parts)}]{rest}'
+    return f'{head}, "exercises": [{exercises}]{rest}'
+
+
+_KEPT = IdentityTable(256)
+"""The ``"exercises"`` JSON of each tuple of exercise results seen (`_submission_json`), by identity."""
+_EXERCISES = object()
+"""`_KEPT`'s second key."""
 
 
 @functools.lru_cache(maxsize=256)

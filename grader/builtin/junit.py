@@ -68,6 +68,9 @@ def _attribute(text: str) -> str:
     """``_text(text)`` as ElementTree writes it in an attribute's quotes (its own escaping, asked once)."""
     import xml.etree.ElementTree as ET
 
+    escape = getattr(ET, "_escape_attrib", None)  # what ElementTree writes an attribute's value with
+    if escape is not None:
+        return str(escape(_text(text)))
     written = ET.tostring(ET.Element("a", v=_text(text)), encoding="unicode")
     return written[len('<a v="') : -len('" />')]
 

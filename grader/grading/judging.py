@@ -25,7 +25,7 @@ from grader.execution.memo import BudgetTable
 from grader.models import CallResult, Check, Prepared, Verdict
 from grader.stash import Stash, StashKey
 
-__all__ = ["VerdictCache", "judge"]
+__all__ = ["OutcomeMemo", "VerdictCache", "judge"]
 
 
 def _where(result: CallResult) -> str:
@@ -162,3 +162,36 @@ class VerdictCache(BudgetTable[tuple[int, bool, tuple[bytes, ...]], tuple[Prepar
 
 
 _VERDICTS = StashKey[VerdictCache]()
+
+
+class OutcomeMemo(BudgetTable[tuple[bytes, ...], tuple[Any, ...]]):
+    """A submission's exercise results, kept under the exact bytes of every answer its job sent.
+
+    Most of a class sends the same answers, byte for byte (every correct submission, a common
+    mistake). When only the built-in plugins judge and score (`grader.builtin.judge`,
+    ``diagnosis``, ``scoring``) and every check's kind is ``cacheable``, the exercise results are a
+    function of those bytes: each verdict is (`VerdictCache`), and so are the diagnosis drawn from
+    the answers and the scores drawn from the verdicts. A submission whose every call answered
+    with a frame equal to an earlier submission's gets that submission's exercise results (the
+    very objects) without a hook call; a timeout, a crash or a refused value (no frame) is judged
+    as usual. At most `MAX_BYTES` of answers are kept as keys; past that, the table starts again.
+
+    Thread-safe: the grading threads share one.
+    """
+
+    MAX_BYTES = 4 << 20
+    """Bytes of answers kept as keys, at most (4 MiB)."""
+
+    def get(self, wires: tuple[bytes, ...]) -> tuple[Any, ...] | None:
+        """The exercise results kept for these answers, or None."""
+        return self._kept(wires)
+
+    def keep(self, wires: tuple[bytes, ...], exercises: tuple[Any, ...]) -> None:
+        """Keep the exercise results of a submission whose calls answered ``wires``."""
+        self._keep(wires, sum(map(len, wires)), exercises)
+
+
+def answers_of(results: Sequence[CallResult]) -> tuple[bytes, ...] | None:
+    """The frames of every call's answer (`grader.models.CallResult.wire`), or None if a call sent none."""
+    wires = tuple(r.wire for r in results)
+    return wires if wires and all(wires) else None

@@ -14,9 +14,10 @@ import hashlib
 import itertools
 import json
 import os
+import queue
 import shutil
 import sys
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -29,6 +30,7 @@ from grader.errors import ConfigError, GraderError, PluginError, internal_error_
 from grader.errors import WriterError as WriterError  # where grader.shards.merge finds it
 from grader.errors import log_internal_error as _log_internal_error
 from grader.execution.memo import IdentityTable
+from grader.grading.judging import OutcomeMemo, answers_of
 from grader.grading.settings import result_settings
 from grader.models import (
     Check,
@@ -323,13 +325,16 @@ def _grade_submission(
 ) -> SubmissionResult:
     try:
         stdout = stderr = error = ""
+        exercise_results: tuple[ExerciseResult, ...] | None = None
+        memo: OutcomeMemo | None = None
+        wires: tuple[bytes, ...] | None = None
         if submission.problem or submission.file is None:
             error = submission.problem or "no file to grade"
             verdicts = _failed_everywhere(collected, "error", f"not run: {error}")
         else:
-            calls = list(collected.calls)
+            calls = collected.calls
             if outcome is None:
-                outcome = config.hooks.run_calls(submission=submission, calls=calls, config=config)
+                outcome = config.hooks.run_calls(submission=submission, calls=list(calls), config=config)
             stage.name = "reading its results"
             if outcome is None or len(outcome.results) != len(calls):
                 raise RuntimeError(
@@ -339,30 +344,22 @@ def _grade_submission(
                 return dataclasses.replace(outcome.graded, id=submission.id, path=submission.path, slug=submission.slug)
             stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
             stage.name = "judging its checks"
-            judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
-            for exercise, pc, mine in collected.split(outcome.results):
-                verdict = answered(
-                    config.hooks.judge_check(
-                        check=pc.check,
-                        prepared=pc.prepared,
-                        results=mine,
-                        kind=pc.kind,
-                        context=pc.context,
-                        config=config,
-                    ),
-                    "grader_judge_check",
-                )
-                if pc.prepared.shown_call:
-                    verdict = _with_call(config, pc.prepared, verdict)
-                judged[exercise.id].append((pc.check, verdict))
-            verdicts = [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
+            memo = _outcome_memo(config, collected)
+            wires = answers_of(outcome.results) if memo is not None else None
+            if memo is not None and wires is not None:
+                exercise_results = memo.get(wires)
+            verdicts = [] if exercise_results is not None else _judged(collected, outcome, config)
         stage.name = "scoring it"
-        exercise_results = tuple(
-            answered(
-                config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config), "grader_score_exercise"
+        if exercise_results is None:
+            exercise_results = tuple(
+                answered(
+                    config.hooks.score_exercise(exercise=exercise, verdicts=judged, config=config),
+                    "grader_score_exercise",
+                )
+                for exercise, judged in verdicts
             )
-            for exercise, judged in verdicts
-        )
+            if memo is not None and wires is not None:
+                memo.keep(wires, exercise_results)
         sha256 = outcome.sha256 if outcome is not None and outcome.sha256 else submission.sha256
         return SubmissionResult(
             id=submission.id,
@@ -380,6 +377,54 @@ def _grade_submission(
     except Exception as exc:
         exc._grader_stage = stage.name  # type: ignore[attr-defined]
         raise
+
+
+def _judged(
+    collected: Collected, outcome: RunOutcome, config: Config
+) -> list[tuple[Exercise, list[tuple[Check, Verdict]]]]:
+    """Each exercise with its checks' verdicts, judged through ``grader_judge_check``."""
+    judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
+    for exercise, pc, mine in collected.split(outcome.results):
+        verdict = answered(
+            config.hooks.judge_check(
+                check=pc.check,
+                prepared=pc.prepared,
+                results=mine,
+                kind=pc.kind,
+                context=pc.context,
+                config=config,
+            ),
+            "grader_judge_check",
+        )
+        if pc.prepared.shown_call:
+            verdict = _with_call(config, pc.prepared, verdict)
+        judged[exercise.id].append((pc.check, verdict))
+    return [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
+
+
+_OUTCOMES = StashKey[tuple[Collected, "OutcomeMemo | None"]]()
+
+_BUILT_IN_JUDGING = frozenset({"grader.builtin.judge", "grader.builtin.diagnosis", "grader.builtin.scoring"})
+"""The modules whose judging and scoring are functions of a submission's answers (`OutcomeMemo`)."""
+
+
+def _outcome_memo(config: Config, collected: Collected) -> OutcomeMemo | None:
+    """The run's `grader.grading.judging.OutcomeMemo` for ``collected``, or None when it may not be used.
+
+    None when a plugin other than the built-ins judges or scores (its hook is called for every
+    submission), or when a check's kind is not ``cacheable``.
+    """
+    kept = config.stash.get(_OUTCOMES, None)
+    if kept is not None and kept[0] is collected:
+        return kept[1]
+    hooks = config.hooks
+    impls = hooks.implementations("grader_judge_check") + hooks.implementations("grader_score_exercise")
+    usable = all(getattr(impl.plugin, "__name__", None) in _BUILT_IN_JUDGING for impl in impls) and all(
+        getattr(pc.kind, "cacheable", True) for _, items in collected.checks for pc in items
+    )
+    memo = OutcomeMemo() if usable else None
+    config.stash[_OUTCOMES] = (collected, memo)
+    return memo
 
 
 def internal_error_result(
@@ -609,12 +654,17 @@ def _grade_todo(
         # (issue 16: memory flat in the class size).
         waiting = iter(todo)
         futures: dict[Future[SubmissionResult], int] = {}
+        finished: queue.SimpleQueue[Future[SubmissionResult]] = queue.SimpleQueue()  # each future once done
         while True:
             for index in itertools.islice(waiting, AHEAD * threads - len(futures)):
-                futures[pool.submit(grade_submission, submissions[index], collected, config)] = index
+                future = pool.submit(grade_submission, submissions[index], collected, config)
+                futures[future] = index
+                future.add_done_callback(finished.put)
             if not futures:
                 break
-            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            done = [finished.get()]
+            while not finished.empty():
+                done.append(finished.get())
             for future in sorted(done, key=futures.__getitem__):  # the class's order, whatever finished first
                 index = futures.pop(future)  # dropped here: a finished future would keep the unshared result
                 try:
@@ -638,6 +688,10 @@ def _grade_todo(
 
 
 _SHARED = StashKey[dict[Any, Any]]()
+_SHARED_TUPLES = StashKey[dict[int, tuple[Any, Any]]]()
+"""Exercise-result tuples `shared` has seen (by id, with the tuple itself), and what each was shared as: a
+tuple handed in again (`grader.grading.judging.OutcomeMemo` gives equal answers the very same one) is not
+hashed again."""
 
 
 def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
@@ -654,6 +708,12 @@ def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
         text = getattr(result, name)
         if text and table.setdefault(text, text) is not text:
             changes[name] = table[text]
+    seen = config.stash.setdefault(_SHARED_TUPLES, {})
+    known = seen.get(id(result.exercises))
+    if known is not None and known[0] is result.exercises:  # these very results were shared before
+        if known[1] is not result.exercises:
+            changes["exercises"] = known[1]
+        return dataclasses.replace(result, **changes) if changes else result
     try:
         exercises = []
         for exercise in result.exercises:
@@ -664,6 +724,9 @@ def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
         kept = table.setdefault(("exercises", *exercises), tuple(exercises))
         if kept is not result.exercises:
             changes["exercises"] = kept
+        if len(seen) >= 8192:
+            seen.clear()
+        seen[id(result.exercises)] = (result.exercises, kept)  # the tuple kept with it: its id stays its own
     except TypeError:  # an unhashable field (a plugin's list in details): its exercises are kept as they are
         pass
     return dataclasses.replace(result, **changes) if changes else result
@@ -678,7 +741,9 @@ def adjust_result(result: SubmissionResult, submission: Submission, config: Conf
     """
     from grader.term import strip_adjustments
 
-    result = dataclasses.replace(strip_adjustments(result), lms=dict(submission.lms))
+    stripped = strip_adjustments(result)
+    if stripped is not result or result.lms != submission.lms:  # a fresh result's lms is its own already
+        result = dataclasses.replace(stripped, lms=dict(submission.lms))
     automatic = result
     for impl in reversed(config.hooks.implementations("grader_adjust_result")):  # pluggy's own call order
         kwargs = {"result": result, "submission": submission, "config": config}

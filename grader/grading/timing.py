@@ -7,6 +7,7 @@ cache ran no call here: its time is unknown and counts as 0.
 
 from __future__ import annotations
 
+from array import array
 from typing import TYPE_CHECKING
 
 from grader.collected import COLLECTED
@@ -58,4 +59,5 @@ def check_seconds(config: Config, sub_id: str, exercise_id: str | None = None) -
     if not seconds or collected is None or len(collected.calls) != len(seconds):
         return {}
     where_all = collected.check_slices if exercise_id is None else collected.exercise_check_slices.get(exercise_id, ())
-    return {key: round(sum(seconds[where]), 3) for key, where in where_all}
+    values = seconds.tolist() if isinstance(seconds, array) else list(seconds)  # slices of a list: no new arrays
+    return {key: round(sum(values[where]), 3) for key, where in where_all}

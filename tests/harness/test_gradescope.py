@@ -251,3 +251,38 @@ def test_a_file_made_from_kept_exercise_parts_is_the_whole_dict_encoded() -> Non
     ):
         for _ in range(2):  # the second time from the kept parts
             assert results_text(report, sub, 0.25) == _dumps(gradescope_results(report, sub, 0.25))
+
+
+def test_a_file_made_from_a_results_kept_parts_is_the_file_made_whole() -> None:
+    """`_Results` keeps a file's ``output`` and ``tests`` per distinct result and encodes the rest for each
+    student (issue 29): every file is the one `results_text` makes."""
+    import dataclasses
+    import types
+
+    from grader.builtin.gradescope import _Results, results_text
+    from grader.models import Adjustment, CheckResult, ExerciseResult, GradingReport, SubmissionResult
+    from grader.packs import find_pack
+
+    shown = CheckResult("v1", "d", "failed", 0.5, 1.0, "visible", "wrong \x1b[2J\ud800é", "Hint.", True)
+    hidden = CheckResult("h1", "", "passed", 1.0, 1.0, "hidden", "", "", False)
+    listed = dataclasses.replace(shown, id="v2", details=[("got", "2")])  # type: ignore[arg-type]
+    plain = (ExerciseResult("G14.01", "One", "s", 1.5, 2.0, (shown, hidden)),)
+    unhashable = (ExerciseResult("G14.03", "Listed", "s", 0.5, 1.0, (listed,)),)
+    report = GradingReport("0", "h", "grade", ())
+    seconds = {"a": [0.25, 0.5], "b": [0.125]}
+    hooks = types.SimpleNamespace(call_seconds=lambda submission_id, config: seconds.get(submission_id))
+    config = types.SimpleNamespace(pack=find_pack(), hooks=hooks)
+    files = _Results(report, config)
+    late = (Adjustment("late", -0.5, "1 day late"),)
+    for exercises in (plain, unhashable, ()):
+        for extra in (
+            {},
+            {"stdout": "hi\n"},
+            {"status": "error", "error": "bad"},
+            {"raw_score": 2.0, "adjustments": late},
+        ):
+            for sid in ("a", "b", "zoë\x1b]0;x\x07", "c"):
+                sub = dataclasses.replace(SubmissionResult(sid, "p", "f" * 64, "graded", 1.5, 2.0, exercises), **extra)
+                for _ in range(2):
+                    made = results_text(report, sub, round(sum(seconds.get(sid, ())), 3), config.pack)
+                    assert files(sub) == made, (sid, extra)

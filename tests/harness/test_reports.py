@@ -288,3 +288,38 @@ def test_compiled_templates_are_kept_per_jinja2_release(tmp_path: Path, monkeypa
     assert "index.html" in compiled  # not loaded from the older release's entry
     added = [p.name for p in (folder / "__pycache__").iterdir() if p.name not in mine]
     assert added and all(name.startswith("__jinja2-9.9.9%s_") for name in added)
+
+
+def test_a_page_filled_in_from_a_kept_page_is_the_page_rendered_whole() -> None:
+    """`_Pages` renders a page once per distinct result and puts each student's id and file hash into it
+    (issue 29): every page is the one `render_submission` makes, whatever the id (markup, escapes, bidi,
+    a random-looking token), the hash, the status, the printed output or the adjustments."""
+    import dataclasses
+
+    from grader.builtin.html_report import _Pages, environment, render_submission
+    from grader.models import Adjustment, CheckResult, ExerciseResult, GradingReport, SubmissionResult
+
+    check = CheckResult("c1", "", "failed", 0.0, 1.0, "visible", "wrong <i>", "h", True, (("got", "1"),))
+    passed = CheckResult("c2", "d", "passed", 1.0, 1.0, "hidden", "", "", False)
+    listed = dataclasses.replace(check, id="c3", details=[("got", "2")])  # type: ignore[arg-type]
+    plain = (ExerciseResult("E1", "t", "s", 1.0, 2.0, (check, passed)),)
+    unhashable = (ExerciseResult("E1", "t", "s", 0.0, 1.0, (listed,)),)
+    report = GradingReport("0", "h" * 64, "grade", ())
+    env = environment(find_pack())
+    pages = _Pages(env, report)
+    ids = ["alice", "eve\u202egnp.exe\x1b]0;pwn\x07<b>&\"'", "zoë", "tab\there", "x" * 600, pages.id_token, "id"]
+    late = (Adjustment("late", -0.5, "1 day <late>"),)
+    for exercises in (plain, unhashable):
+        for extra in (
+            {},
+            {"stdout": "hi <b>\n", "stderr": "warn\x1b[2J"},
+            {"status": "error", "error": "SyntaxError <x>"},
+            {"raw_score": 1.0, "adjustments": late, "score": 0.5},
+            {"lms": {"file": "a.py", "intake": "a.py, b.py"}},
+        ):
+            for sid in ids:
+                for sha in ("", "ab" * 32, pages.sha_token + "0" * 52, '<>&"' * 16):
+                    sub = SubmissionResult(sid, "p", sha, "graded", 1.0, 2.0, exercises, slug="s")
+                    sub = dataclasses.replace(sub, **extra)
+                    assert pages(sub) == render_submission(env, report, sub), (sid, sha, extra)
+    assert 0 < len(pages.kept) <= 2 * 5 * 2

@@ -312,3 +312,79 @@ def test_a_call_s_cpu_during_a_stretched_pause_is_counted(tmp_path: Path, monkey
     result = outcome.results[0]
     assert result.status == "timeout" and "CPU" in result.message, result
     assert result.seconds < 0.8, result.seconds  # 0.6 s of pause, then the first look finds it over 0.3 s
+
+
+def test_equal_answers_reuse_the_exercise_results_only_when_the_built_ins_alone_judge_and_score() -> None:
+    """`grader.grading.judging.OutcomeMemo` (issue 29): a submission whose every answer equals an earlier
+    one's, byte for byte, gets that submission's exercise results without a hook call; a plugin of its own
+    that judges or scores, or a kind that is not ``cacheable``, turns the memo off for the run."""
+    import argparse
+    import types
+
+    from grader.collected import Collected, PreparedCheck
+    from grader.config.core import Config
+    from grader.config.plugins import get_plugin_manager, hookimpl
+    from grader.grading.judging import OutcomeMemo, answers_of
+    from grader.grading.session import _outcome_memo
+
+    check, ctx, prepared, real = _softmax_check()
+    collected = Collected((ctx.exercise,), ((ctx.exercise, (PreparedCheck(check, real, ctx, prepared),)),), "h")
+
+    def config_with(*plugins: object) -> Config:
+        pm = get_plugin_manager(load_entrypoints=False)
+        for i, plugin in enumerate(plugins):
+            pm.register(plugin, name=f"own{i}")
+        return Config("grade", argparse.Namespace(), pm)
+
+    config = config_with()
+    memo = _outcome_memo(config, collected)
+    assert isinstance(memo, OutcomeMemo) and _outcome_memo(config, collected) is memo
+    right = [_answer(_right(prepared), b"right"), _answer(_right(prepared), b"also")]
+    kept = ("exercise results",)
+    wires = answers_of(right)
+    assert wires == (b"right", b"also")
+    memo.keep(wires, kept)  # type: ignore[arg-type]
+    assert memo.get((b"right", b"also")) is kept and memo.get((b"right", b"else")) is None
+    assert answers_of([right[0], CallResult("timeout", message="2 s")]) is None  # no frame: judged as usual
+    assert answers_of([]) is None
+    judging = types.SimpleNamespace(grader_judge_check=hookimpl(lambda check, prepared, results, kind, context: None))
+    scoring = types.SimpleNamespace(grader_score_exercise=hookimpl(lambda exercise, verdicts: None))
+    assert _outcome_memo(config_with(judging), collected) is None
+    assert _outcome_memo(config_with(scoring), collected) is None
+    uncached = Collected(
+        (ctx.exercise,), ((ctx.exercise, (PreparedCheck(check, _Counting(real, False), ctx, prepared),)),), "h"
+    )
+    assert _outcome_memo(config_with(), uncached) is None
+
+
+def test_gradebook_rows_are_committed_together_and_a_first_arrival_at_once(tmp_path: Path) -> None:
+    """Rows wait for a commit of up to `COMMIT_ROWS` rows or `COMMIT_SECONDS` (issue 29): another reader
+    sees them once committed; `Gradebook.close` commits the rest; a first arrival is committed at once."""
+    import sqlite3
+
+    from grader.builtin import gradebook
+    from grader.builtin.gradebook import Gradebook
+    from grader.models import SubmissionResult
+
+    def count(table: str) -> int:
+        with sqlite3.connect(tmp_path / "g.sqlite") as db:
+            return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])  # noqa: S608 - a fixed name
+
+    book = Gradebook(tmp_path / "g.sqlite")
+    result = SubmissionResult("ann", "p", "s" * 64, "graded", 0.0, 0.0, ())
+    for i in range(gradebook.COMMIT_ROWS - 1):
+        book.put(f"k{i}", "spec", result)
+    assert count("results") == 0 and book.get("k0") is not None  # not committed yet, but this run reads it
+    book.put("last", "spec", result)
+    assert count("results") == gradebook.COMMIT_ROWS
+    book.put("one more", "spec", result)
+    assert count("results") == gradebook.COMMIT_ROWS
+    assert book.arrival("ann", "s" * 64, "2026-01-01T00:00:00+00:00") == "2026-01-01T00:00:00+00:00"
+    assert count("arrivals") == 1 and count("results") == gradebook.COMMIT_ROWS + 1  # committed with it
+    book.put("after", "spec", result)
+    book.since -= gradebook.COMMIT_SECONDS  # the batch began long enough ago: the next row commits it
+    book.put("later", "spec", result)
+    assert count("results") == gradebook.COMMIT_ROWS + 3
+    book.put("at close", "spec", result)
+    book.close()
+    assert count("results") == gradebook.COMMIT_ROWS + 4
