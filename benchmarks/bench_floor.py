@@ -499,10 +499,37 @@ def report(contenders: list[str], runs: dict[str, list[dict[str, float]]], subs:
                 else f"zygote {median['zygote faults']:.0f}, jobs {median['jobs faults']:.0f}"
             )
         )
+    lines += ceilings(contenders, runs, subs)
     if "sandboxed" in cpu and "--insecure" in cpu:
         lines.append(
             f"--insecure / sandboxed: {cpu['sandboxed'] / cpu['--insecure']:.2f}x in CPU, "
             f"{wall['sandboxed'] / wall['--insecure']:.2f}x in wall time"
+        )
+    return lines
+
+
+def ceilings(contenders: list[str], runs: dict[str, list[dict[str, float]]], subs: int) -> list[str]:
+    """For each Dask contender, the throughput bound of N machines of C cores from its measured split.
+
+    Workers add up; the client and the scheduler do not: with ``w``, ``c`` and ``s`` ms of CPU per
+    submission in the workers, the client and the scheduler, N machines of C worker cores grade at
+    most ``min(N x C x 1000 / w, 1000 / c, 1000 / s)`` submissions per second, so N machines give
+    about N times one machine's rate while ``N x C`` stays under ``w / max(c, s)``.
+    """
+    lines = []
+    for c in contenders:
+        if not c.startswith("dask"):
+            continue
+        w, client, sched = (
+            statistics.median(1000 * r[role] / subs for r in runs[c]) for role in ("workers", "client", "scheduler")
+        )
+        worker_rate, client_rate, sched_rate = 1000 / w, 1000 / client, 1000 / sched
+        cores = min(client_rate, sched_rate) / worker_rate
+        lines.append(
+            f"{c}: a worker core grades {worker_rate:.0f} subs/s (workers {w:.1f} ms/sub); the client caps any "
+            f"cluster at {client_rate:.0f}/s ({client:.1f} ms/sub), the scheduler at {sched_rate:.0f}/s "
+            f"({sched:.1f} ms/sub): N machines of C cores grade min(N*C*{worker_rate:.0f}, "
+            f"{min(client_rate, sched_rate):.0f}) subs/s, N x one machine's rate up to {cores:.1f} worker cores in all"
         )
     return lines
 

@@ -53,11 +53,27 @@ _PENDING = StashKey[Any]()
 _CHUNKS = StashKey[dict[Any, Any]]()
 _CALLS_KEY = StashKey[str]()
 _VALUES = StashKey[bool]()
+_EXERCISES = StashKey[Any]()
 
-__all__ = ["DEFAULT_CHUNK", "cluster_outcome", "security"]
+__all__ = ["DEFAULT_CHUNK", "MAX_CHUNK", "chunk_size", "cluster_outcome", "security"]
 
 DEFAULT_CHUNK = 8
-"""Submissions per Dask task: few enough to spread a class, enough to amortize a task's round trip."""
+"""Submissions per Dask task, at least (`chunk_size`): enough to amortize a task's round trip."""
+
+MAX_CHUNK = 32
+"""Submissions per Dask task, at most, unless ``--dask-chunk`` says otherwise (`chunk_size`)."""
+
+
+def chunk_size(submissions: int, threads: int) -> int:
+    """Submissions per Dask task when ``--dask-chunk`` is not given: four tasks per worker thread.
+
+    Each task costs the client, the scheduler and the worker a round trip and its bookkeeping (about
+    a millisecond of the client's CPU): a class is cut into four chunks per worker thread, so that a
+    thread that finishes early takes another while the last chunks run, and each chunk holds from
+    `DEFAULT_CHUNK` to `MAX_CHUNK` submissions.
+    """
+    return max(DEFAULT_CHUNK, min(MAX_CHUNK, submissions // (4 * max(1, threads))))
+
 
 _LOCK = threading.Lock()
 
@@ -76,9 +92,9 @@ def grader_addoption(parser: Any, command: str) -> None:
     group.add_argument(
         "--dask-chunk",
         type=positive_int,
-        default=DEFAULT_CHUNK,
         metavar="N",
-        help=f"submissions per Dask task (default: {DEFAULT_CHUNK})",
+        help=f"submissions per Dask task (default: four tasks per worker thread, each of {DEFAULT_CHUNK} to "
+        f"{MAX_CHUNK} submissions)",
     )
     group.add_argument(
         "--dask-judge",
@@ -221,14 +237,14 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
     client = config.stash.get(_CLIENT)
     if client is None or not submissions:
         return
-    from grader.shards.cluster import encode_calls, run_chunk
+    from grader.shards.cluster import ExerciseTable, encode_calls, run_chunk
 
     calls_text = encode_calls(calls)
     calls_key = "grader-calls-" + hashlib.sha256(calls_text.encode()).hexdigest()[:16]
     [scattered] = client.scatter([calls_text], broadcast=True, hash=False)
     settings = _settings(config)
     judge = _judge(config, settings)
-    size = int(config.option("dask_chunk") or DEFAULT_CHUNK)
+    size = config.option("dask_chunk") or chunk_size(len(submissions), _threads(client))
     pending: dict[str, tuple[Any, int, int]] = {}
     batch = os.urandom(4).hex()
     for start in range(0, len(submissions), size):
@@ -271,6 +287,15 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
     config.stash[_PENDING] = pending
     config.stash[_CHUNKS] = {}
     config.stash[_CALLS_KEY] = calls_key
+    config.stash.setdefault(_EXERCISES, ExerciseTable())  # the run's: equal results one object across chunks
+
+
+def _threads(client: Any) -> int:
+    """The cluster's worker threads now (1 when it cannot tell)."""
+    try:
+        return sum(client.nthreads().values()) or 1
+    except Exception:  # noqa: BLE001 - only a chunk size depends on it
+        return 1
 
 
 def _chunk_limit(calls: Sequence[Call], count: int) -> int:
@@ -340,7 +365,7 @@ def cluster_outcome(submission: Submission, calls: Sequence[Call], config: Any) 
         judged = "result" in item
         outcome = decode_outcome(item["outcome"], calls, answer.wires, timed=judged and not config.stash[_VALUES])
         if judged:
-            outcome = dataclasses.replace(outcome, graded=_graded(item["result"], answer))
+            outcome = dataclasses.replace(outcome, graded=_graded(item["result"], answer, config.stash.get(_EXERCISES)))
         elif answer.refused:
             _warn_once(config, f"a Dask worker did not judge ({answer.refused}); its submissions are judged here")
         return outcome
@@ -359,8 +384,11 @@ def grader_known_outcome(submission: Submission, calls: Sequence[Call], config: 
     return cluster_outcome(submission, calls, config)
 
 
-def _graded(data: Any, answer: Any) -> Any:
+def _graded(data: Any, answer: Any, kept: Any = None) -> Any:
     """A worker's result record (`grader.shards.cluster.encode_result`) as a `grader.models.SubmissionResult`.
+
+    Its exercises' results are the run's objects (``kept``, a `grader.shards.cluster.ExerciseTable`):
+    one per distinct result, whichever chunk brought it.
 
     Raises
     ------
@@ -372,7 +400,7 @@ def _graded(data: Any, answer: Any) -> Any:
 
     if type(data) is not dict or type(data.get("exercises")) is not list:
         raise ValueError("not a result record")
-    exercises = tuple(answer.exercise(i) for i in data["exercises"])
+    exercises = tuple(answer.exercise(i, kept) for i in data["exercises"])
     head = {**data, "exercises": []}
     check_result_data(head)
     return dataclasses.replace(result_from_dict(head), exercises=exercises)

@@ -31,6 +31,7 @@ __all__ = [
     "ANSWER_MAGIC",
     "PLUGIN_NAME",
     "Answer",
+    "ExerciseTable",
     "GraderWorker",
     "decode_answer",
     "decode_calls",
@@ -84,7 +85,7 @@ def decode_calls(text: str) -> tuple[Call, ...]:
     )
 
 
-ANSWER_MAGIC = b"grader-chunk/2\n"
+ANSWER_MAGIC = b"grader-chunk/3\n"
 """The first bytes of a chunk's answer (`encode_answer`)."""
 
 
@@ -100,8 +101,9 @@ def encode_answer(
     each item names its frames by their position in ``wires`` (`grader.shards.encode_outcome`), and
     each distinct frame travels once per chunk, in its own bytes (a class answers the same frames
     again and again). When the workers judge, an item's ``result`` names its exercises' results by
-    their position in ``exercises`` (`encode_result`: each distinct one once); ``refused`` says why
-    this worker did not judge (its course is not the client's), or is empty.
+    their position in ``exercises`` (`encode_result`: each distinct one once, as its JSON text, the
+    key by which the client keeps one object per distinct result for the whole run: `Answer.exercise`);
+    ``refused`` says why this worker did not judge (its course is not the client's), or is empty.
     """
     table = sorted(wires, key=wires.__getitem__)
     shared = sorted(exercises or {}, key=(exercises or {}).__getitem__)
@@ -109,7 +111,7 @@ def encode_answer(
         {
             "items": list(items),
             "wires": [len(w) for w in table],
-            "exercises": [json.loads(text) for text in shared],
+            "exercises": shared,
             "refused": refused,
         },
         allow_nan=False,
@@ -137,7 +139,9 @@ def decode_answer(data: Any, limit: int) -> Answer | None:
     items, lengths, exercises = header["items"], header["wires"], header["exercises"]
     if type(items) is not list or type(lengths) is not list or any(type(n) is not int or n < 1 for n in lengths):
         return None
-    if type(exercises) is not list or type(header["refused"]) is not str:
+    if type(exercises) is not list or any(type(text) is not str for text in exercises):
+        return None
+    if type(header["refused"]) is not str:
         return None
     offset = start + size
     if offset + sum(lengths) != len(data):
@@ -152,16 +156,21 @@ def decode_answer(data: Any, limit: int) -> Answer | None:
 
 @dataclass
 class Answer:
-    """A chunk's answer, read (`decode_answer`): its items, frames, shared exercise results and refusal."""
+    """A chunk's answer, read (`decode_answer`): its items, frames, shared exercise results (JSON texts) and
+    refusal."""
 
     items: list[Any]
     wires: list[bytes]
-    exercises: list[Any]
+    exercises: list[str]
     refused: str
     _results: dict[int, Any] = field(default_factory=dict)
 
-    def exercise(self, position: Any) -> Any:
-        """The `grader.models.ExerciseResult` at ``position`` of the table (checked and built once per chunk).
+    def exercise(self, position: Any, kept: ExerciseTable | None = None) -> Any:
+        """The `grader.models.ExerciseResult` at ``position`` of the table, checked and built once.
+
+        Once per chunk, and with ``kept`` (the run's `ExerciseTable`) once per run: equal results
+        from any chunk are then one object, as the grader's own judging gives the writers (whose
+        per-result caches then find them by identity).
 
         Raises
         ------
@@ -172,10 +181,48 @@ class Answer:
             raise ValueError("no such exercise result")
         built = self._results.get(position)
         if built is None:
-            from grader.shards import exercise_from_data
+            text = self.exercises[position]
+            built = None if kept is None else kept.get(text)
+            if built is None:
+                from grader.shards import exercise_from_data
 
-            built = self._results[position] = exercise_from_data(self.exercises[position])
+                built = exercise_from_data(json.loads(text, parse_constant=_refuse_constant))
+                if kept is not None:
+                    kept.put(text, built)
+            self._results[position] = built
         return built
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class ExerciseTable:
+    """The exercise results a run's chunks brought, one object per distinct JSON text; thread-safe.
+
+    At most `MAX_BYTES` of texts are kept as keys (a class's results are few; a class of distinct
+    wrong answers starts the table again instead of growing it).
+    """
+
+    MAX_BYTES = 8 << 20
+
+    def __init__(self) -> None:
+        self._kept: dict[str, Any] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> Any:
+        """The result kept for this text, or None."""
+        return self._kept.get(text)
+
+    def put(self, text: str, result: Any) -> None:
+        """Keep ``result`` as the one for ``text``."""
+        with self._lock:
+            if self._bytes + len(text) > self.MAX_BYTES:
+                self._kept, self._bytes = {}, 0
+            if text not in self._kept:
+                self._kept[text] = result
+                self._bytes += len(text)
 
 
 def encode_result(result: Any, exercises: dict[str, int]) -> dict[str, Any]:

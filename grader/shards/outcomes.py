@@ -14,6 +14,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from grader.execution.boundary import FRAMES, MAX_NAME, MAX_WHERE, BoundaryError, clean_text, decode_frame, frame_limit
+from grader.execution.channel import result_of
 from grader.models import CALL_STATUSES, Call, CallResult, RunOutcome
 
 __all__ = ["OutcomeError", "decode_outcome", "encode_outcome"]
@@ -80,8 +82,6 @@ class OutcomeError(ValueError):
 
 
 def _text(value: Any, limit: int, what: str) -> str:
-    from grader.execution.boundary import clean_text
-
     if type(value) is not str:
         raise OutcomeError(f"{what} is not text")
     if len(value) > limit:
@@ -167,7 +167,7 @@ def decode_outcome(
             _checked_result(i, row, call, wires, checked, grow) for i, (row, call) in enumerate(zip(rows, calls))
         ]
     else:
-        results = [_decode_result(i, row, call, wires, grow) for i, (row, call) in enumerate(zip(rows, calls))]
+        results = _decode_results(rows, calls, wires, grow)
     sha = data["sha256"]
     if type(sha) is not str or (sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha))):
         raise OutcomeError("sha256 is not a SHA-256")
@@ -210,11 +210,38 @@ def _checked_result(
     return CallResult(result.status, seconds=result.seconds)
 
 
+def _decode_results(
+    rows: list[Any], calls: Sequence[Call], wires: Sequence[bytes] | None, grow: bool
+) -> list[CallResult]:
+    """`_decode_result` of each row; a frame named by its position in ``wires`` (a Dask chunk's table) is read
+    as a local run reads its job's frame (`grader.execution.boundary.FRAMES`, then
+    `grader.execution.channel.result_of`), with its sizes checked once per (frame, budget) of this outcome."""
+    results: list[CallResult] = []
+    sized: set[tuple[int, Any]] = set()
+    count = -1 if wires is None else len(wires)
+    for i, (row, call) in enumerate(zip(rows, calls)):
+        where = row.get("wire") if type(row) is dict and len(row) == 2 else None
+        if type(where) is not int or not 0 <= where < count or row.keys() != _WIRE_KEYS:
+            results.append(_decode_result(i, row, call, wires, grow))
+            continue
+        assert wires is not None  # noqa: S101 - count >= 0
+        wire, budget = wires[where], call.budget
+        if type(wire) is not bytes:
+            wire = bytes(wire)
+        if (where, budget) not in sized:
+            if not wire or len(wire) > _frame_limit(budget):
+                raise OutcomeError(f"result {i}: the frame is empty or larger than its call allows")
+            sized.add((where, budget))
+        try:
+            frame = FRAMES.decode(wire, "call", budget)
+        except BoundaryError as exc:
+            raise OutcomeError(f"result {i}: {exc}") from None
+        results.append(result_of(frame, _seconds(row, i), wire))
+    return results
+
+
 def _decode_result(i: int, row: Any, call: Call, wires: Sequence[bytes] | None, grow: bool = False) -> CallResult:
     """One call's result of `decode_outcome` (``i``: its position, named in errors)."""
-    from grader.execution.boundary import FRAMES, MAX_NAME, MAX_WHERE, BoundaryError, decode_frame
-    from grader.execution.channel import result_of
-
     if type(row) is dict and row.keys() == _WIRE_KEYS:
         where = row["wire"]
         if type(where) is int:
@@ -272,6 +299,4 @@ def _decode_result(i: int, row: Any, call: Call, wires: Sequence[bytes] | None, 
 @functools.lru_cache(maxsize=1024)
 def _frame_limit(budget: Any) -> int:
     """The largest frame a job may answer a call of this budget with (`grader.execution.boundary.frame_limit`)."""
-    from grader.execution.boundary import frame_limit
-
     return frame_limit(budget)
