@@ -97,8 +97,9 @@ class Zygote:
         """
         data = json.dumps(message).encode() + b"\n"
         with self.lock:
-            if fds:
-                socket.send_fds(self.sock, [data], list(fds))
+            if fds:  # as socket.send_fds, without its array
+                rights = struct.pack(f"{len(fds)}i", *fds)
+                self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
             else:
                 self.sock.sendall(data)
             line, got = self._receive()
