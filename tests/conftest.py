@@ -36,6 +36,16 @@ CHROMIUM_FLAGS = (
 )
 
 
+def load_stretch() -> float:
+    """How much a busy machine stretches the clock for a process that needs a CPU (1.0 when it is not busy).
+
+    The 1-minute load average over the CPUs this process may use, at least 1. Tests that bound a
+    duration measured by the clock (a call timed out on its CPU time, a backstop) multiply their
+    upper bound by it: the grader's CPU-time limits hold on a loaded machine, the clock's spans do not.
+    """
+    return max(1.0, os.getloadavg()[0] / len(os.sched_getaffinity(0)))
+
+
 def run_chromium(*args: str) -> subprocess.CompletedProcess:
     """Run Debian's headless ``chromium`` with ``args`` in a fresh profile; return the finished process.
 

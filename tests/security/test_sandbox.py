@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, load_stretch
 
 from grader.builtin import sandbox
 from grader.builtin.sandbox import LAYERS, handle, probe_layers, slots
@@ -369,7 +369,7 @@ def test_sandboxed_timeouts_count_cpu_time_with_a_wall_clock_backstop(tmp_path: 
     spin, nap, after = out.results
     # Durations are the clock's: on a machine busier than its CPUs they stretch by its load (the spin's
     # 0.5 s of CPU take longer to get; the grader's polling of the nap wakes later), not otherwise.
-    stretch = max(1.0, os.getloadavg()[0] / len(os.sched_getaffinity(0)))
+    stretch = load_stretch()
     assert (spin.status, spin.message) == ("timeout", "the call used more than 0.5 s of CPU time")
     assert 0.5 <= spin.seconds < 2.0 * stretch
     assert (nap.status, nap.message) == ("timeout", "the call took longer than 2 s of wall-clock time")
