@@ -27,7 +27,7 @@ from grader.serve.pages import Pages
 from grader.serve.security import RateLimit, RateLimiter
 from grader.serve.state import ServerState, open_state, session_secret
 from grader.serve.store import Refused
-from grader.serve.worker import DB_ENV
+from grader.serve.worker import DB_ENV, Cluster
 
 __all__ = ["create_app", "create_courses_app", "requeue_running", "start_workers", "supervise"]
 
@@ -52,14 +52,22 @@ def requeue_running(state: ServerState) -> int:
     return int(getattr(done, "rowcount", 0) or 0)
 
 
-def start_workers(state: ServerState, count: int, db_url: str | None) -> list[subprocess.Popen[bytes]]:
-    """Start ``count`` grading worker processes (`grader.serve.worker`) for this course and database."""
+def start_workers(
+    state: ServerState, count: int, db_url: str | None, cluster: Cluster | None = None
+) -> list[subprocess.Popen[bytes]]:
+    """Start ``count`` grading worker processes (`grader.serve.worker`) for this course and database.
+
+    With a ``cluster`` (``grader serve --dask``) they send each submission to that Dask cluster and
+    run no student code themselves.
+    """
     # -P: the workers import the grader the server runs, never a grader/ folder in the working directory
     # (a course repository such as this one holds its own copy, maybe of another version).
     command = [sys.executable, "-P", "-m", "grader.serve.worker", "--course", str(state.pack.root)]
     command += ["--state", str(state.settings.state)]
     if state.settings.source:
         command += ["--settings", state.settings.source]
+    if cluster is not None:
+        command += cluster.argv()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if db_url:  # in the environment: any local user reads a command line (and the password in the URL)
         env[DB_ENV] = db_url
@@ -100,6 +108,7 @@ def create_app(
     workers: int = 0,
     state: ServerState | None = None,
     settings: str | Path | None = None,
+    cluster: Cluster | None = None,
 ) -> Starlette:
     """The server's ASGI application for one course folder.
 
@@ -118,6 +127,8 @@ def create_app(
         An opened state (tests share it with an in-test worker).
     settings : str or pathlib.Path, optional
         The settings file (default ``course/serve.yaml``).
+    cluster : grader.serve.worker.Cluster, optional
+        The workers grade on this Dask cluster (``grader serve --dask``) instead of in their own jobs.
 
     Returns
     -------
@@ -143,9 +154,9 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if workers:
             requeue_running(state)
-        procs = start_workers(state, workers, db_url) if workers else []
+        procs = start_workers(state, workers, db_url, cluster) if workers else []
         stopping = asyncio.Event()
-        watch = asyncio.create_task(supervise(procs, lambda: start_workers(state, 1, db_url)[0], stopping))
+        watch = asyncio.create_task(supervise(procs, lambda: start_workers(state, 1, db_url, cluster)[0], stopping))
         try:
             yield
         finally:
@@ -180,7 +191,7 @@ def create_app(
     return app
 
 
-def create_courses_app(courses: Sequence[str | Path], workers: int = 0) -> Starlette:
+def create_courses_app(courses: Sequence[str | Path], workers: int = 0, cluster: Cluster | None = None) -> Starlette:
     """One server for several course folders, each on the host name of its own ``public_url``.
 
     Each course is `create_app`'s application on its own folder: its own ``serve.yaml``, database
@@ -194,6 +205,8 @@ def create_courses_app(courses: Sequence[str | Path], workers: int = 0) -> Starl
         The course folders; each ``serve.yaml`` gives a ``public_url`` whose host name no other has.
     workers : int
         Grading worker processes per course.
+    cluster : grader.serve.worker.Cluster, optional
+        Every course's workers grade on this Dask cluster.
 
     Raises
     ------
@@ -220,7 +233,7 @@ def create_courses_app(courses: Sequence[str | Path], workers: int = 0) -> Starl
                 f"{course}: {SETTINGS_FILE}: public_url: {host} is another course's; give each course its own host name"
             )
         hosts[host] = course
-    apps = {host: create_app(course, workers=workers) for host, course in hosts.items()}
+    apps = {host: create_app(course, workers=workers, cluster=cluster) for host, course in hosts.items()}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
