@@ -1,8 +1,8 @@
 """The ASGI application: `create_app` wires the pages, the sessions, the rate limits and the workers.
 
-Middleware, outermost first: signed session cookies (http-only, ``SameSite=Lax``, ``Secure`` when
-``public_url`` is https), then the rate limit per address and per user. A `Refused` anywhere
-becomes its status and one sentence on a page.
+Middleware, outermost first: the deadline of a request's body (``upload_seconds``), signed session
+cookies (http-only, ``SameSite=Lax``, ``Secure`` when ``public_url`` is https), then the rate limit
+per address and per user. A `Refused` anywhere becomes its status and one sentence on a page.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from grader.serve.pages import Pages
-from grader.serve.security import RateLimit, RateLimiter
+from grader.serve.security import BodyDeadline, RateLimit, RateLimiter
 from grader.serve.state import ServerState, open_state, session_secret
 from grader.serve.store import Refused
 from grader.serve.worker import DB_ENV, Cluster
@@ -148,7 +148,10 @@ def create_app(
 
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
-        return pages.render(request, "refused.html", status=exc.status, sentence=exc.sentence)
+        page = pages.render(request, "refused.html", status=exc.status, sentence=exc.sentence)
+        if exc.status == 408:  # the rest of a body too slow to arrive is not waited for: the connection ends
+            page.headers["Connection"] = "close"
+        return page
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -172,6 +175,7 @@ def create_app(
             state.engine.dispose()
 
     middleware = [
+        Middleware(BodyDeadline, seconds=state.settings.upload_seconds),
         Middleware(
             SessionMiddleware,
             secret_key=session_secret(state.settings.state),

@@ -4,6 +4,7 @@
 
     public_url: https://grader.example.edu   # how students reach the server (LTI redirect URIs, secure cookies)
     upload_max_kib: 512                      # the largest attention.py / attention.ipynb accepted
+    upload_seconds: 60                       # a request's whole body must arrive within this (else 408)
     limits:
       per_window: 5                          # graded submissions per student per window
       window_minutes: 60
@@ -40,6 +41,7 @@ __all__ = [
     "SETTINGS_SCHEMA",
     "STATE_DIR",
     "SUBMISSION_SECONDS",
+    "UPLOAD_SECONDS",
     "Limits",
     "ServeSettings",
     "load_settings",
@@ -63,6 +65,12 @@ SETTINGS_SCHEMA: dict[str, Any] = {
             "description": "give the address students use, e.g. https://grader.example.edu",
         },
         "upload_max_kib": {"type": "integer", "minimum": 1, "maximum": 65536, "description": "give KiB, 1 to 65536"},
+        "upload_seconds": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 3600,
+            "description": "give seconds, more than 0 and at most 3600",
+        },
         "limits": {
             "type": "object",
             "additionalProperties": False,
@@ -155,6 +163,13 @@ server worker until the budget's wall-clock backstop (`grader.execution.calls.WA
 times the budget, 4 minutes here, not 8), while the other students wait for their feedback."""
 
 
+UPLOAD_SECONDS = 60.0
+"""``upload_seconds`` when ``serve.yaml`` does not say: the time a request's whole body may take to arrive.
+
+A 512 KiB upload needs 70 kbit/s to arrive in time; a client that sends a byte at a time gets 408
+and its connection is closed, instead of holding it until the reverse proxy's own timeout."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ServeSettings:
     """What ``serve.yaml`` says, with defaults, and where the course and the server's files are."""
@@ -163,6 +178,7 @@ class ServeSettings:
     state: Path
     public_url: str = ""
     upload_max_bytes: int = 512 * 1024
+    upload_seconds: float = UPLOAD_SECONDS
     limits: Limits = Limits(waiting=WAITING)
     policy: Path | None = None
     probing_min_steps: int = 3
@@ -224,6 +240,7 @@ def load_settings(course: Path, state: Path | None = None, path: Path | None = N
         state=state,
         public_url=str(data.get("public_url", "")).rstrip("/"),
         upload_max_bytes=int(data.get("upload_max_kib", 512)) * 1024,
+        upload_seconds=float(data.get("upload_seconds", UPLOAD_SECONDS)),
         limits=Limits(**{"waiting": WAITING, **{k: int(v) for k, v in limits.items()}}),
         policy=(course / policy) if policy is not None else None,
         probing_min_steps=int((data.get("probing") or {}).get("min_steps", 3)),

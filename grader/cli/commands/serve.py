@@ -12,6 +12,15 @@ from grader.config.core import Config
 from grader.errors import EXIT_OK, UsageError
 from grader.markers import hookimpl
 
+LIMIT_CONCURRENCY = 500
+"""Connections and requests the server takes at once (uvicorn's ``limit_concurrency``); past it, 503.
+
+Below a process's usual 1024 open files: a flood of connections gets a quick 503 instead of
+failing every ``accept`` (and the database and the uploads, which need files too)."""
+
+KEEP_ALIVE_SECONDS = 5
+"""How long an idle connection stays open between two requests (uvicorn's ``timeout_keep_alive``)."""
+
 
 def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
     """``serve``'s own arguments."""
@@ -38,6 +47,20 @@ def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--workers", type=int, default=2, metavar="N", help="grading worker processes (default 2)")
+    parser.add_argument(
+        "--limit-concurrency",
+        type=int,
+        default=LIMIT_CONCURRENCY,
+        metavar="N",
+        help=f"connections and requests at once; past it, 503 (default {LIMIT_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--keep-alive",
+        type=int,
+        default=KEEP_ALIVE_SECONDS,
+        metavar="SECONDS",
+        help=f"how long an idle connection is kept open between requests (default {KEEP_ALIVE_SECONDS})",
+    )
     parser.add_argument(
         "--dask",
         default=None,
@@ -175,6 +198,10 @@ def run(config: Config) -> int:
         return EXIT_OK
     if not 0 <= int(config.option("workers")) <= 64:
         raise UsageError("serve: --workers: give 0 to 64 grading processes")
+    if not 1 <= int(config.option("limit_concurrency")) <= 100_000:
+        raise UsageError("serve: --limit-concurrency: give 1 to 100000 connections")
+    if not 1 <= int(config.option("keep_alive")) <= 3600:
+        raise UsageError("serve: --keep-alive: give whole seconds, 1 to 3600")
     _check_address(config.option("host"), int(config.option("port")))
     cluster = _cluster(config)
     import uvicorn
@@ -195,7 +222,14 @@ def run(config: Config) -> int:
         f"grader: serving {', '.join(map(str, courses))} on http://{config.option('host')}:{config.option('port')}",
         file=sys.stderr,
     )
-    uvicorn.run(app, host=config.option("host"), port=int(config.option("port")), log_level="info")
+    uvicorn.run(
+        app,
+        host=config.option("host"),
+        port=int(config.option("port")),
+        log_level="info",
+        limit_concurrency=int(config.option("limit_concurrency")),
+        timeout_keep_alive=int(config.option("keep_alive")),
+    )
     return EXIT_OK
 
 
