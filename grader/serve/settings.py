@@ -2,7 +2,8 @@
 
 ::
 
-    public_url: https://grader.example.edu   # how students reach the server (LTI redirect URIs, secure cookies)
+    public_url: https://grader.example.edu   # how students reach the server (LTI redirect URIs, secure cookies);
+                                             # a path (https://grader.example.edu/g14) puts the course under it
     upload_max_kib: 512                      # the largest attention.py / attention.ipynb accepted
     upload_seconds: 60                       # a request's whole body must arrive within this (else 408)
     limits:
@@ -61,8 +62,9 @@ SETTINGS_SCHEMA: dict[str, Any] = {
     "properties": {
         "public_url": {
             "type": "string",
-            "pattern": "^https?://[^/?#]+(/[^?#]*)?$",
-            "description": "give the address students use, e.g. https://grader.example.edu",
+            "pattern": "^https?://[^/?#]+(/[A-Za-z0-9._~-]+)*/?$",
+            "description": "give the address students use, e.g. https://grader.example.edu or "
+            "https://grader.example.edu/g14 (a path of letters, digits, '.', '_', '~', '-')",
         },
         "upload_max_kib": {"type": "integer", "minimum": 1, "maximum": 65536, "description": "give KiB, 1 to 65536"},
         "upload_seconds": {
@@ -188,6 +190,14 @@ class ServeSettings:
     platforms: tuple[dict[str, Any], ...] = ()
     allow_missing_state_cookie: bool = False
     source: str = ""
+
+    @property
+    def prefix(self) -> str:
+        """The path of ``public_url`` (``/g14``; "" for none): every page, link, redirect and cookie of the
+        course is under it, so several courses share one host name."""
+        from urllib.parse import urlsplit
+
+        return urlsplit(self.public_url).path.rstrip("/")
 
     @property
     def secure(self) -> bool:
