@@ -156,7 +156,8 @@ class Grading:
         return result_to_dict(result)
 
     def _on_cluster(self, submission: Any) -> Any:
-        """The submission's calls run on the cluster (`grader.builtin.dask_cluster`, as ``grade --dask``).
+        """The submission's calls run on the cluster, through ``grade --dask``'s hooks (`grader.builtin.dask_cluster`):
+        ``grader_batch_start`` sends it, ``grader_known_outcome`` brings its outcome back.
 
         Raises
         ------
@@ -164,16 +165,14 @@ class Grading:
             When the cluster did not answer within `wait_seconds` or could not finish it: the
             submission is never run here instead (the server's worker runs no student code).
         """
-        from grader.builtin import dask_cluster
-
-        calls = list(self.collected.calls)
+        calls, hooks = list(self.collected.calls), self.config.hooks
         answer: list[Any] = []
         failed: list[str] = []
 
         def wait() -> None:
             try:
-                dask_cluster.grader_batch_start(submissions=[submission], calls=calls, config=self.config)
-                answer.append(dask_cluster.cluster_outcome(submission, calls, self.config))
+                hooks.batch_start(submissions=[submission], calls=calls, config=self.config)
+                answer.append(hooks.known_outcome(submission=submission, calls=calls, config=self.config))
             except Exception as exc:  # noqa: BLE001 - the scheduler gone (the client's own timeout): queued again
                 failed.append(f"{type(exc).__name__}: {str(exc)[:200]}")
 

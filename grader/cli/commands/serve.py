@@ -166,7 +166,8 @@ def _connect_once(address: str, files: dict[str, str]) -> None:
     from grader.builtin.dask_cluster import security
 
     try:
-        Client(address, timeout=20, set_as_default=False, security=security(files) if files else None).close()
+        client = Client(address, timeout=20, set_as_default=False, security=security(files) if files else None)  # type: ignore[no-untyped-call]
+        client.close()  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(f"--dask {address}: cannot reach the Dask scheduler ({type(exc).__name__}: {exc})") from None
 
