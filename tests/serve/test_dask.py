@@ -4,6 +4,10 @@ queued and it is graded once when a cluster is back; a cluster that is down stop
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,7 @@ from grader.serve.state import open_state
 from grader.serve.testing import free_port
 from grader.serve.worker import Cluster, Grading, work
 
-from .conftest import ROOT, Served, make_settings
+from .conftest import ROOT, SAMPLES, Served, make_settings
 from .test_cli import course_copy
 from .test_student import text_of
 
@@ -138,6 +142,34 @@ def test_a_lost_cluster_leaves_the_upload_queued_and_it_is_graded_once_later(
     assert work(served.state, once=True, cluster=Cluster(cluster.scheduler_address)) == 1
     [(state, score, *_)] = stored(served)
     assert state == "done" and score is not None and score < 86
+
+
+def test_a_dask_worker_lost_mid_grading_costs_a_rerun_not_the_submission(make_served: Callable[[str], Served]) -> None:
+    served = make_served("killed")
+    slow = b"import time\ntime.sleep(4)\n" + (SAMPLES / "correct_numpy" / "attention.py").read_bytes()
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as two,
+        distributed.Client(two.scheduler_address, set_as_default=False) as watcher,
+    ):
+        grading = Grading(served.state, Cluster(two.scheduler_address))
+        try:
+            assert served.submit(served.client("carol"), slow).status_code == 200
+            graded: list[int] = []
+            thread = threading.Thread(target=lambda: graded.append(work(served.state, once=True, grading=grading)))
+            thread.start()
+            deadline = time.monotonic() + 60
+            while not (busy := [w for w, keys in watcher.processing().items() if keys]):
+                assert time.monotonic() < deadline and thread.is_alive(), "the cluster never took the submission"
+                time.sleep(0.05)
+            time.sleep(0.3)  # inside the submission's import
+            os.kill(watcher.run(os.getpid)[busy[0]], signal.SIGKILL)  # the worker grading it dies mid-submission
+            thread.join(120)
+            assert not thread.is_alive() and graded == [1]
+        finally:
+            grading.close()
+        assert busy[0] not in watcher.scheduler_info()["workers"]  # it really was lost
+    [(state, score, top, *_)] = stored(served)
+    assert (state, score, top) == ("done", 86, 86)  # graded on the other worker, stored once
 
 
 def test_a_cluster_that_is_down_stops_the_start_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
