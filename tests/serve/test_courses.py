@@ -198,3 +198,19 @@ def test_courses_on_one_host_need_paths_none_of_which_holds_another(tmp_path: Pa
     (courses[0] / "serve.yaml").write_text("public_url: http://h.test/g 14\n")
     with pytest.raises(ConfigError, match=r"serve.yaml: public_url: .* does not match .*a path of letters, digits"):
         create_courses_app(courses)
+
+
+def test_one_course_with_a_path_in_its_public_url_is_served_under_it(tmp_path: Path) -> None:
+    from grader.serve.app import create_app
+
+    course = course_copy(tmp_path)
+    (course / "serve.yaml").write_text("public_url: https://grader.example.edu/g14\n")
+    app = create_app(course)
+    with TestClient(app, base_url="https://grader.example.edu", follow_redirects=False) as browser:
+        (link,) = invite(app.state.server, [RosterEntry("alice")], "https://grader.example.edu/g14")
+        assert urlpath(link.url).startswith("/g14/login/")
+        page = browser.get(link.url)
+        done = browser.post(link.url, data={"csrf": csrf(page.text)})
+        assert done.headers["location"] == "/g14/" and "; path=/g14;" in done.headers["set-cookie"].lower()
+        assert "; secure" in done.headers["set-cookie"].lower()
+        assert browser.get("/g14/").status_code == 200 and browser.get("/").status_code == 404

@@ -93,3 +93,43 @@ def test_a_body_sent_a_byte_at_a_time_gets_408_and_nothing_is_stored(tmp_path: P
     with engine.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM submissions")).scalar() == 0
     engine.dispose()
+
+
+def test_uvicorns_limits_are_the_options_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    from grader.cli import main
+
+    course = course_copy(tmp_path)
+    given: list[dict[str, object]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: given.append(kwargs))
+    base = ["serve", "--course", str(course), "--port", str(free_port()), "--workers", "0"]
+    assert main(base) == 0
+    assert main([*base, "--limit-concurrency", "7", "--keep-alive", "3"]) == 0
+    assert [(k["limit_concurrency"], k["timeout_keep_alive"]) for k in given] == [(500, 5), (7, 3)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "settings", "expected"),
+    [
+        (["--limit-concurrency", "0"], "", "serve: --limit-concurrency: give 1 to 100000 connections"),
+        (["--keep-alive", "0"], "", "serve: --keep-alive: give whole seconds, 1 to 3600"),
+        (
+            [],
+            "upload_seconds: 0\n",
+            "serve.yaml: upload_seconds: 0 is less than or equal to the minimum of 0; give seconds",
+        ),
+    ],
+)
+def test_bad_limits_stop_the_server_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], settings: str, expected: str
+) -> None:
+    from grader.cli import main
+
+    course = course_copy(tmp_path)
+    if settings:
+        (course / "serve.yaml").write_text(settings)
+    assert main(["serve", "--course", str(course), "--port", str(free_port()), *argv]) in (2, 3)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0], err
+    assert not (course / ".grader-serve").exists()
