@@ -355,13 +355,18 @@ def work(
                     break
                 if stop is not None and stop.wait(CLUSTER_RETRY_SECONDS):
                     break
+                if stop is None:
+                    time.sleep(CLUSTER_RETRY_SECONDS)
                 grading, own = _connect(state, cluster), True
                 continue
             sub_id = claim(state)
             if sub_id is not None:
                 if specs_fingerprint(state) != grading.fingerprint:
                     grading.close()
-                    grading, own = Grading(state, cluster), True
+                    grading, own = _connect(state, cluster), True
+                    if grading is None:  # the cluster went away meanwhile: the submission waits for it
+                        _requeue(state, sub_id)
+                        continue
                 try:
                     grade_one(state, grading, sub_id)
                 except ClusterUnavailable as exc:
