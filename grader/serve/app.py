@@ -1,8 +1,8 @@
 """The ASGI application: `create_app` wires the pages, the sessions, the rate limits and the workers.
 
-Middleware, outermost first: signed session cookies (http-only, ``SameSite=Lax``, ``Secure`` when
-``public_url`` is https), then the rate limit per address and per user. A `Refused` anywhere
-becomes its status and one sentence on a page.
+Middleware, outermost first: the deadline of a request's body (``upload_seconds``), signed session
+cookies (http-only, ``SameSite=Lax``, ``Secure`` when ``public_url`` is https), then the rate limit
+per address and per user. A `Refused` anywhere becomes its status and one sentence on a page.
 """
 
 from __future__ import annotations
@@ -22,14 +22,24 @@ from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match, Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from grader.serve.pages import Pages
-from grader.serve.security import RateLimit, RateLimiter
+from grader.serve.security import BodyDeadline, RateLimit, RateLimiter
 from grader.serve.state import ServerState, open_state, session_secret
 from grader.serve.store import Refused
-from grader.serve.worker import DB_ENV
+from grader.serve.worker import DB_ENV, Cluster
 
-__all__ = ["create_app", "create_courses_app", "requeue_running", "start_workers", "supervise"]
+__all__ = [
+    "CoursePath",
+    "course_places",
+    "create_app",
+    "create_courses_app",
+    "requeue_running",
+    "start_workers",
+    "supervise",
+]
 
 SESSION_HOURS = 12
 """How long a sign-in lasts."""
@@ -52,14 +62,22 @@ def requeue_running(state: ServerState) -> int:
     return int(getattr(done, "rowcount", 0) or 0)
 
 
-def start_workers(state: ServerState, count: int, db_url: str | None) -> list[subprocess.Popen[bytes]]:
-    """Start ``count`` grading worker processes (`grader.serve.worker`) for this course and database."""
+def start_workers(
+    state: ServerState, count: int, db_url: str | None, cluster: Cluster | None = None
+) -> list[subprocess.Popen[bytes]]:
+    """Start ``count`` grading worker processes (`grader.serve.worker`) for this course and database.
+
+    With a ``cluster`` (``grader serve --dask``) they send each submission to that Dask cluster and
+    run no student code themselves.
+    """
     # -P: the workers import the grader the server runs, never a grader/ folder in the working directory
     # (a course repository such as this one holds its own copy, maybe of another version).
     command = [sys.executable, "-P", "-m", "grader.serve.worker", "--course", str(state.pack.root)]
     command += ["--state", str(state.settings.state)]
     if state.settings.source:
         command += ["--settings", state.settings.source]
+    if cluster is not None:
+        command += cluster.argv()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if db_url:  # in the environment: any local user reads a command line (and the password in the URL)
         env[DB_ENV] = db_url
@@ -100,6 +118,7 @@ def create_app(
     workers: int = 0,
     state: ServerState | None = None,
     settings: str | Path | None = None,
+    cluster: Cluster | None = None,
 ) -> Starlette:
     """The server's ASGI application for one course folder.
 
@@ -118,6 +137,8 @@ def create_app(
         An opened state (tests share it with an in-test worker).
     settings : str or pathlib.Path, optional
         The settings file (default ``course/serve.yaml``).
+    cluster : grader.serve.worker.Cluster, optional
+        The workers grade on this Dask cluster (``grader serve --dask``) instead of in their own jobs.
 
     Returns
     -------
@@ -133,19 +154,28 @@ def create_app(
             settings=Path(settings) if settings is not None else None,
         )
     pages = Pages(state)
-    routes = [*views_student.routes(state, pages), *views_staff.routes(state, pages), *views_lti.routes(state, pages)]
+    routes: list[BaseRoute] = [
+        *views_student.routes(state, pages),
+        *views_staff.routes(state, pages),
+        *views_lti.routes(state, pages),
+    ]
+    if state.settings.prefix:  # public_url https://host/g14: the course is served under /g14 only
+        routes = [Mount(state.settings.prefix, routes=routes)]
 
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
-        return pages.render(request, "refused.html", status=exc.status, sentence=exc.sentence)
+        page = pages.render(request, "refused.html", status=exc.status, sentence=exc.sentence)
+        if exc.status == 408:  # the rest of a body too slow to arrive is not waited for: the connection ends
+            page.headers["Connection"] = "close"
+        return page
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if workers:
             requeue_running(state)
-        procs = start_workers(state, workers, db_url) if workers else []
+        procs = start_workers(state, workers, db_url, cluster) if workers else []
         stopping = asyncio.Event()
-        watch = asyncio.create_task(supervise(procs, lambda: start_workers(state, 1, db_url)[0], stopping))
+        watch = asyncio.create_task(supervise(procs, lambda: start_workers(state, 1, db_url, cluster)[0], stopping))
         try:
             yield
         finally:
@@ -161,10 +191,12 @@ def create_app(
             state.engine.dispose()
 
     middleware = [
+        Middleware(BodyDeadline, seconds=state.settings.upload_seconds),
         Middleware(
             SessionMiddleware,
             secret_key=session_secret(state.settings.state),
             session_cookie="grader_session",
+            path=state.settings.prefix or "/",  # a course under a path: its cookie is never sent to another
             max_age=SESSION_HOURS * 3600,
             same_site="lax",
             https_only=state.settings.secure,
@@ -180,47 +212,94 @@ def create_app(
     return app
 
 
-def create_courses_app(courses: Sequence[str | Path], workers: int = 0) -> Starlette:
-    """One server for several course folders, each on the host name of its own ``public_url``.
+class CoursePath(BaseRoute):
+    """A course's application on every path under its prefix (``/g14`` and ``/g14/...``; all paths when "").
 
-    Each course is `create_app`'s application on its own folder: its own ``serve.yaml``, database
-    (SQLite in its ``.grader-serve/``), uploads, tool key, sessions and grading workers. Pages link
-    to absolute paths, so courses are told apart by host name (the reverse proxy gives each one),
-    never by a path prefix; a request for another host name gets 404.
+    The request reaches the course's application unchanged: it serves its own pages under its
+    prefix (`create_app` mounts them there), so its links, redirects and cookies carry it.
+    """
 
-    Parameters
-    ----------
-    courses : sequence of str or pathlib.Path
-        The course folders; each ``serve.yaml`` gives a ``public_url`` whose host name no other has.
-    workers : int
-        Grading worker processes per course.
+    def __init__(self, prefix: str, app: ASGIApp) -> None:
+        self.prefix = prefix
+        self.app = app
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")):
+            return Match.FULL, {}
+        return Match.NONE, {}
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
+def course_places(courses: Sequence[Path]) -> dict[tuple[str, str], Path]:
+    """Each course's host name and path prefix, from its ``public_url`` (checked: no two courses share one).
+
+    On one host name the courses are all under paths none of which holds another (``/g14`` and
+    ``/g15``, never ``/`` and ``/g14`` nor ``/g1`` and ``/g1/a``), so no course's cookie is sent to another.
 
     Raises
     ------
     grader.errors.UsageError
-        In one line, when a course has no ``public_url`` or shares its host name with another.
+        In one line naming the course's settings file, ``public_url`` and the fix.
     """
     from urllib.parse import urlsplit
-
-    from starlette.routing import Host
 
     from grader.errors import UsageError
     from grader.serve.settings import SETTINGS_FILE, load_settings
 
-    hosts: dict[str, Path] = {}  # every course checked before any server folder is made
-    for course in map(Path, courses):
-        url = load_settings(course).public_url
-        host = (urlsplit(url).hostname or "").lower()
+    places: dict[tuple[str, str], Path] = {}  # every course checked before any server folder is made
+    for course in courses:
+        settings = load_settings(course)
+        where = f"{course}: {SETTINGS_FILE}: public_url"
+        host, prefix = (urlsplit(settings.public_url).hostname or "").lower(), settings.prefix
         if not host:
             raise UsageError(
-                f"{course}: {SETTINGS_FILE}: public_url: missing; give each course its own host name when serving several"
+                f"{where}: missing; give each course its own host name or path when serving several, "
+                "e.g. https://grader.example.edu/g14"
             )
-        if host in hosts:
-            raise UsageError(
-                f"{course}: {SETTINGS_FILE}: public_url: {host} is another course's; give each course its own host name"
-            )
-        hosts[host] = course
-    apps = {host: create_app(course, workers=workers) for host, course in hosts.items()}
+        for other_host, other in places:
+            if other_host != host:
+                continue
+            if other == prefix:
+                raise UsageError(f"{where}: {host}{prefix} is another course's; give each course its own host or path")
+            if not prefix or not other or prefix.startswith(other + "/") or other.startswith(prefix + "/"):
+                raise UsageError(
+                    f"{where}: {host}{prefix or '/'} holds or is held by another course's {host}{other or '/'}; "
+                    "give each course on one host its own path, e.g. /g14 and /g15"
+                )
+        places[(host, prefix)] = course
+    return places
+
+
+def create_courses_app(courses: Sequence[str | Path], workers: int = 0, cluster: Cluster | None = None) -> Starlette:
+    """One server for several course folders, told apart by the host name and path of each ``public_url``.
+
+    Each course is `create_app`'s application on its own folder: its own ``serve.yaml``, database
+    (SQLite in its ``.grader-serve/``), uploads, tool key, sessions and grading workers. A course
+    whose ``public_url`` has a path (``https://grader.example.edu/g14``) serves every page, link,
+    redirect, cookie and LTI address under that path; one without a path needs a host name of its
+    own. A request for another host name or path gets 404.
+
+    Parameters
+    ----------
+    courses : sequence of str or pathlib.Path
+        The course folders; each ``serve.yaml`` gives a ``public_url`` (`course_places`).
+    workers : int
+        Grading worker processes per course.
+    cluster : grader.serve.worker.Cluster, optional
+        Every course's workers grade on this Dask cluster.
+
+    Raises
+    ------
+    grader.errors.UsageError
+        In one line, when a course has no ``public_url`` or shares its place with another.
+    """
+    from starlette.routing import Host, Router
+
+    places = course_places([Path(course) for course in courses])
+    apps = {place: create_app(course, workers=workers, cluster=cluster) for place, course in places.items()}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -229,6 +308,12 @@ def create_courses_app(courses: Sequence[str | Path], workers: int = 0) -> Starl
                 await stack.enter_async_context(sub.router.lifespan_context(sub))
             yield
 
-    app = Starlette(routes=[Host(host, app=sub) for host, sub in apps.items()], lifespan=lifespan)
-    app.state.courses = apps
+    hosts: dict[str, list[BaseRoute]] = {}
+    for (host, prefix), sub in sorted(apps.items(), key=lambda item: -len(item[0][1])):
+        hosts.setdefault(host, []).append(CoursePath(prefix, sub))
+    app = Starlette(
+        routes=[Host(host, app=Router(routes=paths, redirect_slashes=False)) for host, paths in hosts.items()],
+        lifespan=lifespan,
+    )
+    app.state.courses = {f"{host}{prefix}": sub for (host, prefix), sub in apps.items()}
     return app

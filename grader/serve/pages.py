@@ -46,12 +46,14 @@ class Pages:
         )
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        """The page ``template`` with the course, the user and the CSRF token in its context."""
+        """The page ``template`` with the course, the user, the CSRF token and ``base`` (the course's path
+        prefix, before every link) in its context."""
         context.setdefault("refresh", None)
         html = self.env.get_template(template).render(
             course=self.state.pack,
             user=context.pop("user", None) or current_user(self.state, request),
             csrf=csrf_token(request),
+            base=self.state.settings.prefix,
             **context,
         )
         response = HTMLResponse(html, status_code=status)

@@ -23,6 +23,7 @@ from grader.serve.store import Refused
 
 __all__ = [
     "STAFF_ROLES",
+    "BodyDeadline",
     "RateLimiter",
     "address",
     "audit",
@@ -220,3 +221,69 @@ class RateLimit:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class BodyDeadline:
+    """ASGI middleware: a request whose body has not all arrived ``seconds`` after its headers gets 408.
+
+    A client that sends its upload a byte at a time would otherwise hold a connection (and a
+    request's memory) for as long as it likes. The deadline covers the whole body, not each read:
+    reading past it raises `grader.serve.store.Refused` (408, one sentence), which the page turns
+    into the refusal; the handler stops there, so nothing is stored. Once the body is complete,
+    ``receive`` is passed through as it is (it then only waits for the client to leave).
+
+    Parameters
+    ----------
+    app : ASGI application
+    seconds : float
+        ``serve.yaml``'s ``upload_seconds``.
+    """
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.seconds
+        complete = False
+        started = False
+        too_slow = Refused(
+            408,
+            f"The request's body did not arrive within {self.seconds:g} seconds; send it again on a faster connection.",
+        )
+
+        async def bounded() -> Message:
+            nonlocal complete
+            if complete:
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+            except TimeoutError:
+                client = scope.get("client") or ("", 0)
+                log.warning("slow body: address %s %s %s", client[0], scope.get("method"), scope.get("path"))
+                raise too_slow from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                complete = True
+            return message
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, bounded, sending)
+        except Refused as refusal:  # read outside a page (a middleware): the sentence as plain text
+            if refusal is not too_slow or started:
+                raise
+            from starlette.responses import PlainTextResponse
+
+            await PlainTextResponse(too_slow.sentence + "\n", status_code=408, headers={"Connection": "close"})(
+                scope, receive, send
+            )

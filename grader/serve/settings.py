@@ -2,8 +2,10 @@
 
 ::
 
-    public_url: https://grader.example.edu   # how students reach the server (LTI redirect URIs, secure cookies)
+    public_url: https://grader.example.edu   # how students reach the server (LTI redirect URIs, secure cookies);
+                                             # a path (https://grader.example.edu/g14) puts the course under it
     upload_max_kib: 512                      # the largest attention.py / attention.ipynb accepted
+    upload_seconds: 60                       # a request's whole body must arrive within this (else 408)
     limits:
       per_window: 5                          # graded submissions per student per window
       window_minutes: 60
@@ -43,6 +45,7 @@ __all__ = [
     "STATE_DIR",
     "INVITE_DAYS",
     "SUBMISSION_SECONDS",
+    "UPLOAD_SECONDS",
     "Limits",
     "ServeSettings",
     "load_settings",
@@ -62,10 +65,17 @@ SETTINGS_SCHEMA: dict[str, Any] = {
     "properties": {
         "public_url": {
             "type": "string",
-            "pattern": "^https?://[^/?#]+(/[^?#]*)?$",
-            "description": "give the address students use, e.g. https://grader.example.edu",
+            "pattern": "^https?://[^/?#]+(/[A-Za-z0-9._~-]+)*/?$",
+            "description": "give the address students use, e.g. https://grader.example.edu or "
+            "https://grader.example.edu/g14 (a path of letters, digits, '.', '_', '~', '-')",
         },
         "upload_max_kib": {"type": "integer", "minimum": 1, "maximum": 65536, "description": "give KiB, 1 to 65536"},
+        "upload_seconds": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 3600,
+            "description": "give seconds, more than 0 and at most 3600",
+        },
         "limits": {
             "type": "object",
             "additionalProperties": False,
@@ -172,6 +182,13 @@ A link is a password sent by mail: one never used (a student who dropped the cou
 by the wrong person months later) should not open an account for the rest of the term."""
 
 
+UPLOAD_SECONDS = 60.0
+"""``upload_seconds`` when ``serve.yaml`` does not say: the time a request's whole body may take to arrive.
+
+A 512 KiB upload needs 70 kbit/s to arrive in time; a client that sends a byte at a time gets 408
+and its connection is closed, instead of holding it until the reverse proxy's own timeout."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ServeSettings:
     """What ``serve.yaml`` says, with defaults, and where the course and the server's files are."""
@@ -180,6 +197,7 @@ class ServeSettings:
     state: Path
     public_url: str = ""
     upload_max_bytes: int = 512 * 1024
+    upload_seconds: float = UPLOAD_SECONDS
     limits: Limits = Limits(waiting=WAITING)
     policy: Path | None = None
     probing_min_steps: int = 3
@@ -190,6 +208,14 @@ class ServeSettings:
     platforms: tuple[dict[str, Any], ...] = ()
     allow_missing_state_cookie: bool = False
     source: str = ""
+
+    @property
+    def prefix(self) -> str:
+        """The path of ``public_url`` (``/g14``; "" for none): every page, link, redirect and cookie of the
+        course is under it, so several courses share one host name."""
+        from urllib.parse import urlsplit
+
+        return urlsplit(self.public_url).path.rstrip("/")
 
     @property
     def secure(self) -> bool:
@@ -242,6 +268,7 @@ def load_settings(course: Path, state: Path | None = None, path: Path | None = N
         state=state,
         public_url=str(data.get("public_url", "")).rstrip("/"),
         upload_max_bytes=int(data.get("upload_max_kib", 512)) * 1024,
+        upload_seconds=float(data.get("upload_seconds", UPLOAD_SECONDS)),
         limits=Limits(**{"waiting": WAITING, **{k: int(v) for k, v in limits.items()}}),
         policy=(course / policy) if policy is not None else None,
         probing_min_steps=int((data.get("probing") or {}).get("min_steps", 3)),

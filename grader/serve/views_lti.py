@@ -60,10 +60,15 @@ def platform_for(state: ServerState, issuer: str, client_id: str | None) -> Any:
 
 
 def _cookie_attributes(state: ServerState) -> dict[str, Any]:
-    """The state cookie's attributes: on ``/lti/`` only, http-only, sent cross-site (``SameSite=None``, which
+    """The state cookie's attributes: on the course's ``/lti/`` only, http-only, sent cross-site (``SameSite=None``, which
     browsers take only with ``Secure``) when the server is reached over https, else ``SameSite=Lax``."""
     secure = state.settings.secure
-    return {"path": "/lti/", "httponly": True, "secure": secure, "samesite": "none" if secure else "lax"}
+    return {
+        "path": f"{state.settings.prefix}/lti/",
+        "httponly": True,
+        "secure": secure,
+        "samesite": "none" if secure else "lax",
+    }
 
 
 def routes(state: ServerState, pages: Pages) -> list[Route]:
@@ -143,7 +148,7 @@ def routes(state: ServerState, pages: Pages) -> list[Route]:
             response = _deep_link(state, pages, request, platform, launched, user)
         else:
             log_in(request, user)
-            response = RedirectResponse("/", status_code=303)
+            response = RedirectResponse(f"{state.settings.prefix}/", status_code=303)
         response.delete_cookie(STATE_COOKIE, **_cookie_attributes(state))  # used once
         return response
 

@@ -152,7 +152,7 @@ class StaffViews:
                 enqueue_push(db, user, "manual")
             db.commit()
         audit(self.state, request, staff.login, "manual score", action)
-        return RedirectResponse(f"/staff/students/{uid}", status_code=303)
+        return RedirectResponse(f"{self.state.settings.prefix}/staff/students/{uid}", status_code=303)
 
     async def push_again(self, request: Request) -> Response:
         """``POST /staff/students/{uid}/push``: queue the student's final score for the LMS again (after release only)."""
@@ -171,7 +171,7 @@ class StaffViews:
                 raise Refused(409, "This student has no LTI line item to send a score to.")
             db.commit()
         audit(self.state, request, staff.login, "push again", user.login)
-        return RedirectResponse(f"/staff/students/{uid}", status_code=303)
+        return RedirectResponse(f"{self.state.settings.prefix}/staff/students/{uid}", status_code=303)
 
     async def release(self, request: Request) -> Response:
         """``POST /staff/release``: release (``released=yes``) or withdraw the hidden results and final grades."""
@@ -187,7 +187,7 @@ class StaffViews:
                     pushed += enqueue_push(db, user, "released") is not None
             db.commit()
         audit(self.state, request, staff.login, "release" if value else "withdraw release", f"{pushed} push(es) queued")
-        return RedirectResponse("/staff", status_code=303)
+        return RedirectResponse(f"{self.state.settings.prefix}/staff", status_code=303)
 
     async def regrade(self, request: Request) -> Response:
         """``POST /staff/regrade``: grade the chosen students' (``who=all``: everyone's) latest submissions again."""
@@ -214,7 +214,7 @@ class StaffViews:
             db.commit()
             job_id = job.id
         audit(self.state, request, staff.login, "regrade", f"regrade {job_id}: {count} submission(s)")
-        return RedirectResponse(f"/staff/regrades/{job_id}", status_code=303)
+        return RedirectResponse(f"{self.state.settings.prefix}/staff/regrades/{job_id}", status_code=303)
 
     async def regrade_page(self, request: Request) -> Response:
         """``GET /staff/regrades/{rid}``: a regrade's progress, then the ``grader diff`` of old and new results."""

@@ -43,7 +43,7 @@ class StudentViews:
         if user is None:
             return self.pages.render(request, "welcome.html")
         if user.role != "student":
-            return RedirectResponse("/staff", status_code=303)
+            return RedirectResponse(f"{self.state.settings.prefix}/staff", status_code=303)
         with self.state.db() as db:
             latest = db.execute(
                 select(Submission).where(Submission.user_id == user.id).order_by(Submission.number.desc()).limit(1)
@@ -112,7 +112,7 @@ class StudentViews:
             )
             db.add(sub)
             db.commit()
-        return RedirectResponse(f"/submissions/{number}", status_code=303)
+        return RedirectResponse(f"{self.state.settings.prefix}/submissions/{number}", status_code=303)
 
     async def submission(self, request: Request) -> Response:
         """``GET /submissions/{number}``: one of the student's own submissions (reloads itself while queued)."""
@@ -160,14 +160,14 @@ class StudentViews:
         assert user is not None
         log_in(request, user)
         audit(self.state, request, user.login, "login by link")
-        return RedirectResponse("/", status_code=303)
+        return RedirectResponse(f"{self.state.settings.prefix}/", status_code=303)
 
     async def logout(self, request: Request) -> Response:
         """``POST /logout``: end the session."""
         async with request.form(max_files=0, max_fields=5) as form:
             check_csrf(self.state, request, form)
         log_out(self.state, request)
-        return RedirectResponse("/", status_code=303)
+        return RedirectResponse(f"{self.state.settings.prefix}/", status_code=303)
 
     def routes(self) -> list[Route]:
         """Each path and its handler."""

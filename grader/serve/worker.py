@@ -8,13 +8,21 @@ runner's job processes, never here and never in the web process. When the specs 
 change (a fix before a regrade), the run is built again. Between submissions it sends the scores
 waiting for the LMS (`grader.serve.pushes`).
 
-Run as ``python -m grader.serve.worker --course DIR [--db URL]`` (``grader serve`` starts them, with
-the URL in ``GRADER_SERVE_DB``).
+With ``grader serve --dask ADDRESS`` (`Cluster`) a worker runs no student code at all: it sends each
+submission to the Dask cluster as ``grade --dask`` does (`grader.builtin.dask_cluster`, whose
+``distributed.WorkerPlugin`` keeps a sandboxed runner warm on every Dask worker), judges the calls'
+results that come back, and stores the result. The database stays the queue: a submission the
+cluster could not finish (a worker lost, the scheduler gone) is queued again, never graded here,
+and the worker connects again before it takes the next one.
+
+Run as ``python -m grader.serve.worker --course DIR [--db URL] [--dask ADDRESS]`` (``grader serve``
+starts them, with the URL in ``GRADER_SERVE_DB``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import hashlib
 import logging
@@ -35,7 +43,7 @@ from grader.serve.grades import visible_part
 from grader.serve.state import ServerState, open_state
 from grader.serve.store import upload_path
 
-__all__ = ["DB_ENV", "Grading", "claim", "grade_one", "main", "work"]
+__all__ = ["DB_ENV", "Cluster", "ClusterUnavailable", "Grading", "claim", "grade_one", "main", "work"]
 
 log = logging.getLogger("grader.serve")
 
@@ -57,10 +65,49 @@ would take it again while the first still grades it, and two such submissions wo
 worker."""
 
 
-class Grading:
-    """The ``grade`` run a worker reuses for every submission (collected checks, the runner's jobs)."""
+CLUSTER_RETRY_SECONDS = 5.0
+"""How long a worker whose Dask cluster is unreachable waits before it connects again (the queue waits too)."""
 
-    def __init__(self, state: ServerState) -> None:
+CLUSTER_ATTEMPTS = 3
+"""Times one worker sends a submission to the cluster before it stores it as not graded (a submission that
+kills the cluster's workers each time must not go round the queue for ever)."""
+
+
+class ClusterUnavailable(Exception):
+    """The Dask cluster did not grade this submission (a worker lost, the scheduler gone): it is queued again."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """The Dask scheduler a server grades on (``grader serve --dask``), with its ``--dask-tls-*`` files.
+
+    Attributes
+    ----------
+    address : str
+        The scheduler's address (``tcp://HOST:8786``, ``tls://...``).
+    tls : tuple of (str, str)
+        ``("ca" | "cert" | "key", PEM file)`` pairs for a ``tls://`` scheduler.
+    """
+
+    address: str
+    tls: tuple[tuple[str, str], ...] = ()
+
+    def argv(self) -> list[str]:
+        """The options that give this cluster to ``grade`` (and to a worker process)."""
+        argv = ["--dask", self.address]
+        for name, path in self.tls:
+            argv += [f"--dask-tls-{name}", path]
+        return argv
+
+
+class Grading:
+    """The ``grade`` run a worker reuses for every submission (collected checks, the runner's jobs).
+
+    With a `Cluster`, the run is ``grade --dask``'s: each submission's calls run on the cluster, and a
+    submission it does not finish raises `ClusterUnavailable` (never run here instead).
+    """
+
+    def __init__(self, state: ServerState, cluster: Cluster | None = None) -> None:
         from grader.collected import COLLECTED
         from grader.config.parser import for_command
         from grader.grading import session
@@ -71,6 +118,10 @@ class Grading:
         # a submission that hangs every call frees its worker after the budget's wall-clock backstop
         budget = repr(float(state.settings.submission_seconds))
         argv = [str(pack.starter), "--jobs", "1", "--submission-timeout", budget]
+        self.cluster = cluster
+        if cluster is not None:  # grade --dask's client: connects, registers its WorkerPlugin (or one line why not)
+            argv += cluster.argv()
+        self.wait_seconds = float(state.settings.submission_seconds) * 4 + 60  # the calls' wall backstop, and slack
         self.config = for_command("grade", argv, pack=str(pack.root))
         self.config.hooks.configure(self.config)
         self.collected = session.collect(self.config)
@@ -89,6 +140,8 @@ class Grading:
         try:
             shutil.copyfile(mutants[0], scratch / pack.submission)
             self.grade(scratch / pack.submission)
+        except ClusterUnavailable:
+            log.warning("grader serve: the Dask cluster did not grade the warm-up submission")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -98,12 +151,46 @@ class Grading:
         from grader.models import result_to_dict
 
         submission = session.locate_all([str(path)], self.config)[0]
-        result = session.grade_submission(submission, self.collected, self.config)
+        outcome = self._on_cluster(submission) if self.cluster is not None and submission.file else None
+        result = session.grade_submission(submission, self.collected, self.config, outcome=outcome)
         return result_to_dict(result)
 
+    def _on_cluster(self, submission: Any) -> Any:
+        """The submission's calls run on the cluster, through ``grade --dask``'s hooks (`grader.builtin.dask_cluster`):
+        ``grader_batch_start`` sends it, ``grader_known_outcome`` brings its outcome back.
+
+        Raises
+        ------
+        ClusterUnavailable
+            When the cluster did not answer within `wait_seconds` or could not finish it: the
+            submission is never run here instead (the server's worker runs no student code).
+        """
+        calls, hooks = list(self.collected.calls), self.config.hooks
+        answer: list[Any] = []
+        failed: list[str] = []
+
+        def wait() -> None:
+            try:
+                hooks.batch_start(submissions=[submission], calls=calls, config=self.config)
+                answer.append(hooks.known_outcome(submission=submission, calls=calls, config=self.config))
+            except Exception as exc:  # noqa: BLE001 - the scheduler gone (the client's own timeout): queued again
+                failed.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+
+        waiting = threading.Thread(target=wait, name="grader-serve-dask", daemon=True)
+        waiting.start()
+        waiting.join(self.wait_seconds)
+        if waiting.is_alive():  # no worker to run it (all lost): closing the client ends the wait
+            self.close()
+            raise ClusterUnavailable(f"no answer from the Dask cluster in {self.wait_seconds:g} s")
+        if not answer or answer[0] is None:
+            raise ClusterUnavailable(failed[0] if failed else "the Dask cluster could not run it")
+        return answer[0]
+
     def close(self) -> None:
-        """End the runner's jobs."""
-        self.config.hooks.unconfigure(self.config)
+        """End the runner's jobs (and the Dask client); closing twice does nothing."""
+        if not getattr(self, "_closed", False):
+            self._closed = True
+            self.config.hooks.unconfigure(self.config)
 
 
 def specs_fingerprint(state: ServerState) -> str:
@@ -210,8 +297,36 @@ def _failed(state: ServerState, sub_id: int) -> None:
         db.commit()
 
 
+def _requeue(state: ServerState, sub_id: int) -> None:
+    """Put a claimed submission back in the queue (the cluster did not grade it; its page says it waits)."""
+    with state.db() as db:
+        db.execute(
+            update(Submission)
+            .where(Submission.id == sub_id, Submission.state == "running")
+            .values(state="queued", started=None)
+        )
+        db.commit()
+
+
+def _connect(state: ServerState, cluster: Cluster | None) -> Grading | None:
+    """A new run on ``cluster``, or None (logged) when it cannot be reached now: the queue waits for it."""
+    from grader.errors import GraderError
+
+    if cluster is None:
+        return Grading(state)
+    try:
+        return Grading(state, cluster)
+    except (GraderError, OSError, TimeoutError) as exc:
+        log.warning("grader serve: the Dask cluster is unreachable (%s); submissions wait in the queue", exc)
+        return None
+
+
 def work(
-    state: ServerState, stop: threading.Event | None = None, once: bool = False, grading: Grading | None = None
+    state: ServerState,
+    stop: threading.Event | None = None,
+    once: bool = False,
+    grading: Grading | None = None,
+    cluster: Cluster | None = None,
 ) -> int:
     """Grade queued submissions (and send pending scores) until ``stop`` is set; return how many were graded.
 
@@ -220,24 +335,50 @@ def work(
     state : ServerState
     stop : threading.Event, optional
     once : bool
-        Return when the queue is empty (tests).
+        Return when the queue is empty, or the cluster cannot be reached (tests).
     grading : Grading, optional
-        A run to reuse (left open); by default one is built and closed here.
+        A run to reuse (left open unless its cluster fails); by default one is built and closed here.
+    cluster : Cluster, optional
+        Grade on this Dask cluster (default: ``grading``'s, else here).
     """
     from grader.serve.pushes import send_pending
 
     own = grading is None
-    grading = grading or Grading(state)
+    cluster = cluster if cluster is not None else (grading.cluster if grading is not None else None)
+    grading = grading or _connect(state, cluster)
     graded = 0
+    attempts: dict[int, int] = {}
     try:
         while stop is None or not stop.is_set():
+            if grading is None:  # the cluster was lost: nothing is taken from the queue until it is back
+                if once:
+                    break
+                if stop is not None and stop.wait(CLUSTER_RETRY_SECONDS):
+                    break
+                if stop is None:
+                    time.sleep(CLUSTER_RETRY_SECONDS)
+                grading, own = _connect(state, cluster), True
+                continue
             sub_id = claim(state)
             if sub_id is not None:
                 if specs_fingerprint(state) != grading.fingerprint:
                     grading.close()
-                    grading = Grading(state)
+                    grading, own = _connect(state, cluster), True
+                    if grading is None:  # the cluster went away meanwhile: the submission waits for it
+                        _requeue(state, sub_id)
+                        continue
                 try:
                     grade_one(state, grading, sub_id)
+                except ClusterUnavailable as exc:
+                    attempts[sub_id] = attempts.get(sub_id, 0) + 1
+                    log.warning("grader serve: submission %s not graded on the cluster (%s)", sub_id, exc)
+                    if attempts[sub_id] >= CLUSTER_ATTEMPTS:
+                        _failed(state, sub_id)
+                    else:
+                        _requeue(state, sub_id)
+                    grading.close()
+                    grading, own = None, True
+                    continue
                 except Exception:  # noqa: BLE001 - the grader's own fault: this submission fails, the worker goes on
                     log.exception("grader serve: internal error grading submission %s", sub_id)
                     _failed(state, sub_id)
@@ -249,19 +390,26 @@ def work(
                 break
             time.sleep(POLL_SECONDS)
     finally:
-        if own:
+        if own and grading is not None:
             grading.close()
     return graded
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m grader.serve.worker --course DIR [--db URL] [--state DIR] [--settings FILE]``."""
+    """``python -m grader.serve.worker --course DIR [--db URL] [--state DIR] [--settings FILE] [--dask ADDRESS]``."""
     parser = argparse.ArgumentParser(prog="grader-serve-worker")
     parser.add_argument("--course", required=True)
     parser.add_argument("--db", default=os.environ.get(DB_ENV) or None)
     parser.add_argument("--state", default=None)
     parser.add_argument("--settings", default=None)
+    parser.add_argument("--dask", default=None, metavar="ADDRESS")
+    for name in ("ca", "cert", "key"):
+        parser.add_argument(f"--dask-tls-{name}", default=None)
     options = parser.parse_args(argv)
+    cluster = None
+    if options.dask:
+        tls = ((n, getattr(options, f"dask_tls_{n}")) for n in ("ca", "cert", "key"))
+        cluster = Cluster(options.dask, tuple((n, f) for n, f in tls if f))
     state = open_state(
         Path(options.course),
         options.db,
@@ -272,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # the server's stop: finish this submission, end the jobs
     try:
-        work(state, stop)
+        work(state, stop, cluster=cluster)
     except KeyboardInterrupt:
         stop.set()
     return 0

@@ -12,6 +12,15 @@ from grader.config.core import Config
 from grader.errors import EXIT_OK, UsageError
 from grader.markers import hookimpl
 
+LIMIT_CONCURRENCY = 500
+"""Connections and requests the server takes at once (uvicorn's ``limit_concurrency``); past it, 503.
+
+Below a process's usual 1024 open files: a flood of connections gets a quick 503 instead of
+failing every ``accept`` (and the database and the uploads, which need files too)."""
+
+KEEP_ALIVE_SECONDS = 5
+"""How long an idle connection stays open between two requests (uvicorn's ``timeout_keep_alive``)."""
+
 
 def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
     """``serve``'s own arguments."""
@@ -38,6 +47,31 @@ def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--workers", type=int, default=2, metavar="N", help="grading worker processes (default 2)")
+    parser.add_argument(
+        "--limit-concurrency",
+        type=int,
+        default=LIMIT_CONCURRENCY,
+        metavar="N",
+        help=f"connections and requests at once; past it, 503 (default {LIMIT_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--keep-alive",
+        type=int,
+        default=KEEP_ALIVE_SECONDS,
+        metavar="SECONDS",
+        help=f"how long an idle connection is kept open between requests (default {KEEP_ALIVE_SECONDS})",
+    )
+    parser.add_argument(
+        "--dask",
+        default=None,
+        metavar="ADDRESS",
+        help="grade on this Dask scheduler (tcp://host:8786) instead of in the workers' own jobs; the workers "
+        "queue, send and store (needs the 'dask' extra; the course folder at the same path on every Dask worker)",
+    )
+    for name, what in (("ca", "the CA certificate"), ("cert", "the client's certificate"), ("key", "its private key")):
+        parser.add_argument(
+            f"--dask-tls-{name}", default=None, metavar="FILE", help=f"for a tls:// scheduler: {what} (PEM)"
+        )
 
 
 def _courses(config: Config) -> list[Path]:
@@ -91,6 +125,53 @@ def _check_address(host: str, port: int) -> None:
             ) from None
 
 
+def _cluster(config: Config) -> Any:
+    """The ``--dask`` cluster, reached once now (a one-line refusal when it cannot be), or None."""
+    address = config.option("dask")
+    if address is None:
+        return None
+    import importlib.util
+
+    from grader.serve.worker import Cluster
+
+    if not importlib.util.find_spec("distributed"):
+        raise UsageError(
+            f"serve: --dask {address}: the Dask client is not installed; pip install 'grader-harness[dask]'"
+        )
+    tls = tuple((n, config.option(f"dask_tls_{n}")) for n in ("ca", "cert", "key") if config.option(f"dask_tls_{n}"))
+    for name, path in tls:
+        if not Path(path).is_file():
+            raise UsageError(f"serve: --dask-tls-{name} {path}: no such file; give the PEM file's path")
+    from grader.config.addresses import check_dask_address, probe_dask
+
+    try:
+        check_dask_address(address, certificates=bool(tls))
+    except UsageError as exc:
+        raise UsageError(f"serve: {exc}") from None
+    prefix = f"--dask {address}: "
+    try:
+        probe_dask(address)
+        if not address.startswith("tcp://") and "://" in address:  # tls:// and others: the client's own connection
+            _connect_once(address, dict(tls))
+    except UsageError as exc:
+        what = str(exc).removeprefix(prefix).rsplit("; ", 1)[0]
+        raise UsageError(f"serve: --dask {address}: {what}; start the scheduler or drop --dask") from None
+    return Cluster(address, tls)
+
+
+def _connect_once(address: str, files: dict[str, str]) -> None:
+    """Connect a Dask client to ``address`` and close it (`UsageError` in one line when it cannot)."""
+    from distributed import Client
+
+    from grader.builtin.dask_cluster import security
+
+    try:
+        client = Client(address, timeout=20, set_as_default=False, security=security(files) if files else None)  # type: ignore[no-untyped-call]
+        client.close()  # type: ignore[no-untyped-call]
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise UsageError(f"--dask {address}: cannot reach the Dask scheduler ({type(exc).__name__}: {exc})") from None
+
+
 def run(config: Config) -> int:
     """Run the server, or print invite links."""
     _needs_extra()
@@ -122,22 +203,38 @@ def run(config: Config) -> int:
         return EXIT_OK
     if not 0 <= int(config.option("workers")) <= 64:
         raise UsageError("serve: --workers: give 0 to 64 grading processes")
+    if not 1 <= int(config.option("limit_concurrency")) <= 100_000:
+        raise UsageError("serve: --limit-concurrency: give 1 to 100000 connections")
+    if not 1 <= int(config.option("keep_alive")) <= 3600:
+        raise UsageError("serve: --keep-alive: give whole seconds, 1 to 3600")
     _check_address(config.option("host"), int(config.option("port")))
+    cluster = _cluster(config)
     import uvicorn
 
     from grader.serve.app import create_app, create_courses_app
 
     if len(courses) > 1:
-        app = create_courses_app(courses, workers=int(config.option("workers")))
+        app = create_courses_app(courses, workers=int(config.option("workers")), cluster=cluster)
     else:
         app = create_app(
-            course, config.option("db"), workers=int(config.option("workers")), settings=config.option("settings")
+            course,
+            config.option("db"),
+            workers=int(config.option("workers")),
+            settings=config.option("settings"),
+            cluster=cluster,
         )
     print(
         f"grader: serving {', '.join(map(str, courses))} on http://{config.option('host')}:{config.option('port')}",
         file=sys.stderr,
     )
-    uvicorn.run(app, host=config.option("host"), port=int(config.option("port")), log_level="info")
+    uvicorn.run(
+        app,
+        host=config.option("host"),
+        port=int(config.option("port")),
+        log_level="info",
+        limit_concurrency=int(config.option("limit_concurrency")),
+        timeout_keep_alive=int(config.option("keep_alive")),
+    )
     return EXIT_OK
 
 
