@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import operator
 import os
 import queue
 import shutil
@@ -689,9 +690,9 @@ def _grade_todo(
 
 _SHARED = StashKey[dict[Any, Any]]()
 _SHARED_TUPLES = StashKey[dict[int, tuple[Any, Any]]]()
-"""Exercise-result tuples `shared` has seen (by id, with the tuple itself), and what each was shared as: a
-tuple handed in again (`grader.grading.judging.OutcomeMemo` gives equal answers the very same one) is not
-hashed again."""
+"""Exercise-result tuples `shared` kept as they came (by id, with the tuple itself, which the table holds
+anyway): one handed in again (`grader.grading.judging.OutcomeMemo` gives equal answers the very same
+one) is not hashed again."""
 
 
 def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
@@ -721,12 +722,14 @@ def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
             if any(a is not b for a, b in zip(checks, exercise.checks)):
                 exercise = dataclasses.replace(exercise, checks=checks)
             exercises.append(table.setdefault(exercise, exercise))
-        kept = table.setdefault(("exercises", *exercises), tuple(exercises))
+        same = len(exercises) == len(result.exercises) and all(map(operator.is_, exercises, result.exercises))
+        kept = table.setdefault(("exercises", *exercises), result.exercises if same else tuple(exercises))
         if kept is not result.exercises:
             changes["exercises"] = kept
-        if len(seen) >= 8192:
-            seen.clear()
-        seen[id(result.exercises)] = (result.exercises, kept)  # the tuple kept with it: its id stays its own
+        else:  # kept in the table now (and its id its own): found by identity when handed in again
+            if len(seen) >= 8192:
+                seen.clear()
+            seen[id(kept)] = (kept, kept)
     except TypeError:  # an unhashable field (a plugin's list in details): its exercises are kept as they are
         pass
     return dataclasses.replace(result, **changes) if changes else result
