@@ -690,9 +690,12 @@ def _grade_todo(
 
 _SHARED = StashKey[dict[Any, Any]]()
 _SHARED_TUPLES = StashKey[dict[int, tuple[Any, Any]]]()
-"""Exercise-result tuples `shared` kept as they came (by id, with the tuple itself, which the table holds
-anyway): one handed in again (`grader.grading.judging.OutcomeMemo` gives equal answers the very same
+"""The last exercise-result tuples `shared` was handed (by id, with the tuple itself) and what each was
+shared as: one handed in again (`grader.grading.judging.OutcomeMemo` gives equal answers the very same
 one) is not hashed again."""
+
+SHARED_SEEN = 256
+"""Tuples `_SHARED_TUPLES` holds at most (past that it starts again): a bounded few results held alive."""
 
 
 def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
@@ -726,10 +729,9 @@ def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
         kept = table.setdefault(("exercises", *exercises), result.exercises if same else tuple(exercises))
         if kept is not result.exercises:
             changes["exercises"] = kept
-        else:  # kept in the table now (and its id its own): found by identity when handed in again
-            if len(seen) >= 8192:
-                seen.clear()
-            seen[id(kept)] = (kept, kept)
+        if len(seen) >= SHARED_SEEN:
+            seen.clear()
+        seen[id(result.exercises)] = (result.exercises, kept)  # the tuple held with it: its id stays its own
     except TypeError:  # an unhashable field (a plugin's list in details): its exercises are kept as they are
         pass
     return dataclasses.replace(result, **changes) if changes else result
