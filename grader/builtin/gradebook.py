@@ -171,8 +171,8 @@ class Gradebook:
         """Store a result, committed with the rows around it.
 
         A transaction holds at most `COMMIT_ROWS` rows, and is committed by the first row that comes
-        `COMMIT_SECONDS` or more after the first of them (`commit` and `close` commit the rest: the
-        run's end, a first `arrival`). A kill (``kill -9``, a crash) loses the rows not committed
+        `COMMIT_SECONDS` or more after the first of them, by a first `arrival`, or by `close` (the
+        run's end). A kill (``kill -9``, a crash) loses the rows not committed
         yet, whose submissions the next run grades again. One commit per row cost a WAL frame and
         four file locks per submission.
 
@@ -217,11 +217,6 @@ class Gradebook:
         if self.db.in_transaction:
             self.db.execute("COMMIT")
         self.pending = 0
-
-    def commit(self) -> None:
-        """Commit every row written so far."""
-        with self.lock:
-            self._commit()
 
     def close(self) -> None:
         with self.lock:
@@ -303,14 +298,6 @@ def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     if result.sha256 != sha256:
         return  # the file changed after it was located: this result is not that content's to keep
     book.put(key, config.stash[COLLECTED].spec_hash, result)
-
-
-@hookimpl(tryfirst=True)
-def grader_write_reports(report: Any, config: Config) -> None:
-    """Commit the last rows once the batch is graded, before the writers write their files."""
-    book: Gradebook | None = config.stash.get(_BOOK)
-    if book is not None:
-        book.commit()
 
 
 @hookimpl
