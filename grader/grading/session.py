@@ -345,7 +345,7 @@ def _grade_submission(
                 return dataclasses.replace(outcome.graded, id=submission.id, path=submission.path, slug=submission.slug)
             stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
             stage.name = "judging its checks"
-            memo = _outcome_memo(config, collected)
+            memo = OutcomeMemo.of(config, collected)
             wires = answers_of(outcome.results) if memo is not None else None
             if memo is not None and wires is not None:
                 exercise_results = memo.get(wires)
@@ -401,31 +401,6 @@ def _judged(
             verdict = _with_call(config, pc.prepared, verdict)
         judged[exercise.id].append((pc.check, verdict))
     return [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
-
-
-_OUTCOMES = StashKey[tuple[Collected, "OutcomeMemo | None"]]()
-
-_BUILT_IN_JUDGING = frozenset({"grader.builtin.judge", "grader.builtin.diagnosis", "grader.builtin.scoring"})
-"""The modules whose judging and scoring are functions of a submission's answers (`OutcomeMemo`)."""
-
-
-def _outcome_memo(config: Config, collected: Collected) -> OutcomeMemo | None:
-    """The run's `grader.grading.judging.OutcomeMemo` for ``collected``, or None when it may not be used.
-
-    None when a plugin other than the built-ins judges or scores (its hook is called for every
-    submission), or when a check's kind is not ``cacheable``.
-    """
-    kept = config.stash.get(_OUTCOMES, None)
-    if kept is not None and kept[0] is collected:
-        return kept[1]
-    hooks = config.hooks
-    impls = hooks.implementations("grader_judge_check") + hooks.implementations("grader_score_exercise")
-    usable = all(getattr(impl.plugin, "__name__", None) in _BUILT_IN_JUDGING for impl in impls) and all(
-        getattr(pc.kind, "cacheable", True) for _, items in collected.checks for pc in items
-    )
-    memo = OutcomeMemo() if usable else None
-    config.stash[_OUTCOMES] = (collected, memo)
-    return memo
 
 
 def internal_error_result(
