@@ -3,10 +3,11 @@
 Every result is written to ``DIR/gradebook.sqlite`` (or ``--gradebook
 FILE``) as soon as it is produced, keyed by `grader.grading.session.result_key`
 (the file's SHA-256, the spec hash, the grader version and the settings
-that change a result). Running the same command again, even after
-``kill -9``, takes finished results from the gradebook instead of grading
-them again; ``--regrade`` grades everything anew. ``grader check`` keeps
-no gradebook.
+that change a result), and committed a few at a time (`Gradebook.put`).
+Running the same command again, even after ``kill -9``, takes the committed
+results from the gradebook instead of grading them again (a kill costs the
+rows not committed yet, which are graded again); ``--regrade`` grades
+everything anew. ``grader check`` keeps no gradebook.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ CACHE_KIB = 256
 
 
 class Gradebook:
-    """A SQLite file of results, written as they are produced.
+    """A SQLite file of results, written as they are produced and committed in batches (`put`).
 
     Parameters
     ----------
@@ -167,11 +168,13 @@ class Gradebook:
             return first_seen
 
     def put(self, key: str, spec_hash: str, result: SubmissionResult) -> None:
-        """Store a result: committed with the rows of the last `COMMIT_SECONDS` (at most `COMMIT_ROWS`).
+        """Store a result, committed with the rows around it.
 
-        A kill (``kill -9``, a crash) loses at most the rows not committed yet, whose submissions
-        the next run grades again; `close` commits the rest. One commit per row cost a WAL frame
-        and four file locks per submission.
+        A transaction holds at most `COMMIT_ROWS` rows, and is committed by the first row that comes
+        `COMMIT_SECONDS` or more after the first of them, by a first `arrival`, or by `close` (the
+        run's end). A kill (``kill -9``, a crash) loses the rows not committed
+        yet, whose submissions the next run grades again. One commit per row cost a WAL frame and
+        four file locks per submission.
 
         The automatic result is stored (`grader.term.strip_adjustments`):
         manual scores and penalties are applied again on every run.
@@ -214,11 +217,6 @@ class Gradebook:
         if self.db.in_transaction:
             self.db.execute("COMMIT")
         self.pending = 0
-
-    def commit(self) -> None:
-        """Commit every row written so far."""
-        with self.lock:
-            self._commit()
 
     def close(self) -> None:
         with self.lock:
@@ -300,14 +298,6 @@ def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     if result.sha256 != sha256:
         return  # the file changed after it was located: this result is not that content's to keep
     book.put(key, config.stash[COLLECTED].spec_hash, result)
-
-
-@hookimpl(tryfirst=True)
-def grader_write_reports(report: Any, config: Config) -> None:
-    """Commit the last rows once the batch is graded, before the writers write their files."""
-    book: Gradebook | None = config.stash.get(_BOOK)
-    if book is not None:
-        book.commit()
 
 
 @hookimpl

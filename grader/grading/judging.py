@@ -17,13 +17,17 @@ sees a mutant's verdict).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
 from grader.execution.explain import explain_error
 from grader.execution.memo import BudgetTable
 from grader.models import CallResult, Check, Prepared, Verdict
 from grader.stash import Stash, StashKey
+
+if TYPE_CHECKING:
+    from grader.collected import Collected
+    from grader.config.core import Config
 
 __all__ = ["OutcomeMemo", "VerdictCache", "judge"]
 
@@ -182,6 +186,25 @@ class OutcomeMemo(BudgetTable[tuple[bytes, ...], tuple[Any, ...]]):
     MAX_BYTES = 4 << 20
     """Bytes of answers kept as keys, at most (4 MiB)."""
 
+    @classmethod
+    def of(cls, config: Config, collected: Collected) -> OutcomeMemo | None:
+        """The run's memo for ``collected`` (kept in its stash), or None when it may not be used.
+
+        None when a plugin other than the built-ins judges or scores (its hook is called for every
+        submission), or when a check's kind is not ``cacheable``.
+        """
+        kept = config.stash.get(_OUTCOMES, None)
+        if kept is not None and kept[0] is collected:
+            return kept[1]
+        hooks = config.hooks
+        impls = hooks.implementations("grader_judge_check") + hooks.implementations("grader_score_exercise")
+        usable = all(getattr(impl.plugin, "__name__", None) in _BUILT_IN_JUDGING for impl in impls) and all(
+            getattr(pc.kind, "cacheable", True) for _, items in collected.checks for pc in items
+        )
+        memo = cls() if usable else None
+        config.stash[_OUTCOMES] = (collected, memo)
+        return memo
+
     def get(self, wires: tuple[bytes, ...]) -> tuple[Any, ...] | None:
         """The exercise results kept for these answers, or None."""
         return self._kept(wires)
@@ -189,6 +212,12 @@ class OutcomeMemo(BudgetTable[tuple[bytes, ...], tuple[Any, ...]]):
     def keep(self, wires: tuple[bytes, ...], exercises: tuple[Any, ...]) -> None:
         """Keep the exercise results of a submission whose calls answered ``wires``."""
         self._keep(wires, sum(map(len, wires)), exercises)
+
+
+_OUTCOMES = StashKey[tuple[Any, "OutcomeMemo | None"]]()
+
+_BUILT_IN_JUDGING = frozenset({"grader.builtin.judge", "grader.builtin.diagnosis", "grader.builtin.scoring"})
+"""The modules whose judging and scoring are functions of a submission's answers (`OutcomeMemo`)."""
 
 
 def answers_of(results: Sequence[CallResult]) -> tuple[bytes, ...] | None:

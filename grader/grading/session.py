@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import operator
 import os
 import queue
 import shutil
@@ -344,7 +345,7 @@ def _grade_submission(
                 return dataclasses.replace(outcome.graded, id=submission.id, path=submission.path, slug=submission.slug)
             stdout, stderr, error = outcome.stdout, outcome.stderr, outcome.import_error
             stage.name = "judging its checks"
-            memo = _outcome_memo(config, collected)
+            memo = OutcomeMemo.of(config, collected)
             wires = answers_of(outcome.results) if memo is not None else None
             if memo is not None and wires is not None:
                 exercise_results = memo.get(wires)
@@ -400,31 +401,6 @@ def _judged(
             verdict = _with_call(config, pc.prepared, verdict)
         judged[exercise.id].append((pc.check, verdict))
     return [(exercise, judged[exercise.id]) for exercise, _ in collected.checks]
-
-
-_OUTCOMES = StashKey[tuple[Collected, "OutcomeMemo | None"]]()
-
-_BUILT_IN_JUDGING = frozenset({"grader.builtin.judge", "grader.builtin.diagnosis", "grader.builtin.scoring"})
-"""The modules whose judging and scoring are functions of a submission's answers (`OutcomeMemo`)."""
-
-
-def _outcome_memo(config: Config, collected: Collected) -> OutcomeMemo | None:
-    """The run's `grader.grading.judging.OutcomeMemo` for ``collected``, or None when it may not be used.
-
-    None when a plugin other than the built-ins judges or scores (its hook is called for every
-    submission), or when a check's kind is not ``cacheable``.
-    """
-    kept = config.stash.get(_OUTCOMES, None)
-    if kept is not None and kept[0] is collected:
-        return kept[1]
-    hooks = config.hooks
-    impls = hooks.implementations("grader_judge_check") + hooks.implementations("grader_score_exercise")
-    usable = all(getattr(impl.plugin, "__name__", None) in _BUILT_IN_JUDGING for impl in impls) and all(
-        getattr(pc.kind, "cacheable", True) for _, items in collected.checks for pc in items
-    )
-    memo = OutcomeMemo() if usable else None
-    config.stash[_OUTCOMES] = (collected, memo)
-    return memo
 
 
 def internal_error_result(
@@ -689,9 +665,12 @@ def _grade_todo(
 
 _SHARED = StashKey[dict[Any, Any]]()
 _SHARED_TUPLES = StashKey[dict[int, tuple[Any, Any]]]()
-"""Exercise-result tuples `shared` has seen (by id, with the tuple itself), and what each was shared as: a
-tuple handed in again (`grader.grading.judging.OutcomeMemo` gives equal answers the very same one) is not
-hashed again."""
+"""The last exercise-result tuples `shared` was handed (by id, with the tuple itself) and what each was
+shared as: one handed in again (`grader.grading.judging.OutcomeMemo` gives equal answers the very same
+one) is not hashed again."""
+
+SHARED_SEEN = 256
+"""Tuples `_SHARED_TUPLES` holds at most (past that it starts again): a bounded few results held alive."""
 
 
 def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
@@ -721,12 +700,13 @@ def shared(result: SubmissionResult, config: Config) -> SubmissionResult:
             if any(a is not b for a, b in zip(checks, exercise.checks)):
                 exercise = dataclasses.replace(exercise, checks=checks)
             exercises.append(table.setdefault(exercise, exercise))
-        kept = table.setdefault(("exercises", *exercises), tuple(exercises))
+        same = len(exercises) == len(result.exercises) and all(map(operator.is_, exercises, result.exercises))
+        kept = table.setdefault(("exercises", *exercises), result.exercises if same else tuple(exercises))
         if kept is not result.exercises:
             changes["exercises"] = kept
-        if len(seen) >= 8192:
+        if len(seen) >= SHARED_SEEN:
             seen.clear()
-        seen[id(result.exercises)] = (result.exercises, kept)  # the tuple kept with it: its id stays its own
+        seen[id(result.exercises)] = (result.exercises, kept)  # the tuple held with it: its id stays its own
     except TypeError:  # an unhashable field (a plugin's list in details): its exercises are kept as they are
         pass
     return dataclasses.replace(result, **changes) if changes else result

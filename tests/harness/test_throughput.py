@@ -325,7 +325,6 @@ def test_equal_answers_reuse_the_exercise_results_only_when_the_built_ins_alone_
     from grader.config.core import Config
     from grader.config.plugins import get_plugin_manager, hookimpl
     from grader.grading.judging import OutcomeMemo, answers_of
-    from grader.grading.session import _outcome_memo
 
     check, ctx, prepared, real = _softmax_check()
     collected = Collected((ctx.exercise,), ((ctx.exercise, (PreparedCheck(check, real, ctx, prepared),)),), "h")
@@ -337,8 +336,8 @@ def test_equal_answers_reuse_the_exercise_results_only_when_the_built_ins_alone_
         return Config("grade", argparse.Namespace(), pm)
 
     config = config_with()
-    memo = _outcome_memo(config, collected)
-    assert isinstance(memo, OutcomeMemo) and _outcome_memo(config, collected) is memo
+    memo = OutcomeMemo.of(config, collected)
+    assert isinstance(memo, OutcomeMemo) and OutcomeMemo.of(config, collected) is memo
     right = [_answer(_right(prepared), b"right"), _answer(_right(prepared), b"also")]
     kept = ("exercise results",)
     wires = answers_of(right)
@@ -349,12 +348,12 @@ def test_equal_answers_reuse_the_exercise_results_only_when_the_built_ins_alone_
     assert answers_of([]) is None
     judging = types.SimpleNamespace(grader_judge_check=hookimpl(lambda check, prepared, results, kind, context: None))
     scoring = types.SimpleNamespace(grader_score_exercise=hookimpl(lambda exercise, verdicts: None))
-    assert _outcome_memo(config_with(judging), collected) is None
-    assert _outcome_memo(config_with(scoring), collected) is None
+    assert OutcomeMemo.of(config_with(judging), collected) is None
+    assert OutcomeMemo.of(config_with(scoring), collected) is None
     uncached = Collected(
         (ctx.exercise,), ((ctx.exercise, (PreparedCheck(check, _Counting(real, False), ctx, prepared),)),), "h"
     )
-    assert _outcome_memo(config_with(), uncached) is None
+    assert OutcomeMemo.of(config_with(), uncached) is None
 
 
 def test_gradebook_rows_are_committed_together_and_a_first_arrival_at_once(tmp_path: Path) -> None:
