@@ -279,7 +279,16 @@ class Batch:
         with self.lock:
             for i in range(index, min(len(self.chunks), index + self.window + 1)):
                 if self.futures[i] is None and self.left[i] > 0:
-                    self.futures[i] = self._send(i)
+                    try:
+                        self.futures[i] = self._send(i)
+                    except Exception as exc:  # noqa: BLE001 - the cluster is gone: graded here instead
+                        print(
+                            f"grader: warning: chunk {i} could not be sent to the Dask cluster ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}); its submissions are graded here",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        self.futures[i] = False
 
     def _send(self, index: int) -> Any:
         """Submit chunk ``index`` (its files read now); its future, or False when none of its files is readable."""
