@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 _CLIENT = StashKey[Any]()
 _PENDING = StashKey[Any]()
-_CHUNKS = StashKey[dict[Any, Any]]()
 _CALLS_KEY = StashKey[str]()
 _VALUES = StashKey[bool]()
 _EXERCISES = StashKey[Any]()
@@ -233,61 +232,116 @@ def _absolute(pack: str | None) -> str | None:
 
 @hookimpl
 def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call], config: Config) -> None:
-    """Send the batch to the cluster in chunks; keep each submission's future and place in its chunk."""
+    """Cut the batch into chunks and send the first ones to the cluster (`Batch`); the rest follow as they are
+    taken."""
     client = config.stash.get(_CLIENT)
     if client is None or not submissions:
         return
-    from grader.shards.cluster import ExerciseTable, encode_calls, run_chunk
+    from grader.shards.cluster import ExerciseTable, encode_calls
 
     calls_text = encode_calls(calls)
     calls_key = "grader-calls-" + hashlib.sha256(calls_text.encode()).hexdigest()[:16]
     [scattered] = client.scatter([calls_text], broadcast=True, hash=False)
     settings = _settings(config)
     judge = _judge(config, settings)
-    size = config.option("dask_chunk") or chunk_size(len(submissions), _threads(client))
-    pending: dict[str, tuple[Any, int, int]] = {}
-    batch = os.urandom(4).hex()
-    for start in range(0, len(submissions), size):
-        items = []
-        for sub in submissions[start : start + size]:
-            if sub.file is None:
-                continue
+    threads = _threads(client)
+    size = config.option("dask_chunk") or chunk_size(len(submissions), threads)
+    todo = [sub for sub in submissions if sub.file is not None]
+    chunks = [todo[start : start + size] for start in range(0, len(todo), size)]
+    batch = Batch(client, (scattered, settings, judge), chunks, window=2 * threads + 2)
+    config.stash[_PENDING] = {sub.id: (batch, index) for index, chunk in enumerate(chunks) for sub in chunk}
+    config.stash[_CALLS_KEY] = calls_key
+    config.stash.setdefault(_EXERCISES, ExerciseTable())  # the run's: equal results one object across chunks
+    batch.top_up(0)
+
+
+class Batch:
+    """A batch's chunks on the cluster: each sent when the grading reaches the chunks before it.
+
+    At most ``window`` chunks ahead of the one being taken are on the cluster (queued or running),
+    enough to keep every worker thread busy; a chunk's files are read when it is sent, and its
+    answer is forgotten once each of its submissions has taken it (`take`): the client holds the
+    chunks in flight, not a whole class's files and answers.
+    """
+
+    def __init__(self, client: Any, args: tuple[Any, Any, Any], chunks: list[list[Submission]], window: int) -> None:
+        self.client, self.args, self.chunks, self.window = client, args, chunks, window
+        self.key = os.urandom(4).hex()
+        self.futures: list[Any] = [None] * len(chunks)
+        self.positions: list[dict[str, int]] = [{} for _ in chunks]
+        self.answers: dict[int, list[Any]] = {}
+        self.left = [len(chunk) for chunk in chunks]
+        self.locks = [threading.Lock() for _ in chunks]
+        self.lock = threading.Lock()
+
+    def top_up(self, index: int) -> None:
+        """Send chunk ``index`` and the ``window`` after it, those not sent yet."""
+        with self.lock:
+            for i in range(index, min(len(self.chunks), index + self.window + 1)):
+                if self.futures[i] is None and self.left[i] > 0:
+                    try:
+                        self.futures[i] = self._send(i)
+                    except Exception as exc:  # noqa: BLE001 - the cluster is gone: graded here instead
+                        print(
+                            f"grader: warning: chunk {i} could not be sent to the Dask cluster ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}); its submissions are graded here",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        self.futures[i] = False
+
+    def _send(self, index: int) -> Any:
+        """Submit chunk ``index`` (its files read now); its future, or False when none of its files is readable."""
+        from grader.shards.cluster import run_chunk
+
+        scattered, settings, judge = self.args
+        items: list[dict[str, Any]] = []
+        for sub in self.chunks[index]:
             try:
-                data = Path(sub.file).read_bytes()
+                data = Path(sub.file or "").read_bytes()
             except OSError:
                 continue  # graded here: the local runner says what is wrong with the file
+            self.positions[index][sub.id] = len(items)
             items.append(
-                (
-                    sub,
-                    {
-                        "id": sub.id,
-                        "name": Path(sub.file).name,
-                        "sha256": sub.sha256,
-                        "data": base64.b64encode(data).decode(),
-                        # a notebook's line numbers are relocated here (the submission plugin): judged here
-                        "judge": judge is not None and not _notebook(sub),
-                    },
-                )
+                {
+                    "id": sub.id,
+                    "name": Path(sub.file or "").name,
+                    "sha256": sub.sha256,
+                    "data": base64.b64encode(data).decode(),
+                    # a notebook's line numbers are relocated here (the submission plugin): judged here
+                    "judge": judge is not None and not _notebook(sub),
+                }
             )
         if not items:
-            continue
-        payload = json.dumps([item for _, item in items])
-        future = client.submit(
+            return False
+        return self.client.submit(
             run_chunk,
-            payload,
+            json.dumps(items),
             scattered,
             settings,
             judge,
-            key=f"grader-chunk-{batch}-{start}",
+            key=f"grader-chunk-{self.key}-{index}",
             pure=False,
             retries=1,
         )
-        for position, (sub, _) in enumerate(items):
-            pending[sub.id] = (future, position, len(items))
-    config.stash[_PENDING] = pending
-    config.stash[_CHUNKS] = {}
-    config.stash[_CALLS_KEY] = calls_key
-    config.stash.setdefault(_EXERCISES, ExerciseTable())  # the run's: equal results one object across chunks
+
+    def take(self, index: int, submission: Submission, calls: Sequence[Call]) -> tuple[Any, int | None]:
+        """Chunk ``index``'s decoded answer and this submission's place in it (None: run it here).
+
+        Read and decoded once per chunk (`_read_chunk`); forgotten once each of its submissions has
+        taken it.
+        """
+        self.top_up(index)
+        with self.locks[index]:
+            future, position = self.futures[index], self.positions[index].get(submission.id)
+            if index not in self.answers:
+                self.answers[index] = [None if not future else _read_chunk(future, len(self.positions[index]), calls)]
+            answer = self.answers[index][0]
+            self.left[index] -= 1
+            if self.left[index] <= 0:
+                self.answers.pop(index, None)
+                self.futures[index] = False  # taken: the cluster may forget it
+        return answer, position
 
 
 def _threads(client: Any) -> int:
@@ -305,37 +359,28 @@ def _chunk_limit(calls: Sequence[Call], count: int) -> int:
     return count * (sum(frame_limit(c.budget) + 8192 for c in calls) + (256 << 10)) + (64 << 10)
 
 
-def _chunk(future: Any, count: int, calls: Sequence[Call], config: Any) -> Any:
-    """The decoded answer of a chunk (once per chunk), or None when the cluster could not finish it."""
-    chunks = config.stash[_CHUNKS]
-    with _LOCK:
-        lock = chunks.setdefault(future.key, (threading.Lock(), []))[0]
-    with lock:
-        done = chunks[future.key][1]
-        if done:
-            return done[0]
-        try:
-            answer = future.result()
-        except Exception as exc:  # noqa: BLE001 - a lost chunk: its submissions are graded here instead
-            print(
-                f"grader: warning: the Dask cluster could not run chunk {future.key} ({type(exc).__name__}: "
-                f"{str(exc)[:200]}); its submissions are graded here",
-                file=sys.stderr,
-                flush=True,
-            )
-            done.append(None)
-            return None
-        from grader.shards.cluster import decode_answer
+def _read_chunk(future: Any, count: int, calls: Sequence[Call]) -> Any:
+    """A chunk's answer, decoded (`grader.shards.cluster.decode_answer`), or None (said in a warning)."""
+    try:
+        answer = future.result()
+    except Exception as exc:  # noqa: BLE001 - a lost chunk: its submissions are graded here instead
+        print(
+            f"grader: warning: the Dask cluster could not run chunk {future.key} ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); its submissions are graded here",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+    from grader.shards.cluster import decode_answer
 
-        data = decode_answer(answer, _chunk_limit(calls, count))
-        if data is None:
-            print(
-                f"grader: warning: chunk {future.key} came back unreadable; its submissions are graded here",
-                file=sys.stderr,
-                flush=True,
-            )
-        done.append(data)
-        return data
+    data = decode_answer(answer, _chunk_limit(calls, count))
+    if data is None:
+        print(
+            f"grader: warning: chunk {future.key} came back unreadable; its submissions are graded here",
+            file=sys.stderr,
+            flush=True,
+        )
+    return data
 
 
 def cluster_outcome(submission: Submission, calls: Sequence[Call], config: Any) -> RunOutcome | None:
@@ -352,9 +397,9 @@ def cluster_outcome(submission: Submission, calls: Sequence[Call], config: Any) 
         entry = pending.pop(submission.id, None)
     if entry is None:
         return None
-    future, position, count = entry
-    answer = _chunk(future, count, calls, config)
-    if answer is None or position >= len(answer.items):
+    batch, index = entry
+    answer, position = batch.take(index, submission, calls)
+    if answer is None or position is None or position >= len(answer.items):
         return None
     item = answer.items[position]
     from grader.shards import OutcomeError, decode_outcome

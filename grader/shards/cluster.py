@@ -225,20 +225,43 @@ class ExerciseTable:
                 self._bytes += len(text)
 
 
-def encode_result(result: Any, exercises: dict[str, int]) -> dict[str, Any]:
+def encode_result(result: Any, exercises: dict[str, int], texts: dict[Any, str] | None = None) -> dict[str, Any]:
     """A worker's `grader.models.SubmissionResult` as data, its exercises' results by position in ``exercises``.
 
     The results of a class repeat (every correct submission's exercise is the same): each distinct one
-    is written once per chunk (`encode_answer`), keyed by its JSON text.
+    is written once per chunk (`encode_answer`), keyed by its JSON text. ``texts`` keeps the text of
+    each distinct exercise result already written (a worker's, across chunks), so that an equal one
+    is not converted and encoded again.
     """
-    from grader.models import exercise_to_dict, result_to_dict
+    from grader.models import result_to_dict
 
     data = result_to_dict(result, exercises=False)
-    data["exercises"] = [
-        exercises.setdefault(json.dumps(exercise_to_dict(ex), sort_keys=True, allow_nan=False), len(exercises))
-        for ex in result.exercises
-    ]
+    data["exercises"] = [exercises.setdefault(_exercise_text(ex, texts), len(exercises)) for ex in result.exercises]
     return data
+
+
+def _exercise_text(exercise: Any, texts: dict[Any, str] | None) -> str:
+    """An exercise result's JSON text (sorted keys), from ``texts`` when an equal one was encoded before."""
+    from grader.models import exercise_to_dict
+
+    if texts is not None:
+        try:
+            text = texts.get(exercise)
+        except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
+            texts = None
+        else:
+            if text is not None:
+                return text
+    text = json.dumps(exercise_to_dict(exercise), sort_keys=True, allow_nan=False)
+    if texts is not None:
+        if len(texts) >= MAX_TEXTS:
+            texts.clear()
+        texts[exercise] = text
+    return text
+
+
+MAX_TEXTS = 4096
+"""Distinct exercise results whose text a worker keeps (`encode_result`), at most; past that it starts again."""
 
 
 def timed_outcome(outcome: Any) -> dict[str, Any]:
@@ -290,6 +313,7 @@ class GraderWorker(WorkerPlugin):
         self.runners: dict[str, Any] = {}
         self.calls: dict[str, tuple[Call, ...]] = {}
         self.collections: dict[int, tuple[Any, dict[str, Any], str]] = {}
+        self.texts: dict[Any, str] = {}
         self.lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -427,7 +451,9 @@ class GraderWorker(WorkerPlugin):
                 if here and collected is not None:
                     from grader.grading.session import grade_submission
 
-                    entry["result"] = encode_result(grade_submission(sub, collected, config, outcome), exercises)
+                    result = grade_submission(sub, collected, config, outcome)
+                    with self.lock:
+                        entry["result"] = encode_result(result, exercises, self.texts)
                 items.append(entry)
         return encode_answer(items, wires, exercises, refused)
 

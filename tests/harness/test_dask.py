@@ -436,3 +436,114 @@ def test_a_tls_cluster_grades_byte_identically_with_the_certificates_given(tmp_p
     assert_same_exports(tmp_path / "local", tmp_path / "dask")
     assert refused.returncode == 2 and "needs certificates" in refused.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "nocert").exists()
+
+
+def _exercise(score: float):
+    from grader.models import CheckResult, ExerciseResult
+
+    check = CheckResult("c1", "shape", "passed" if score else "failed", score, 1.0, "visible", "", "", True)
+    return ExerciseResult("E1", "Attention", "", score, 1.0, (check,))
+
+
+def test_equal_exercise_results_are_one_object_for_the_whole_run_and_encoded_once() -> None:
+    """A worker encodes an equal exercise result once (its text kept); the client builds one object per distinct
+    result for the whole run, whichever chunk brought it, so the writers' per-result caches find it by identity."""
+    from grader.models import SubmissionResult, exercise_to_dict
+    from grader.shards.cluster import ExerciseTable, decode_answer, encode_answer, encode_result
+
+    def result(score: float) -> SubmissionResult:
+        return SubmissionResult("s", "p", "s", "a" * 64, score, 1.0, (_exercise(score),))
+
+    texts: dict = {}
+    raw = []
+    for scores, positions in (((1.0, 1.0, 0.0), [[0], [0], [1]]), ((0.0, 1.0), [[0], [1]])):  # two chunks
+        exercises: dict[str, int] = {}
+        items = [{"id": "s", "result": encode_result(result(x), exercises, texts)} for x in scores]
+        assert [item["result"]["exercises"] for item in items] == positions  # each distinct one once per chunk
+        raw.append(encode_answer(items, {}, exercises))
+    answers = [decode_answer(data, 1 << 20) for data in raw]
+    assert len(texts) == 2  # each distinct result converted and encoded once by the worker
+    assert sorted(texts.values()) == sorted(
+        json.dumps(exercise_to_dict(_exercise(x)), sort_keys=True, allow_nan=False) for x in (0.0, 1.0)
+    )
+    first, second = answers
+    assert all(type(text) is str for text in first.exercises)  # the table travels as JSON texts
+    kept = ExerciseTable()
+    passed, failed = first.exercise(0, kept), first.exercise(1, kept)
+    assert passed == _exercise(1.0) and failed == _exercise(0.0)
+    assert second.exercise(0, kept) is failed and second.exercise(1, kept) is passed  # across chunks: one object
+    assert decode_answer(raw[1], 1 << 20).exercise(0) is not failed  # without the run's table: once per chunk only
+    with pytest.raises(ValueError, match="no such exercise"):
+        first.exercise(2, kept)
+    bad = encode_answer([], {}, {'{"id": NaN}': 0})
+    with pytest.raises(ValueError, match="NaN is not JSON"):
+        decode_answer(bad, 1 << 20).exercise(0, kept)
+    header = json.dumps({"items": [], "wires": [], "exercises": [{"id": "E1"}], "refused": ""}).encode()
+    from grader.shards.cluster import ANSWER_MAGIC
+
+    assert decode_answer(ANSWER_MAGIC + len(header).to_bytes(8, "big") + header, 1 << 20) is None  # texts only
+
+
+def test_chunk_size_is_four_tasks_per_worker_thread_within_bounds() -> None:
+    from grader.builtin.dask_cluster import DEFAULT_CHUNK, MAX_CHUNK, chunk_size
+
+    assert (DEFAULT_CHUNK, MAX_CHUNK) == (8, 32)
+    assert chunk_size(500, 2) == 32 and chunk_size(200, 2) == 25 and chunk_size(40, 2) == 8 and chunk_size(0, 0) == 8
+    assert chunk_size(10_000, 100) == 25
+
+
+class _Future:
+    def __init__(self, key: str, answer: bytes) -> None:
+        self.key, self.answer, self.reads = key, answer, 0
+
+    def result(self) -> bytes:
+        self.reads += 1
+        return self.answer
+
+
+class _Client:
+    """A Dask client's ``submit``, answering each chunk at once with an empty outcome per submission."""
+
+    def __init__(self) -> None:
+        self.sent: list[_Future] = []
+
+    def submit(self, fn, payload: str, *args, key: str, **kwargs) -> _Future:
+        from grader.models import RunOutcome
+        from grader.shards import encode_outcome
+        from grader.shards.cluster import encode_answer
+
+        items = [{"id": item["id"], "outcome": encode_outcome(RunOutcome(()))} for item in json.loads(payload)]
+        self.sent.append(_Future(key, encode_answer(items, {})))
+        return self.sent[-1]
+
+
+def test_chunks_are_sent_as_grading_reaches_them_and_forgotten_once_taken(tmp_path: Path) -> None:
+    """The client sends at most ``window`` chunks ahead of the one taken, reads each chunk's answer once, and
+    forgets it (and its future) once each of its submissions has taken it; an unreadable file runs here."""
+    from grader.builtin.dask_cluster import Batch
+    from grader.models import Submission
+
+    subs = []
+    for i in range(10):
+        path = tmp_path / f"s{i}.py"
+        if i != 3:
+            path.write_text(f"x = {i}\n")
+        subs.append(Submission(f"s{i}", str(tmp_path), str(path), "a" * 64))
+    client = _Client()
+    chunks = [subs[start : start + 2] for start in range(0, 10, 2)]
+    batch = Batch(client, ("calls", {}, None), chunks, window=1)
+    batch.top_up(0)
+    assert len(client.sent) == 2  # chunk 0 and one ahead
+    answer, position = batch.take(0, subs[0], [])
+    assert position == 0 and answer.items[0]["id"] == "s0" and 0 in batch.answers
+    assert batch.take(0, subs[1], [])[1] == 1
+    assert 0 not in batch.answers and batch.futures[0] is False  # both taken: forgotten
+    assert len(client.sent) == 2
+    assert batch.take(1, subs[2], [])[1] == 0 and len(client.sent) == 3  # chunk 2 sent as chunk 1 is taken
+    answer, position = batch.take(1, subs[3], [])
+    assert position is None and len(answer.items) == 1  # s3's file is unreadable: not sent, graded here
+    for index in (2, 3, 4):
+        for sub in chunks[index]:
+            batch.take(index, sub, [])
+    assert len(client.sent) == 5 and all(f.reads == 1 for f in client.sent)  # each chunk read once
+    assert batch.answers == {} and batch.futures == [False] * 5
