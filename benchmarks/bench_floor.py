@@ -54,7 +54,9 @@ summed). CPU is read per role:
   descendants: the workers, their zygotes and jobs), each as the CPU its
   processes and their reaped children gained during the run.
 
-Every figure comes from this one run, on this machine: compare ratios, not
+Before the rounds, the grader's own modules are byte-compiled (as ``pip install`` does: the
+contenders' ``PYTHONDONTWRITEBYTECODE=1`` would otherwise make an editable checkout compile them in
+every run). Every figure comes from this one run, on this machine: compare ratios, not
 absolute rates, between machines or busy moments.
 """
 
@@ -534,6 +536,21 @@ def ceilings(contenders: list[str], runs: dict[str, list[dict[str, float]]], sub
     return lines
 
 
+def _compile_grader() -> None:
+    """Byte-compile the grader that the contenders import, as ``pip install`` does.
+
+    The contenders run with ``PYTHONDONTWRITEBYTECODE=1`` (each compiles the submissions, as the
+    sandbox's jobs do); in an editable checkout whose ``.pyc`` files are stale, that would also make
+    every run compile the grader's own modules again, which an installed grader never does.
+    """
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("grader")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        compileall.compile_dir(folder, quiet=1)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subs", type=int, default=1000, help="correct numpy submissions (default 1000)")
@@ -568,6 +585,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         folder = work / "class"
         write_class(folder, a.subs)
+        _compile_grader()
         if any(c.startswith("dask") for c in contenders):
             try:
                 import distributed  # noqa: F401 - only whether it is installed
