@@ -122,13 +122,13 @@ def grade_zygote(argv: list[str]) -> tuple[subprocess.Popen[bytes], socket.socke
     has imported numpy and prepared its layers by the time the checks are: it holds nothing secret
     (it starts before any spec is read). Returns the process, its socket and the file its standard
     error goes to, for ``grader.builtin.sandbox.Zygote``, which waits for it. None for any other
-    command, for ``--help`` and ``--insecure``, off Linux, or if it cannot start (the sandbox then
+    command, for ``--help``, ``--insecure`` and ``--dask``, off Linux, or if it cannot start (the sandbox then
     starts its own at configure time). Unused, it stops when the grader's end of the socket closes.
     """
     if not argv or argv[0] != "grade" or sys.platform != "linux":
         return None
-    if any(a in ("-h", "--help") or a.startswith("--insec") for a in argv):
-        return None
+    if any(a in ("-h", "--help") or a.startswith("--insec") or a == "--dask" or a.startswith("--dask=") for a in argv):
+        return None  # a Dask client starts its sandbox only for a chunk its cluster could not take
     try:
         return start_zygote()
     except OSError:

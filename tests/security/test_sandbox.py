@@ -786,3 +786,32 @@ def test_the_zygote_sends_each_job_s_schedstat_with_its_pidfd(tmp_path: Path) ->
     except FileNotFoundError:
         target = ""
     assert target != f"/proc/{job.pid}/schedstat"
+
+
+def test_a_dask_client_starts_its_sandbox_only_for_a_chunk_it_grades_itself(tmp_path: Path) -> None:
+    """``grade --dask``: no zygote at start-up (the command line's early one, or configure's); the first
+    local job starts the sandbox, which grades it as any run does, and stops with the run."""
+    from grader.config.parser import for_command
+    from grader.execution.keys import JOB_LAUNCHERS
+    from grader.execution.servers import grade_zygote
+
+    argv = ["grade", str(tmp_path), "--dask", "tcp://127.0.0.1:9", "--jobs", "1"]
+    assert grade_zygote(argv) is None
+    assert grade_zygote(["grade", str(tmp_path), "--dask=tcp://127.0.0.1:9"]) is None
+    config = for_command("grade", argv[1:])
+    sandbox.grader_configure(config)  # the sandbox plugin's part of configure (the scheduler is not asked)
+    try:
+        pool = config.stash[JOB_LAUNCHERS]
+        assert isinstance(pool, slots.Pool) and pool.lazy
+        assert sandbox._ZYGOTE not in config.stash  # nothing started
+        sandbox.grader_grading_ready(config)  # a lazy pool is not waited for
+        assert sandbox._ZYGOTE not in config.stash
+        path = tmp_path / "attention.py"
+        path.write_text("def double(x):\n    return 2 * x\n")
+        with pool.slot() as launch:
+            out = run_calls(str(path), [Call("double", (21.0,), 5.0)], launch=launch, scratch=False)
+        assert [(r.status, r.value) for r in out.results] == [("returned", 42.0)]
+        zygote = config.stash[sandbox._ZYGOTE]
+    finally:
+        sandbox.grader_unconfigure(config)
+    assert sandbox._ZYGOTE not in config.stash and zygote.proc.poll() is not None  # stopped with the run

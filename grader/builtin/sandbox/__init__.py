@@ -116,19 +116,28 @@ def grader_configure(config: Config) -> None:
     from grader.grading.session import worker_count
 
     slots, submission = worker_count(config), config.pack.submission  # no course: refused before a zygote runs
-    zygote = Zygote(wait=False, started=config.stash.pop(EARLY_ZYGOTE, None))
-    config.stash[_ZYGOTE] = zygote
     weight = config.option("cpu_weight")
-    starting = Starting(zygote, slots, submission, None if weight is None else dict(DEFAULT_LIMITS, cpu_weight=weight))
-    config.stash[_STARTING] = starting
-    config.stash[JOB_LAUNCHERS] = Pool(starting)  # waits for the start-up when first used
+    limits = None if weight is None else dict(DEFAULT_LIMITS, cpu_weight=weight)
+
+    def start() -> Starting:
+        zygote = Zygote(wait=False, started=config.stash.pop(EARLY_ZYGOTE, None))
+        config.stash[_ZYGOTE] = zygote
+        starting = Starting(zygote, slots, submission, limits)
+        config.stash[_STARTING] = starting
+        return starting
+
+    if config.option("dask"):
+        # A Dask client grades here only a chunk its cluster could not take: the sandbox starts then.
+        config.stash[JOB_LAUNCHERS] = Pool(start, lazy=True)
+    else:
+        config.stash[JOB_LAUNCHERS] = Pool(start())  # waits for the start-up when first used
 
 
 @hookimpl
 def grader_grading_ready(config: Config) -> None:
     """Wait for the sandbox started at configure time (``grade``; a Dask worker waits at its first job)."""
     pool = config.stash.get(JOB_LAUNCHERS)
-    if isinstance(pool, Pool):
+    if isinstance(pool, Pool) and not pool.lazy:
         pool.ready()  # raises what went wrong; grader_unconfigure stops the zygote and cleans up
 
 

@@ -9,7 +9,7 @@ import queue
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from grader.builtin.sandbox.handle import SandboxJob, Zygote
 from grader.child.limits import DEFAULT_LIMITS, UID_BASE
@@ -315,11 +315,14 @@ class Pool:
     """The sandbox's workers, lent one submission at a time (`grader.execution.jobs.LauncherPool`).
 
     Lent from configure time: the first `slot` (or `ready`) waits for the sandbox's start-up
-    (`Starting`) and raises what went wrong there.
+    (`Starting`) and raises what went wrong there. A *lazy* pool is given how to start the
+    sandbox instead, and starts it at its first `slot` (a Dask client, which grades here only
+    what its cluster could not).
     """
 
-    def __init__(self, starting: Starting) -> None:
+    def __init__(self, starting: Starting | Callable[[], Starting], lazy: bool = False) -> None:
         self._starting = starting
+        self.lazy = lazy
         self._slots: queue.SimpleQueue[Worker] | None = None
         self._lock = threading.Lock()
 
@@ -328,6 +331,8 @@ class Pool:
         if self._slots is None:
             with self._lock:
                 if self._slots is None:
+                    if not isinstance(self._starting, Starting):
+                        self._starting = self._starting()
                     slots: queue.SimpleQueue[Worker] = queue.SimpleQueue()
                     for worker in self._starting.wait():
                         slots.put(worker)
