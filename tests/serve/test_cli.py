@@ -3,11 +3,13 @@ the schema the migrations make equal to the models, rate limits, bad settings in
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -33,6 +35,43 @@ def course_copy(tmp_path: Path) -> Path:
     for folder in ("exercises", "reference"):
         shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns("__pycache__"))
     return course
+
+
+@contextlib.contextmanager
+def signed_in(
+    course: Path, tmp_path: Path, workers: int, output: int | None = subprocess.DEVNULL
+) -> Iterator[tuple[httpx.Client, int, httpx.Response]]:
+    """The installed ``grader serve --course COURSE`` on a free port, and a client signed in by an invite link.
+
+    Yields the client, the port and the home page it signed in to; the server is stopped afterwards.
+    """
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id\nalice\n")
+    port = free_port()
+    grader = [sys.executable, "-m", "grader", "serve", "--course", str(course), "--port", str(port)]
+    link = subprocess.run([*grader, "invite", str(roster)], capture_output=True, text=True, check=True).stdout
+    server = subprocess.Popen(
+        [*grader, "--workers", str(workers)],
+        stdout=output,
+        stderr=subprocess.STDOUT if output == subprocess.PIPE else subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page = client.get(link.split(",")[2].strip())
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
+                time.sleep(0.2)
+        home = client.post(page.url.path, data={"csrf": csrf(page.text)}, follow_redirects=True)
+        assert "Sign out" in home.text
+        yield client, port, home
+    finally:
+        server.terminate()
+        server.wait(30)
 
 
 def test_invite_prints_one_login_link_per_roster_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,37 +140,8 @@ def test_a_bad_lms_registration_stops_the_server_in_one_line(
 @pytest.mark.slow
 def test_grader_serve_starts_in_one_command_and_grades(tmp_path: Path) -> None:
     course = course_copy(tmp_path)
-    roster = tmp_path / "roster.csv"
-    roster.write_text("id\nalice\n")
-    port = free_port()
-    grader = [sys.executable, "-m", "grader"]
-    link = (
-        subprocess.run(
-            [*grader, "serve", "invite", str(roster), "--course", str(course), "--port", str(port)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        .stdout.split(",")[2]
-        .strip()
-    )
-    server = subprocess.Popen(
-        [*grader, "serve", "--course", str(course), "--port", str(port), "--workers", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+    with signed_in(course, tmp_path, workers=1, output=subprocess.PIPE) as (client, _, home):
         deadline = time.monotonic() + 60
-        while True:
-            try:
-                page = client.get(link)
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
-                time.sleep(0.2)
-        home = client.post(link, data={"csrf": csrf(page.text)}, follow_redirects=True)
         data = (SAMPLES / "correct_numpy" / "attention.py").read_bytes()
         sent = client.post("/submit", data={"csrf": csrf(home.text)}, files={"file": ("attention.py", data)})
         assert sent.status_code == 303
@@ -139,9 +149,6 @@ def test_grader_serve_starts_in_one_command_and_grades(tmp_path: Path) -> None:
             assert time.monotonic() < deadline + 60, "not graded in time"
             time.sleep(0.2)
         assert "Visible checks:" in page.text and 'status-failed"' not in page.text
-    finally:
-        server.terminate()
-        server.wait(30)
     uploads = list((course / ".grader-serve" / "uploads").rglob("*.py"))
     assert len(uploads) == 1 and uploads[0].stem == __import__("hashlib").sha256(data).hexdigest()
 

@@ -3,21 +3,17 @@ passed since its headers, its connection is closed, and nothing is stored."""
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
 from grader.serve.testing import free_port
 
 from .conftest import csrf
-from .test_cli import course_copy
+from .test_cli import course_copy, signed_in
 
 pytestmark = pytest.mark.slow
 
@@ -25,29 +21,7 @@ pytestmark = pytest.mark.slow
 def test_a_body_sent_a_byte_at_a_time_gets_408_and_nothing_is_stored(tmp_path: Path) -> None:
     course = course_copy(tmp_path)
     (course / "serve.yaml").write_text("upload_seconds: 2\n")
-    roster = tmp_path / "roster.csv"
-    roster.write_text("id\nalice\n")
-    port = free_port()
-    grader = [sys.executable, "-m", "grader", "serve", "--course", str(course), "--port", str(port)]
-    link = subprocess.run([*grader, "invite", str(roster)], capture_output=True, text=True, check=True).stdout
-    server = subprocess.Popen(
-        [*grader, "--workers", "0"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        browser = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                page = browser.get(link.split(",")[2].strip())
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
-                time.sleep(0.2)
-        home = browser.post(page.url.path, data={"csrf": csrf(page.text)}, follow_redirects=True)
-        assert "Sign out" in home.text
+    with signed_in(course, tmp_path, workers=0) as (browser, port, home):
         cookie = "; ".join(f"{name}={value}" for name, value in browser.cookies.items())
         boundary = "b0undary"
         body = (
@@ -85,9 +59,6 @@ def test_a_body_sent_a_byte_at_a_time_gets_408_and_nothing_is_stored(tmp_path: P
         assert b"did not arrive within 2 seconds; send it again on a faster connection." in answer
         assert 1.9 < took < 15
         assert browser.get("/").status_code == 200  # the server still answers others
-    finally:
-        server.terminate()
-        server.wait(30)
     assert not list((course / ".grader-serve" / "uploads").rglob("*.py"))
     engine = create_engine(f"sqlite:///{course / '.grader-serve' / 'serve.db'}")
     with engine.connect() as connection:
