@@ -2,8 +2,9 @@
 
 Only the running of submissions moves: before grading
 (``grader_batch_start``) the batch is sent to the cluster in chunks of
-``--dask-chunk`` submissions (each chunk carries its files' bytes; the calls
-travel once, scattered to every worker). A chunk runs in a Dask worker
+``--dask-chunk`` submissions (each chunk carries its files' bytes and the calls'
+text: data a lost worker cannot take with it, where a scattered copy could be the
+only one left once Dask's memory manager drops the others). A chunk runs in a Dask worker
 through that worker's own grader plugins, sandbox included: each worker
 keeps its configured runner, and with it its sandbox zygote, warm across
 chunks, in the grader's worker plugin (`grader.shards.cluster.GraderWorker`,
@@ -241,14 +242,15 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
 
     calls_text = encode_calls(calls)
     calls_key = "grader-calls-" + hashlib.sha256(calls_text.encode()).hexdigest()[:16]
-    [scattered] = client.scatter([calls_text], broadcast=True, hash=False)
+    # The calls travel with each chunk (tens of KiB): scattered once, their last copy could die with a
+    # worker (Dask's memory manager keeps one replica), and every chunk after it would fail.
     settings = _settings(config)
     judge = _judge(config, settings)
     threads = _threads(client)
     size = config.option("dask_chunk") or chunk_size(len(submissions), threads)
     todo = [sub for sub in submissions if sub.file is not None]
     chunks = [todo[start : start + size] for start in range(0, len(todo), size)]
-    batch = Batch(client, (scattered, settings, judge), chunks, window=2 * threads + 2)
+    batch = Batch(client, (calls_text, settings, judge), chunks, window=2 * threads + 2)
     config.stash[_PENDING] = {sub.id: (batch, index) for index, chunk in enumerate(chunks) for sub in chunk}
     config.stash[_CALLS_KEY] = calls_key
     config.stash.setdefault(_EXERCISES, ExerciseTable())  # the run's: equal results one object across chunks
@@ -294,7 +296,7 @@ class Batch:
         """Submit chunk ``index`` (its files read now); its future, or False when none of its files is readable."""
         from grader.shards.cluster import run_chunk
 
-        scattered, settings, judge = self.args
+        calls_text, settings, judge = self.args
         items: list[dict[str, Any]] = []
         for sub in self.chunks[index]:
             try:
@@ -317,7 +319,7 @@ class Batch:
         return self.client.submit(
             run_chunk,
             json.dumps(items),
-            scattered,
+            calls_text,
             settings,
             judge,
             key=f"grader-chunk-{self.key}-{index}",
