@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import marshal
 import math
 import operator
 from collections.abc import Sequence
@@ -221,22 +222,26 @@ class Call:
 
     @functools.cached_property
     def encoded(self) -> tuple[bytes, tuple[bytes, ...]]:
-        """The call as the worker reads it: ``{"function": ..., "args": [...]}`` as JSON (NaN and
-        infinities as JSON's extension literals), and the raw bytes of its large arguments.
+        """The call as the worker reads it: ``{"function": ..., "args": [...]}`` as what its JSON
+        (NaN and infinities as JSON's extension literals) parses to, written with ``marshal``
+        (version 2), and the raw bytes of its large arguments.
 
-        An argument that is a rectangular list of at least `BINARY_ARG_ITEMS` floats travels as
-        ``{"$array": ["<f8", SHAPE]}`` in the JSON and its little-endian doubles after it (the worker
-        makes the same lists of it, ``tolist``, without parsing a number). Made once per call:
-        every submission of a batch makes the same calls.
+        The data is exactly what parsing the JSON gives (lists for tuples, string keys, plain
+        numbers, a fresh object for every occurrence: version 2 writes no reference between
+        objects), and the worker reads it with ``marshal.loads`` in C, several times faster than
+        a JSON parser reads its numbers. An argument that is a rectangular list of at least
+        `BINARY_ARG_ITEMS` floats travels as ``{"$array": ["<f8", SHAPE]}`` and its
+        little-endian doubles after the phase (the worker makes the same lists of it,
+        ``tolist``). Made once per call: every submission of a batch makes the same calls.
         """
         blobs: list[bytes] = []
         args = [_binary_arg(arg, blobs) for arg in self.args]
-        body = json.dumps({"function": self.function, "args": args}, allow_nan=True).encode()
-        return body, tuple(blobs)
+        text = json.dumps({"function": self.function, "args": args}, allow_nan=True)
+        return marshal.dumps(json.loads(text), 2), tuple(blobs)
 
     @property
     def body(self) -> bytes:
-        """The call's JSON (see `encoded`): one item of a phase the worker reads (`phase_wire`)."""
+        """The call's marshalled data (see `encoded`): one item of a phase the worker reads (`phase_wire`)."""
         return self.encoded[0]
 
     @functools.cached_property
@@ -277,17 +282,23 @@ def _binary_arg(arg: Any, blobs: list[bytes]) -> Any:
 
 def phase_wire(calls: Sequence[Call]) -> bytes:
     """A phase of calls as the worker reads it from its call pipe: a 4-byte big-endian length,
-    then ``{"calls": [{"function": ..., "args": [...]}, ...]}`` as JSON; when an argument travels
-    as raw doubles (`Call.encoded`), ``b"\\x00"``, the JSON's length (4 bytes, big-endian), the
-    JSON, then the arguments' bytes in the order the JSON names them.
+    ``b"\\x01"``, the length of the phase's data (4 bytes, big-endian), the data: what
+    ``marshal.dumps({"calls": [{"function": ..., "args": [...]}, ...]}, 2)`` writes of the
+    calls' `Call.encoded` data, then the bytes of the arguments that travel as raw doubles, in
+    the order the data names them.
 
     The worker makes the calls in order and answers each with its own frame.
     """
-    data = b'{"calls":[' + b",".join(c.encoded[0] for c in calls) + b"]}"
+    items = [c.encoded[0] for c in calls]
+    # marshal (version 2) writes a dict as "{", each key and value, then "0"; a list as "[", its
+    # length (4 bytes, little-endian) and its items: each call's data is written once, joined here.
+    data = b"".join([b"{", _CALLS_KEY, b"[", len(items).to_bytes(4, "little"), *items, b"0"])
     blobs = [blob for c in calls for blob in c.encoded[1]]
-    if blobs:
-        data = b"".join([b"\x00", len(data).to_bytes(4, "big"), data, *blobs])
+    data = b"".join([b"\x01", len(data).to_bytes(4, "big"), data, *blobs])
     return len(data).to_bytes(4, "big") + data
+
+
+_CALLS_KEY = marshal.dumps("calls", 2)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ no call. The worker imports the submission and writes one frame, the
 import's, to the file descriptor RESULT_FD: a 4-byte big-endian length, then
 UTF-8 JSON. It then reads a *phase* of calls at a time from its stdin (the
 grader's call pipe, moved aside before the import: the submission's stdin is
-/dev/null), in the same framing: ``{"calls": [{"function": NAME, "args":
-[...]}, ...]}``; it makes the calls in order, writes one frame per call as
+/dev/null), with the same 4-byte length: ``{"calls": [{"function": NAME, "args":
+[...]}, ...]}`` as ``marshal`` data (`_phase`: what parsing its JSON would give, read in
+C, large float arguments as raw doubles after it); it makes the calls in order, writes one frame per call as
 soon as that call is done, and waits for the next phase. End-of-file means
 the grader needs nothing more: the worker leaves. The grader sends the
 visible calls as one phase and the hidden calls as the next, once the
@@ -164,7 +165,6 @@ def _frame_encoder() -> Any:
 
 
 _encode = _frame_encoder()
-_decode = json.JSONDecoder().decode
 _snapshot_encode = json.JSONEncoder(allow_nan=True, separators=(",", ":")).encode
 _marshal = marshal.dumps
 _unmarshal = marshal.loads
@@ -518,27 +518,18 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
 
     while True:
         message = _next_call(call_fd)
+        collecting = _gc_isenabled()
+        _gc_disable()  # the lists made here hold no cycle: no collection walks them while they are made
         try:
-            blob = None
-            if message[:1] == b"\x00":  # JSON, then the raw doubles of the large arguments it names
-                size = int.from_bytes(message[1:5], "big")
-                text = message[5 : 5 + size].decode("utf-8")
-                blob = memoryview(message)[5 + size :]
-            else:
-                text = message.decode("utf-8")
-            calls = _decode(text)["calls"]
-            if type(calls) is not list:
-                raise TypeError
-            collecting = _gc_isenabled()
-            _gc_disable()  # the lists made here hold no cycle: no collection walks them while they are made
+            calls, blob = _phase(message)
             work = _work(calls, blob, np)
-        except (ValueError, KeyError, TypeError, AttributeError):  # not the grader's: the call pipe was replaced
+        except (ValueError, KeyError, TypeError, AttributeError, EOFError):  # not the grader's: the pipe was replaced
             os._exit(CHANNEL_LOST_EXIT)
         if blob is not None:
             _gc_freeze()  # the large arguments' lists: no collection during the calls walks them either
         if collecting:
             _gc_enable()
-        del message, text, calls, blob
+        del message, calls, blob
         # The phase's arguments are freed when the next phase arrives (`work` is bound again), or
         # never: a job whose last phase is answered is ended, and freeing large lists costs time.
         for name, args, clean in work:
@@ -546,6 +537,26 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
             frame = _answer(module, name, args, clean, np, filename, blobs)
             _send(fd, identity, frame, blobs)
             del frame, blobs
+
+
+def _phase(message: bytes | bytearray) -> tuple[list[Any], memoryview | None]:
+    """A phase's calls (``[{"function": ..., "args": [...]}, ...]``) and the raw doubles after them
+    (None: none), from its message (`grader.models.phase_wire`: ``b"\\x01"``, the marshalled data's
+    length, the data, the doubles).
+
+    Raises ValueError, KeyError, TypeError or EOFError when the message is not the grader's.
+    """
+    if message[:1] != b"\x01":
+        raise ValueError
+    size = int.from_bytes(message[1:5], "big")
+    if len(message) < 5 + size:
+        raise ValueError
+    with memoryview(message) as view:
+        calls = _unmarshal(view[5 : 5 + size])["calls"]
+    if type(calls) is not list:
+        raise TypeError
+    blob = memoryview(message)[5 + size :] if len(message) > 5 + size else None
+    return calls, blob
 
 
 def _work(calls: list[Any], blob: memoryview | None, np: Any) -> list[tuple[Any, Any, Any]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import marshal
 import math
 import os
 import threading
@@ -217,3 +218,33 @@ def test_frames_decoded_from_the_table_are_fresh_and_equal() -> None:
     data = worker_text(3)
     one, two = FRAMES.decode(data, "call"), FRAMES.decode(data, "call")
     assert one == two == decode_frame(data, "call") and one["value"] is not two["value"]
+
+
+def test_a_phase_arrives_as_the_data_its_json_would_parse_to() -> None:
+
+    args = (
+        (1.5, [2, 3.0]),  # a tuple: a list, as JSON makes it
+        {1: "é", "k": [True, None, "\ud800x"]},  # an int key: a string key
+        [math.nan, math.inf, -math.inf, -0.0, 10**30],
+        [[0.25] * 3] * 2,  # the same row twice: two lists, as JSON makes them
+    )
+    calls = (Call("f", args, 1.0), Call("g", (), 2.0))
+    wire = phase_wire(calls)
+    assert int.from_bytes(wire[:4], "big") == len(wire) - 4 and wire[4:5] == b"\x01"
+    got, blob = worker._phase(wire[4:])
+    text = json.dumps({"calls": [{"function": c.function, "args": list(c.args)} for c in calls]}, allow_nan=True)
+    expected = json.loads(text)["calls"]
+    assert blob is None and marshal.dumps(got, 2) == marshal.dumps(expected, 2)
+    assert got[0]["args"][0] == [1.5, [2, 3.0]] and list(got[0]["args"][1]) == ["1", "k"]
+    rows = got[0]["args"][3]
+    assert rows[0] == rows[1] and rows[0] is not rows[1]
+    assert marshal.dumps({"calls": got}, 2) == wire[9:]
+
+
+@pytest.mark.parametrize(
+    "message", [b"", b"\x00", b"\x01\x00\x00\x00\x09{}", b"\x01\x00\x00\x00\x02[0", b"{calls", b"\x01\x00\x00\x00\x01N"]
+)
+def test_a_phase_that_is_not_the_grader_s_is_refused(message: bytes) -> None:
+
+    with pytest.raises((ValueError, KeyError, TypeError, EOFError)):
+        worker._phase(message)
