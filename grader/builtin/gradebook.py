@@ -81,8 +81,8 @@ COMMIT_ROWS = 64
 """Rows committed together at most (`Gradebook.put`)."""
 
 COMMIT_SECONDS = 0.5
-"""A row waits at most this long for its commit, counted from the first row of its transaction, when
-more rows come (`Gradebook.put`)."""
+"""A row waits at most this long for its commit, counted from the first row of its transaction
+(`Gradebook.put`): another run on the same gradebook waits for the write lock no longer."""
 
 CACHE_KIB = 256
 """SQLite's page cache of the gradebook, in KiB (``PRAGMA cache_size``; SQLite's default is 2,000)."""
@@ -123,6 +123,8 @@ class Gradebook:
         self.reused = 0
         self.pending = 0  # rows written since the last commit
         self.since = 0.0  # when the first of them was (time.monotonic)
+        self.timer: threading.Timer | None = None  # commits the open batch COMMIT_SECONDS after its first row
+        self.closed = False
         self.parts: dict[str, ExerciseResult] = {}  # decoded, by hash (at most KEPT_PARTS)
         self.parts_stored: set[str] = set()  # hashes this gradebook holds, as far as this run knows
         self.kept_parts = IdentityTable(256)  # each exercise-results tuple's parts (`_part`), by identity
@@ -200,6 +202,11 @@ class Gradebook:
             if not self.db.in_transaction:
                 self.db.execute("BEGIN")
                 self.since = time.monotonic()
+                # Committed by then even if no row follows (a slow submission, the run's tail): an open
+                # batch holds SQLite's write lock, and another run on this gradebook waits only 5 s for it.
+                self.timer = threading.Timer(COMMIT_SECONDS, self.commit)
+                self.timer.daemon = True
+                self.timer.start()
             for digest, part in parts:
                 if digest not in self.parts_stored:
                     self.db.execute("INSERT OR IGNORE INTO parts VALUES (?, ?)", (digest, zlib.compress(part, 1)))
@@ -214,13 +221,22 @@ class Gradebook:
 
     def _commit(self) -> None:
         """Commit the rows written since the last commit (the caller holds the lock)."""
-        if self.db.in_transaction:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if not self.closed and self.db.in_transaction:
             self.db.execute("COMMIT")
         self.pending = 0
+
+    def commit(self) -> None:
+        """Commit every row written so far (the open batch's timer calls it)."""
+        with self.lock:
+            self._commit()
 
     def close(self) -> None:
         with self.lock:
             self._commit()
+            self.closed = True
             self.db.close()
 
 

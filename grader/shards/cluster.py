@@ -186,7 +186,10 @@ class Answer:
             if built is None:
                 from grader.shards import exercise_from_data
 
-                built = exercise_from_data(json.loads(text, parse_constant=_refuse_constant))
+                try:
+                    built = exercise_from_data(json.loads(text, parse_constant=_refuse_constant))
+                except RecursionError:  # nested past the interpreter's depth: unreadable, as in `decode_answer`
+                    raise ValueError("an exercise result nested too deep") from None
                 if kept is not None:
                     kept.put(text, built)
             self._results[position] = built

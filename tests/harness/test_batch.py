@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SUBMISSIONS
+from conftest import ROOT, SUBMISSIONS, load_stretch
 
 import grader.intake.archive
 from grader.intake.archive import ArchiveError, safe_extract
@@ -333,3 +333,36 @@ def test_a_file_gone_before_its_turn_costs_only_its_grade(tmp_path: Path) -> Non
         "attention.py could not be read (No such file or directory); was it moved or changed during grading?"
     )
     assert [r.status for r in out.results] == ["skipped"] and out.sha256 == ""
+
+
+def test_a_batch_of_gradebook_rows_does_not_hold_the_write_lock_while_no_row_comes(tmp_path: Path) -> None:
+    """Rows are committed in batches (one transaction for up to COMMIT_SECONDS); a batch left open while
+    no row comes (a slow or hanging submission, the run's tail) held SQLite's write lock: a second
+    grader run on the same gradebook waited its 5 s and ended with "database is locked". The batch is
+    committed COMMIT_SECONDS after its first row whether or not another row comes."""
+    from grader.builtin import gradebook
+    from grader.models import SubmissionResult
+
+    path = tmp_path / "gradebook.sqlite"
+    book = gradebook.Gradebook(path)
+    try:
+        result = SubmissionResult("s1", "s1.py", "a" * 64, "graded", 1.0, 1.0, ())
+        book.put("k1", "spec", result)
+        other = sqlite3.connect(str(path), timeout=0, isolation_level=None)
+        try:
+            deadline = time.monotonic() + gradebook.COMMIT_SECONDS + 5.0 * load_stretch()
+            while True:
+                try:
+                    other.execute("BEGIN IMMEDIATE")  # the write lock, without waiting
+                    break
+                except sqlite3.OperationalError:
+                    assert time.monotonic() < deadline, "the first run's batch still holds the write lock"
+                    time.sleep(0.05)
+            other.execute("INSERT OR IGNORE INTO arrivals VALUES ('s2', ?, 'now')", ("b" * 64,))
+            other.execute("COMMIT")
+            assert other.execute("SELECT count(*) FROM results").fetchone() == (1,)  # the batch's row, committed
+        finally:
+            other.close()
+        assert book.get("k1") is not None
+    finally:
+        book.close()

@@ -404,6 +404,20 @@ def test_a_chunk_answer_carries_the_jobs_frames_and_is_read_as_a_local_run_reads
         decode_outcome({**row, "results": [{"wire": "%%%", "seconds": 0.1}, *row["results"][1:]]}, calls)
 
 
+def test_an_exercise_text_nested_too_deep_is_refused_as_unreadable_not_a_crash() -> None:
+    """A chunk's exercise results are JSON texts read lazily (grader-chunk/3): one nested past the
+    interpreter's depth is an unreadable answer (ValueError: the submission is graded here), as the
+    header itself is (`decode_answer`), never a RecursionError that ends the submission as a bug."""
+    from grader.shards.cluster import Answer, ExerciseTable
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for kept in (None, ExerciseTable()):
+        with pytest.raises(ValueError):
+            Answer([], [], [deep], "").exercise(0, kept)
+        with pytest.raises(ValueError):
+            Answer([], [], ['{"id": "e", "checks": ' + deep + "}"], "").exercise(0, kept)
+
+
 @pytest.mark.slow
 def test_a_tls_cluster_grades_byte_identically_with_the_certificates_given(tmp_path: Path) -> None:
     """``tls://`` with ``--dask-tls-ca/-cert/-key`` (a ``distributed.Security``): hidden inputs travel encrypted."""

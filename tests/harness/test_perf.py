@@ -581,3 +581,25 @@ def test_each_fork_server_job_draws_its_own_random_numbers(tmp_path: Path) -> No
         server.close()
     assert [r.status for r in draws] == ["returned"] * 3
     assert len({r.value for r in draws}) == 3  # three jobs, three seeds (2**-62 odds of a false alarm)
+
+
+def test_each_fork_server_job_draws_its_own_numpy_random_numbers(tmp_path: Path) -> None:
+    """The fork server imported numpy.random (seeded once there); each job forked from it gets its own seed."""
+    import functools
+
+    from grader.execution.calls import run_calls
+    from grader.execution.jobs import ForkJob, ForkServer
+    from grader.models import Call
+
+    if not ForkServer.available():
+        pytest.skip("no os.fork here: --insecure starts a fresh worker per submission")
+    path = tmp_path / "attention.py"
+    path.write_text("import numpy as np\n\ndef draw():\n    return int(np.random.randint(0, 2**62))\n")
+    server = ForkServer()
+    try:
+        launch = functools.partial(ForkJob, server, filename="attention.py")
+        draws = [run_calls(str(path), [Call("draw", (), 5.0)], launch=launch).results[0] for _ in range(3)]
+    finally:
+        server.close()
+    assert [r.status for r in draws] == ["returned"] * 3
+    assert len({r.value for r in draws}) == 3  # three jobs, three seeds (2**-62 odds of a false alarm)

@@ -764,6 +764,17 @@ def test_each_sandbox_job_draws_its_own_random_numbers(tmp_path: Path) -> None:
     assert len({r.value for r in draws}) == 3  # three jobs, three seeds (2**-62 odds of a false alarm)
 
 
+def test_each_sandbox_job_draws_its_own_numpy_random_numbers(tmp_path: Path) -> None:
+    """numpy.random is imported by the zygote (seeded once there): every job forked from it drew the same
+    numbers, so one submission could predict what another's unseeded ``np.random`` gives. Reseeded per job."""
+    path = tmp_path / "attention.py"
+    path.write_text("import numpy as np\n\ndef draw():\n    return int(np.random.randint(0, 2**62))\n")
+    with _sandbox((0, 1)) as (_, (worker,)):
+        draws = [_run(worker, path, Call("draw", (), 5.0)).results[0] for _ in range(3)]
+    assert [r.status for r in draws] == ["returned"] * 3
+    assert len({r.value for r in draws}) == 3  # three jobs, three seeds (2**-62 odds of a false alarm)
+
+
 def test_the_zygote_sends_each_job_s_schedstat_with_its_pidfd(tmp_path: Path) -> None:
     """The grader opens no /proc file per job: the zygote opened the job's schedstat before it could reap it."""
     path = tmp_path / "attention.py"
