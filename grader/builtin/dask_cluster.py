@@ -244,8 +244,8 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
     calls_key = "grader-calls-" + hashlib.sha256(calls_text.encode()).hexdigest()[:16]
     # The calls travel with each chunk (tens of KiB): scattered once, their last copy could die with a
     # worker (Dask's memory manager keeps one replica), and every chunk after it would fail. They are
-    # still scattered, and dropped: a round trip now raises here when the scheduler is gone, where a
-    # chunk's future would wait for it.
+    # still scattered, and dropped: that round trip raises here (within the client's connect timeout,
+    # 30 s by default) when the scheduler is gone, where a chunk's future would wait for it for ever.
     client.scatter([calls_text], broadcast=True, hash=False)
     settings = _settings(config)
     judge = _judge(config, settings)
