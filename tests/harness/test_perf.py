@@ -561,8 +561,17 @@ def test_the_command_starts_check_s_fork_server_before_it_imports_the_grader() -
     assert out.stdout.split("\n")[0] == "[] grader.models grader.stash True", out.stderr
 
 
-def test_each_fork_server_job_draws_its_own_random_numbers(tmp_path: Path) -> None:
-    """The fork server forks without the interpreter's after-fork hooks; ``random`` is still reseeded per job."""
+DRAWS = {
+    "random": "import random\n\ndef draw():\n    return random.getrandbits(62)\n",
+    "numpy": "import numpy as np\n\ndef draw():\n    return int(np.random.randint(0, 2**62))\n",
+}
+"""A submission that draws an unseeded random number, from ``random`` and from numpy's global generator."""
+
+
+@pytest.mark.parametrize("source", sorted(DRAWS))
+def test_each_fork_server_job_draws_its_own_random_numbers(source: str, tmp_path: Path) -> None:
+    """The fork server forks without the interpreter's after-fork hooks and imported numpy.random (seeded
+    once there): ``random`` and numpy's generator are still reseeded per job."""
     import functools
 
     from grader.execution.calls import run_calls
@@ -572,29 +581,7 @@ def test_each_fork_server_job_draws_its_own_random_numbers(tmp_path: Path) -> No
     if not ForkServer.available():
         pytest.skip("no os.fork here: --insecure starts a fresh worker per submission")
     path = tmp_path / "attention.py"
-    path.write_text("import random\n\ndef draw():\n    return random.getrandbits(62)\n")
-    server = ForkServer()
-    try:
-        launch = functools.partial(ForkJob, server, filename="attention.py")
-        draws = [run_calls(str(path), [Call("draw", (), 5.0)], launch=launch).results[0] for _ in range(3)]
-    finally:
-        server.close()
-    assert [r.status for r in draws] == ["returned"] * 3
-    assert len({r.value for r in draws}) == 3  # three jobs, three seeds (2**-62 odds of a false alarm)
-
-
-def test_each_fork_server_job_draws_its_own_numpy_random_numbers(tmp_path: Path) -> None:
-    """The fork server imported numpy.random (seeded once there); each job forked from it gets its own seed."""
-    import functools
-
-    from grader.execution.calls import run_calls
-    from grader.execution.jobs import ForkJob, ForkServer
-    from grader.models import Call
-
-    if not ForkServer.available():
-        pytest.skip("no os.fork here: --insecure starts a fresh worker per submission")
-    path = tmp_path / "attention.py"
-    path.write_text("import numpy as np\n\ndef draw():\n    return int(np.random.randint(0, 2**62))\n")
+    path.write_text(DRAWS[source])
     server = ForkServer()
     try:
         launch = functools.partial(ForkJob, server, filename="attention.py")

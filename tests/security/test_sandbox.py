@@ -754,21 +754,19 @@ def test_a_worker_closed_by_a_stop_starts_no_job_and_makes_no_folder_again(tmp_p
     assert not workdir.exists()
 
 
-def test_each_sandbox_job_draws_its_own_random_numbers(tmp_path: Path) -> None:
-    """The zygote forks without the interpreter's after-fork hooks; ``random`` is still reseeded per job."""
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import random\n\ndef draw():\n    return random.getrandbits(62)\n",
+        "import numpy as np\n\ndef draw():\n    return int(np.random.randint(0, 2**62))\n",
+    ],
+    ids=["random", "numpy"],
+)
+def test_each_sandbox_job_draws_its_own_random_numbers(source: str, tmp_path: Path) -> None:
+    """The zygote forks without the interpreter's after-fork hooks and imported numpy.random (seeded once
+    there): without a reseed per job, one submission could predict what another's unseeded draw gives."""
     path = tmp_path / "attention.py"
-    path.write_text("import random\n\ndef draw():\n    return random.getrandbits(62)\n")
-    with _sandbox((0, 1)) as (_, (worker,)):
-        draws = [_run(worker, path, Call("draw", (), 5.0)).results[0] for _ in range(3)]
-    assert [r.status for r in draws] == ["returned"] * 3
-    assert len({r.value for r in draws}) == 3  # three jobs, three seeds (2**-62 odds of a false alarm)
-
-
-def test_each_sandbox_job_draws_its_own_numpy_random_numbers(tmp_path: Path) -> None:
-    """numpy.random is imported by the zygote (seeded once there): every job forked from it drew the same
-    numbers, so one submission could predict what another's unseeded ``np.random`` gives. Reseeded per job."""
-    path = tmp_path / "attention.py"
-    path.write_text("import numpy as np\n\ndef draw():\n    return int(np.random.randint(0, 2**62))\n")
+    path.write_text(source)
     with _sandbox((0, 1)) as (_, (worker,)):
         draws = [_run(worker, path, Call("draw", (), 5.0)).results[0] for _ in range(3)]
     assert [r.status for r in draws] == ["returned"] * 3
