@@ -278,6 +278,7 @@ class _Results:
         pack = self.config.pack
         key: tuple[Any, ...] = (id(sub.exercises), sub.status, sub.error, sub.stdout, sub.stderr, sub.score)
         key += (sub.max_score, sub.raw_score, sub.adjustments)
+        key += (repr((sub.score, sub.raw_score, sub.adjustments)),)  # -0.0 equals 0.0, but shows as "-0"
         try:
             kept = self.kept.get(key)
         except TypeError:  # an unhashable field (a plugin's list in an adjustment): made in full

@@ -115,6 +115,8 @@ class _Pages:
                 tuple(sorted(sub.lms.items())),
                 tuple(sorted(sub.late.items())),
                 bool(sub.sha256),
+                # equal keys treat -0.0 as 0.0, which a page shows as "-0" and "+0": the numbers' text too
+                repr((sub.score, sub.raw_score, sub.adjustments, sorted(sub.late.items()))),
             )
             hash(key)
         except TypeError:  # an unhashable field (a plugin's list in an adjustment): rendered in full

@@ -280,6 +280,9 @@ def test_a_file_made_from_a_results_kept_parts_is_the_file_made_whole() -> None:
             {"stdout": "hi\n"},
             {"status": "error", "error": "bad"},
             {"raw_score": 2.0, "adjustments": late},
+            # equal keys but for the sign of a zero: "-0" in one file, "+0" in the other
+            {"raw_score": 1.5, "adjustments": (Adjustment("late", -0.0, "on time"),)},
+            {"raw_score": 1.5, "adjustments": (Adjustment("late", 0.0, "on time"),)},
         ):
             for sid in ("a", "b", "zoë\x1b]0;x\x07", "c"):
                 sub = dataclasses.replace(SubmissionResult(sid, "p", "f" * 64, "graded", 1.5, 2.0, exercises), **extra)
