@@ -84,6 +84,7 @@ from bench_limits import (
     _full_marks_everywhere,
     _load,
     fork_calls,
+    grade_command,
     write_class,
 )
 
@@ -92,18 +93,6 @@ ENV = dict(LIMITS_ENV, PYTHONDONTWRITEBYTECODE="1")
 contender compiles each submission as the sandbox's jobs do (they get a fresh copy of the file)."""
 CONTENDERS = ("sandboxed", "--insecure", "floor", "in-process", "pytest", "dask-1", "dask-2", "dask-2-judge")
 TICK = os.sysconf("SC_CLK_TCK")
-RUSAGE_WRAPPER = """\
-import atexit, json, os, resource, sys
-def _write():
-    u = resource.getrusage(resource.RUSAGE_SELF)
-    with open(os.environ["BENCH_RUSAGE"], "w") as fh:
-        json.dump({"parent": u.ru_utime + u.ru_stime}, fh)
-atexit.register(_write)
-sys.argv = ["grader", *sys.argv[1:]]
-from grader.cli import console_main
-console_main()
-"""
-"""Runs ``grader`` and writes its own process's CPU seconds at exit (``RUSAGE_SELF``)."""
 
 
 # --- reading the CPU of process trees -----------------------------------------------------------------------------
@@ -402,22 +391,6 @@ class Cluster:
 
 
 # --- the parent ---------------------------------------------------------------------------------------------------
-
-
-def grade_command(folder: Path, out: Path, jobs: int, extra: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-c",
-        RUSAGE_WRAPPER,
-        "grade",
-        str(folder),
-        "--out",
-        str(out),
-        "-q",
-        "--jobs",
-        str(jobs),
-        *extra,
-    ]
 
 
 def run_contender(name: str, folder: Path, work: Path, jobs: int, clusters: dict[str, Cluster]) -> dict[str, float]:

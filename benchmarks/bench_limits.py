@@ -406,17 +406,35 @@ BIG_CHECK = """\
 
 
 RUSAGE_WRAPPER = """\
-import atexit, os, resource, sys
+import atexit, json, os, resource, sys
 def _write():
+    u = resource.getrusage(resource.RUSAGE_SELF)
     with open(os.environ["BENCH_RUSAGE"], "w") as fh:
-        u = resource.getrusage(resource.RUSAGE_SELF)
-        fh.write(repr(u.ru_utime + u.ru_stime))
+        json.dump({"parent": u.ru_utime + u.ru_stime}, fh)
 atexit.register(_write)
 sys.argv = ["grader", *sys.argv[1:]]
 from grader.cli import console_main
 console_main()
 """
-"""Runs ``grader`` and writes the CPU seconds of its own process at exit (the rest of the tree: the jobs)."""
+"""Runs ``grader`` and writes the CPU seconds of its own process at exit, as ``{"parent": seconds}`` in the
+file ``BENCH_RUSAGE`` names (the rest of the tree: the jobs)."""
+
+
+def grade_command(folder: Path, out: Path, jobs: int, extra: list[str]) -> list[str]:
+    """``grader grade FOLDER --out OUT -q --jobs JOBS EXTRA...`` run through `RUSAGE_WRAPPER`."""
+    return [
+        sys.executable,
+        "-c",
+        RUSAGE_WRAPPER,
+        "grade",
+        str(folder),
+        "--out",
+        str(out),
+        "-q",
+        "--jobs",
+        str(jobs),
+        *extra,
+    ]
 
 
 def grade_split(folder: Path, out: Path, jobs: int, extra: list[str], work: Path) -> tuple[float, float]:
@@ -425,19 +443,7 @@ def grade_split(folder: Path, out: Path, jobs: int, extra: list[str], work: Path
     shutil.rmtree(out, ignore_errors=True)
     usage = work / "rusage.txt"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            RUSAGE_WRAPPER,
-            "grade",
-            str(folder),
-            "--out",
-            str(out),
-            "-q",
-            "--jobs",
-            str(jobs),
-            *extra,
-        ],
+        grade_command(folder, out, jobs, extra),
         cwd=ROOT,
         env=dict(ENV, BENCH_RUSAGE=str(usage)),
         stdout=subprocess.DEVNULL,
@@ -448,7 +454,7 @@ def grade_split(folder: Path, out: Path, jobs: int, extra: list[str], work: Path
     if code != 0:
         raise SystemExit(f"grader grade {' '.join(extra)} exited {code}: {stderr[-2000:]}")
     _full_marks_everywhere(out, extra)
-    return cpu, float(usage.read_text())
+    return cpu, float(json.loads(usage.read_text())["parent"])
 
 
 def big_cost(work: Path, n: int, jobs: int, repeats: int = 2) -> dict[str, tuple[float, float, float]]:
