@@ -196,6 +196,36 @@ def _scratch(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     return kept[0][:size].reshape(shape), kept[1][:size].reshape(shape)
 
 
+BLOCK_ELEMENTS = 1 << 15
+"""`compare` first checks a large part this many elements at a time (`_within_by_blocks`)."""
+
+
+def _within_by_blocks(arr: np.ndarray, exp: np.ndarray, limit: np.ndarray) -> bool:
+    """Whether ``|arr - exp| <= limit`` holds everywhere, worked out a block of `BLOCK_ELEMENTS` at a time.
+
+    The same operations as `compare`'s (a subtraction, its absolute value, the comparison), element
+    for element, so the same answer; but each block's intermediate values stay in the CPU's cache
+    (two small arrays per thread), where one pass per operation over a 512x512 part streams 2 MiB
+    arrays through memory three times: about a third less time for a part that passes. The caller
+    checks that the three arrays are C-contiguous, of one shape.
+    """
+    kept = getattr(_SCRATCH, "block", None)
+    if kept is None:
+        kept = _SCRATCH.block = (np.empty(BLOCK_ELEMENTS), np.empty(BLOCK_ELEMENTS, dtype=bool))
+    got, want, most = arr.reshape(-1), exp.reshape(-1), limit.reshape(-1)
+    size = got.size
+    with np.errstate(invalid="ignore", over="ignore"):
+        for start in range(0, size, BLOCK_ELEMENTS):
+            end = min(size, start + BLOCK_ELEMENTS)
+            err, ok = kept[0][: end - start], kept[1][: end - start]
+            np.subtract(got[start:end], want[start:end], out=err)
+            np.abs(err, out=err)
+            np.less_equal(err, most[start:end], out=ok)
+            if not ok.all():
+                return False
+    return True
+
+
 def _index(name: str, flat: int, shape: tuple[int, ...]) -> str:
     if not shape:
         return name
@@ -260,6 +290,14 @@ def compare(
         )
     if limit is None or np.shape(limit) != exp.shape:
         limit = tolerance_limit(exp, rtol, atol, floor)
+    if (
+        exp.size >= 2 * BLOCK_ELEMENTS
+        and arr.flags.c_contiguous
+        and exp.flags.c_contiguous
+        and limit.flags.c_contiguous
+        and _within_by_blocks(arr, exp, limit)
+    ):
+        return  # every element within its limit; else the whole part is worked out below, for the message
     err, ok = _scratch(exp.shape)
     with np.errstate(invalid="ignore", over="ignore"):
         # In place from here: arr - exp, its absolute value and the comparison, in a float and a bool

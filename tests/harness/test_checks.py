@@ -859,3 +859,66 @@ def test_ctrl_c_while_the_pack_s_plugin_imports_stops_the_run(tmp_path: Path) ->
     plugin.write_text("raise KeyboardInterrupt\n")
     with pytest.raises(KeyboardInterrupt):
         _import_plugin(plugin, "", "ctrl-c-pack")
+
+
+def _verdict(expected: np.ndarray, got: object, floor: np.ndarray | None = None) -> str:
+    """``compare``'s answer on one part: "passed", or its failure's message and details."""
+    try:
+        compare("weights", expected, got, 1e-6, 1e-9, floor)
+    except Mismatch as m:
+        return f"{m.message} {m.details}"
+    return "passed"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "none",
+        "at-limit",
+        "past-limit-last-block",
+        "past-limit-first-block",
+        "nan",
+        "inf",
+        "negative-zero",
+        "two-bad-blocks",
+    ],
+)
+def test_compare_by_blocks_answers_as_the_whole_part(change: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large part is first checked a block at a time: the same verdict and message as one pass over it.
+
+    300x300 is 2 blocks and a partial third (`grader.compare.BLOCK_ELEMENTS`); each change puts
+    an element exactly at, or just past, its limit, or a non-finite one, in one block or another.
+    """
+    import grader.compare as comparing
+
+    rng = np.random.default_rng(7)
+    expected = rng.standard_normal((300, 300))
+    floor = np.zeros_like(expected)
+    floor[299, 299] = 1e-3
+    got = expected.copy()
+    limit = comparing.tolerance_limit(expected, 1e-6, 1e-9, floor)
+    if change == "at-limit":
+        for i, j in ((299, 290), (299, 299), (0, 0)):  # the largest got with |got - exp| <= limit: at it
+            got[i, j] = expected[i, j] + limit[i, j]
+            while abs(got[i, j] - expected[i, j]) > limit[i, j]:
+                got[i, j] = np.nextafter(got[i, j], -math.inf)
+    elif change == "past-limit-last-block":
+        got[299, 298] += 3 * limit[299, 298]
+    elif change == "past-limit-first-block":
+        got[0, 1] -= 3 * limit[0, 1]
+    elif change == "nan":
+        got[150, 7] = math.nan
+    elif change == "inf":
+        got[200, 3] = -math.inf
+    elif change == "negative-zero":
+        expected[5, 5], got[5, 5] = 0.0, -0.0
+    elif change == "two-bad-blocks":
+        got[0, 0] += 1.0
+        got[250, 0] += 2.0
+    blocked = _verdict(expected, got, floor)
+    monkeypatch.setattr(comparing, "BLOCK_ELEMENTS", 1 << 30)  # one pass over the whole part, as before
+    whole = _verdict(expected, got, floor)
+    assert blocked == whole
+    reference = bool(np.all(np.abs(got - expected) <= limit))
+    assert (blocked == "passed") is reference
+    assert (blocked == "passed") is (change in ("none", "at-limit", "negative-zero"))
