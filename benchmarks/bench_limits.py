@@ -36,7 +36,8 @@ see `SPAWN`); with ``--big K``, what a
 (the marginal cost) and per run (the fixed cost: preparing its expected
 value and error bound), each split into the grader's own process and the
 jobs (the sandbox's zygote and the jobs it forks), from runs of 1 and of K
-submissions with and without the check (`big_cost`).
+submissions with and without the check (`big_cost`), and the floor under it: the student's
+``attention`` alone on the same lists in a bare fork (`big_floor`).
 
 Every mode is timed the same way: the wall-clock time of its own process
 tree, from its start to its exit (the interpreter, imports, loading the specs
@@ -504,6 +505,52 @@ def big_cost(work: Path, n: int, jobs: int, repeats: int = 2) -> dict[str, tuple
     }
 
 
+BIG_FLOOR = """\
+import importlib.util, json, os, statistics, sys
+import numpy as np
+rng = np.random.default_rng(9901)
+Q, K, V = (rng.standard_normal((512, 64)).tolist() for _ in range(3))
+path, runs = sys.argv[1], int(sys.argv[2])
+def fork(call):
+    pid = os.fork()
+    if pid == 0:
+        spec = importlib.util.spec_from_file_location("attention", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        if call:
+            module.attention(Q, K, V)
+        os._exit(0)
+    _, _, usage = os.wait4(pid, 0)
+    return usage.ru_utime + usage.ru_stime, usage.ru_minflt
+pairs = [(fork(False), fork(True)) for _ in range(runs)]
+print(json.dumps([statistics.median(b[0] - a[0] for a, b in pairs), statistics.median(b[1] - a[1] for a, b in pairs)]))
+"""
+"""The student-only floor of the 512x64 check: a numpy-loaded process that already holds Q, K and V as
+lists forks ``runs`` times a child that imports the sample and calls its ``attention``, and as many a
+child that only imports it; prints the medians of the differences (CPU seconds, minor page faults)."""
+
+
+def big_floor(runs: int = 30) -> dict[str, tuple[float, float]]:
+    """The student's own ``attention(Q, K, V)`` on 512x64 lists in a bare fork (`BIG_FLOOR`): (CPU ms, faults),
+    in a plain environment (``plain``) and in the jobs' (``jobs``: ``grader.execution.servers.CHILD_ENV``)."""
+    from grader.execution.servers import CHILD_ENV
+
+    source = ROOT / "submissions" / "correct_numpy" / "attention.py"
+    if not source.is_file():
+        source = next(p for p in sorted(ROOT.glob("**/correct_numpy/attention.py")) if ".venv" not in p.parts)
+    floors = {}
+    for label, env in (("plain", {"OPENBLAS_NUM_THREADS": "1"}), ("jobs", CHILD_ENV)):
+        out = subprocess.run(
+            [sys.executable, "-c", BIG_FLOOR, str(source), str(runs)],
+            env=dict(env, PATH=os.environ.get("PATH", "")),
+            capture_output=True,
+            check=True,
+        )
+        seconds, faults = json.loads(out.stdout)
+        floors[label] = (1000 * seconds, faults)
+    return floors
+
+
 def _spread(values: list[float]) -> str:
     return f"{min(values):7.1f} / {statistics.median(values):7.1f} / {max(values):7.1f}"
 
@@ -576,6 +623,13 @@ def main() -> None:
                 f"(grader {m[1]:.1f}, jobs {m[2]:.1f}) and {f[0]:.2f} s per run (grader {f[1]:.2f}, jobs {f[2]:.2f}); "
                 f"{at[0]:.1f} ms per submission over a run of {a.big} (runs of 1 and {a.big} submissions, "
                 "with and without it, best of 2 each)"
+            )
+            floor = big_floor()
+            print(
+                f"the student's attention alone on those lists, in a bare fork of a numpy-loaded process that holds "
+                f"them: {floor['plain'][0]:.1f} ms of CPU and {floor['plain'][1]:.0f} page faults "
+                f"({floor['jobs'][0]:.1f} ms and {floor['jobs'][1]:.0f} with the jobs' environment, malloc settings "
+                "included; medians of 30 forks)"
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)
