@@ -248,3 +248,49 @@ def test_a_phase_that_is_not_the_grader_s_is_refused(message: bytes) -> None:
 
     with pytest.raises((ValueError, KeyError, TypeError, EOFError)):
         worker._phase(message)
+
+
+def test_a_rectangle_of_floats_travels_as_the_array_of_its_own_doubles() -> None:
+    """A returned list of lists of floats (a numpy answer's ``tolist()``) comes to the grader as the
+    array a numpy answer would: the same numbers, bit for bit (-0.0, NaN and the infinities too),
+    as the JSON text of the same list decodes to."""
+    rng = np.random.default_rng(3)
+    weights, outputs = rng.normal(size=(300, 300)), rng.normal(size=(300, 20))
+    weights[0, 0], weights[1, 1], weights[2, 2], weights[3, 3] = -0.0, math.nan, math.inf, -math.inf
+    value = (outputs.tolist(), weights.tolist())
+    budget = budget_for([outputs, weights])
+
+    blobs: list[Any] = []
+    assert worker.to_data(value, np, blobs=blobs) == [{"$array": ["<f8", [300, 20]]}, {"$array": ["<f8", [300, 300]]}]
+    got = decode_frame(_written(value)[4:], "call", budget)["value"]
+    as_json = decode_frame(PLAIN_ENCODE(_json_frame(value)).encode(), "call", budget)["value"]
+    for part, sent, json_part in zip(got, (outputs, weights), as_json):
+        assert isinstance(part, np.ndarray) and not part.flags.writeable
+        assert part.view("<u8").tolist() == sent.view("<u8").tolist()  # the very bits
+        assert np.array_equal(part, np.array(json_part), equal_nan=True)
+        assert np.array_equal(np.signbit(part), np.signbit(np.array(json_part)))
+
+
+def _json_frame(value: Any) -> dict[str, Any]:
+    """The frame the worker wrote before rectangles of floats travelled as doubles: JSON only."""
+    return {"event": "call", "status": "returned", "value": worker._finite(worker.to_data(value, np)), "mutated": []}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [[0.5] * 64] * 63,  # 4,032 floats: under the grader's LIST_BELOW_ITEMS, JSON as before
+        [[0.5] * 64] * 70 + [[1] * 64],  # an int
+        [[0.5] * 64] * 70 + [[True] * 64],  # a bool
+        [[0.5] * 64] * 70 + [[0.5] * 63],  # ragged
+        [[0.5] * 64] * 70 + [[np.float64(0.5)] * 64],  # a float subclass
+        [[0.5] * 64] * 70 + [0.5],  # a number beside the rows
+    ],
+    ids=["small", "int", "bool", "ragged", "subclass", "mixed-depth"],
+)
+def test_what_is_not_a_rectangle_of_floats_is_written_as_it_was(value: Any) -> None:
+
+    blobs: list[Any] = []
+    assert worker.to_data(value, np, blobs=blobs) == worker.to_data(value, np)
+    assert blobs == []
+    assert _written(value)[4:] == PLAIN_ENCODE(_json_frame(value)).encode()
