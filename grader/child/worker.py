@@ -422,7 +422,7 @@ doubles (`_float_block`); the grader decodes a smaller array into lists again (i
 def _float_shape(value: list[Any] | tuple[Any, ...], depth: int) -> tuple[int, ...] | None:
     """The shape of ``value`` when it is nested lists or tuples of one length per level whose items are
     all floats (``float`` itself: no int, bool or subclass), no deeper than `MAX_DEPTH`; else None."""
-    shape = []
+    shape: list[int] = []
     item: Any = value
     while type(item) is list or type(item) is tuple:
         if not item or depth + len(shape) >= MAX_DEPTH:
