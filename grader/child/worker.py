@@ -43,7 +43,7 @@ the order the arrays appear in the JSON. In the JSON an array is
 ``"<i8"``, ``"<u8"``, ``"|b1"`` (floats of up to 8 bytes become ``<f8``,
 signed integers ``<i8``, unsigned ``<u8``, booleans ``|b1``; C order). A
 returned rectangle of nested lists (or tuples) of at least `RAW_LIST_ITEMS`
-floats, and nothing else, travels so too, as ``<f8`` (`_float_block`).
+floats, and nothing else, travels so too, as ``<f8`` (``grader/child/doubles.py``).
 
 If the submission closes or replaces the result descriptor, or the call
 pipe, the worker exits with `CHANNEL_LOST_EXIT`, so that the grader can say so.
@@ -180,16 +180,17 @@ class BadReturn(Exception):
     """The returned value is not plain numeric data."""
 
 
-def _shared_limits() -> ModuleType:
-    """``grader/child/limits.py`` (what the grader and its children agree on), loaded by path.
+def _shared_limits(name: str = "limits") -> ModuleType:
+    """``grader/child/limits.py`` (what the grader and its children agree on), or another module of
+    ``grader/child`` that imports only the standard library, loaded by path.
 
     The worker runs as a script with ``python -I``: the grader package is
     not on its path, and is never imported here.
     """
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "limits.py")
-    spec = importlib.util.spec_from_file_location("_grader_child_limits", path)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location("_grader_child_" + name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -198,6 +199,8 @@ def _shared_limits() -> ModuleType:
 
 _SHARED = _shared_limits()
 """Loaded once, with the worker: a fork server's jobs (``grader/child/forkserver.py``) read no file for it."""
+_DOUBLES = _shared_limits("doubles")
+"""``grader/child/doubles.py``: returned rectangles of floats as raw doubles; loaded once, so too."""
 
 
 def _limits(cpu_seconds: float) -> None:
@@ -392,7 +395,7 @@ def to_data(
             return {ARRAY_KEY: [wire, list(array.shape)]}
     if kind is list or kind is tuple:
         if blobs is not None and np is not None and len(value) > 1:
-            raw = _float_block(value, np, depth, budget)
+            raw = _DOUBLES.float_block(value, np, MAX_DEPTH - depth, budget)
             if raw is not None:  # rectangular floats: their bytes, as an array of theirs would travel
                 blobs.append(raw.reshape(-1))
                 return {ARRAY_KEY: ["<f8", list(raw.shape)]}
@@ -411,70 +414,6 @@ def to_data(
 
 
 _PLAIN_NUMBERS = frozenset({float, int, bool})
-_FLOATS_ONLY = frozenset({float})
-
-RAW_LIST_ITEMS = 4096
-"""A returned list holding at least this many floats, and nothing else, in a rectangle travels as raw
-doubles (`_float_block`); the grader decodes a smaller array into lists again (its
-``LIST_BELOW_ITEMS``, the same number), so a small list is written as JSON, as it always was."""
-
-
-def _float_shape(value: list[Any] | tuple[Any, ...], depth: int) -> list[int] | None:
-    """The shape ``value`` has if it is a rectangle of floats, read along its first items (nested
-    lists or tuples, none empty, ending in a ``float``, no deeper than `MAX_DEPTH`); else None.
-    Whether every item fits that shape is `_holds`'s to say."""
-    shape: list[int] = []
-    item: Any = value
-    while type(item) is list or type(item) is tuple:
-        if not item or depth + len(shape) >= MAX_DEPTH:
-            return None
-        shape.append(len(item))
-        item = item[0]
-    return shape if type(item) is float else None
-
-
-def _holds(value: list[Any] | tuple[Any, ...], shape: list[int], level: int) -> bool:
-    """Whether ``value`` (of length ``shape[level]``) is a rectangle of floats of ``shape[level:]``."""
-    if level == len(shape) - 1:
-        return set(map(type, value)) == _FLOATS_ONLY
-    width = shape[level + 1]
-    if level == len(shape) - 2:  # rows of floats: each checked in C
-        for row in value:
-            if (type(row) is not list and type(row) is not tuple) or len(row) != width:
-                return False
-            if set(map(type, row)) != _FLOATS_ONLY:
-                return False
-        return True
-    return all(
-        (type(row) is list or type(row) is tuple) and len(row) == width and _holds(row, shape, level + 1)
-        for row in value
-    )
-
-
-def _float_block(value: list[Any] | tuple[Any, ...], np: Any, depth: int, budget: list[int]) -> Any:
-    """``value`` as a C-ordered float64 array when it is a rectangle of at least `RAW_LIST_ITEMS`
-    floats (`_float_shape`) within the result's budget; else None (it is converted item by item).
-
-    The doubles are the floats' own (``np.array`` of floats copies their bits: -0.0, NaN and the
-    infinities too), and the grader decodes them into the same numbers, read-only, as a numpy
-    answer's: the two parts of a 512x512 attention took the job about 140 ms to write as JSON text,
-    and the grader about 80 ms to parse.
-    """
-    shape = _float_shape(value, depth)
-    if shape is None or depth + len(shape) > MAX_DEPTH:
-        return None
-    count = 1
-    for n in shape:
-        count *= n
-    if count < RAW_LIST_ITEMS or count > budget[0]:
-        return None  # small: JSON as before; too large: refused item by item, with the usual message
-    if not _holds(value, shape, 0):
-        return None
-    array = np.array(value, dtype=np.float64)
-    if array.shape != tuple(shape):  # pragma: no cover - a rectangle of floats always converts so
-        return None
-    budget[0] -= count
-    return array
 
 
 def main(argv: list[str]) -> NoReturn:

@@ -23,7 +23,7 @@ from security.test_boundary import _PipeJob
 
 from grader.child import worker
 from grader.compare import Mismatch, compare
-from grader.execution.boundary import FRAMES, budget_for, decode_frame
+from grader.execution.boundary import FRAMES, LIST_BELOW_ITEMS, budget_for, decode_frame
 from grader.execution.calls import PHASES
 from grader.execution.channel import WIDE_PIPE_BYTES, JobChannel, result_of, widen_pipe
 from grader.models import Call, CallResult, phase_wire
@@ -260,6 +260,7 @@ def test_a_rectangle_of_floats_travels_as_the_array_of_its_own_doubles() -> None
     value = (outputs.tolist(), weights.tolist())
     budget = budget_for([outputs, weights])
 
+    assert worker._DOUBLES.RAW_LIST_ITEMS == LIST_BELOW_ITEMS  # smaller: the grader would make lists again
     blobs: list[Any] = []
     assert worker.to_data(value, np, blobs=blobs) == [{"$array": ["<f8", [300, 20]]}, {"$array": ["<f8", [300, 300]]}]
     got = decode_frame(_written(value)[4:], "call", budget)["value"]
