@@ -201,6 +201,7 @@ _SHARED = _shared_limits()
 """Loaded once, with the worker: a fork server's jobs (``grader/child/forkserver.py``) read no file for it."""
 _DOUBLES = _shared_limits("doubles")
 """``grader/child/doubles.py``: returned rectangles of floats as raw doubles; loaded once, so too."""
+_RAW_ITEMS = _DOUBLES.RAW_LIST_ITEMS
 
 
 def _limits(cpu_seconds: float) -> None:
@@ -394,8 +395,8 @@ def to_data(
             blobs.append(array.reshape(-1))
             return {ARRAY_KEY: [wire, list(array.shape)]}
     if kind is list or kind is tuple:
-        if blobs is not None and np is not None and len(value) > 1:
-            raw = _DOUBLES.float_block(value, np, MAX_DEPTH - depth, budget)
+        if blobs is not None and (len(value) >= _RAW_ITEMS or (len(value) > 1 and type(value[0]) in _SEQUENCES)):
+            raw = _DOUBLES.float_block(value, np, MAX_DEPTH - depth, budget) if np is not None else None
             if raw is not None:  # rectangular floats: their bytes, as an array of theirs would travel
                 blobs.append(raw.reshape(-1))
                 return {ARRAY_KEY: ["<f8", list(raw.shape)]}
@@ -414,6 +415,7 @@ def to_data(
 
 
 _PLAIN_NUMBERS = frozenset({float, int, bool})
+_SEQUENCES = (list, tuple)
 
 
 def main(argv: list[str]) -> NoReturn:
