@@ -168,6 +168,7 @@ _encode = _frame_encoder()
 _snapshot_encode = json.JSONEncoder(allow_nan=True, separators=(",", ":")).encode
 _marshal = marshal.dumps
 _unmarshal = marshal.loads
+_fstat, _write = os.fstat, os.write
 _gc_isenabled, _gc_disable, _gc_enable, _gc_freeze = gc.isenabled, gc.disable, gc.enable, gc.freeze
 
 JSON = Any
@@ -234,7 +235,7 @@ def _emit(fd: int, obj: JSON, blobs: Sequence[Any] = ()) -> None:
     data = text.encode("utf-8")
     if not blobs:
         frame = len(data).to_bytes(4, "big") + data
-        written = os.write(fd, frame)  # one write, as a rule: a pipe takes a small frame whole
+        written = _write(fd, frame)  # one write, as a rule: a pipe takes a small frame whole
         if written < len(frame):
             _write_all(fd, [memoryview(frame)[written:]])
         return
@@ -276,9 +277,16 @@ def _identity(fd: int) -> tuple[int, int]:
 
 
 def _send(fd: int, identity: tuple[int, int], obj: JSON, blobs: Sequence[Any] = ()) -> None:
-    """Write one frame to the grader, or leave if the submission closed or replaced ``fd``."""
+    """Write one frame to the grader, or leave if the submission closed or replaced ``fd``.
+
+    ``fd`` is checked before every frame (an ``fstat``: still the pipe it was at the start?):
+    a submission that put another file there (``dup2`` of ``/dev/null``) while keeping the
+    pipe open elsewhere would otherwise have its answers vanish, and the grader would blame a
+    timeout instead of the lost channel.
+    """
     try:
-        if _identity(fd) != identity:
+        st = _fstat(fd)
+        if st.st_ino != identity[1] or st.st_dev != identity[0]:
             os._exit(CHANNEL_LOST_EXIT)
         _emit(fd, obj, blobs)
     except OSError:  # closed (EBADF), or the grader is gone (EPIPE)
@@ -368,6 +376,8 @@ def to_data(
         if wire is not None and value.flags.c_contiguous and value.size <= MAX_ITEMS:
             blobs.append(value.reshape(-1))
             return {ARRAY_KEY: [wire, list(value.shape)]}
+    if kind is list or kind is tuple:
+        return _sequence(value, kind, np, depth, budget, blobs)
     if kind is int or isinstance(value, (bool, int, float)):
         return _number(value)
     if np is not None:
@@ -388,14 +398,6 @@ def to_data(
             array = np.ascontiguousarray(value, dtype=wire)  # the value itself when it is already so
             blobs.append(array.reshape(-1))
             return {ARRAY_KEY: [wire, list(array.shape)]}
-    if kind is list or kind is tuple:
-        if depth < MAX_DEPTH and len(value) <= budget[0] and set(map(type, value)) <= _PLAIN_NUMBERS:
-            # A row of plain numbers, checked in C: what converting each one gives, unless an int is
-            # too large for a float (then element by element, for the same message).
-            if int not in set(map(type, value)) or (-_FLOAT_MAX <= min(value) and max(value) <= _FLOAT_MAX):
-                budget[0] -= len(value)
-                return value if kind is list else list(value)
-        return [to_data(v, np, depth + 1, budget, blobs) for v in value]
     if value is None and depth == 0:
         raise BadReturn(
             "the function returned None (is a return statement missing?); return numbers, lists, tuples or numpy arrays"
@@ -404,6 +406,19 @@ def to_data(
 
 
 _PLAIN_NUMBERS = frozenset({float, int, bool})
+
+
+def _sequence(value: Any, kind: type, np: Any, depth: int, budget: list[int], blobs: list[Any] | None) -> JSON:
+    """`to_data` of a list or a tuple (``kind``: its type, exactly one of the two): a list."""
+    if depth < MAX_DEPTH and len(value) <= budget[0]:
+        types = set(map(type, value))
+        if types <= _PLAIN_NUMBERS:
+            # A row of plain numbers, checked in C: what converting each one gives, unless an int is
+            # too large for a float (then element by element, for the same message).
+            if int not in types or (-_FLOAT_MAX <= min(value) and max(value) <= _FLOAT_MAX):
+                budget[0] -= len(value)
+                return value if kind is list else list(value)
+    return [to_data(v, np, depth + 1, budget, blobs) for v in value]
 
 
 def main(argv: list[str]) -> NoReturn:
@@ -564,8 +579,11 @@ def _work(calls: list[Any], blob: memoryview | None, np: Any) -> list[tuple[Any,
 
     Raises ValueError, KeyError, TypeError or AttributeError when the phase is not the grader's.
     """
-    if blob is None:
-        return [(c["function"], c["args"], [_Marshalled(a) for a in c["args"]]) for c in calls]
+    if blob is None:  # each call's argument list marshalled whole: one C call to make, one to check (`_mutated`)
+        work = [(c["function"], c["args"], _Marshalled(c["args"])) for c in calls]
+        if set(type(args) for _, args, _ in work) - {list}:
+            raise TypeError
+        return work
     work = []
     offset = [0]
     for c in calls:
@@ -601,7 +619,7 @@ _FLOAT_CODE = 0x67  # marshal's TYPE_BINARY_FLOAT, b"g" (version 2 and later)
 
 
 class _Marshalled:
-    """The pristine copy of an argument as its marshal (version 2), made and compared in C.
+    """The pristine copy of an argument (or of a call's whole argument list) as its marshal (version 2), made and compared in C.
 
     Marshal writes the exact built-in types only (a float subclass, a list subclass or a numpy
     float cannot be written; a tuple, an int or a bool is written otherwise than a list or a
@@ -741,8 +759,21 @@ def _snapshot(arg: JSON) -> str | None:
         return None
 
 
-def _mutated(args: list[JSON], pristine: list[JSON]) -> list[int]:
-    """Positions of the arguments the call changed in place (lists it was handed)."""
+def _mutated(args: list[JSON], pristine: list[JSON] | _Marshalled) -> list[int]:
+    """Positions of the arguments the call changed in place (lists it was handed).
+
+    ``pristine`` is a copy of each argument, or (`_work`, a phase without raw doubles) the whole
+    argument list's marshal: when the list still marshals the same, no argument changed (each
+    argument's marshal is a part of it, in order); otherwise each argument is compared with a
+    fresh copy of its own.
+    """
+    if type(pristine) is _Marshalled:
+        try:
+            if _marshal(args, 2) == pristine.data:
+                return []
+        except BaseException:  # an object marshal cannot write: decided argument by argument below
+            pass
+        pristine = pristine.pristine()
     changed = []
     for i, (a, p) in enumerate(zip(args, pristine)):
         try:
