@@ -277,7 +277,7 @@ def receive_task(request: dict[str, Any], read_exactly: Callable[[int, int], byt
     if header is None:
         os._exit(0)
     n_task, n_source = struct.unpack(">II", header)
-    task = json.loads(read_exactly(0, n_task) or b"null")
+    task = _task(read_exactly(0, n_task) or b"null")
     source = read_exactly(0, n_source) if n_source else b""
     if not isinstance(task, dict) or source is None:
         os._exit(0)
@@ -289,7 +289,26 @@ def receive_task(request: dict[str, Any], read_exactly: Callable[[int, int], byt
     finally:
         os.close(fd)
     cpu = rlimits.lower_cpu(task["cpu_seconds"])  # lowering a limit needs no privilege
-    return {"file": request["file"], "cpu_seconds": cpu}
+    return {"file": request["file"], "cpu_seconds": cpu, "source": source}
+
+
+_TASK_HEAD, _TASK_TAIL = b'{"cpu_seconds": ', b"}"
+_NUMBER_BYTES = frozenset(b"0123456789.eE+-")
+
+
+def _task(data: bytes) -> Any:
+    """The task's JSON (``{"cpu_seconds": S}``, as ``grader.builtin.sandbox.handle`` writes it).
+
+    Read without the json module when it is exactly that text with a plain number: the first
+    use of json's decoder in a job cost it about 0.1 ms of CPU (pages copied from the zygote's).
+    """
+    number = data[len(_TASK_HEAD) : -len(_TASK_TAIL)]
+    if data.startswith(_TASK_HEAD) and data.endswith(_TASK_TAIL) and number and set(number) <= _NUMBER_BYTES:
+        try:
+            return {"cpu_seconds": int(number) if number.isdigit() else float(number)}
+        except ValueError:
+            pass
+    return json.loads(data)
 
 
 def _move_job_folder(request: dict[str, Any], where: str) -> str:

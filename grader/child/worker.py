@@ -493,7 +493,8 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
     """Import the submission named in ``request``, then answer calls from stdin, writing frames to ``fd``.
 
     Also used by the sandbox's zygote, inside an isolated job. ``request``
-    holds ``file`` (and ``cpu_seconds``, used by `main`); calls arrive on
+    holds ``file`` (and ``cpu_seconds``, used by `main`; and ``source``, the file's bytes,
+    when the caller has them: the sandbox's job, which wrote the file); calls arrive on
     stdin a phase at a time (``{"calls": [...]}``), each call answered with
     its own frame as soon as it is done, the phase's last answer written
     before the next phase is read. Never returns.
@@ -516,7 +517,13 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         sys.meta_path.insert(0, OnlyListed)
-        spec.loader.exec_module(module)
+        source = request.get("source")
+        if source is None:
+            with open(filename, "rb") as fh:
+                source = fh.read()
+        # What the loader's exec_module does (compile the file's bytes, run them in the module),
+        # from the bytes the sandbox's job wrote there itself: not read back, no bytecode cache looked for.
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):
             where = os.path.basename(filename) + (", line %s" % exc.lineno if exc.lineno else "")
@@ -529,7 +536,7 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
         )
         os._exit(0)
     _send(fd, identity, {"event": "import", "ok": True})
-    del request, spec
+    del request, spec, source
 
     while True:
         message = _next_call(call_fd)
