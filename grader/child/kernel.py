@@ -13,6 +13,7 @@ import ctypes.util
 import fcntl
 import os
 import sys
+from typing import Any
 
 libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
@@ -84,17 +85,57 @@ def fork_cheaply() -> int:
 
 
 def _reseed_numpy() -> None:
-    """Give ``numpy.random``'s global generator a fresh seed for the next job, if the server imported it.
+    """Give ``numpy.random``'s global generator a fresh state for the next job, if the server imported it.
 
     The servers import ``numpy.random`` (seeded there, once): without this, every job forked from
     one drew the same numbers, so one submission could predict another's unseeded ``np.random``.
-    128 bits from ``random`` (itself just reseeded from the system's entropy): ~10 µs, where a
-    ``seed()`` from the system's entropy costs ~100 µs.
+    The generator (the legacy ``RandomState``'s MT19937) is given a whole new state from the
+    system's entropy, written straight into it (`_mt19937_state`): its Python seeding code touched
+    about 90 pages per fork, each copied in the server, whose pages its live jobs share. Where that
+    state cannot be reached as checked, it is seeded the usual way, with 128 bits from ``random``
+    (itself just reseeded from the system's entropy).
     """
     mtrand = sys.modules.get("numpy.random.mtrand")
     random = sys.modules.get("random")
-    if mtrand is not None and random is not None:
+    if mtrand is None or random is None:
+        return
+    if not _MT_STATE:
+        _MT_STATE.append(_mt19937_state(mtrand._rand))
+    address = _MT_STATE[0]
+    if address:
+        ctypes.memmove(address, os.urandom(_MT_KEY_BYTES), _MT_KEY_BYTES)
+        ctypes.c_int.from_address(address + _MT_KEY_BYTES).value = _MT_KEY_WORDS  # the next draw regenerates
+    else:
         mtrand._rand.seed([random.getrandbits(32) for _ in range(4)])
+
+
+_MT_KEY_WORDS = 624
+_MT_KEY_BYTES = 4 * _MT_KEY_WORDS
+_MT_STATE: list[int] = []
+"""The address of numpy's global MT19937 state (0: not usable), found once (`_mt19937_state`)."""
+
+
+def _mt19937_state(generator: Any) -> int:
+    """The address of ``generator``'s MT19937 state (numpy's ``mt19937_state``: ``uint32_t key[624]; int pos``),
+    once a state written there is what ``get_state`` reads back; else 0 (then seeded otherwise).
+
+    Only a generator that never drew a Gaussian qualifies (it keeps one drawn ahead, apart from this
+    state): the servers' never drew anything.
+    """
+    try:
+        address = int(generator._bit_generator.ctypes.state_address)
+        if generator.get_state()[3]:
+            return 0
+        key = os.urandom(_MT_KEY_BYTES)
+        ctypes.memmove(address, key, _MT_KEY_BYTES)
+        ctypes.c_int.from_address(address + _MT_KEY_BYTES).value = _MT_KEY_WORDS
+        name, read, pos, has_gauss, _ = generator.get_state()
+        if name == "MT19937" and read.tobytes() == key and pos == _MT_KEY_WORDS and not has_gauss:
+            return address
+    except Exception:  # noqa: BLE001 - another numpy: seeded the usual way
+        pass
+    generator.seed()  # whatever was written is replaced
+    return 0
 
 
 def check(result: int, what: str) -> int:
