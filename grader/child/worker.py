@@ -489,12 +489,25 @@ def _next_call(call_fd: int) -> bytes | bytearray:
     return data
 
 
+def new_module(filename: str) -> ModuleType:
+    """The module a submission at ``filename`` is imported into, before its code runs: named after
+    the file (the course pack's module name), with the spec, loader, ``__file__`` and ``__cached__``
+    the import system gives a module loaded from that file."""
+    import importlib.util
+
+    module_name = os.path.splitext(os.path.basename(filename))[0]
+    spec = importlib.util.spec_from_file_location(module_name, filename)
+    assert spec is not None and spec.loader is not None  # a path ending in .py always has both
+    return importlib.util.module_from_spec(spec)
+
+
 def run(request: dict[str, Any], fd: int) -> NoReturn:
     """Import the submission named in ``request``, then answer calls from stdin, writing frames to ``fd``.
 
     Also used by the sandbox's zygote, inside an isolated job. ``request``
     holds ``file`` (and ``cpu_seconds``, used by `main`; and ``source``, the file's bytes,
-    when the caller has them: the sandbox's job, which wrote the file); calls arrive on
+    when the caller has them: the sandbox's job, which wrote the file; and ``module``, the
+    `new_module` of ``file`` when the caller made it before the fork); calls arrive on
     stdin a phase at a time (``{"calls": [...]}``), each call answered with
     its own frame as soon as it is done, the phase's last answer written
     before the next phase is read. Never returns.
@@ -508,14 +521,11 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
         np = None
 
     filename = request["file"]
-    import importlib.util
-
     try:
-        module_name = os.path.splitext(os.path.basename(filename))[0]  # the course pack's module name
-        spec = importlib.util.spec_from_file_location(module_name, filename)
-        assert spec is not None and spec.loader is not None  # a path ending in .py always has both
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
+        module = request.get("module")
+        if module is None or module.__file__ != filename:
+            module = new_module(filename)
+        sys.modules[module.__name__] = module
         sys.meta_path.insert(0, OnlyListed)
         source = request.get("source")
         if source is None:
@@ -536,7 +546,7 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
         )
         os._exit(0)
     _send(fd, identity, {"event": "import", "ok": True})
-    del request, spec, source
+    del request, source
 
     while True:
         message = _next_call(call_fd)
@@ -587,10 +597,10 @@ def _work(calls: list[Any], blob: memoryview | None, np: Any) -> list[tuple[Any,
     Raises ValueError, KeyError, TypeError or AttributeError when the phase is not the grader's.
     """
     if blob is None:  # each call's argument list marshalled whole: one C call to make, one to check (`_mutated`)
-        work = [(c["function"], c["args"], _Marshalled(c["args"])) for c in calls]
-        if set(type(args) for _, args, _ in work) - {list}:
+        whole: list[tuple[Any, Any, Any]] = [(c["function"], c["args"], _Marshalled(c["args"])) for c in calls]
+        if set(type(args) for _, args, _ in whole) - {list}:
             raise TypeError
-        return work
+        return whole
     work = []
     offset = [0]
     for c in calls:
@@ -774,15 +784,18 @@ def _mutated(args: list[JSON], pristine: list[JSON] | _Marshalled) -> list[int]:
     argument's marshal is a part of it, in order); otherwise each argument is compared with a
     fresh copy of its own.
     """
+    copies: list[JSON]
     if type(pristine) is _Marshalled:
         try:
             if _marshal(args, 2) == pristine.data:
                 return []
         except BaseException:  # an object marshal cannot write: decided argument by argument below
             pass
-        pristine = pristine.pristine()
+        copies = pristine.pristine()
+    else:
+        copies = pristine  # type: ignore[assignment]
     changed = []
-    for i, (a, p) in enumerate(zip(args, pristine)):
+    for i, (a, p) in enumerate(zip(args, copies)):
         try:
             same = _same(a, p)
         except BaseException:  # an object with a hostile __eq__, a cycle: not the data it was given
