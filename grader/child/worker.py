@@ -533,7 +533,7 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
                 source = fh.read()
         # What the loader's exec_module does (compile the file's bytes, run them in the module),
         # from the bytes the sandbox's job wrote there itself: not read back, no bytecode cache looked for.
-        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - the job exists for it
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):
             where = os.path.basename(filename) + (", line %s" % exc.lineno if exc.lineno else "")
