@@ -168,7 +168,6 @@ _encode = _frame_encoder()
 _snapshot_encode = json.JSONEncoder(allow_nan=True, separators=(",", ":")).encode
 _marshal = marshal.dumps
 _unmarshal = marshal.loads
-_fstat, _write = os.fstat, os.write
 _gc_isenabled, _gc_disable, _gc_enable, _gc_freeze = gc.isenabled, gc.disable, gc.enable, gc.freeze
 
 JSON = Any
@@ -235,7 +234,7 @@ def _emit(fd: int, obj: JSON, blobs: Sequence[Any] = ()) -> None:
     data = text.encode("utf-8")
     if not blobs:
         frame = len(data).to_bytes(4, "big") + data
-        written = _write(fd, frame)  # one write, as a rule: a pipe takes a small frame whole
+        written = os.write(fd, frame)  # one write, as a rule: a pipe takes a small frame whole
         if written < len(frame):
             _write_all(fd, [memoryview(frame)[written:]])
         return
@@ -277,16 +276,9 @@ def _identity(fd: int) -> tuple[int, int]:
 
 
 def _send(fd: int, identity: tuple[int, int], obj: JSON, blobs: Sequence[Any] = ()) -> None:
-    """Write one frame to the grader, or leave if the submission closed or replaced ``fd``.
-
-    ``fd`` is checked before every frame (an ``fstat``: still the pipe it was at the start?):
-    a submission that put another file there (``dup2`` of ``/dev/null``) while keeping the
-    pipe open elsewhere would otherwise have its answers vanish, and the grader would blame a
-    timeout instead of the lost channel.
-    """
+    """Write one frame to the grader, or leave if the submission closed or replaced ``fd``."""
     try:
-        st = _fstat(fd)
-        if st.st_ino != identity[1] or st.st_dev != identity[0]:
+        if _identity(fd) != identity:
             os._exit(CHANNEL_LOST_EXIT)
         _emit(fd, obj, blobs)
     except OSError:  # closed (EBADF), or the grader is gone (EPIPE)
@@ -376,8 +368,14 @@ def to_data(
         if wire is not None and value.flags.c_contiguous and value.size <= MAX_ITEMS:
             blobs.append(value.reshape(-1))
             return {ARRAY_KEY: [wire, list(value.shape)]}
-    if kind is list or kind is tuple:
-        return _sequence(value, kind, np, depth, budget, blobs)
+    if kind is list or kind is tuple:  # before the checks below: neither exact type passes any of them
+        if depth < MAX_DEPTH and len(value) <= budget[0] and set(map(type, value)) <= _PLAIN_NUMBERS:
+            # A row of plain numbers, checked in C: what converting each one gives, unless an int is
+            # too large for a float (then element by element, for the same message).
+            if int not in set(map(type, value)) or (-_FLOAT_MAX <= min(value) and max(value) <= _FLOAT_MAX):
+                budget[0] -= len(value)
+                return value if kind is list else list(value)
+        return [to_data(v, np, depth + 1, budget, blobs) for v in value]
     if kind is int or isinstance(value, (bool, int, float)):
         return _number(value)
     if np is not None:
@@ -406,19 +404,6 @@ def to_data(
 
 
 _PLAIN_NUMBERS = frozenset({float, int, bool})
-
-
-def _sequence(value: Any, kind: type, np: Any, depth: int, budget: list[int], blobs: list[Any] | None) -> JSON:
-    """`to_data` of a list or a tuple (``kind``: its type, exactly one of the two): a list."""
-    if depth < MAX_DEPTH and len(value) <= budget[0]:
-        types = set(map(type, value))
-        if types <= _PLAIN_NUMBERS:
-            # A row of plain numbers, checked in C: what converting each one gives, unless an int is
-            # too large for a float (then element by element, for the same message).
-            if int not in types or (-_FLOAT_MAX <= min(value) and max(value) <= _FLOAT_MAX):
-                budget[0] -= len(value)
-                return value if kind is list else list(value)
-    return [to_data(v, np, depth + 1, budget, blobs) for v in value]
 
 
 def main(argv: list[str]) -> NoReturn:
@@ -489,25 +474,11 @@ def _next_call(call_fd: int) -> bytes | bytearray:
     return data
 
 
-def new_module(filename: str) -> ModuleType:
-    """The module a submission at ``filename`` is imported into, before its code runs: named after
-    the file (the course pack's module name), with the spec, loader, ``__file__`` and ``__cached__``
-    the import system gives a module loaded from that file."""
-    import importlib.util
-
-    module_name = os.path.splitext(os.path.basename(filename))[0]
-    spec = importlib.util.spec_from_file_location(module_name, filename)
-    assert spec is not None and spec.loader is not None  # a path ending in .py always has both
-    return importlib.util.module_from_spec(spec)
-
-
 def run(request: dict[str, Any], fd: int) -> NoReturn:
     """Import the submission named in ``request``, then answer calls from stdin, writing frames to ``fd``.
 
     Also used by the sandbox's zygote, inside an isolated job. ``request``
-    holds ``file`` (and ``cpu_seconds``, used by `main`; and ``source``, the file's bytes,
-    when the caller has them: the sandbox's job, which wrote the file; and ``module``, the
-    `new_module` of ``file`` when the caller made it before the fork); calls arrive on
+    holds ``file`` (``cpu_seconds``, used by `main`; ``source`` and ``module``: `jobsetup`); calls arrive on
     stdin a phase at a time (``{"calls": [...]}``), each call answered with
     its own frame as soon as it is done, the phase's last answer written
     before the next phase is read. Never returns.
@@ -521,19 +492,21 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
         np = None
 
     filename = request["file"]
+    import importlib.util
+
     try:
-        module = request.get("module")
+        module = request.get("module")  # made before the fork (``jobsetup.prepare_module``), or here
         if module is None or module.__file__ != filename:
-            module = new_module(filename)
+            module_name = os.path.splitext(os.path.basename(filename))[0]  # the course pack's module name
+            spec = importlib.util.spec_from_file_location(module_name, filename)
+            assert spec is not None and spec.loader is not None  # a path ending in .py always has both
+            module = importlib.util.module_from_spec(spec)
         sys.modules[module.__name__] = module
         sys.meta_path.insert(0, OnlyListed)
-        source = request.get("source")
-        if source is None:
+        if (source := request.get("source")) is None:  # else the bytes a sandbox's job wrote there itself
             with open(filename, "rb") as fh:
                 source = fh.read()
-        # What the loader's exec_module does (compile the file's bytes, run them in the module),
-        # from the bytes the sandbox's job wrote there itself: not read back, no bytecode cache looked for.
-        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - the job exists for it
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - as exec_module does
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):
             where = os.path.basename(filename) + (", line %s" % exc.lineno if exc.lineno else "")
@@ -597,10 +570,9 @@ def _work(calls: list[Any], blob: memoryview | None, np: Any) -> list[tuple[Any,
     Raises ValueError, KeyError, TypeError or AttributeError when the phase is not the grader's.
     """
     if blob is None:  # each call's argument list marshalled whole: one C call to make, one to check (`_mutated`)
-        whole: list[tuple[Any, Any, Any]] = [(c["function"], c["args"], _Marshalled(c["args"])) for c in calls]
-        if set(type(args) for _, args, _ in whole) - {list}:
+        if any(type(c["args"]) is not list for c in calls):
             raise TypeError
-        return whole
+        return [(c["function"], c["args"], _Marshalled(c["args"])) for c in calls]
     work = []
     offset = [0]
     for c in calls:
@@ -777,23 +749,15 @@ def _snapshot(arg: JSON) -> str | None:
 
 
 def _mutated(args: list[JSON], pristine: list[JSON] | _Marshalled) -> list[int]:
-    """Positions of the arguments the call changed in place (lists it was handed).
-
-    ``pristine`` is a copy of each argument, or (`_work`, a phase without raw doubles) the whole
-    argument list's marshal: when the list still marshals the same, no argument changed (each
-    argument's marshal is a part of it, in order); otherwise each argument is compared with a
-    fresh copy of its own.
-    """
-    copies: list[JSON]
+    """Positions of the arguments the call changed in place (lists it was handed), against a copy of
+    each, or (`_work`) the argument list's marshal: if it still marshals so, none changed."""
     if type(pristine) is _Marshalled:
         try:
             if _marshal(args, 2) == pristine.data:
                 return []
         except BaseException:  # an object marshal cannot write: decided argument by argument below
             pass
-        copies = pristine.pristine()
-    else:
-        copies = pristine  # type: ignore[assignment]
+    copies = pristine.pristine() if isinstance(pristine, _Marshalled) else pristine
     changed = []
     for i, (a, p) in enumerate(zip(args, copies)):
         try:
