@@ -4,35 +4,26 @@ Run as a script by the grader's runner, never imported by the grader::
 
     python -I -B -u worker.py REQUEST.json RESULT_FD
 
-It uses only the standard library and numpy. The request names the
-submission's file and the CPU seconds allowed (an rlimit backstop); it holds
-no call. The worker imports the submission and writes one frame, the
-import's, to the file descriptor RESULT_FD: a 4-byte big-endian length, then
-UTF-8 JSON. It then reads a *phase* of calls at a time from its stdin (the
-grader's call pipe, moved aside before the import: the submission's stdin is
-/dev/null), with the same 4-byte length: ``{"calls": [{"function": NAME, "args":
-[...]}, ...]}`` as ``marshal`` data (`_phase`: what parsing its JSON would give, read in
-C, large float arguments as raw doubles after it); it makes the calls in order, writes one frame per call as
-soon as that call is done, and waits for the next phase. End-of-file means
-the grader needs nothing more: the worker leaves. The grader sends the
-visible calls as one phase and the hidden calls as the next, once the
-visible answers are in (and what the submission printed until then is
-kept): so nothing hidden is in the job's memory at import or during a
-visible call. A standby worker is the same: it imports, then waits.
+It uses only the standard library and numpy. The request names the submission's file and the
+CPU seconds allowed (an rlimit backstop); it holds no call. The worker imports the submission and
+writes the import's frame to RESULT_FD (a 4-byte big-endian length, then UTF-8 JSON). It then reads
+a *phase* of calls at a time from its stdin (the grader's call pipe, moved aside before the import:
+the submission's stdin is /dev/null), with the same length prefix: ``{"calls": [{"function": NAME,
+"args": [...]}, ...]}`` as ``marshal`` data (`_phase`; large float arguments as raw doubles after
+it); it makes the calls in order, writes one frame per call as soon as that call is done, and waits
+for the next phase. End-of-file: the worker leaves. The grader sends the visible calls as one phase
+and the hidden calls as the next, once the visible answers are in: so nothing hidden is in the
+job's memory at import or during a visible call. A standby worker imports, then waits.
 
-Only data crosses back: return values are converted here to JSON numbers,
-booleans and lists; a numpy array of numeric dtype travels as raw binary
-(see `to_data`); anything else (objects, generators, strings...) is reported
-as an unusable return. A non-finite float outside an array is written as
-``{"$float": "nan"}`` (``"inf"``, ``"-inf"``): JSON has no literal for it,
-and the grader refuses ``NaN`` literals. The grader validates every frame
-again (``grader/execution/boundary.py``) and measures durations itself, so a
-submission that tampers with this script can only lie about its own
-answers, as it could by returning them. Each call frame lists the positions
-of the arguments the call changed in place ("mutated"): they no longer equal
-a pristine copy made when the phase arrived (its marshal, compared in C; where
-the marshals differ, value by value, types included, with a NaN still equal to
-a NaN).
+Only data crosses back: return values become JSON numbers, booleans and lists; a numeric numpy
+array travels as raw binary (`to_data`); anything else is reported as an unusable return. A
+non-finite float outside an array is ``{"$float": "nan"}`` (``"inf"``, ``"-inf"``): the grader
+refuses ``NaN`` literals. The grader validates every frame again (``grader/execution/boundary.py``)
+and measures durations itself, so a submission that tampers with this script can only lie about
+its own answers, as it could by returning them. Each call frame lists the positions of the
+arguments the call changed in place ("mutated"): they no longer equal a pristine copy made when
+the phase arrived (its marshal, compared in C; where the marshals differ, value by value, types
+included, with a NaN still equal to a NaN).
 
 A frame with arrays
 -------------------
@@ -374,6 +365,19 @@ def to_data(
         if wire is not None and value.flags.c_contiguous and value.size <= MAX_ITEMS:
             blobs.append(value.reshape(-1))
             return {ARRAY_KEY: [wire, list(value.shape)]}
+    if kind is list or kind is tuple:  # before the checks below: neither exact type passes any of them
+        if blobs is not None and (len(value) >= _RAW_ITEMS or (len(value) > 1 and type(value[0]) in _SEQUENCES)):
+            raw = _DOUBLES.float_block(value, np, MAX_DEPTH - depth, budget) if np is not None else None
+            if raw is not None:  # rectangular floats: their bytes, as an array of theirs would travel
+                blobs.append(raw.reshape(-1))
+                return {ARRAY_KEY: ["<f8", list(raw.shape)]}
+        if depth < MAX_DEPTH and len(value) <= budget[0] and set(map(type, value)) <= _PLAIN_NUMBERS:
+            # A row of plain numbers, checked in C: what converting each one gives, unless an int is
+            # too large for a float (then element by element, for the same message).
+            if int not in set(map(type, value)) or (-_FLOAT_MAX <= min(value) and max(value) <= _FLOAT_MAX):
+                budget[0] -= len(value)
+                return value if kind is list else list(value)
+        return [to_data(v, np, depth + 1, budget, blobs) for v in value]
     if kind is int or isinstance(value, (bool, int, float)):
         return _number(value)
     if np is not None:
@@ -394,19 +398,6 @@ def to_data(
             array = np.ascontiguousarray(value, dtype=wire)  # the value itself when it is already so
             blobs.append(array.reshape(-1))
             return {ARRAY_KEY: [wire, list(array.shape)]}
-    if kind is list or kind is tuple:
-        if blobs is not None and (len(value) >= _RAW_ITEMS or (len(value) > 1 and type(value[0]) in _SEQUENCES)):
-            raw = _DOUBLES.float_block(value, np, MAX_DEPTH - depth, budget) if np is not None else None
-            if raw is not None:  # rectangular floats: their bytes, as an array of theirs would travel
-                blobs.append(raw.reshape(-1))
-                return {ARRAY_KEY: ["<f8", list(raw.shape)]}
-        if depth < MAX_DEPTH and len(value) <= budget[0] and set(map(type, value)) <= _PLAIN_NUMBERS:
-            # A row of plain numbers, checked in C: what converting each one gives, unless an int is
-            # too large for a float (then element by element, for the same message).
-            if int not in set(map(type, value)) or (-_FLOAT_MAX <= min(value) and max(value) <= _FLOAT_MAX):
-                budget[0] -= len(value)
-                return value if kind is list else list(value)
-        return [to_data(v, np, depth + 1, budget, blobs) for v in value]
     if value is None and depth == 0:
         raise BadReturn(
             "the function returned None (is a return statement missing?); return numbers, lists, tuples or numpy arrays"
@@ -490,7 +481,7 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
     """Import the submission named in ``request``, then answer calls from stdin, writing frames to ``fd``.
 
     Also used by the sandbox's zygote, inside an isolated job. ``request``
-    holds ``file`` (and ``cpu_seconds``, used by `main`); calls arrive on
+    holds ``file`` (``cpu_seconds``, used by `main`; ``source`` and ``module``: `jobsetup`); calls arrive on
     stdin a phase at a time (``{"calls": [...]}``), each call answered with
     its own frame as soon as it is done, the phase's last answer written
     before the next phase is read. Never returns.
@@ -507,13 +498,18 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
     import importlib.util
 
     try:
-        module_name = os.path.splitext(os.path.basename(filename))[0]  # the course pack's module name
-        spec = importlib.util.spec_from_file_location(module_name, filename)
-        assert spec is not None and spec.loader is not None  # a path ending in .py always has both
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
+        module = request.get("module")  # made before the fork (``jobsetup.prepare_module``), or here
+        if module is None or module.__file__ != filename:
+            module_name = os.path.splitext(os.path.basename(filename))[0]  # the course pack's module name
+            spec = importlib.util.spec_from_file_location(module_name, filename)
+            assert spec is not None and spec.loader is not None  # a path ending in .py always has both
+            module = importlib.util.module_from_spec(spec)
+        sys.modules[module.__name__] = module
         sys.meta_path.insert(0, OnlyListed)
-        spec.loader.exec_module(module)
+        if (source := request.get("source")) is None:  # else the bytes a sandbox's job wrote there itself
+            with open(filename, "rb") as fh:
+                source = fh.read()
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - as exec_module does
     except BaseException as exc:  # anything at import: syntax error, exit, crash
         if isinstance(exc, SyntaxError):
             where = os.path.basename(filename) + (", line %s" % exc.lineno if exc.lineno else "")
@@ -526,7 +522,7 @@ def run(request: dict[str, Any], fd: int) -> NoReturn:
         )
         os._exit(0)
     _send(fd, identity, {"event": "import", "ok": True})
-    del request, spec
+    del request, source
 
     while True:
         message = _next_call(call_fd)
@@ -576,8 +572,10 @@ def _work(calls: list[Any], blob: memoryview | None, np: Any) -> list[tuple[Any,
 
     Raises ValueError, KeyError, TypeError or AttributeError when the phase is not the grader's.
     """
-    if blob is None:
-        return [(c["function"], c["args"], [_Marshalled(a) for a in c["args"]]) for c in calls]
+    if blob is None:  # each call's argument list marshalled whole: one C call to make, one to check (`_mutated`)
+        if any(type(c["args"]) is not list for c in calls):
+            raise TypeError
+        return [(c["function"], c["args"], _Marshalled(c["args"])) for c in calls]
     work = []
     offset = [0]
     for c in calls:
@@ -613,7 +611,7 @@ _FLOAT_CODE = 0x67  # marshal's TYPE_BINARY_FLOAT, b"g" (version 2 and later)
 
 
 class _Marshalled:
-    """The pristine copy of an argument as its marshal (version 2), made and compared in C.
+    """The pristine copy of an argument (or of a call's whole argument list) as its marshal (version 2), made and compared in C.
 
     Marshal writes the exact built-in types only (a float subclass, a list subclass or a numpy
     float cannot be written; a tuple, an int or a bool is written otherwise than a list or a
@@ -753,10 +751,18 @@ def _snapshot(arg: JSON) -> str | None:
         return None
 
 
-def _mutated(args: list[JSON], pristine: list[JSON]) -> list[int]:
-    """Positions of the arguments the call changed in place (lists it was handed)."""
+def _mutated(args: list[JSON], pristine: list[JSON] | _Marshalled) -> list[int]:
+    """Positions of the arguments the call changed in place (lists it was handed), against a copy of
+    each, or (`_work`) the argument list's marshal: if it still marshals so, none changed."""
+    if type(pristine) is _Marshalled:
+        try:
+            if _marshal(args, 2) == pristine.data:
+                return []
+        except BaseException:  # an object marshal cannot write: decided argument by argument below
+            pass
+    copies = pristine.pristine() if isinstance(pristine, _Marshalled) else pristine
     changed = []
-    for i, (a, p) in enumerate(zip(args, pristine)):
+    for i, (a, p) in enumerate(zip(args, copies)):
         try:
             same = _same(a, p)
         except BaseException:  # an object with a hostile __eq__, a cycle: not the data it was given
