@@ -65,6 +65,12 @@ before them, so that a job that is done does not wait a whole pause.
 """
 MIN_GATHER_SECONDS = 0.0001
 """A shorter pause than this is not taken: the grader waits for the answer itself."""
+FIRST_GATHER_SHARE = 0.6
+"""The first pause of a phase lasts this share of the time the phase took the submissions before (`PhasePaces`)."""
+MAX_FIRST_GATHER_SECONDS = 0.02
+"""The first pause of a phase lasts at most this long (seconds)..."""
+FIRST_GATHER_TIMEOUT_SHARE = 0.02
+"""... and at most this share of the shortest timeout among the phase's calls."""
 HIDDEN_CUT_NOTE = "[output after the first hidden check is not shown]"
 """Ends the kept output when the submission printed more after the first hidden call was sent."""
 
@@ -99,6 +105,52 @@ class PhaseWires(BudgetTable[tuple[int, ...], tuple[tuple[Call, ...], bytes]]):
 
 PHASES = PhaseWires()
 """The grader's one table of phases' bytes (`PhaseWires`)."""
+
+
+class PhasePaces:
+    """How long each phase took the submissions before, to time the first pause of the next one's.
+
+    Every submission of a class gets the same phases, and a job answers a
+    phase's calls one after the other without waiting for the grader: the
+    grader needs its answers only once the phase is over (to send the next
+    one, or to end the job). So the first pause after a phase is handed over
+    (`_gather`) lasts `FIRST_GATHER_SHARE` of the time the phase took before,
+    instead of `GATHER_SECONDS`: most of its answers are then read at once, in
+    one wake-up of the grader, rather than a few at a time. The pause stays far
+    below any of the phase's timeouts (`MAX_FIRST_GATHER_SECONDS`,
+    `FIRST_GATHER_TIMEOUT_SHARE`), and a call's CPU time is still counted from
+    before it. A phase is known by its bytes (`PhaseWires.wire`: the very
+    same object for the same calls); at most `MAX_PHASES` are kept. Thread-safe
+    (a lost update costs one pause its length).
+    """
+
+    MAX_PHASES = 256
+    """Phases kept, at most (past that the table starts again)."""
+
+    def __init__(self) -> None:
+        self._paces: dict[int, tuple[bytes, float, float]] = {}  # id(wire): (wire, seconds it took, longest pause)
+
+    def first_pause(self, wire: bytes) -> float:
+        """How long the phase ``wire``'s first pause may last (0.0: a phase not seen yet)."""
+        kept = self._paces.get(id(wire))
+        if kept is None or kept[0] is not wire:
+            return 0.0
+        return min(kept[1] * FIRST_GATHER_SHARE, kept[2])
+
+    def took(self, wire: bytes, calls: Sequence[Call], seconds: float) -> None:
+        """Count that the phase ``wire`` (of ``calls``) was answered whole ``seconds`` after it was handed over."""
+        kept = self._paces.get(id(wire))
+        if kept is not None and kept[0] is wire:
+            self._paces[id(wire)] = (wire, kept[1] + (seconds - kept[1]) * 0.25, kept[2])
+            return
+        if len(self._paces) >= self.MAX_PHASES:
+            self._paces.clear()
+        longest = min(MAX_FIRST_GATHER_SECONDS, min(c.timeout for c in calls) * FIRST_GATHER_TIMEOUT_SHARE)
+        self._paces[id(wire)] = (wire, seconds, longest)
+
+
+PACES = PhasePaces()
+"""The grader's one table of phases' durations (`PhasePaces`)."""
 
 
 def _standby(launch: Launcher, source: bytes, workdir: str, cpu: float) -> Job:
@@ -442,7 +494,9 @@ def _run_phase(
     first = calls[start]
     cpu_timed = child.job.cpu_seconds() is not None
     phase_wait0: float | None = None  # the job's CPU waiting so far, read at the phase's first wait
-    sent = child.send(PHASES.wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget.end))
+    wire = PHASES.wire(calls[start:end])
+    first_pause = PACES.first_pause(wire)
+    sent = child.send(wire, min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget.end))
     standby: JobChannel | None = None
     phase_began = began
     for j in range(start, end):
@@ -457,7 +511,7 @@ def _run_phase(
         ready = taken is not None or child.frame_ready()
         cpu_before: float | None = None
         if not ready and sent == "sent" and child.result_open:
-            ready, cpu_before = _gather(child, j, start, end, phase_began, cpu_timed)
+            ready, cpu_before = _gather(child, j, start, end, phase_began, cpu_timed, first_pause)
         if not cpu_timed:
             cpu0 = None
         elif ready:
@@ -504,6 +558,7 @@ def _run_phase(
         if standby is not None:  # the call answered in time after all
             standby.kill()
             standby = None
+    PACES.took(wire, calls[start:end], time.monotonic() - phase_began)
     if end < len(calls) and child.pending():
         # More answers than calls (frames the submission wrote itself), or the job ended right after
         # answering: the next phase goes to a fresh job, never to a stale answer.
@@ -522,17 +577,20 @@ def _cpu_limit(call: Call, budget: _Budget, cpu0: float | None, ready: bool) -> 
 
 
 def _gather(
-    child: JobChannel, j: int, start: int, end: int, phase_began: float, cpu_timed: bool
+    child: JobChannel, j: int, start: int, end: int, phase_began: float, cpu_timed: bool, first_pause: float = 0.0
 ) -> tuple[bool, float | None]:
     """Let the answers of the next fast calls gather (`GATHER_SECONDS`), then look whether call ``j``'s is in.
 
     Near the phase's end the pause is only about as long as its last calls should take (at the pace
-    of the ones before). Returns whether a whole frame is read now, and the job's CPU time read
-    before the pause (None when no pause was taken, or its CPU time is not read).
+    of the ones before). The phase's first pause may be longer: ``first_pause`` (`PhasePaces`).
+    Returns whether a whole frame is read now, and the job's CPU time read before the pause (None
+    when no pause was taken, or its CPU time is not read).
     """
     pause = GATHER_SECONDS
     if j > start:
         pause = min(pause, (time.monotonic() - phase_began) / (j - start) * (end - j))
+    elif first_pause > pause:
+        pause = first_pause
     if pause < MIN_GATHER_SECONDS:
         return False, None
     # Read before the pause: a busy machine may stretch it well past its length, and the
