@@ -130,12 +130,12 @@ class PhasePaces:
     def __init__(self) -> None:
         self._paces: dict[int, tuple[bytes, float, float]] = {}  # id(wire): (wire, seconds it took, longest pause)
 
-    def first_pause(self, wire: bytes) -> float:
-        """How long the phase ``wire``'s first pause may last (0.0: a phase not seen yet)."""
+    def pauses(self, wire: bytes, calls: Sequence[Call]) -> tuple[float, float]:
+        """How long the phase ``wire``'s first pause lasts (0.0: a phase not seen yet), and any of its pauses at most."""
         kept = self._paces.get(id(wire))
         if kept is None or kept[0] is not wire:
-            return 0.0
-        return min(kept[1] * FIRST_GATHER_SHARE, kept[2])
+            return 0.0, _longest_pause(calls)
+        return min(kept[1] * FIRST_GATHER_SHARE, kept[2]), kept[2]
 
     def took(self, wire: bytes, calls: Sequence[Call], seconds: float) -> None:
         """Count that the phase ``wire`` (of ``calls``) was answered whole ``seconds`` after it was handed over."""
@@ -145,8 +145,12 @@ class PhasePaces:
             return
         if len(self._paces) >= self.MAX_PHASES:
             self._paces.clear()
-        longest = min(MAX_FIRST_GATHER_SECONDS, min(c.timeout for c in calls) * FIRST_GATHER_TIMEOUT_SHARE)
-        self._paces[id(wire)] = (wire, seconds, longest)
+        self._paces[id(wire)] = (wire, seconds, _longest_pause(calls))
+
+
+def _longest_pause(calls: Sequence[Call]) -> float:
+    """The longest pause `_gather` takes in a phase of ``calls`` (`MAX_FIRST_GATHER_SECONDS`, `FIRST_GATHER_TIMEOUT_SHARE`)."""
+    return min(MAX_FIRST_GATHER_SECONDS, min(c.timeout for c in calls) * FIRST_GATHER_TIMEOUT_SHARE)
 
 
 PACES = PhasePaces()
@@ -429,8 +433,11 @@ class _Submission:
                     self.results[j] = CallResult("skipped", message=self.import_error)
                 return None
             child.imported = True
-            if budget.cpu_timed and child.job.cpu_seconds() is None:
-                budget.wall_only()  # this job's CPU time cannot be read: the clock times it
+            readable: bool | None = None  # whether the job's CPU time can be read, as read now
+            if budget.cpu_timed:
+                readable = child.job.cpu_seconds() is not None
+                if not readable:
+                    budget.wall_only()  # this job's CPU time cannot be read: the clock times it
             stop_at = len(calls)
             j = start
             while j < len(calls):
@@ -446,7 +453,9 @@ class _Submission:
                     budget,
                     sink,
                     lambda pending: _standby(self.launch, self.source, self.workdir, self.cpu_for(pending)),
+                    readable,
                 )
+                readable = None  # read again for the next phase
                 self.results[j : j + len(got)] = got
                 if failed:
                     handover = self.standby is not None
@@ -471,6 +480,7 @@ def _run_phase(
     budget: _Budget,
     sink: dict[str, bytearray],
     start_standby: Callable[[Sequence[Call]], Job],
+    cpu_timed: bool | None = None,
 ) -> tuple[list[CallResult], bool, JobChannel | None]:
     """Hand ``calls[start:end]`` to ``child`` at once and read one answer per call, each against its own limits.
 
@@ -479,7 +489,8 @@ def _run_phase(
     CPU time is the job's in that span (every call before it had answered,
     so no later call had started), counted from before a pause of
     `GATHER_SECONDS` when its answer was not in yet. A frame already in the
-    pipe is read without waiting.
+    pipe is read without waiting. ``cpu_timed``: whether the job's CPU time can be read, when
+    that was just read (right after its import); None: read here.
 
     Returns
     -------
@@ -492,10 +503,11 @@ def _run_phase(
     got: list[CallResult] = []
     began = time.monotonic()
     first = calls[start]
-    cpu_timed = child.job.cpu_seconds() is not None
+    if cpu_timed is None:
+        cpu_timed = child.job.cpu_seconds() is not None
     phase_wait0: float | None = None  # the job's CPU waiting so far, read at the phase's first wait
     wire = PHASES.wire(calls[start:end])
-    first_pause = PACES.first_pause(wire)
+    first_pause, longest = PACES.pauses(wire, calls[start:end])
     sent = child.send(wire, min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget.end))
     standby: JobChannel | None = None
     phase_began = began
@@ -508,10 +520,11 @@ def _run_phase(
             got.append(result_of(taken, time.monotonic() - began, child.last_wire))
             continue
         # An answer already read needs no CPU reading (it came in time); others are timed from now.
-        ready = taken is not None or child.frame_ready()
+        # Just handed over, a phase seen before is not answered yet: its first pause comes first.
+        ready = taken is not None or (not (j == start and first_pause and sent == "sent") and child.frame_ready())
         cpu_before: float | None = None
         if not ready and sent == "sent" and child.result_open:
-            ready, cpu_before = _gather(child, j, start, end, phase_began, cpu_timed, first_pause)
+            ready, cpu_before = _gather(child, j, start, end, phase_began, cpu_timed, (first_pause, longest))
         if not cpu_timed:
             cpu0 = None
         elif ready:
@@ -577,20 +590,29 @@ def _cpu_limit(call: Call, budget: _Budget, cpu0: float | None, ready: bool) -> 
 
 
 def _gather(
-    child: JobChannel, j: int, start: int, end: int, phase_began: float, cpu_timed: bool, first_pause: float = 0.0
+    child: JobChannel,
+    j: int,
+    start: int,
+    end: int,
+    phase_began: float,
+    cpu_timed: bool,
+    pauses: tuple[float, float] = (0.0, GATHER_SECONDS),
 ) -> tuple[bool, float | None]:
     """Let the answers of the next fast calls gather (`GATHER_SECONDS`), then look whether call ``j``'s is in.
 
-    Near the phase's end the pause is only about as long as its last calls should take (at the pace
-    of the ones before). The phase's first pause may be longer: ``first_pause`` (`PhasePaces`).
-    Returns whether a whole frame is read now, and the job's CPU time read before the pause (None
-    when no pause was taken, or its CPU time is not read).
+    ``pauses``: the phase's first pause and its longest (`PhasePaces.pauses`). The first pause
+    lasts most of the time the phase took before; a later one, `FIRST_GATHER_SHARE` of the time
+    the phase's last calls should take at the pace of the ones before (at least `GATHER_SECONDS`,
+    but never longer than those calls should take, nor than the longest). Returns whether a whole
+    frame is read now, and the job's CPU time read before the pause (None when no pause was taken,
+    or its CPU time is not read).
     """
-    pause = GATHER_SECONDS
+    first, longest = pauses
     if j > start:
-        pause = min(pause, (time.monotonic() - phase_began) / (j - start) * (end - j))
-    elif first_pause > pause:
-        pause = first_pause
+        rest = (time.monotonic() - phase_began) / (j - start) * (end - j)
+        pause = min(max(GATHER_SECONDS, rest * FIRST_GATHER_SHARE), rest, max(longest, GATHER_SECONDS))
+    else:
+        pause = max(first, GATHER_SECONDS)
     if pause < MIN_GATHER_SECONDS:
         return False, None
     # Read before the pause: a busy machine may stretch it well past its length, and the
