@@ -61,7 +61,10 @@ call. After this pause the answers that came meanwhile are read at once. It
 is far below any call's timeout; a call's CPU time is counted from before
 the pause (a busy machine may stretch the pause). Near a phase's end the
 pause is as long as its last calls should take, at the pace of the calls
-before them, so that a job that is done does not wait a whole pause.
+before them, so that a job that is done does not wait a whole pause. A
+phase's first pause, and a later one while many calls are left, may be
+longer (`PhasePaces`, `_gather`), never more than `MAX_FIRST_GATHER_SECONDS`
+nor `FIRST_GATHER_TIMEOUT_SHARE` of the phase's shortest timeout.
 """
 MIN_GATHER_SECONDS = 0.0001
 """A shorter pause than this is not taken: the grader waits for the answer itself."""
@@ -487,8 +490,8 @@ def _run_phase(
     Call ``k`` is timed from the moment the answer before it was read (the
     phase's hand-over, for the first) until its own answer is read; its
     CPU time is the job's in that span (every call before it had answered,
-    so no later call had started), counted from before a pause of
-    `GATHER_SECONDS` when its answer was not in yet. A frame already in the
+    so no later call had started), counted from before a pause (`_gather`)
+    when its answer was not in yet. A frame already in the
     pipe is read without waiting. ``cpu_timed``: whether the job's CPU time can be read, when
     that was just read (right after its import); None: read here.
 
