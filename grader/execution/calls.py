@@ -487,21 +487,15 @@ def _run_phase(
 ) -> tuple[list[CallResult], bool, JobChannel | None]:
     """Hand ``calls[start:end]`` to ``child`` at once and read one answer per call, each against its own limits.
 
-    Call ``k`` is timed from the moment the answer before it was read (the
-    phase's hand-over, for the first) until its own answer is read; its
-    CPU time is the job's in that span (every call before it had answered,
-    so no later call had started), counted from before a pause (`_gather`)
-    when its answer was not in yet. A frame already in the
-    pipe is read without waiting. ``cpu_timed``: whether the job's CPU time can be read, when
-    that was just read (right after its import); None: read here.
+    Call ``k`` is timed from the moment the answer before it was read (the phase's hand-over, for
+    the first) until its own answer is read; its CPU time is the job's in that span (every call
+    before it had answered, so no later call had started), counted from before a pause (`_gather`)
+    when its answer was not in yet. A frame already in the pipe is read without waiting.
+    ``cpu_timed``: whether the job's CPU time can be read, if just read (after its import).
 
-    Returns
-    -------
-    (list of CallResult, bool, JobChannel or None)
-        The results of the calls answered (the last one the call that
-        failed, when the job cannot go on), whether the job must be
-        replaced, and the standby started meanwhile (None if none is, or it
-        is not needed: a standby not needed is killed here).
+    Returns the results of the calls answered (the last one the call that failed, when the job
+    cannot go on), whether the job must be replaced, and the standby started meanwhile (None if
+    none is, or it is not needed: a standby not needed is killed here).
     """
     got: list[CallResult] = []
     began = time.monotonic()
