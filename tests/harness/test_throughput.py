@@ -341,7 +341,7 @@ def test_a_phase_seen_before_is_read_after_one_pause_as_long_as_most_of_it(tmp_p
 
 def test_a_phase_s_pauses_stay_far_below_its_shortest_timeout() -> None:
     """A phase's pauses last at most 20 ms and 2% of its shortest timeout; the first one 60% of what the phase
-    took (a moving average of the submissions before)."""
+    took the submissions before (following a quicker one at once, a slower one a tenth of the way)."""
     from grader.execution.calls import PhasePaces
     from grader.models import Call
 
@@ -355,8 +355,10 @@ def test_a_phase_s_pauses_stay_far_below_its_shortest_timeout() -> None:
     other = b"another phase"
     paces.took(other, slow, 0.01)
     assert paces.pauses(other, slow) == (pytest.approx(0.006), pytest.approx(0.02))
-    paces.took(other, slow, 0.03)  # a quarter of the way to the new time
-    assert paces.pauses(other, slow)[0] == pytest.approx(0.6 * 0.015)
+    paces.took(other, slow, 0.03)  # a tenth of the way to a slower time
+    assert paces.pauses(other, slow)[0] == pytest.approx(0.6 * 0.012)
+    paces.took(other, slow, 0.005)  # a quicker one at once
+    assert paces.pauses(other, slow)[0] == pytest.approx(0.6 * 0.005)
     assert paces.pauses(bytes(bytearray(other)), slow)[0] == 0.0  # equal bytes, another object: not that phase
 
 
