@@ -44,18 +44,20 @@ def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
     OSError
         If the folder is not writable; the destination is then unchanged.
     """
-    dest = Path(path)
+    # Plain strings, not pathlib: a run writes two files per student through here.
+    dest = os.fspath(path)
     kind = not_regular(dest)
     if kind:  # a rename would replace a device, a FIFO or a link (even /dev/null, as root)
-        raise OSError(errno.EEXIST, f"{dest} is {kind}, not a regular file")
-    folder = str(dest.parent)
+        raise OSError(errno.EEXIST, f"{Path(dest)} is {kind}, not a regular file")
+    folder, name = os.path.split(dest)
+    folder = folder or "."
     if folder not in _FOLDERS_MADE:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         _FOLDERS_MADE.add(folder)
     # A name of its own (this process, a counter) opened exclusively: what mkstemp does, without its
     # random names; a name left by a crashed run is skipped.
     while True:
-        tmp = os.path.join(folder, f".{dest.name}.{os.getpid()}.{next(_TEMP_NUMBERS)}.tmp")
+        tmp = os.path.join(folder, f".{name}.{os.getpid()}.{next(_TEMP_NUMBERS)}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             break
@@ -63,7 +65,7 @@ def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
             continue
         except FileNotFoundError:  # the folder went away since it was made: make it again
             _FOLDERS_MADE.discard(folder)
-            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(folder, exist_ok=True)
             _FOLDERS_MADE.add(folder)
     try:
         if isinstance(text, str):

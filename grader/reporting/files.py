@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ class SubmissionFiles:
     ) -> None:
 
         self.folder = folder
+        self._where = os.fspath(folder)  # joined as a string per file: pathlib costs more than the rest
         self.names = {sid: slug + suffix for sid, slug in slugs_of(items).items()}
         self.render = render
         self.failure = failure
@@ -91,7 +93,7 @@ class SubmissionFiles:
         from grader.errors import UsageError
 
         try:
-            write_atomic(self.folder / self.names[result.id], self.render(result))
+            write_atomic(os.path.join(self._where, self.names[result.id]), self.render(result))
         except OSError as exc:
             raise UsageError(f"{self.failure} ({exc.strerror})") from None
         self.written.add(result.id)

@@ -297,6 +297,71 @@ def test_the_answers_of_fast_calls_are_read_together_not_one_wait_each(tmp_path:
     assert len(waits) <= 30, f"{len(waits)} waits for 60 answers"
 
 
+def test_a_phase_seen_before_is_read_after_one_pause_as_long_as_most_of_it(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """`grader.execution.calls.PhasePaces`: the second submission given the same phase (60 calls answered
+    0.1 ms apart) first pauses, right after the hand-over, for 60% of the time the phase took the first
+    one (whose first pause was 1 ms); no pause is longer than the phase's cap, and every answer is still
+    its call's."""
+    from grader.execution import calls as calls_module
+    from harness.test_runner import C, run, submission
+
+    gathers: list[tuple[int, float]] = []  # (call's place in the phase, the pause it was given)
+    real_gather = calls_module._gather
+
+    def gathering(child, j, start, end, phase_began, cpu_timed, pauses=(0.0, 0.001)):  # noqa: ANN001, ANN202
+        first, longest = pauses
+        gathers.append((j - start, max(first, calls_module.GATHER_SECONDS) if j == start else longest))
+        return real_gather(child, j, start, end, phase_began, cpu_timed, pauses)
+
+    monkeypatch.setattr(calls_module, "PACES", calls_module.PhasePaces())
+    monkeypatch.setattr(calls_module, "_gather", gathering)
+    path = submission(
+        tmp_path,
+        "import time\n"
+        "def double(x):\n"
+        "    end = time.perf_counter() + 0.0001\n"
+        "    while time.perf_counter() < end:\n"
+        "        pass\n"
+        "    return 2 * x\n",
+    )
+    phase = [C("double", i) for i in range(60)]
+    wire = calls_module.PHASES.wire(phase)
+    assert calls_module.PACES.pauses(wire, phase) == (0.0, 0.02)  # not seen yet
+    expected = [("returned", 2 * i) for i in range(60)]
+    assert [(r.status, r.value) for r in run(path, *phase).results] == expected
+    assert all(pause <= 0.02 for _, pause in gathers)
+    assert all(pause == calls_module.GATHER_SECONDS for j, pause in gathers if j == 0)
+    first, longest = calls_module.PACES.pauses(wire, phase)
+    assert 0.6 * 0.006 <= first <= longest == 0.02  # 60% of the phase's 6 ms or more
+    del gathers[:]
+    assert [(r.status, r.value) for r in run(path, *phase).results] == expected
+    assert gathers[0] == (0, first)  # not read before it: the pause comes first
+    assert len(gathers) <= 10, gathers
+
+
+def test_a_phase_s_pauses_stay_far_below_its_shortest_timeout() -> None:
+    """A phase's pauses last at most 20 ms and 2% of its shortest timeout; the first one 60% of what the phase
+    took the submissions before (following a quicker one at once, a slower one a tenth of the way)."""
+    from grader.execution.calls import PhasePaces
+    from grader.models import Call
+
+    paces = PhasePaces()
+    quick = [Call("f", (1,), 5.0), Call("g", (2,), 0.1)]
+    wire = b"a phase"
+    assert paces.pauses(wire, quick) == (0.0, pytest.approx(0.002))
+    paces.took(wire, quick, 0.05)
+    assert paces.pauses(wire, quick) == (pytest.approx(0.002), pytest.approx(0.002))  # capped by 2% of 0.1 s
+    slow = [Call("f", (1,), 5.0)]
+    other = b"another phase"
+    paces.took(other, slow, 0.01)
+    assert paces.pauses(other, slow) == (pytest.approx(0.006), pytest.approx(0.02))
+    paces.took(other, slow, 0.03)  # a tenth of the way to a slower time
+    assert paces.pauses(other, slow)[0] == pytest.approx(0.6 * 0.012)
+    paces.took(other, slow, 0.005)  # a quicker one at once
+    assert paces.pauses(other, slow)[0] == pytest.approx(0.6 * 0.005)
+    assert paces.pauses(bytes(bytearray(other)), slow)[0] == 0.0  # equal bytes, another object: not that phase
+
+
 @pytest.mark.timing
 def test_a_call_s_cpu_during_a_stretched_pause_is_counted(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     """A busy machine may stretch the grader's pause (GATHER_SECONDS) far past 1 ms: a call spinning
