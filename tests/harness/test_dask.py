@@ -50,10 +50,11 @@ def _zygote_pids(dask_worker) -> list[int]:
 
 def _profiling(dask_worker) -> list[str]:
     """In a worker: its periodic callbacks that sample stacks or system counters (the grader plugin stops them),
-    and its event loop's tick if it still runs more often than once a second."""
+    and its event loop's tick and memory monitor if they still run more often than once a second."""
     callbacks = dask_worker.periodic_callbacks
     busy = [name for name in callbacks if name.startswith("profile") or name == "monitor"]
-    return busy + ["tick"] * (callbacks["tick"].callback_time < 1000)
+    slow = [name for name in ("tick", "memory_monitor") if name in callbacks and callbacks[name].callback_time < 1000]
+    return busy + slow
 
 
 @pytest.fixture(scope="module")
@@ -307,9 +308,15 @@ def test_the_cluster_sends_data_only_and_is_decoded_strictly() -> None:
 
 def test_a_worker_killed_mid_chunk_leaves_a_folder_the_next_grader_removes(tmp_path: Path) -> None:
     """A chunk's scratch folder is named by its worker's pid: before, a worker killed mid-chunk left a
-    ``grader-dask-*`` folder in the temporary folder for good (one per test-suite run)."""
+    ``grader-dask-*`` folder in the temporary folder for good (one per test-suite run). It is made in
+    memory (`grader.fileio.MEMORY_FOLDER`, here a stand-in folder) when that has room, else in the
+    temporary folder."""
+    memory = tmp_path / "shm"
+    memory.mkdir()
     script = (
-        "import json, os, signal, types\n"
+        "import json, os, signal, sys, types\n"
+        "from grader import fileio\n"
+        "fileio.MEMORY_FOLDER = sys.argv[1]\n"
         "from grader.shards import cluster\n"
         "def killed(**kwargs):\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -321,12 +328,15 @@ def test_a_worker_killed_mid_chunk_leaves_a_folder_the_next_grader_removes(tmp_p
     )
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    proc = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TMPDIR": str(scratch)}, cwd=ROOT)
-    assert proc.returncode == -signal.SIGKILL
-    [left] = scratch.iterdir()
-    assert left.name.startswith("grader-dask-") and (left / "0" / "attention.py").is_file()
-    assert remove_stale_scratch(str(scratch)) == 1
-    assert list(scratch.iterdir()) == []
+    for room in (str(memory), str(tmp_path / "no-such-memory-folder")):
+        proc = subprocess.run([sys.executable, "-c", script, room], env={**os.environ, "TMPDIR": str(scratch)}, cwd=ROOT)
+        assert proc.returncode == -signal.SIGKILL
+    [left] = memory.iterdir()  # the first run's, in memory
+    [fallback] = scratch.iterdir()  # the second's: no memory folder, the temporary folder
+    for folder in (left, fallback):
+        assert folder.name.startswith("grader-dask-") and (folder / "0" / "attention.py").is_file()
+    assert remove_stale_scratch(str(memory)) == 1 and remove_stale_scratch(str(scratch)) == 1
+    assert list(memory.iterdir()) == [] and list(scratch.iterdir()) == []
 
 
 def _frames() -> list[bytes]:
