@@ -329,7 +329,9 @@ def test_a_worker_killed_mid_chunk_leaves_a_folder_the_next_grader_removes(tmp_p
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     for room in (str(memory), str(tmp_path / "no-such-memory-folder")):
-        proc = subprocess.run([sys.executable, "-c", script, room], env={**os.environ, "TMPDIR": str(scratch)}, cwd=ROOT)
+        proc = subprocess.run(
+            [sys.executable, "-c", script, room], env={**os.environ, "TMPDIR": str(scratch)}, cwd=ROOT
+        )
         assert proc.returncode == -signal.SIGKILL
     [left] = memory.iterdir()  # the first run's, in memory
     [fallback] = scratch.iterdir()  # the second's: no memory folder, the temporary folder
