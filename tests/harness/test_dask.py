@@ -339,6 +339,9 @@ def test_a_worker_killed_mid_chunk_leaves_a_folder_the_next_grader_removes(tmp_p
         assert folder.name.startswith("grader-dask-") and (folder / "0" / "attention.py").is_file()
     assert remove_stale_scratch(str(memory)) == 1 and remove_stale_scratch(str(scratch)) == 1
     assert list(memory.iterdir()) == [] and list(scratch.iterdir()) == []
+    from grader.fileio import memory_scratch
+
+    assert memory_scratch(1 << 60) is None  # no room four times over: the temporary folder
 
 
 def _frames() -> list[bytes]:
