@@ -521,6 +521,18 @@ def test_chunk_size_is_four_tasks_per_worker_thread_within_bounds() -> None:
     assert chunk_size(10_000, 100) == 25
 
 
+def test_chunks_shrink_toward_the_class_end_so_the_workers_finish_together() -> None:
+    from grader.builtin.dask_cluster import TAIL_CHUNK, chunk_size, chunk_sizes
+
+    sizes = chunk_sizes(1000, 2)
+    assert sizes[:28] == [32] * 28 and sizes[28:] == [26, 20, 15, 11, 8, 6, 5, 4, 3, 2, 2, 2]
+    for n, threads in ((1000, 2), (40, 2), (1, 1), (7, 3), (10_000, 100), (5, 0)):
+        sizes = chunk_sizes(n, threads)
+        assert sum(sizes) == n and sizes == sorted(sizes, reverse=True) and sizes[0] <= chunk_size(n, threads)
+        assert sizes[-1] <= TAIL_CHUNK
+    assert chunk_sizes(0, 2) == []
+
+
 class _Future:
     def __init__(self, key: str, answer: bytes) -> None:
         self.key, self.answer, self.reads = key, answer, 0
