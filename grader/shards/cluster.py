@@ -302,7 +302,7 @@ MEMORY_MONITOR_MS = 1000
 ``distributed.worker.memory.monitor-interval: 1s``). A grading worker's memory is flat (its jobs'
 memory is the sandbox's to limit, and a chunk's answer is small): a reading a second still pauses
 or spills it in time, and the nanny's own monitor, which restarts a worker past its limit, is the
-cluster's. Idle, each worker spent 7 ms of CPU a second on these readings and its tick."""
+cluster's. Two idle workers spent 15 ms of CPU a second, 7.5 with a reading a second."""
 
 
 class GraderWorker(WorkerPlugin):
