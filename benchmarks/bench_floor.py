@@ -28,7 +28,8 @@ elsewhere on the machine falls on every contender alike):
 ``dask-1``, ``dask-2``, ``dask-2-judge``
     ``grader grade --dask ADDRESS`` on a ``distributed.LocalCluster`` of 1 and 2
     single-thread worker processes, started once (in a helper process of
-    this one) and warmed with one small class; ``dask-2-judge`` adds
+    this one) and warmed with one small class, a submission per task, so that every worker has
+    its runner and sandbox zygote started before the rounds; ``dask-2-judge`` adds
     ``--dask-judge`` (the workers judge and score); skipped, with a message,
     when ``distributed`` is not installed.
 
@@ -393,8 +394,12 @@ class Cluster:
 # --- the parent ---------------------------------------------------------------------------------------------------
 
 
-def run_contender(name: str, folder: Path, work: Path, jobs: int, clusters: dict[str, Cluster]) -> dict[str, float]:
-    """One run of one contender over the class: seconds, CPU seconds (whole tree and by role), faults."""
+def run_contender(
+    name: str, folder: Path, work: Path, jobs: int, clusters: dict[str, Cluster], extra: tuple[str, ...] = ()
+) -> dict[str, float]:
+    """One run of one contender over the class: seconds, CPU seconds (whole tree and by role), faults.
+
+    ``extra``: more ``grade`` options for a Dask contender (the warm-up's ``--dask-chunk 1``)."""
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
     if name in ("sandboxed", "--insecure"):
@@ -414,7 +419,7 @@ def run_contender(name: str, folder: Path, work: Path, jobs: int, clusters: dict
     cluster = clusters[name]
     own0, tree0 = cluster.reading()
     judge = ["--dask-judge"] * name.endswith("-judge")  # the workers judge and score too
-    figures = run_tree(grade_command(folder, out, jobs, ["--dask", cluster.address, *judge]), ENV)
+    figures = run_tree(grade_command(folder, out, jobs, ["--dask", cluster.address, *judge, *extra]), ENV)
     own1, tree1 = cluster.reading()
     _full_marks_everywhere(out, [name])
     figures["client"] = figures.pop("cpu")
@@ -567,10 +572,12 @@ def main(argv: list[str] | None = None) -> None:
                 contenders = [c for c in contenders if not c.startswith("dask")]
             else:
                 warm = work / "warm"
-                write_class(warm, 4)
+                write_class(warm, 8)
                 for c in [c for c in contenders if c.startswith("dask")]:
                     clusters[c] = Cluster(int(c.split("-")[1]))
-                    run_contender(c, warm, work, a.jobs, clusters)  # each worker's zygote started
+                    # a submission per task, 8 tasks: every worker's runner and zygote started (one chunk of
+                    # 4 reached one worker, and the other started its own in the first round)
+                    run_contender(c, warm, work, a.jobs, clusters, ("--dask-chunk", "1"))
         runs: dict[str, list[dict[str, float]]] = {c: [] for c in contenders}
         for r in range(a.rounds):
             for c in contenders[r % len(contenders) :] + contenders[: r % len(contenders)]:

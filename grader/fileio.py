@@ -14,7 +14,9 @@ from pathlib import Path
 
 __all__ = [
     "MAX_SOURCE_BYTES",
+    "MEMORY_FOLDER",
     "cache_dir",
+    "memory_scratch",
     "output_file",
     "read_at_most",
     "read_regular",
@@ -276,6 +278,23 @@ def scratch_prefix(kind: str) -> str:
     return f"grader-{kind}-{os.getpid()}-"
 
 
+MEMORY_FOLDER = "/dev/shm"  # noqa: S108 - a folder made in it is tempfile's (0700, a random name)
+"""Where scratch files that need not outlive the process go when it has room (`memory_scratch`): a
+memory file system, whose folders and files are made and removed without the disk's journal."""
+
+
+def memory_scratch(need: int) -> str | None:
+    """`MEMORY_FOLDER` when it is a writable folder with ``need`` bytes free four times over, else None
+    (the system's temporary folder then)."""
+    try:
+        st = os.statvfs(MEMORY_FOLDER)
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize < 4 * need or not os.access(MEMORY_FOLDER, os.W_OK | os.X_OK):
+        return None
+    return MEMORY_FOLDER
+
+
 _SCRATCH = re.compile(r"grader-[a-z]+-(\d+)-")
 
 
@@ -285,7 +304,7 @@ def remove_stale_scratch(folder: str | None = None) -> int:
     Parameters
     ----------
     folder : str, optional
-        Where to look; the system's temporary folder by default.
+        Where to look; by default the system's temporary folder and `MEMORY_FOLDER`.
 
     Returns
     -------
@@ -293,7 +312,8 @@ def remove_stale_scratch(folder: str | None = None) -> int:
         How many folders were removed. Folders of live processes, and any
         folder this process may not remove, are left alone.
     """
-    folder = folder or tempfile.gettempdir()
+    if folder is None:
+        return remove_stale_scratch(tempfile.gettempdir()) + remove_stale_scratch(MEMORY_FOLDER)
     removed = 0
     try:
         names = os.listdir(folder)

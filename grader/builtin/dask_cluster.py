@@ -55,7 +55,7 @@ _CALLS_KEY = StashKey[str]()
 _VALUES = StashKey[bool]()
 _EXERCISES = StashKey[Any]()
 
-__all__ = ["DEFAULT_CHUNK", "MAX_CHUNK", "chunk_size", "cluster_outcome", "security"]
+__all__ = ["DEFAULT_CHUNK", "MAX_CHUNK", "TAIL_CHUNK", "chunk_size", "chunk_sizes", "cluster_outcome", "security"]
 
 DEFAULT_CHUNK = 8
 """Submissions per Dask task, at least (`chunk_size`): enough to amortize a task's round trip."""
@@ -73,6 +73,28 @@ def chunk_size(submissions: int, threads: int) -> int:
     `DEFAULT_CHUNK` to `MAX_CHUNK` submissions.
     """
     return max(DEFAULT_CHUNK, min(MAX_CHUNK, submissions // (4 * max(1, threads))))
+
+
+TAIL_CHUNK = 2
+"""Submissions per Dask task, at least, in a class's last chunks (`chunk_sizes`)."""
+
+
+def chunk_sizes(submissions: int, threads: int) -> list[int]:
+    """The sizes of a class's chunks when ``--dask-chunk`` is not given: `chunk_size`, smaller toward the end.
+
+    A chunk holds at most what is left of the class divided by twice the worker threads (rounded up,
+    and at least `TAIL_CHUNK`): the last chunks shrink, so that the workers finish within a few
+    submissions of each other. Chunks of one size left a worker idle for up to a chunk's time (32
+    submissions: about half a second) while another ran the class's last chunk; the few more tasks
+    cost the client about a millisecond each.
+    """
+    head, share = chunk_size(submissions, threads), 2 * max(1, threads)
+    sizes: list[int] = []
+    left = submissions
+    while left > 0:
+        sizes.append(min(left, head, max(TAIL_CHUNK, -(-left // share))))
+        left -= sizes[-1]
+    return sizes
 
 
 _LOCK = threading.Lock()
@@ -93,8 +115,8 @@ def grader_addoption(parser: Any, command: str) -> None:
         "--dask-chunk",
         type=positive_int,
         metavar="N",
-        help=f"submissions per Dask task (default: four tasks per worker thread, each of {DEFAULT_CHUNK} to "
-        f"{MAX_CHUNK} submissions)",
+        help=f"submissions per Dask task (default: about four tasks per worker thread, each of {DEFAULT_CHUNK} to "
+        f"{MAX_CHUNK} submissions, and smaller ones at the class's end)",
     )
     group.add_argument(
         "--dask-judge",
@@ -250,9 +272,13 @@ def grader_batch_start(submissions: Sequence[Submission], calls: Sequence[Call],
     settings = _settings(config)
     judge = _judge(config, settings)
     threads = _threads(client)
-    size = config.option("dask_chunk") or chunk_size(len(submissions), threads)
     todo = [sub for sub in submissions if sub.file is not None]
-    chunks = [todo[start : start + size] for start in range(0, len(todo), size)]
+    fixed = config.option("dask_chunk")
+    sizes = [fixed] * -(-len(todo) // fixed) if fixed else chunk_sizes(len(todo), threads)
+    chunks, start = [], 0
+    for size in sizes:
+        chunks.append(todo[start : start + size])
+        start += size
     batch = Batch(client, (calls_text, settings, judge), chunks, window=2 * threads + 2)
     config.stash[_PENDING] = {sub.id: (batch, index) for index, chunk in enumerate(chunks) for sub in chunk}
     config.stash[_CALLS_KEY] = calls_key

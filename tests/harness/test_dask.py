@@ -50,10 +50,11 @@ def _zygote_pids(dask_worker) -> list[int]:
 
 def _profiling(dask_worker) -> list[str]:
     """In a worker: its periodic callbacks that sample stacks or system counters (the grader plugin stops them),
-    and its event loop's tick if it still runs more often than once a second."""
+    and its event loop's tick and memory monitor if they still run more often than once a second."""
     callbacks = dask_worker.periodic_callbacks
     busy = [name for name in callbacks if name.startswith("profile") or name == "monitor"]
-    return busy + ["tick"] * (callbacks["tick"].callback_time < 1000)
+    slow = [name for name in ("tick", "memory_monitor") if name in callbacks and callbacks[name].callback_time < 1000]
+    return busy + slow
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +166,14 @@ def test_killing_a_worker_mid_batch_loses_and_duplicates_nothing(cluster, tmp_pa
     local, client = cluster
     klass = _slow_class(tmp_path / "class")
     run("grade", klass, "--out", tmp_path / "local", "-q")
-    scratch = Path(tempfile.gettempdir())
-    before = {p.name for p in scratch.glob("grader-dask-*")}
+    from grader.fileio import MEMORY_FOLDER
+
+    scratches = (Path(tempfile.gettempdir()), Path(MEMORY_FOLDER))  # a chunk's folder is in one of them
+
+    def chunk_folders() -> set[str]:
+        return {p.name for scratch in scratches for p in scratch.glob("grader-dask-*")}
+
+    before = chunk_folders()
     proc = subprocess.Popen(
         grader_cmd(
             "grade",
@@ -215,11 +222,13 @@ def test_killing_a_worker_mid_batch_loses_and_duplicates_nothing(cluster, tmp_pa
     assert counts[0] == counts[1] and counts[1][0] == counts[1][1] >= 14
     lines = (tmp_path / "dask" / "gradebook.csv").read_text().splitlines()
     assert len(lines) == 1 + 16 and len(set(lines)) == len(lines)
-    # The killed worker's chunk folder is named by its pid, so the next grader to start removes it.
+    # The killed worker's chunk folder is named by its pid, so the next grader to start removes it
+    # (only this cluster's workers are looked at: other Dask workers may be grading on this machine).
     remove_stale_scratch()
-    left = {p.name for p in scratch.glob("grader-dask-*")} - before
+    left = chunk_folders() - before
     live = {str(pid) for pid in client.run(os.getpid).values()}
-    assert {name for name in left if name.split("-")[2] not in live} == set()
+    ours = {str(pid) for pid in pids.values()} | live
+    assert {name for name in left if name.split("-")[2] in ours - live} == set()
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path: Path) -> None:
@@ -307,9 +316,15 @@ def test_the_cluster_sends_data_only_and_is_decoded_strictly() -> None:
 
 def test_a_worker_killed_mid_chunk_leaves_a_folder_the_next_grader_removes(tmp_path: Path) -> None:
     """A chunk's scratch folder is named by its worker's pid: before, a worker killed mid-chunk left a
-    ``grader-dask-*`` folder in the temporary folder for good (one per test-suite run)."""
+    ``grader-dask-*`` folder in the temporary folder for good (one per test-suite run). It is made in
+    memory (`grader.fileio.MEMORY_FOLDER`, here a stand-in folder) when that has room, else in the
+    temporary folder."""
+    memory = tmp_path / "shm"
+    memory.mkdir()
     script = (
-        "import json, os, signal, types\n"
+        "import json, os, signal, sys, types\n"
+        "from grader import fileio\n"
+        "fileio.MEMORY_FOLDER = sys.argv[1]\n"
         "from grader.shards import cluster\n"
         "def killed(**kwargs):\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -321,12 +336,20 @@ def test_a_worker_killed_mid_chunk_leaves_a_folder_the_next_grader_removes(tmp_p
     )
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    proc = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TMPDIR": str(scratch)}, cwd=ROOT)
-    assert proc.returncode == -signal.SIGKILL
-    [left] = scratch.iterdir()
-    assert left.name.startswith("grader-dask-") and (left / "0" / "attention.py").is_file()
-    assert remove_stale_scratch(str(scratch)) == 1
-    assert list(scratch.iterdir()) == []
+    for room in (str(memory), str(tmp_path / "no-such-memory-folder")):
+        proc = subprocess.run(
+            [sys.executable, "-c", script, room], env={**os.environ, "TMPDIR": str(scratch)}, cwd=ROOT
+        )
+        assert proc.returncode == -signal.SIGKILL
+    [left] = memory.iterdir()  # the first run's, in memory
+    [fallback] = scratch.iterdir()  # the second's: no memory folder, the temporary folder
+    for folder in (left, fallback):
+        assert folder.name.startswith("grader-dask-") and (folder / "0" / "attention.py").is_file()
+    assert remove_stale_scratch(str(memory)) == 1 and remove_stale_scratch(str(scratch)) == 1
+    assert list(memory.iterdir()) == [] and list(scratch.iterdir()) == []
+    from grader.fileio import memory_scratch
+
+    assert memory_scratch(1 << 60) is None  # no room four times over: the temporary folder
 
 
 def _frames() -> list[bytes]:
@@ -504,6 +527,18 @@ def test_chunk_size_is_four_tasks_per_worker_thread_within_bounds() -> None:
     assert (DEFAULT_CHUNK, MAX_CHUNK) == (8, 32)
     assert chunk_size(500, 2) == 32 and chunk_size(200, 2) == 25 and chunk_size(40, 2) == 8 and chunk_size(0, 0) == 8
     assert chunk_size(10_000, 100) == 25
+
+
+def test_chunks_shrink_toward_the_class_end_so_the_workers_finish_together() -> None:
+    from grader.builtin.dask_cluster import TAIL_CHUNK, chunk_size, chunk_sizes
+
+    sizes = chunk_sizes(1000, 2)
+    assert sizes[:28] == [32] * 28 and sizes[28:] == [26, 20, 15, 11, 8, 6, 5, 4, 3, 2, 2, 2]
+    for n, threads in ((1000, 2), (40, 2), (1, 1), (7, 3), (10_000, 100), (5, 0)):
+        sizes = chunk_sizes(n, threads)
+        assert sum(sizes) == n and sizes == sorted(sizes, reverse=True) and sizes[0] <= chunk_size(n, threads)
+        assert sizes[-1] <= TAIL_CHUNK
+    assert chunk_sizes(0, 2) == []
 
 
 class _Future:
