@@ -268,15 +268,23 @@ def ctrf_pieces(report: GradingReport, seconds: Any = None, now_ms: int | None =
 def _fast_texts(sub: Any, times: CheckTimes) -> Iterator[str]:
     """`_test_texts` of a submission whose id is printable ASCII, each exercise's tests at once, each test
     after ``", "``: each exercise result's form (`_exercise_form`) filled with the id and the durations."""
-    sid = json.dumps(sub.id)
+    sid_open = json.dumps(sub.id)[:-1]
     row = times.padded(sub.id)
     for ex in sub.exercises:
         _, places, form = _exercise_form(ex, times)
         if form is None:  # a name that is not printable ASCII: each test made as `_test_texts` makes it
             for test in _test_texts(_One(sub.id, ex), times(sub.id)):
                 yield ", " + test
-        elif places:
-            yield form.format(*[round(row[i] * 1000) for i in places], s=sid[:-1], S=sid)
+            continue
+        if not places:  # no check: no test (the first test of the document has no ", ")
+            continue
+        pieces, id_slots, duration_slots = form
+        text = list(pieces)
+        for i in id_slots:
+            text[i] = sid_open
+        for i, place in zip(duration_slots, places):
+            text[i] = str(round(row[place] * 1000))
+        yield "".join(text)
 
 
 class _One:
@@ -287,29 +295,40 @@ class _One:
         self.exercises = (ex,)
 
 
-def _braces(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
+_ID = object()
+_DURATION = object()
+Form = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]
+"""An exercise result's tests as text with holes: its pieces, where the id's JSON goes without its closing
+quote, where each check's duration goes (in the order of the checks)."""
 
 
-def _exercise_form(ex: Any, times: CheckTimes) -> tuple[list[str], tuple[int, ...], str | None]:
-    """An exercise result's CTRF statuses, its checks' places in a `CheckTimes` row, and its tests' text as a
-    ``str.format`` form (each test after ``", "``; ``{s}`` the id's JSON without its closing quote, ``{S}``
-    the id's JSON, ``{0}``... each check's duration), or None when a name is not printable ASCII; kept per
-    exercise result and `CheckTimes`."""
-    kept: tuple[list[str], tuple[int, ...], str | None] | None = _KEPT.get(ex, times)
+def _exercise_form(ex: Any, times: CheckTimes) -> tuple[list[str], tuple[int, ...], Form | None]:
+    """An exercise result's CTRF statuses, its checks' places in a `CheckTimes` row, and its tests' `Form`
+    (each test after ``", "``), or None when a name is not printable ASCII; kept per exercise result and
+    `CheckTimes`."""
+    kept: tuple[list[str], tuple[int, ...], Form | None] | None = _KEPT.get(ex, times)
     if kept is not None:
         return kept
     parts = _exercise_parts(ex)
     statuses = [STATUS.get(c.status, "other") for c in ex.checks]
     places = times.places(key for key, *_ in parts)
-    form: str | None = None
+    form: Form | None = None
     if all(rest is not None for _, _, rest, *_ in parts):
-        form = "".join(
-            f', {{{{"name": {{s}} {_braces(rest or "")}, "status": {_braces(head[0])}, "duration": {{{number}}}, '
-            f'"suite": [{{S}}, {_braces(suite_ex)}]{_braces(head[1])}, "extra": {{{{"submission": {{S}}, '
-            f"{_braces(tail)}}}}}"
-            for number, (_, _, rest, suite_ex, head, tail) in enumerate(parts)
-        )
+        pieces: list[str] = []
+        id_slots: list[int] = []
+        duration_slots: list[int] = []
+        for _, _, rest, suite_ex, head, tail in parts:
+            test = (
+                ', {"name": ', _ID, f' {rest}, "status": {head[0]}, "duration": ', _DURATION,
+                ', "suite": [', _ID, f'", {suite_ex}]{head[1]}, "extra": {{"submission": ', _ID, f'", {tail}}}',
+            )  # fmt: skip
+            for piece in test:
+                if piece is _ID:
+                    id_slots.append(len(pieces))
+                elif piece is _DURATION:
+                    duration_slots.append(len(pieces))
+                pieces.append(piece if isinstance(piece, str) else "")
+        form = (tuple(pieces), tuple(id_slots), tuple(duration_slots))
     if _KEPT.get(ex, _PARTS) is parts:  # its parts are kept (every field hashable): so is its form
         _KEPT.put(ex, times, (statuses, places, form))
     return statuses, places, form

@@ -271,9 +271,15 @@ def _suite_cases(
         for sub in report.submissions:
             for ex in sub.exercises:
                 if ex.id == ex_id:
-                    _, places, form = _exercise_form(ex, seconds_of)
+                    _, places, (pieces, classname_slots, time_slots) = _exercise_form(ex, seconds_of)
                     row = seconds_of.padded(sub.id)
-                    yield form.format(*[row[i] for i in places], C=_attribute(classname(sub.id, ex.id)))
+                    text = list(pieces)
+                    name = _attribute(classname(sub.id, ex.id))
+                    for i in classname_slots:
+                        text[i] = name
+                    for i, place in zip(time_slots, places):
+                        text[i] = f"{row[place]:.3f}"
+                    yield "".join(text)
         return
     for sub in report.submissions:
         times = None
@@ -296,41 +302,49 @@ def _suite_cases(
                 yield f"{case}>{level3}{child}{level2}</testcase>"
 
 
-def _braces(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
+_CLASSNAME = object()
+_TIME = object()
+Form = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]
+"""An exercise result's test cases as text with holes: its pieces, where the classname goes (as an attribute),
+where each check's seconds go (in the order of the checks)."""
 
 
 _KEPT = IdentityTable(256)
 """`_exercise_form` of each exercise result seen, by identity (and `CheckTimes`)."""
 
 
-def _exercise_form(ex: Any, times: CheckTimes) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+def _exercise_form(ex: Any, times: CheckTimes) -> tuple[tuple[int, ...], tuple[int, ...], Form]:
     """An exercise result's counts (`_COUNTS`), its checks' places in a `CheckTimes` row, and its test cases
-    as `_suite_cases` writes them, as a ``str.format`` form (``{C}`` the classname as an attribute, ``{0}``...
-    each check's seconds); kept per exercise result and `CheckTimes`."""
-    kept: tuple[tuple[int, ...], tuple[int, ...], str] | None = _KEPT.get(ex, times)
+    as `_suite_cases` writes them, as a `Form`; kept per exercise result and `CheckTimes`."""
+    kept: tuple[tuple[int, ...], tuple[int, ...], Form] | None = _KEPT.get(ex, times)
     if kept is not None:
         return kept
     level2, level3 = ("\n" + _INDENT * n for n in (2, 3))
     counts = dict.fromkeys(_COUNTS, 0)
-    cases, keep = [], True
-    for number, c in enumerate(ex.checks):
+    pieces: list[str] = []
+    slots: dict[object, list[int]] = {_CLASSNAME: [], _TIME: []}
+    keep = True
+    for c in ex.checks:
         counts["tests"] += 1
-        case = f'{level2}<testcase classname="{{C}}" name="{_braces(_attribute(c.id))}" time="{{{number}:.3f}}"'
+        end = " />"
         element = OUTCOME.get(c.status)
-        if element is None:
-            cases.append(case + " />")
-            continue
-        counts[_KEY[element]] += 1
-        try:
-            child = _outcome_child(element, c)
-        except TypeError:  # an unhashable field (a plugin's list in details): the form is not kept
-            child, keep = _outcome_child.__wrapped__(element, c), False
-        cases.append(f"{case}>{_braces(level3 + child + level2)}</testcase>")
-    form = (tuple(counts.values()), times.places((ex.id, c.id) for c in ex.checks), "".join(cases))
+        if element is not None:
+            counts[_KEY[element]] += 1
+            try:
+                child = _outcome_child(element, c)
+            except TypeError:  # an unhashable field (a plugin's list in details): the form is not kept
+                child, keep = _outcome_child.__wrapped__(element, c), False
+            end = f">{level3}{child}{level2}</testcase>"
+        case = (f'{level2}<testcase classname="', _CLASSNAME, f'" name="{_attribute(c.id)}" time="', _TIME, f'"{end}')
+        for piece in case:
+            if not isinstance(piece, str):
+                slots[piece].append(len(pieces))
+            pieces.append(piece if isinstance(piece, str) else "")
+    form = (tuple(pieces), tuple(slots[_CLASSNAME]), tuple(slots[_TIME]))
+    made = (tuple(counts.values()), times.places((ex.id, c.id) for c in ex.checks), form)
     if keep:
-        _KEPT.put(ex, times, form)
-    return form
+        _KEPT.put(ex, times, made)
+    return made
 
 
 @functools.lru_cache(maxsize=1024)
