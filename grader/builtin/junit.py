@@ -39,9 +39,8 @@ from grader.fileio import output_file, write_atomic
 from grader.grading.timing import CheckTimes, check_times
 from grader.markers import hookimpl
 from grader.models import GradingReport
-from grader.reporting.feedback import STATUS_LABELS, check_feedback, student_message
+from grader.reporting.feedback import STATUS_LABELS, adjustment_lines, check_feedback, student_message
 from grader.safetext import display, xml_text
-from grader.term import adjustment_lines
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET

@@ -238,16 +238,19 @@ def grader_addoption(parser: Any, command: str) -> None:
 def grader_locate_submissions(path: str, config: Config) -> list[Submission]:
     """Locate submissions on the filesystem: an LMS export by `grader.intake.lms.locate_export`, else
     with `locate` (zip archives: `locate_archive`)."""
-    from grader.intake.lms import locate_export
 
     def scratch() -> Path:
         dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
         config.stash.setdefault(_TEMPDIRS, []).append(dest)
         return dest
 
-    exported = locate_export(path, config, scratch)
-    if exported is not None:
-        return exported
+    p = Path(path)
+    if (path.lower().endswith(".zip") and p.is_file()) or p.is_dir():  # what an export can be: a single file is not
+        from grader.intake.lms import locate_export
+
+        exported = locate_export(path, config, scratch)
+        if exported is not None:
+            return exported
     if path.lower().endswith(".zip"):
         return locate_archive(path, config)
     return locate(path, skip=config.out_dir, pack=config.pack)

@@ -174,7 +174,8 @@ def _statuses(report: GradingReport) -> dict[tuple[str, str], Counter[tuple[str,
     last report's counts are kept (both charts ask).
     """
     if _COUNTED[0] is report:
-        return _COUNTED[1]
+        kept: dict[tuple[str, str], Counter[tuple[str, str]]] = _COUNTED[1]
+        return kept
     per_result: dict[tuple[str, int], list[Any]] = {}
     for s in report.submissions:
         status = s.status
