@@ -49,6 +49,7 @@ from grader.intake.files import (
     make_submission,
     notebook_submission,
     remove_scratch,
+    resolves_to,
     shown_path,
 )
 from grader.intake.naming import display_name, what_it_holds
@@ -145,10 +146,11 @@ def locate(path: str, skip: Path | None = None, pack: Any = None) -> list[Submis
     except OSError as exc:
         raise UsageError(f"{shown}: cannot list the folder ({exc.strerror})") from None
     skipped = skip.resolve() if skip is not None else None
+    resolved = p.resolve() if skipped is not None else p
     for name in children:
         if name.startswith((".", "_")):
             continue
-        if skipped is not None and (p / name).resolve() == skipped:
+        if skipped is not None and resolves_to(p, name, skipped, resolved):
             continue  # the grader's own output folder
         sub = _child(p / name, pack)
         if sub is not None:

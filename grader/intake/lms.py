@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
 from grader.intake import LOCATED as _LOCATED
+from grader.intake.files import resolves_to
 from grader.intake.naming import display_name, what_it_holds
 from grader.models import Submission
 from grader.safetext import display
@@ -403,12 +404,13 @@ def _folder_entries(folder: Path, skip: Path | None) -> list[Entry]:
     except OSError as exc:
         raise UsageError(f"{display_name(str(folder))}: cannot list the folder ({exc.strerror})") from None
     skipped = skip.resolve() if skip is not None else None
+    resolved = folder.resolve() if skipped is not None else folder
     entries = []
     for name in names:
         if name.startswith(".") or name in _SKIPPED:
             continue
         path = folder / name
-        if skipped is not None and path.resolve() == skipped:
+        if skipped is not None and resolves_to(folder, name, skipped, resolved):
             continue
         shown = display_name(name)
         try:
