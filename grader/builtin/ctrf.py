@@ -305,8 +305,8 @@ quote, where each check's duration goes (in the order of the checks)."""
 def _exercise_form(ex: Any, times: CheckTimes) -> tuple[list[str], tuple[int, ...], Form | None]:
     """An exercise result's CTRF statuses, its checks' places in a `CheckTimes` row, and its tests' `Form`
     (each test after ``", "``), or None when a name is not printable ASCII; kept per exercise result and
-    `CheckTimes`."""
-    kept: tuple[list[str], tuple[int, ...], Form | None] | None = _KEPT.get(ex, times)
+    `CheckTimes.keys` (what the places follow; no row is held)."""
+    kept: tuple[list[str], tuple[int, ...], Form | None] | None = _KEPT.get(ex, times.keys)
     if kept is not None:
         return kept
     parts = _exercise_parts(ex)
@@ -330,7 +330,7 @@ def _exercise_form(ex: Any, times: CheckTimes) -> tuple[list[str], tuple[int, ..
                 pieces.append(piece if isinstance(piece, str) else "")
         form = (tuple(pieces), tuple(id_slots), tuple(duration_slots))
     if _KEPT.get(ex, _PARTS) is parts:  # its parts are kept (every field hashable): so is its form
-        _KEPT.put(ex, times, (statuses, places, form))
+        _KEPT.put(ex, times.keys, (statuses, places, form))
     return statuses, places, form
 
 

@@ -314,8 +314,8 @@ _KEPT = IdentityTable(256)
 
 def _exercise_form(ex: Any, times: CheckTimes) -> tuple[tuple[int, ...], tuple[int, ...], Form]:
     """An exercise result's counts (`_COUNTS`), its checks' places in a `CheckTimes` row, and its test cases
-    as `_suite_cases` writes them, as a `Form`; kept per exercise result and `CheckTimes`."""
-    kept: tuple[tuple[int, ...], tuple[int, ...], Form] | None = _KEPT.get(ex, times)
+    as `_suite_cases` writes them, as a `Form`; kept per exercise result and `CheckTimes.keys` (what the places follow; no row is held)."""
+    kept: tuple[tuple[int, ...], tuple[int, ...], Form] | None = _KEPT.get(ex, times.keys)
     if kept is not None:
         return kept
     level2, level3 = ("\n" + _INDENT * n for n in (2, 3))
@@ -342,7 +342,7 @@ def _exercise_form(ex: Any, times: CheckTimes) -> tuple[tuple[int, ...], tuple[i
     form = (tuple(pieces), tuple(slots[_CLASSNAME]), tuple(slots[_TIME]))
     made = (tuple(counts.values()), times.places((ex.id, c.id) for c in ex.checks), form)
     if keep:
-        _KEPT.put(ex, times, made)
+        _KEPT.put(ex, times.keys, made)
     return made
 
 
