@@ -22,11 +22,11 @@ from grader.fileio import write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.packs import find_pack
-from grader.reporting.insight import MIN_CLASS, NEGATIVE_BELOW, ItemAnalysis, item_analysis, misconceptions
 from grader.reporting.pages import environment
 
 if TYPE_CHECKING:
     from grader.config.core import Config
+    from grader.reporting.insight import ItemAnalysis
 
 __all__ = ["PAGE", "Point", "render_staff_class", "scatter"]
 
@@ -117,12 +117,14 @@ def scatter(analysis: ItemAnalysis) -> Scatter:
         _, y = at(0.0, k / 10)
         ticks.append((left - 8, y + 4, f"{k / 10:+.1f}" if k else "0", "end"))
         lines.append((left, y, left + plot_w, y, "zero" if k == 0 else "grid"))
+    from grader.reporting.insight import NEGATIVE_BELOW
+
     _, y_neg = at(0.0, NEGATIVE_BELOW)
     lines.append((left, y_neg, left + plot_w, y_neg, "threshold"))
     return Scatter(width, height, left, top, plot_w, plot_h, tuple(points), tuple(ticks), tuple(lines), tuple(labels))
 
 
-def render_staff_class(report: GradingReport, pack: Any = None, min_class: int = MIN_CLASS) -> str:
+def render_staff_class(report: GradingReport, pack: Any = None, min_class: int | None = None) -> str:
     """The staff page of the class: who holds each misconception, and the item analysis.
 
     Parameters
@@ -130,14 +132,19 @@ def render_staff_class(report: GradingReport, pack: Any = None, min_class: int =
     report : grader.models.GradingReport
     pack : grader.packs.Pack, optional
         The course whose chapter heads the page (default: the course found, `grader.packs.find_pack`).
-    min_class : int
-        Fewest submissions that could run for the item analysis to be shown.
+    min_class : int, optional
+        Fewest submissions that could run for the item analysis to be shown (default:
+        `grader.reporting.insight.MIN_CLASS`).
 
     Returns
     -------
     str
         Self-contained HTML (inline CSS and SVG, no script), autoescaped.
     """
+    # here, not at the module's import: a command that writes no staff page never needs the analysis
+    from grader.reporting.insight import MIN_CLASS, NEGATIVE_BELOW, item_analysis, misconceptions
+
+    min_class = MIN_CLASS if min_class is None else min_class
     analysis = item_analysis(report, min_class)
     return (
         environment(pack or find_pack())

@@ -24,8 +24,8 @@ from grader.errors import UsageError
 from grader.fileio import output_file, write_atomic
 from grader.markers import hookimpl
 from grader.models import GradingReport
+from grader.reporting.feedback import adjustment_lines
 from grader.safetext import csv_cell
-from grader.term import adjustment_lines
 
 if TYPE_CHECKING:
     from grader.config.core import Config

@@ -46,11 +46,11 @@ from grader.execution.boundary import plain_data
 from grader.markers import hookimpl
 from grader.models import CallResult, Check, Diagnosis, Prepared, RunOutcome, Verdict
 from grader.packs import mutants_dir, specs_dir
-from grader.packs.catalogue import Catalogue, Entry, load_catalogue, run_entries
 from grader.stash import StashKey
 
 if TYPE_CHECKING:
     from grader.config.core import Config
+    from grader.packs.catalogue import Catalogue, Entry
 
 __all__ = ["DiagnosisTable", "Evidence", "build_table", "leave_one_out", "same_data"]
 
@@ -375,6 +375,8 @@ def build_table(
     calls = list(collected.calls)
     mutants = catalogue.mutants
     if outcomes is None:
+        from grader.packs.catalogue import run_entries  # here: a run without mutants never needs it
+
         outcomes = run_entries(config, mutants, calls)
     rows: dict[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]] = {}
     unknown: dict[tuple[str, str], set[str]] = {}
@@ -403,6 +405,8 @@ def _catalogue(config: Any) -> Catalogue | None:
     folder, explicit = mutants_dir(config)
     if folder is None:
         return None
+    from grader.packs.catalogue import load_catalogue  # here: a command without mutants never needs it
+
     try:
         return load_catalogue(folder, config.pack.submission, config.pack.chapter_url)
     except ConfigError:
@@ -484,6 +488,8 @@ def grader_mistake_table(
 def grader_configure(config: Config) -> None:
     config.stash[_LOCK] = threading.Lock()
     if not config.option("no_diagnosis", False) and config.option("mutants"):
+        from grader.packs.catalogue import load_catalogue
+
         load_catalogue(
             config.option("mutants"), config.pack.submission
         )  # a wrong explicit --mutants fails now, in one line

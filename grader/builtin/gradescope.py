@@ -49,11 +49,10 @@ from grader.intake.naming import slugs_of
 from grader.markers import hookimpl
 from grader.models import GradingReport, Submission, SubmissionResult
 from grader.packs import find_pack
-from grader.reporting.feedback import check_feedback
+from grader.reporting.feedback import adjustment_lines, check_feedback
 from grader.reporting.files import SubmissionFiles
 from grader.safetext import display, unicode_safe
 from grader.stash import StashKey
-from grader.term import adjustment_lines
 
 if TYPE_CHECKING:
     from grader.config.core import Config

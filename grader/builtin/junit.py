@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
+from grader.execution.memo import IdentityTable
 from grader.fileio import output_file, write_atomic
-from grader.grading.timing import check_seconds
+from grader.grading.timing import CheckTimes, check_times
 from grader.markers import hookimpl
 from grader.models import GradingReport
-from grader.reporting.feedback import STATUS_LABELS, check_feedback, student_message
+from grader.reporting.feedback import STATUS_LABELS, adjustment_lines, check_feedback, student_message
 from grader.safetext import display, xml_text
-from grader.term import adjustment_lines
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
@@ -123,7 +123,8 @@ def junit_xml(report: GradingReport, seconds: dict[str, dict[tuple[str, str], fl
     seconds : dict or callable, optional
         Per submission id, the seconds of each (exercise id, check id), as
         `grader.grading.timing.check_seconds` gives (a dict, or a function of the
-        id); missing ones are 0.
+        id); missing ones are 0. A `grader.grading.timing.CheckTimes` gives the same
+        text with less work.
 
     Returns
     -------
@@ -223,6 +224,22 @@ def _suite_totals(
     """`junit_pieces`'s first pass: each suite's counts of statuses and its seconds (they come before its cases)."""
     suite_counts: dict[str, dict[str, int]] = {ex_id: dict.fromkeys(_COUNTS, 0) for ex_id in exercise_ids}
     suite_times = dict.fromkeys(exercise_ids, 0.0)
+    if isinstance(seconds_of, CheckTimes):  # the same sums, in the same order, from each result's kept form
+        for sub in report.submissions:
+            row = None
+            for ex in sub.exercises:
+                if ex.id not in suite_counts:
+                    continue
+                row = seconds_of.padded(sub.id) if row is None else row
+                found, places, _ = _exercise_form(ex, seconds_of)
+                counts = suite_counts[ex.id]
+                for key, value in zip(_COUNTS, found):
+                    counts[key] += value
+                suite_time = suite_times[ex.id]
+                for i in places:
+                    suite_time += row[i]
+                suite_times[ex.id] = suite_time
+        return suite_counts, suite_times
     for sub in report.submissions:  # first pass: the suites' attributes (they come before their cases)
         times = None
         for ex in sub.exercises:
@@ -249,6 +266,20 @@ def _suite_cases(
 ) -> Iterator[str]:
     """The test cases of exercise ``ex_id``'s suite, each indented as ``ElementTree.indent`` indents it."""
     level2, level3 = ("\n" + _INDENT * n for n in (2, 3))
+    if isinstance(seconds_of, CheckTimes):  # each exercise's cases at once, from its result's kept form
+        for sub in report.submissions:
+            for ex in sub.exercises:
+                if ex.id == ex_id:
+                    _, places, (pieces, classname_slots, time_slots) = _exercise_form(ex, seconds_of)
+                    row = seconds_of.padded(sub.id)
+                    text = list(pieces)
+                    name = _attribute(classname(sub.id, ex.id))
+                    for i in classname_slots:
+                        text[i] = name
+                    for i, place in zip(time_slots, places):
+                        text[i] = f"{row[place]:.3f}"
+                    yield "".join(text)
+        return
     for sub in report.submissions:
         times = None
         for ex in sub.exercises:
@@ -268,6 +299,51 @@ def _suite_cases(
                 except TypeError:  # an unhashable field (a plugin's list in details): made each time
                     child = _outcome_child.__wrapped__(element, c)
                 yield f"{case}>{level3}{child}{level2}</testcase>"
+
+
+_CLASSNAME = object()
+_TIME = object()
+Form = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]
+"""An exercise result's test cases as text with holes: its pieces, where the classname goes (as an attribute),
+where each check's seconds go (in the order of the checks)."""
+
+
+_KEPT = IdentityTable(256)
+"""`_exercise_form` of each exercise result seen, by identity (and `CheckTimes`)."""
+
+
+def _exercise_form(ex: Any, times: CheckTimes) -> tuple[tuple[int, ...], tuple[int, ...], Form]:
+    """An exercise result's counts (`_COUNTS`), its checks' places in a `CheckTimes` row, and its test cases
+    as `_suite_cases` writes them, as a `Form`; kept per exercise result and `CheckTimes.keys` (what the places follow; no row is held)."""
+    kept: tuple[tuple[int, ...], tuple[int, ...], Form] | None = _KEPT.get(ex, times.keys)
+    if kept is not None:
+        return kept
+    level2, level3 = ("\n" + _INDENT * n for n in (2, 3))
+    counts = dict.fromkeys(_COUNTS, 0)
+    pieces: list[str] = []
+    slots: dict[object, list[int]] = {_CLASSNAME: [], _TIME: []}
+    keep = True
+    for c in ex.checks:
+        counts["tests"] += 1
+        end = " />"
+        element = OUTCOME.get(c.status)
+        if element is not None:
+            counts[_KEY[element]] += 1
+            try:
+                child = _outcome_child(element, c)
+            except TypeError:  # an unhashable field (a plugin's list in details): the form is not kept
+                child, keep = _outcome_child.__wrapped__(element, c), False
+            end = f">{level3}{child}{level2}</testcase>"
+        case = (f'{level2}<testcase classname="', _CLASSNAME, f'" name="{_attribute(c.id)}" time="', _TIME, f'"{end}')
+        for piece in case:
+            if not isinstance(piece, str):
+                slots[piece].append(len(pieces))
+            pieces.append(piece if isinstance(piece, str) else "")
+    form = (tuple(pieces), tuple(slots[_CLASSNAME]), tuple(slots[_TIME]))
+    made = (tuple(counts.values()), times.places((ex.id, c.id) for c in ex.checks), form)
+    if keep:
+        _KEPT.put(ex, times.keys, made)
+    return made
 
 
 @functools.lru_cache(maxsize=1024)
@@ -297,20 +373,6 @@ def grader_addoption(parser: Any, command: str) -> None:
     )
 
 
-class _RunSeconds:
-    """`grader.grading.timing.check_seconds` of a run, as `junit_pieces` takes it: for a submission, or one
-    exercise of it."""
-
-    def __init__(self, config: Config) -> None:
-        self.config = config
-
-    def __call__(self, sub_id: str) -> dict[tuple[str, str], float]:
-        return check_seconds(self.config, sub_id)
-
-    def for_exercise(self, sub_id: str, exercise_id: str) -> dict[tuple[str, str], float]:
-        return check_seconds(self.config, sub_id, exercise_id)
-
-
 @hookimpl
 def grader_write_reports(report: GradingReport, config: Config) -> None:
     """Write ``--junit FILE``, or ``DIR/junit.xml`` when the command writes files."""
@@ -319,6 +381,6 @@ def grader_write_reports(report: GradingReport, config: Config) -> None:
     if target is None:
         return
     try:
-        write_atomic(Path(target), junit_pieces(report, _RunSeconds(config)))
+        write_atomic(Path(target), junit_pieces(report, check_times(config, report)))
     except OSError as exc:
         raise UsageError(f"--junit {target}: cannot write the file ({exc.strerror})") from None

@@ -42,15 +42,12 @@ from typing import TYPE_CHECKING, Any
 
 from grader.errors import ConfigError, UsageError
 from grader.fileio import write_atomic
-from grader.intake.lms import LMS_CHOICES, LOCATED
+from grader.intake import LOCATED
 from grader.markers import hookimpl
 from grader.models import GradingReport, Submission
+from grader.reporting.feedback import adjustment_lines, submission_feedback
 from grader.safetext import csv_cell, display
 from grader.stash import StashKey
-from grader.term import (
-    adjustment_lines,
-    submission_feedback,
-)
 
 if TYPE_CHECKING:
     from grader.config.core import Config
@@ -76,6 +73,8 @@ MOODLE_COLUMNS = (
 def grader_addoption(parser: Any, command: str) -> None:
     if command not in ("grade", "similarity"):
         return
+    from grader.intake.lms import LMS_CHOICES  # here: 'grader check' never reads an LMS export
+
     group = parser.add_argument_group("LMS")
     group.add_argument(
         "--lms",

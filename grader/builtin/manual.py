@@ -27,12 +27,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from grader.errors import ConfigError
-from grader.intake.lms import LOCATED, student_problem
 from grader.markers import hookimpl
 from grader.models import Submission, SubmissionResult
 from grader.safetext import display
 from grader.stash import StashKey
-from grader.term import apply_manual, read_manual
 
 if TYPE_CHECKING:
     from grader.config.core import Config
@@ -55,6 +53,8 @@ def grader_addoption(parser: Any, command: str) -> None:
 @hookimpl
 def grader_configure(config: Config) -> None:
     if config.option("manual") and config.command == "grade":
+        from grader.term import read_manual  # here: a run without --manual never needs the term's module
+
         config.stash[_ROWS] = read_manual(config.option("manual"))
 
 
@@ -107,8 +107,12 @@ def grader_grading_ready(config: Config) -> None:
         In one line naming the file, the line, the column and the fix.
     """
     rows = config.stash.get(_ROWS)
+    if not rows:
+        return
+    from grader.intake.lms import LOCATED, student_problem  # here: only --manual needs them
+
     located = config.stash.get(LOCATED)
-    if not rows or not located:
+    if not located:
         return
     for r in rows:
         problem = student_problem(r.student, located)
@@ -121,4 +125,6 @@ def grader_adjust_result(result: SubmissionResult, submission: Submission, confi
     rows = config.stash.get(_ROWS)
     if not rows:
         return None
+    from grader.term import apply_manual
+
     return apply_manual(result, rows, config.option("manual"))

@@ -24,12 +24,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from grader.errors import ConfigError
-from grader.intake.lms import LOCATED, shared_name
 from grader.markers import hookimpl
 from grader.models import Submission, SubmissionResult
 from grader.safetext import display
 from grader.stash import StashKey
-from grader.term import apply_penalty, late_penalty, load_policy
 
 if TYPE_CHECKING:
     from grader.config.core import Config
@@ -52,6 +50,8 @@ def grader_addoption(parser: Any, command: str) -> None:
 @hookimpl
 def grader_configure(config: Config) -> None:
     if config.option("policy") and config.command != "check":
+        from grader.term import load_policy  # here: a run without --policy never needs the term's module
+
         policy = load_policy(config.option("policy"))
         # late_days keyed by LMS user id: YAML reads an unquoted 340934 as a number, the id is text
         config.stash[_POLICY] = dataclasses.replace(policy, late_days={str(k): v for k, v in policy.late_days.items()})
@@ -121,6 +121,8 @@ def grader_adjust_result(result: SubmissionResult, submission: Submission, confi
     source = (
         (f"{system.capitalize()} " if system else "") + SOURCES[found[0]] if found else f"{system.capitalize()} export"
     )
+    from grader.term import apply_penalty, late_penalty
+
     penalty = late_penalty(
         policy,
         _late_days_key(policy, result, submission),
@@ -159,8 +161,12 @@ def grader_grading_ready(config: Config) -> None:
         In one line naming the policy file, ``times`` and the fix.
     """
     policy = config.stash.get(_POLICY)
+    if policy is None:
+        return
+    from grader.intake.lms import LOCATED, shared_name  # here: only --policy needs them
+
     located = config.stash.get(LOCATED)
-    if policy is None or not located:
+    if not located:
         return
     for key in policy.late_days:
         shared = shared_name(key, located)

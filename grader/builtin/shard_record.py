@@ -21,12 +21,6 @@ from grader.config.secret import course_secret
 from grader.grading.slices import CLASS_IDS, STASH_KEY
 from grader.markers import hookimpl
 from grader.models import Call, Submission, SubmissionResult
-from grader.shards import (
-    SUBFOLDER,
-    manifest,
-    record_line,
-    write_record,
-)
 from grader.stash import StashKey
 
 if TYPE_CHECKING:
@@ -80,6 +74,8 @@ def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
         else:
             # each distinct frame and exercise result written once per shard (the lines keep the order they
             # are made in)
+            from grader.shards import record_line  # here: a run that is not a shard never needs grader.shards
+
             line = record_line(submission, result, outcome, config.stash[_WIRES], config.stash[_EXERCISES])
         # compressed until the record is written: a submission's line is ~40 KB of JSON, ~8 KB compressed
         lines[result.id] = zlib.compress(line.encode(), 1)
@@ -104,6 +100,8 @@ def grader_write_reports(report: Any, config: Config) -> None:
     if not _sharded(config):
         return
     assert config.out_dir is not None  # _sharded
+    from grader.shards import SUBFOLDER, manifest, write_record
+
     lines = config.stash.get(_LINES, {})
     ids = [s.id for s in report.submissions if s.id in lines]
     wanted = set(ids)

@@ -49,6 +49,7 @@ from grader.intake.files import (
     make_submission,
     notebook_submission,
     remove_scratch,
+    resolves_to,
     shown_path,
 )
 from grader.intake.naming import display_name, what_it_holds
@@ -145,10 +146,11 @@ def locate(path: str, skip: Path | None = None, pack: Any = None) -> list[Submis
     except OSError as exc:
         raise UsageError(f"{shown}: cannot list the folder ({exc.strerror})") from None
     skipped = skip.resolve() if skip is not None else None
+    resolved = p.resolve() if skipped is not None else p
     for name in children:
         if name.startswith((".", "_")):
             continue
-        if skipped is not None and (p / name).resolve() == skipped:
+        if skipped is not None and resolves_to(p, name, skipped, resolved):
             continue  # the grader's own output folder
         sub = _child(p / name, pack)
         if sub is not None:
@@ -238,16 +240,19 @@ def grader_addoption(parser: Any, command: str) -> None:
 def grader_locate_submissions(path: str, config: Config) -> list[Submission]:
     """Locate submissions on the filesystem: an LMS export by `grader.intake.lms.locate_export`, else
     with `locate` (zip archives: `locate_archive`)."""
-    from grader.intake.lms import locate_export
 
     def scratch() -> Path:
         dest = Path(tempfile.mkdtemp(prefix=scratch_prefix("zip")))
         config.stash.setdefault(_TEMPDIRS, []).append(dest)
         return dest
 
-    exported = locate_export(path, config, scratch)
-    if exported is not None:
-        return exported
+    p = Path(path)
+    if (path.lower().endswith(".zip") and p.is_file()) or p.is_dir():  # what an export can be: a single file is not
+        from grader.intake.lms import locate_export
+
+        exported = locate_export(path, config, scratch)
+        if exported is not None:
+            return exported
     if path.lower().endswith(".zip"):
         return locate_archive(path, config)
     return locate(path, skip=config.out_dir, pack=config.pack)

@@ -34,6 +34,7 @@ submission, specs and secret give byte-identical results.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -97,13 +98,13 @@ class CourseSecret:
         """Whether no secret was set."""
         return self.key is None
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
         """16 hex digits naming the secret without revealing it (`DEFAULT_FINGERPRINT` for none).
 
         SHA-256 of HMAC-SHA256(secret, a fixed label), first 16 hex digits:
         two runs with the same fingerprint drew the same hidden inputs, so a
-        stored result can be keyed on it.
+        stored result can be keyed on it. Worked out once (every submission's result key names it).
         """
         if self.key is None:
             return DEFAULT_FINGERPRINT

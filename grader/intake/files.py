@@ -32,6 +32,7 @@ __all__ = [
     "missing_file",
     "notebook_submission",
     "remove_scratch",
+    "resolves_to",
     "shown_path",
 ]
 
@@ -80,6 +81,32 @@ def folder_entries(folder: Path, limit: int = 200) -> list[tuple[str, bool]]:
 def missing_file(shown: str, folder: Path, pack: Any) -> str:
     """The problem of a student folder without the file: what it holds instead, and what to do."""
     return f"no {pack.submission} in {shown}: {what_it_holds(folder_entries(folder), pack.submission, pack.notebook)}; the student folder must hold {pack.submission}"
+
+
+def resolves_to(folder: Path, name: str, target: Path, folder_resolved: Path) -> bool:
+    """Whether ``(folder / name).resolve() == target``, without resolving every entry of a class folder.
+
+    An entry that is no symbolic link resolves to its name in the resolved folder: one ``lstat``
+    instead of one per component of the path; a link (or an entry that cannot be read) is resolved.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The folder listed.
+    name : str
+        An entry's name, as the listing gives it.
+    target : pathlib.Path
+        A resolved path (the output folder, say).
+    folder_resolved : pathlib.Path
+        ``folder.resolve()``.
+    """
+    path = folder / name
+    try:
+        if not stat.S_ISLNK(os.lstat(path).st_mode):
+            return folder_resolved / name == target
+    except OSError:
+        pass
+    return path.resolve() == target
 
 
 def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes, pack: Any) -> Submission:
@@ -135,7 +162,9 @@ def make_submission(sid: str, path: Path, file: Path | None, raw_name: bytes, pa
             if not stat.S_ISREG(opened.st_mode):  # swapped after the lstat
                 kind = FILE_KINDS.get(stat.S_IFMT(opened.st_mode), "a special file")
                 return problem(f"{name} is not a regular file ({kind}); submit the file itself")
-            while chunk := fh.read(1 << 20):
+            # chunks of the file's size (at most 1 MiB): a read of 1 MiB allocates that much for an 8 KB file
+            want = min(1 << 20, max(opened.st_size, 0) + 1)
+            while chunk := fh.read(want):
                 size += len(chunk)
                 digest.update(chunk)
     except OSError as exc:

@@ -47,10 +47,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader.errors import UsageError
+from grader.intake import LOCATED as _LOCATED
+from grader.intake.files import resolves_to
 from grader.intake.naming import display_name, what_it_holds
 from grader.models import Submission
 from grader.safetext import display
-from grader.stash import StashKey
 
 if TYPE_CHECKING:
     import zipfile  # the archives are opened by grader.intake.archive, when there is one (issue 29)
@@ -74,8 +75,8 @@ __all__ = [
 LMS_CHOICES = ("canvas", "moodle", "none")
 """The values of ``--lms``: the export's system, or ``none`` for an ordinary class folder."""
 
-LOCATED = StashKey[list[Submission]]()
-"""Every submission located in this run, before the grader's naming (for checks made before grading)."""
+LOCATED = _LOCATED
+"""Every submission located in this run, before the grader's naming (`grader.intake.LOCATED`)."""
 
 _WHO = r"(?:(?P<name>[^\W_]\w*?|)_)?(?P<late>LATE_)?(?P<user>\d+|anon_[A-Za-z0-9]+)"  # a name may sanitise to ""
 _CANVAS_FILE = re.compile(_WHO + r"_(?P<file>\d+)_(?P<upload>.+)", re.DOTALL)
@@ -403,12 +404,13 @@ def _folder_entries(folder: Path, skip: Path | None) -> list[Entry]:
     except OSError as exc:
         raise UsageError(f"{display_name(str(folder))}: cannot list the folder ({exc.strerror})") from None
     skipped = skip.resolve() if skip is not None else None
+    resolved = folder.resolve() if skipped is not None else folder
     entries = []
     for name in names:
         if name.startswith(".") or name in _SKIPPED:
             continue
         path = folder / name
-        if skipped is not None and path.resolve() == skipped:
+        if skipped is not None and resolves_to(folder, name, skipped, resolved):
             continue
         shown = display_name(name)
         try:

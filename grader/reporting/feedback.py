@@ -22,11 +22,13 @@ __all__ = [
     "HIDDEN_NOTE",
     "STATUS_LABELS",
     "ExerciseMistake",
+    "adjustment_lines",
     "check_feedback",
     "check_mistake",
     "exercise_mistake",
     "headline",
     "mistake_example",
+    "submission_feedback",
     "not_attempted",
     "hint_for",
     "how_many",
@@ -224,3 +226,30 @@ def submission_file(sub: SubmissionResult, filename: str) -> Path:
     """
     path = Path(sub.path)
     return path if path.suffix == ".py" else path / filename
+
+
+def adjustment_lines(result: SubmissionResult) -> list[str]:
+    """One line per adjustment, then the raw and final scores; [] without adjustments (every writer shows these)."""
+    if not result.adjustments:
+        return []
+    lines = [
+        f"{'Late penalty' if a.kind == 'late' else 'Manual score'}: {a.points:+g}: {a.reason}"
+        + (f" (by {a.grader})" if a.grader else "")
+        for a in result.adjustments
+    ]
+    raw = result.raw_score if result.raw_score is not None else result.score
+    lines.append(f"Automatic score {raw:g}, final score {result.score:g} / {result.max_score:g}")
+    return lines
+
+
+def submission_feedback(result: SubmissionResult, chapter: str) -> str:
+    """A short comment for the LMS: the final score, each exercise's, the adjustments (no hidden detail).
+
+    ``chapter`` (the course pack's short name) heads the comment.
+    """
+    lines = [f"{chapter}: {result.score:g} / {result.max_score:g}"]
+    lines += [f"{e.id} {e.title}: {e.score:g} / {e.max_score:g}" for e in result.exercises]
+    if result.status == "error":
+        lines.append(f"Your file could not be graded: {result.error}")
+    lines += adjustment_lines(result)
+    return "\n".join(lines)

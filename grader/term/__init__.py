@@ -33,10 +33,12 @@ from typing import Any
 
 from grader.errors import ConfigError
 from grader.models import Adjustment, SubmissionResult
+from grader.reporting.feedback import adjustment_lines, submission_feedback
 
 __all__ = [
     "POLICY_SCHEMA",
     "ManualRow",
+    "adjustment_lines",
     "Policy",
     "apply_manual",
     "late_penalty",
@@ -768,30 +770,3 @@ def strip_adjustments(result: SubmissionResult) -> SubmissionResult:
         exercises.append(dataclasses.replace(ex, checks=checks, score=round(ex.score - delta, 6)))
     score = result.score if result.raw_score is None else result.raw_score
     return dataclasses.replace(result, exercises=tuple(exercises), score=score, raw_score=None, adjustments=(), late={})
-
-
-def adjustment_lines(result: SubmissionResult) -> list[str]:
-    """One line per adjustment, then the raw and final scores; [] without adjustments (every writer shows these)."""
-    if not result.adjustments:
-        return []
-    lines = [
-        f"{'Late penalty' if a.kind == 'late' else 'Manual score'}: {a.points:+g}: {a.reason}"
-        + (f" (by {a.grader})" if a.grader else "")
-        for a in result.adjustments
-    ]
-    raw = result.raw_score if result.raw_score is not None else result.score
-    lines.append(f"Automatic score {raw:g}, final score {result.score:g} / {result.max_score:g}")
-    return lines
-
-
-def submission_feedback(result: SubmissionResult, chapter: str) -> str:
-    """A short comment for the LMS: the final score, each exercise's, the adjustments (no hidden detail).
-
-    ``chapter`` (the course pack's short name) heads the comment.
-    """
-    lines = [f"{chapter}: {result.score:g} / {result.max_score:g}"]
-    lines += [f"{e.id} {e.title}: {e.score:g} / {e.max_score:g}" for e in result.exercises]
-    if result.status == "error":
-        lines.append(f"Your file could not be graded: {result.error}")
-    lines += adjustment_lines(result)
-    return "\n".join(lines)

@@ -496,3 +496,52 @@ def test_ctrf_text_made_from_kept_check_parts_is_the_whole_document_encoded(sid:
         assert text == json.dumps(data, allow_nan=False, ensure_ascii=False)
         assert data["results"]["tests"] == [t for s in report.submissions for t in _tests(s, times)]
     assert data["results"]["summary"]["duration"] == 2 * (13 + 1500)
+
+
+def test_junit_and_ctrf_from_kept_check_times_are_the_text_made_check_by_check() -> None:
+    """The end writers read each submission's check seconds once (`CheckTimes`, issue 29) and fill a form kept
+    per exercise result: the text is the one made check by check from `check_seconds`' dicts, for odd ids, an
+    unhashable detail, an exercise with no check, a check the run has no seconds for, a submission with none,
+    and seconds that round either way."""
+    import types
+
+    from grader.builtin.ctrf import ctrf_pieces
+    from grader.builtin.junit import junit_pieces
+    from grader.collected import COLLECTED
+    from grader.grading.timing import CheckTimes
+    from grader.stash import Stash
+
+    subs = [_sub(sid, {}, hidden) for sid, hidden in (("smithbob", False), ("zoë", True), ("a.b", True), ("none", 0))]
+    odd = dataclasses.replace(subs[1].exercises[1].checks[0], details=[("got", "x")])  # unhashable
+    subs[1] = dataclasses.replace(
+        subs[1], exercises=(subs[1].exercises[0], dataclasses.replace(subs[1].exercises[1], checks=(odd,)))
+    )
+    empty = ExerciseResult("G14.03", "Empty", "s", 0.0, 0.0, ())
+    subs[2] = dataclasses.replace(subs[2], exercises=(empty, *subs[2].exercises))
+    report = GradingReport("0", "h", "grade", tuple(subs))
+    # calls: shape 2, big 1, (no 'mask' seconds: another check id), extra 1
+    slices = ((("G14.01", "shape"), slice(0, 2)), (("G14.01", "big"), slice(2, 3)), (("G14.02", "other"), slice(3, 4)))
+    seconds = {
+        "smithbob": [0.0005, 0.001, 1.2345, 0.25],
+        "zoë": [0.0015, 0.0, 2.0005, 0.1],
+        "a.b": [0.1, 0.2, 0.3, 0.4],
+    }
+    collected = types.SimpleNamespace(check_slices=slices, calls=[None] * 4)
+    config = types.SimpleNamespace(stash=Stash())
+    config.stash[COLLECTED] = collected
+    config.hooks = types.SimpleNamespace(call_seconds=lambda submission_id, config: seconds.get(submission_id))
+
+    def by_dict(sub_id: str) -> dict:
+        known = seconds.get(sub_id)
+        return {} if known is None else {key: round(sum(known[where]), 3) for key, where in slices}
+
+    times = CheckTimes(config)
+    assert times("smithbob") == by_dict("smithbob") and times("none") == {}
+    for _ in range(2):  # the second time from the kept forms
+        fast, slow = (
+            "".join(ctrf_pieces(report, times, now_ms=9_000)),
+            "".join(ctrf_pieces(report, by_dict, now_ms=9_000)),
+        )
+        assert fast == slow, [(a, b) for a, b in zip(fast.split(", "), slow.split(", ")) if a != b]
+        assert "".join(junit_pieces(report, times)) == "".join(junit_pieces(report, by_dict))
+    assert '"duration": 1234' in "".join(ctrf_pieces(report, times, now_ms=9_000))

@@ -329,3 +329,28 @@ def test_only_a_whole_archive_over_the_member_limit_is_refused(tmp_path: Path, m
     monkeypatch.setattr(grader.intake.archive, "MAX_MEMBERS", 5)
     with pytest.raises(ArchiveError, match=r"c\.zip: 6 members; an archive may list at most 5$"):
         safe_extract(archive, tmp_path / "y", "attention.py")
+
+
+def test_resolves_to_is_resolve_without_resolving_every_entry(tmp_path: Path) -> None:
+    """`resolves_to` answers as ``(folder / name).resolve() == target`` (issue 29: a class folder's entries are
+    not each resolved to find the output folder): a plain entry, a link to the target, a link elsewhere, a
+    link through a linked folder, and a name that is not there."""
+    from grader.intake.files import resolves_to
+
+    real = tmp_path / "real"
+    (real / "class" / "out").mkdir(parents=True)
+    (real / "class" / "alice").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    linked = tmp_path / "linked"
+    linked.symlink_to(real / "class")  # the folder listed is itself reached through a link
+    (real / "class" / "to-out").symlink_to(real / "class" / "out")
+    (real / "class" / "to-elsewhere").symlink_to(tmp_path / "elsewhere")
+    target = (real / "class" / "out").resolve()
+    for folder in (real / "class", linked):
+        for name in ("out", "alice", "to-out", "to-elsewhere", "missing"):
+            expected = (folder / name).resolve() == target
+            assert resolves_to(folder, name, target, folder.resolve()) is expected, (folder, name)
+    assert resolves_to(linked, "out", target, linked.resolve()) and resolves_to(
+        linked, "to-out", target, linked.resolve()
+    )
+    assert not resolves_to(linked, "alice", target, linked.resolve())

@@ -824,3 +824,50 @@ def test_a_dask_client_starts_its_sandbox_only_for_a_chunk_it_grades_itself(tmp_
     finally:
         sandbox.grader_unconfigure(config)
     assert sandbox._ZYGOTE not in config.stash and zygote.proc.poll() is not None  # stopped with the run
+
+
+def test_the_preflight_runs_the_workers_side_by_side_and_tells_the_first_workers_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Start-up waits for the slowest worker's two preflight jobs, not for every job in turn (issue 29): the
+    workers' first jobs run at the same time; a worker's failure is told (the first worker's first), and a
+    worker's exception is raised in the caller."""
+    import threading
+    import types
+
+    from grader.models import CallResult, RunOutcome
+
+    meeting = threading.Barrier(2, timeout=10)  # broken (an error) unless both workers' first jobs meet
+    answers = {"a": [41 + 1, 42], "b": [42, 42]}
+    seen: list[str] = []
+
+    def run_calls(path, calls, launch, **_):  # noqa: ANN001, ANN202
+        name = launch()
+        assert Path(path).read_bytes() == slots.PREFLIGHT_SOURCE
+        if name not in seen:
+            seen.append(name)
+            meeting.wait()
+        value = answers[name].pop(0)
+        if isinstance(value, BaseException):
+            raise value
+        return RunOutcome((CallResult("returned", value=value),))
+
+    monkeypatch.setattr(slots, "run_calls", run_calls)
+    workers = [types.SimpleNamespace(launch=lambda n=n: n) for n in ("a", "b")]
+    assert slots.preflight(workers, str(tmp_path)) == ""
+    assert sorted(seen) == ["a", "b"] and answers == {"a": [], "b": []}
+    assert list(tmp_path.iterdir()) == []  # the preflight's file is removed
+
+    meeting.reset()
+    seen.clear()
+    answers.update(a=[42, 42], b=[42, 7])
+    assert "it answered 7" in slots.preflight(workers, str(tmp_path))
+    meeting.reset()
+    seen.clear()
+    answers.update(a=[42, 5], b=[6, 42])
+    assert "it answered 5" in slots.preflight(workers, str(tmp_path))  # the first worker's, though b failed first
+    meeting.reset()
+    seen.clear()
+    answers.update(a=[42, 42], b=[OSError("zygote gone")])
+    with pytest.raises(OSError, match="zygote gone"):
+        slots.preflight(workers, str(tmp_path))

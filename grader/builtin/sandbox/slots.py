@@ -120,23 +120,48 @@ def preflight(workers: Sequence[Worker], workdir: str) -> str:
     path = os.path.join(workdir, "preflight.py")
     with open(path, "wb") as fh:
         fh.write(PREFLIGHT_SOURCE)
+    # The workers side by side (each in a thread of its own, the first in this one), as grading runs them:
+    # start-up waits for the slowest worker's two jobs, not for every job in turn.
+    answers: list[str | BaseException] = [""] * len(workers)
+
+    def check(number: int) -> None:
+        try:
+            answers[number] = _preflight_worker(workers[number], path)
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
+            answers[number] = exc
+
     try:
-        for worker in workers:
-            for _ in range(2):  # two jobs: in the first slot, then in the other (started ahead)
-                outcome = run_calls(
-                    path,
-                    [Call("grader_preflight", (41,), 10.0)],
-                    import_timeout=10.0,
-                    submission_timeout=30.0,
-                    launch=worker.launch,
-                    scratch=False,
-                )
-                result = outcome.results[0]
-                if result.status != "returned" or result.value != 42:
-                    why = outcome.import_error or result.message or f"it answered {result.value!r}"
-                    return _preflight_problem(workdir, why)
+        threads = [threading.Thread(target=check, args=(n,), daemon=True) for n in range(1, len(workers))]
+        for thread in threads:
+            thread.start()
+        if workers:
+            check(0)
+        for thread in threads:
+            thread.join()
     finally:
         os.unlink(path)
+    for answer in answers:  # in the workers' order: the first worker's problem is the one told
+        if isinstance(answer, BaseException):
+            raise answer
+        if answer:
+            return _preflight_problem(workdir, answer)
+    return ""
+
+
+def _preflight_worker(worker: Worker, path: str) -> str:
+    """Run the preflight's two jobs in one worker; why the first that failed did, or ''."""
+    for _ in range(2):  # two jobs: in the first slot, then in the other (started ahead)
+        outcome = run_calls(
+            path,
+            [Call("grader_preflight", (41,), 10.0)],
+            import_timeout=10.0,
+            submission_timeout=30.0,
+            launch=worker.launch,
+            scratch=False,
+        )
+        result = outcome.results[0]
+        if result.status != "returned" or result.value != 42:
+            return outcome.import_error or result.message or f"it answered {result.value!r}"
     return ""
 
 
