@@ -9,15 +9,23 @@ cache, or one made under another course secret, where only the hidden calls run 
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import re
 import shutil
+import sys
+import types
 from pathlib import Path
 
 import pytest
 from conftest import SUBMISSIONS
 
 from grader.cli import main
+from grader.config.core import Config
+from grader.config.plugins import get_plugin_manager
+from grader.markers import hookimpl
+from grader.models import Call, CallResult, RunOutcome, Submission
 
 
 def _times(out: Path, sid: str) -> tuple[float, list[str]]:
@@ -55,3 +63,60 @@ def test_a_student_named_like_a_mutant_keeps_their_own_call_seconds(
     assert seconds == pytest.approx(0.24) and len(cases) > 10 and any(float(t) > 0 for t in cases)
     assert found["cold"] == found["warm"]
     assert found["other"] == found["warm"], "the mutant's hidden calls took the student's place"
+
+
+def _stub_runner() -> types.ModuleType:
+    """A runner whose seconds tell a reference run (9 s a call) from a student's (0.5 s a call)."""
+    module = types.ModuleType("stub_reference_runner")
+
+    @hookimpl
+    def grader_run_calls(submission, calls, config):  # noqa: ANN001, ANN202
+        seconds = 9.0 if submission.reference else 0.5
+        return RunOutcome(tuple(CallResult("returned", value=1, seconds=seconds) for _ in calls))
+
+    module.grader_run_calls = grader_run_calls
+    return module
+
+
+def test_no_per_student_record_keeps_a_reference_run_of_the_same_name(monkeypatch, tmp_path: Path) -> None:  # noqa: ANN001
+    from grader.builtin import staff
+    from grader.packs.catalogue import Entry
+
+    monkeypatch.setitem(sys.modules, "stub_reference_runner", _stub_runner())
+    pm = get_plugin_manager(["stub_reference_runner"], load_entrypoints=False)
+    config = Config(command="grade", options=argparse.Namespace(staff=True, out=str(tmp_path)), pluginmanager=pm)
+    pm.hook.grader_configure(config=config)
+    calls = [Call("softmax", ([0.0],), 1.0)] * 2
+    student = Submission("no_sqrt_dk", "class/no_sqrt_dk", "class/no_sqrt_dk/attention.py")
+    mutant = Entry("no_sqrt_dk", "mutant", "reference/mutants/no_sqrt_dk/attention.py", "0" * 64).submission
+    assert mutant.reference and mutant.id == student.id and not student.reference
+    mine = config.hooks.run_calls(submission=student, calls=calls, config=config)
+    theirs = config.hooks.run_calls(submission=mutant, calls=calls, config=config)  # the catalogue, after the student
+    assert [r.seconds for r in theirs.results] == [9.0, 9.0]  # the reference run's own outcome, unchanged
+    assert list(config.hooks.call_seconds(submission_id="no_sqrt_dk", config=config) or ()) == [0.5, 0.5]
+    assert config.stash[staff._OUTCOMES] == {"no_sqrt_dk": mine}  # the staff page shows the student's calls
+
+
+def test_the_runner_gives_a_reference_run_no_student_s_known_outcome(monkeypatch) -> None:  # noqa: ANN001
+    from grader.builtin import runner
+
+    asked: list[str] = []
+    students = RunOutcome((CallResult("returned", value="the student's", seconds=0.5),))
+    ran = RunOutcome((CallResult("returned", value="run here", seconds=0.25),))
+
+    @hookimpl
+    def grader_known_outcome(submission, calls, config):  # noqa: ANN001, ANN202
+        asked.append(submission.id)  # a Dask cluster's or a merge's answers, by submission id
+        return students
+
+    pm = get_plugin_manager([], load_entrypoints=False)
+    pm.register(types.SimpleNamespace(grader_known_outcome=grader_known_outcome), name="known-by-id")
+    config = Config(command="audit", options=argparse.Namespace(insecure=True), pluginmanager=pm)
+    monkeypatch.setattr(runner, "sandboxed", lambda config: False)
+    monkeypatch.setattr(runner, "run_calls", lambda *args, **kwargs: ran)
+    calls = [Call("softmax", ([0.0],), 1.0)]
+    student = Submission("mib_decimal", "class/mib_decimal", "class/mib_decimal/attention.py")
+    mutant = dataclasses.replace(student, reference=True)
+    assert runner.grader_run_calls(submission=student, calls=calls, config=config) is students
+    assert runner.grader_run_calls(submission=mutant, calls=calls, config=config) is ran
+    assert asked == ["mib_decimal"]  # asked once, for the student only
