@@ -71,22 +71,35 @@ def _stub_runner() -> types.ModuleType:
 
     @hookimpl
     def grader_run_calls(submission, calls, config):  # noqa: ANN001, ANN202
-        seconds = 9.0 if submission.reference else 0.5
-        return RunOutcome(tuple(CallResult("returned", value=1, seconds=seconds) for _ in calls))
+        seconds, value = (9.0, 7.25) if submission.reference else (0.5, 2.5)
+        return RunOutcome(
+            tuple(CallResult("returned", value=value * (i + 1), seconds=seconds) for i in range(len(calls)))
+        )
 
     module.grader_run_calls = grader_run_calls
     return module
 
 
 def test_no_per_student_record_keeps_a_reference_run_of_the_same_name(monkeypatch, tmp_path: Path) -> None:  # noqa: ANN001
-    from grader.builtin import staff
+    from grader.builtin import shard_record, similarity, staff
+    from grader.collected import COLLECTED, Collected, PreparedCheck
+    from grader.grading.slices import STASH_KEY
+    from grader.models import Check, Exercise, Prepared
     from grader.packs.catalogue import Entry
 
     monkeypatch.setitem(sys.modules, "stub_reference_runner", _stub_runner())
     pm = get_plugin_manager(["stub_reference_runner"], load_entrypoints=False)
-    config = Config(command="grade", options=argparse.Namespace(staff=True, out=str(tmp_path)), pluginmanager=pm)
+    options = argparse.Namespace(staff=True, similarity=True, out=str(tmp_path))
+    config = Config(command="grade", options=options, pluginmanager=pm)
     pm.hook.grader_configure(config=config)
-    calls = [Call("softmax", ([0.0],), 1.0)] * 2
+    calls = [Call("softmax", ([0.0],), 1.0), Call("softmax", ([1.0],), 1.0)]
+    hidden = Check("h", "compare", "softmax", 1.0, "hidden", "h", 1.0)
+    exercise = Exercise("E1", "t", "s", "p", (hidden,))
+    config.stash[COLLECTED] = Collected(
+        (exercise,), ((exercise, (PreparedCheck(hidden, None, None, Prepared(calls=tuple(calls))),)),), "hash"
+    )
+    config.stash[STASH_KEY] = object()  # a shard's run: its record keeps each outcome
+    config.stash[shard_record._OUTCOMES] = {}  # as its grader_collection_finish makes it
     student = Submission("no_sqrt_dk", "class/no_sqrt_dk", "class/no_sqrt_dk/attention.py")
     mutant = Entry("no_sqrt_dk", "mutant", "reference/mutants/no_sqrt_dk/attention.py", "0" * 64).submission
     assert mutant.reference and mutant.id == student.id and not student.reference
@@ -95,6 +108,10 @@ def test_no_per_student_record_keeps_a_reference_run_of_the_same_name(monkeypatc
     assert [r.seconds for r in theirs.results] == [9.0, 9.0]  # the reference run's own outcome, unchanged
     assert list(config.hooks.call_seconds(submission_id="no_sqrt_dk", config=config) or ()) == [0.5, 0.5]
     assert config.stash[staff._OUTCOMES] == {"no_sqrt_dk": mine}  # the staff page shows the student's calls
+    (digest,) = config.stash[similarity._VALUES]["no_sqrt_dk"].values()  # similarity compares the student's values
+    assert config.stash[similarity._VALUES] == {"no_sqrt_dk": {"E1/h": digest}}
+    assert digest == similarity.hashlib.sha256(b"[2.5, 5.0]").hexdigest()
+    assert config.stash[shard_record._OUTCOMES] == {"no_sqrt_dk": mine}  # the shard records the student's outcome
 
 
 def test_the_runner_gives_a_reference_run_no_student_s_known_outcome(monkeypatch) -> None:  # noqa: ANN001
