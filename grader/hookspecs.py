@@ -263,8 +263,11 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Conf
     submission) is registered ``trylast`` so a stricter sandbox overrides
     it. Only data may come back: the implementation must never unpickle,
     ``eval`` or ``exec`` anything the submission controls. The catalogued
-    mutants (``grader audit``, diagnosis) run through this hook too, as
-    submissions named after their folders.
+    mutants (``grader audit``, diagnosis) run through this hook too, in the
+    grading run's configuration, as submissions named after their folders and
+    marked ``submission.reference``: a student's folder may have the same name,
+    so a wrapper that keeps something per submission id must leave a reference
+    run out (the built-in timing, staff-page, similarity and shard wrappers do).
 
     Returns
     -------
@@ -282,7 +285,8 @@ def grader_known_outcome(submission: Submission, calls: Sequence[Call], config: 
     implementation's answer when no outcome exists) runs the calls. The built-in ``dask_cluster``
     plugin answers with what the Dask cluster brought back (``grade --dask``), and ``grader merge``
     with each shard's recorded outcome. Every wrapper of `grader_run_calls` (timing, the staff
-    pages, similarity) sees the outcome as if it had run here.
+    pages, similarity) sees the outcome as if it had run here. Never asked for a reference run
+    (``submission.reference``, a catalogue entry): its name may be a student's id.
 
     Parameters
     ----------

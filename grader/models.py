@@ -180,6 +180,13 @@ class Submission:
         ``name``, ``late`` (``"1"`` when the export marks it late),
         ``attempt``, ``attempts``, and ``submitted_at`` (ISO 8601, UTC) when
         a trusted source gave it; empty for a submission from no LMS.
+    reference : bool
+        True for the course's own code run like a submission (a catalogue entry:
+        `grader.packs.catalogue.Entry.submission`), never for a student. Its id is the entry's
+        name, which a student's folder may have too: whatever keeps something per
+        submission id in a run (the call seconds, the staff pages' outcomes, similarity's
+        digests, a shard's record, an outcome that already exists) leaves a reference run out,
+        so that it never lands in a student's place.
     """
 
     id: str
@@ -190,6 +197,7 @@ class Submission:
     slug: str = ""
     raw_name: bytes = b""
     lms: dict[str, str] = field(default_factory=dict)
+    reference: bool = False
 
 
 @dataclass(frozen=True)

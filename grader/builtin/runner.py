@@ -103,9 +103,12 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Conf
     """Run the calls with `grader.execution.calls.run_calls`, in the launcher the configuration asks for.
 
     An outcome that already exists (`grader.hookspecs.grader_known_outcome`: a merge's shard records, a
-    Dask cluster's answers) is taken instead, and nothing runs here.
+    Dask cluster's answers) is taken instead, and nothing runs here. Those are students' outcomes, by
+    id: a reference run (a catalogue entry, whose name a student may have) is never given one.
     """
-    known = config.hooks.known_outcome(submission=submission, calls=calls, config=config)
+    known = (
+        None if submission.reference else config.hooks.known_outcome(submission=submission, calls=calls, config=config)
+    )
     if known is not None:
         return known
     assert submission.file is not None

@@ -51,9 +51,9 @@ def grader_collection_finish(submissions: Sequence[Submission], collected: Any, 
 
 @hookimpl(wrapper=True, tryfirst=True)
 def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Config) -> Generator[None, Any, Any]:
-    """Keep the outcome every other wrapper saw (outermost: ``tryfirst``)."""
+    """Keep the outcome every other wrapper saw (outermost: ``tryfirst``); a catalogue entry's is no student's."""
     outcome = yield
-    if outcome is not None and _sharded(config):
+    if outcome is not None and _sharded(config) and not submission.reference:
         with _LOCK:
             config.stash[_OUTCOMES][submission.id] = outcome
     return outcome

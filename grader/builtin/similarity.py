@@ -228,9 +228,9 @@ class CodeSimilarity:
 
 @hookimpl(wrapper=True)
 def grader_run_calls(submission: Any, calls: Any, config: Config) -> Any:
-    """Keep a digest of each hidden check's returned values (never the values)."""
+    """Keep a digest of each hidden check's returned values (never the values); none of a catalogue entry's."""
     outcome = yield
-    if _wanted(config) and outcome is not None:
+    if _wanted(config) and outcome is not None and not submission.reference:
         collected = config.stash[COLLECTED]
         digests = {}
         for exercise, pc, got in collected.split(outcome.results):

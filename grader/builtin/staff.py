@@ -78,7 +78,7 @@ def _wanted(config: Any) -> bool:
 @hookimpl(wrapper=True)
 def grader_run_calls(submission: Any, calls: Any, config: Config) -> Any:
     outcome = yield
-    if _wanted(config) and outcome is not None:
+    if _wanted(config) and outcome is not None and not submission.reference:  # a catalogue entry: no student's
         with _LOCK:
             config.stash.setdefault(_OUTCOMES, {})[submission.id] = outcome
     return outcome

@@ -4,7 +4,8 @@ The JSON results hold no timings (the same inputs give the same bytes), and
 `grader.models.CheckResult` has none either. Gradescope's ``execution_time``
 and JUnit's ``time`` attributes do want one, so this plugin wraps
 ``grader_run_calls`` (whichever runner answers) and keeps the seconds of
-every call under its own stash key, keyed by submission id, and answers
+every call under its own stash key, keyed by submission id (a catalogue's
+reference run is left out: its name is no student's), and answers
 ``grader_call_seconds`` from it (the writers sum it with
 `grader.grading.timing.submission_seconds` and `check_seconds`). The
 seconds are what the grader measured around each call (from sending it to
@@ -43,11 +44,13 @@ def grader_run_calls(
     """Record the seconds of each call the runner reports; change nothing.
 
     Thread-safe: each submission id is written once, by one worker thread,
-    into a dict created by `grader_configure`.
+    into a dict created by `grader_configure`. A reference run (a catalogue
+    entry, `grader.models.Submission.reference`) is not a student's: its
+    seconds are kept nowhere (its name may be a student's id).
     """
     outcome = yield
     record = config.stash.get(_SECONDS)
-    if outcome is not None and record is not None:
+    if outcome is not None and record is not None and not submission.reference:
         # 4 bytes a call, allocated to size (a list of floats takes 32, an array filled from a generator
         # over-allocates): a single float keeps a call's seconds to within a microsecond below 16 s,
         # far finer than the milliseconds the exports show (issue 16: 10,000 submissions keep 4.5 MB less).

@@ -234,8 +234,10 @@ class Entry:
 
     @property
     def submission(self) -> Submission:
-        """The entry as a submission for ``grader_run_calls`` and grading."""
-        return Submission(id=self.name, path=str(Path(self.file).parent), file=self.file, sha256=self.sha256)
+        """The entry as a submission for ``grader_run_calls`` and grading: a reference run (`Submission.reference`),
+        which no per-student record of the run keeps, whatever student shares its name."""
+        path = str(Path(self.file).parent)
+        return Submission(id=self.name, path=path, file=self.file, sha256=self.sha256, reference=True)
 
 
 @dataclass(frozen=True)
