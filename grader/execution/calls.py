@@ -61,19 +61,10 @@ call. After this pause the answers that came meanwhile are read at once. It
 is far below any call's timeout; a call's CPU time is counted from before
 the pause (a busy machine may stretch the pause). Near a phase's end the
 pause is as long as its last calls should take, at the pace of the calls
-before them, so that a job that is done does not wait a whole pause. A
-phase's first pause, and a later one while many calls are left, may be
-longer (`PhasePaces`, `_gather`), never more than `MAX_FIRST_GATHER_SECONDS`
-nor `FIRST_GATHER_TIMEOUT_SHARE` of the phase's shortest timeout.
+before them, so that a job that is done does not wait a whole pause.
 """
 MIN_GATHER_SECONDS = 0.0001
 """A shorter pause than this is not taken: the grader waits for the answer itself."""
-FIRST_GATHER_SHARE = 0.6
-"""The first pause of a phase lasts this share of the time the phase took the submissions before (`PhasePaces`)."""
-MAX_FIRST_GATHER_SECONDS = 0.02
-"""The first pause of a phase lasts at most this long (seconds)..."""
-FIRST_GATHER_TIMEOUT_SHARE = 0.02
-"""... and at most this share of the shortest timeout among the phase's calls."""
 HIDDEN_CUT_NOTE = "[output after the first hidden check is not shown]"
 """Ends the kept output when the submission printed more after the first hidden call was sent."""
 
@@ -108,59 +99,6 @@ class PhaseWires(BudgetTable[tuple[int, ...], tuple[tuple[Call, ...], bytes]]):
 
 PHASES = PhaseWires()
 """The grader's one table of phases' bytes (`PhaseWires`)."""
-
-
-class PhasePaces:
-    """How long each phase took the submissions before, to time the first pause of the next one's.
-
-    Every submission of a class gets the same phases, and a job answers a
-    phase's calls one after the other without waiting for the grader: the
-    grader needs its answers only once the phase is over (to send the next
-    one, or to end the job). So the first pause after a phase is handed over
-    (`_gather`) lasts `FIRST_GATHER_SHARE` of the time the phase took before,
-    instead of `GATHER_SECONDS` (the phase's time follows a quicker submission at
-    once, a slower one a tenth of the way): most of its answers are then read at once, in
-    one wake-up of the grader, rather than a few at a time. The pause stays far
-    below any of the phase's timeouts (`MAX_FIRST_GATHER_SECONDS`,
-    `FIRST_GATHER_TIMEOUT_SHARE`), and a call's CPU time is still counted from
-    before it. A phase is known by its bytes (`PhaseWires.wire`: the very
-    same object for the same calls); at most `MAX_PHASES` are kept. Thread-safe
-    (a lost update costs one pause its length).
-    """
-
-    MAX_PHASES = 256
-    """Phases kept, at most (past that the table starts again)."""
-
-    def __init__(self) -> None:
-        self._paces: dict[int, tuple[bytes, float, float]] = {}  # id(wire): (wire, seconds it took, longest pause)
-
-    def pauses(self, wire: bytes, calls: Sequence[Call]) -> tuple[float, float]:
-        """How long the phase ``wire``'s first pause lasts (0.0: a phase not seen yet), and any of its pauses at most."""
-        kept = self._paces.get(id(wire))
-        if kept is None or kept[0] is not wire:
-            return 0.0, _longest_pause(calls)
-        return min(kept[1] * FIRST_GATHER_SHARE, kept[2]), kept[2]
-
-    def took(self, wire: bytes, calls: Sequence[Call], seconds: float) -> None:
-        """Count that the phase ``wire`` (of ``calls``) was answered whole ``seconds`` after it was handed over."""
-        kept = self._paces.get(id(wire))
-        if kept is not None and kept[0] is wire:
-            # Down at once, up slowly: a pause too short costs a wake-up, one too long leaves the job idle.
-            took = seconds if seconds < kept[1] else kept[1] + (seconds - kept[1]) * 0.1
-            self._paces[id(wire)] = (wire, took, kept[2])
-            return
-        if len(self._paces) >= self.MAX_PHASES:
-            self._paces.clear()
-        self._paces[id(wire)] = (wire, seconds, _longest_pause(calls))
-
-
-def _longest_pause(calls: Sequence[Call]) -> float:
-    """The longest pause `_gather` takes in a phase of ``calls`` (`MAX_FIRST_GATHER_SECONDS`, `FIRST_GATHER_TIMEOUT_SHARE`)."""
-    return min(MAX_FIRST_GATHER_SECONDS, min(c.timeout for c in calls) * FIRST_GATHER_TIMEOUT_SHARE)
-
-
-PACES = PhasePaces()
-"""The grader's one table of phases' durations (`PhasePaces`)."""
 
 
 def _standby(launch: Launcher, source: bytes, workdir: str, cpu: float) -> Job:
@@ -439,11 +377,8 @@ class _Submission:
                     self.results[j] = CallResult("skipped", message=self.import_error)
                 return None
             child.imported = True
-            readable: bool | None = None  # whether the job's CPU time can be read, as read now
-            if budget.cpu_timed:
-                readable = child.job.cpu_seconds() is not None
-                if not readable:
-                    budget.wall_only()  # this job's CPU time cannot be read: the clock times it
+            if budget.cpu_timed and child.job.cpu_seconds() is None:
+                budget.wall_only()  # this job's CPU time cannot be read: the clock times it
             stop_at = len(calls)
             j = start
             while j < len(calls):
@@ -459,9 +394,7 @@ class _Submission:
                     budget,
                     sink,
                     lambda pending: _standby(self.launch, self.source, self.workdir, self.cpu_for(pending)),
-                    readable,
                 )
-                readable = None  # read again for the next phase
                 self.results[j : j + len(got)] = got
                 if failed:
                     handover = self.standby is not None
@@ -486,29 +419,30 @@ def _run_phase(
     budget: _Budget,
     sink: dict[str, bytearray],
     start_standby: Callable[[Sequence[Call]], Job],
-    cpu_timed: bool | None = None,
 ) -> tuple[list[CallResult], bool, JobChannel | None]:
     """Hand ``calls[start:end]`` to ``child`` at once and read one answer per call, each against its own limits.
 
-    Call ``k`` is timed from the moment the answer before it was read (the phase's hand-over, for
-    the first) until its own answer is read; its CPU time is the job's in that span (every call
-    before it had answered, so no later call had started), counted from before a pause (`_gather`)
-    when its answer was not in yet. A frame already in the pipe is read without waiting.
-    ``cpu_timed``: whether the job's CPU time can be read, if just read (after its import).
+    Call ``k`` is timed from the moment the answer before it was read (the
+    phase's hand-over, for the first) until its own answer is read; its
+    CPU time is the job's in that span (every call before it had answered,
+    so no later call had started), counted from before a pause of
+    `GATHER_SECONDS` when its answer was not in yet. A frame already in the
+    pipe is read without waiting.
 
-    Returns the results of the calls answered (the last one the call that failed, when the job
-    cannot go on), whether the job must be replaced, and the standby started meanwhile (None if
-    none is, or it is not needed: a standby not needed is killed here).
+    Returns
+    -------
+    (list of CallResult, bool, JobChannel or None)
+        The results of the calls answered (the last one the call that
+        failed, when the job cannot go on), whether the job must be
+        replaced, and the standby started meanwhile (None if none is, or it
+        is not needed: a standby not needed is killed here).
     """
     got: list[CallResult] = []
     began = time.monotonic()
     first = calls[start]
-    if cpu_timed is None:
-        cpu_timed = child.job.cpu_seconds() is not None
+    cpu_timed = child.job.cpu_seconds() is not None
     phase_wait0: float | None = None  # the job's CPU waiting so far, read at the phase's first wait
-    wire = PHASES.wire(calls[start:end])
-    first_pause, longest = PACES.pauses(wire, calls[start:end])
-    sent = child.send(wire, min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget.end))
+    sent = child.send(PHASES.wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget.end))
     standby: JobChannel | None = None
     phase_began = began
     for j in range(start, end):
@@ -520,11 +454,10 @@ def _run_phase(
             got.append(result_of(taken, time.monotonic() - began, child.last_wire))
             continue
         # An answer already read needs no CPU reading (it came in time); others are timed from now.
-        # Just handed over, a phase seen before is not answered yet: its first pause comes first.
-        ready = taken is not None or (not (j == start and first_pause and sent == "sent") and child.frame_ready())
+        ready = taken is not None or child.frame_ready()
         cpu_before: float | None = None
         if not ready and sent == "sent" and child.result_open:
-            ready, cpu_before = _gather(child, j, start, end, phase_began, cpu_timed, (first_pause, longest))
+            ready, cpu_before = _gather(child, j, start, end, phase_began, cpu_timed)
         if not cpu_timed:
             cpu0 = None
         elif ready:
@@ -571,7 +504,6 @@ def _run_phase(
         if standby is not None:  # the call answered in time after all
             standby.kill()
             standby = None
-    PACES.took(wire, calls[start:end], time.monotonic() - phase_began)
     if end < len(calls) and child.pending():
         # More answers than calls (frames the submission wrote itself), or the job ended right after
         # answering: the next phase goes to a fresh job, never to a stale answer.
@@ -590,29 +522,17 @@ def _cpu_limit(call: Call, budget: _Budget, cpu0: float | None, ready: bool) -> 
 
 
 def _gather(
-    child: JobChannel,
-    j: int,
-    start: int,
-    end: int,
-    phase_began: float,
-    cpu_timed: bool,
-    pauses: tuple[float, float] = (0.0, GATHER_SECONDS),
+    child: JobChannel, j: int, start: int, end: int, phase_began: float, cpu_timed: bool
 ) -> tuple[bool, float | None]:
     """Let the answers of the next fast calls gather (`GATHER_SECONDS`), then look whether call ``j``'s is in.
 
-    ``pauses``: the phase's first pause and its longest (`PhasePaces.pauses`). The first pause
-    lasts most of the time the phase took before; a later one, `FIRST_GATHER_SHARE` of the time
-    the phase's last calls should take at the pace of the ones before (at least `GATHER_SECONDS`,
-    but never longer than those calls should take, nor than the longest). Returns whether a whole
-    frame is read now, and the job's CPU time read before the pause (None when no pause was taken,
-    or its CPU time is not read).
+    Near the phase's end the pause is only about as long as its last calls should take (at the pace
+    of the ones before). Returns whether a whole frame is read now, and the job's CPU time read
+    before the pause (None when no pause was taken, or its CPU time is not read).
     """
-    first, longest = pauses
+    pause = GATHER_SECONDS
     if j > start:
-        rest = (time.monotonic() - phase_began) / (j - start) * (end - j)
-        pause = min(max(GATHER_SECONDS, rest * FIRST_GATHER_SHARE), rest, max(longest, GATHER_SECONDS))
-    else:
-        pause = max(first, GATHER_SECONDS)
+        pause = min(pause, (time.monotonic() - phase_began) / (j - start) * (end - j))
     if pause < MIN_GATHER_SECONDS:
         return False, None
     # Read before the pause: a busy machine may stretch it well past its length, and the

@@ -127,22 +127,10 @@ class JobChannel:
         return "sent"
 
     def drain(self, sink: dict[str, bytearray]) -> None:
-        """Read what the job has written to stdout and stderr so far, without waiting.
-
-        One ``poll`` says which of the two holds anything (most jobs print nothing): a read of an
-        empty pipe is not made.
-        """
-        registered = self.selector.get_map()
-        poller = select.poll()
-        names = {}
+        """Read what the job has written to stdout and stderr so far, without waiting."""
         for fd, name in ((self.job.stdout_fd, "stdout"), (self.job.stderr_fd, "stderr")):
-            if fd in registered:
-                poller.register(fd, select.POLLIN)
-                names[fd] = name
-        if not names:
-            return
-        for fd, _ in poller.poll(0):
-            name = names[fd]
+            if fd not in self.selector.get_map():
+                continue
             for _ in range(64):  # at most 4 MiB now; the rest is later output anyway
                 try:
                     chunk = os.read(fd, 1 << 16)
@@ -372,8 +360,6 @@ class JobChannel:
         self.job.kill(finished=self.finished, wait=wait)
         self.selector.close()
         for fd in (self.job.result_fd, self.job.stdout_fd, self.job.stderr_fd):
-            if fd < 0:  # closed by the job's kill already
-                continue
             try:
                 os.close(fd)
             except OSError:
