@@ -50,10 +50,17 @@ def test_a_body_sent_a_byte_at_a_time_gets_408_and_nothing_is_stored(tmp_path: P
                         break
                 except BlockingIOError:
                     pass
+                except ConnectionResetError:
+                    break  # closed with a byte of ours unread: see below
                 time.sleep(0.1)
             raw.setblocking(True)
-            while chunk := raw.recv(65536):  # the rest of the answer, then the server closes the connection
-                answer += chunk
+            try:
+                while chunk := raw.recv(65536):  # the rest of the answer, then the server closes the connection
+                    answer += chunk
+            except ConnectionResetError:
+                # The server closed with a byte of ours still unread (one was in flight when it gave up):
+                # its kernel answers with a reset, not an end of file. The answer read so far is checked below.
+                pass
             took = time.monotonic() - began
         assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
         assert b"did not arrive within 2 seconds; send it again on a faster connection." in answer
