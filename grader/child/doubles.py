@@ -29,8 +29,9 @@ def float_block(value: list[Any] | tuple[Any, ...], np: Any, levels: int, budget
     """``value`` as a C-ordered float64 array when it is a rectangle of at least `RAW_LIST_ITEMS`
     floats, at most ``levels`` lists deep and within the result's ``budget`` (items still
     allowed, decreased by its numbers and the lists inside it, as the item-by-item path counts
-    them: a rectangle it would refuse as too large is refused so too); else None: the worker converts it item by item, as before
-    (and refuses it with its usual message when it is too large or too deep).
+    them); else None: the worker converts it item by item, as before (and refuses it with its
+    usual message when it is too large or too deep: a list of thin rows that the item-by-item path
+    refuses is never sent as doubles for lack of its lists in the count).
     """
     shape = _shape(value, levels)
     if shape is None:
