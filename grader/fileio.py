@@ -270,12 +270,33 @@ def output_file(text: str) -> str:
 
 
 def scratch_prefix(kind: str) -> str:
-    """``grader-<kind>-<pid>-``: the prefix of this process's temporary folders.
+    """``grader-<kind>-<pid>-n<pid namespace>-``: the prefix of this process's temporary folders.
 
     The pid in the name lets `remove_stale_scratch` find the folders of a
-    grader that was killed (``kill -9``) before it could remove them.
+    grader that was killed (``kill -9``) before it could remove them. The pid
+    namespace says where that pid means something: a memory folder (`MEMORY_FOLDER`)
+    is often shared by graders that cannot see each other's processes (containers
+    run with ``--ipc=host``), and another's live folder is no killed one's (without
+    ``/proc``: ``grader-<kind>-<pid>-``).
     """
-    return f"grader-{kind}-{os.getpid()}-"
+    namespace = _pid_namespace()
+    return f"grader-{kind}-{os.getpid()}-" + (f"n{namespace}-" if namespace else "")
+
+
+_PID_NAMESPACE: list[str] = []
+"""This process's pid namespace (`_pid_namespace`), read once: a process never changes its own."""
+
+
+def _pid_namespace() -> str:
+    """The inode number of this process's pid namespace (``/proc/self/ns/pid``), or "" without ``/proc``."""
+    if not _PID_NAMESPACE:
+        try:
+            link = os.readlink("/proc/self/ns/pid")
+        except OSError:
+            link = ""
+        match = re.fullmatch(r"pid:\[(\d+)\]", link)
+        _PID_NAMESPACE.append(match.group(1) if match else "")
+    return _PID_NAMESPACE[0]
 
 
 MEMORY_FOLDER = "/dev/shm"  # noqa: S108 - a folder made in it is tempfile's (0700, a random name)
@@ -295,7 +316,7 @@ def memory_scratch(need: int) -> str | None:
     return MEMORY_FOLDER
 
 
-_SCRATCH = re.compile(r"grader-[a-z]+-(\d+)-")
+_SCRATCH = re.compile(r"grader-[a-z]+-(\d+)-(?:n(\d+)-)?")
 
 
 def remove_stale_scratch(folder: str | None = None) -> int:
@@ -309,8 +330,9 @@ def remove_stale_scratch(folder: str | None = None) -> int:
     Returns
     -------
     int
-        How many folders were removed. Folders of live processes, and any
-        folder this process may not remove, are left alone.
+        How many folders were removed. Folders of live processes, of another pid
+        namespace's processes (`scratch_prefix`), and any folder this process may not
+        remove, are left alone.
     """
     if folder is None:
         return remove_stale_scratch(tempfile.gettempdir()) + remove_stale_scratch(MEMORY_FOLDER)
@@ -323,6 +345,8 @@ def remove_stale_scratch(folder: str | None = None) -> int:
         match = _SCRATCH.match(name)
         if match is None or os.path.exists(f"/proc/{match.group(1)}") or not os.path.isdir("/proc/self"):
             continue
+        if match.group(2) is not None and match.group(2) != _pid_namespace():
+            continue  # a pid of another namespace's (a grader in another container sharing the folder)
         path = os.path.join(folder, name)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)

@@ -27,22 +27,26 @@ _FLOATS_ONLY = frozenset({float})
 
 def float_block(value: list[Any] | tuple[Any, ...], np: Any, levels: int, budget: list[int]) -> Any:
     """``value`` as a C-ordered float64 array when it is a rectangle of at least `RAW_LIST_ITEMS`
-    floats, at most ``levels`` lists deep and within the result's ``budget`` (numbers still
-    allowed, decreased by as many); else None: the worker converts it item by item, as before
-    (and refuses it with its usual message when it is too large or too deep).
+    floats, at most ``levels`` lists deep and within the result's ``budget`` (items still
+    allowed, decreased by its numbers and the lists inside it, as the item-by-item path counts
+    them); else None: the worker converts it item by item, as before (and refuses it with its
+    usual message when it is too large or too deep: a list of thin rows that the item-by-item path
+    refuses is never sent as doubles for lack of its lists in the count).
     """
     shape = _shape(value, levels)
     if shape is None:
         return None
-    count = 1
-    for n in shape:
+    count, lists = 1, 0
+    for n in shape[:-1]:  # the lists inside ``value``: the item-by-item path counts each of them too
         count *= n
-    if count < RAW_LIST_ITEMS or count > budget[0] or not _holds(value, shape, 0):
+        lists += count
+    count *= shape[-1]
+    if count < RAW_LIST_ITEMS or count + lists > budget[0] or not _holds(value, shape, 0):
         return None
     array = np.array(value, dtype=np.float64)
     if array.shape != tuple(shape):  # pragma: no cover - a rectangle of floats always converts so
         return None
-    budget[0] -= count
+    budget[0] -= count + lists
     return array
 
 
