@@ -38,6 +38,7 @@ from grader.grading.timing import CheckTimes, check_times
 from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.reporting.feedback import check_feedback
+from grader.reporting.holes import NAME, NUMBER, Holed
 from grader.safetext import display, unicode_safe
 
 if TYPE_CHECKING:
@@ -278,13 +279,7 @@ def _fast_texts(sub: Any, times: CheckTimes) -> Iterator[str]:
             continue
         if not places:  # no check: no test (the first test of the document has no ", ")
             continue
-        pieces, id_slots, duration_slots = form
-        text = list(pieces)
-        for i in id_slots:
-            text[i] = sid_open
-        for i, place in zip(duration_slots, places):
-            text[i] = str(round(row[place] * 1000))
-        yield "".join(text)
+        yield form.fill(sid_open, [str(round(row[place] * 1000)) for place in places])
 
 
 class _One:
@@ -295,40 +290,25 @@ class _One:
         self.exercises = (ex,)
 
 
-_ID = object()
-_DURATION = object()
-Form = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]
-"""An exercise result's tests as text with holes: its pieces, where the id's JSON goes without its closing
-quote, where each check's duration goes (in the order of the checks)."""
-
-
-def _exercise_form(ex: Any, times: CheckTimes) -> tuple[list[str], tuple[int, ...], Form | None]:
-    """An exercise result's CTRF statuses, its checks' places in a `CheckTimes` row, and its tests' `Form`
-    (each test after ``", "``), or None when a name is not printable ASCII; kept per exercise result and
+def _exercise_form(ex: Any, times: CheckTimes) -> tuple[list[str], tuple[int, ...], Holed | None]:
+    """An exercise result's CTRF statuses, its checks' places in a `CheckTimes` row, and its tests as a
+    `grader.reporting.holes.Holed` (each test after ``", "``; the name hole takes the id's JSON without
+    its closing quote, a number hole a check's milliseconds), or None when a name is not printable ASCII; kept per exercise result and
     `CheckTimes.keys` (what the places follow; no row is held)."""
-    kept: tuple[list[str], tuple[int, ...], Form | None] | None = _KEPT.get(ex, times.keys)
+    kept: tuple[list[str], tuple[int, ...], Holed | None] | None = _KEPT.get(ex, times.keys)
     if kept is not None:
         return kept
     parts = _exercise_parts(ex)
     statuses = [STATUS.get(c.status, "other") for c in ex.checks]
     places = times.places(key for key, *_ in parts)
-    form: Form | None = None
+    form: Holed | None = None
     if all(rest is not None for _, _, rest, *_ in parts):
-        pieces: list[str] = []
-        id_slots: list[int] = []
-        duration_slots: list[int] = []
+        form = Holed()
         for _, _, rest, suite_ex, head, tail in parts:
-            test = (
-                ', {"name": ', _ID, f' {rest}, "status": {head[0]}, "duration": ', _DURATION,
-                ', "suite": [', _ID, f'", {suite_ex}]{head[1]}, "extra": {{"submission": ', _ID, f'", {tail}}}',
+            form.add(
+                ', {"name": ', NAME, f' {rest}, "status": {head[0]}, "duration": ', NUMBER,
+                ', "suite": [', NAME, f'", {suite_ex}]{head[1]}, "extra": {{"submission": ', NAME, f'", {tail}}}',
             )  # fmt: skip
-            for piece in test:
-                if piece is _ID:
-                    id_slots.append(len(pieces))
-                elif piece is _DURATION:
-                    duration_slots.append(len(pieces))
-                pieces.append(piece if isinstance(piece, str) else "")
-        form = (tuple(pieces), tuple(id_slots), tuple(duration_slots))
     if _KEPT.get(ex, _PARTS) is parts:  # its parts are kept (every field hashable): so is its form
         _KEPT.put(ex, times.keys, (statuses, places, form))
     return statuses, places, form

@@ -40,6 +40,7 @@ from grader.grading.timing import CheckTimes, check_times
 from grader.markers import hookimpl
 from grader.models import GradingReport
 from grader.reporting.feedback import STATUS_LABELS, adjustment_lines, check_feedback, student_message
+from grader.reporting.holes import NAME, NUMBER, Holed
 from grader.safetext import display, xml_text
 
 if TYPE_CHECKING:
@@ -270,15 +271,9 @@ def _suite_cases(
         for sub in report.submissions:
             for ex in sub.exercises:
                 if ex.id == ex_id:
-                    _, places, (pieces, classname_slots, time_slots) = _exercise_form(ex, seconds_of)
+                    _, places, form = _exercise_form(ex, seconds_of)
                     row = seconds_of.padded(sub.id)
-                    text = list(pieces)
-                    name = _attribute(classname(sub.id, ex.id))
-                    for i in classname_slots:
-                        text[i] = name
-                    for i, place in zip(time_slots, places):
-                        text[i] = f"{row[place]:.3f}"
-                    yield "".join(text)
+                    yield form.fill(_attribute(classname(sub.id, ex.id)), [f"{row[place]:.3f}" for place in places])
         return
     for sub in report.submissions:
         times = None
@@ -301,27 +296,20 @@ def _suite_cases(
                 yield f"{case}>{level3}{child}{level2}</testcase>"
 
 
-_CLASSNAME = object()
-_TIME = object()
-Form = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]
-"""An exercise result's test cases as text with holes: its pieces, where the classname goes (as an attribute),
-where each check's seconds go (in the order of the checks)."""
-
-
 _KEPT = IdentityTable(256)
 """`_exercise_form` of each exercise result seen, by identity (and `CheckTimes`)."""
 
 
-def _exercise_form(ex: Any, times: CheckTimes) -> tuple[tuple[int, ...], tuple[int, ...], Form]:
+def _exercise_form(ex: Any, times: CheckTimes) -> tuple[tuple[int, ...], tuple[int, ...], Holed]:
     """An exercise result's counts (`_COUNTS`), its checks' places in a `CheckTimes` row, and its test cases
-    as `_suite_cases` writes them, as a `Form`; kept per exercise result and `CheckTimes.keys` (what the places follow; no row is held)."""
-    kept: tuple[tuple[int, ...], tuple[int, ...], Form] | None = _KEPT.get(ex, times.keys)
+    as `_suite_cases` writes them, as a `grader.reporting.holes.Holed` (the name hole takes the classname
+    attribute, a number hole a check's seconds); kept per exercise result and `CheckTimes.keys` (what the places follow; no row is held)."""
+    kept: tuple[tuple[int, ...], tuple[int, ...], Holed] | None = _KEPT.get(ex, times.keys)
     if kept is not None:
         return kept
     level2, level3 = ("\n" + _INDENT * n for n in (2, 3))
     counts = dict.fromkeys(_COUNTS, 0)
-    pieces: list[str] = []
-    slots: dict[object, list[int]] = {_CLASSNAME: [], _TIME: []}
+    form = Holed()
     keep = True
     for c in ex.checks:
         counts["tests"] += 1
@@ -334,12 +322,7 @@ def _exercise_form(ex: Any, times: CheckTimes) -> tuple[tuple[int, ...], tuple[i
             except TypeError:  # an unhashable field (a plugin's list in details): the form is not kept
                 child, keep = _outcome_child.__wrapped__(element, c), False
             end = f">{level3}{child}{level2}</testcase>"
-        case = (f'{level2}<testcase classname="', _CLASSNAME, f'" name="{_attribute(c.id)}" time="', _TIME, f'"{end}')
-        for piece in case:
-            if not isinstance(piece, str):
-                slots[piece].append(len(pieces))
-            pieces.append(piece if isinstance(piece, str) else "")
-    form = (tuple(pieces), tuple(slots[_CLASSNAME]), tuple(slots[_TIME]))
+        form.add(f'{level2}<testcase classname="', NAME, f'" name="{_attribute(c.id)}" time="', NUMBER, f'"{end}')
     made = (tuple(counts.values()), times.places((ex.id, c.id) for c in ex.checks), form)
     if keep:
         _KEPT.put(ex, times.keys, made)
