@@ -35,11 +35,11 @@ from grader.child.limits import DEFAULT_LIMITS
 
 
 def _cpu(pid: int) -> list[float]:
-    """utime, stime, cutime, cstime of ``pid``, in seconds."""
+    """utime, stime, cutime, cstime of ``pid``, in seconds, then its minor page faults and its reaped children's."""
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
-    return [int(x) / tick for x in fields[11:15]]
+    return [int(x) / tick for x in fields[11:15]] + [int(fields[7]), int(fields[8])]
 
 
 def _run(zygote: Zygote, workdir: str, count: int) -> None:
@@ -69,11 +69,12 @@ def bare_forks(count: int) -> str:
             os._exit(0)
         os.waitpid(pid, 0)
     after = _cpu(os.getpid())
-    user, system, children_user, children_system = (1000 * (b - a) / count for a, b in zip(before, after))
+    user, system, children_user, children_system = (1000 * (b - a) / count for a, b in zip(before[:4], after[:4]))
+    faults, children_faults = ((b - a) / count for a, b in zip(before[4:], after[4:]))
     parent, children = user + system, children_user + children_system
     return (
         f"bare fork and exit of the same numpy-loaded process: {parent + children:.2f} ms/fork "
-        f"(parent {parent:.2f}, child {children:.2f})"
+        f"(parent {parent:.2f}, child {children:.2f}); faults/fork: parent {faults:.0f}, child {children_faults:.0f}"
     )
 
 
@@ -95,11 +96,12 @@ def main() -> None:
     finally:
         zygote.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    user, system, jobs_user, jobs_system = (1000 * (b - a) / args.jobs for a, b in zip(before, after))
+    user, system, jobs_user, jobs_system = (1000 * (b - a) / args.jobs for a, b in zip(before[:4], after[:4]))
+    faults, jobs_faults = ((b - a) / args.jobs for a, b in zip(before[4:], after[4:]))
     print(
         f"jobs={args.jobs}  zygote {user + system:.2f} ms/job (user {user:.2f}, system {system:.2f})  "
         f"jobs {jobs_user + jobs_system:.2f} ms/job (user {jobs_user:.2f}, system {jobs_system:.2f})  "
-        f"total {user + system + jobs_user + jobs_system:.2f} ms/job"
+        f"total {user + system + jobs_user + jobs_system:.2f} ms/job; faults/job: zygote {faults:.0f}, jobs {jobs_faults:.0f}"
     )
     # A fresh process, so that nothing this one started (the zygote's socket, threads) is in its forks.
     bare = [sys.executable, os.path.abspath(__file__), "--bare-only", "--jobs", str(args.jobs)]
