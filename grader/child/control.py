@@ -115,15 +115,21 @@ FDS = {1: struct.Struct("i"), 2: struct.Struct("2i")}
 
 
 def _decode(line: bytes) -> dict[str, Any]:
-    """A request line, decoded; a launch's from `_PARSED` when its line up to the job id was seen before."""
+    """A request line, decoded; a launch's from `_PARSED` when its line up to the job id was seen before.
+
+    A launch seen before is that same dict again, its ``job`` set anew: what `serve` and
+    ``jobsetup.fork_job`` add to it (``environment_ready``, ``module``) is worked out from the
+    rest, the same for every launch of that line, and a job changes only its own copy (the
+    fork's). Copying it per launch wrote to each of its values (their reference counts): pages
+    copied in the zygote, whose live jobs share them.
+    """
     head, found, tail = line.rpartition(JOB_KEY)
     if found and tail.endswith(b"}\n") and tail[:-2].isdigit():
-        known = _PARSED.get(head)
-        if known is None:
-            known = json.loads(line)
-            if len(_PARSED) < 64 and isinstance(known, dict) and known.get("op") == "launch":
-                _PARSED[head] = known
-        request = dict(known)
+        request = _PARSED.get(head)
+        if request is None:
+            request = json.loads(line)
+            if len(_PARSED) < 64 and isinstance(request, dict) and request.get("op") == "launch":
+                _PARSED[head] = request
         request["job"] = int(tail[:-2])
         return request
     return cast("dict[str, Any]", json.loads(line))

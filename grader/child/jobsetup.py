@@ -566,7 +566,8 @@ def fork_job(request: dict[str, Any], fds: Sequence[int], control_fd: int, worke
     """
     layers: dict[str, Any] = {}
     own_pidns = None
-    request["module"] = prepare_module(request)
+    if "module" not in request:  # a launch seen before (`control._decode`) has it already
+        request["module"] = prepare_module(request)
     reason_read, reason_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # the reason: < 400 bytes, never blocks
     reason_write = high_fd(reason_write)
     layers["pid"] = unshare(CLONE_NEWPID)

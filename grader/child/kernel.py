@@ -74,14 +74,41 @@ def fork_cheaply() -> int:
     CPU (numpy's seeding code: pages copied from this process's); here it
     costs about 40 pages copied (shared with the live jobs), 0.1 ms.
     """
-    random = sys.modules.get("random")
-    if random is not None:
-        random.seed()
+    _reseed_random()
     _reseed_numpy()
     threading = sys.modules.get("threading")
     if sys.platform != "linux" or (threading is not None and threading.active_count() > 1):
         return os.fork()  # reseeds random in the child itself too
     return bare_fork()
+
+
+def _reseed_random() -> None:
+    """Reseed ``random``'s global generator from the system's entropy, if the server imported it.
+
+    The same as ``random.seed()``, through the C method it ends in (found once, `_RANDOM_SEED`),
+    while the generator holds no Gaussian drawn ahead (``gauss_next``, which ``random.seed()``
+    also resets; a server draws nothing): its Python method's argument checks touched about ten
+    more objects per fork, each a page copied (a server's live jobs share its pages).
+    """
+    if not _RANDOM_SEED:
+        random = sys.modules.get("random")
+        if random is None:
+            return
+        generator = getattr(random.seed, "__self__", None)
+        if isinstance(generator, random.Random):
+            _RANDOM_SEED.append((super(random.Random, generator).seed, generator, random.seed))
+        else:
+            _RANDOM_SEED.append((random.seed, None, random.seed))
+    seed, generator, whole = _RANDOM_SEED[0]
+    if generator is not None and generator.gauss_next is None:
+        seed()  # the C generator's own: ``_random.Random.seed``, from the system's entropy
+    else:
+        whole()
+
+
+_RANDOM_SEED: list[tuple[Any, Any, Any]] = []
+"""Found once (`_reseed_random`): ``random``'s global generator's C ``seed`` method (bound), the
+generator, and ``random.seed`` itself (used while a Gaussian drawn ahead waits)."""
 
 
 def _reseed_numpy() -> None:
@@ -90,52 +117,69 @@ def _reseed_numpy() -> None:
     The servers import ``numpy.random`` (seeded there, once): without this, every job forked from
     one drew the same numbers, so one submission could predict another's unseeded ``np.random``.
     The generator (the legacy ``RandomState``'s MT19937) is given a whole new state from the
-    system's entropy, written straight into it (`_mt19937_state`): its Python seeding code touched
-    about 90 pages per fork, each copied in the server, whose pages its live jobs share. Where that
-    state cannot be reached as checked, it is seeded the usual way, with 128 bits from ``random``
+    system's entropy, read straight into it (`_mt19937_state`; ``/dev/urandom`` read with one
+    ``readv`` into the state's memory, no object made): its Python seeding code touched about 90
+    pages per fork, each copied in the server, whose pages its live jobs share. Where that state
+    cannot be reached as checked, it is seeded the usual way, with 128 bits from ``random``
     (itself just reseeded from the system's entropy).
     """
-    mtrand = sys.modules.get("numpy.random.mtrand")
-    random = sys.modules.get("random")
-    if mtrand is None or random is None:
-        return
     if not _MT_STATE:
+        mtrand = sys.modules.get("numpy.random.mtrand")
+        random = sys.modules.get("random")
+        if mtrand is None or random is None:
+            return
         _MT_STATE.append(_mt19937_state(mtrand._rand))
-    address = _MT_STATE[0]
-    if address:
-        ctypes.memmove(address, os.urandom(_MT_KEY_BYTES), _MT_KEY_BYTES)
-        ctypes.c_int.from_address(address + _MT_KEY_BYTES).value = _MT_KEY_WORDS  # the next draw regenerates
+    state = _MT_STATE[0]
+    if isinstance(state, tuple):
+        key, pos, urandom = state
+        if os.readv(urandom, [key]) == _MT_KEY_BYTES:
+            pos.value = _MT_KEY_WORDS  # the next draw regenerates
+            return
+        ctypes.memmove(ctypes.addressof(key), os.urandom(_MT_KEY_BYTES), _MT_KEY_BYTES)  # a short read
+        pos.value = _MT_KEY_WORDS
     else:
-        mtrand._rand.seed([random.getrandbits(32) for _ in range(4)])
+        mtrand = sys.modules["numpy.random.mtrand"]
+        mtrand._rand.seed([sys.modules["random"].getrandbits(32) for _ in range(4)])
 
 
 _MT_KEY_WORDS = 624
 _MT_KEY_BYTES = 4 * _MT_KEY_WORDS
-_MT_STATE: list[int] = []
-"""The address of numpy's global MT19937 state (0: not usable), found once (`_mt19937_state`)."""
+_MT_STATE: list[Any] = []
+"""Found once (`_mt19937_state`): numpy's global MT19937 state as (its key, as a ctypes array over
+it; its position, as a ctypes int; a descriptor of ``/dev/urandom``), or "seed" (seeded otherwise)."""
 
 
-def _mt19937_state(generator: Any) -> int:
-    """The address of ``generator``'s MT19937 state (numpy's ``mt19937_state``: ``uint32_t key[624]; int pos``),
-    once a state written there is what ``get_state`` reads back; else 0 (then seeded otherwise).
+def _mt19937_state(generator: Any) -> Any:
+    """Where ``generator``'s MT19937 state is (numpy's ``mt19937_state``: ``uint32_t key[624]; int pos``),
+    as `_MT_STATE` holds it, once a state written there is what ``get_state`` reads back; else "seed".
 
     Only a generator that never drew a Gaussian qualifies (it keeps one drawn ahead, apart from this
-    state): the servers' never drew anything.
+    state): the servers' never drew anything. The descriptor of ``/dev/urandom`` is at 10 or above
+    (clear of the fds a job dup2s over) and close-on-exec; jobs close it with every other before
+    student code runs.
     """
     try:
         address = int(generator._bit_generator.ctypes.state_address)
         if generator.get_state()[3]:
-            return 0
-        key = os.urandom(_MT_KEY_BYTES)
-        ctypes.memmove(address, key, _MT_KEY_BYTES)
-        ctypes.c_int.from_address(address + _MT_KEY_BYTES).value = _MT_KEY_WORDS
-        name, read, pos, has_gauss, _ = generator.get_state()
-        if name == "MT19937" and read.tobytes() == key and pos == _MT_KEY_WORDS and not has_gauss:
-            return address
+            raise ValueError("a Gaussian drawn ahead")
+        key = (ctypes.c_char * _MT_KEY_BYTES).from_address(address)
+        pos = ctypes.c_int.from_address(address + _MT_KEY_BYTES)
+        urandom = high_fd(os.open("/dev/urandom", os.O_RDONLY | os.O_CLOEXEC))
+        try:
+            if os.readv(urandom, [key]) != _MT_KEY_BYTES:
+                raise OSError("short read")
+            pos.value = _MT_KEY_WORDS
+            name, read, at, has_gauss, _ = generator.get_state()
+            if name == "MT19937" and read.tobytes() == key.raw and at == _MT_KEY_WORDS and not has_gauss:
+                return key, pos, urandom
+        except BaseException:
+            os.close(urandom)
+            raise
+        os.close(urandom)
     except Exception:  # noqa: BLE001 - another numpy: seeded the usual way
         pass
     generator.seed()  # whatever was written is replaced
-    return 0
+    return "seed"
 
 
 def check(result: int, what: str) -> int:
