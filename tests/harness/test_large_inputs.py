@@ -155,17 +155,53 @@ def test_a_big_check_calls_the_reference_once() -> None:
 def _mutations() -> dict[str, Any]:
     """Things a call may do to a 2-d list of floats it was handed, by name."""
 
+    class Liar(float):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = float.__hash__
+
+    class LiarRow(list):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = None  # type: ignore[assignment]
+
     def set_value(a: list) -> None:
         a[7][3] = a[7][3] + 1.0
+
+    def deep_last_bit(a: list) -> None:
+        a[-1][-1] = math.nextafter(a[-1][-1], math.inf)  # one float deep in the last row, one ulp off
 
     def same_value_as_int(a: list) -> None:
         a[0][0] = int(a[0][0])  # 2.0 -> 2: equal, but another JSON text
 
+    def one_as_true(a: list) -> None:
+        a[0][1] = True  # 1.0 -> True: equal, but a bool
+
     def numpy_float(a: list) -> None:
         a[1][1] = np.float64(a[1][1])  # equal, a float subclass: not what it was given
 
+    def lying_float(a: list) -> None:
+        a[5][6] = Liar(a[5][6] + 1.0)  # says it equals anything
+
+    def lying_row(a: list) -> None:
+        a[6] = LiarRow([x + 1.0 for x in a[6]])  # a row of another type that says it equals anything
+
+    def equal_row_subclass(a: list) -> None:
+        a[6] = LiarRow(a[6])  # equal values, another type of row
+
+    def row_as_array(a: list) -> None:
+        a[8] = np.array(a[8])  # equal values, a numpy row
+
     def nan_to_new_nan(a: list) -> None:
         a[3][5] = float("nan")  # another NaN object: still NaN, so unchanged
+
+    def zero_to_negative_zero(a: list) -> None:
+        a[0][2] = -0.0  # equal to 0.0 (as == says): unchanged
+
+    def same_float_again(a: list) -> None:
+        a[4][1] = float(str(a[4][1]))  # an equal float, another object: unchanged
 
     def row_copied(a: list) -> None:
         a[2] = list(a[2])  # an equal row: unchanged
@@ -185,36 +221,58 @@ def _mutations() -> dict[str, Any]:
     def swapped(a: list) -> None:
         a[0][1], a[0][2] = a[0][2], a[0][1]
 
+    def cycle(a: list) -> None:
+        a[10].append(a)
+
     return {
         "nothing": lambda a: None,
         "set_value": set_value,
+        "deep_last_bit": deep_last_bit,
         "same_value_as_int": same_value_as_int,
+        "one_as_true": one_as_true,
         "numpy_float": numpy_float,
+        "lying_float": lying_float,
+        "lying_row": lying_row,
+        "equal_row_subclass": equal_row_subclass,
+        "row_as_array": row_as_array,
         "nan_to_new_nan": nan_to_new_nan,
+        "zero_to_negative_zero": zero_to_negative_zero,
+        "same_float_again": same_float_again,
         "row_copied": row_copied,
         "row_as_tuple": row_as_tuple,
         "appended": appended,
         "row_dropped": row_dropped,
         "nested": nested,
         "swapped": swapped,
+        "cycle": cycle,
     }
 
 
-UNCHANGED = {"nothing", "nan_to_new_nan", "row_copied"}
+UNCHANGED = {"nothing", "nan_to_new_nan", "row_copied", "zero_to_negative_zero", "same_float_again"}
 
 
+@pytest.mark.parametrize("shape", [(80, 64), (512, 64)])
 @pytest.mark.parametrize("name", sorted(_mutations()))
-def test_a_large_float_argument_s_mutation_is_seen_as_the_generic_check_sees_it(name: str) -> None:
+def test_a_large_float_argument_s_mutation_is_seen_as_the_generic_check_sees_it(
+    name: str, shape: tuple[int, int]
+) -> None:
 
     rng = np.random.default_rng(3)
-    value = rng.normal(size=(80, 64)).tolist()
+    value = rng.normal(size=shape).tolist()
     value[0][0] = 2.0
+    value[0][1] = 1.0
+    value[0][2] = 0.0
     value[3][5] = float("nan")
     wire = phase_wire((Call("f", (value, [1.0, 2.0]), 1.0),))[4:]
     calls, blob = worker._phase(wire)
-    assert blob is not None and len(blob) == 80 * 64 * 8  # the large argument travels as raw doubles
-    [(function, args, pristine)] = worker._work(calls, blob, np)
-    assert function == "f" and type(pristine[0]) is worker._Doubles and type(pristine[1]) is worker._Marshalled
+    # the large argument travels apart, as its own marshal (its lists' headers, a code and 8 bytes per float)
+    assert blob is not None and bytes(blob) == marshal.dumps(value, 2)
+    assert len(blob) == 5 + shape[0] * (5 + shape[1] * 9)
+    assert calls == [{"function": "f", "args": [{"$marshal": len(blob)}, [1.0, 2.0]]}]
+    [(function, args, pristine)] = worker._work(calls, blob)
+    assert function == "f" and type(pristine[0]) is type(pristine[1]) is worker._Marshalled
+    assert type(pristine[0].data) is memoryview  # the phase's own bytes: no copy made before the call
+    assert marshal.dumps(args[0], 2) == marshal.dumps(value, 2)  # bit for bit: NaN and -0.0 too
     assert pristine[1].same([1.0, 2.0]) and not pristine[1].same([1.0, 2.0, 3.0]) and not pristine[1].same((1.0, 2.0))
     generic = worker._copy(args)  # the copy compared element by element
     marshalled = [worker._Marshalled(a) for a in args]  # what an argument that came as JSON gets
@@ -592,18 +650,21 @@ def test_the_512x64_check_passes_the_right_answer_and_fails_one_element_off(tmp_
 
 
 @pytest.mark.parametrize("shape", [(5000,), (80, 64), (3, 40, 50), (2, 3, 4, 200)])
-def test_a_large_argument_s_pristine_marshal_is_what_marshal_writes_of_its_lists(shape: tuple[int, ...]) -> None:
+def test_a_large_argument_arrives_bit_for_bit_and_its_bytes_are_its_pristine_copy(shape: tuple[int, ...]) -> None:
 
     array = np.random.default_rng(5).normal(size=shape)
     flat = array.reshape(-1)
     flat[:6] = [math.nan, -math.nan, -0.0, 0.0, math.inf, -math.inf]
     flat[6] = 5e-324  # a subnormal
-    kept = worker._Doubles(array, np)
-    assert kept.data == marshal.dumps(array.tolist(), 2)
-    assert kept.same(array.tolist()) and marshal.dumps(kept.pristine(), 2) == kept.data
-    changed = array.tolist()
+    calls, blob = worker._phase(phase_wire((Call("f", (array.tolist(),), 1.0),))[4:])
+    [(_, [got], [kept])] = worker._work(calls, blob)
+    assert bytes(kept.data) == marshal.dumps(array.tolist(), 2)
+    assert np.array_equal(np.array(got).view(np.int64), array.view(np.int64))  # every bit: NaN's sign, -0.0
+    assert kept.same(got) and marshal.dumps(kept.pristine(), 2) == bytes(kept.data)
+    changed = kept.pristine()
     row = changed
     while type(row[-1]) is list:
         row = row[-1]
     row[-1] = int(row[-1])  # an equal int where a float was: changed, as the element walk says
     assert not kept.same(changed) and not worker._same(changed, array.tolist())
+    assert worker._mutated([got], [kept]) == [] and worker._mutated([changed], [kept]) == [0]
