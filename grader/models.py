@@ -347,8 +347,13 @@ class CallResult:
     seconds: float = 0.0
     mutated_args: tuple[int, ...] = ()
     wire: bytes = field(default=b"", compare=False, repr=False)
-    """The frame's bytes as the job wrote them (empty when no frame came): equal bytes, equal result
-    but for ``seconds``, so the grader judges an answer it has already judged once (`grader.grading.session`)."""
+    """The frame's bytes as the job wrote them (empty when no frame came, or a large one): equal bytes,
+    equal result but for ``seconds``, so the grader judges an answer it has already judged once
+    (`grader.grading.session`)."""
+    large: Any = field(default=None, compare=False, repr=False)
+    """A large frame's bytes as the job wrote them, as `grader.execution.memo.LargeFrame` (None:
+    no large frame came): what ``wire`` is to the grader's answer tables, for an answer that is not
+    kept in its wire form (by a shard, a Dask worker)."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 `BudgetTable` keeps answers under keys whose size is counted (frame bytes: `grader.execution.boundary.FrameMemo`,
 `grader.grading.judging.VerdictCache`); `IdentityTable` keeps an answer made from two objects, found again
 only for those very objects (a check result per check and verdict, `grader.builtin.scoring`; a
-verdict with its call shown, `grader.grading.session`). Both start again when full: an answer is only ever
+verdict with its call shown, `grader.grading.session`); `LargeFrame` is a large frame's bytes as such a key. Both start again when full: an answer is only ever
 one that would be worked out anew, so forgetting it costs time, never a different result.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["BudgetTable", "IdentityTable"]
+__all__ = ["BudgetTable", "IdentityTable", "LargeFrame"]
 
 
 class BudgetTable(Generic[K, V]):
@@ -71,3 +71,42 @@ class IdentityTable:
             self._table.clear()
         self._table[(id(first), id(second))] = (first, second, answer)
         return answer
+
+
+class LargeFrame:
+    """A large frame's bytes (`grader.execution.channel.LARGE_FRAME_BYTES` or more) as a key of the
+    grader's answer tables (`grader.grading.judging`): equal to another when their bytes are (one
+    ``memcmp``: about 0.15 ms for the 2.3 MiB answer of a 512x64 attention, less when they differ
+    early), hashed from a sample of them.
+
+    Hashing such a frame whole (``hash`` of its bytes) costs about what judging it does, so it was
+    judged again for every submission, and so was every other check of the submission (the table of
+    whole submissions needs every answer's key). The hash here reads the length, the first and last
+    `EDGE` bytes and one byte in `STRIDE` (about 0.01 ms). Frames that differ only where no sample
+    falls share a hash and are told apart by the comparison; a table holds few large keys (its byte
+    budget counts each one's length), so a lookup compares with few. The bytes are the grader's own
+    buffer of the frame, which nothing writes once it is read (the arrays decoded from it are
+    read-only views of it).
+    """
+
+    __slots__ = ("_hash", "data")
+
+    EDGE = 256
+    STRIDE = 4093
+
+    def __init__(self, data: bytearray) -> None:
+        self.data = data
+        self._hash: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            with memoryview(self.data) as view:
+                sample = (view[: self.EDGE].tobytes(), view[:: self.STRIDE].tobytes(), view[-self.EDGE :].tobytes())
+            self._hash = hash((len(self.data), *sample))
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is LargeFrame and self.data == other.data

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from grader.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
 from grader.execution.explain import explain_error
-from grader.execution.memo import BudgetTable
+from grader.execution.memo import BudgetTable, LargeFrame
 from grader.models import CallResult, Check, Prepared, Verdict
 from grader.stash import Stash, StashKey
 
@@ -111,7 +111,7 @@ def judge(
     return verdict
 
 
-class VerdictCache(BudgetTable[tuple[int, bool, tuple[bytes, ...]], tuple[Prepared, Verdict]]):
+class VerdictCache(BudgetTable[tuple[int, bool, tuple["bytes | LargeFrame", ...]], tuple[Prepared, Verdict]]):
     """The verdicts given in a run, keyed by check and the exact bytes of its calls' answers.
 
     A class hands in the same answers again and again (every correct
@@ -153,7 +153,7 @@ class VerdictCache(BudgetTable[tuple[int, bool, tuple[bytes, ...]], tuple[Prepar
         The table knows a check by its `grader.models.Prepared` (the very
         object, kept with the verdict), so checks of two collections never meet.
         """
-        wires = tuple(r.wire for r in results)
+        wires = tuple(r.wire or r.large for r in results)
         if not results or not all(wires) or not getattr(kind, "cacheable", True):
             return judge(check, prepared, results, kind, context, shown=shown)
         key = (id(prepared), shown, wires)
@@ -168,7 +168,7 @@ class VerdictCache(BudgetTable[tuple[int, bool, tuple[bytes, ...]], tuple[Prepar
 _VERDICTS = StashKey[VerdictCache]()
 
 
-class OutcomeMemo(BudgetTable[tuple[bytes, ...], tuple[Any, ...]]):
+class OutcomeMemo(BudgetTable[tuple["bytes | LargeFrame", ...], tuple[Any, ...]]):
     """A submission's exercise results, kept under the exact bytes of every answer its job sent.
 
     Most of a class sends the same answers, byte for byte (every correct submission, a common
@@ -205,11 +205,11 @@ class OutcomeMemo(BudgetTable[tuple[bytes, ...], tuple[Any, ...]]):
         config.stash[_OUTCOMES] = (collected, memo)
         return memo
 
-    def get(self, wires: tuple[bytes, ...]) -> tuple[Any, ...] | None:
+    def get(self, wires: tuple[bytes | LargeFrame, ...]) -> tuple[Any, ...] | None:
         """The exercise results kept for these answers, or None."""
         return self._kept(wires)
 
-    def keep(self, wires: tuple[bytes, ...], exercises: tuple[Any, ...]) -> None:
+    def keep(self, wires: tuple[bytes | LargeFrame, ...], exercises: tuple[Any, ...]) -> None:
         """Keep the exercise results of a submission whose calls answered ``wires``."""
         self._keep(wires, sum(map(len, wires)), exercises)
 
@@ -220,7 +220,7 @@ _BUILT_IN_JUDGING = frozenset({"grader.builtin.judge", "grader.builtin.diagnosis
 """The modules whose judging and scoring are functions of a submission's answers (`OutcomeMemo`)."""
 
 
-def answers_of(results: Sequence[CallResult]) -> tuple[bytes, ...] | None:
-    """The frames of every call's answer (`grader.models.CallResult.wire`), or None if a call sent none."""
-    wires = tuple(r.wire for r in results)
+def answers_of(results: Sequence[CallResult]) -> tuple[bytes | LargeFrame, ...] | None:
+    """The frames of every call's answer (`grader.models.CallResult.wire`, or ``large``), or None if a call sent none."""
+    wires = tuple(r.wire or r.large for r in results)
     return wires if wires and all(wires) else None

@@ -36,6 +36,8 @@ EPS, row_weight_bound, score_rounding, weight_bounds = (
 from grader.child import worker
 from grader.execution.boundary import BoundaryError, budget_for, decode_frame
 from grader.execution.channel import LARGE_FRAME_BYTES, READ_AHEAD_BYTES, JobChannel
+from grader.execution.memo import LargeFrame
+from grader.grading.judging import VerdictCache, answers_of
 from grader.kinds import FLOOR_KEY
 from grader.models import Call, phase_wire
 
@@ -435,8 +437,9 @@ def test_a_large_frame_is_read_in_place_and_decoded_as_its_arrays() -> None:
     assert isinstance(got, dict) and got["status"] == "returned"
     assert np.array_equal(got["value"], weights) and got["value"].flags.writeable is False
     assert child.bytes_read == len(small) + len(frame) and child.large is None
-    # Its answer is judged each time: no wire (never the small answer's) to key a kept verdict.
-    assert child.last_wire == b""
+    # No wire (never the small answer's): its bytes key the kept verdicts as a LargeFrame.
+    assert child.last_wire == b"" and child.last_large == LargeFrame(bytearray(frame[4:]))
+    assert child.last_large is not None and np.shares_memory(np.frombuffer(child.last_large.data, np.uint8), got["value"])
     assert child.read_frame(time.monotonic() + 0.05, sink, "call", budget_for(weights)) == "timeout"
     child.kill()
 
@@ -633,20 +636,28 @@ def test_the_512x64_check_passes_the_right_answer_and_fails_one_element_off(tmp_
     argv = ["grade", "x.py", "--insecure", "--specs", str(specs), "--reference", str(REFERENCE)]
     collected = session.collect(Config("grade", build_parser(pm).parse_args(argv), pm))
     [(_, [pc])] = collected.checks
-    assert pc.prepared.calls[0].encoded[1]  # the arguments travel as raw doubles
+    assert len(pc.prepared.calls[0].encoded[1]) == 3  # the arguments travel apart, as their marshal
     right = (SUBMISSIONS / "correct_numpy" / "attention.py").read_text()
-    verdicts = {}
-    for name, source in (("right", right), ("off", right + OFF_BY_ONE)):
+    verdicts, results, kept = {}, {}, {}
+    cache = VerdictCache()
+    for name, source in (("right", right), ("again", right + "\n# another student\n"), ("off", right + OFF_BY_ONE)):
         path = tmp_path / name / "attention.py"
         path.parent.mkdir()
         path.write_text(source)
         [result] = run_calls(str(path), pc.prepared.calls).results
         assert result.status == "returned" and result.mutated_args == ()
+        assert result.wire == b"" and isinstance(result.large, LargeFrame)  # a large frame: its key, no wire
+        results[name] = result
         verdicts[name] = judge(pc.check, pc.prepared, [result], pc.kind, pc.context)
-    assert verdicts["right"].status == "passed"
+        kept[name] = cache.judge(pc.check, pc.prepared, [result], pc.kind, pc.context, False)
+    assert verdicts["right"].status == verdicts["again"].status == "passed"
     off = verdicts["off"]
     assert off.status == "failed"
     assert off.message.startswith("weights differs from the expected value by up to 1e-06 (at weights[200][100])")
+    # The same answer, byte for byte, is the same key (the kept verdict); one element off is another.
+    assert answers_of([results["again"]]) == answers_of([results["right"]]) != answers_of([results["off"]])
+    assert kept["again"] is kept["right"] and kept["right"] == verdicts["right"]
+    assert kept["off"] is not kept["right"] and kept["off"] == off
 
 
 @pytest.mark.parametrize("shape", [(5000,), (80, 64), (3, 40, 50), (2, 3, 4, 200)])
@@ -668,3 +679,20 @@ def test_a_large_argument_arrives_bit_for_bit_and_its_bytes_are_its_pristine_cop
     row[-1] = int(row[-1])  # an equal int where a float was: changed, as the element walk says
     assert not kept.same(changed) and not worker._same(changed, array.tolist())
     assert worker._mutated([got], [kept]) == [] and worker._mutated([changed], [kept]) == [0]
+
+
+def test_a_large_frame_key_is_its_bytes_hashed_from_a_sample() -> None:
+
+    data = bytearray(np.random.default_rng(8).random(300_000).tobytes())
+    key = LargeFrame(data)
+    same = LargeFrame(bytearray(data))
+    assert key == same and hash(key) == hash(same) and len(key) == len(data)
+    unsampled = bytearray(data)
+    unsampled[LargeFrame.STRIDE + 1] ^= 1  # where no sample falls: the same hash, yet another key
+    other = LargeFrame(unsampled)
+    assert hash(other) == hash(key) and other != key
+    assert len({key: 1, same: 2, other: 3}) == 2
+    sampled = bytearray(data)
+    sampled[LargeFrame.STRIDE * 7] ^= 1
+    assert LargeFrame(sampled) != key and hash(LargeFrame(sampled)) != hash(key)
+    assert key != bytes(data) and key != data  # a key equals only a key
