@@ -372,9 +372,7 @@ class JobChannel:
                 pass
 
 
-def result_of(
-    frame: dict[str, Any], seconds: float, wire: bytes = b"", large: LargeFrame | None = None
-) -> CallResult:
+def result_of(frame: dict[str, Any], seconds: float, wire: bytes = b"", large: LargeFrame | None = None) -> CallResult:
     """A validated call frame (`grader.execution.boundary.decode_frame`) as a `CallResult`, with the grader's duration.
 
     ``wire`` is the frame's bytes (`CallResult.wire`), ``large`` a large frame's (`CallResult.large`). Made as the dataclass's own ``__init__``

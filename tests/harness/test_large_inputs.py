@@ -439,7 +439,9 @@ def test_a_large_frame_is_read_in_place_and_decoded_as_its_arrays() -> None:
     assert child.bytes_read == len(small) + len(frame) and child.large is None
     # No wire (never the small answer's): its bytes key the kept verdicts as a LargeFrame.
     assert child.last_wire == b"" and child.last_large == LargeFrame(bytearray(frame[4:]))
-    assert child.last_large is not None and np.shares_memory(np.frombuffer(child.last_large.data, np.uint8), got["value"])
+    assert child.last_large is not None and np.shares_memory(
+        np.frombuffer(child.last_large.data, np.uint8), got["value"]
+    )
     assert child.read_frame(time.monotonic() + 0.05, sink, "call", budget_for(weights)) == "timeout"
     child.kill()
 
