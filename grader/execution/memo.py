@@ -21,26 +21,46 @@ __all__ = ["BudgetTable", "IdentityTable", "LargeFrame"]
 class BudgetTable(Generic[K, V]):
     """Answers under keys of a counted size, at most `MAX_BYTES` of them; past that the table starts again.
 
-    Subclasses set `MAX_BYTES` (read at each `_keep`, so a test may lower it on the class).
+    Keys that hold a large frame (`LargeFrame`) are counted apart, at most `LARGE_MAX_BYTES` of
+    them; past that only those are dropped: a class whose large answers all differ would otherwise
+    empty the table every few submissions, and every small answer kept in it would be worked out
+    anew. Subclasses set `MAX_BYTES` (read at each `_keep`, so a test may lower it on the class).
     """
 
     MAX_BYTES = 1 << 20
-    """Total size of the keys kept, in bytes."""
+    """Total size of the keys kept, in bytes (keys with a large frame apart)."""
+
+    LARGE_MAX_BYTES = 8 << 20
+    """Total size of the keys with a large frame kept, in bytes (8 MiB: three answers of a 512x64 attention)."""
 
     def __init__(self) -> None:
         self._table: dict[K, V] = {}
         self._bytes = 0
+        self._large: list[K] = []  # the keys with a large frame, in the order kept
+        self._large_bytes = 0
         self._lock = threading.Lock()
 
     def _kept(self, key: K) -> V | None:
         """The answer kept under ``key``, if any."""
         return self._table.get(key)
 
-    def _keep(self, key: K, size: int, value: V) -> None:
-        """Keep ``value`` under ``key``, which counts ``size`` bytes (the first answer for a key stays)."""
+    def _keep(self, key: K, size: int, value: V, large: bool = False) -> None:
+        """Keep ``value`` under ``key``, which counts ``size`` bytes (the first answer for a key stays);
+        ``large``: the key holds a large frame (counted against `LARGE_MAX_BYTES`)."""
         with self._lock:
+            if large:
+                if self._large_bytes + size > self.LARGE_MAX_BYTES:
+                    for kept in self._large:
+                        self._table.pop(kept, None)
+                    self._large.clear()
+                    self._large_bytes = 0
+                if key not in self._table:
+                    self._table[key] = value
+                    self._large.append(key)
+                    self._large_bytes += size
+                return
             if self._bytes + size > self.MAX_BYTES:
-                self._table.clear()
+                self._table = {k: self._table[k] for k in self._large if k in self._table}
                 self._bytes = 0
             if key not in self._table:
                 self._table[key] = value

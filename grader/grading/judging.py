@@ -125,7 +125,8 @@ class VerdictCache(BudgetTable[tuple[int, bool, tuple["bytes | LargeFrame", ...]
     byte-identical. Only answers that came as frames are kept (a timeout,
     a crash or a refused value is judged each time), never for a kind whose
     ``cacheable`` attribute is False. At most `MAX_BYTES` of answers are
-    kept as keys; past that, the table starts again.
+    kept as keys; past that, the table starts again (keys with a large frame
+    apart: `grader.execution.memo.BudgetTable.LARGE_MAX_BYTES`).
 
     Thread-safe: the grading threads share one.
     """
@@ -161,7 +162,7 @@ class VerdictCache(BudgetTable[tuple[int, bool, tuple["bytes | LargeFrame", ...]
         if kept is not None and kept[0] is prepared:
             return kept[1]
         verdict = judge(check, prepared, results, kind, context, shown=shown)
-        self._keep(key, sum(map(len, wires)), (prepared, verdict))
+        self._keep(key, sum(map(len, wires)), (prepared, verdict), any(type(w) is LargeFrame for w in wires))
         return verdict
 
 
@@ -178,7 +179,8 @@ class OutcomeMemo(BudgetTable[tuple["bytes | LargeFrame", ...], tuple[Any, ...]]
     the answers and the scores drawn from the verdicts. A submission whose every call answered
     with a frame equal to an earlier submission's gets that submission's exercise results (the
     very objects) without a hook call; a timeout, a crash or a refused value (no frame) is judged
-    as usual. At most `MAX_BYTES` of answers are kept as keys; past that, the table starts again.
+    as usual. At most `MAX_BYTES` of answers are kept as keys; past that, the table starts again (keys with a large frame
+    apart: `grader.execution.memo.BudgetTable.LARGE_MAX_BYTES`).
 
     Thread-safe: the grading threads share one.
     """
@@ -211,7 +213,7 @@ class OutcomeMemo(BudgetTable[tuple["bytes | LargeFrame", ...], tuple[Any, ...]]
 
     def keep(self, wires: tuple[bytes | LargeFrame, ...], exercises: tuple[Any, ...]) -> None:
         """Keep the exercise results of a submission whose calls answered ``wires``."""
-        self._keep(wires, sum(map(len, wires)), exercises)
+        self._keep(wires, sum(map(len, wires)), exercises, any(type(w) is LargeFrame for w in wires))
 
 
 _OUTCOMES = StashKey[tuple[Any, "OutcomeMemo | None"]]()

@@ -698,3 +698,26 @@ def test_a_large_frame_key_is_its_bytes_hashed_from_a_sample() -> None:
     sampled[LargeFrame.STRIDE * 7] ^= 1
     assert LargeFrame(sampled) != key and hash(LargeFrame(sampled)) != hash(key)
     assert key != bytes(data) and key != data  # a key equals only a key
+
+
+def test_large_answers_are_kept_apart_and_never_empty_the_table_of_small_ones() -> None:
+    from grader.execution.memo import BudgetTable
+
+    class Table(BudgetTable[Any, str]):
+        MAX_BYTES = 100
+        LARGE_MAX_BYTES = 2500
+
+    table = Table()
+    small = [bytes([i]) * 30 for i in range(3)]
+    table._keep(small[0], 30, "a")
+    table._keep(small[1], 30, "b")
+    frames = [LargeFrame(bytearray([i]) * 1000) for i in range(4)]
+    table._keep((frames[0],), 1000, "x", large=True)
+    table._keep((frames[1],), 1000, "y", large=True)
+    assert table._kept((LargeFrame(bytearray([1]) * 1000),)) == "y" and table._kept(small[0]) == "a"
+    table._keep((frames[2],), 1000, "z", large=True)  # over the large budget: only the large keys go
+    assert table._kept((frames[0],)) is None and table._kept((frames[1],)) is None
+    assert table._kept((frames[2],)) == "z" and table._kept(small[0]) == "a" and table._kept(small[1]) == "b"
+    table._keep(small[2], 30, "c")
+    table._keep(b"d" * 30, 30, "d")  # over the small budget: the small keys go, the large one stays
+    assert table._kept(small[0]) is None and table._kept(b"d" * 30) == "d" and table._kept((frames[2],)) == "z"
