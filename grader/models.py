@@ -238,9 +238,11 @@ class Call:
         numbers, a fresh object for every occurrence: version 2 writes no reference between
         objects), and the worker reads it with ``marshal.loads`` in C, several times faster than
         a JSON parser reads its numbers. An argument that is a rectangular list of at least
-        `BINARY_ARG_ITEMS` floats travels as ``{"$array": ["<f8", SHAPE]}`` and its
-        little-endian doubles after the phase (the worker makes the same lists of it,
-        ``tolist``). Made once per call: every submission of a batch makes the same calls.
+        `BINARY_ARG_ITEMS` floats travels as ``{"$marshal": NBYTES}`` and its own marshal
+        (version 2: the same floats, bit for bit, as the raw doubles they are) after the phase:
+        the worker makes the lists from those bytes and keeps them, unchanged, as the pristine
+        copy its check after the call compares with (no copy made per job). Made once per call:
+        every submission of a batch makes the same calls.
         """
         blobs: list[bytes] = []
         args = [_binary_arg(arg, blobs) for arg in self.args]
@@ -259,7 +261,7 @@ class Call:
 
 
 BINARY_ARG_ITEMS = 4096
-"""A call argument that is a rectangular list of at least this many floats travels as raw doubles."""
+"""A call argument that is a rectangular list of at least this many floats travels apart, as its own marshal."""
 
 
 def _float_shape(value: list[Any]) -> tuple[int, ...] | None:
@@ -282,18 +284,16 @@ def _binary_arg(arg: Any, blobs: list[bytes]) -> Any:
     shape = _float_shape(arg)
     if shape is None or math.prod(shape) < BINARY_ARG_ITEMS:
         return arg
-    import numpy as np
-
-    blobs.append(np.asarray(arg, dtype="<f8").tobytes())
-    return {"$array": ["<f8", list(shape)]}
+    blobs.append(marshal.dumps(arg, 2))  # exact lists of exact floats (`_float_shape`): the same, bit for bit
+    return {"$marshal": len(blobs[-1])}
 
 
 def phase_wire(calls: Sequence[Call]) -> bytes:
     """A phase of calls as the worker reads it from its call pipe: a 4-byte big-endian length,
     ``b"\\x01"``, the length of the phase's data (4 bytes, big-endian), the data: what
     ``marshal.dumps({"calls": [{"function": ..., "args": [...]}, ...]}, 2)`` writes of the
-    calls' `Call.encoded` data, then the bytes of the arguments that travel as raw doubles, in
-    the order the data names them.
+    calls' `Call.encoded` data, then the bytes of the arguments that travel apart (each one's
+    marshal), in the order the data names them.
 
     The worker makes the calls in order and answers each with its own frame.
     """
@@ -347,8 +347,13 @@ class CallResult:
     seconds: float = 0.0
     mutated_args: tuple[int, ...] = ()
     wire: bytes = field(default=b"", compare=False, repr=False)
-    """The frame's bytes as the job wrote them (empty when no frame came): equal bytes, equal result
-    but for ``seconds``, so the grader judges an answer it has already judged once (`grader.grading.session`)."""
+    """The frame's bytes as the job wrote them (empty when no frame came, or a large one): equal bytes,
+    equal result but for ``seconds``, so the grader judges an answer it has already judged once
+    (`grader.grading.session`)."""
+    large: Any = field(default=None, compare=False, repr=False)
+    """A large frame's bytes as the job wrote them, as `grader.execution.memo.LargeFrame` (None:
+    no large frame came): what ``wire`` is to the grader's answer tables, for an answer that is not
+    kept in its wire form (by a shard, a Dask worker)."""
 
 
 @dataclass(frozen=True)

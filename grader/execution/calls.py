@@ -451,7 +451,7 @@ def _run_phase(
             began = time.monotonic()
         taken = child.take_ready(call.budget) if sent == "sent" else None
         if isinstance(taken, dict):  # read with the answer before it: no waiting, no clock, no CPU reading
-            got.append(result_of(taken, time.monotonic() - began, child.last_wire))
+            got.append(result_of(taken, time.monotonic() - began, child.last_wire, child.last_large))
             continue
         # An answer already read needs no CPU reading (it came in time); others are timed from now.
         ready = taken is not None or child.frame_ready()
@@ -494,7 +494,7 @@ def _run_phase(
             )
         seconds = time.monotonic() - began
         if isinstance(frame, dict):
-            result: CallResult = result_of(frame, seconds, child.last_wire)
+            result: CallResult = result_of(frame, seconds, child.last_wire, child.last_large)
         elif isinstance(frame, BoundaryError) and not frame.fatal:  # a well-formed frame whose value is refused
             result = CallResult("bad_return", message=frame.message, seconds=seconds)
         else:

@@ -28,6 +28,7 @@ from grader.execution.boundary import (
     frame_limit,
 )
 from grader.execution.jobs import CHANNEL_LOST, Job
+from grader.execution.memo import LargeFrame
 from grader.models import Call, CallResult
 
 EOF_GRACE_SECONDS = 0.25
@@ -98,6 +99,7 @@ class JobChannel:
         self.bytes_read = 0  # of the result pipe: what the grader took in from this job
         self.empty = False  # the last read of the result pipe found nothing (reset when it is readable)
         self.last_wire = b""  # the bytes of the last frame read (`CallResult.wire`)
+        self.last_large: LargeFrame | None = None  # the last frame read, when it was large (`CallResult.large`)
         self.large: bytearray | None = None  # a large frame being read in place (`_read_large`)
         self.filled = 0  # its bytes read so far
 
@@ -256,6 +258,7 @@ class JobChannel:
             self.buffer.clear()
             self.start = 0
         self.last_wire = data
+        self.last_large = None
         try:
             return FRAMES.decode(data, expect, budget)
         except BoundaryError as exc:
@@ -283,11 +286,12 @@ class JobChannel:
         Returns the decoded frame, or the `BoundaryError` that refused it, once it is whole;
         True when bytes came, or the result pipe closed before the frame was whole (`read_frame`
         reads on, or sees the pipe closed); False when no byte is there yet. A large frame's
-        `CallResult.wire` is empty: it is judged each time (hashing 2 MiB as a verdict's key
-        costs about what judging it does, and would keep it).
+        `CallResult.wire` is empty (a shard or a Dask worker writes its result field by field); its
+        bytes are `last_large` (`CallResult.large`), the key the grader's answer tables know it by.
         """
         assert self.large is not None
         self.last_wire = b""
+        self.last_large = None
         if self.empty:
             return False
         try:
@@ -307,9 +311,11 @@ class JobChannel:
             return True
         data, self.large = self.large, None
         try:
-            return decode_frame(data, expect, budget)
+            frame = decode_frame(data, expect, budget)
         except BoundaryError as exc:
             return exc
+        self.last_large = LargeFrame(data)
+        return frame
 
     def _result_closed(self) -> None:
         self.result_open = False
@@ -366,10 +372,10 @@ class JobChannel:
                 pass
 
 
-def result_of(frame: dict[str, Any], seconds: float, wire: bytes = b"") -> CallResult:
+def result_of(frame: dict[str, Any], seconds: float, wire: bytes = b"", large: LargeFrame | None = None) -> CallResult:
     """A validated call frame (`grader.execution.boundary.decode_frame`) as a `CallResult`, with the grader's duration.
 
-    ``wire`` is the frame's bytes (`CallResult.wire`). Made as the dataclass's own ``__init__``
+    ``wire`` is the frame's bytes (`CallResult.wire`), ``large`` a large frame's (`CallResult.large`). Made as the dataclass's own ``__init__``
     makes it (every field, defaults first), with its fields set at once: a grader makes one
     per call of every submission, and a frozen dataclass's ``__init__`` sets each field apart.
     """
@@ -390,6 +396,7 @@ def result_of(frame: dict[str, Any], seconds: float, wire: bytes = b"") -> CallR
     fields["seconds"] = seconds
     fields["mutated_args"] = mutated
     fields["wire"] = wire
+    fields["large"] = large
     return result
 
 

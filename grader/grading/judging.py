@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from grader.disclosure import hidden_bad_return, hidden_type, hidden_where, is_public
 from grader.execution.explain import explain_error
-from grader.execution.memo import BudgetTable
+from grader.execution.memo import BudgetTable, LargeFrame
 from grader.models import CallResult, Check, Prepared, Verdict
 from grader.stash import Stash, StashKey
 
@@ -111,7 +111,7 @@ def judge(
     return verdict
 
 
-class VerdictCache(BudgetTable[tuple[int, bool, tuple[bytes, ...]], tuple[Prepared, Verdict]]):
+class VerdictCache(BudgetTable[tuple[int, bool, tuple["bytes | LargeFrame", ...]], tuple[Prepared, Verdict]]):
     """The verdicts given in a run, keyed by check and the exact bytes of its calls' answers.
 
     A class hands in the same answers again and again (every correct
@@ -125,7 +125,8 @@ class VerdictCache(BudgetTable[tuple[int, bool, tuple[bytes, ...]], tuple[Prepar
     byte-identical. Only answers that came as frames are kept (a timeout,
     a crash or a refused value is judged each time), never for a kind whose
     ``cacheable`` attribute is False. At most `MAX_BYTES` of answers are
-    kept as keys; past that, the table starts again.
+    kept as keys; past that, the table starts again (keys with a large frame
+    apart: `grader.execution.memo.BudgetTable.LARGE_MAX_BYTES`).
 
     Thread-safe: the grading threads share one.
     """
@@ -153,7 +154,7 @@ class VerdictCache(BudgetTable[tuple[int, bool, tuple[bytes, ...]], tuple[Prepar
         The table knows a check by its `grader.models.Prepared` (the very
         object, kept with the verdict), so checks of two collections never meet.
         """
-        wires = tuple(r.wire for r in results)
+        wires = tuple(r.wire or r.large for r in results)
         if not results or not all(wires) or not getattr(kind, "cacheable", True):
             return judge(check, prepared, results, kind, context, shown=shown)
         key = (id(prepared), shown, wires)
@@ -161,14 +162,14 @@ class VerdictCache(BudgetTable[tuple[int, bool, tuple[bytes, ...]], tuple[Prepar
         if kept is not None and kept[0] is prepared:
             return kept[1]
         verdict = judge(check, prepared, results, kind, context, shown=shown)
-        self._keep(key, sum(map(len, wires)), (prepared, verdict))
+        self._keep(key, sum(map(len, wires)), (prepared, verdict), any(type(w) is LargeFrame for w in wires))
         return verdict
 
 
 _VERDICTS = StashKey[VerdictCache]()
 
 
-class OutcomeMemo(BudgetTable[tuple[bytes, ...], tuple[Any, ...]]):
+class OutcomeMemo(BudgetTable[tuple["bytes | LargeFrame", ...], tuple[Any, ...]]):
     """A submission's exercise results, kept under the exact bytes of every answer its job sent.
 
     Most of a class sends the same answers, byte for byte (every correct submission, a common
@@ -178,7 +179,8 @@ class OutcomeMemo(BudgetTable[tuple[bytes, ...], tuple[Any, ...]]):
     the answers and the scores drawn from the verdicts. A submission whose every call answered
     with a frame equal to an earlier submission's gets that submission's exercise results (the
     very objects) without a hook call; a timeout, a crash or a refused value (no frame) is judged
-    as usual. At most `MAX_BYTES` of answers are kept as keys; past that, the table starts again.
+    as usual. At most `MAX_BYTES` of answers are kept as keys; past that, the table starts again (keys with a large frame
+    apart: `grader.execution.memo.BudgetTable.LARGE_MAX_BYTES`).
 
     Thread-safe: the grading threads share one.
     """
@@ -205,13 +207,13 @@ class OutcomeMemo(BudgetTable[tuple[bytes, ...], tuple[Any, ...]]):
         config.stash[_OUTCOMES] = (collected, memo)
         return memo
 
-    def get(self, wires: tuple[bytes, ...]) -> tuple[Any, ...] | None:
+    def get(self, wires: tuple[bytes | LargeFrame, ...]) -> tuple[Any, ...] | None:
         """The exercise results kept for these answers, or None."""
         return self._kept(wires)
 
-    def keep(self, wires: tuple[bytes, ...], exercises: tuple[Any, ...]) -> None:
+    def keep(self, wires: tuple[bytes | LargeFrame, ...], exercises: tuple[Any, ...]) -> None:
         """Keep the exercise results of a submission whose calls answered ``wires``."""
-        self._keep(wires, sum(map(len, wires)), exercises)
+        self._keep(wires, sum(map(len, wires)), exercises, any(type(w) is LargeFrame for w in wires))
 
 
 _OUTCOMES = StashKey[tuple[Any, "OutcomeMemo | None"]]()
@@ -220,7 +222,7 @@ _BUILT_IN_JUDGING = frozenset({"grader.builtin.judge", "grader.builtin.diagnosis
 """The modules whose judging and scoring are functions of a submission's answers (`OutcomeMemo`)."""
 
 
-def answers_of(results: Sequence[CallResult]) -> tuple[bytes, ...] | None:
-    """The frames of every call's answer (`grader.models.CallResult.wire`), or None if a call sent none."""
-    wires = tuple(r.wire for r in results)
+def answers_of(results: Sequence[CallResult]) -> tuple[bytes | LargeFrame, ...] | None:
+    """The frames of every call's answer (`grader.models.CallResult.wire`, or ``large``), or None if a call sent none."""
+    wires = tuple(r.wire or r.large for r in results)
     return wires if wires and all(wires) else None

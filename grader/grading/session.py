@@ -328,7 +328,7 @@ def _grade_submission(
         stdout = stderr = error = ""
         exercise_results: tuple[ExerciseResult, ...] | None = None
         memo: OutcomeMemo | None = None
-        wires: tuple[bytes, ...] | None = None
+        wires: tuple[Any, ...] | None = None
         if submission.problem or submission.file is None:
             error = submission.problem or "no file to grade"
             verdicts = _failed_everywhere(collected, "error", f"not run: {error}")

@@ -36,6 +36,8 @@ EPS, row_weight_bound, score_rounding, weight_bounds = (
 from grader.child import worker
 from grader.execution.boundary import BoundaryError, budget_for, decode_frame
 from grader.execution.channel import LARGE_FRAME_BYTES, READ_AHEAD_BYTES, JobChannel
+from grader.execution.memo import LargeFrame
+from grader.grading.judging import VerdictCache, answers_of
 from grader.kinds import FLOOR_KEY
 from grader.models import Call, phase_wire
 
@@ -155,17 +157,53 @@ def test_a_big_check_calls_the_reference_once() -> None:
 def _mutations() -> dict[str, Any]:
     """Things a call may do to a 2-d list of floats it was handed, by name."""
 
+    class Liar(float):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = float.__hash__
+
+    class LiarRow(list):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = None  # type: ignore[assignment]
+
     def set_value(a: list) -> None:
         a[7][3] = a[7][3] + 1.0
+
+    def deep_last_bit(a: list) -> None:
+        a[-1][-1] = math.nextafter(a[-1][-1], math.inf)  # one float deep in the last row, one ulp off
 
     def same_value_as_int(a: list) -> None:
         a[0][0] = int(a[0][0])  # 2.0 -> 2: equal, but another JSON text
 
+    def one_as_true(a: list) -> None:
+        a[0][1] = True  # 1.0 -> True: equal, but a bool
+
     def numpy_float(a: list) -> None:
         a[1][1] = np.float64(a[1][1])  # equal, a float subclass: not what it was given
 
+    def lying_float(a: list) -> None:
+        a[5][6] = Liar(a[5][6] + 1.0)  # says it equals anything
+
+    def lying_row(a: list) -> None:
+        a[6] = LiarRow([x + 1.0 for x in a[6]])  # a row of another type that says it equals anything
+
+    def equal_row_subclass(a: list) -> None:
+        a[6] = LiarRow(a[6])  # equal values, another type of row
+
+    def row_as_array(a: list) -> None:
+        a[8] = np.array(a[8])  # equal values, a numpy row
+
     def nan_to_new_nan(a: list) -> None:
         a[3][5] = float("nan")  # another NaN object: still NaN, so unchanged
+
+    def zero_to_negative_zero(a: list) -> None:
+        a[0][2] = -0.0  # equal to 0.0 (as == says): unchanged
+
+    def same_float_again(a: list) -> None:
+        a[4][1] = float(str(a[4][1]))  # an equal float, another object: unchanged
 
     def row_copied(a: list) -> None:
         a[2] = list(a[2])  # an equal row: unchanged
@@ -185,36 +223,58 @@ def _mutations() -> dict[str, Any]:
     def swapped(a: list) -> None:
         a[0][1], a[0][2] = a[0][2], a[0][1]
 
+    def cycle(a: list) -> None:
+        a[10].append(a)
+
     return {
         "nothing": lambda a: None,
         "set_value": set_value,
+        "deep_last_bit": deep_last_bit,
         "same_value_as_int": same_value_as_int,
+        "one_as_true": one_as_true,
         "numpy_float": numpy_float,
+        "lying_float": lying_float,
+        "lying_row": lying_row,
+        "equal_row_subclass": equal_row_subclass,
+        "row_as_array": row_as_array,
         "nan_to_new_nan": nan_to_new_nan,
+        "zero_to_negative_zero": zero_to_negative_zero,
+        "same_float_again": same_float_again,
         "row_copied": row_copied,
         "row_as_tuple": row_as_tuple,
         "appended": appended,
         "row_dropped": row_dropped,
         "nested": nested,
         "swapped": swapped,
+        "cycle": cycle,
     }
 
 
-UNCHANGED = {"nothing", "nan_to_new_nan", "row_copied"}
+UNCHANGED = {"nothing", "nan_to_new_nan", "row_copied", "zero_to_negative_zero", "same_float_again"}
 
 
+@pytest.mark.parametrize("shape", [(80, 64), (512, 64)])
 @pytest.mark.parametrize("name", sorted(_mutations()))
-def test_a_large_float_argument_s_mutation_is_seen_as_the_generic_check_sees_it(name: str) -> None:
+def test_a_large_float_argument_s_mutation_is_seen_as_the_generic_check_sees_it(
+    name: str, shape: tuple[int, int]
+) -> None:
 
     rng = np.random.default_rng(3)
-    value = rng.normal(size=(80, 64)).tolist()
+    value = rng.normal(size=shape).tolist()
     value[0][0] = 2.0
+    value[0][1] = 1.0
+    value[0][2] = 0.0
     value[3][5] = float("nan")
     wire = phase_wire((Call("f", (value, [1.0, 2.0]), 1.0),))[4:]
     calls, blob = worker._phase(wire)
-    assert blob is not None and len(blob) == 80 * 64 * 8  # the large argument travels as raw doubles
-    [(function, args, pristine)] = worker._work(calls, blob, np)
-    assert function == "f" and type(pristine[0]) is worker._Doubles and type(pristine[1]) is worker._Marshalled
+    # the large argument travels apart, as its own marshal (its lists' headers, a code and 8 bytes per float)
+    assert blob is not None and bytes(blob) == marshal.dumps(value, 2)
+    assert len(blob) == 5 + shape[0] * (5 + shape[1] * 9)
+    assert calls == [{"function": "f", "args": [{"$marshal": len(blob)}, [1.0, 2.0]]}]
+    [(function, args, pristine)] = worker._work(calls, blob)
+    assert function == "f" and type(pristine[0]) is type(pristine[1]) is worker._Marshalled
+    assert type(pristine[0].data) is memoryview  # the phase's own bytes: no copy made before the call
+    assert marshal.dumps(args[0], 2) == marshal.dumps(value, 2)  # bit for bit: NaN and -0.0 too
     assert pristine[1].same([1.0, 2.0]) and not pristine[1].same([1.0, 2.0, 3.0]) and not pristine[1].same((1.0, 2.0))
     generic = worker._copy(args)  # the copy compared element by element
     marshalled = [worker._Marshalled(a) for a in args]  # what an argument that came as JSON gets
@@ -377,8 +437,11 @@ def test_a_large_frame_is_read_in_place_and_decoded_as_its_arrays() -> None:
     assert isinstance(got, dict) and got["status"] == "returned"
     assert np.array_equal(got["value"], weights) and got["value"].flags.writeable is False
     assert child.bytes_read == len(small) + len(frame) and child.large is None
-    # Its answer is judged each time: no wire (never the small answer's) to key a kept verdict.
-    assert child.last_wire == b""
+    # No wire (never the small answer's): its bytes key the kept verdicts as a LargeFrame.
+    assert child.last_wire == b"" and child.last_large == LargeFrame(bytearray(frame[4:]))
+    assert child.last_large is not None and np.shares_memory(
+        np.frombuffer(child.last_large.data, np.uint8), got["value"]
+    )
     assert child.read_frame(time.monotonic() + 0.05, sink, "call", budget_for(weights)) == "timeout"
     child.kill()
 
@@ -575,35 +638,86 @@ def test_the_512x64_check_passes_the_right_answer_and_fails_one_element_off(tmp_
     argv = ["grade", "x.py", "--insecure", "--specs", str(specs), "--reference", str(REFERENCE)]
     collected = session.collect(Config("grade", build_parser(pm).parse_args(argv), pm))
     [(_, [pc])] = collected.checks
-    assert pc.prepared.calls[0].encoded[1]  # the arguments travel as raw doubles
+    assert len(pc.prepared.calls[0].encoded[1]) == 3  # the arguments travel apart, as their marshal
     right = (SUBMISSIONS / "correct_numpy" / "attention.py").read_text()
-    verdicts = {}
-    for name, source in (("right", right), ("off", right + OFF_BY_ONE)):
+    verdicts, results, kept = {}, {}, {}
+    cache = VerdictCache()
+    for name, source in (("right", right), ("again", right + "\n# another student\n"), ("off", right + OFF_BY_ONE)):
         path = tmp_path / name / "attention.py"
         path.parent.mkdir()
         path.write_text(source)
         [result] = run_calls(str(path), pc.prepared.calls).results
         assert result.status == "returned" and result.mutated_args == ()
+        assert result.wire == b"" and isinstance(result.large, LargeFrame)  # a large frame: its key, no wire
+        results[name] = result
         verdicts[name] = judge(pc.check, pc.prepared, [result], pc.kind, pc.context)
-    assert verdicts["right"].status == "passed"
+        kept[name] = cache.judge(pc.check, pc.prepared, [result], pc.kind, pc.context, False)
+    assert verdicts["right"].status == verdicts["again"].status == "passed"
     off = verdicts["off"]
     assert off.status == "failed"
     assert off.message.startswith("weights differs from the expected value by up to 1e-06 (at weights[200][100])")
+    # The same answer, byte for byte, is the same key (the kept verdict); one element off is another.
+    assert answers_of([results["again"]]) == answers_of([results["right"]]) != answers_of([results["off"]])
+    assert kept["again"] is kept["right"] and kept["right"] == verdicts["right"]
+    assert kept["off"] is not kept["right"] and kept["off"] == off
 
 
 @pytest.mark.parametrize("shape", [(5000,), (80, 64), (3, 40, 50), (2, 3, 4, 200)])
-def test_a_large_argument_s_pristine_marshal_is_what_marshal_writes_of_its_lists(shape: tuple[int, ...]) -> None:
+def test_a_large_argument_arrives_bit_for_bit_and_its_bytes_are_its_pristine_copy(shape: tuple[int, ...]) -> None:
 
     array = np.random.default_rng(5).normal(size=shape)
     flat = array.reshape(-1)
     flat[:6] = [math.nan, -math.nan, -0.0, 0.0, math.inf, -math.inf]
     flat[6] = 5e-324  # a subnormal
-    kept = worker._Doubles(array, np)
-    assert kept.data == marshal.dumps(array.tolist(), 2)
-    assert kept.same(array.tolist()) and marshal.dumps(kept.pristine(), 2) == kept.data
-    changed = array.tolist()
+    calls, blob = worker._phase(phase_wire((Call("f", (array.tolist(),), 1.0),))[4:])
+    [(_, [got], [kept])] = worker._work(calls, blob)
+    assert bytes(kept.data) == marshal.dumps(array.tolist(), 2)
+    assert np.array_equal(np.array(got).view(np.int64), array.view(np.int64))  # every bit: NaN's sign, -0.0
+    assert kept.same(got) and marshal.dumps(kept.pristine(), 2) == bytes(kept.data)
+    changed = kept.pristine()
     row = changed
     while type(row[-1]) is list:
         row = row[-1]
     row[-1] = int(row[-1])  # an equal int where a float was: changed, as the element walk says
     assert not kept.same(changed) and not worker._same(changed, array.tolist())
+    assert worker._mutated([got], [kept]) == [] and worker._mutated([changed], [kept]) == [0]
+
+
+def test_a_large_frame_key_is_its_bytes_hashed_from_a_sample() -> None:
+
+    data = bytearray(np.random.default_rng(8).random(300_000).tobytes())
+    key = LargeFrame(data)
+    same = LargeFrame(bytearray(data))
+    assert key == same and hash(key) == hash(same) and len(key) == len(data)
+    unsampled = bytearray(data)
+    unsampled[LargeFrame.STRIDE + 1] ^= 1  # where no sample falls: the same hash, yet another key
+    other = LargeFrame(unsampled)
+    assert hash(other) == hash(key) and other != key
+    assert len({key: 1, same: 2, other: 3}) == 2
+    sampled = bytearray(data)
+    sampled[LargeFrame.STRIDE * 7] ^= 1
+    assert LargeFrame(sampled) != key and hash(LargeFrame(sampled)) != hash(key)
+    assert key != bytes(data) and key != data  # a key equals only a key
+
+
+def test_large_answers_are_kept_apart_and_never_empty_the_table_of_small_ones() -> None:
+    from grader.execution.memo import BudgetTable
+
+    class Table(BudgetTable[Any, str]):
+        MAX_BYTES = 100
+        LARGE_MAX_BYTES = 2500
+
+    table = Table()
+    small = [bytes([i]) * 30 for i in range(3)]
+    table._keep(small[0], 30, "a")
+    table._keep(small[1], 30, "b")
+    frames = [LargeFrame(bytearray([i]) * 1000) for i in range(4)]
+    table._keep((frames[0],), 1000, "x", large=True)
+    table._keep((frames[1],), 1000, "y", large=True)
+    assert table._kept((LargeFrame(bytearray([1]) * 1000),)) == "y" and table._kept(small[0]) == "a"
+    table._keep((frames[2],), 1000, "z", large=True)  # over the large budget: only the large keys go
+    assert table._kept((frames[0],)) is None and table._kept((frames[1],)) is None
+    assert table._kept((frames[2],)) == "z" and table._kept(small[0]) == "a" and table._kept(small[1]) == "b"
+    table._keep(small[2], 30, "c")
+    table._keep(b"d" * 30, 30, "d")  # over the small budget: the small keys go, the large one stays
+    assert table._kept(small[0]) is None and table._kept(b"d" * 30) == "d" and table._kept((frames[2],)) == "z"
