@@ -59,7 +59,7 @@ def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
     # A name of its own (this process, a counter) opened exclusively: what mkstemp does, without its
     # random names; a name left by a crashed run is skipped.
     while True:
-        tmp = os.path.join(folder, f".{name}.{os.getpid()}.{next(_TEMP_NUMBERS)}.tmp")
+        tmp = os.path.join(folder, f".{name}.{_PID[0]}.{next(_TEMP_NUMBERS)}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             break
@@ -71,7 +71,10 @@ def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
             _FOLDERS_MADE.add(folder)
     try:
         if isinstance(text, str):
-            _write_all(fd, text.encode("utf-8"))
+            data = text.encode("utf-8")
+            written = os.write(fd, data)
+            if written < len(data):  # most files take one write; a short one (a full disk, a signal) goes on
+                _write_all(fd, data[written:])
         else:
             with os.fdopen(os.dup(fd), "w", encoding="utf-8", newline="\n") as fh:
                 fh.writelines(text)
@@ -94,6 +97,10 @@ _FOLDERS_MADE: set[str] = set()
 
 _TEMP_NUMBERS = itertools.count()
 
+_PID = [os.getpid()]
+"""This process's id, for temporary names (`write_atomic`): asked once, again in a forked child."""
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
 
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
@@ -106,6 +113,8 @@ def not_regular(path: str | os.PathLike[str]) -> str:
     try:
         mode = os.lstat(path).st_mode
     except OSError:
+        return ""
+    if stat.S_ISREG(mode):
         return ""
     for test, name in (
         (stat.S_ISLNK, "a symbolic link"),

@@ -72,8 +72,9 @@ class SubmissionFiles:
     ) -> None:
 
         self.folder = folder
-        self._where = os.fspath(folder)  # joined as a string per file: pathlib costs more than the rest
+        where = os.fspath(folder)  # joined as strings: pathlib costs more than the rest
         self.names = {sid: slug + suffix for sid, slug in slugs_of(items).items()}
+        self._paths = {sid: os.path.join(where, name) for sid, name in self.names.items()}
         self.render = render
         self.failure = failure
         self.written: set[str] = set()
@@ -93,7 +94,7 @@ class SubmissionFiles:
         from grader.errors import UsageError
 
         try:
-            write_atomic(os.path.join(self._where, self.names[result.id]), self.render(result))
+            write_atomic(self._paths[result.id], self.render(result))
         except OSError as exc:
             raise UsageError(f"{self.failure} ({exc.strerror})") from None
         self.written.add(result.id)

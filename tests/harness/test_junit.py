@@ -193,7 +193,7 @@ def test_a_case_classname_escaped_in_two_parts_is_the_whole_escaped() -> None:
     as escaping the whole classname, for ids that take the fast way and ids that do not."""
     from grader.builtin.junit import _attribute, _classname_attribute
 
-    ids = ["alice", "a.b.c", 'x&y<z>"q\'', "  spaced  ", "tab\there", "new\nline", "esc\x1b[31mred", "é.ü", "\ud800"]
+    ids = ["alice", "a.b.c", "x&y<z>\"q'", "  spaced  ", "tab\there", "new\nline", "esc\x1b[31mred", "é.ü", "\ud800"]
     exercises = ["G14.02", "ex&<>\"'", "bidi\u202eoops", "e\x1b]8;;x\x07"]
     for sid in ids:
         for ex in exercises:
