@@ -84,3 +84,30 @@ def test_temporary_names_carry_the_pid_of_the_process_writing_even_after_a_fork(
     os.close(read)
     os.waitpid(pid, 0)
     assert kept == real and int(real) != os.getpid()
+
+
+def test_submission_files_look_up_only_the_names_their_folder_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`SubmissionFiles` lists its folder once: a name that was not there is written without a lookup of its
+    destination, one that was is checked (a link there is refused and left as it is)."""
+    from types import SimpleNamespace
+
+    from grader.errors import UsageError
+    from grader.reporting.files import SubmissionFiles
+
+    (tmp_path / "ELSEWHERE").write_text("kept\n")
+    (tmp_path / "b.txt").symlink_to(tmp_path / "ELSEWHERE")  # a link the instructor left in the folder
+    (tmp_path / "C.TXT").write_text("old\n")  # a regular file, named in another case
+    items = [SimpleNamespace(id=i, slug=i) for i in ("a", "b", "c")]
+    looked_up: list[str] = []
+    real = fileio.not_regular
+    monkeypatch.setattr(fileio, "not_regular", lambda path: looked_up.append(os.path.basename(path)) or real(path))
+    files = SubmissionFiles(tmp_path, items, ".txt", lambda r: f"{r.id}\n", "cannot write")
+    files.write(items[0])
+    with pytest.raises(UsageError, match="cannot write"):
+        files.write(items[1])
+    files.write(items[2])
+    assert looked_up == ["b.txt", "c.txt"]  # "a.txt" was not there; "c.txt" is checked (C.TXT, case aside)
+    assert (tmp_path / "a.txt").read_text() == "a\n" and (tmp_path / "c.txt").read_text() == "c\n"
+    assert (tmp_path / "b.txt").is_symlink() and (tmp_path / "ELSEWHERE").read_text() == "kept\n"
