@@ -17,6 +17,7 @@ __all__ = [
     "MEMORY_FOLDER",
     "cache_dir",
     "memory_scratch",
+    "names_in",
     "output_file",
     "read_at_most",
     "read_regular",
@@ -30,7 +31,7 @@ MAX_SOURCE_BYTES = 2 * 1024 * 1024
 reads no more (a file that grew after it was located)."""
 
 
-def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> None:
+def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str], absent: bool = False) -> None:
     """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename.
 
     Parameters
@@ -40,6 +41,10 @@ def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
     text : str or iterable of str
         The file's text, or its pieces in order (written one by one, so a
         large file is never held whole in memory).
+    absent : bool
+        The caller found nothing at ``path`` when it listed its folder (`names_in`): what is there is not
+        looked up again (a new name's lookup reads the folder's index on disk). By default a destination
+        that is a link, a FIFO, a device or a folder is refused.
 
     Raises
     ------
@@ -48,7 +53,7 @@ def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
     """
     # Plain strings, not pathlib: a run writes two files per student through here.
     dest = os.fspath(path)
-    kind = not_regular(dest)
+    kind = "" if absent else not_regular(dest)
     if kind:  # a rename would replace a device, a FIFO or a link (even /dev/null, as root)
         raise OSError(errno.EEXIST, f"{Path(dest)} is {kind}, not a regular file")
     folder, name = os.path.split(dest)
@@ -59,7 +64,7 @@ def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
     # A name of its own (this process, a counter) opened exclusively: what mkstemp does, without its
     # random names; a name left by a crashed run is skipped.
     while True:
-        tmp = os.path.join(folder, f".{name}.{os.getpid()}.{next(_TEMP_NUMBERS)}.tmp")
+        tmp = os.path.join(folder, f".{name}.{_PID[0]}.{next(_TEMP_NUMBERS)}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             break
@@ -71,7 +76,10 @@ def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
             _FOLDERS_MADE.add(folder)
     try:
         if isinstance(text, str):
-            _write_all(fd, text.encode("utf-8"))
+            data = text.encode("utf-8")
+            written = os.write(fd, data)
+            if written < len(data):  # most files take one write; a short one (a full disk, a signal) goes on
+                _write_all(fd, data[written:])
         else:
             with os.fdopen(os.dup(fd), "w", encoding="utf-8", newline="\n") as fh:
                 fh.writelines(text)
@@ -94,6 +102,10 @@ _FOLDERS_MADE: set[str] = set()
 
 _TEMP_NUMBERS = itertools.count()
 
+_PID = [os.getpid()]
+"""This process's id, for temporary names (`write_atomic`): asked once, again in a forked child."""
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
 
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
@@ -101,11 +113,26 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def names_in(folder: str | os.PathLike[str]) -> frozenset[str]:
+    """The names in ``folder`` (none when it is missing or cannot be listed), case-folded: a name whose
+    case-folded form is not among them was not there (on a file system that ignores case too).
+
+    Read once (one listing), for `write_atomic`'s ``absent``.
+    """
+    try:
+        with os.scandir(folder) as entries:
+            return frozenset(entry.name.casefold() for entry in entries)
+    except OSError:
+        return frozenset()
+
+
 def not_regular(path: str | os.PathLike[str]) -> str:
     """What ``path`` is when it exists and is not a regular file ("a symbolic link", "a FIFO"...), else ""."""
     try:
         mode = os.lstat(path).st_mode
     except OSError:
+        return ""
+    if stat.S_ISREG(mode):
         return ""
     for test, name in (
         (stat.S_ISLNK, "a symbolic link"),

@@ -100,8 +100,11 @@ def display(text: str, newlines: bool = False) -> str:
     -------
     str
     """
-    if type(text) is str and len(text) <= _KEPT_LENGTH:
-        return _display_kept(text, newlines)  # the same ids, messages and hints, page after page
+    if type(text) is str:
+        if text.isascii() and text.isprintable():  # no escape, control, line break, tab or surrogate: as it is
+            return text
+        if len(text) <= _KEPT_LENGTH:
+            return _display_kept(text, newlines)  # the same ids, messages and hints, page after page
     return _display(text, newlines)
 
 

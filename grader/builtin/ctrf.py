@@ -209,7 +209,15 @@ def ctrf_pieces(report: GradingReport, seconds: Any = None, now_ms: int | None =
     fast = seconds if isinstance(seconds, CheckTimes) else None
     for sub in report.submissions:
         suites += 1
-        if fast is not None:  # the same sums, from each exercise result's statuses and places, kept
+        whole = _submission_form(sub.exercises, fast) if fast is not None else None
+        if fast is not None and whole is not None:  # the same sums, from the statuses and places kept for them
+            row = fast.padded(sub.id)
+            for status, number in whole[0]:
+                counts[status] += number
+            for i in whole[1]:
+                total_ms += round(row[i] * 1000)
+            n_tests += len(whole[1])
+        elif fast is not None:  # the same sums, from each exercise result's statuses and places, kept
             row = fast.padded(sub.id)
             for ex in sub.exercises:
                 statuses, places, _ = _exercise_form(ex, fast)
@@ -271,6 +279,11 @@ def _fast_texts(sub: Any, times: CheckTimes) -> Iterator[str]:
     after ``", "``: each exercise result's form (`_exercise_form`) filled with the id and the durations."""
     sid_open = json.dumps(sub.id)[:-1]
     row = times.padded(sub.id)
+    whole = _submission_form(sub.exercises, times)
+    if whole is not None:  # every exercise's tests in one fill
+        if whole[1]:  # no check: no test (the first test of the document has no ", ")
+            yield whole[2].fill(sid_open, [str(round(row[place] * 1000)) for place in whole[1]])
+        return
     for ex in sub.exercises:
         _, places, form = _exercise_form(ex, times)
         if form is None:  # a name that is not printable ASCII: each test made as `_test_texts` makes it
@@ -280,6 +293,33 @@ def _fast_texts(sub: Any, times: CheckTimes) -> Iterator[str]:
         if not places:  # no check: no test (the first test of the document has no ", ")
             continue
         yield form.fill(sid_open, [str(round(row[place] * 1000)) for place in places])
+
+
+def _submission_form(
+    exercises: Any, times: CheckTimes
+) -> tuple[tuple[tuple[str, int], ...], tuple[int, ...], Holed] | None:
+    """A submission's exercise results as one: how many of its tests have each CTRF status, their places in a
+    `CheckTimes` row, and their tests as one `grader.reporting.holes.Holed` (each exercise's `_exercise_form`
+    one after the other), kept per tuple of exercise results (a class's equal results are one tuple,
+    `grader.grading.session.shared`); None when an exercise's form is not kept or not made (its tests are
+    then made exercise by exercise)."""
+    kept: tuple[tuple[tuple[str, int], ...], tuple[int, ...], Holed] | None = _KEPT.get(exercises, times.keys)
+    if kept is not None:
+        return kept
+    statuses: dict[str, int] = {}
+    places: list[int] = []
+    form = Holed()
+    for ex in exercises:
+        counted, where, part = _exercise_form(ex, times)
+        if part is None or _KEPT.get(ex, times.keys) is None:
+            return None
+        for status in counted:
+            statuses[status] = statuses.get(status, 0) + 1
+        places += where
+        form.extend(part)
+    made = (tuple(statuses.items()), tuple(places), form)
+    _KEPT.put(exercises, times.keys, made)
+    return made
 
 
 class _One:

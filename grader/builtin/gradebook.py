@@ -127,7 +127,7 @@ class Gradebook:
         self.closed = False
         self.parts: dict[str, ExerciseResult] = {}  # decoded, by hash (at most KEPT_PARTS)
         self.parts_stored: set[str] = set()  # hashes this gradebook holds, as far as this run knows
-        self.kept_parts = IdentityTable(256)  # each exercise-results tuple's parts (`_part`), by identity
+        self.kept_parts = IdentityTable(256)  # each exercise-results tuple's parts (`_part`) and their hashes' JSON
 
     def get(self, key: str) -> SubmissionResult | None:
         """The stored result for ``key``, or None."""
@@ -187,16 +187,19 @@ class Gradebook:
         # Each exercise result once (a class shares most: 31 KB of JSON a submission, a few hundred bytes
         # a row), compressed: the same messages and hints repeat in every check. Level 1: half level 6's
         # time, for a blob 17% larger.
-        parts = self.kept_parts.get(result.exercises, _PARTS)  # a class's equal results: the very same tuple
-        if parts is None:
+        kept = self.kept_parts.get(result.exercises, _PARTS)  # a class's equal results: the very same tuple
+        if kept is None:
             try:
                 parts = [_part(e) for e in result.exercises]
             except TypeError:  # an unhashable field (a plugin's list in details): encoded each time
                 parts = [_part_of(_dumps(exercise_to_dict(e))) for e in result.exercises]
+                kept = (parts, _dumps([h for h, _ in parts]))
             else:
-                self.kept_parts.put(result.exercises, _PARTS, parts)
+                kept = (parts, _dumps([h for h, _ in parts]))
+                self.kept_parts.put(result.exercises, _PARTS, kept)
+        parts, hashes = kept
         data = result_to_dict(result, exercises=False)
-        text = f'{{"exercises":{_dumps([h for h, _ in parts])},{_dumps(data)[1:]}'
+        text = f'{{"exercises":{hashes},{_dumps(data)[1:]}'
         blob = zlib.compress(text.encode("utf-8", "surrogatepass"), 1)
         with self.lock:
             if not self.db.in_transaction:

@@ -38,7 +38,10 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Sequence
+from dataclasses import replace
+from json.encoder import encode_basestring_ascii as _json_text
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -260,17 +263,23 @@ class _Results:
     A file's top-level ``output`` and its ``tests`` depend on the result's exercise results (by
     identity: `grader.grading.session.shared` keeps equal ones once), status, error, printed
     output, scores and adjustments, never on the student's id, hash or time: they are kept per
-    distinct such result, and only the few keys around them are encoded for each student. The
-    same bytes as `results_text` (``tests/harness/test_gradescope.py``).
+    distinct such result, with the file's text around the student's id, hash and seconds (made
+    once with stand-ins in their places): each student's file is that text with the three values
+    encoded as ``json.dumps`` encodes them. The same bytes as `results_text`
+    (``tests/harness/test_gradescope.py``).
     """
 
     MOST = 256
     """Distinct results whose parts are kept (past that the table starts again)."""
 
     def __init__(self, header: GradingReport, config: Any) -> None:
+        import secrets
+
         self.header = header
         self.config = config
-        self.kept: dict[tuple[Any, ...], tuple[Any, str, str]] = {}
+        self.kept: dict[tuple[Any, ...], tuple[Any, list[str] | None, str, str]] = {}
+        # Stand-ins for the student's id, hash and seconds in a kept file's text (`_around`).
+        self.tokens = tuple(f"gs{secrets.token_hex(8)}" for _ in range(3))
 
     def __call__(self, sub: SubmissionResult) -> str:
         seconds = submission_seconds(self.config, sub.id)
@@ -287,18 +296,41 @@ class _Results:
                 hash(sub.exercises)
             except TypeError:  # a plugin's list in details (which could change): made in full every time
                 return results_text(self.header, sub, seconds, pack)
-            kept = (sub.exercises, _overall_output(sub, (pack or find_pack()).submission), _tests_json(sub))
+            output = _overall_output(sub, (pack or find_pack()).submission)
+            kept = (sub.exercises, self._around(sub, pack, output), output, _tests_json(sub))
             if len(self.kept) >= self.MOST:
                 self.kept.clear()
             self.kept[key] = kept
-        data = gradescope_results(self.header, sub, seconds, pack, tests=False, output=kept[1])
-        return f'{json.dumps(data, allow_nan=False)[:-1]}, "tests": [{kept[2]}]}}\n'
+        around = kept[1]
+        if around is None or type(seconds) not in (int, float) or seconds != seconds or abs(seconds) == _INF:
+            data = gradescope_results(self.header, sub, seconds, pack, tests=False, output=kept[2])
+            return f'{json.dumps(data, allow_nan=False)[:-1]}, "tests": [{kept[3]}]}}\n'
+        # The text around the three values, kept; each value encoded as json.dumps encodes it.
+        number = float.__repr__(seconds) if type(seconds) is float else int.__repr__(seconds)
+        shown_id = _json_text(unicode_safe(sub.id))
+        return f"{around[0]}{number}{around[1]}{shown_id}{around[2]}{_json_text(sub.sha256)}{around[3]}{kept[3]}]}}\n"
+
+    def _around(self, sub: SubmissionResult, pack: Any, output: str) -> list[str] | None:
+        """The file's text of this kind of result in the four pieces around its seconds, id and hash (in that
+        order), up to its tests' text; None when a stand-in would not be found once each (then made whole)."""
+        seconds, sid, sha = self.tokens
+        sample = replace(sub, id=sid, sha256=sha)
+        data = gradescope_results(self.header, sample, 0.0, pack, tests=False, output=output)
+        data["execution_time"] = seconds  # a string stand-in for the number
+        text = f'{json.dumps(data, allow_nan=False)[:-1]}, "tests": ['
+        pieces = re.split(f'"({seconds}|{sid}|{sha})"', text)
+        if pieces[1::2] != [seconds, sid, sha]:
+            return None
+        return pieces[0::2]
 
 
 @functools.lru_cache(maxsize=256)
 def _exercise_tests_json(number: int, ex: Any) -> str:
     """The tests of exercise ``number`` (counted from 1) of a submission, as JSON text without the brackets."""
     return ", ".join(json.dumps(t, allow_nan=False) for t in _exercise_tests(number, ex))
+
+
+_INF = float("inf")
 
 
 def file_names(report: GradingReport) -> dict[str, str]:

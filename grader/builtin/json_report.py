@@ -37,12 +37,16 @@ class _Spool:
         self.file: IO[bytes] = tempfile.TemporaryFile(prefix="grader-results-")
         self.where: dict[str, tuple[int, int]] = {}
         self.lock = threading.Lock()
+        self.end: int | None = 0
+        """The file's size while its offset is there (lines written one after the other: no seek, no
+        ``lseek`` per line); None once a line was read (the next line seeks to the end)."""
 
     def put(self, sub_id: str, line: str) -> None:
         data = line.encode("utf-8", "surrogatepass")
         with self.lock:
-            offset = self.file.seek(0, 2)
+            offset = self.file.seek(0, 2) if self.end is None else self.end
             self.file.write(data)
+            self.end = offset + len(data)
             self.where[sub_id] = (offset, len(data))
 
     def get(self, sub_id: str) -> str | None:
@@ -50,6 +54,7 @@ class _Spool:
             place = self.where.get(sub_id)
             if place is None:
                 return None
+            self.end = None
             self.file.seek(place[0])
             return self.file.read(place[1]).decode("utf-8", "surrogatepass")
 
@@ -219,7 +224,7 @@ def report_json_pieces(
 @hookimpl
 def grader_submission_graded(result: SubmissionResult, config: Config) -> None:
     """Make the submission's line of the results now, while later submissions run."""
-    if config.out_dir is not None or config.option("json"):
+    if config.option("out") or config.option("json"):  # config.out_dir is not None, without a Path per student
         if _PIECES not in config.stash:
             config.stash[_PIECES] = _Spool()
         config.stash[_PIECES].put(result.id, _submission_json(result))

@@ -76,6 +76,24 @@ def _attribute(text: str) -> str:
     return written[len('<a v="') : -len('" />')]
 
 
+def _classname_attribute(sub_id: str, exercise_id: str) -> str:
+    """``_attribute(classname(sub_id, exercise_id))``, the submission's part escaped on its own when it is printable
+    ASCII (`_text` keeps such text as it is, and ElementTree escapes an attribute a character at a time): the
+    whole is unique per submission and exercise, so `_attribute`'s table would never answer it."""
+    sub_part = sub_id.replace(".", "_")
+    if sub_part.isascii() and sub_part.isprintable():
+        return f"{_plain_attribute(sub_part)}.{_attribute(exercise_id.replace('.', '_'))}"
+    return _attribute(classname(sub_id, exercise_id))
+
+
+def _plain_attribute(text: str) -> str:
+    """Printable ASCII ``text`` as ElementTree writes it in an attribute's quotes (``_attribute(text)``, not kept)."""
+    import xml.etree.ElementTree as ET
+
+    escape = getattr(ET, "_escape_attrib", None)
+    return str(escape(text)) if escape is not None else _attribute.__wrapped__(text)
+
+
 def classname(sub_id: str, exercise_id: str) -> str:
     """A test case's ``classname``: ``<submission>.<exercise>``, each one's own dots made ``_``.
 
@@ -273,7 +291,7 @@ def _suite_cases(
                 if ex.id == ex_id:
                     _, places, form = _exercise_form(ex, seconds_of)
                     row = seconds_of.padded(sub.id)
-                    yield form.fill(_attribute(classname(sub.id, ex.id)), [f"{row[place]:.3f}" for place in places])
+                    yield form.fill(_classname_attribute(sub.id, ex.id), [f"{row[place]:.3f}" for place in places])
         return
     for sub in report.submissions:
         times = None

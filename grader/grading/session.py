@@ -599,9 +599,7 @@ def _reuse_cached(
             continue
         if cached is not None:
             cached = dataclasses.replace(cached, id=submission.id, path=submission.path, slug=submission.slug)
-            results[index] = shared(
-                _hand_over(adjust_result(cached, submission, config), submission, collected, config), config
-            )
+            results[index] = _shared_hand_over(adjust_result(cached, submission, config), submission, collected, config)
         else:
             todo.append(index)
     if left_out:
@@ -647,12 +645,8 @@ def _grade_todo(
                     result = future.result()
                 except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
                     result = internal_error_result(submissions[index], collected, config, exc, "grading it")
-                results[index] = shared(
-                    _hand_over(
-                        adjust_result(result, submissions[index], config), submissions[index], collected, config
-                    ),
-                    config,
-                )
+                adjusted = adjust_result(result, submissions[index], config)
+                results[index] = _shared_hand_over(adjusted, submissions[index], collected, config)
     except BaseException:
         # Ctrl-C (or a writer's one-line error): what is queued is dropped and nothing waits here for
         # the submissions in flight; the runner's grader_unconfigure ends their jobs, so they finish at
@@ -743,6 +737,20 @@ def adjust_result(result: SubmissionResult, submission: Submission, config: Conf
         if changed is not None:
             result = changed
     return result
+
+
+def _shared_hand_over(
+    result: SubmissionResult, submission: Submission, collected: Collected, config: Config
+) -> SubmissionResult:
+    """`shared` result, handed over (`_hand_over`): the kept one.
+
+    Shared before the writers see it: their parts kept per distinct result go by the exercise results'
+    identity, and a result built anew for each submission (an import error, a syntax error) is one
+    object only once shared; handed over unshared, every such student's page, file and line was made whole.
+    """
+    kept = shared(result, config)
+    handed = _hand_over(kept, submission, collected, config)
+    return handed if handed is kept else shared(handed, config)
 
 
 def _hand_over(

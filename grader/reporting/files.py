@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from grader.fileio import write_atomic
+from grader.fileio import names_in, write_atomic
 from grader.intake.naming import RESERVED, assign_slugs, slug_base, slugs_of
 
 __all__ = ["SubmissionFiles", "safe_name", "unique_file_names"]
@@ -43,7 +43,10 @@ class SubmissionFiles:
     Writers make one when the batch is known (``grader_collection_finish``),
     `write` each result as it arrives (``grader_submission_graded``) and,
     with the final report, `write_missing` whatever no result was streamed
-    for.
+    for. The folder is listed once, when it is made: a file whose name was
+    not there then is written without looking up its destination again
+    (`grader.fileio.write_atomic`'s ``absent``); one that was is checked as
+    usual (never written over a link, a FIFO, a device or a folder).
 
     Parameters
     ----------
@@ -72,8 +75,12 @@ class SubmissionFiles:
     ) -> None:
 
         self.folder = folder
-        self._where = os.fspath(folder)  # joined as a string per file: pathlib costs more than the rest
+        where = os.fspath(folder)  # joined as strings: pathlib costs more than the rest
         self.names = {sid: slug + suffix for sid, slug in slugs_of(items).items()}
+        self._paths = {sid: os.path.join(where, name) for sid, name in self.names.items()}
+        # What the folder held when the batch began: a name not among them is written without looking up
+        # what is there (a new name's lookup reads the folder's index from disk, per file).
+        self._before = names_in(where)
         self.render = render
         self.failure = failure
         self.written: set[str] = set()
@@ -93,7 +100,8 @@ class SubmissionFiles:
         from grader.errors import UsageError
 
         try:
-            write_atomic(os.path.join(self._where, self.names[result.id]), self.render(result))
+            name = self.names[result.id]
+            write_atomic(self._paths[result.id], self.render(result), absent=name.casefold() not in self._before)
         except OSError as exc:
             raise UsageError(f"{self.failure} ({exc.strerror})") from None
         self.written.add(result.id)

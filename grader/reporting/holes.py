@@ -44,6 +44,13 @@ class Holed:
                 self.numbers.append(len(self.pieces))
             self.pieces.append(part if isinstance(part, str) else "")
 
+    def extend(self, other: Holed) -> None:
+        """Append ``other``'s pieces and holes, after these (its `NUMBER` holes take the numbers after these')."""
+        base = len(self.pieces)
+        self.pieces += other.pieces
+        self.names += [base + i for i in other.names]
+        self.numbers += [base + i for i in other.numbers]
+
     def fill(self, name: str, numbers: Iterable[str]) -> str:
         """The text with every `NAME` hole holding ``name`` and the `NUMBER` holes ``numbers``, in order.
 

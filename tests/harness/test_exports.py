@@ -518,6 +518,7 @@ def test_junit_and_ctrf_from_kept_check_times_are_the_text_made_check_by_check()
     )
     empty = ExerciseResult("G14.03", "Empty", "s", 0.0, 0.0, ())
     subs[2] = dataclasses.replace(subs[2], exercises=(empty, *subs[2].exercises))
+    subs.append(dataclasses.replace(subs[0], id="twin"))  # the very same exercise results, other seconds
     report = GradingReport("0", "h", "grade", tuple(subs))
     # calls: shape 2, big 1, (no 'mask' seconds: another check id), extra 1
     slices = ((("G14.01", "shape"), slice(0, 2)), (("G14.01", "big"), slice(2, 3)), (("G14.02", "other"), slice(3, 4)))
@@ -525,6 +526,7 @@ def test_junit_and_ctrf_from_kept_check_times_are_the_text_made_check_by_check()
         "smithbob": [0.0005, 0.001, 1.2345, 0.25],
         "zoë": [0.0015, 0.0, 2.0005, 0.1],
         "a.b": [0.1, 0.2, 0.3, 0.4],
+        "twin": [0.0025, 0.0, 0.5, 0.0135],
     }
     collected = types.SimpleNamespace(check_slices=slices, calls=[None] * 4)
     config = types.SimpleNamespace(stash=Stash())

@@ -257,3 +257,32 @@ def test_canvas_push_settings_are_checked_before_grading(tmp_path: Path, cli, mo
         code, _, err = cli("grade", SUBMISSIONS / "correct_numpy", "--out", out, "--canvas-push", url)
         assert (code, err.strip()) == (3, line)
         assert not out.exists()
+
+
+def test_writers_get_equal_results_as_one_object_so_their_kept_parts_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Results built anew per student (a syntax error's) reach the writers shared (`_shared_hand_over`): the
+    second student's exercise results are the first's very object, which the writers' parts kept per
+    distinct result go by; a writer's fault still hands over, and keeps, the error result in its place."""
+    import types
+
+    from grader.grading import session
+    from grader.models import CheckResult, ExerciseResult, SubmissionResult
+    from grader.stash import Stash
+
+    def made(sid: str) -> SubmissionResult:  # equal content, new objects each time
+        checks = tuple(
+            CheckResult(f"c{i}", "", "error", 0.0, 1.0, "visible", "SyntaxError", "", True) for i in range(3)
+        )
+        return SubmissionResult(
+            sid, f"{sid}.py", "", "error", 0.0, 3.0, (ExerciseResult("E1", "T", "s", 0.0, 3.0, checks),)
+        )
+
+    seen: list[SubmissionResult] = []
+    failed = made("zed")
+    monkeypatch.setattr(session, "_hand_over", lambda r, *_: seen.append(r) or (failed if r.id == "c" else r))
+    config = types.SimpleNamespace(stash=Stash())
+    kept = [session._shared_hand_over(made(sid), None, None, config) for sid in ("a", "b", "c")]  # type: ignore[arg-type]
+    assert [r.id for r in seen] == ["a", "b", "c"]
+    assert seen[1].exercises is seen[0].exercises and seen[2].exercises is seen[0].exercises
+    assert kept[0] is seen[0] and kept[1] is seen[1]
+    assert kept[2].id == "zed" and kept[2].exercises is seen[0].exercises  # the writer's fault: its result, shared

@@ -284,8 +284,8 @@ def test_a_file_made_from_a_results_kept_parts_is_the_file_made_whole() -> None:
             {"raw_score": 1.5, "adjustments": (Adjustment("late", -0.0, "on time"),)},
             {"raw_score": 1.5, "adjustments": (Adjustment("late", 0.0, "on time"),)},
         ):
-            for sid in ("a", "b", "zoë\x1b]0;x\x07", "c"):
-                sub = dataclasses.replace(SubmissionResult(sid, "p", "f" * 64, "graded", 1.5, 2.0, exercises), **extra)
+            for sid, sha in (("a", "f" * 64), ("b", ""), ("zoë\x1b]0;x\x07\ud800", "f" * 64), ("c", "f" * 64)):
+                sub = dataclasses.replace(SubmissionResult(sid, "p", sha, "graded", 1.5, 2.0, exercises), **extra)
                 for _ in range(2):
                     made = results_text(report, sub, round(sum(seconds.get(sid, ())), 3), config.pack)
                     assert files(sub) == made, (sid, extra)

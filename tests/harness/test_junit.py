@@ -186,3 +186,16 @@ def test_junit_from_grader_check_for_students_ci(cli, graded: dict, tmp_path: Pa
     failing = [f"{ex} {case.name}" for ex, case in cases if _outcome(case)]
     assert failing == [f"{ex} {c['id']}" for ex, c in visible if c["status"] != "passed"]
     assert "G14.05 mib-n1024" in failing
+
+
+def test_a_case_classname_escaped_in_two_parts_is_the_whole_escaped() -> None:
+    """`_classname_attribute` escapes a printable-ASCII submission id on its own (per-case speed): the same text
+    as escaping the whole classname, for ids that take the fast way and ids that do not."""
+    from grader.builtin.junit import _attribute, _classname_attribute
+
+    ids = ["alice", "a.b.c", "x&y<z>\"q'", "  spaced  ", "tab\there", "new\nline", "esc\x1b[31mred", "é.ü", "\ud800"]
+    exercises = ["G14.02", "ex&<>\"'", "bidi\u202eoops", "e\x1b]8;;x\x07"]
+    for sid in ids:
+        for ex in exercises:
+            assert _classname_attribute(sid, ex) == _attribute.__wrapped__(classname(sid, ex))
+    assert _classname_attribute('x&y<z>"q', "G14.02") == "x&amp;y&lt;z&gt;&quot;q.G14_02"

@@ -362,3 +362,23 @@ def test_a_page_filled_in_from_a_kept_page_is_the_page_rendered_whole() -> None:
                     sub = dataclasses.replace(sub, **extra)
                     assert pages(sub) == render_submission(env, report, sub), (sid, sha, extra)
     assert 0 < len(pages.kept) <= 2 * 7 * 2
+
+
+def test_results_spool_gives_back_each_line_whatever_the_order_of_writes_and_reads() -> None:
+    """The spool of results.json's lines writes each line after the last without seeking (issue 29); a line
+    written after one was read still goes to the end, and every line reads back as written."""
+    from grader.builtin.json_report import _Spool
+
+    spool = _Spool()
+    try:
+        lines = {f"s{i}": f'{{"id": "s{i}", "x": "{"é" * i}"}}' for i in range(5)}
+        for sid in ("s0", "s1", "s2"):
+            spool.put(sid, lines[sid])
+        assert spool.get("s1") == lines["s1"]
+        spool.put("s3", lines["s3"])  # after a read: appended, not written over s2
+        assert [spool.get(sid) for sid in ("s0", "s1", "s2", "s3")] == [lines[s] for s in ("s0", "s1", "s2", "s3")]
+        spool.put("s4", lines["s4"])
+        assert spool.get("s4") == lines["s4"] and spool.get("s2") == lines["s2"]
+        assert spool.get("nobody") is None
+    finally:
+        spool.close()

@@ -49,6 +49,21 @@ def test_display_removes_escape_sequences_controls_and_bidi() -> None:
     assert display("a\x1b]0;pwn\nnext", newlines=True) == "a\nnext" and display("a\x1b]0;pwn\nb") == "a b"
 
 
+def test_display_keeps_printable_ascii_as_it_is_and_agrees_with_its_long_way_on_every_ascii_character() -> None:
+    """`display`'s shortcut for printable ASCII (the text returned as it is) gives what the long way gives, and
+    every other ASCII character still takes the long way."""
+    from grader.safetext import _display
+
+    printable = "".join(chr(c) for c in range(0x20, 0x7F))
+    assert display(printable) == printable == _display(printable, False) == _display(printable, True)
+    for c in range(0x80):
+        text = f"a{chr(c)}b"
+        assert display(text) == _display(text, False) and display(text, newlines=True) == _display(text, True)
+    assert (
+        display("a\x7fb") == "ab" and display("a\tb") == "a b" and display("a\x1bb") == "a"
+    )  # ESC and the character after it
+
+
 def test_progress_lines_hold_no_escape(monkeypatch: pytest.MonkeyPatch) -> None:
     stream = io.StringIO()
     progress = Progress(2, stream=stream)
