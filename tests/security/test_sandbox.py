@@ -125,6 +125,8 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
         answers = []
         for path, ready_slot in ((first, 5), (second, 0)):
             job = worker.launch(path.read_bytes(), "", 10.0)
+            assert worker.ready is None and job.chores is not None  # started by the chores, while the job runs
+            assert job.chores() is True  # as run_calls does them, in a pause (calls._gather)
             assert worker.ready is not None and worker.ready.slot == ready_slot  # started ahead, other slot
             child = JobChannel(job)
             sink = {"stdout": bytearray(), "stderr": bytearray()}

@@ -17,7 +17,7 @@ import signal
 import socket
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from grader.child.limits import CEILING_CPU_SECONDS, SETUP_FAILED, slot_uid
@@ -237,6 +237,9 @@ class SandboxJob:
         """Why the job's set-up failed, as the zygote reported it (empty if it did not fail)."""
         self.ending: JobSink | None = None
         """Where a job killed without waiting puts itself, for its worker to `settle` later."""
+        self.chores: Callable[[], bool] | None = None
+        """Its worker's chores (settling ended jobs, starting the next one), for the thread running this
+        job's calls to do in a pause while the job computes (`grader.execution.calls._gather`)."""
 
     def assign(self, source: bytes, cpu_seconds: float) -> None:
         """Send the job its task: the submission's bytes and its CPU seconds, no call.
@@ -364,8 +367,11 @@ class SandboxJob:
                 os.close(fd)
         self.result_fd = self.stdout_fd = self.stderr_fd = -1
 
-    def settle(self, timeout: float = 5.0) -> bool:
+    def settle(self, timeout: float = 5.0, give_up: bool = True) -> bool:
         """Wait (at most ``timeout`` seconds) until the job is over and its slot clean; release it.
+
+        With ``give_up`` (and a ``timeout``), a slot the zygote has not reported
+        clean by then is released all the same (the job was killed).
 
         Returns
         -------
@@ -375,7 +381,7 @@ class SandboxJob:
         if self.on_end is None and self.status is not None:
             return True
         if self._read_status(timeout) is None:
-            if timeout > 0.0:
+            if timeout > 0.0 and give_up:
                 self.status = 128 + signal.SIGKILL  # never reported: give the slot up anyway
                 os.close(self.status_fd)
             else:
