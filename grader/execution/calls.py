@@ -527,7 +527,10 @@ def _gather(
     """Let the answers of the next fast calls gather (`GATHER_SECONDS`), then look whether call ``j``'s is in.
 
     Near the phase's end the pause is only about as long as its last calls should take (at the pace
-    of the ones before). Returns whether a whole frame is read now, and the job's CPU time read
+    of the ones before); for the phase's last call it ends as soon as the job writes its answer (the
+    job then waits for the grader: its next phase, or its end). A job's launcher may have chores for
+    the grader (`grader.builtin.sandbox.handle.SandboxJob.chores`), which never wait: done before it.
+    Returns whether a whole frame is read now, and the job's CPU time read
     before the pause (None when no pause was taken, or its CPU time is not read).
     """
     pause = GATHER_SECONDS
@@ -539,10 +542,12 @@ def _gather(
     # call's CPU in it is the call's.
     cpu_before = child.job.cpu_seconds() if cpu_timed else None
     chores = getattr(child.job, "chores", None)
-    if chores is None:
-        time.sleep(pause)
-    elif chores():  # the job's launcher's chores, done in the pause's stead (see `SandboxJob.chores`)
+    if chores is not None and chores():  # its launcher's chores, which never wait (see `SandboxJob.chores`)
         child.job.chores = None  # type: ignore[attr-defined]
+    if end - j == 1:
+        child.wait_result(pause)  # the phase's last answer: no answer gathers after it, the job waits for it
+    else:
+        time.sleep(pause)
     child.empty = False
     return child.frame_ready(), cpu_before
 

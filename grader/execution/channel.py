@@ -339,6 +339,15 @@ class JobChannel:
         size = self._head()
         return size >= 0 and len(self.buffer) - self.start >= 4 + size
 
+    def wait_result(self, timeout: float) -> None:
+        """Wait at most ``timeout`` seconds for the result pipe to be readable (or closed).
+
+        Only when its last read found it empty (`frame_ready`): otherwise it is read first.
+        """
+        if self.result_open and self.empty:
+            select.select([self.result_fd], [], [], timeout)
+            self.empty = False
+
     def pending(self) -> bool:
         """Whether the result pipe holds more (or has closed) although no call is outstanding."""
         if len(self.buffer) > self.start or not self.result_open:

@@ -211,11 +211,6 @@ class Ending:
         self.worker.settle_later(job)
 
 
-SETTLE_STEP_SECONDS = 0.02
-"""How long a worker's chores (`Worker.chores`, run in a grading thread's pause) wait for an ended
-job's slot to be reported clean before leaving it for the next pause or the next job."""
-
-
 class Worker:
     """One worker's sandboxed jobs, on two slots: the job that runs, and the next one, started ahead.
 
@@ -224,11 +219,12 @@ class Worker:
     current one runs, in the other slot: its own cgroups and uid. A job
     that is done is *settled* (its exit reported, its cgroups empty, its
     folder removed), and the next job started ahead in the slot it freed,
-    by the worker's *chores*: run by the thread grading the worker's next
-    submission while that submission's job computes its calls (`chores`,
-    in the pause of `grader.execution.calls._gather`), so that no thread of
-    its own is woken for them, and the thread grading submissions never
-    waits for a finished job (issue 16) unless it needs the slot at once.
+    by the worker's *chores*, which never wait: the thread grading the
+    worker's next submission does them in its pauses while that
+    submission's job computes (`chores`, from `grader.execution.calls._gather`),
+    so that no thread of its own is woken for them, and the thread grading
+    submissions never waits for a finished job (issue 16) unless it needs
+    its slot at once (`_take`).
     """
 
     def __init__(
@@ -245,6 +241,7 @@ class Worker:
         self.free = set(slots)
         self.workdir = workdir
         self.ready: SandboxJob | None = None
+        self.starting: SandboxJob | None = None  # launched, the zygote's reply not taken yet
         self.ending = Ending(self)  # killed without waiting; settled by `chores`
         self.cond = threading.Condition()
         self.closing = False
@@ -262,7 +259,7 @@ class Worker:
             self._ended.append(job)
 
     def _settle_ended(self, timeout: float) -> bool:
-        """Settle the ended jobs whose slots are reported clean within ``timeout`` s (at most 5 s: then given up).
+        """Settle the ended jobs whose slots are reported clean within ``timeout`` s (5 s: then given up).
 
         Returns whether none is left.
         """
@@ -283,44 +280,63 @@ class Worker:
         return not left
 
     def chores(self) -> bool:
-        """Settle the ended jobs and start the next job ahead; whether nothing is left to do.
+        """Settle the ended jobs, start the next job ahead, take its start's reply; whether all is done.
 
-        Run by the thread grading this worker's submission while its job
-        computes (`grader.execution.calls._gather`): it waits for an ended
-        job's slot at most `SETTLE_STEP_SECONDS` (a slot not clean by then
-        is left for the next pause). Errors are not raised: a job that fails
-        to start frees its slot (`_new`), and `_take` starts one, or says why.
+        Nothing here waits (a slot not yet reported clean, a reply not yet
+        come, is left for the next call): run by the thread grading this
+        worker's submission in its pauses (`grader.execution.calls._gather`).
+        Errors are not raised: a job that fails to start frees its slot, and
+        `_take` starts one, or says why.
         """
         try:
-            done = self._settle_ended(SETTLE_STEP_SECONDS)
-            self._start_ahead()
+            settled = self._settle_ended(0.0)
+            self._start_ahead(block=False)
+            self._take_started(block=False)
         except Exception:  # noqa: BLE001 - the run is ending (the zygote's socket closed: EBADF), or a job
-            return True  # failed to start: its slot is freed (`_new`), and `_take` starts one, or says why
-        return done
+            return True  # failed to start: its slot is freed, and `_take` starts one, or says why
+        with self.cond:
+            return settled and self.starting is None and (self.ready is not None or not self.free or self.closing)
 
     def _freed(self, slot: int) -> None:
         with self.cond:
             self.free.add(slot)
             self.cond.notify_all()
 
-    def _new(self, slot: int) -> SandboxJob:
+    def _new(self, slot: int, wait: bool = True) -> SandboxJob:
         try:
-            job = SandboxJob(self.zygote, slot, self.workdir, self.limits, on_end=self._freed, filename=self.filename)
+            job = SandboxJob(
+                self.zygote, slot, self.workdir, self.limits, on_end=self._freed, filename=self.filename, wait=wait
+            )
         except BaseException:
             self._freed(slot)
             raise
         job.ending = self.ending
         return job
 
-    def _start_ahead(self) -> None:
-        """Start the next job in a free slot, unless one is ready (or none is free: `chores` starts it)."""
+    def _start_ahead(self, block: bool = True) -> None:
+        """Start the next job in a free slot, unless one is ready or starting (or none is free)."""
         with self.cond:
-            if self.ready is not None or not self.free or self.closing:
+            if self.ready is not None or self.starting is not None or not self.free or self.closing:
                 return
             slot = min(self.free)
             self.free.discard(slot)
-        job = self._new(slot)
+        self.starting = self._new(slot, wait=False)
+        self._take_started(block)
+
+    def _take_started(self, block: bool) -> None:
+        """Make the job starting the ready one once the zygote's reply has come (waiting for it with ``block``)."""
+        job = self.starting
+        if job is None:
+            return
+        try:
+            if not job.started(block):
+                return
+        except BaseException:
+            self.starting = None
+            job.settle(0.0, give_up=False)  # its pipes are closed: its slot is freed (`_freed`)
+            raise
         with self.cond:
+            self.starting = None
             if self.ready is None and not self.closing:
                 self.ready = job
                 self.cond.notify_all()
@@ -334,6 +350,7 @@ class Worker:
             if self.closing:  # the run is stopping (Ctrl-C): its folder is gone, and no job is started again
                 raise ConfigError("the sandbox is stopping: no job is started")
         while True:
+            self._take_started(block=True)
             with self.cond:
                 if self.ready is not None:
                     job, self.ready = self.ready, None
@@ -365,10 +382,14 @@ class Worker:
         return job
 
     def close(self) -> None:
-        """Stop the job started ahead, if any, and settle the jobs still ending."""
+        """Stop the job started ahead (or starting), if any, and settle the jobs still ending."""
         with self.cond:
             self.closing = True
             ready, self.ready = self.ready, None
+        try:
+            self._take_started(block=True)  # closing: killed there
+        except Exception:  # noqa: BLE001 - the zygote is gone: nothing to stop
+            pass
         if ready is not None:
             ready.kill()
         self._settle_ended(5.0)
