@@ -84,7 +84,9 @@ class JobChannel:
         self.result_fd = job.result_fd
         self.buffer = bytearray()  # what was read of the result pipe and not taken yet, from `start` on
         self.start = 0
-        self.selector = selectors.DefaultSelector()
+        # poll(2), not epoll: a job's three pipes are watched for a few waits, and an epoll
+        # instance would cost its own descriptor and a system call per pipe, per job.
+        self.selector = selectors.PollSelector()
         for fd, name in ((job.result_fd, "result"), (job.stdout_fd, "stdout"), (job.stderr_fd, "stderr")):
             os.set_blocking(fd, False)
             self.selector.register(fd, selectors.EVENT_READ, name)
