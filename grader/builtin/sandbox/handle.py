@@ -197,7 +197,7 @@ class Zygote:
 
 
 class JobSink(Protocol):
-    """Where a job killed without waiting puts itself (`SandboxJob.kill`): its worker's settler, or a list."""
+    """Where a job killed without waiting puts itself (`SandboxJob.kill`): its worker (settled in its chores), or a list."""
 
     def append(self, job: SandboxJob) -> None:
         """Take ``job``, to be settled later."""
@@ -462,7 +462,7 @@ class SandboxJob:
             except (OSError, TypeError):  # gone already, or no pidfd: the zygote kills it
                 self.zygote.request({"op": "kill", "job": self.id})
             if not wait and self.ending is not None:
-                self._close_pipes()  # first: the settler may settle the job (and close them) at once
+                self._close_pipes()  # first: its worker may settle the job (and close them) at once
                 self.ending.append(self)
                 return
         self.settle()

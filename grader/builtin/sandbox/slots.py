@@ -332,10 +332,14 @@ class Worker:
             if not job.started(block):
                 return
         except BaseException:
-            self.starting = None
-            job.settle(0.0, give_up=False)  # its pipes are closed: its slot is freed (`_freed`)
+            with self.cond:
+                mine, self.starting = self.starting is job, None if self.starting is job else self.starting
+            if mine:
+                job.settle(0.0, give_up=False)  # its pipes are closed: its slot is freed (`_freed`)
             raise
         with self.cond:
+            if self.starting is not job:  # taken by another thread meanwhile (`close`, as a run stops)
+                return
             self.starting = None
             if self.ready is None and not self.closing:
                 self.ready = job
