@@ -266,18 +266,36 @@ class JobChannel:
     def take_ready(self, budget: ResultBudget | None) -> dict[str, Any] | BoundaryError | None:
         """The next call frame if it is already read whole (decoded, or what refused it); else None, reading nothing.
 
-        `read_frame` without its loop, for the answers read ahead with the one before them.
+        `read_frame` without its loop, for the answers read ahead with the one before them (the
+        same checks, in one function: it runs once per call of every submission).
         """
         if self.large is not None:
             return None
-        size = self._head()
-        if size < 0 or len(self.buffer) - self.start < 4 + size:
+        buffer, start = self.buffer, self.start
+        head = start + 4
+        if len(buffer) < head:
+            return None
+        size = int.from_bytes(buffer[start:head], "big")
+        end = head + size
+        if len(buffer) < end:
             return None  # read_frame checks the length, and reads the rest
+        limit = frame_limit(budget)
+        if size > limit:
+            try:
+                check_length(size, limit, budget, "call")
+            except BoundaryError as exc:
+                return exc
+        data = bytes(buffer[head:end])
+        if end == len(buffer):
+            buffer.clear()
+            self.start = 0
+        else:
+            self.start = end
+        self.last_wire = data
         try:
-            check_length(size, frame_limit(budget), budget, "call")
+            return FRAMES.decode(data, "call", budget)
         except BoundaryError as exc:
             return exc
-        return self._take(size, "call", budget)
 
     def _read_large(self, expect: str, budget: ResultBudget | None) -> dict[str, Any] | BoundaryError | bool:
         """Read more of a large frame (`LARGE_FRAME_BYTES`) straight into its own buffer.
