@@ -407,7 +407,8 @@ class _Submission:
             return stop_at
         finally:
             # A job replaced by its standby, or done, is ended without waiting (see `Job.kill`).
-            budget.charge(child.job)
+            if not child.finished:  # every call answered: no job after this one spends the budget
+                budget.charge(child.job)
             child.kill(wait=not (handover or child.finished))
 
 
@@ -440,7 +441,8 @@ def _run_phase(
     got: list[CallResult] = []
     began = time.monotonic()
     first = calls[start]
-    cpu_timed = child.job.cpu_seconds() is not None
+    # Read once after the job's import (`_Submission._run_job`): the budget says whether it could be.
+    cpu_timed = budget.cpu_timed or child.job.cpu_seconds() is not None
     phase_wait0: float | None = None  # the job's CPU waiting so far, read at the phase's first wait
     sent = child.send(PHASES.wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget.end))
     standby: JobChannel | None = None

@@ -389,6 +389,8 @@ class JobChannel:
         self.job.kill(finished=self.finished, wait=wait)
         self.selector.close()
         for fd in (self.job.result_fd, self.job.stdout_fd, self.job.stderr_fd):
+            if fd < 0:  # closed by the job's own kill already
+                continue
             try:
                 os.close(fd)
             except OSError:
