@@ -117,12 +117,16 @@ class Zygote:
     def send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> Reply:
         """Send one request (with file descriptors); its reply comes later (`collect`).
 
-        The zygote answers its requests in order: each reply goes to the
-        oldest request still waiting, whichever thread reads it.
+        One request is in flight at a time: the reply to the one before is
+        taken first (whichever thread sent it; see `collect`).
         """
         data = json.dumps(message).encode() + b"\n"
         reply = Reply()
         with self.lock:
+            # One request at a time in flight: two replies could come in one read, and the second's
+            # request would wait for ever. The one before is taken first (its reply has come, or soon will).
+            while self._waiting:
+                self._take_reply()
             if fds:  # as socket.send_fds, without its array
                 rights = struct.pack(f"{len(fds)}i", *fds)
                 self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
@@ -145,19 +149,23 @@ class Zygote:
             while not reply.done:
                 if not block and not select.select([self.sock], [], [], 0)[0]:
                     return False
-                line, got = self._receive()
-                if not line:  # the zygote is gone: no request will be answered
-                    for fd in got:
-                        os.close(fd)
-                    for waiting in self._waiting:
-                        waiting.done = True
-                    self._waiting.clear()
-                    break
-                head = self._waiting.popleft()
-                head.line, head.fds, head.done = line, got, True
+                self._take_reply()
         finally:
             self.lock.release()
         return True
+
+    def _take_reply(self) -> None:
+        """Read the reply to the request in flight (the lock held), waiting for it."""
+        line, got = self._receive()
+        if not line:  # the zygote is gone: no request will be answered
+            for fd in got:
+                os.close(fd)
+            for waiting in self._waiting:
+                waiting.done = True
+            self._waiting.clear()
+            return
+        head = self._waiting.popleft()
+        head.line, head.fds, head.done = line, got, True
 
     def request(self, message: dict[str, Any], fds: Sequence[int] = ()) -> tuple[dict[str, Any], list[int]]:
         """Send one request (with file descriptors); return the reply and the descriptors it carried.
