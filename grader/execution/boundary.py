@@ -646,7 +646,7 @@ class FrameMemo(BudgetTable[tuple[bytes, str, "ResultBudget | None"], tuple[dict
         if len(data) > self.LARGEST:
             return decode_frame(data, expect, budget)
         key = (data, expect, budget)
-        kept = self._kept(key)
+        kept = self._table.get(key)  # `_kept`, without its call: once per frame of every job
         if kept is None:
             decoded = decode_frame(data, expect, budget)
             value = decoded.get("value")

@@ -407,7 +407,8 @@ class _Submission:
             return stop_at
         finally:
             # A job replaced by its standby, or done, is ended without waiting (see `Job.kill`).
-            budget.charge(child.job)
+            if not child.finished:  # every call answered: no job after this one spends the budget
+                budget.charge(child.job)
             child.kill(wait=not (handover or child.finished))
 
 
@@ -440,7 +441,8 @@ def _run_phase(
     got: list[CallResult] = []
     began = time.monotonic()
     first = calls[start]
-    cpu_timed = child.job.cpu_seconds() is not None
+    # Read once after the job's import (`_Submission._run_job`): the budget says whether it could be.
+    cpu_timed = budget.cpu_timed or child.job.cpu_seconds() is not None
     phase_wait0: float | None = None  # the job's CPU waiting so far, read at the phase's first wait
     sent = child.send(PHASES.wire(calls[start:end]), min(began + first.timeout * WALL_BACKSTOP_FACTOR, budget.end))
     standby: JobChannel | None = None
@@ -527,7 +529,10 @@ def _gather(
     """Let the answers of the next fast calls gather (`GATHER_SECONDS`), then look whether call ``j``'s is in.
 
     Near the phase's end the pause is only about as long as its last calls should take (at the pace
-    of the ones before). Returns whether a whole frame is read now, and the job's CPU time read
+    of the ones before); for the phase's last call it ends as soon as the job writes its answer (the
+    job then waits for the grader: its next phase, or its end). A job's launcher may have chores for
+    the grader (`grader.builtin.sandbox.handle.SandboxJob.chores`), which never wait: done before it.
+    Returns whether a whole frame is read now, and the job's CPU time read
     before the pause (None when no pause was taken, or its CPU time is not read).
     """
     pause = GATHER_SECONDS
@@ -538,7 +543,13 @@ def _gather(
     # Read before the pause: a busy machine may stretch it well past its length, and the
     # call's CPU in it is the call's.
     cpu_before = child.job.cpu_seconds() if cpu_timed else None
-    time.sleep(pause)
+    chores = getattr(child.job, "chores", None)
+    if chores is not None and chores():  # its launcher's chores, which never wait (see `SandboxJob.chores`)
+        child.job.chores = None  # type: ignore[attr-defined]
+    if end - j == 1:
+        child.wait_result(pause)  # the phase's last answer: no answer gathers after it, the job waits for it
+    else:
+        time.sleep(pause)
     child.empty = False
     return child.frame_ready(), cpu_before
 

@@ -85,7 +85,9 @@ class JobChannel:
         self.result_fd = job.result_fd
         self.buffer = bytearray()  # what was read of the result pipe and not taken yet, from `start` on
         self.start = 0
-        self.selector = selectors.DefaultSelector()
+        # poll(2), not epoll: a job's three pipes are watched for a few waits, and an epoll
+        # instance would cost its own descriptor and a system call per pipe, per job.
+        self.selector = selectors.PollSelector()
         for fd, name in ((job.result_fd, "result"), (job.stdout_fd, "stdout"), (job.stderr_fd, "stderr")):
             os.set_blocking(fd, False)
             self.selector.register(fd, selectors.EVENT_READ, name)
@@ -267,18 +269,36 @@ class JobChannel:
     def take_ready(self, budget: ResultBudget | None) -> dict[str, Any] | BoundaryError | None:
         """The next call frame if it is already read whole (decoded, or what refused it); else None, reading nothing.
 
-        `read_frame` without its loop, for the answers read ahead with the one before them.
+        `read_frame` without its loop, for the answers read ahead with the one before them (the
+        same checks, in one function: it runs once per call of every submission).
         """
         if self.large is not None:
             return None
-        size = self._head()
-        if size < 0 or len(self.buffer) - self.start < 4 + size:
+        buffer, start = self.buffer, self.start
+        head = start + 4
+        if len(buffer) < head:
+            return None
+        size = int.from_bytes(buffer[start:head], "big")
+        end = head + size
+        if len(buffer) < end:
             return None  # read_frame checks the length, and reads the rest
+        limit = frame_limit(budget)
+        if size > limit:
+            try:
+                check_length(size, limit, budget, "call")
+            except BoundaryError as exc:
+                return exc
+        data = bytes(buffer[head:end])
+        if end == len(buffer):
+            buffer.clear()
+            self.start = 0
+        else:
+            self.start = end
+        self.last_wire = data
         try:
-            check_length(size, frame_limit(budget), budget, "call")
+            return FRAMES.decode(data, "call", budget)
         except BoundaryError as exc:
             return exc
-        return self._take(size, "call", budget)
 
     def _read_large(self, expect: str, budget: ResultBudget | None) -> dict[str, Any] | BoundaryError | bool:
         """Read more of a large frame (`LARGE_FRAME_BYTES`) straight into its own buffer.
@@ -345,6 +365,15 @@ class JobChannel:
         size = self._head()
         return size >= 0 and len(self.buffer) - self.start >= 4 + size
 
+    def wait_result(self, timeout: float) -> None:
+        """Wait at most ``timeout`` seconds for the result pipe to be readable (or closed).
+
+        Only when its last read found it empty (`frame_ready`): otherwise it is read first.
+        """
+        if self.result_open and self.empty:
+            select.select([self.result_fd], [], [], timeout)
+            self.empty = False
+
     def pending(self) -> bool:
         """Whether the result pipe holds more (or has closed) although no call is outstanding."""
         if len(self.buffer) > self.start or not self.result_open:
@@ -366,6 +395,8 @@ class JobChannel:
         self.job.kill(finished=self.finished, wait=wait)
         self.selector.close()
         for fd in (self.job.result_fd, self.job.stdout_fd, self.job.stderr_fd):
+            if fd < 0:  # closed by the job's own kill already
+                continue
             try:
                 os.close(fd)
             except OSError:

@@ -119,12 +119,16 @@ def test_each_worker_sets_up_its_next_job_while_the_current_one_runs(tmp_path: P
     workdir.chmod(0o711)
     worker = slots.Worker(zygote, (0, 5), str(workdir), "attention.py")
     sent_to_zygote: list = []
-    ask = zygote.request
-    zygote.request = lambda message, fds=(): sent_to_zygote.append(message) or ask(message, fds)
+    ask = zygote.send  # every request goes through it (`request` too)
+    zygote.send = lambda message, fds=(): sent_to_zygote.append(message) or ask(message, fds)
     try:
         answers = []
         for path, ready_slot in ((first, 5), (second, 0)):
             job = worker.launch(path.read_bytes(), "", 10.0)
+            assert worker.ready is None and job.chores is not None  # started by the chores, while the job runs
+            deadline = time.monotonic() + 10.0
+            while not job.chores() and time.monotonic() < deadline:  # as run_calls does them, in its pauses
+                time.sleep(0.001)
             assert worker.ready is not None and worker.ready.slot == ready_slot  # started ahead, other slot
             child = JobChannel(job)
             sink = {"stdout": bytearray(), "stderr": bytearray()}

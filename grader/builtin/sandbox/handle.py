@@ -7,6 +7,7 @@ one isolated job per submission run; a `SandboxJob` is one of them as the runner
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import os
@@ -17,7 +18,7 @@ import signal
 import socket
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from grader.child.limits import CEILING_CPU_SECONDS, SETUP_FAILED, slot_uid
@@ -27,6 +28,31 @@ from grader.execution.servers import ZYGOTE, start_zygote
 
 REPLY_FDS_SPACE = socket.CMSG_SPACE(2 * 4)
 """Room for a launch reply's descriptors: the job's pidfd and its ``/proc/<pid>/schedstat``."""
+
+
+class Reply:
+    """A request's reply from the zygote, once it has come (`Zygote.collect`): its line and descriptors."""
+
+    __slots__ = ("done", "fds", "line")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.line = b""
+        self.fds: list[int] = []
+
+    def decoded(self) -> tuple[dict[str, Any], list[int]]:
+        """The reply and its descriptors.
+
+        Raises
+        ------
+        grader.errors.ConfigError
+            If the zygote stopped answering.
+        """
+        if not self.line:
+            for fd in self.fds:
+                os.close(fd)
+            raise ConfigError("the sandbox's zygote stopped answering")
+        return json.loads(self.line), self.fds
 
 
 class Zygote:
@@ -50,6 +76,7 @@ class Zygote:
         self.landlock_abi = 0
         self.readonly: list[str] = []
         self._cpu_fds: dict[str, int] = {}
+        self._waiting: collections.deque[Reply] = collections.deque()  # requests sent, oldest first
         if wait:
             self.wait_started()
 
@@ -87,6 +114,59 @@ class Zygote:
             data += chunk
         return data, fds
 
+    def send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> Reply:
+        """Send one request (with file descriptors); its reply comes later (`collect`).
+
+        One request is in flight at a time: the reply to the one before is
+        taken first (whichever thread sent it; see `collect`).
+        """
+        data = json.dumps(message).encode() + b"\n"
+        reply = Reply()
+        with self.lock:
+            # One request at a time in flight: two replies could come in one read, and the second's
+            # request would wait for ever. The one before is taken first (its reply has come, or soon will).
+            while self._waiting:
+                self._take_reply()
+            if fds:  # as socket.send_fds, without its array
+                rights = struct.pack(f"{len(fds)}i", *fds)
+                self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
+            else:
+                self.sock.sendall(data)
+            self._waiting.append(reply)
+        return reply
+
+    def collect(self, reply: Reply, block: bool = True) -> bool:
+        """Read the zygote's replies until ``reply`` has come (or, without ``block``, those already there).
+
+        Returns whether ``reply`` has come. Without ``block``, nothing waits:
+        not for the zygote, nor for another thread reading its replies.
+        """
+        if reply.done:
+            return True
+        if not self.lock.acquire(blocking=block):
+            return False
+        try:
+            while not reply.done:
+                if not block and not select.select([self.sock], [], [], 0)[0]:
+                    return False
+                self._take_reply()
+        finally:
+            self.lock.release()
+        return True
+
+    def _take_reply(self) -> None:
+        """Read the reply to the request in flight (the lock held), waiting for it."""
+        line, got = self._receive()
+        if not line:  # the zygote is gone: no request will be answered
+            for fd in got:
+                os.close(fd)
+            for waiting in self._waiting:
+                waiting.done = True
+            self._waiting.clear()
+            return
+        head = self._waiting.popleft()
+        head.line, head.fds, head.done = line, got, True
+
     def request(self, message: dict[str, Any], fds: Sequence[int] = ()) -> tuple[dict[str, Any], list[int]]:
         """Send one request (with file descriptors); return the reply and the descriptors it carried.
 
@@ -95,19 +175,9 @@ class Zygote:
         grader.errors.ConfigError
             If the zygote stopped answering.
         """
-        data = json.dumps(message).encode() + b"\n"
-        with self.lock:
-            if fds:  # as socket.send_fds, without its array
-                rights = struct.pack(f"{len(fds)}i", *fds)
-                self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
-            else:
-                self.sock.sendall(data)
-            line, got = self._receive()
-        if not line:
-            for fd in got:
-                os.close(fd)
-            raise ConfigError("the sandbox's zygote stopped answering")
-        return json.loads(line), got
+        reply = self.send(message, fds)
+        self.collect(reply)
+        return reply.decoded()
 
     def cpu_stat_fd(self, path: str) -> int:
         """A descriptor of a slot cgroup's ``cpu.stat`` (read with ``pread``), opened once for all its jobs.
@@ -135,7 +205,7 @@ class Zygote:
 
 
 class JobSink(Protocol):
-    """Where a job killed without waiting puts itself (`SandboxJob.kill`): its worker's settler, or a list."""
+    """Where a job killed without waiting puts itself (`SandboxJob.kill`): its worker (settled in its chores), or a list."""
 
     def append(self, job: SandboxJob) -> None:
         """Take ``job``, to be settled later."""
@@ -176,6 +246,7 @@ class SandboxJob:
         probe: bool = False,
         on_end: Any = None,
         filename: str = "submission.py",
+        wait: bool = True,
     ) -> None:
         self.zygote = zygote
         self.id = next(zygote.ids)
@@ -213,23 +284,21 @@ class SandboxJob:
         task_read, self.task_fd = os.pipe()
         sent = [w for _, w in pipes] + [task_read]
         try:
-            reply, got = zygote.request(request, sent)
+            self._reply: Reply | None = zygote.send(request, sent)
+        except BaseException:
+            for fd in [r for r, _ in pipes] + [self.task_fd]:
+                os.close(fd)
+            raise
         finally:
             for fd in sent:
                 os.close(fd)
-        self.pid = reply.get("pid")
-        self.pidfd = got[0] if got else None  # to kill the job without asking the zygote
-        for fd in got[2:]:  # more than the zygote sends
-            os.close(fd)
-        self.cpu_stat: str | None = reply.get("cpu_stat") if isinstance(reply.get("cpu_stat"), str) else None
+        self.pid: Any = None
+        self.pidfd: int | None = None
+        self.cpu_stat: str | None = None
         """The slot's cgroup-v2 ``cpu.stat`` (the zygote's word), read for CPU-time timeouts."""
         self._cpu_fd: int | None = None
-        # The slot's cgroup is reused by every job of the slot: its count starts at what the jobs before
-        # this one used (all gone before this one was started), read now.
-        self._cpu_base = self._usec() or 0
-        # The job's /proc/<pid>/schedstat: opened by the zygote before it could reap the job (its pid was
-        # its own), sent with the pidfd; else opened here when first read.
-        self._schedstat_fd: int | None = got[1] if len(got) > 1 else None
+        self._cpu_base = 0
+        self._schedstat_fd: int | None = None
         self._schedstat_unknown = False
         self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd = (r for r, _ in pipes)
         self.status: int | None = None
@@ -237,6 +306,49 @@ class SandboxJob:
         """Why the job's set-up failed, as the zygote reported it (empty if it did not fail)."""
         self.ending: JobSink | None = None
         """Where a job killed without waiting puts itself, for its worker to `settle` later."""
+        self.chores: Callable[[], bool] | None = None
+        """Its worker's chores (settling ended jobs, starting the next one), for the thread running this
+        job's calls to do in a pause while the job computes (`grader.execution.calls._gather`)."""
+        if wait:
+            self.started()
+
+    def started(self, block: bool = True) -> bool:
+        """Take the zygote's reply to the job's launch: its pid, pidfd and slot's ``cpu.stat``.
+
+        A job made with ``wait=False`` is started once this says True;
+        without ``block`` it waits for nothing (the reply may not have come).
+
+        Raises
+        ------
+        grader.errors.ConfigError
+            If the zygote stopped answering (the job's pipes are closed).
+        """
+        if self._reply is None:
+            return True
+        if not self.zygote.collect(self._reply, block):
+            return False
+        reply_, self._reply = self._reply, None
+        try:
+            reply, got = reply_.decoded()
+        except ConfigError:
+            for fd in (self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd):
+                os.close(fd)
+            self.result_fd = self.stdout_fd = self.stderr_fd = -1
+            self.status = 128 + signal.SIGKILL
+            self._close_task()
+            raise
+        self.pid = reply.get("pid")
+        self.pidfd = got[0] if got else None  # to kill the job without asking the zygote
+        for fd in got[2:]:  # more than the zygote sends
+            os.close(fd)
+        self.cpu_stat = reply.get("cpu_stat") if isinstance(reply.get("cpu_stat"), str) else None
+        # The slot's cgroup is reused by every job of the slot: its count starts at what the jobs before
+        # this one used (all gone before this one was started), read now, before the job has its task.
+        self._cpu_base = self._usec() or 0
+        # The job's /proc/<pid>/schedstat: opened by the zygote before it could reap the job (its pid was
+        # its own), sent with the pidfd; else opened here when first read.
+        self._schedstat_fd = got[1] if len(got) > 1 else None
+        return True
 
     def assign(self, source: bytes, cpu_seconds: float) -> None:
         """Send the job its task: the submission's bytes and its CPU seconds, no call.
@@ -344,6 +456,11 @@ class SandboxJob:
         standby already makes its calls; and so is a job that answered every
         call (its slot is settled while the next submission's job imports).
         """
+        if self._reply is not None:  # not started yet (`started`): its pidfd first
+            try:
+                self.started()
+            except ConfigError:
+                pass  # the zygote is gone, and the job with it
         self._close_task()
         if self._read_status(0.5 if finished and wait else 0.0) is None:
             try:
@@ -353,7 +470,7 @@ class SandboxJob:
             except (OSError, TypeError):  # gone already, or no pidfd: the zygote kills it
                 self.zygote.request({"op": "kill", "job": self.id})
             if not wait and self.ending is not None:
-                self._close_pipes()  # first: the settler may settle the job (and close them) at once
+                self._close_pipes()  # first: its worker may settle the job (and close them) at once
                 self.ending.append(self)
                 return
         self.settle()
@@ -364,8 +481,11 @@ class SandboxJob:
                 os.close(fd)
         self.result_fd = self.stdout_fd = self.stderr_fd = -1
 
-    def settle(self, timeout: float = 5.0) -> bool:
+    def settle(self, timeout: float = 5.0, give_up: bool = True) -> bool:
         """Wait (at most ``timeout`` seconds) until the job is over and its slot clean; release it.
+
+        With ``give_up`` (and a ``timeout``), a slot the zygote has not reported
+        clean by then is released all the same (the job was killed).
 
         Returns
         -------
@@ -375,7 +495,7 @@ class SandboxJob:
         if self.on_end is None and self.status is not None:
             return True
         if self._read_status(timeout) is None:
-            if timeout > 0.0:
+            if timeout > 0.0 and give_up:
                 self.status = 128 + signal.SIGKILL  # never reported: give the slot up anyway
                 os.close(self.status_fd)
             else:

@@ -202,7 +202,7 @@ def _preflight_problem(workdir: str, why: str) -> str:
 
 
 class Ending:
-    """Where a job killed without waiting puts itself (`SandboxJob.kill`): its worker's settler."""
+    """Where a job killed without waiting puts itself (`SandboxJob.kill`): its worker's jobs to settle."""
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -218,9 +218,13 @@ class Worker:
     a call that may be about to time out) sets up its isolation while the
     current one runs, in the other slot: its own cgroups and uid. A job
     that is done is *settled* (its exit reported, its cgroups empty, its
-    folder removed) by the worker's settler thread, which then starts the
-    next job ahead in the slot it freed: the thread grading submissions
-    never waits for a finished job (issue 16).
+    folder removed), and the next job started ahead in the slot it freed,
+    by the worker's *chores*, which never wait: the thread grading the
+    worker's next submission does them in its pauses while that
+    submission's job computes (`chores`, from `grader.execution.calls._gather`),
+    so that no thread of its own is woken for them, and the thread grading
+    submissions never waits for a finished job (issue 16) unless it needs
+    its slot at once (`_take`).
     """
 
     def __init__(
@@ -237,62 +241,106 @@ class Worker:
         self.free = set(slots)
         self.workdir = workdir
         self.ready: SandboxJob | None = None
-        self.ending = Ending(self)  # killed without waiting; settled by the settler thread
+        self.starting: SandboxJob | None = None  # launched, the zygote's reply not taken yet
+        self.ending = Ending(self)  # killed without waiting; settled by `chores`
         self.cond = threading.Condition()
-        self.unsettled = 0
         self.closing = False
-        self._queue: queue.SimpleQueue[SandboxJob | None] = queue.SimpleQueue()
-        self._settler = threading.Thread(target=self._settle_loop, name="grader-settle", daemon=True)
-        self._settler.start()
+        self._ended: list[SandboxJob] = []  # killed without waiting, not settled yet
+
+    @property
+    def unsettled(self) -> int:
+        """Jobs killed without waiting whose slots are not settled yet."""
+        with self.cond:
+            return len(self._ended)
 
     def settle_later(self, job: SandboxJob) -> None:
-        """Hand a killed job to the settler thread."""
+        """Keep a killed job, for `chores` (or `_take`, or `close`) to settle."""
         with self.cond:
-            self.unsettled += 1
-        self._queue.put(job)
+            self._ended.append(job)
 
-    def _settle_loop(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:
-                return
+    def _settle_ended(self, timeout: float) -> bool:
+        """Settle the ended jobs whose slots are reported clean within ``timeout`` s (5 s: then given up).
+
+        Returns whether none is left.
+        """
+        with self.cond:
+            ended, self._ended = self._ended, []
+        left = []
+        for job in ended:
             try:
-                job.settle()
-            except OSError:  # a descriptor already gone: the slot is freed below all the same
+                if not job.settle(timeout, give_up=timeout >= 5.0):
+                    left.append(job)
+            except OSError:  # a descriptor already gone: the slot is freed all the same
                 if job.on_end is not None:
                     job.on_end(job.slot)
                     job.on_end = None
+        if left:
             with self.cond:
-                self.unsettled -= 1
-                self.cond.notify_all()
-            try:
-                self._start_ahead()
-            except Exception:  # noqa: BLE001 - the run is ending (the zygote's socket closed: EBADF), or a job
-                pass  # failed to start: its slot is freed (`_new`), and `_take` starts one, or says why
+                self._ended[:0] = left
+        return not left
+
+    def chores(self) -> bool:
+        """Settle the ended jobs, start the next job ahead, take its start's reply; whether all is done.
+
+        Nothing here waits (a slot not yet reported clean, a reply not yet
+        come, is left for the next call): run by the thread grading this
+        worker's submission in its pauses (`grader.execution.calls._gather`).
+        Errors are not raised: a job that fails to start frees its slot, and
+        `_take` starts one, or says why.
+        """
+        try:
+            settled = self._settle_ended(0.0)
+            self._start_ahead(block=False)
+            self._take_started(block=False)
+        except Exception:  # noqa: BLE001 - the run is ending (the zygote's socket closed: EBADF), or a job
+            return True  # failed to start: its slot is freed, and `_take` starts one, or says why
+        with self.cond:
+            return settled and self.starting is None and (self.ready is not None or not self.free or self.closing)
 
     def _freed(self, slot: int) -> None:
         with self.cond:
             self.free.add(slot)
             self.cond.notify_all()
 
-    def _new(self, slot: int) -> SandboxJob:
+    def _new(self, slot: int, wait: bool = True) -> SandboxJob:
         try:
-            job = SandboxJob(self.zygote, slot, self.workdir, self.limits, on_end=self._freed, filename=self.filename)
+            job = SandboxJob(
+                self.zygote, slot, self.workdir, self.limits, on_end=self._freed, filename=self.filename, wait=wait
+            )
         except BaseException:
             self._freed(slot)
             raise
         job.ending = self.ending
         return job
 
-    def _start_ahead(self) -> None:
-        """Start the next job in a free slot, unless one is ready (or none is free: the settler starts it)."""
+    def _start_ahead(self, block: bool = True) -> None:
+        """Start the next job in a free slot, unless one is ready or starting (or none is free)."""
         with self.cond:
-            if self.ready is not None or not self.free or self.closing:
+            if self.ready is not None or self.starting is not None or not self.free or self.closing:
                 return
             slot = min(self.free)
             self.free.discard(slot)
-        job = self._new(slot)
+        self.starting = self._new(slot, wait=False)
+        self._take_started(block)
+
+    def _take_started(self, block: bool) -> None:
+        """Make the job starting the ready one once the zygote's reply has come (waiting for it with ``block``)."""
+        job = self.starting
+        if job is None:
+            return
+        try:
+            if not job.started(block):
+                return
+        except BaseException:
+            with self.cond:
+                mine, self.starting = self.starting is job, None if self.starting is job else self.starting
+            if mine:
+                job.settle(0.0, give_up=False)  # its pipes are closed: its slot is freed (`_freed`)
+            raise
         with self.cond:
+            if self.starting is not job:  # taken by another thread meanwhile (`close`, as a run stops)
+                return
+            self.starting = None
             if self.ready is None and not self.closing:
                 self.ready = job
                 self.cond.notify_all()
@@ -300,40 +348,55 @@ class Worker:
         job.kill()
 
     def _take(self) -> SandboxJob:
-        """The job started ahead, or a new one in a free slot (waiting for the settler if neither is there)."""
+        """The job started ahead, or a new one in a free slot (settling the ended jobs if neither is there)."""
         deadline = time.monotonic() + 30.0
         with self.cond:
             if self.closing:  # the run is stopping (Ctrl-C): its folder is gone, and no job is started again
                 raise ConfigError("the sandbox is stopping: no job is started")
-            while self.ready is None and not self.free:
-                if not self.cond.wait(max(deadline - time.monotonic(), 0.0)):
-                    raise ConfigError("the sandbox's job slots did not become free within 30 s")
-            if self.ready is not None:
-                job, self.ready = self.ready, None
-                return job
-            slot = min(self.free)
-            self.free.discard(slot)
+        while True:
+            self._take_started(block=True)
+            with self.cond:
+                if self.ready is not None:
+                    job, self.ready = self.ready, None
+                    return job
+                if self.free:
+                    slot = min(self.free)
+                    self.free.discard(slot)
+                    break
+                waiting = bool(self._ended)
+            if waiting:
+                self._settle_ended(5.0)  # the slot is needed now: wait for it (given up after 5 s)
+                continue
+            with self.cond:  # a slot in use elsewhere (a doctor's probe): wait for it
+                if self.ready is None and not self.free and not self._ended:
+                    if not self.cond.wait(max(deadline - time.monotonic(), 0.0)):
+                        raise ConfigError("the sandbox's job slots did not become free within 30 s")
         return self._new(slot)
 
     def launch(self, source: bytes, _workdir: str, cpu: float, standby: bool = False) -> SandboxJob:
-        """`grader.execution.jobs.Launcher`: the ready job gets the task; the next one starts.
+        """`grader.execution.jobs.Launcher`: the ready job gets the task; the next one starts meanwhile.
 
-        A standby is the same as any job: it imports, then waits for its first call.
+        A standby is the same as any job: it imports, then waits for its first call. The slot of
+        the job before is settled, and the next job started ahead, by `chores`, which the job
+        handed out carries (`SandboxJob.chores`) for the thread running its calls.
         """
         job = self._take()
         job.assign(source, cpu)
-        self._start_ahead()  # when the other slot is still being settled, the settler starts it
+        job.chores = self.chores
         return job
 
     def close(self) -> None:
-        """Stop the job started ahead, if any, and wait for the jobs still ending."""
+        """Stop the job started ahead (or starting), if any, and settle the jobs still ending."""
         with self.cond:
             self.closing = True
             ready, self.ready = self.ready, None
+        try:
+            self._take_started(block=True)  # closing: killed there
+        except Exception:  # noqa: BLE001 - the zygote is gone: nothing to stop
+            pass
         if ready is not None:
             ready.kill()
-        self._queue.put(None)
-        self._settler.join(timeout=30.0)
+        self._settle_ended(5.0)
 
 
 class Pool:
