@@ -21,7 +21,7 @@ from grader.serve.invites import RosterEntry, invite  # noqa: E402
 from grader.serve.settings import Limits, ServeSettings  # noqa: E402
 from grader.serve.state import ServerState, open_state  # noqa: E402
 from grader.serve.worker import Grading, work  # noqa: E402
-from tests.serve.postgres import postgres_url  # noqa: E402
+from tests.serve.postgres import in_schema, postgres_url, worker_schema  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "submissions"
@@ -29,28 +29,29 @@ SAMPLES = ROOT / "submissions"
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
-def _reset_postgres(url: str) -> None:
+def _reset_postgres(url: str, schema: str) -> None:
     from sqlalchemy import create_engine, text
 
     engine = create_engine(url)
     with engine.begin() as connection:
-        connection.execute(text("DROP SCHEMA public CASCADE"))
-        connection.execute(text("CREATE SCHEMA public"))
+        connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
     engine.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty database's URL: SQLite in tmp_path, or the PostgreSQL of GRADER_TEST_POSTGRES_URL, emptied.
+    """A fresh, empty database's URL: SQLite in tmp_path, or the PostgreSQL of GRADER_TEST_POSTGRES_URL, emptied
+    (in a schema of this pytest process's own, `worker_schema`).
 
     Without that URL the PostgreSQL case is skipped with the reason on a developer's machine and fails
     under ``CI=true`` (tests/serve/postgres.py): ``.ci/run`` starts the server, so CI never passes on SQLite alone.
     """
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'serve.db'}"
-    url = postgres_url()
-    _reset_postgres(url)
-    return url
+    url, schema = postgres_url(), worker_schema()
+    _reset_postgres(url, schema)  # this process's own schema: the other xdist worker's tests run meanwhile
+    return in_schema(url, schema)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@ reason to run the server tests on SQLite alone.
 from __future__ import annotations
 
 import os
+import re
+from urllib.parse import quote
 
 import pytest
 
@@ -23,3 +25,18 @@ def postgres_url() -> str:
     if os.environ.get("CI") == "true":
         pytest.fail(WHY)
     pytest.skip(WHY)
+
+
+def worker_schema(worker: str | None = None) -> str:
+    """The schema this pytest process's server tests use: one per xdist worker (``t_gw0``, ...), ``t_main`` alone.
+
+    Tests of different files run at once in two processes (``-n 2 --dist loadfile``) against the one
+    server; a test empties its database when it starts, so each process keeps to a schema of its own.
+    """
+    name = worker if worker is not None else os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return "t_" + re.sub(r"[^a-z0-9_]", "_", name.lower())
+
+
+def in_schema(url: str, schema: str) -> str:
+    """``url`` with libpq's ``options`` setting the ``search_path`` to ``schema`` (the tables are made there)."""
+    return url + ("&" if "?" in url else "?") + "options=" + quote(f"-csearch_path={schema}", safe="")
