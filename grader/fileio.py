@@ -11,7 +11,7 @@ import select
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from pathlib import Path
 
 __all__ = [
@@ -150,17 +150,31 @@ _SELECT_LIMIT = 1024
 """``FD_SETSIZE``: ``select.select`` takes no descriptor from this one on."""
 
 
-def names_in(folder: str | os.PathLike[str]) -> frozenset[str]:
-    """The names in ``folder`` (none when it is missing or cannot be listed), case-folded: a name whose
-    case-folded form is not among them was not there (on a file system that ignores case too).
+def names_in(folder: str | os.PathLike[str]) -> Container[str]:
+    """The names in ``folder`` (none when it is missing), case-folded: a name whose case-folded form is
+    not among them was not there (on a file system that ignores case too).
 
-    Read once (one listing), for `write_atomic`'s ``absent``.
+    Read once (one listing), for `write_atomic`'s ``absent``. A folder that is there but cannot be
+    listed (searchable, not readable) holds every name as far as this says: what is at each file's
+    place is then looked up as usual (a link there is refused, not renamed over).
     """
     try:
         with os.scandir(folder) as entries:
             return frozenset(entry.name.casefold() for entry in entries)
-    except OSError:
+    except FileNotFoundError:
         return frozenset()
+    except OSError:
+        return _EVERY_NAME
+
+
+class _EveryName:
+    """`names_in`'s answer for a folder it could not list: it holds any name."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+_EVERY_NAME = _EveryName()
 
 
 def not_regular(path: str | os.PathLike[str]) -> str:
