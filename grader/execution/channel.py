@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import select
 import selectors
 import time
 from typing import Any
@@ -29,6 +28,7 @@ from grader.execution.boundary import (
 )
 from grader.execution.jobs import CHANNEL_LOST, Job
 from grader.execution.memo import LargeFrame
+from grader.fileio import fd_ready
 from grader.models import Call, CallResult
 
 EOF_GRACE_SECONDS = 0.25
@@ -127,7 +127,7 @@ class JobChannel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
-            select.select([], [fd], [], remaining)
+            fd_ready(fd, remaining, write=True)
         return "sent"
 
     def drain(self, sink: dict[str, bytearray]) -> None:
@@ -371,14 +371,14 @@ class JobChannel:
         Only when its last read found it empty (`frame_ready`): otherwise it is read first.
         """
         if self.result_open and self.empty:
-            select.select([self.result_fd], [], [], timeout)
+            fd_ready(self.result_fd, timeout)
             self.empty = False
 
     def pending(self) -> bool:
         """Whether the result pipe holds more (or has closed) although no call is outstanding."""
         if len(self.buffer) > self.start or not self.result_open:
             return True
-        return bool(select.select([self.result_fd], [], [], 0)[0])
+        return fd_ready(self.result_fd)
 
     def exit_description(self) -> str:
         """Say how the job ended, once it is gone; a job still running after its result pipe closed lost it."""

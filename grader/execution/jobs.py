@@ -27,7 +27,6 @@ import contextlib
 import errno
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from grader.execution.servers import FORKSERVER as FORKSERVER
 from grader.execution.servers import fork_server_available
 from grader.execution.servers import start_server as start_server
 from grader.execution.servers import stop_server as stop_server
-from grader.fileio import MAX_SOURCE_BYTES, read_at_most
+from grader.fileio import MAX_SOURCE_BYTES, fd_ready, read_at_most
 
 if TYPE_CHECKING:
     import socket  # imported where it is used: 'grader check' starts without it
@@ -471,12 +470,11 @@ class ForkJob(_PipedJob):
         # The server reaps the job, then writes its status: no status yet, the pid is still the job's.
         if self._status is not None or self._status_fd is None:
             return False
-        return not select.select([self._status_fd], [], [], 0)[0]
+        return not fd_ready(self._status_fd)
 
     def exit_code(self, timeout: float) -> int | None:
         if self._status is None and self._status_fd is not None:
-            ready, _, _ = select.select([self._status_fd], [], [], max(timeout, 0.0))
-            if not ready:
+            if not fd_ready(self._status_fd, timeout):
                 return None
             text = os.read(self._status_fd, 64).decode("ascii", "replace").strip()
             os.close(self._status_fd)

@@ -760,11 +760,16 @@ def _hand_over(
 
     The error result is then handed to every writer in its place (the page
     and the line of results.json say the grader failed), so the batch's
-    files stay consistent; a writer that fails on that too is logged.
+    files stay consistent; a writer that fails on that too is logged. A
+    writer's `grader.errors.GraderError` (bad instructor input: a link in
+    ``--out`` where a file goes) is no fault of the grader's: it stops the
+    run with its one line, as it did when the error result met it again.
     """
     try:
         config.hooks.submission_graded(result=result, config=config)
         return result
+    except GraderError:  # bad instructor input (--out holds a link where a file goes): the run stops with its one line
+        raise
     except Exception as exc:  # noqa: BLE001 - one submission's files never cost the batch
         failed = internal_error_result(submission, collected, config, exc, "writing its files")
     for plugin, fault in config.hooks.call_each("grader_submission_graded", result=failed, config=config):

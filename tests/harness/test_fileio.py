@@ -6,6 +6,8 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -111,3 +113,34 @@ def test_submission_files_look_up_only_the_names_their_folder_held(
     assert looked_up == ["b.txt", "c.txt"]  # "a.txt" was not there; "c.txt" is checked (C.TXT, case aside)
     assert (tmp_path / "a.txt").read_text() == "a\n" and (tmp_path / "c.txt").read_text() == "c\n"
     assert (tmp_path / "b.txt").is_symlink() and (tmp_path / "ELSEWHERE").read_text() == "kept\n"
+
+
+def test_a_folder_that_cannot_be_listed_has_each_file_s_place_looked_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder searchable but not readable: its listing fails, and a link planted there is still refused."""
+    from grader.fileio import names_in, write_atomic
+    from grader.reporting.files import SubmissionFiles
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(victim, out / "bob.json")
+    real_scandir = os.scandir
+
+    def unreadable(path: Any) -> Any:
+        if os.fspath(path) == os.fspath(out):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", unreadable)
+    listed = names_in(out)
+    assert "bob.json" in listed and "anything" in listed  # not listed: every place is looked up
+    assert "bob.json" not in names_in(tmp_path / "missing")  # a folder not there holds nothing
+    with pytest.raises(OSError, match="symbolic link"):
+        write_atomic(out / "bob.json", "x", absent="bob.json" not in listed)
+    files = SubmissionFiles(out, [SimpleNamespace(id="bob", slug="bob")], ".json", lambda r: "{}", "--out out")
+    with pytest.raises(Exception, match="symbolic link"):
+        files.write(SimpleNamespace(id="bob"))
+    assert victim.read_text() == "keep\n" and (out / "bob.json").is_symlink()

@@ -12,7 +12,6 @@ import itertools
 import json
 import os
 import platform
-import select
 import shutil
 import signal
 import socket
@@ -25,6 +24,7 @@ from grader.child.limits import CEILING_CPU_SECONDS, SETUP_FAILED, slot_uid
 from grader.errors import ConfigError
 from grader.execution.jobs import CHILD_ENV, describe_exit, open_proc_file, schedstat_wait_seconds, stop_server
 from grader.execution.servers import ZYGOTE, start_zygote
+from grader.fileio import fd_ready
 
 REPLY_FDS_SPACE = socket.CMSG_SPACE(2 * 4)
 """Room for a launch reply's descriptors: the job's pidfd and its ``/proc/<pid>/schedstat``."""
@@ -147,7 +147,7 @@ class Zygote:
             return False
         try:
             while not reply.done:
-                if not block and not select.select([self.sock], [], [], 0)[0]:
+                if not block and not fd_ready(self.sock.fileno()):
                     return False
                 self._take_reply()
         finally:
@@ -426,7 +426,7 @@ class SandboxJob:
             fd = open_proc_file(self.pid, "schedstat")
             if fd is None:
                 return None
-            if select.select([self.pidfd], [], [], 0)[0]:  # it has ended: the pid may be another's now
+            if fd_ready(self.pidfd):  # it has ended: the pid may be another's now
                 os.close(fd)
                 return None
             self._schedstat_fd = fd
@@ -528,8 +528,7 @@ class SandboxJob:
         status pipe closed without a word (the zygote is gone).
         """
         if self.status is None:
-            ready, _, _ = select.select([self.status_fd], [], [], timeout)
-            if not ready:
+            if not fd_ready(self.status_fd, timeout):
                 return None
             data = os.read(self.status_fd, 1024).decode("utf-8", errors="replace").strip()
             code, _, reason = data.partition(" ")  # "CODE" or "CODE why the set-up failed"
