@@ -16,6 +16,7 @@ __all__ = [
     "EXIT_USAGE",
     "ConfigError",
     "GraderError",
+    "JobStarterLost",
     "PluginError",
     "SpecError",
     "UsageError",
@@ -92,6 +93,20 @@ class SpecError(ConfigError):
 
 class PluginError(ConfigError):
     """A plugin could not be loaded or registers an unknown hook."""
+
+
+class JobStarterLost(ConfigError):
+    """The process that starts the jobs (the sandbox's zygote, ``--insecure``'s fork server) ended during the run.
+
+    Not a submission's fault (jobs cannot signal it): the run stops with one line, the submissions
+    graded so far kept in the gradebook for the same command to resume.
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what} ended during the run (killed from outside the grader, or by the out-of-memory killer?): "
+            "the submissions graded so far are kept in the gradebook; run the same command again to grade the rest"
+        )
 
 
 class WriterError(GraderError):

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from grader.errors import ConfigError
+from grader.errors import ConfigError, JobStarterLost
 from grader.execution.calls import WALL_BACKSTOP_FACTOR, run_calls
 from grader.execution.jobs import ForkJob, ForkServer, positive_seconds, sandboxed
 from grader.execution.keys import FORK_SERVER, JOB_LAUNCHERS
@@ -119,7 +119,10 @@ def grader_run_calls(submission: Submission, calls: Sequence[Call], config: Conf
         if server is not None:  # grade --insecure: a warm fork server, not an interpreter per submission
             walls = config.command == "check"  # a student's code on a CI runner; --insecure is trusted code
             launch = functools.partial(ForkJob, server, filename=config.pack.submission, walls=walls)
-            return run_calls(submission.file, calls, import_timeout, submission_timeout, launch=launch)
+            outcome = run_calls(submission.file, calls, import_timeout, submission_timeout, launch=launch)
+            if server.proc.poll() is not None:  # its jobs ended with it: not the student's doing
+                raise JobStarterLost("the fork server (the process that starts every job)")
+            return outcome
         return run_calls(submission.file, calls, import_timeout, submission_timeout, filename=config.pack.submission)
     pool = config.stash.get(JOB_LAUNCHERS)
     if pool is None:

@@ -27,7 +27,7 @@ from grader._version import __version__
 from grader.collected import COLLECTED, Collected, PreparedCheck
 from grader.config.core import Config
 from grader.disclosure import is_public, secret_while_grading
-from grader.errors import ConfigError, GraderError, PluginError, internal_error_id
+from grader.errors import ConfigError, GraderError, JobStarterLost, PluginError, internal_error_id
 from grader.errors import WriterError as WriterError  # where grader.shards.merge finds it
 from grader.errors import log_internal_error as _log_internal_error
 from grader.execution.memo import IdentityTable
@@ -294,6 +294,8 @@ def grade_submission(
     stage = "running"
     try:
         return _grade_submission(submission, collected, config, outcome, _Stage())
+    except JobStarterLost:  # no job can start any more: not this submission's fault, nor one to repeat per submission
+        raise
     except Exception as exc:  # noqa: BLE001 - any fault stays this submission's
         stage = getattr(exc, "_grader_stage", stage)
         return internal_error_result(submission, collected, config, exc, stage)
@@ -643,6 +645,8 @@ def _grade_todo(
                 index = futures.pop(future)  # dropped here: a finished future would keep the unshared result
                 try:
                     result = future.result()
+                except JobStarterLost:  # the run stops with its one line (the gradebook keeps what was graded)
+                    raise
                 except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
                     result = internal_error_result(submissions[index], collected, config, exc, "grading it")
                 adjusted = adjust_result(result, submissions[index], config)

@@ -21,11 +21,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from grader.child.limits import CEILING_CPU_SECONDS, SETUP_FAILED, slot_uid
-from grader.errors import ConfigError
+from grader.errors import ConfigError, JobStarterLost
 from grader.execution.jobs import CHILD_ENV, describe_exit, open_proc_file, schedstat_wait_seconds, stop_server
 from grader.execution.servers import ZYGOTE, start_zygote
 from grader.fileio import fd_ready
 
+ZYGOTE_NAME = "the sandbox's zygote (the process that starts every job)"
 REPLY_FDS_SPACE = socket.CMSG_SPACE(2 * 4)
 """Room for a launch reply's descriptors: the job's pidfd and its ``/proc/<pid>/schedstat``."""
 
@@ -51,7 +52,7 @@ class Reply:
         if not self.line:
             for fd in self.fds:
                 os.close(fd)
-            raise ConfigError("the sandbox's zygote stopped answering")
+            raise JobStarterLost(ZYGOTE_NAME)
         return json.loads(self.line), self.fds
 
 
@@ -127,11 +128,14 @@ class Zygote:
             # request would wait for ever. The one before is taken first (its reply has come, or soon will).
             while self._waiting:
                 self._take_reply()
-            if fds:  # as socket.send_fds, without its array
-                rights = struct.pack(f"{len(fds)}i", *fds)
-                self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
-            else:
-                self.sock.sendall(data)
+            try:
+                if fds:  # as socket.send_fds, without its array
+                    rights = struct.pack(f"{len(fds)}i", *fds)
+                    self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
+                else:
+                    self.sock.sendall(data)
+            except (BrokenPipeError, ConnectionResetError):
+                raise JobStarterLost(ZYGOTE_NAME) from None
             self._waiting.append(reply)
         return reply
 

@@ -11,9 +11,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from grader.builtin.sandbox.handle import SandboxJob, Zygote
+from grader.builtin.sandbox.handle import ZYGOTE_NAME, SandboxJob, Zygote
 from grader.child.limits import DEFAULT_LIMITS, UID_BASE
-from grader.errors import ConfigError
+from grader.errors import ConfigError, JobStarterLost
 from grader.execution.calls import run_calls
 from grader.execution.jobs import Launcher
 from grader.fileio import scratch_prefix
@@ -433,5 +433,9 @@ class Pool:
         worker = slots.get()  # one worker per concurrent submission; each has its own uids
         try:
             yield worker.launch
+            if worker.zygote.proc.poll() is not None:
+                # A job that failed meanwhile was killed with its zygote, not by the student's code: the
+                # run stops rather than record that failure as the submission's (and resume it later).
+                raise JobStarterLost(ZYGOTE_NAME)
         finally:
             slots.put(worker)

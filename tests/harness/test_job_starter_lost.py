@@ -1,0 +1,83 @@
+"""The process that starts every job, killed mid-run from outside: one line, exit 3, and no student blamed.
+
+A job cannot signal the sandbox's zygote (its own uid, pid namespace and seccomp filter), but the
+out-of-memory killer or an administrator can. Every later submission used to become an "internal
+error" with its own traceback (exit 4), and the one in flight was recorded in the gradebook as
+"killed (SIGKILL): it used up its CPU time or memory", a false blame the next run resumed. Now the
+run stops with one line naming the zygote (`grader.errors.JobStarterLost`), the gradebook keeps
+only what was graded, and the same command grades the rest: every student full marks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SUBMISSIONS
+
+
+def _class(folder: Path, n: int) -> None:
+    source = (SUBMISSIONS / "correct_numpy" / "attention.py").read_text()
+    for i in range(n):
+        (folder / f"s{i:03d}").mkdir(parents=True)
+        (folder / f"s{i:03d}" / "attention.py").write_text(source + f"\n# student {i}\n")
+
+
+def _zygotes(parent: int) -> list[int]:
+    """Pids of the zygote processes ``parent`` started (their command line names child/zygote.py)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and b"child/zygote.py" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="the sandbox needs Linux and root")
+def test_a_zygote_killed_mid_run_stops_the_run_in_one_line_and_blames_no_student(tmp_path: Path) -> None:
+    folder, out = tmp_path / "class", tmp_path / "out"
+    _class(folder, 300)
+    command = [sys.executable, "-m", "grader", "grade", str(folder), "--out", str(out), "-q", "--jobs", "2"]
+    env = {**os.environ, "GRADER_COURSE": str(ROOT)}
+    run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    killed = False
+    while run.poll() is None and time.monotonic() < deadline:
+        pages = len(list(out.glob("s*.html"))) if out.is_dir() else 0
+        zygotes = _zygotes(run.pid)
+        if pages >= 5 and zygotes:
+            os.kill(zygotes[0], signal.SIGKILL)
+            killed = True
+            break
+        time.sleep(0.02)
+    _, err = run.communicate(timeout=120)
+    assert killed, "the run ended before the test could kill its zygote"
+    lines = [line for line in err.splitlines() if not line.startswith("grader: warning:")]
+    assert run.returncode == 3, err
+    assert "Traceback" not in err
+    assert len(lines) == 1 and lines[0].startswith(
+        "grader: error: the sandbox's zygote (the process that starts every job) ended during the run"
+    ), err
+    assert "run the same command again to grade the rest" in lines[0]
+
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "result(s) reused" in again.stdout  # what was graded before the kill was kept
+    results = json.loads((out / "results.json").read_text())["submissions"]
+    assert len(results) == 300
+    assert {(r["status"], r["score"], r["error"]) for r in results} == {("graded", 86.0, "")}
