@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SUBMISSIONS
+from conftest import ROOT, SUBMISSIONS, processes
 
 
 def _class(folder: Path, n: int) -> None:
@@ -31,19 +31,7 @@ def _class(folder: Path, n: int) -> None:
 
 def _zygotes(parent: int) -> list[int]:
     """Pids of the zygote processes ``parent`` started (their command line names child/zygote.py)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and b"child/zygote.py" in cmdline:
-            found.append(int(entry))
-    return found
+    return [p["pid"] for p in processes() if p["ppid"] == parent and "child/zygote.py" in p["cmdline"]]
 
 
 @pytest.mark.sandbox

@@ -80,7 +80,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import run_chromium
+from conftest import processes, run_chromium
 
 from grader.child.limits import UID_BASE
 from grader.cli import main
@@ -527,31 +527,6 @@ def _precomputed_attack(baseline: Path) -> str:
         """)
 
 
-def _processes() -> list[dict]:
-    """Every process: pid, ppid, uid, comm, cmdline."""
-    procs = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        procs.append(
-            {
-                "pid": int(entry),
-                "ppid": int(fields.get("PPid", "0")),
-                "uid": int(fields["Uid"].split()[0]),
-                "name": fields.get("Name", "").strip(),
-                "cmdline": cmdline,
-                "state": fields.get("State", ""),
-            }
-        )
-    return procs
-
-
 def _survivors() -> list[dict]:
     """Sandbox-uid or daemon-named processes without a live zygote above them.
 
@@ -559,7 +534,7 @@ def _survivors() -> list[dict]:
     their zygote as an ancestor and are not ours; anything that escaped its
     job has lost it.
     """
-    procs = {p["pid"]: p for p in _processes()}
+    procs = {p["pid"]: p for p in processes()}
 
     def under_zygote(p: dict) -> bool:
         seen = set()

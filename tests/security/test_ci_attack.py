@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import processes
 from junitparser import JUnitXml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,18 +53,7 @@ pytestmark = [
 
 def forgers() -> list[int]:
     """Pids of the attack's processes (named through PR_SET_NAME), zombies excluded."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        comm, state = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2]
-        if comm == NAME and state != "Z":
-            found.append(int(entry))
-    return found
+    return [p["pid"] for p in processes() if p["name"] == NAME and not p["state"].startswith("Z")]
 
 
 def acted_on(log: str) -> list[str]:
