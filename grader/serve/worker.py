@@ -38,6 +38,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from grader.errors import JobStarterLost
 from grader.serve.db import Push, Submission, User, now
 from grader.serve.grades import visible_part
 from grader.serve.state import ServerState, open_state
@@ -69,8 +70,9 @@ CLUSTER_RETRY_SECONDS = 5.0
 """How long a worker whose Dask cluster is unreachable waits before it connects again (the queue waits too)."""
 
 CLUSTER_ATTEMPTS = 3
-"""Times one worker sends a submission to the cluster before it stores it as not graded (a submission that
-kills the cluster's workers each time must not go round the queue for ever)."""
+"""Times one worker sends a submission to the cluster (or to a sandbox whose zygote ends under it) before it
+stores it as not graded (a submission that kills the cluster's workers each time must not go round the queue
+for ever)."""
 
 
 class ClusterUnavailable(Exception):
@@ -378,6 +380,16 @@ def work(
                         _requeue(state, sub_id)
                     grading.close()
                     grading, own = None, True
+                    continue
+                except JobStarterLost as exc:  # the sandbox's zygote ended (the OOM killer?): not the student's doing
+                    attempts[sub_id] = attempts.get(sub_id, 0) + 1
+                    log.warning("grader serve: submission %s not graded: %s; the sandbox starts again", sub_id, exc)
+                    if attempts[sub_id] >= CLUSTER_ATTEMPTS:
+                        _failed(state, sub_id)
+                    else:
+                        _requeue(state, sub_id)
+                    grading.close()
+                    grading, own = _connect(state, cluster), True
                     continue
                 except Exception:  # noqa: BLE001 - the grader's own fault: this submission fails, the worker goes on
                     log.exception("grader serve: internal error grading submission %s", sub_id)

@@ -318,3 +318,41 @@ def test_invite_days_are_read_and_checked(tmp_path: Path) -> None:
         (tmp_path / "serve.yaml").write_text(f"invites: {{days: {bad}}}\n")
         with pytest.raises(ConfigError, match=r"serve.yaml: invites.days: .*give 1 to 366 days"):
             load_settings(tmp_path)
+
+
+@pytest.mark.sandbox
+def test_a_zygote_killed_under_the_worker_is_started_again_and_the_submission_graded(served: Served) -> None:
+    """The out-of-memory killer (or an administrator) ends the sandbox's zygote of a running worker: the
+    submission it was grading is not the student's failure. The worker starts a new sandbox and grades it
+    again; before, it was stored as failed, and so was every later one."""
+    import os
+    import signal
+    import sys
+
+    from grader.serve.worker import Grading, work
+
+    if sys.platform != "linux" or os.geteuid() != 0:
+        pytest.skip("the sandbox needs Linux and root")
+    from conftest import processes
+
+    def zygotes() -> set[int]:
+        return {p["pid"] for p in processes() if p["ppid"] == os.getpid() and "child/zygote.py" in p["cmdline"]}
+
+    before = zygotes()
+    grading = Grading(served.state)
+    try:
+        assert served.submit(served.client("alice"), "correct_numpy").status_code == 200
+        assert work(served.state, once=True, grading=grading) == 1  # the sandbox is up (started lazily or not)
+        ours = zygotes() - before
+        assert len(ours) == 1
+        os.kill(ours.pop(), signal.SIGKILL)
+        assert served.submit(served.client("bob"), "correct_numpy").status_code == 200
+        assert work(served.state, once=True, grading=grading) == 1
+    finally:
+        grading.close()
+    with served.state.db() as db:
+        rows = list(db.execute(select(Submission).order_by(Submission.id)).scalars())
+    assert [r.state for r in rows] == ["done", "done"]
+    assert all(
+        r.max_score and r.score == r.max_score for r in rows
+    )  # both graded in full, the second after the restart
