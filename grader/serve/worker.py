@@ -371,25 +371,19 @@ def work(
                         continue
                 try:
                     grade_one(state, grading, sub_id)
-                except ClusterUnavailable as exc:
+                except (ClusterUnavailable, JobStarterLost) as exc:
+                    # The cluster is gone, or the sandbox's zygote ended (the OOM killer?): not the student's doing.
+                    # The submission goes back to the queue (stored as not graded after CLUSTER_ATTEMPTS tries);
+                    # a new local sandbox starts at once, a cluster is connected again when it can be reached.
                     attempts[sub_id] = attempts.get(sub_id, 0) + 1
-                    log.warning("grader serve: submission %s not graded on the cluster (%s)", sub_id, exc)
+                    lost = isinstance(exc, JobStarterLost)
+                    log.warning("grader serve: submission %s not graded (%s)", sub_id, exc)
                     if attempts[sub_id] >= CLUSTER_ATTEMPTS:
                         _failed(state, sub_id)
                     else:
                         _requeue(state, sub_id)
                     grading.close()
-                    grading, own = None, True
-                    continue
-                except JobStarterLost as exc:  # the sandbox's zygote ended (the OOM killer?): not the student's doing
-                    attempts[sub_id] = attempts.get(sub_id, 0) + 1
-                    log.warning("grader serve: submission %s not graded: %s; the sandbox starts again", sub_id, exc)
-                    if attempts[sub_id] >= CLUSTER_ATTEMPTS:
-                        _failed(state, sub_id)
-                    else:
-                        _requeue(state, sub_id)
-                    grading.close()
-                    grading, own = _connect(state, cluster), True
+                    grading, own = (_connect(state, cluster) if lost else None), True
                     continue
                 except Exception:  # noqa: BLE001 - the grader's own fault: this submission fails, the worker goes on
                     log.exception("grader serve: internal error grading submission %s", sub_id)
