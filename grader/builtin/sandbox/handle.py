@@ -335,9 +335,8 @@ class SandboxJob:
         try:
             reply, got = reply_.decoded()
         except ConfigError:
-            for fd in (self.result_fd, self.stdout_fd, self.stderr_fd, self.status_fd):
-                os.close(fd)
-            self.result_fd = self.stdout_fd = self.stderr_fd = -1
+            self._close_pipes()
+            os.close(self.status_fd)
             self.status = 128 + signal.SIGKILL
             self._close_task()
             raise
