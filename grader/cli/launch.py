@@ -30,8 +30,13 @@ def console_main() -> None:
     started = check_fork_server(argv)
     zygote = grade_zygote(argv) if started is None else None
     try:
+        from grader.readers import keptcode
+
+        keptcode.install()  # the grader's dataclasses made from kept code, not compiled again (the module says why)
         from grader.cli.app import main
     except KeyboardInterrupt:  # as main says it, with the server's socket closed as the process ends
         print("grader: interrupted", file=sys.stderr)
         sys.exit(130)
-    sys.exit(main(argv, fork_server=started, zygote=zygote, gc_paused=True))
+    code = main(argv, fork_server=started, zygote=zygote, gc_paused=True)
+    keptcode.save()
+    sys.exit(code)
