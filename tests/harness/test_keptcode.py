@@ -1,0 +1,93 @@
+"""The dataclass methods kept between runs (`grader.readers.keptcode`): the same classes, a trusted file only.
+
+Each case runs in a fresh interpreter: `install` changes `dataclasses` for the whole process.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+RUN = """
+import json, sys
+from grader.readers import keptcode
+keptcode.install()
+from dataclasses import FrozenInstanceError, dataclass, field
+
+@dataclass(frozen=True)
+class Point:
+    x: int
+    y: int = 2
+    tags: tuple = field(default_factory=tuple)
+
+p = Point(1)
+try:
+    p.x = 5
+    frozen = False
+except FrozenInstanceError:
+    frozen = True
+kept = len(keptcode._kept)
+missed = keptcode._state["missed"]
+keptcode.save()
+print(json.dumps({"repr": repr(p), "eq": p == Point(1, 2), "ne": p != Point(1, 3), "hash": hash(p) == hash(Point(1)),
+                  "frozen": frozen, "kept": kept, "missed": missed}))
+"""
+
+
+def _run(cache: Path) -> dict[str, object]:
+    env = {**os.environ, "GRADER_CACHE_DIR": str(cache)}
+    out = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def _table(cache: Path) -> Path:
+    (path,) = (cache / "code").iterdir()
+    return path
+
+
+SAME = {"repr": "Point(x=1, y=2, tags=())", "eq": True, "ne": True, "hash": True, "frozen": True}
+
+
+def test_a_second_run_makes_the_same_class_from_the_kept_methods(tmp_path: Path) -> None:
+    first = _run(tmp_path)
+    assert first == {**SAME, "kept": 0, "missed": True}
+    table = _table(tmp_path)
+    assert table.stat().st_mode & 0o777 == 0o600
+    kept = marshal.loads(table.read_bytes())
+    assert any(" def __init__(self,x:_type_x,y:_type_y=_dflt_y,tags:" in text for text in kept)  # Point's, by its text
+    second = _run(tmp_path)
+    assert second == {**SAME, "kept": len(kept), "missed": False}  # nothing compiled: every method was kept
+    assert marshal.loads(table.read_bytes()) == kept  # and nothing written again
+
+
+def test_a_table_others_may_write_is_not_read(tmp_path: Path) -> None:
+    _run(tmp_path)
+    table = _table(tmp_path)
+    table.chmod(0o620)
+    assert _run(tmp_path) == {**SAME, "kept": 0, "missed": True}
+
+
+def test_a_table_of_anything_but_text_to_code_is_not_read(tmp_path: Path) -> None:
+    _run(tmp_path)
+    table = _table(tmp_path)
+    table.write_bytes(marshal.dumps({"def __init__": "not code"}))
+    assert _run(tmp_path) == {**SAME, "kept": 0, "missed": True}
+    table.write_bytes(b"\x00garbage")
+    assert _run(tmp_path) == {**SAME, "kept": 0, "missed": True}
+
+
+def test_a_link_in_the_tables_place_is_not_followed(tmp_path: Path) -> None:
+    _run(tmp_path / "elsewhere")
+    (tmp_path / "cache" / "code").mkdir(parents=True)
+    (tmp_path / "cache" / "code" / _table(tmp_path / "elsewhere").name).symlink_to(_table(tmp_path / "elsewhere"))
+    assert _run(tmp_path / "cache") == {**SAME, "kept": 0, "missed": True}
+
+
+def test_no_cache_folder_compiles_every_time(tmp_path: Path) -> None:
+    env = {**os.environ, "GRADER_CACHE_DIR": ""}
+    out = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == {**SAME, "kept": 0, "missed": True}
