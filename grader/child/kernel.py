@@ -16,7 +16,6 @@ import sys
 from typing import Any
 
 
-
 def _libc_name() -> str | None:
     """The C library's name for ``ctypes.CDLL``: glibc's soname on Linux, without `ctypes.util.find_library`.
 
