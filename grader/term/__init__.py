@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import math
 import re
 import sys
@@ -211,13 +212,19 @@ _MONTHS = {
     12: "december dec décembre decembre déc dezember dez diciembre dic dezembro",
 }
 _MONTH = {name: number for number, names in _MONTHS.items() for name in names.split()}
+
+
 # "[weekday,] 1[.] [de] March [de] 2026, [à|um|a las|às] 11:59 [PM]" in the five languages Moodle is used in most.
-_MOODLE_TIME = re.compile(
-    r"^(?:[^\W\d_]+(?:-[^\W\d_]+)?\.?,?\s+)?(?P<day>\d{1,2})\.?\s+(?:de\s+)?(?P<month>[^\W\d_]+)\.?,?\s+(?:de\s+)?"
-    r"(?P<year>\d{4}),?\s+(?:(?:à|a|um|a\s+las|às|as|at)\s+)?(?P<hour>\d{1,2})[:h](?P<minute>\d{2})"
-    r"(?::(?P<second>\d{2}))?\s*(?P<ampm>[ap]\.?\s?m\.?)?$",
-    re.IGNORECASE,
-)
+# Compiled when first used (about 2 ms: letters of every script, case folded): most commands read no LMS date.
+@functools.cache
+def _moodle_time() -> re.Pattern[str]:
+    return re.compile(
+        r"^(?:[^\W\d_]+(?:-[^\W\d_]+)?\.?,?\s+)?(?P<day>\d{1,2})\.?\s+(?:de\s+)?(?P<month>[^\W\d_]+)\.?,?\s+(?:de\s+)?"
+        r"(?P<year>\d{4}),?\s+(?:(?:à|a|um|a\s+las|às|as|at)\s+)?(?P<hour>\d{1,2})[:h](?P<minute>\d{2})"
+        r"(?::(?P<second>\d{2}))?\s*(?P<ampm>[ap]\.?\s?m\.?)?$",
+        re.IGNORECASE,
+    )
+
 
 MOODLE_TIME_FORMATS = (
     "ISO 8601 (2026-03-01T23:59:00+01:00) or Moodle's worksheet dates in English, French, German, Spanish or "
@@ -240,7 +247,7 @@ def parse_local_time(text: str) -> dt.datetime | None:
         return dt.datetime.fromisoformat(text)
     except ValueError:
         pass
-    m = _MOODLE_TIME.match(text)
+    m = _moodle_time().match(text)
     if m is None:
         try:
             return dt.datetime.strptime(text, "%Y-%m-%d %H:%M")
