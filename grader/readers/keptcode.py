@@ -49,7 +49,7 @@ def _path() -> str | None:
     if folder is None:
         return None
     tag = f"{sys.implementation.cache_tag}-{importlib.util.MAGIC_NUMBER.hex()}"
-    return os.path.join(folder, "code", f"dataclasses-{tag}.marshal")
+    return os.path.join(folder, "code", f"dataclasses-1-{tag}.marshal")
 
 
 def _read(path: str) -> dict[str, CodeType]:
@@ -71,10 +71,12 @@ def _exec(source: Any, globals: Any = None, locals: Any = None) -> None:  # noqa
     if type(source) is str:
         code = _kept.get(source)
         if code is None:
-            code = compile(source, "<string>", "exec")
+            code = compile(source, "<string>", "exec", dont_inherit=True)  # as exec compiles it there: no __future__
             _state["missed"] = True
         _used[source] = code
         source = code
+    if globals is None:  # exec's default: the caller's globals, which were dataclasses' own
+        globals = vars(dataclasses)  # noqa: A001
     exec(source, globals, locals)  # noqa: S102 - dataclasses' own call, on its own text
 
 

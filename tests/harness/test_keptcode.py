@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 RUN = """
-import json, sys
+import inspect, json, sys
 from grader.readers import keptcode
-keptcode.install()
+if sys.argv[1:] != ["plain"]:
+    keptcode.install()
 from dataclasses import FrozenInstanceError, dataclass, field
 
 @dataclass(frozen=True)
@@ -34,14 +35,16 @@ kept = len(keptcode._kept)
 missed = keptcode._state["missed"]
 keptcode.save()
 print(json.dumps({"repr": repr(p), "eq": p == Point(1, 2), "ne": p != Point(1, 3), "hash": hash(p) == hash(Point(1)),
-                  "frozen": frozen, "kept": kept, "missed": missed}))
+                  "frozen": frozen, "kept": kept, "missed": missed, "doc": Point.__doc__,
+                  "annotations": repr(Point.__init__.__annotations__), "signature": str(inspect.signature(Point))}))
 """
 
 
-def _run(cache: Path) -> dict[str, object]:
+def _run(cache: Path, *args: str) -> dict[str, object]:
     env = {**os.environ, "GRADER_CACHE_DIR": str(cache)}
-    out = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+    out = subprocess.run([sys.executable, "-c", RUN, *args], env=env, capture_output=True, text=True, check=True)
+    answer: dict[str, object] = json.loads(out.stdout)
+    return answer
 
 
 def _table(cache: Path) -> Path:
@@ -49,7 +52,23 @@ def _table(cache: Path) -> Path:
     return path
 
 
-SAME = {"repr": "Point(x=1, y=2, tags=())", "eq": True, "ne": True, "hash": True, "frozen": True}
+SAME = {
+    "repr": "Point(x=1, y=2, tags=())",
+    "eq": True,
+    "ne": True,
+    "hash": True,
+    "frozen": True,
+    "doc": "Point(x: int, y: int = 2, tags: tuple = <factory>)",
+    "annotations": "{'x': <class 'int'>, 'y': <class 'int'>, 'tags': <class 'tuple'>, 'return': None}",
+    "signature": "(x: int, y: int = 2, tags: tuple = <factory>) -> None",
+}
+
+
+def test_the_classes_are_those_dataclasses_makes_alone(tmp_path: Path) -> None:
+    """The methods' annotations too: compiled with keptcode's ``from __future__ import annotations`` they were text."""
+    assert _run(tmp_path, "plain") == {**SAME, "kept": 0, "missed": False}
+    assert _run(tmp_path) == {**SAME, "kept": 0, "missed": True}
+    assert _run(tmp_path) == {**SAME, "kept": _run(tmp_path)["kept"], "missed": False}
 
 
 def test_a_second_run_makes_the_same_class_from_the_kept_methods(tmp_path: Path) -> None:
