@@ -94,9 +94,10 @@ class Zygote:
         except OSError:
             line = b""
         if not line:
-            self.close()
+            self.close(keep_log=True)
             self._stderr.seek(0)
             why = self._stderr.read().decode(errors="replace").strip().splitlines()
+            self._stderr.close()
             raise ConfigError(f"the sandbox's zygote did not start: {why[-1] if why else 'no reason given'}")
         hello = json.loads(line)
         self.landlock_abi = int(hello.get("landlock_abi", 0))
@@ -200,12 +201,14 @@ class Zygote:
             fd = kept
         return fd
 
-    def close(self) -> None:
-        """Stop the zygote (its jobs die with it)."""
+    def close(self, keep_log: bool = False) -> None:
+        """Stop the zygote (its jobs die with it), and close the file its standard error went to unless ``keep_log``."""
         stop_server(self.sock, self.proc)
         for fd in self._cpu_fds.values():
             os.close(fd)
         self._cpu_fds.clear()
+        if not keep_log:
+            self._stderr.close()
 
 
 class JobSink(Protocol):
