@@ -1,0 +1,48 @@
+"""``grader check`` and ``grade`` end without the interpreter's teardown only when nothing can be lost (`grader.cli.launch`).
+
+Each case runs in a fresh interpreter: the fast exit ends the process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = """
+import atexit, sys, threading, time
+from grader.cli import launch
+inherited = launch._open_fds()
+atexit.register(lambda: print("atexit ran", flush=False))
+mode = sys.argv[1]
+if mode == "file":
+    fh = open(sys.argv[2], "w")  # buffered text only the file object's end writes out
+    fh.write("kept")
+elif mode == "thread":
+    threading.Thread(target=time.sleep, args=(0.5,)).start()
+print("summary", end="")  # buffered: the fast exit flushes it
+sys.stdout.write("\\n")
+launch._exit_now(3, inherited)
+print("usual exit")
+sys.exit(5)
+"""
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_nothing_open_ends_at_once_with_the_code_the_output_and_the_atexit_functions() -> None:
+    done = _run("plain")
+    assert (done.returncode, done.stdout) == (3, "summary\natexit ran\n")
+
+
+def test_a_file_the_run_opened_takes_the_usual_exit_which_writes_it_out(tmp_path: Path) -> None:
+    done = _run("file", str(tmp_path / "out.txt"))
+    assert (done.returncode, done.stdout) == (5, "summary\nusual exit\natexit ran\n")
+    assert (tmp_path / "out.txt").read_text() == "kept"
+
+
+def test_another_thread_alive_takes_the_usual_exit() -> None:
+    done = _run("thread")
+    assert (done.returncode, done.stdout) == (5, "summary\nusual exit\natexit ran\n")
