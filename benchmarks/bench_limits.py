@@ -414,10 +414,11 @@ def _write():
         json.dump({"parent": u.ru_utime + u.ru_stime}, fh)
 atexit.register(_write)
 sys.argv = ["grader", *sys.argv[1:]]
-from grader.cli import console_main
+from grader.cli.launch import console_main
 console_main()
 """
-"""Runs ``grader`` and writes the CPU seconds of its own process at exit, as ``{"parent": seconds}`` in the
+"""Runs ``grader`` as its script does (`grader.cli.launch`: the zygote started first, the collector paused during
+start-up, the fast exit) and writes the CPU seconds of its own process at exit, as ``{"parent": seconds}`` in the
 file ``BENCH_RUSAGE`` names (the rest of the tree: the jobs)."""
 
 
