@@ -2,7 +2,7 @@
 
 Usage (from the repository root, with the package installed)::
 
-    python benchmarks/bench_limits.py --n 1000 --repeats 3 --rss 1000,5000,10000 --big 40
+    python benchmarks/bench_limits.py --n 1000 --repeats 3 --rss 1000,5000,10000 --big 80
 
 It writes N correct numpy submissions (each file unique by a comment) and
 grades them, in interleaved repeats (each repeat runs every mode once, in a
@@ -36,7 +36,8 @@ see `SPAWN`); with ``--big K``, what a
 (the marginal cost) and per run (the fixed cost: preparing its expected
 value and error bound), each split into the grader's own process and the
 jobs (the sandbox's zygote and the jobs it forks), from runs of 1 and of K
-submissions with and without the check (`big_cost`), and the floor under it: the student's
+submissions with and without the check, in ``--big-repeats`` interleaved rounds
+(medians, and each round's figure for the spread: `big_cost`), and the floor under it: the student's
 ``attention`` alone on the same lists in a bare fork (`big_floor`).
 
 Every mode is timed the same way: the wall-clock time of its own process
@@ -62,6 +63,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, GRADER_COURSE_SECRET=os.environ.get("GRADER_COURSE_SECRET", "bench-limits-secret"))
@@ -459,19 +461,24 @@ def grade_split(folder: Path, out: Path, jobs: int, extra: list[str], work: Path
     return cpu, float(json.loads(usage.read_text())["parent"])
 
 
-def big_cost(work: Path, n: int, jobs: int, repeats: int = 2) -> dict[str, tuple[float, float, float]]:
+def big_cost(work: Path, n: int, jobs: int, repeats: int = 9) -> dict[str, Any]:
     """What one 512x64 compare check costs, from runs of 1 and ``n`` submissions with and without it.
 
-    Each of the four runs is the best (least CPU) of ``repeats``. The marginal cost is the
-    check's added CPU per added submission, ``((with_n - with_1) - (without_n - without_1)) / (n - 1)``;
-    the fixed cost what it adds to a run beyond that, ``(with_1 - without_1) - marginal``.
+    Each of ``repeats`` rounds runs the four configurations (with and without the check, 1 and
+    ``n`` submissions) once, in an order rotated from round to round, so that load elsewhere on the
+    machine falls on every configuration alike. Each round gives its own marginal cost, the check's
+    added CPU per added submission, ``((with_n - with_1) - (without_n - without_1)) / (n - 1)``; its
+    fixed cost, what it adds to a run beyond that, ``(with_1 - without_1) - marginal``; and its cost
+    per submission over the run of ``n``, ``(with_n - without_n) / n``. Each figure returned is the
+    median of the rounds' (each round's four runs are paired: a slow minute moves them together).
 
     Returns
     -------
     dict
         ``marginal`` (ms per submission) and ``fixed`` (s per run), each as (whole tree, grader
-        process, jobs); ``at_n`` (ms per submission of the run of ``n``, fixed cost included),
-        likewise.
+        process, jobs), medians of the rounds; ``at_n`` (ms per submission of the run of ``n``,
+        fixed cost included), likewise; ``rounds``: each round's marginal cost of the whole tree
+        (ms per submission, in the order run), for the spread.
     """
     if n < 2:
         raise SystemExit("--big needs at least 2 submissions (the marginal cost is from runs of 1 and of K)")
@@ -483,26 +490,37 @@ def big_cost(work: Path, n: int, jobs: int, repeats: int = 2) -> dict[str, tuple
     folders = {1: work / "big-class-1", n: work / f"big-class-{n}"}
     for size, folder in folders.items():
         write_class(folder, size)
-    cpu: dict[tuple[str, int], tuple[float, float, float]] = {}
+    extras = {}
     for label, big in (("without", ""), ("with", BIG_CHECK)):
         specs = work / f"big-specs-{label}"
         specs.mkdir()
         (specs / "BIG.01.yaml").write_text(BIG_SPEC.format(big=big))
-        extra = ["--specs", str(specs), "--reference", str(reference), "--no-diagnosis"]
-        for size, folder in folders.items():
-            total, own = min(grade_split(folder, work / "big-out", jobs, extra, work) for _ in range(repeats))
+        extras[label] = ["--specs", str(specs), "--reference", str(reference), "--no-diagnosis"]
+    configs = [(label, size) for label in ("without", "with") for size in (1, n)]
+    marginal: list[list[float]] = []
+    fixed: list[list[float]] = []
+    at_n: list[list[float]] = []
+    for r in range(repeats):
+        cpu: dict[tuple[str, int], tuple[float, float, float]] = {}
+        for label, size in configs[r % 4 :] + configs[: r % 4]:
+            total, own = grade_split(folders[size], work / "big-out", jobs, extras[label], work)
             cpu[label, size] = (total, own, total - own)
-    parts = range(3)
-    marginal = [
-        ((cpu["with", n][i] - cpu["with", 1][i]) - (cpu["without", n][i] - cpu["without", 1][i])) / (n - 1)
-        for i in parts
-    ]
-    fixed = [(cpu["with", 1][i] - cpu["without", 1][i]) - marginal[i] for i in parts]
-    at_n = [(cpu["with", n][i] - cpu["without", n][i]) / n for i in parts]
+        m = [
+            ((cpu["with", n][i] - cpu["with", 1][i]) - (cpu["without", n][i] - cpu["without", 1][i])) / (n - 1)
+            for i in range(3)
+        ]
+        marginal.append([1000 * x for x in m])
+        fixed.append([(cpu["with", 1][i] - cpu["without", 1][i]) - m[i] for i in range(3)])
+        at_n.append([1000 * (cpu["with", n][i] - cpu["without", n][i]) / n for i in range(3)])
+
+    def medians(rows: list[list[float]]) -> tuple[float, ...]:
+        return tuple(statistics.median(column) for column in zip(*rows))
+
     return {
-        "marginal": tuple(1000 * m for m in marginal),
-        "fixed": tuple(fixed),
-        "at_n": tuple(1000 * a for a in at_n),
+        "marginal": medians(marginal),
+        "fixed": medians(fixed),
+        "at_n": medians(at_n),
+        "rounds": [row[0] for row in marginal],
     }
 
 
@@ -566,6 +584,9 @@ def main() -> None:
     parser.add_argument(
         "--big", type=int, default=0, help="submissions (at least 2) for the 512x64 compare check's cost (0: skip)"
     )
+    parser.add_argument(
+        "--big-repeats", type=int, default=9, help="rounds of the --big runs, each round its four runs (default 9)"
+    )
     parser.add_argument("--run", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.run:
@@ -617,13 +638,14 @@ def main() -> None:
                 shutil.rmtree(big, ignore_errors=True)
             print("peak RSS of grader grade (sandboxed): " + "; ".join(figures))
         if a.big:
-            big = big_cost(work, a.big, a.jobs)
+            big = big_cost(work, a.big, a.jobs, a.big_repeats)
             m, f, at = big["marginal"], big["fixed"], big["at_n"]
             print(
                 f"a compare check on 512x64 Q, K, V: {m[0]:.1f} ms of CPU per added submission "
                 f"(grader {m[1]:.1f}, jobs {m[2]:.1f}) and {f[0]:.2f} s per run (grader {f[1]:.2f}, jobs {f[2]:.2f}); "
-                f"{at[0]:.1f} ms per submission over a run of {a.big} (runs of 1 and {a.big} submissions, "
-                "with and without it, best of 2 each)"
+                f"{at[0]:.1f} ms per submission over a run of {a.big} (medians of {a.big_repeats} rounds, each "
+                f"of runs of 1 and {a.big} submissions with and without it; per added submission, each round: "
+                f"{', '.join(f'{x:.1f}' for x in big['rounds'])}; min / median / max {_spread(big['rounds']).strip()})"
             )
             floor = big_floor()
             print(
