@@ -55,9 +55,6 @@ Per submission in flight, the grader holds at most:
 * stdout and stderr, each capped at 16 KiB
   (`grader.builtin.runner.OUTPUT_CAP_BYTES`).
 
-For the whole run, besides: at most 8 MiB of large frames kept decoded (`LargeFrameMemo`) and
-8 MiB of free buffers to read large frames into (`grader.execution.channel.BufferPool`).
-
 Only one frame is read at a time: the next call is sent once the previous
 frame is decoded. Parsing costs time in proportion to the frame's bytes, so
 the same bound holds for the grader's CPU per frame.
@@ -72,7 +69,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from grader.execution.memo import BudgetTable, LargeFrame
+from grader.execution.memo import BudgetTable
 
 __all__ = [
     "ARRAY_KEY",
@@ -81,7 +78,6 @@ __all__ = [
     "DEFAULT_BUDGET",
     "FLOAT_KEY",
     "FRAMES",
-    "LARGE_FRAMES",
     "FRAME_OVERHEAD_BYTES",
     "IMPORT_FRAME_BYTES",
     "LIST_BELOW_ITEMS",
@@ -89,7 +85,6 @@ __all__ = [
     "WIRE_DTYPES",
     "BoundaryError",
     "FrameMemo",
-    "LargeFrameMemo",
     "ResultBudget",
     "budget_for",
     "check_length",
@@ -690,41 +685,3 @@ def _fresh(value: Any) -> Any:
 
 FRAMES = FrameMemo()
 """The grader's one table of decoded frames (`FrameMemo`)."""
-
-
-class LargeFrameMemo(BudgetTable[tuple[LargeFrame, str, "ResultBudget | None"], tuple[LargeFrame, dict[str, Any]]]):
-    """`decode_frame`'s answers for the large frames seen before in a run (`LargeFrame` keys), as
-    `FrameMemo` is for small ones.
-
-    A class's jobs send the same large answer again and again (every correct submission's
-    512x512 weights). A large frame equal, byte for byte, to one kept here (a sampled hash, then
-    one ``memcmp``) gets a copy of that frame's answer (its own dict and lists; the read-only
-    arrays are the kept frame's, shared) and the kept frame's `LargeFrame`: so the grader's
-    answer tables (`grader.grading.judging`) find it by identity, without comparing its bytes
-    again, and the buffer it was read into holds nothing anyone keeps (its reader can read the
-    next large frame into it: `grader.execution.channel`). Refusals are not kept; at most
-    `BudgetTable.LARGE_MAX_BYTES` of frames are kept (past that the table starts again).
-    Thread-safe.
-    """
-
-    def decode(
-        self, data: bytearray, expect: str = "call", budget: ResultBudget | None = None
-    ) -> tuple[dict[str, Any], LargeFrame, bool]:
-        """`decode_frame` of ``data`` (same answer, same errors) with the `LargeFrame` of its bytes,
-        and whether equal bytes were kept here before (True: ``data`` is held by nothing returned).
-        """
-        probe = LargeFrame(data)
-        key = (probe, expect, budget)
-        kept = self._table.get(key)
-        seen = kept is not None
-        if kept is None:
-            kept = (probe, decode_frame(data, expect, budget))
-            self._keep(key, len(data), kept, large=True)
-        frame = dict(kept[1])
-        if type(frame.get("value")) is list:
-            frame["value"] = _fresh(frame["value"])
-        return frame, kept[0], seen
-
-
-LARGE_FRAMES = LargeFrameMemo()
-"""The grader's one table of decoded large frames (`LargeFrameMemo`)."""

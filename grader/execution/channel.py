@@ -11,7 +11,6 @@ import dataclasses
 import json
 import os
 import selectors
-import threading
 import time
 from typing import Any
 
@@ -19,7 +18,6 @@ from grader.execution.boundary import (
     CALL_KEYS,
     FRAMES,
     IMPORT_FRAME_BYTES,
-    LARGE_FRAMES,
     UNREADABLE,
     BoundaryError,
     ResultBudget,
@@ -182,7 +180,7 @@ class JobChannel:
                     if size >= LARGE_FRAME_BYTES:  # within its limit: read in place from here on
                         # (the buffer holds less than this frame, so nothing of the next one)
                         widen_pipe(self.result_fd, size)
-                        self.large = _BUFFERS.take(size)
+                        self.large = bytearray(size)
                         self.filled = len(self.buffer) - start - 4
                         self.large[: self.filled] = self.buffer[start + 4 :]
                         self.buffer.clear()
@@ -309,9 +307,7 @@ class JobChannel:
         True when bytes came, or the result pipe closed before the frame was whole (`read_frame`
         reads on, or sees the pipe closed); False when no byte is there yet. A large frame's
         `CallResult.wire` is empty (a shard or a Dask worker writes its result field by field); its
-        bytes are `last_large` (`CallResult.large`), the key the grader's answer tables know it by:
-        for an answer equal to one read before, that answer's own key and arrays
-        (`grader.execution.boundary.LargeFrameMemo`), and the buffer read into goes back to `_BUFFERS`.
+        bytes are `last_large` (`CallResult.large`), the key the grader's answer tables know it by.
         """
         assert self.large is not None
         self.last_wire = b""
@@ -335,11 +331,10 @@ class JobChannel:
             return True
         data, self.large = self.large, None
         try:
-            frame, self.last_large, seen = LARGE_FRAMES.decode(data, expect, budget)
+            frame = decode_frame(data, expect, budget)
         except BoundaryError as exc:
             return exc
-        if seen:  # an answer seen before: its kept frame's arrays are returned, not views of ``data``
-            _BUFFERS.give(data)
+        self.last_large = LargeFrame(data)
         return frame
 
     def _result_closed(self) -> None:
@@ -406,41 +401,6 @@ class JobChannel:
                 os.close(fd)
             except OSError:
                 pass
-
-
-class BufferPool:
-    """Buffers that large frames were read into and that nothing holds any more, for the next ones.
-
-    A large answer equal to one seen before leaves its buffer free (`LargeFrameMemo`): reading the
-    next large frame of that size into it saves a fresh buffer's allocation, zeroing and first
-    touch of every page (about 1 ms for the 2.3 MiB answer of a 512x64 attention when the
-    allocator has no free block of that size). At most `MOST_BYTES` are kept. Thread-safe.
-    """
-
-    MOST_BYTES = 8 << 20
-    """Bytes of free buffers kept, at most."""
-
-    def __init__(self) -> None:
-        self._free: list[bytearray] = []
-        self._lock = threading.Lock()
-
-    def take(self, size: int) -> bytearray:
-        """A buffer of ``size`` bytes (its content is whatever it held: it is read over, whole)."""
-        with self._lock:
-            for i, buffer in enumerate(self._free):
-                if len(buffer) == size:
-                    return self._free.pop(i)
-        return bytearray(size)
-
-    def give(self, buffer: bytearray) -> None:
-        """Keep ``buffer``, which nothing else holds, for a later `take` (within `MOST_BYTES`)."""
-        with self._lock:
-            if sum(map(len, self._free)) + len(buffer) <= self.MOST_BYTES:
-                self._free.append(buffer)
-
-
-_BUFFERS = BufferPool()
-"""The grader's free buffers for large frames (`BufferPool`)."""
 
 
 def result_of(frame: dict[str, Any], seconds: float, wire: bytes = b"", large: LargeFrame | None = None) -> CallResult:
