@@ -11,14 +11,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-import itertools
 import json
 import operator
 import os
 import queue
 import shutil
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -30,6 +29,7 @@ from grader.disclosure import is_public, secret_while_grading
 from grader.errors import ConfigError, GraderError, JobStarterLost, PluginError, internal_error_id
 from grader.errors import WriterError as WriterError  # where grader.shards.merge finds it
 from grader.errors import log_internal_error as _log_internal_error
+from grader.execution.channel import own_results
 from grader.execution.memo import IdentityTable
 from grader.grading.judging import OutcomeMemo, answers_of
 from grader.grading.settings import result_settings
@@ -387,7 +387,8 @@ def _judged(
 ) -> list[tuple[Exercise, list[tuple[Check, Verdict]]]]:
     """Each exercise with its checks' verdicts, judged through ``grader_judge_check``."""
     judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
-    for exercise, pc, mine in collected.split(outcome.results):
+    # Values of their own: the answers are shared between equal frames (`grader.execution.channel.own_results`).
+    for exercise, pc, mine in collected.split(own_results(outcome.results)):
         verdict = answered(
             config.hooks.judge_check(
                 check=pc.check,
@@ -513,10 +514,6 @@ def result_key(submission: Submission, collected: Collected, config: Config) -> 
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-AHEAD = 4
-"""Submissions in flight per grading thread in `grade` (queued, running, or graded and not yet written)."""
-
-
 def worker_count(config: Config) -> int:
     """Submissions graded at once: ``--jobs``, or one per core."""
     jobs = config.option("jobs")
@@ -619,46 +616,97 @@ def _grade_todo(
     config: Config,
     results: list[SubmissionResult | None],
 ) -> None:
-    """Grade ``submissions[i]`` for each ``i`` in ``todo``, `worker_count` at a time, into ``results[i]``."""
-    # One thread more than running jobs, so a result is judged while every job slot is busy.
-    threads = worker_count(config) + 1
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grader")
+    """Grade ``submissions[i]`` for each ``i`` in ``todo``, `worker_count` at a time, into ``results[i]``.
+
+    Each grading thread takes the next submission, grades it and hands its result over itself
+    (`_Batch.hand_over`), one thread at a time; this thread only waits for them to end. A result
+    is written as soon as it is graded and dropped (issue 16: memory flat in the class size), and
+    no thread is woken per submission but the one that grades it.
+    """
+    # One thread more than running jobs, so a result is judged and handed over while every job slot is busy.
+    batch = _Batch(submissions, todo, collected, config, results)
+    threads = [
+        threading.Thread(target=batch.work, name=f"grader_{number}") for number in range(worker_count(config) + 1)
+    ]
     try:
-        # At most AHEAD submissions per thread are in flight (queued, running or finished and not yet
-        # handed over): when the writers of this thread fall behind the jobs, the grading threads wait
-        # instead of piling up whole unshared results, and no future exists for the rest of the class
-        # (issue 16: memory flat in the class size).
-        waiting = iter(todo)
-        futures: dict[Future[SubmissionResult], int] = {}
-        finished: queue.SimpleQueue[Future[SubmissionResult]] = queue.SimpleQueue()  # each future once done
-        while True:
-            for index in itertools.islice(waiting, AHEAD * threads - len(futures)):
-                future = pool.submit(grade_submission, submissions[index], collected, config)
-                futures[future] = index
-                future.add_done_callback(finished.put)
-            if not futures:
-                break
-            done = [finished.get()]
-            while not finished.empty():
-                done.append(finished.get())
-            for future in sorted(done, key=futures.__getitem__):  # the class's order, whatever finished first
-                index = futures.pop(future)  # dropped here: a finished future would keep the unshared result
+        for thread in threads:
+            thread.start()
+        for _ in threads:
+            fault = batch.ended.get()
+            if fault is not None:
+                raise fault
+    except BaseException:
+        # Ctrl-C (or a writer's one-line error): no submission is taken or handed over any more, and
+        # nothing waits here for the submissions in flight; the runner's grader_unconfigure ends their
+        # jobs, so they finish at once, quietly (their failures are the stop's, not the grader's).
+        config.stash[_STOPPED] = True
+        batch.stop()
+        raise
+
+
+class _Batch:
+    """The submissions `_grade_todo` grades: what its threads take next, and the hand-over they share."""
+
+    def __init__(
+        self,
+        submissions: list[Submission],
+        todo: list[int],
+        collected: Collected,
+        config: Config,
+        results: list[SubmissionResult | None],
+    ) -> None:
+        self.submissions, self.collected, self.config, self.results = submissions, collected, config, results
+        self.waiting = iter(todo)
+        self.taking = threading.Lock()
+        self.handing = threading.Lock()  # one hand-over at a time: the writers and the gradebook are not shared
+        self.stopped = False
+        self.ended: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()  # each thread's end, or its fault
+
+    def stop(self) -> None:
+        """Take and hand over no more (waiting for a hand-over under way, within `STOP_WAIT_SECONDS`)."""
+        handing = self.handing.acquire(timeout=STOP_WAIT_SECONDS)
+        self.stopped = True
+        if handing:
+            self.handing.release()
+
+    def work(self) -> None:
+        """A grading thread: grade and hand over the next submission until none is left, or the batch stops."""
+        fault: BaseException | None = None
+        try:
+            while True:
+                with self.taking:
+                    index = None if self.stopped else next(self.waiting, None)
+                if index is None:
+                    break
+                submission = self.submissions[index]
                 try:
-                    result = future.result()
+                    result = grade_submission(submission, self.collected, self.config)
                 except JobStarterLost:  # the run stops with its one line (the gradebook keeps what was graded)
                     raise
                 except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
-                    result = internal_error_result(submissions[index], collected, config, exc, "grading it")
-                adjusted = adjust_result(result, submissions[index], config)
-                results[index] = _shared_hand_over(adjusted, submissions[index], collected, config)
-    except BaseException:
-        # Ctrl-C (or a writer's one-line error): what is queued is dropped and nothing waits here for
-        # the submissions in flight; the runner's grader_unconfigure ends their jobs, so they finish at
-        # once, quietly (their failures are the stop's, not the grader's).
-        config.stash[_STOPPED] = True
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+                    result = internal_error_result(submission, self.collected, self.config, exc, "grading it")
+                self.hand_over(index, result)
+        except BaseException as exc:  # noqa: BLE001 - raised in the waiting thread (`_grade_todo`)
+            self.stopped = True
+            fault = exc
+        self.ended.put(fault)
+
+    def hand_over(self, index: int, result: SubmissionResult) -> None:
+        """Adjust, share and hand over one submission's result (none once the batch stopped)."""
+        with self.handing:
+            if self.stopped:
+                return
+            submission, config = self.submissions[index], self.config
+            try:
+                adjusted = adjust_result(result, submission, config)
+                self.results[index] = _shared_hand_over(adjusted, submission, self.collected, config)
+            except BaseException:
+                self.stopped = True  # within the hand-over: no other thread hands a result over after this fault
+                raise
+
+
+STOP_WAIT_SECONDS = 5.0
+"""How long a stopping batch waits for a hand-over under way (the writers of one submission) to end."""
 
 
 _SHARED = StashKey[dict[Any, Any]]()

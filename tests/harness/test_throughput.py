@@ -162,6 +162,47 @@ def test_a_frame_seen_before_decodes_to_an_equal_frame_of_its_own() -> None:
     assert len(memo._table) == 1
 
 
+def test_equal_answers_share_one_frame_and_every_judge_gets_values_of_its_own() -> None:
+    """The channel reads a call frame seen before as the very frame kept (`FrameMemo.shared`: no copy per
+    frame); the judges get copies (`own_results`), so a plugin's judge changing what it was handed in place
+    changes no other submission's answer. Fails if `_judged` handed the shared values on."""
+    from types import SimpleNamespace
+
+    from grader.execution.boundary import FrameMemo, decode_frame
+    from grader.execution.channel import result_of
+    from grader.grading import session
+    from grader.models import RunOutcome, Verdict
+
+    memo = FrameMemo()
+    data = b'{"event":"call","status":"returned","mutated":[],"value":[[1.0,2.5],[3.0,4.0]]}'
+    first = memo.shared(data)
+    assert first == decode_frame(data) and memo.shared(data) is first
+    results = (result_of(first, 0.1, data), result_of(memo.shared(data), 0.2, data), result_of(first, 0.3))
+    assert results[0].value is results[1].value is first["value"]
+    handed = []
+
+    def judge_check(check, prepared, results, kind, context, config):  # noqa: ANN001, ANN202
+        for result in results:  # a plugin changing the values it was handed
+            result.value[0].append(99.0)
+            result.value.append([0.0])
+        handed.append(results)
+        return Verdict("passed", "")
+
+    exercise = SimpleNamespace(id="e")
+    check = SimpleNamespace(prepared=SimpleNamespace(shown_call=""), check="c", kind=None, context=None)
+    collected = SimpleNamespace(checks=[(exercise, [check])], split=lambda got: [(exercise, check, list(got))])
+    config = SimpleNamespace(hooks=SimpleNamespace(judge_check=judge_check), stash={})
+    assert session._judged(collected, RunOutcome(results), config) == [(exercise, [("c", Verdict("passed", ""))])]
+    assert [r.value for r in handed[0]] == [[[1.0, 2.5, 99.0], [3.0, 4.0], [0.0]]] * 3  # each changed its own copy
+    assert [r.seconds for r in handed[0]] == [0.1, 0.2, 0.3] and handed[0][0].wire == data
+    assert first["value"] == [[1.0, 2.5], [3.0, 4.0]] == memo.shared(data)["value"]  # the shared one is intact
+    assert results[2].value == [[1.0, 2.5], [3.0, 4.0]]
+    # Frames other than a call's are decoded afresh each time, as `decode` does.
+    assert memo.shared(b'{"event":"import","ok":true}', "import") is not memo.shared(
+        b'{"event":"import","ok":true}', "import"
+    )
+
+
 def test_frames_past_the_memo_s_budget_start_it_again(monkeypatch) -> None:  # noqa: ANN001
     from grader.execution.boundary import FrameMemo
 
