@@ -625,9 +625,8 @@ def _grade_todo(
     """
     # One thread more than running jobs, so a result is judged and handed over while every job slot is busy.
     batch = _Batch(submissions, todo, collected, config, results)
-    threads = [
-        threading.Thread(target=batch.work, name=f"grader_{number}") for number in range(worker_count(config) + 1)
-    ]
+    count = min(worker_count(config) + 1, len(todo))  # no thread that would find nothing to grade
+    threads = [threading.Thread(target=batch.work, name=f"grader_{number}") for number in range(count)]
     try:
         for thread in threads:
             thread.start()

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -436,3 +437,69 @@ def test_gradebook_rows_are_committed_together_and_a_first_arrival_at_once(tmp_p
     book.put("at close", "spec", result)
     book.close()
     assert count("results") == gradebook.COMMIT_ROWS + 4
+
+
+def _batch_config(jobs: int) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(option=lambda name, default=None: jobs if name == "jobs" else default, stash={})
+
+
+def test_each_grading_thread_hands_its_own_results_over_one_at_a_time(monkeypatch) -> None:  # noqa: ANN001
+    """No future or queue per submission: the thread that graded a result hands it over, under one lock,
+    every submission of the batch once, into its own place; submissions outside the batch stay None."""
+    import threading
+    import time
+
+    from grader.grading import session
+
+    inside, most, handed = [0], [0], []
+
+    def hand_over(result, submission, collected, config):  # noqa: ANN001, ANN202
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.0005)  # long enough for another thread to come in, were there no lock
+        handed.append((result, threading.current_thread().name))
+        inside[0] -= 1
+        return result * 10
+
+    monkeypatch.setattr(
+        session, "grade_submission", lambda submission, collected, config: time.sleep(0.001) or submission
+    )
+    monkeypatch.setattr(session, "adjust_result", lambda result, submission, config: result + 1)
+    monkeypatch.setattr(session, "_shared_hand_over", hand_over)
+    results: list[Any] = [None] * 40
+    session._grade_todo(list(range(40)), list(range(0, 40, 2)), None, _batch_config(2), results)
+    assert results == [(i + 1) * 10 if i % 2 == 0 else None for i in range(40)]
+    assert sorted(result for result, _ in handed) == list(range(1, 41, 2)) and most[0] == 1
+    assert {name for _, name in handed} <= {"grader_0", "grader_1", "grader_2"}
+
+
+def test_a_hand_over_s_fault_stops_the_batch_and_nothing_is_handed_over_after_it(monkeypatch) -> None:  # noqa: ANN001
+    """A writer's one-line error (or JobStarterLost) raised in a grading thread is raised by `_grade_todo`;
+    no other submission is taken or handed over after it, and the stop is marked for the quiet ends."""
+    import time
+
+    from grader.errors import UsageError
+    from grader.grading import session
+
+    handed = []
+
+    def hand_over(result, submission, collected, config):  # noqa: ANN001, ANN202
+        if result == 5:
+            raise UsageError("--out: cannot write")
+        handed.append(result)
+        return result
+
+    monkeypatch.setattr(
+        session, "grade_submission", lambda submission, collected, config: time.sleep(0.002) or submission
+    )
+    monkeypatch.setattr(session, "adjust_result", lambda result, submission, config: result)
+    monkeypatch.setattr(session, "_shared_hand_over", hand_over)
+    config = _batch_config(2)
+    with pytest.raises(UsageError, match="cannot write"):
+        session._grade_todo(list(range(200)), list(range(200)), None, config, [None] * 200)
+    count = len(handed)
+    time.sleep(0.1)  # the threads still grading end without handing anything over
+    assert len(handed) == count < 12 and 5 not in handed
+    assert config.stash[session._STOPPED] is True
