@@ -14,10 +14,8 @@ import hashlib
 import json
 import operator
 import os
-import queue
 import shutil
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -31,6 +29,7 @@ from grader.errors import WriterError as WriterError  # where grader.shards.merg
 from grader.errors import log_internal_error as _log_internal_error
 from grader.execution.channel import own_results
 from grader.execution.memo import IdentityTable
+from grader.grading.batch import Batch
 from grader.grading.judging import OutcomeMemo, answers_of
 from grader.grading.settings import result_settings
 from grader.models import (
@@ -618,94 +617,32 @@ def _grade_todo(
 ) -> None:
     """Grade ``submissions[i]`` for each ``i`` in ``todo``, `worker_count` at a time, into ``results[i]``.
 
-    Each grading thread takes the next submission, grades it and hands its result over itself
-    (`_Batch.hand_over`), one thread at a time; this thread only waits for them to end. A result
-    is written as soon as it is graded and dropped (issue 16: memory flat in the class size), and
-    no thread is woken per submission but the one that grades it.
+    Each grading thread grades a submission and hands its result over itself, one thread at a
+    time (`grader.grading.batch.Batch`): a result is written as soon as it is graded and dropped
+    (issue 16: memory flat in the class size), and no other thread is woken per submission.
     """
-    # One thread more than running jobs, so a result is judged and handed over while every job slot is busy.
-    batch = _Batch(submissions, todo, collected, config, results)
-    count = min(worker_count(config) + 1, len(todo))  # no thread that would find nothing to grade
-    threads = [threading.Thread(target=batch.work, name=f"grader_{number}") for number in range(count)]
-    try:
-        for thread in threads:
-            thread.start()
-        for _ in threads:
-            fault = batch.ended.get()
-            if fault is not None:
-                raise fault
-    except BaseException:
-        # Ctrl-C (or a writer's one-line error): no submission is taken or handed over any more, and
-        # nothing waits here for the submissions in flight; the runner's grader_unconfigure ends their
-        # jobs, so they finish at once, quietly (their failures are the stop's, not the grader's).
-        config.stash[_STOPPED] = True
-        batch.stop()
-        raise
 
-
-class _Batch:
-    """The submissions `_grade_todo` grades: what its threads take next, and the hand-over they share."""
-
-    def __init__(
-        self,
-        submissions: list[Submission],
-        todo: list[int],
-        collected: Collected,
-        config: Config,
-        results: list[SubmissionResult | None],
-    ) -> None:
-        self.submissions, self.collected, self.config, self.results = submissions, collected, config, results
-        self.waiting = iter(todo)
-        self.taking = threading.Lock()
-        self.handing = threading.Lock()  # one hand-over at a time: the writers and the gradebook are not shared
-        self.stopped = False
-        self.ended: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()  # each thread's end, or its fault
-
-    def stop(self) -> None:
-        """Take and hand over no more (waiting for a hand-over under way, within `STOP_WAIT_SECONDS`)."""
-        handing = self.handing.acquire(timeout=STOP_WAIT_SECONDS)
-        self.stopped = True
-        if handing:
-            self.handing.release()
-
-    def work(self) -> None:
-        """A grading thread: grade and hand over the next submission until none is left, or the batch stops."""
-        fault: BaseException | None = None
+    def grade_one(index: int) -> SubmissionResult:
         try:
-            while True:
-                with self.taking:
-                    index = None if self.stopped else next(self.waiting, None)
-                if index is None:
-                    break
-                submission = self.submissions[index]
-                try:
-                    result = grade_submission(submission, self.collected, self.config)
-                except JobStarterLost:  # the run stops with its one line (the gradebook keeps what was graded)
-                    raise
-                except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
-                    result = internal_error_result(submission, self.collected, self.config, exc, "grading it")
-                self.hand_over(index, result)
-        except BaseException as exc:  # noqa: BLE001 - raised in the waiting thread (`_grade_todo`)
-            self.stopped = True
-            fault = exc
-        self.ended.put(fault)
+            return grade_submission(submissions[index], collected, config)
+        except JobStarterLost:  # the run stops with its one line (the gradebook keeps what was graded)
+            raise
+        except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
+            return internal_error_result(submissions[index], collected, config, exc, "grading it")
 
-    def hand_over(self, index: int, result: SubmissionResult) -> None:
-        """Adjust, share and hand over one submission's result (none once the batch stopped)."""
-        with self.handing:
-            if self.stopped:
-                return
-            submission, config = self.submissions[index], self.config
-            try:
-                adjusted = adjust_result(result, submission, config)
-                self.results[index] = _shared_hand_over(adjusted, submission, self.collected, config)
-            except BaseException:
-                self.stopped = True  # within the hand-over: no other thread hands a result over after this fault
-                raise
+    def hand_over(index: int, result: SubmissionResult) -> None:
+        adjusted = adjust_result(result, submissions[index], config)
+        results[index] = _shared_hand_over(adjusted, submissions[index], collected, config)
 
+    def stopped() -> None:
+        # Ctrl-C (or a writer's one-line error): the submissions in flight are not waited for; the
+        # runner's grader_unconfigure ends their jobs, so they finish at once, quietly (their
+        # failures are the stop's, not the grader's).
+        config.stash[_STOPPED] = True
 
-STOP_WAIT_SECONDS = 5.0
-"""How long a stopping batch waits for a hand-over under way (the writers of one submission) to end."""
+    # One thread more than running jobs, so a result is judged and handed over while every job slot is
+    # busy; no thread that would find nothing to grade.
+    Batch(todo, grade_one, hand_over, stopped).run(min(worker_count(config) + 1, len(todo)))
 
 
 _SHARED = StashKey[dict[Any, Any]]()
