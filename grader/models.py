@@ -319,7 +319,8 @@ class CallResult:
         One of `CALL_STATUSES`.
     value : object
         The returned value as JSON data (lists, floats, ints, bools), when
-        ``status == "returned"``.
+        ``status == "returned"``. Equal answers of a run share one value: never change it in
+        place (a judge is handed values of its own, `grader.execution.channel.own_results`).
     error_type : str
         Exception class name when ``status == "raised"``.
     value_error : bool

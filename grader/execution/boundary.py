@@ -645,6 +645,30 @@ class FrameMemo(BudgetTable[tuple[bytes, str, "ResultBudget | None"], tuple[dict
         """`decode_frame` (same arguments, same answer, same errors), from the table when it can."""
         if len(data) > self.LARGEST:
             return decode_frame(data, expect, budget)
+        kept, pickled = self._answer(data, expect, budget)
+        frame = dict(kept)
+        if pickled is not None:
+            frame["value"] = pickle.loads(pickled)  # noqa: S301 - pickled above, from validated data
+        elif type(frame.get("value")) is list:
+            frame["value"] = fresh(frame["value"])
+        elif type(frame.get("layers")) is dict:
+            frame["layers"] = fresh(frame["layers"])
+        return frame
+
+    def shared(self, data: bytes, expect: str = "call", budget: ResultBudget | None = None) -> dict[str, Any]:
+        """`decode` without its copy: a call frame seen before is the very frame kept, shared, never to be changed.
+
+        How the channel reads every answer (`grader.execution.channel.JobChannel`): its frames
+        become `grader.models.CallResult` values, which no grader code changes in place, and the
+        judges get values of their own (`grader.execution.channel.own_results`). Other frames (an
+        import's, a probe's) and frames longer than `LARGEST` are decoded as `decode` does.
+        """
+        if expect != "call" or len(data) > self.LARGEST:
+            return self.decode(data, expect, budget)
+        return self._answer(data, expect, budget)[0]
+
+    def _answer(self, data: bytes, expect: str, budget: ResultBudget | None) -> tuple[dict[str, Any], bytes | None]:
+        """The kept answer for ``data`` (decoded and kept now if it is new): the frame, and its value's pickle."""
         key = (data, expect, budget)
         kept = self._table.get(key)  # `_kept`, without its call: once per frame of every job
         if kept is None:
@@ -652,14 +676,7 @@ class FrameMemo(BudgetTable[tuple[bytes, str, "ResultBudget | None"], tuple[dict
             value = decoded.get("value")
             kept = (decoded, pickle.dumps(value, 5) if type(value) is list and _lists_only(value) else None)
             self._keep(key, len(data), kept)
-        frame = dict(kept[0])
-        if kept[1] is not None:
-            frame["value"] = pickle.loads(kept[1])  # noqa: S301 - pickled above, from validated data
-        elif type(frame.get("value")) is list:
-            frame["value"] = _fresh(frame["value"])
-        elif type(frame.get("layers")) is dict:
-            frame["layers"] = _fresh(frame["layers"])
-        return frame
+        return kept
 
 
 def _lists_only(value: list[Any]) -> bool:
@@ -670,16 +687,16 @@ def _lists_only(value: list[Any]) -> bool:
     return kinds <= _NUMBERS | _LIST and all(_lists_only(v) for v in value if type(v) is list)
 
 
-def _fresh(value: Any) -> Any:
+def fresh(value: Any) -> Any:
     """A copy of decoded data: new lists and dicts, the same numbers, strings and read-only arrays."""
     kind = type(value)
     if kind is list:
         kinds = set(map(type, value))
         if list not in kinds and dict not in kinds:
             return value[:]
-        return [_fresh(v) for v in value]
+        return [fresh(v) for v in value]
     if kind is dict:
-        return {k: _fresh(v) for k, v in value.items()}
+        return {k: fresh(v) for k, v in value.items()}
     return value
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import selectors
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from grader.execution.boundary import (
@@ -25,6 +26,7 @@ from grader.execution.boundary import (
     decode_frame,
     encode_nonfinite,
     frame_limit,
+    fresh,
 )
 from grader.execution.jobs import CHANNEL_LOST, Job
 from grader.execution.memo import LargeFrame
@@ -262,7 +264,7 @@ class JobChannel:
         self.last_wire = data
         self.last_large = None
         try:
-            return FRAMES.decode(data, expect, budget)
+            return FRAMES.shared(data, expect, budget)
         except BoundaryError as exc:
             return exc
 
@@ -296,7 +298,7 @@ class JobChannel:
             self.start = end
         self.last_wire = data
         try:
-            return FRAMES.decode(data, "call", budget)
+            return FRAMES.shared(data, "call", budget)
         except BoundaryError as exc:
             return exc
 
@@ -429,6 +431,22 @@ def result_of(frame: dict[str, Any], seconds: float, wire: bytes = b"", large: L
     fields["wire"] = wire
     fields["large"] = large
     return result
+
+
+def own_results(results: Sequence[CallResult]) -> list[CallResult]:
+    """``results`` with values of their own: each list value copied, for code that may change it (a judge).
+
+    The answers a job sends are shared between equal frames of a run (`grader.execution.boundary.FrameMemo.shared`):
+    a plugin's judge that changed a value in place would change every other submission's equal answer.
+    """
+    own = list(results)
+    for number, result in enumerate(own):
+        if type(result.value) is list:
+            copy = _new(CallResult)
+            copy.__dict__.update(result.__dict__)
+            copy.__dict__["value"] = fresh(result.value)
+            own[number] = copy
+    return own
 
 
 _new = object.__new__

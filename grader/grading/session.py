@@ -11,14 +11,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-import itertools
 import json
 import operator
 import os
-import queue
 import shutil
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -30,7 +27,9 @@ from grader.disclosure import is_public, secret_while_grading
 from grader.errors import ConfigError, GraderError, JobStarterLost, PluginError, internal_error_id
 from grader.errors import WriterError as WriterError  # where grader.shards.merge finds it
 from grader.errors import log_internal_error as _log_internal_error
+from grader.execution.channel import own_results
 from grader.execution.memo import IdentityTable
+from grader.grading.batch import Batch
 from grader.grading.judging import OutcomeMemo, answers_of
 from grader.grading.settings import result_settings
 from grader.models import (
@@ -387,7 +386,8 @@ def _judged(
 ) -> list[tuple[Exercise, list[tuple[Check, Verdict]]]]:
     """Each exercise with its checks' verdicts, judged through ``grader_judge_check``."""
     judged: dict[str, list[tuple[Check, Verdict]]] = {exercise.id: [] for exercise, _ in collected.checks}
-    for exercise, pc, mine in collected.split(outcome.results):
+    # Values of their own: the answers are shared between equal frames (`grader.execution.channel.own_results`).
+    for exercise, pc, mine in collected.split(own_results(outcome.results)):
         verdict = answered(
             config.hooks.judge_check(
                 check=pc.check,
@@ -513,10 +513,6 @@ def result_key(submission: Submission, collected: Collected, config: Config) -> 
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-AHEAD = 4
-"""Submissions in flight per grading thread in `grade` (queued, running, or graded and not yet written)."""
-
-
 def worker_count(config: Config) -> int:
     """Submissions graded at once: ``--jobs``, or one per core."""
     jobs = config.option("jobs")
@@ -619,46 +615,34 @@ def _grade_todo(
     config: Config,
     results: list[SubmissionResult | None],
 ) -> None:
-    """Grade ``submissions[i]`` for each ``i`` in ``todo``, `worker_count` at a time, into ``results[i]``."""
-    # One thread more than running jobs, so a result is judged while every job slot is busy.
-    threads = worker_count(config) + 1
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grader")
-    try:
-        # At most AHEAD submissions per thread are in flight (queued, running or finished and not yet
-        # handed over): when the writers of this thread fall behind the jobs, the grading threads wait
-        # instead of piling up whole unshared results, and no future exists for the rest of the class
-        # (issue 16: memory flat in the class size).
-        waiting = iter(todo)
-        futures: dict[Future[SubmissionResult], int] = {}
-        finished: queue.SimpleQueue[Future[SubmissionResult]] = queue.SimpleQueue()  # each future once done
-        while True:
-            for index in itertools.islice(waiting, AHEAD * threads - len(futures)):
-                future = pool.submit(grade_submission, submissions[index], collected, config)
-                futures[future] = index
-                future.add_done_callback(finished.put)
-            if not futures:
-                break
-            done = [finished.get()]
-            while not finished.empty():
-                done.append(finished.get())
-            for future in sorted(done, key=futures.__getitem__):  # the class's order, whatever finished first
-                index = futures.pop(future)  # dropped here: a finished future would keep the unshared result
-                try:
-                    result = future.result()
-                except JobStarterLost:  # the run stops with its one line (the gradebook keeps what was graded)
-                    raise
-                except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
-                    result = internal_error_result(submissions[index], collected, config, exc, "grading it")
-                adjusted = adjust_result(result, submissions[index], config)
-                results[index] = _shared_hand_over(adjusted, submissions[index], collected, config)
-    except BaseException:
-        # Ctrl-C (or a writer's one-line error): what is queued is dropped and nothing waits here for
-        # the submissions in flight; the runner's grader_unconfigure ends their jobs, so they finish at
-        # once, quietly (their failures are the stop's, not the grader's).
+    """Grade ``submissions[i]`` for each ``i`` in ``todo``, `worker_count` at a time, into ``results[i]``.
+
+    Each grading thread grades a submission and hands its result over itself, one thread at a
+    time (`grader.grading.batch.Batch`): a result is written as soon as it is graded and dropped
+    (issue 16: memory flat in the class size), and no other thread is woken per submission.
+    """
+
+    def grade_one(index: int) -> SubmissionResult:
+        try:
+            return grade_submission(submissions[index], collected, config)
+        except JobStarterLost:  # the run stops with its one line (the gradebook keeps what was graded)
+            raise
+        except Exception as exc:  # noqa: BLE001 - grade_submission does not raise; belt and braces
+            return internal_error_result(submissions[index], collected, config, exc, "grading it")
+
+    def hand_over(index: int, result: SubmissionResult) -> None:
+        adjusted = adjust_result(result, submissions[index], config)
+        results[index] = _shared_hand_over(adjusted, submissions[index], collected, config)
+
+    def stopped() -> None:
+        # Ctrl-C (or a writer's one-line error): the submissions in flight are not waited for; the
+        # runner's grader_unconfigure ends their jobs, so they finish at once, quietly (their
+        # failures are the stop's, not the grader's).
         config.stash[_STOPPED] = True
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+
+    # One thread more than running jobs, so a result is judged and handed over while every job slot is
+    # busy; no thread that would find nothing to grade.
+    Batch(todo, grade_one, hand_over, stopped).run(min(worker_count(config) + 1, len(todo)))
 
 
 _SHARED = StashKey[dict[Any, Any]]()

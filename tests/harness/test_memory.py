@@ -7,9 +7,8 @@ CPU and what is measured is the grader's own process (judging, scoring, every wr
 gradebook), as fast as it can go. The slope of its RSS between the two classes (its own peak,
 ``RUSAGE_SELF``, and its RSS when the end-of-run writers start) is what each more submission costs.
 
-What it guards: finished results written and dropped as they come (at most
-`grader.grading.session.AHEAD` submissions per grading thread in flight, so writers slower than the
-jobs pile nothing up), the class pages and the CSV counted or written a piece at a time,
+What it guards: finished results written and dropped as they come (each grading thread hands over
+its own result before it takes the next submission, so writers slower than the jobs pile nothing up), the class pages and the CSV counted or written a piece at a time,
 SQLite's page cache kept small, and a few KB kept per submission. The code before these changes
 grew by about 20 KB per submission here (finished results waiting for the writers, the summary's
 lists of statuses, the index page built whole), and fails this test.

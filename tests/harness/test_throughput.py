@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -160,6 +161,47 @@ def test_a_frame_seen_before_decodes_to_an_equal_frame_of_its_own() -> None:
         with pytest.raises(BoundaryError, match="the result holds a string"):
             memo.decode(bad)
     assert len(memo._table) == 1
+
+
+def test_equal_answers_share_one_frame_and_every_judge_gets_values_of_its_own() -> None:
+    """The channel reads a call frame seen before as the very frame kept (`FrameMemo.shared`: no copy per
+    frame); the judges get copies (`own_results`), so a plugin's judge changing what it was handed in place
+    changes no other submission's answer. Fails if `_judged` handed the shared values on."""
+    from types import SimpleNamespace
+
+    from grader.execution.boundary import FrameMemo, decode_frame
+    from grader.execution.channel import result_of
+    from grader.grading import session
+    from grader.models import RunOutcome, Verdict
+
+    memo = FrameMemo()
+    data = b'{"event":"call","status":"returned","mutated":[],"value":[[1.0,2.5],[3.0,4.0]]}'
+    first = memo.shared(data)
+    assert first == decode_frame(data) and memo.shared(data) is first
+    results = (result_of(first, 0.1, data), result_of(memo.shared(data), 0.2, data), result_of(first, 0.3))
+    assert results[0].value is results[1].value is first["value"]
+    handed = []
+
+    def judge_check(check, prepared, results, kind, context, config):  # noqa: ANN001, ANN202
+        for result in results:  # a plugin changing the values it was handed
+            result.value[0].append(99.0)
+            result.value.append([0.0])
+        handed.append(results)
+        return Verdict("passed", "")
+
+    exercise = SimpleNamespace(id="e")
+    check = SimpleNamespace(prepared=SimpleNamespace(shown_call=""), check="c", kind=None, context=None)
+    collected = SimpleNamespace(checks=[(exercise, [check])], split=lambda got: [(exercise, check, list(got))])
+    config = SimpleNamespace(hooks=SimpleNamespace(judge_check=judge_check), stash={})
+    assert session._judged(collected, RunOutcome(results), config) == [(exercise, [("c", Verdict("passed", ""))])]
+    assert [r.value for r in handed[0]] == [[[1.0, 2.5, 99.0], [3.0, 4.0], [0.0]]] * 3  # each changed its own copy
+    assert [r.seconds for r in handed[0]] == [0.1, 0.2, 0.3] and handed[0][0].wire == data
+    assert first["value"] == [[1.0, 2.5], [3.0, 4.0]] == memo.shared(data)["value"]  # the shared one is intact
+    assert results[2].value == [[1.0, 2.5], [3.0, 4.0]]
+    # Frames other than a call's are decoded afresh each time, as `decode` does.
+    assert memo.shared(b'{"event":"import","ok":true}', "import") is not memo.shared(
+        b'{"event":"import","ok":true}', "import"
+    )
 
 
 def test_frames_past_the_memo_s_budget_start_it_again(monkeypatch) -> None:  # noqa: ANN001
@@ -395,3 +437,69 @@ def test_gradebook_rows_are_committed_together_and_a_first_arrival_at_once(tmp_p
     book.put("at close", "spec", result)
     book.close()
     assert count("results") == gradebook.COMMIT_ROWS + 4
+
+
+def _batch_config(jobs: int) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(option=lambda name, default=None: jobs if name == "jobs" else default, stash={})
+
+
+def test_each_grading_thread_hands_its_own_results_over_one_at_a_time(monkeypatch) -> None:  # noqa: ANN001
+    """No future or queue per submission: the thread that graded a result hands it over, under one lock,
+    every submission of the batch once, into its own place; submissions outside the batch stay None."""
+    import threading
+    import time
+
+    from grader.grading import session
+
+    inside, most, handed = [0], [0], []
+
+    def hand_over(result, submission, collected, config):  # noqa: ANN001, ANN202
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.0005)  # long enough for another thread to come in, were there no lock
+        handed.append((result, threading.current_thread().name))
+        inside[0] -= 1
+        return result * 10
+
+    monkeypatch.setattr(
+        session, "grade_submission", lambda submission, collected, config: time.sleep(0.001) or submission
+    )
+    monkeypatch.setattr(session, "adjust_result", lambda result, submission, config: result + 1)
+    monkeypatch.setattr(session, "_shared_hand_over", hand_over)
+    results: list[Any] = [None] * 40
+    session._grade_todo(list(range(40)), list(range(0, 40, 2)), None, _batch_config(2), results)
+    assert results == [(i + 1) * 10 if i % 2 == 0 else None for i in range(40)]
+    assert sorted(result for result, _ in handed) == list(range(1, 41, 2)) and most[0] == 1
+    assert {name for _, name in handed} <= {"grader_0", "grader_1", "grader_2"}
+
+
+def test_a_hand_over_s_fault_stops_the_batch_and_nothing_is_handed_over_after_it(monkeypatch) -> None:  # noqa: ANN001
+    """A writer's one-line error (or JobStarterLost) raised in a grading thread is raised by `_grade_todo`;
+    no other submission is taken or handed over after it, and the stop is marked for the quiet ends."""
+    import time
+
+    from grader.errors import UsageError
+    from grader.grading import session
+
+    handed = []
+
+    def hand_over(result, submission, collected, config):  # noqa: ANN001, ANN202
+        if result == 5:
+            raise UsageError("--out: cannot write")
+        handed.append(result)
+        return result
+
+    monkeypatch.setattr(
+        session, "grade_submission", lambda submission, collected, config: time.sleep(0.002) or submission
+    )
+    monkeypatch.setattr(session, "adjust_result", lambda result, submission, config: result)
+    monkeypatch.setattr(session, "_shared_hand_over", hand_over)
+    config = _batch_config(2)
+    with pytest.raises(UsageError, match="cannot write"):
+        session._grade_todo(list(range(200)), list(range(200)), None, config, [None] * 200)
+    count = len(handed)
+    time.sleep(0.1)  # the threads still grading end without handing anything over
+    assert len(handed) == count < 12 and 5 not in handed
+    assert config.stash[session._STOPPED] is True
