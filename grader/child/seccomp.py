@@ -253,9 +253,10 @@ def prepare() -> None:
 
 def seccomp_install() -> None:
     """Install the filter (after PR_SET_NO_NEW_PRIVS). Raises OSError where unsupported."""
-    if platform.machine() not in ("x86_64", "AMD64"):
-        raise OSError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
-    prepare()
+    if not _BUILT:  # not built in the zygote (`prepare`): only on x86_64 is there a filter
+        if platform.machine() not in ("x86_64", "AMD64"):
+            raise OSError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
+        prepare()
     fprog = _BUILT[0][1]
     check(
         libc.prctl(
