@@ -5,6 +5,7 @@ Each case runs in a fresh interpreter: the fast exit ends the process.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,8 +29,11 @@ sys.exit(5)
 """
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True, timeout=60)
+def _run(*args: str, no_stdin: bool = False) -> subprocess.CompletedProcess[str]:
+    close = (lambda: os.close(0)) if no_stdin else None
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True, timeout=60, preexec_fn=close
+    )
 
 
 def test_nothing_open_ends_at_once_with_the_code_the_output_and_the_atexit_functions() -> None:
@@ -46,3 +50,10 @@ def test_a_file_the_run_opened_takes_the_usual_exit_which_writes_it_out(tmp_path
 def test_another_thread_alive_takes_the_usual_exit() -> None:
     done = _run("thread")
     assert (done.returncode, done.stdout) == (5, "summary\nusual exit\natexit ran\n")
+
+
+def test_a_file_the_run_opened_as_descriptor_0_takes_the_usual_exit(tmp_path: Path) -> None:
+    """Started without standard input (``<&-``, a daemon's job), the run's first file is descriptor 0: not to be lost."""
+    done = _run("file", str(tmp_path / "out.txt"), no_stdin=True)
+    assert (done.returncode, done.stdout) == (5, "summary\nusual exit\natexit ran\n")
+    assert (tmp_path / "out.txt").read_text() == "kept"
