@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = """
 import atexit, sys, threading, time
 from grader.cli import launch
@@ -57,3 +59,25 @@ def test_a_file_the_run_opened_as_descriptor_0_takes_the_usual_exit(tmp_path: Pa
     done = _run("file", str(tmp_path / "out.txt"), no_stdin=True)
     assert (done.returncode, done.stdout) == (5, "summary\nusual exit\natexit ran\n")
     assert (tmp_path / "out.txt").read_text() == "kept"
+
+
+def test_a_summary_on_a_full_disk_is_one_line_and_exit_2() -> None:
+    """``grader check ... > /dev/full``: the terminal plugin's OSError was an internal error (traceback, exit 4)."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    from conftest import ROOT, SUBMISSIONS
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "grader", "check", str(SUBMISSIONS / "correct_numpy")],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        "grader: error: standard output: cannot write the summary (No space left on device)"
+    )
+    assert "Traceback" not in done.stderr
