@@ -262,7 +262,7 @@ def read_input(path: str | os.PathLike[str], limit: int) -> bytes:
         os.close(fd)
 
 
-def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+def read_regular(path: str | os.PathLike[str], limit: int, *, private: bool = False) -> bytes:
     """The bytes of ``path``, a regular file of this user's of at most ``limit`` bytes, read without blocking.
 
     What the grader's caches (`cache_dir`) read their files with: a FIFO or a link to ``/dev/zero``
@@ -276,6 +276,9 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
         The file; a symbolic link is refused.
     limit : int
         The largest size read.
+    private : bool
+        Refuse a file its group or others may write too (one that holds code to run), as told by
+        the open file itself: a check on the path before opening could see another file.
 
     Returns
     -------
@@ -285,8 +288,8 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
     Raises
     ------
     OSError
-        If ``path`` is missing, a link, a FIFO, a device or a folder, larger than ``limit``, or
-        another user's.
+        If ``path`` is missing, a link, a FIFO, a device or a folder, larger than ``limit``,
+        another user's, or (``private``) one others may write.
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags)
@@ -296,6 +299,8 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
             raise OSError(errno.EINVAL, f"{os.fspath(path)!r}: not a regular file of at most {limit} bytes")
         if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
             raise OSError(errno.EPERM, f"{os.fspath(path)!r}: another user's file")
+        if private and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise OSError(errno.EPERM, f"{os.fspath(path)!r}: others may write it")
         data = read_at_most(fd, limit)
         if len(data) > limit:  # it grew past the limit since fstat
             raise OSError(errno.EFBIG, f"{os.fspath(path)!r}: larger than {limit} bytes")

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from grader.collected import COLLECTED
 from grader.errors import ConfigError
 from grader.execution.boundary import plain_data
+from grader.execution.channel import own_results
 from grader.markers import hookimpl
 from grader.models import CallResult, Check, Diagnosis, Prepared, RunOutcome, Verdict
 from grader.packs import mutants_dir, specs_dir
@@ -380,8 +381,8 @@ def build_table(
         outcomes = run_entries(config, mutants, calls)
     rows: dict[tuple[str, str], list[tuple[Entry, tuple[CallResult, ...]]]] = {}
     unknown: dict[tuple[str, str], set[str]] = {}
-    split = {
-        entry.name: collected.split(outcome.results)
+    split = {  # values of their own for the kinds' judges: equal answers share one (`own_results`)
+        entry.name: collected.split(own_results(outcome.results))
         for entry in mutants
         if (outcome := outcomes.get(entry.name)) is not None
         and not outcome.import_error

@@ -237,8 +237,29 @@ class Gradebook:
             self._commit()
 
     def close(self) -> None:
+        """Commit the rows not committed yet and close the database.
+
+        Raises
+        ------
+        grader.errors.UsageError
+            If the last commit fails (a full disk): the rows not committed are rolled back, and the
+            next run grades their submissions again.
+        """
+        import sqlite3  # imported by __init__ already
+
         with self.lock:
-            self._commit()
+            try:
+                self._commit()
+            except sqlite3.Error as exc:
+                try:
+                    self.db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                self.closed = True
+                self.db.close()
+                raise UsageError(
+                    f"--gradebook {self.path}: cannot save the last results ({exc}); grade again to grade them"
+                ) from None
             self.closed = True
             self.db.close()
 

@@ -104,6 +104,13 @@ def main(
     int
         The exit code (see the module docstring).
     """
+    ended: list[int] = []
+    code = _main(argv, fork_server, zygote, gc_paused, ended)
+    return ended[-1] if ended else code
+
+
+def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: bool, ended: list[int]) -> int:
+    """`main`'s run; an error of the unconfigure hooks (their one line printed) puts its exit code in ``ended``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     config = None
     early = _early_fork_server(argv, fork_server)
@@ -150,7 +157,11 @@ def main(
         if gc_paused:  # stopped before grading: the unconfigure hooks run with the collector on
             _resume_collecting()
         if config is not None:
-            config.hooks.unconfigure(config)
+            try:
+                config.hooks.unconfigure(config)
+            except GraderError as exc:  # the gradebook's last commit on a full disk: one line, its exit code
+                print(f"grader: error: {display(str(exc))}", file=sys.stderr)
+                ended.append(exc.exit_code)
         if early is not None:
             early.close()
         if zygote is None and config is not None:

@@ -22,11 +22,13 @@ def write(line: str) -> None:
         return
     try:
         print(line, flush=True)
-    except BrokenPipeError:
+    except OSError as exc:  # the reader gone, or a full disk (``> /dev/full``)
         write.closed = True  # type: ignore[attr-defined]
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that flushing at exit fails no more
         os.close(devnull)
+        if not isinstance(exc, BrokenPipeError):
+            raise UsageError(f"standard output: cannot write the summary ({exc.strerror})") from None
 
 
 def prepare_out(config: Config) -> None:

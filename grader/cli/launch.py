@@ -72,7 +72,7 @@ def _exit_now(code: int, inherited: dict[int, tuple[int, int]] | None) -> None:
     stopped, the files written and closed. With no other thread alive and no descriptor open but
     the standard streams' and those the process started with (``inherited``: a file still open
     may hold buffered text only its object's end writes out, a socket or a database a peer to
-    tell), this flushes the standard streams, runs the `atexit` functions, and ends the process
+    tell; a file the run opened may have the number of a standard stream the process started without), this flushes the standard streams, runs the `atexit` functions, and ends the process
     with ``code``; otherwise, or with a stream that cannot be flushed (its error is the usual
     exit's to report), it returns and the usual exit follows.
     """
@@ -83,8 +83,8 @@ def _exit_now(code: int, inherited: dict[int, tuple[int, int]] | None) -> None:
     now = _open_fds()
     if threading.active_count() != 1 or inherited is None or now is None:
         return
-    if any(fd > 2 and inherited.get(fd) != what for fd, what in now.items()):
-        return  # a descriptor this run opened (or another file under an inherited number)
+    if any(inherited.get(fd) != what for fd, what in now.items()):
+        return  # a descriptor this run opened (or another file under an inherited number), 0 to 2 too: a run started without them opens its first files there
     try:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:

@@ -9,8 +9,10 @@ version, under the exact source text: the same text compiles to the same code, s
 from a kept entry is the class ``exec`` would have made.
 
 The file is read only if it is a regular file of this user's that no one else may write (it holds
-code the grader runs, as Python's own ``.pyc`` files do), and only a table of text to code objects
-is used from it; anything else, or a missing file, compiles every method as before. When a run
+code the grader runs, as Python's own ``.pyc`` files do), whose bytes match the CRC-32 written with
+them (a byte changed on disk in a code object's bytecode crashed every run with a segmentation
+fault; one in its structure raised `SystemError` from `marshal`), and only a table of text to code
+objects is used from it; anything else, or a missing file, compiles every method as before. When a run
 compiled a method the file did not hold, `save` writes the table with the run's methods added (up to
 `MAX_KEPT`, past which only the run's own), best effort: a read-only cache folder compiles every time.
 """
@@ -21,8 +23,8 @@ import dataclasses
 import importlib.util
 import marshal
 import os
-import stat
 import sys
+import zlib
 from types import CodeType
 from typing import Any
 
@@ -42,6 +44,8 @@ _kept: dict[str, CodeType] = {}
 _used: dict[str, CodeType] = {}
 """The methods this run compiled or took from `_kept`, by source text."""
 _state = {"installed": False, "missed": False}
+_HEADER = b"kept-code\n"
+"""The file's first bytes, followed by the CRC-32 of the marshalled table (4 bytes, little-endian), then the table."""
 
 
 def _path() -> str | None:
@@ -49,17 +53,23 @@ def _path() -> str | None:
     if folder is None:
         return None
     tag = f"{sys.implementation.cache_tag}-{importlib.util.MAGIC_NUMBER.hex()}"
-    return os.path.join(folder, "code", f"dataclasses-1-{tag}.marshal")
+    return os.path.join(folder, "code", f"dataclasses-2-{tag}.marshal")
 
 
 def _read(path: str) -> dict[str, CodeType]:
-    """The table in ``path``: {} unless it is this user's file, written by no one else, holding text to code."""
+    """The table in ``path``: {} unless it is this user's file, written by no one else, intact, holding text to code."""
     try:
-        info = os.stat(path, follow_symlinks=False)
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return {}
-        table = marshal.loads(read_regular(path, MAX_BYTES))
-    except (OSError, ValueError, EOFError, TypeError):
+        data = read_regular(path, MAX_BYTES, private=True)
+    except OSError:
+        return {}
+    start = len(_HEADER) + 4
+    if data[: len(_HEADER)] != _HEADER or int.from_bytes(data[len(_HEADER) : start], "little") != zlib.crc32(
+        memoryview(data)[start:]
+    ):
+        return {}
+    try:
+        table = marshal.loads(memoryview(data)[start:])
+    except Exception:  # noqa: BLE001 - marshal raises SystemError, MemoryError, ... on bytes it did not write
         return {}
     if type(table) is not dict or not all(type(k) is str and type(v) is CodeType for k, v in table.items()):
         return {}
@@ -99,15 +109,19 @@ def save() -> None:
     _state["missed"] = False
     folder = os.path.dirname(path)
     temporary = f"{path}.{os.getpid()}.tmp"
+    created = False
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        created = True
         with os.fdopen(fd, "wb") as fh:
             kept = {**_kept, **_used} if len(_kept) + len(_used) <= MAX_KEPT else _used
-            fh.write(marshal.dumps(kept))
+            table = marshal.dumps(kept)
+            fh.write(_HEADER + zlib.crc32(table).to_bytes(4, "little") + table)
         os.replace(temporary, path)
     except (OSError, ValueError):
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        if created:  # not a file of the same name another process (same pid, another namespace) is writing
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass

@@ -66,7 +66,7 @@ def parse_yaml_kept(path: str) -> Any:
         kept = marshal.loads(read_regular(entry, MAX_KEPT_BYTES))  # a small regular file of this user's only
         if _plain(kept):
             return kept
-    except (OSError, EOFError, ValueError, TypeError):
+    except Exception:  # noqa: BLE001, S110 - marshal raises SystemError, MemoryError, ... on a damaged entry
         pass
     try:
         text = data.decode("utf-8")

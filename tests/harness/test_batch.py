@@ -366,3 +366,61 @@ def test_a_batch_of_gradebook_rows_does_not_hold_the_write_lock_while_no_row_com
         assert book.get("k1") is not None
     finally:
         book.close()
+
+
+def test_a_gradebook_that_cannot_commit_at_the_end_says_so_in_one_line(tmp_path: Path) -> None:
+    """A disk that fills up midway (``--out`` on a full disk): the reports' one line came, then the gradebook's last
+    commit at the run's end raised sqlite3.OperationalError out of the unconfigure hooks: a traceback, exit 1."""
+    from grader.builtin import gradebook
+    from grader.errors import UsageError
+    from grader.models import SubmissionResult
+
+    class Full:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.db, name)
+
+        def execute(self, sql: str, *args: object) -> object:
+            if sql == "COMMIT":
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.db.execute(sql, *args)
+
+    path = tmp_path / "gradebook.sqlite"
+    book = gradebook.Gradebook(path)
+    real = book.db
+    book.put("k1", "spec", SubmissionResult("s1", "s1.py", "a" * 64, "graded", 1.0, 1.0, ()))
+    book.db = Full(real)  # type: ignore[assignment]
+    with pytest.raises(UsageError) as raised:
+        book.close()
+    assert str(raised.value) == (
+        f"--gradebook {path}: cannot save the last results (database or disk is full); grade again to grade them"
+    )
+    with pytest.raises(sqlite3.ProgrammingError):
+        real.execute("SELECT 1")  # closed
+    assert sqlite3.connect(str(path)).execute("SELECT count(*) FROM results").fetchone() == (0,)  # rolled back
+
+
+def test_an_error_at_the_runs_end_is_one_line_and_its_exit_code(tmp_path: Path) -> None:
+    (tmp_path / "endfails.py").write_text(
+        "from grader import hookimpl\n"
+        "from grader.errors import UsageError\n"
+        "@hookimpl\n"
+        "def grader_unconfigure(config):\n"
+        "    raise UsageError('--gradebook g.sqlite: cannot save the last results (disk full)')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "grader", "check", str(SUBMISSIONS / "correct_numpy"), "-p", "endfails"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.splitlines()[-1] == "grader: error: --gradebook g.sqlite: cannot save the last results (disk full)"
+    )
+    assert "Traceback" not in done.stderr

@@ -11,6 +11,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import CodeType
+
+import pytest
 
 RUN = """
 import inspect, json, sys
@@ -52,6 +55,17 @@ def _table(cache: Path) -> Path:
     return path
 
 
+def _start(data: bytes) -> int:
+    """Where the marshalled table starts: after the header line and its CRC-32."""
+    return data.index(b"\n") + 5 if data.startswith(b"kept-code\n") else 0
+
+
+def _load(table: Path) -> dict[str, object]:
+    data = table.read_bytes()
+    kept: dict[str, object] = marshal.loads(data[_start(data) :])
+    return kept
+
+
 SAME = {
     "repr": "Point(x=1, y=2, tags=())",
     "eq": True,
@@ -76,11 +90,11 @@ def test_a_second_run_makes_the_same_class_from_the_kept_methods(tmp_path: Path)
     assert first == {**SAME, "kept": 0, "missed": True}
     table = _table(tmp_path)
     assert table.stat().st_mode & 0o777 == 0o600
-    kept = marshal.loads(table.read_bytes())
+    kept = _load(table)
     assert any(" def __init__(self,x:_type_x,y:_type_y=_dflt_y,tags:" in text for text in kept)  # Point's, by its text
     second = _run(tmp_path)
     assert second == {**SAME, "kept": len(kept), "missed": False}  # nothing compiled: every method was kept
-    assert marshal.loads(table.read_bytes()) == kept  # and nothing written again
+    assert _load(table) == kept  # and nothing written again
 
 
 def test_a_table_others_may_write_is_not_read(tmp_path: Path) -> None:
@@ -96,6 +110,29 @@ def test_a_table_of_anything_but_text_to_code_is_not_read(tmp_path: Path) -> Non
     table.write_bytes(marshal.dumps({"def __init__": "not code"}))
     assert _run(tmp_path) == {**SAME, "kept": 0, "missed": True}
     table.write_bytes(b"\x00garbage")
+    assert _run(tmp_path) == {**SAME, "kept": 0, "missed": True}
+
+
+def test_a_table_changed_on_disk_is_not_run(tmp_path: Path) -> None:
+    """A code object whose bytecode changed (one block of bytes on disk) crashed every run with SIGSEGV."""
+    _run(tmp_path)
+    table = _table(tmp_path)
+    data = table.read_bytes()
+    kept = marshal.loads(data[_start(data) :])
+    (text,) = [text for text in kept if " def __init__(self,x:_type_x,y:_type_y=_dflt_y,tags:" in text]
+    (init,) = [const for const in kept[text].co_consts if isinstance(const, CodeType)]
+    at = data.index(init.co_code, _start(data))
+    table.write_bytes(data[:at] + b"\x64\xff" * (len(init.co_code) // 2) + data[at + len(init.co_code) :])
+    assert _run(tmp_path) == {**SAME, "kept": 0, "missed": True}  # compiled again, not run
+
+
+def test_another_users_table_is_not_read(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the table to another user")
+    _run(tmp_path)
+    table = _table(tmp_path)
+    table.chmod(0o644)
+    os.chown(table, 12345, 12345)
     assert _run(tmp_path) == {**SAME, "kept": 0, "missed": True}
 
 

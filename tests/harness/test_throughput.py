@@ -503,3 +503,41 @@ def test_a_hand_over_s_fault_stops_the_batch_and_nothing_is_handed_over_after_it
     time.sleep(0.1)  # the threads still grading end without handing anything over
     assert len(handed) == count < 12 and 5 not in handed
     assert config.stash[session._STOPPED] is True
+
+
+def test_the_diagnosis_tables_judge_gets_values_of_its_own() -> None:
+    """The mutants' answers come through the same channel as the students' (`FrameMemo.shared`): a correct
+    student's answer equal to a mutant's is the very value the mutant had. `diagnosis.build_table` judges every
+    mutant on every check with the check's kind; a kind changing what it was handed in place changed the
+    shared value, and the student's copy (`own_results`) was then made from the changed one."""
+    from types import SimpleNamespace
+
+    from grader.builtin import diagnosis
+    from grader.execution.boundary import FrameMemo
+    from grader.execution.channel import own_results, result_of
+    from grader.models import RunOutcome, Verdict
+
+    memo = FrameMemo()
+    data = b'{"event":"call","status":"returned","mutated":[],"value":[[1.0,2.5],[3.0,4.0]]}'
+    seen = []
+
+    class Changing:
+        name = "changing"
+
+        def judge(self, check, prepared, results, context):  # noqa: ANN001, ANN201 - the kind protocol
+            seen.append([r.value for r in results])
+            results[0].value.append([0.0])  # a kind normalising what it was handed, in place
+            return Verdict("passed", "")
+
+    exercise = SimpleNamespace(id="e")
+    check = SimpleNamespace(function="f", visibility="visible", id="c")
+    pc = SimpleNamespace(check=check, prepared=SimpleNamespace(shown_call=""), kind=Changing(), context=None)
+    calls = [object()]
+    collected = SimpleNamespace(calls=calls, split=lambda got: [(exercise, pc, list(got))])
+    mutant = SimpleNamespace(name="m", misconception="x", section="s")
+    catalogue = SimpleNamespace(mutants=[mutant])
+    outcomes = {"m": RunOutcome((result_of(memo.shared(data), 0.1, data),))}
+    diagnosis.build_table(None, collected, catalogue, outcomes)
+    student = own_results([result_of(memo.shared(data), 0.2, data)])  # a correct student's equal answer, later
+    assert student[0].value == [[1.0, 2.5], [3.0, 4.0]]
+    assert memo.shared(data)["value"] == [[1.0, 2.5], [3.0, 4.0]]

@@ -637,10 +637,28 @@ def test_a_yaml_file_parsed_before_is_read_back_without_parsing(
     monkeypatch.undo()
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
     spec.write_text("a: 1\nb: [x, 2.5, null, true]\n3: '2024-01-01'\nc: 2024-01-01\n")
-    for damaged in (b"\x00garbage", marshal.dumps({"a": (1, 2)}), marshal.dumps({"a": b"x"})):
+    for damaged in (b"\x00garbage", marshal.dumps({"a": (1, 2)}), marshal.dumps({"a": b"x"}), _system_error()):
         entry.write_bytes(damaged)  # unreadable, or not plain data: parsed again, and kept anew
         assert parse_yaml_kept(str(spec)) == want
         assert marshal.loads(entry.read_bytes()) == want
+
+
+def _system_error() -> bytes:
+    """Bytes one changed byte away from a marshalled code object on which `marshal.loads` raises SystemError
+    (not ValueError: a disk's changed byte crashed the whole run)."""
+    import marshal
+
+    code = marshal.dumps(compile("x = 1", "<s>", "exec"))
+    for at in range(len(code)):
+        for byte in range(256):
+            damaged = code[:at] + bytes([byte]) + code[at + 1 :]
+            try:
+                marshal.loads(damaged)
+            except SystemError:
+                return damaged
+            except Exception:  # noqa: BLE001, S112 - the others are caught already
+                continue
+    raise AssertionError("no byte makes marshal raise SystemError here")
 
 
 def test_a_yaml_file_in_error_says_what_it_always_said_and_is_not_kept(
