@@ -168,6 +168,36 @@ def shown_id(sid: str, limit: int = ID_WIDTH) -> str:
     return _one_line(sid, limit)
 
 
+def table_layout(name_width: int, rows: list[list[str]], total_width: int, columns: int) -> tuple[int, int | None]:
+    """The score table's name and exercise-cell widths on a terminal of ``columns`` characters.
+
+    Parameters
+    ----------
+    name_width : int
+        Characters of the longest student id shown (at least 10).
+    rows : list of list of str
+        The exercise columns' texts, the header's ids first, then each row's scores.
+    total_width : int
+        Characters of the widest total (its ``(error)`` flag included).
+    columns : int
+        The terminal's width (`grader.reporting.checktext.width`).
+
+    Returns
+    -------
+    tuple
+        ``(name_width, cell)``, ``cell`` the characters of an exercise column with the spaces after
+        it: 10 (or the longest text and 2) when the table fits; the longest text and 2, then 1,
+        when only that fits; ``None`` when no exercise column fits (the ids then cut so that the
+        name and the total fit).
+    """
+    longest = max([len(text) for row in rows for text in row] + [1])
+    exercises = max((len(row) for row in rows), default=0)
+    for cell in (max(8, longest) + 2, longest + 2, longest + 1):
+        if name_width + 2 + exercises * cell + total_width <= columns:
+            return name_width, cell
+    return min(name_width, max(10, columns - 2 - total_width)), None
+
+
 def _not_attempted(sub: SubmissionResult, functions: dict[tuple[str, str], str]) -> dict[str, list[Any]]:
     """Function name to [checks, points, exercise ids, why] of its not-attempted checks, in first-seen order.
 
@@ -336,20 +366,29 @@ def summary_check(report: GradingReport, config: Any, write: Callable[[str], Non
 
 
 def summary_grade(report: GradingReport, config: Any, write: Callable[[str], None]) -> None:
-    """The instructor's table of ``grader grade``."""
+    """The instructor's table of ``grader grade``, fitted to the terminal's width (`table_layout`)."""
     ids = [display(e.id) for e in report.exercises]
+    shown = report.submissions if len(report.submissions) <= MAX_TABLE_ROWS else report.submissions[:MAX_TABLE_ROWS]
+    cells = {id(s): [f"{e.score:g}/{e.max_score:g}" for e in s.exercises] for s in shown}
+    totals = {id(s): f"{s.score:g}/{s.max_score:g}" + ("  (error)" if s.status == "error" else "") for s in shown}
     names = {id(s): shown_id(s.id) for s in report.submissions}
-    width = max([len(n) for n in names.values()] + [10])
+    name_width, cell = table_layout(
+        max([len(n) for n in names.values()] + [10]),
+        [ids, *cells.values()],
+        max([len(t) for t in totals.values()] + [len("total")]),
+        width(),
+    )
     write(f"{config.pack.chapter}: {config.pack.title}")
     write(f"course: {display(str(config.pack.root))}")  # the folder found, as pytest prints its rootdir
-    write(f"{'submission':{width}}  " + "  ".join(f"{i:<8}" for i in ids) + "  total")
-    shown = report.submissions if len(report.submissions) <= MAX_TABLE_ROWS else report.submissions[:MAX_TABLE_ROWS]
+    head = "".join(f"{i:<{cell}}" for i in ids) if cell else ""
+    write(f"{'submission':{name_width}}  {head}total")
     for s in shown:
-        cells = "  ".join(f"{f'{e.score:g}/{e.max_score:g}':<8}" for e in s.exercises)
-        flag = "  (error)" if s.status == "error" else ""
-        write(f"{names[id(s)]:{width}}  {cells}  {s.score:g}/{s.max_score:g}{flag}")
+        row = "".join(f"{c:<{cell}}" for c in cells[id(s)]) if cell else ""
+        write(f"{shown_id(s.id, name_width) if cell is None else names[id(s)]:{name_width}}  {row}{totals[id(s)]}")
     if len(shown) < len(report.submissions):
         write(f"... and {len(report.submissions) - len(shown)} more (all of them are in the reports)")
+    if cell is None and ids:
+        write(f"(each exercise's score is in the reports: the table is wider than {width()} columns)")
     errors = sum(1 for s in report.submissions if s.status == "error")
     n = len(report.submissions)
     write(f"graded {n} submission{'s' if n != 1 else ''} ({errors} could not run)")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from grader.builtin.terminal import Progress, grader_terminal_summary
-from grader.models import CheckResult, ExerciseResult, GradingReport, SubmissionResult
+from grader.models import CheckResult, Exercise, ExerciseResult, GradingReport, SubmissionResult
 from grader.packs import find_pack
 from grader.safetext import display
 
@@ -137,3 +137,38 @@ def test_xml_text_removes_exactly_what_xml_cannot_hold() -> None:
     kept = xml_text(every)
     assert kept == "".join(ch for ch in every if xml_char(ord(ch)))
     assert len(every) - len(kept) == 2079  # 29 C0 controls, 2,048 surrogates, U+FFFE, U+FFFF
+
+
+def _six(sid: str, status: str = "graded") -> SubmissionResult:
+    exercises = tuple(ExerciseResult(f"G14.0{k}", "t", "s", 14.0, 14.0, ()) for k in range(1, 7))
+    return SubmissionResult(sid, f"/class/{sid}", "", status, 84.0, 84.0, exercises, error="x" * (status == "error"))
+
+
+def _table(columns: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    specs = tuple(Exercise(f"G14.0{k}", "t", "s", "p", ()) for k in range(1, 7))
+    report = GradingReport("0", "h", "grade", (_six("unnormalized_scores"), _six("broken", "error")), specs)
+    lines: list[str] = []
+    grader_terminal_summary(report, _config("grade"), lines.append)
+    return lines[2:5] + lines[5:6]
+
+
+def test_the_score_table_fits_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 100 columns (off a terminal too): as it always was, a column of 10 characters per exercise.
+    wide = _table(100, monkeypatch)
+    assert wide[0] == "submission           " + "".join(f"G14.0{k}    " for k in range(1, 7)) + "total"
+    assert wide[2] == "broken               " + "14/14     " * 6 + "84/84  (error)"
+    # 80: tighter columns (the widest text and one space), every line within 80 characters.
+    narrow = _table(80, monkeypatch)
+    assert narrow[0] == "submission           " + "".join(f"G14.0{k} " for k in range(1, 7)) + "total"
+    assert narrow[1] == "unnormalized_scores  " + "14/14  " * 6 + "84/84"
+    assert max(map(len, narrow)) <= 80 < max(map(len, wide))
+    # 60: no exercise column fits; the totals, and where the rest is.
+    least = _table(60, monkeypatch)
+    assert least[:3] == [
+        "submission           total",
+        "unnormalized_scores  84/84",
+        "broken               84/84  (error)",
+    ]
+    assert least[3] == "(each exercise's score is in the reports: the table is wider than 60 columns)"
