@@ -388,7 +388,7 @@ def summary_grade(report: GradingReport, config: Any, write: Callable[[str], Non
     if len(shown) < len(report.submissions):
         write(f"... and {len(report.submissions) - len(shown)} more (all of them are in the reports)")
     if cell is None and ids:
-        write(f"(each exercise's score is in the reports: the table is wider than {width()} columns)")
+        write("(too narrow for each exercise's score: see the reports)")
     errors = sum(1 for s in report.submissions if s.status == "error")
     n = len(report.submissions)
     write(f"graded {n} submission{'s' if n != 1 else ''} ({errors} could not run)")

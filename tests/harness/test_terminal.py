@@ -171,4 +171,4 @@ def test_the_score_table_fits_the_terminal(monkeypatch: pytest.MonkeyPatch) -> N
         "unnormalized_scores  84/84",
         "broken               84/84  (error)",
     ]
-    assert least[3] == "(each exercise's score is in the reports: the table is wider than 60 columns)"
+    assert least[3] == "(too narrow for each exercise's score: see the reports)"
