@@ -302,3 +302,16 @@ def test_the_collector_is_paused_for_start_up_only(tmp_path: Path) -> None:
     assert seen["configure"] is False  # paused while the plugins and the pack were loaded
     assert seen["grading"] is True
     assert seen["frozen"] > 50_000  # numpy's, pluggy's and the grader's objects, moved out of its passes
+
+
+def test_check_without_a_file_checks_this_folder(tmp_path: Path) -> None:
+    (tmp_path / "attention.py").write_bytes((SUBMISSIONS / "no_sqrt_dk" / "attention.py").read_bytes())
+    env = {**os.environ, "GRADER_COURSE": str(ROOT)}
+    command = [sys.executable, "-m", "grader", "check"]
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 1, run.stderr  # not every visible check passes
+    assert "visible checks: 33/35 points" in run.stdout
+    (tmp_path / "attention.py").unlink()
+    empty = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert empty.returncode == 2
+    assert empty.stderr.strip().endswith(": holds no attention.py, no student folders and no .py files; it is empty")

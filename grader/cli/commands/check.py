@@ -16,11 +16,25 @@ from grader.markers import hookimpl
 from grader.safetext import display
 
 
+class _OnePath(argparse.Action):
+    """Keeps the one FILE (or the default, this folder) as a list, as ``grade`` keeps its paths."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        setattr(namespace, self.dest, [values])
+
+
 def arguments(parser: argparse.ArgumentParser, pack: Any) -> None:
     """``check``'s own arguments."""
     file = pack.submission if pack is not None else "submission file"
     notebook = pack.notebook if pack is not None else "notebook"
-    parser.add_argument("paths", nargs=1, metavar="FILE", help=f"your {file}, {notebook}, or the folder holding it")
+    parser.add_argument(
+        "paths",
+        nargs="?",
+        default=".",
+        action=_OnePath,
+        metavar="FILE",
+        help=f"your {file}, {notebook}, or the folder holding it (default: this folder)",
+    )
     parser.add_argument(
         "--public",
         metavar="FILE",
