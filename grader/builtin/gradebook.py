@@ -255,13 +255,12 @@ class Gradebook:
                     self.db.execute("ROLLBACK")
                 except sqlite3.Error:
                     pass
-                self.closed = True
-                self.db.close()
                 raise UsageError(
                     f"--gradebook {self.path}: cannot save the last results ({exc}); grade again to grade them"
                 ) from None
-            self.closed = True
-            self.db.close()
+            finally:
+                self.closed = True
+                self.db.close()
 
 
 _PARTS = object()

@@ -371,9 +371,8 @@ def summary_grade(report: GradingReport, config: Any, write: Callable[[str], Non
     shown = report.submissions if len(report.submissions) <= MAX_TABLE_ROWS else report.submissions[:MAX_TABLE_ROWS]
     cells = {id(s): [f"{e.score:g}/{e.max_score:g}" for e in s.exercises] for s in shown}
     totals = {id(s): f"{s.score:g}/{s.max_score:g}" + ("  (error)" if s.status == "error" else "") for s in shown}
-    names = {id(s): shown_id(s.id) for s in report.submissions}
     name_width, cell = table_layout(
-        max([len(n) for n in names.values()] + [10]),
+        max([len(shown_id(s.id)) for s in report.submissions] + [10]),
         [ids, *cells.values()],
         max([len(t) for t in totals.values()] + [len("total")]),
         width(),
@@ -384,7 +383,7 @@ def summary_grade(report: GradingReport, config: Any, write: Callable[[str], Non
     write(f"{'submission':{name_width}}  {head}total")
     for s in shown:
         row = "".join(f"{c:<{cell}}" for c in cells[id(s)]) if cell else ""
-        write(f"{shown_id(s.id, name_width) if cell is None else names[id(s)]:{name_width}}  {row}{totals[id(s)]}")
+        write(f"{shown_id(s.id, name_width):{name_width}}  {row}{totals[id(s)]}")  # cut only where no column fits
     if len(shown) < len(report.submissions):
         write(f"... and {len(report.submissions) - len(shown)} more (all of them are in the reports)")
     if cell is None and ids:

@@ -415,8 +415,7 @@ def isolate_job(request: dict[str, Any], layers: dict[str, Any]) -> None:
     if layers.get("uts") is True:
         socket.sethostname("grader-job")
     marks = layers.get("_marks")  # a probe's: each layer's wall-clock time (`job`)
-    if marks is not None:
-        marks.append(("proc", time.perf_counter()))
+    _mark(marks, "proc")
     rlimits.set_rlimits(limits)
     layers["rlimits"] = True
     prctl(PR_SET_NO_NEW_PRIVS, 1)
@@ -425,23 +424,26 @@ def isolate_job(request: dict[str, Any], layers: dict[str, Any]) -> None:
         layers["landlock_rules"], layers["stdlib_covered"] = len(JOB_RULES) + 1, COVERED  # for the probe
     except OSError as exc:
         layers["landlock"] = str(exc)
-    if marks is not None:
-        marks.append(("landlock", time.perf_counter()))
+    _mark(marks, "landlock")
     if os.geteuid() == 0:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     layers["uid"] = os.geteuid()
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
-    if marks is not None:
-        marks.append(("uid", time.perf_counter()))
+    _mark(marks, "uid")
     try:
         seccomp.seccomp_install()
         layers["seccomp"] = layers["file_locks"] = True
     except OSError as exc:
         layers["seccomp"] = layers["file_locks"] = str(exc)
+    _mark(marks, "seccomp")
+
+
+def _mark(marks: list[tuple[str, float]] | None, layer: str) -> None:
+    """A probe's mark: ``layer`` set up now (a job to grade has no ``marks`` and makes none)."""
     if marks is not None:
-        marks.append(("seccomp", time.perf_counter()))
+        marks.append((layer, time.perf_counter()))
 
 
 def _close_fds_from(lowest: int) -> None:
@@ -491,8 +493,8 @@ def job(
         # it makes is memory it first writes, a page copied from the zygote's.
         marks = [("start", time.perf_counter())] if request.get("probe") else None
         layers.update(cgroups.cgroup_enter(request["slot"], request["limits"]))
+        _mark(marks, "cgroups")
         if marks is not None:
-            marks.append(("cgroups", time.perf_counter()))
             layers["_marks"] = marks
         layers["net"] = NET_NAMESPACE  # the zygote's own, empty: made once, not per job
         if unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS) is True:  # one call for the three
@@ -501,8 +503,7 @@ def job(
             for name, flag in NAMESPACES.items():
                 if flag not in (CLONE_NEWPID, CLONE_NEWNET):
                     layers[name] = unshare(flag)
-        if marks is not None:
-            marks.append(("namespaces", time.perf_counter()))
+        _mark(marks, "namespaces")
         result_fd, out_fd, err_fd, task_fd = fds
         os.dup2(task_fd, 0)
         os.dup2(out_fd, 1)
