@@ -688,7 +688,18 @@ def _lists_only(value: list[Any]) -> bool:
 
 
 def fresh(value: Any) -> Any:
-    """A copy of decoded data: new lists and dicts, the same numbers, strings and read-only arrays."""
+    """A copy of decoded data: new lists and dicts, the same numbers, strings and read-only arrays.
+
+    Parameters
+    ----------
+    value : object
+        Data as `decode_frame` returns it (lists, dicts, numbers, strings, read-only arrays), nested.
+
+    Returns
+    -------
+    object
+        ``value`` with every list and dict made anew, at every depth; anything else shared.
+    """
     kind = type(value)
     if kind is list:
         kinds = set(map(type, value))

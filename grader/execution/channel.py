@@ -438,6 +438,17 @@ def own_results(results: Sequence[CallResult]) -> list[CallResult]:
 
     The answers a job sends are shared between equal frames of a run (`grader.execution.boundary.FrameMemo.shared`):
     a plugin's judge that changed a value in place would change every other submission's equal answer.
+
+    Parameters
+    ----------
+    results : sequence of CallResult
+        One submission's answers, in call order.
+
+    Returns
+    -------
+    list of CallResult
+        The same answers, in the same order; each whose value is a list is a new `CallResult`
+        holding a copy of it (`grader.execution.boundary.fresh`), the others the very results.
     """
     own = list(results)
     for number, result in enumerate(own):
