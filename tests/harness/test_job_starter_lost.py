@@ -69,3 +69,33 @@ def test_a_zygote_killed_mid_run_stops_the_run_in_one_line_and_blames_no_student
     results = json.loads((out / "results.json").read_text())["submissions"]
     assert len(results) == 300
     assert {(r["status"], r["score"], r["error"]) for r in results} == {("graded", 86.0, "")}
+
+
+def test_a_status_pipe_closed_without_a_word_is_the_zygotes_end_not_the_students() -> None:
+    """The zygote's files close before its jobs get their death signal and before it can be reaped: a job
+    seen killed then, with the zygote not yet reaped, must stop the run, not be kept as the student's."""
+    import queue
+    from types import SimpleNamespace
+
+    from grader.builtin.sandbox.handle import SandboxJob
+    from grader.builtin.sandbox.slots import Pool
+    from grader.errors import JobStarterLost
+
+    zygote = SimpleNamespace(lost=False, proc=SimpleNamespace(poll=lambda: None))  # alive, as far as waitpid says
+    job = object.__new__(SandboxJob)
+    read, write = os.pipe()
+    os.close(write)  # the zygote's end, closed as it ends
+    job.status, job.status_fd, job.zygote = None, read, zygote
+    assert job._read_status(0.0) == 128 + signal.SIGKILL
+    assert zygote.lost
+
+    pool = object.__new__(Pool)
+    pool._slots = queue.SimpleQueue()
+    pool._slots.put(SimpleNamespace(zygote=zygote, launch=None))
+    with pytest.raises(JobStarterLost):
+        with pool.slot():
+            pass  # the submission's calls ran; its job died with the zygote
+    zygote.lost = False
+    with pool.slot():  # a zygote that answers: the slot is lent and given back as always
+        pass
+    assert pool._slots.qsize() == 1

@@ -78,6 +78,9 @@ class Zygote:
         self.readonly: list[str] = []
         self._cpu_fds: dict[str, int] = {}
         self._waiting: collections.deque[Reply] = collections.deque()  # requests sent, oldest first
+        self.lost = False
+        """True once a job's status pipe closed without a word: only the zygote's end does that, as it ends
+        (its files close before its jobs get their death signal, and before the process can be reaped)."""
         if wait:
             self.wait_started()
 
@@ -537,6 +540,8 @@ class SandboxJob:
             if not fd_ready(self.status_fd, timeout):
                 return None
             data = os.read(self.status_fd, 1024).decode("utf-8", errors="replace").strip()
+            if not data:
+                self.zygote.lost = True  # the job died with it: not the student's doing (`Pool.slot`)
             code, _, reason = data.partition(" ")  # "CODE" or "CODE why the set-up failed"
             self.status = int(code) if code.isdigit() else 128 + signal.SIGKILL
             self.setup_reason = reason

@@ -433,7 +433,7 @@ class Pool:
         worker = slots.get()  # one worker per concurrent submission; each has its own uids
         try:
             yield worker.launch
-            if worker.zygote.proc.poll() is not None:
+            if worker.zygote.lost or worker.zygote.proc.poll() is not None:
                 # A job that failed meanwhile was killed with its zygote, not by the student's code: the
                 # run stops rather than record that failure as the submission's (and resume it later).
                 raise JobStarterLost(ZYGOTE_NAME)
