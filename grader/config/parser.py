@@ -88,7 +88,7 @@ def _common(pm: pluggy.PluginManager, command: Command) -> Parser:
             type=job_count,
             default=None,
             metavar="N",
-            help=f"submissions graded at once, 1 to {MAX_JOBS} (default: one per core)",
+            help=f"submissions graded at once, 1 to {MAX_JOBS} (default: one per usable core, and one more)",
         )
     if "mutants" in command.uses:
         common.add_argument(

@@ -76,6 +76,80 @@ def positive_int(text: str) -> int:
     return value
 
 
+def usable_cores(proc_cgroup: str = "/proc/self/cgroup", cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """The cores this process may keep busy: its CPU affinity, capped by its cgroups' CPU quota.
+
+    ``os.cpu_count()`` counts the machine's cores. A process pinned with ``taskset``, given a
+    container's cpuset or a cluster job's allocation runs on fewer (its affinity mask); one in a
+    container with a CPU quota (``docker --cpus 2``: cgroup v2 ``cpu.max``, v1
+    ``cpu.cfs_quota_us``) gets at most quota / period of them, rounded up, however many it sees.
+    The quotas of the process's cgroup and of each one above it count (the smallest wins).
+
+    Parameters
+    ----------
+    proc_cgroup : str
+        The file that names the process's cgroups (a test gives its own).
+    cgroup_root : str
+        Where the cgroup file systems are mounted.
+
+    Returns
+    -------
+    int
+        At least 1. A file that cannot be read or parsed sets no cap.
+    """
+    process_cpu_count = getattr(os, "process_cpu_count", None)  # Python 3.13: the affinity mask's count
+    if process_cpu_count is not None:
+        cores = process_cpu_count() or 1
+    else:
+        try:
+            cores = len(os.sched_getaffinity(0)) or 1
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+    try:
+        with open(proc_cgroup) as fh:
+            lines = fh.read(65536).splitlines()
+    except OSError:
+        return cores
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        files: list[tuple[str, ...]]
+        if controllers == "":  # cgroup v2: cpu.max is "QUOTA PERIOD" or "max PERIOD"
+            files = [(os.path.join(cgroup_root, folder, "cpu.max"),) for folder in _cgroup_folders(path)]
+        elif "cpu" in controllers.split(","):
+            mount = os.path.join(cgroup_root, controllers)
+            files = [
+                (os.path.join(mount, folder, "cpu.cfs_quota_us"), os.path.join(mount, folder, "cpu.cfs_period_us"))
+                for folder in _cgroup_folders(path)
+            ]
+        else:
+            continue
+        for names in files:
+            quota = _cpu_quota(names)
+            if quota is not None:
+                cores = min(cores, max(1, -(-quota[0] // quota[1])))
+    return cores
+
+
+def _cgroup_folders(path: str) -> list[str]:
+    """A cgroup's folder and each one above it, relative to the mount (``/a/b``: ``a/b``, ``a``, ``""``)."""
+    parts = [p for p in path.split("/") if p and p not in (".", "..")]
+    return ["/".join(parts[:n]) for n in range(len(parts), -1, -1)]
+
+
+def _cpu_quota(names: tuple[str, ...]) -> tuple[int, int] | None:
+    """(quota, period) in microseconds from a cgroup's files, or None: no quota, or not readable."""
+    try:
+        texts = []
+        for name in names:
+            with open(name) as fh:
+                texts.append(fh.read(256).split())
+        words = texts[0] if len(texts) == 1 else [texts[0][0], texts[1][0]]
+        quota, period = int(words[0]), int(words[1])
+    except (OSError, ValueError, IndexError):  # "max", a missing file, a mount elsewhere
+        return None
+    return (quota, period) if quota > 0 and period > 0 else None
+
+
 def read_source(path: str) -> bytes:
     """Read a submission file once, without following a symbolic link.
 

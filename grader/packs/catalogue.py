@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from grader.errors import ConfigError
+from grader.execution.jobs import usable_cores
 from grader.fileio import cache_dir, read_regular, write_atomic
 from grader.models import Call, CallResult, RunOutcome, Submission
 
@@ -490,7 +491,7 @@ def run_entries(
     calls : sequence of grader.models.Call
     jobs : int, optional
         Entries run at once (threads, each waiting on its child process);
-        default: one per core, at most 8.
+        default: one per usable core (`grader.execution.jobs.usable_cores`), at most 8.
 
     Returns
     -------
@@ -501,7 +502,7 @@ def run_entries(
     folder = cache_dir()
     if folder is not None:
         folder = folder / "catalogue"
-    workers = jobs or min(8, os.cpu_count() or 1)
+    workers = jobs or min(8, usable_cores())
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="grader-catalogue") as pool:
         futures = {e.name: pool.submit(_run_one, e, calls, config, folder) for e in entries}
         return {name: future.result() for name, future in futures.items()}
