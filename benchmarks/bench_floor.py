@@ -11,9 +11,10 @@ round, every contender once over them (in a rotated order, so that load
 elsewhere on the machine falls on every contender alike):
 
 ``sandboxed``
-    ``grader grade DIR --out OUT -q --jobs J`` with every default output;
+    ``grader grade DIR --out OUT -q`` with every default output, as a user runs it: its own
+    ``--jobs`` default (one per usable core, and one more); ``sandboxed@N`` adds ``--jobs N``;
 ``--insecure``
-    the same with ``--insecure``;
+    the same with ``--insecure`` (``--insecure@N`` likewise);
 ``floor``
     the calls-only floor: ``J`` lanes, each a numpy-loaded process that
     ``os.fork()``\\ s a child per submission; the child imports it, makes the
@@ -408,9 +409,11 @@ def run_contender(
     # before this one made every file this run creates cost 100-400 us of kernel time on an ext4 without
     # a journal (this machine's), whose inode allocator skips, one by one, inodes freed in the last 30 s.
     out = work / f"out-{next(_OUT_NUMBERS)}"
-    if name in ("sandboxed", "--insecure"):
-        figures = run_tree(grade_command(folder, out, jobs, ["--insecure"] * (name == "--insecure")), ENV, watch=True)
-        _full_marks_everywhere(out, [name])
+    base, _, slots = name.partition("@")
+    if base in ("sandboxed", "--insecure"):
+        command = grade_command(folder, out, int(slots) if slots else None, ["--insecure"] * (base == "--insecure"))
+        figures = run_tree(command, ENV, watch=True)
+        _full_marks_everywhere(out, [base])
         return figures
     if name in ("floor", "in-process"):
         return run_tree([sys.executable, __file__, "--run", name, str(folder), "--jobs", str(jobs)], ENV)
@@ -446,18 +449,16 @@ def report(contenders: list[str], runs: dict[str, list[dict[str, float]]], subs:
     cpu = {c: statistics.median(1000 * r["cpu"] / subs for r in runs[c]) for c in contenders}
     wall = {c: sum(r["seconds"] for r in runs[c]) for c in contenders}
     lines = [
-        f"{'contender':<11} {'subs/s':>7} {'wall s':>7} {'CPU ms/sub':>10}  {'split by role (ms/sub)':<42} "
+        f"{'contender':<12} {'subs/s':>7} {'wall s':>7} {'CPU ms/sub':>10}  {'split by role (ms/sub)':<42} "
         f"{'faults/sub':>10} {'x floor CPU':>11} {'x floor wall':>12} {'x pytest CPU':>12} {'x pytest wall':>13}"
     ]
     for c in contenders:
         rate = statistics.median(subs / r["seconds"] for r in runs[c])
-        if c == "floor":  # the floor's own parent is its start-up; its lanes are its "zygote"
-            names = ("parent", "lanes", "children")
-        else:
-            names = ROLES[c]
+        roles = ROLES[c.partition("@")[0]]
+        names = ("parent", "lanes", "children") if c == "floor" else roles  # the floor's lanes: its "zygote"
         split = ", ".join(
             f"{label} {statistics.median(1000 * r.get(role, 0.0) / subs for r in runs[c]):.1f}"
-            for label, role in zip(names, ROLES[c], strict=True)
+            for label, role in zip(names, roles, strict=True)
         )
         faults = statistics.median(r["faults"] / subs for r in runs[c]) if not c.startswith("dask") else float("nan")
 
@@ -465,11 +466,11 @@ def report(contenders: list[str], runs: dict[str, list[dict[str, float]]], subs:
             return f"{table[base] / table[c]:.2f}" if base in table else "-"
 
         lines.append(
-            f"{c:<11} {rate:7.1f} {wall[c]:7.1f} {cpu[c]:10.1f}  {split:<42} {faults:10.0f} "
+            f"{c:<12} {rate:7.1f} {wall[c]:7.1f} {cpu[c]:10.1f}  {split:<42} {faults:10.0f} "
             f"{ratio('floor', cpu):>11} {ratio('floor', wall):>12} {ratio('pytest', cpu):>12} {ratio('pytest', wall):>13}"
         )
-    for c in ("sandboxed", "--insecure", "floor"):
-        if c not in runs:
+    for c in runs:
+        if c.partition("@")[0] not in ("sandboxed", "--insecure", "floor"):
             continue
         median = {
             k: statistics.median(r.get(k, 0.0) / subs for r in runs[c])
@@ -535,11 +536,28 @@ def _compile_grader() -> None:
         compileall.compile_dir(folder, quiet=1)
 
 
+def _grader_jobs() -> int:
+    """The grader's ``--jobs`` default here (`grader.grading.session.default_jobs`)."""
+    from grader.grading.session import default_jobs
+
+    return default_jobs()
+
+
+def _known(contender: str) -> bool:
+    """A contender of `CONTENDERS`, or the grader's with its ``--jobs`` (``sandboxed@3``, ``--insecure@2``)."""
+    base, at, slots = contender.partition("@")
+    if not at:
+        return base in CONTENDERS
+    return base in ("sandboxed", "--insecure") and slots.isdigit() and int(slots) > 0
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subs", type=int, default=1000, help="correct numpy submissions (default 1000)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every contender (default 3)")
-    parser.add_argument("--jobs", type=int, default=2, help="grader --jobs and floor lanes (default 2)")
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="floor lanes, and the Dask contenders' grader --jobs (default 2)"
+    )
     parser.add_argument("--only", default=",".join(CONTENDERS), help=f"comma-separated, of: {', '.join(CONTENDERS)}")
     parser.add_argument("--quick", action="store_true", help="100 submissions, 1 round (for development)")
     parser.add_argument("--run", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
@@ -555,7 +573,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.quick:
         a.subs, a.rounds = 100, 1
     contenders = [c.strip() for c in a.only.split(",") if c.strip()]
-    if unknown := sorted(set(contenders) - set(CONTENDERS)):
+    if unknown := sorted(c for c in contenders if not _known(c)):
         parser.error(f"unknown contenders {unknown}")
     command = "python benchmarks/bench_floor.py " + " ".join(argv if argv is not None else sys.argv[1:])
     work = Path(tempfile.mkdtemp(prefix="grader-floor-"))
@@ -564,7 +582,7 @@ def main(argv: list[str] | None = None) -> None:
         load = os.getloadavg()[0]
         print(
             f"machine: {os.cpu_count()} cores, load average {load:.1f}; python {sys.version.split()[0]}; "
-            f"subs={a.subs}, rounds={a.rounds}, jobs={a.jobs}",
+            f"subs={a.subs}, rounds={a.rounds}, floor lanes={a.jobs}, grader --jobs by default={_grader_jobs()}",
             flush=True,
         )
         folder = work / "class"

@@ -424,8 +424,9 @@ start-up, the fast exit) and writes the CPU seconds of its own process at exit, 
 file ``BENCH_RUSAGE`` names (the rest of the tree: the jobs)."""
 
 
-def grade_command(folder: Path, out: Path, jobs: int, extra: list[str]) -> list[str]:
-    """``grader grade FOLDER --out OUT -q --jobs JOBS EXTRA...`` run through `RUSAGE_WRAPPER`."""
+def grade_command(folder: Path, out: Path, jobs: int | None, extra: list[str]) -> list[str]:
+    """``grader grade FOLDER --out OUT -q --jobs JOBS EXTRA...`` run through `RUSAGE_WRAPPER` (``jobs``
+    None: no ``--jobs``, the grader's default)."""
     return [
         sys.executable,
         "-c",
@@ -435,8 +436,7 @@ def grade_command(folder: Path, out: Path, jobs: int, extra: list[str]) -> list[
         "--out",
         str(out),
         "-q",
-        "--jobs",
-        str(jobs),
+        *(["--jobs", str(jobs)] if jobs is not None else []),
         *extra,
     ]
 
