@@ -7,13 +7,18 @@ while the grader starts (issue 16). `grader.execution.jobs` and the sandbox plug
 
 from __future__ import annotations
 
+import _thread
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import socket  # imported where it is used
+
+T = TypeVar("T")
+_SPAWN_LOCK = _thread.allocate_lock()
 
 __all__ = [
     "CHILD_ENV",
@@ -66,6 +71,10 @@ def start_server(script: str, stderr: Any = None) -> tuple[subprocess.Popen[byte
     its one argument. ``stderr`` is where its standard error goes (default: the grader's). The
     grader's end waits at most 60 s for a reply. Stop it with `stop_server`.
     """
+    return _from_lasting_thread(lambda: _start_server(script, stderr))
+
+
+def _start_server(script: str, stderr: Any) -> tuple[subprocess.Popen[bytes], socket.socket]:
     import socket
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -87,6 +96,48 @@ def start_server(script: str, stderr: Any = None) -> tuple[subprocess.Popen[byte
         theirs.close()
     ours.settimeout(60.0)
     return proc, ours
+
+
+_SPAWNS: list[Any] = []  # the queue of the thread that starts servers for other threads, once made
+
+
+def _from_lasting_thread(start: Callable[[], T]) -> T:
+    """``start()``, run where the process it starts outlives the calling thread.
+
+    A server sets its parent-death signal (SIGKILL) as it starts, and Linux sends it when the
+    *thread* that forked it ends, not the process. The main thread runs ``start`` itself; any
+    other thread (a grading thread starting a Dask client's sandbox for a chunk its cluster could
+    not take, a Dask task thread, which Dask may retire) hands it to one daemon thread that lives as
+    long as the process and only starts servers.
+    """
+    threading = sys.modules.get("threading")
+    if threading is None or threading.current_thread() is threading.main_thread():
+        return start()
+    import queue
+
+    with _SPAWN_LOCK:
+        if not _SPAWNS:
+            requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+            threading.Thread(target=_serve_spawns, args=(requests,), name="grader-server-parent", daemon=True).start()
+            _SPAWNS.append(requests)
+    done = threading.Event()
+    answer: list[Any] = []
+    _SPAWNS[0].put((start, answer, done))
+    done.wait()
+    if isinstance(answer[0], BaseException):
+        raise answer[0]
+    result: T = answer[1]
+    return result
+
+
+def _serve_spawns(requests: Any) -> None:
+    while True:
+        start, answer, done = requests.get()
+        try:
+            answer += [None, start()]
+        except BaseException as exc:  # noqa: BLE001 - raised again in the thread that asked
+            answer.append(exc)
+        done.set()
 
 
 def stop_server(sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -99,3 +100,22 @@ def test_a_status_pipe_closed_without_a_word_is_the_zygotes_end_not_the_students
     with pool.slot():  # a zygote that answers: the slot is lent and given back as always
         pass
     assert pool._slots.qsize() == 1
+
+
+def test_a_zygote_started_from_a_thread_outlives_the_thread() -> None:
+    """The zygote's parent-death signal follows the thread that forked it: a Dask client starting its
+    sandbox in a grading thread (for a chunk its cluster could not take) lost it when that thread
+    ended, and the run stopped with exit 3 instead of grading the chunk here."""
+    from grader.builtin.sandbox.handle import Zygote
+
+    started: list[Zygote] = []
+    thread = threading.Thread(target=lambda: started.append(Zygote()))  # returns once the zygote is ready
+    thread.start()
+    thread.join()
+    zygote = started[0]
+    try:
+        time.sleep(0.5)  # the death signal, had it been sent, has arrived
+        assert zygote.proc.poll() is None
+    finally:
+        zygote.close()
+    assert zygote.proc.returncode is not None and zygote.proc.returncode != -signal.SIGKILL
