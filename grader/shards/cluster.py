@@ -24,6 +24,7 @@ from typing import Any
 
 from distributed import WorkerPlugin
 
+from grader.errors import JobStarterLost
 from grader.fileio import memory_scratch, remove_stale_scratch, scratch_prefix
 from grader.models import Call, Submission
 
@@ -434,7 +435,43 @@ class GraderWorker(WorkerPlugin):
         slots: int = 1,
         judge: dict[str, Any] | None = None,
     ) -> bytes:
-        """`run_chunk` with this worker's state."""
+        """`run_chunk` with this worker's state.
+
+        A runner whose sandbox zygote died (killed from outside, or by the out-of-memory killer) is
+        dropped and the chunk runs once more on a fresh one: the runner is kept across runs, and
+        every later chunk sent to this worker would fail with it. A second loss is the client's to
+        handle (it grades the chunk's submissions itself).
+        """
+        try:
+            return self._run_chunk(payload, calls_text, settings, slots, judge)
+        except JobStarterLost:
+            self.drop_runner(settings)
+        try:
+            return self._run_chunk(payload, calls_text, settings, slots, judge)
+        except JobStarterLost as exc:
+            self.drop_runner(settings)
+            raise RuntimeError(f"this worker's sandbox could not start jobs twice in a row: {exc}") from None
+
+    def drop_runner(self, settings: dict[str, Any]) -> None:
+        """End and forget the runner for these settings (its zygote, if still alive, stops with it)."""
+        with self.lock:
+            config = self.runners.pop(json.dumps(settings, sort_keys=True), None)
+            if config is not None:
+                self.collections.pop(id(config), None)
+        if config is not None:
+            try:
+                config.hooks.unconfigure(config=config)
+            except Exception:  # noqa: BLE001, S110 - a dead zygote's runner ends as well as it can
+                pass
+
+    def _run_chunk(
+        self,
+        payload: str,
+        calls_text: str,
+        settings: dict[str, Any],
+        slots: int,
+        judge: dict[str, Any] | None,
+    ) -> bytes:
         from grader.shards import encode_outcome
 
         config = self.runner(settings, slots)

@@ -48,6 +48,14 @@ def _zygote_pids(dask_worker) -> list[int]:
     return [config.stash[_ZYGOTE].proc.pid for config in _runners(dask_worker)]
 
 
+def _live_zygote_pids(dask_worker) -> list[int]:
+    """In a worker: the pids of its runners' zygotes that still run."""
+    from grader.builtin.sandbox import _ZYGOTE
+
+    zygotes = [config.stash[_ZYGOTE].proc for config in _runners(dask_worker)]
+    return [proc.pid for proc in zygotes if proc.poll() is None]
+
+
 def _profiling(dask_worker) -> list[str]:
     """In a worker: its periodic callbacks that sample stacks or system counters (the grader plugin stops them),
     and its event loop's tick and memory monitor if they still run more often than once a second."""
@@ -596,3 +604,24 @@ def test_chunks_are_sent_as_grading_reaches_them_and_forgotten_once_taken(tmp_pa
             batch.take(index, sub, [])
     assert len(client.sent) == 5 and all(f.reads == 1 for f in client.sent)  # each chunk read once
     assert batch.answers == {} and batch.futures == [False] * 5
+
+
+@pytest.mark.slow
+def test_a_worker_whose_zygote_died_starts_another_and_grades_its_chunks(cluster, tmp_path: Path) -> None:
+    """The runner a worker keeps across runs held its dead zygote: every later chunk sent there failed
+    (JobStarterLost), and the client graded its submissions itself."""
+    local, client = cluster
+    klass = make_class(tmp_path / "class")
+    run("grade", klass, "--out", tmp_path / "local", "-q")
+    args = ("-q", "--dask", local.scheduler_address, "--dask-chunk", "1")
+    run("grade", klass, "--out", tmp_path / "warm", *args)  # every worker has its runner and zygote
+    before = client.run(_zygote_pids)
+    assert all(before.values())
+    for pids in before.values():
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+    done = run("grade", klass, "--out", tmp_path / "dask", *args)
+    assert "graded here" not in done.stderr and "could not run" not in done.stderr, done.stderr[-2000:]
+    assert (tmp_path / "dask" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
+    live = {pid for pids in client.run(_live_zygote_pids).values() for pid in pids}
+    assert live and not live & {pid for pids in before.values() for pid in pids}  # each a new zygote
