@@ -381,7 +381,7 @@ class GraderWorker(WorkerPlugin):
             remove_stale_scratch()  # what workers killed mid-chunk left on this machine
             config = for_command("grade", argv, plugins=settings["plugins"], pack=settings.get("pack"))
             config.options.out = None  # a worker writes no file: results go back to the instructor
-            _keep_alive(lambda: config.hooks.configure(config))
+            config.hooks.configure(config)  # its zygote is forked by a lasting thread (grader.execution.servers)
             self.runners[key] = config
             return config
 
@@ -507,29 +507,6 @@ class GraderWorker(WorkerPlugin):
                         entry["result"] = encode_result(result, exercises, self.texts)
                 items.append(entry)
         return encode_answer(items, wires, exercises, refused)
-
-
-def _keep_alive(start: Any) -> None:
-    """Run ``start`` in a thread that lives as long as the worker process.
-
-    The sandbox's zygote is started there: a child's death signal follows the
-    thread that started it, and Dask may retire its task threads.
-    """
-    done = threading.Event()
-    failure: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            start()
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            failure.append(exc)
-        done.set()
-        threading.Event().wait()  # forever: the zygote's parent thread
-
-    threading.Thread(target=body, name="grader-zygote-parent", daemon=True).start()
-    done.wait()
-    if failure:
-        raise failure[0]
 
 
 def run_chunk(payload: str, calls_text: str, settings: dict[str, Any], judge: dict[str, Any] | None = None) -> bytes:
