@@ -625,3 +625,33 @@ def test_a_worker_whose_zygote_died_starts_another_and_grades_its_chunks(cluster
     assert (tmp_path / "dask" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
     live = {pid for pids in client.run(_live_zygote_pids).values() for pid in pids}
     assert live and not live & {pid for pids in before.values() for pid in pids}  # each a new zygote
+
+
+CLIENT_WHOSE_CLUSTER_RUNS_NOTHING = """
+import sys
+import grader.builtin.dask_cluster as dask_cluster
+dask_cluster._read_chunk = lambda future, count, calls: None  # every chunk lost: each graded by the client
+sys.argv = ["grader", *sys.argv[1:]]
+from grader.cli.launch import console_main
+console_main()
+"""
+
+
+@pytest.mark.slow
+def test_chunks_the_cluster_could_not_run_are_graded_by_the_client_in_its_own_sandbox(cluster, tmp_path: Path) -> None:
+    """The client starts its sandbox only for such a chunk, in a grading thread: its zygote died with
+    that thread and the run stopped with exit 3 and no results."""
+    local, _ = cluster
+    klass = make_class(tmp_path / "class")
+    run("grade", klass, "--out", tmp_path / "local", "-q")
+    done = subprocess.run(
+        [sys.executable, "-c", CLIENT_WHOSE_CLUSTER_RUNS_NOTHING, "grade", str(klass), "--out", str(tmp_path / "here")]
+        + ["-q", "--dask", local.scheduler_address, "--dask-chunk", "1"],
+        cwd=ROOT,
+        env=grader_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "here" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
