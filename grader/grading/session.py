@@ -23,6 +23,7 @@ from grader import packs
 from grader._version import __version__
 from grader.collected import COLLECTED, Collected, PreparedCheck
 from grader.config.core import Config
+from grader.config.parser import MAX_JOBS
 from grader.disclosure import is_public, secret_while_grading
 from grader.errors import ConfigError, GraderError, JobStarterLost, PluginError, internal_error_id
 from grader.errors import WriterError as WriterError  # where grader.shards.merge finds it
@@ -523,7 +524,7 @@ def default_jobs() -> int:
     calls-only floor's wall time where 2 took 0.65x, at the same CPU per submission; 4 gained nothing
     more (``python benchmarks/bench_floor.py --only sandboxed@2,sandboxed@3,sandboxed@4,floor``).
     """
-    return usable_cores() + 1
+    return min(MAX_JOBS, usable_cores() + 1)  # what --jobs accepts at most, on a machine of 256 cores or more
 
 
 def worker_count(config: Config) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.config.parser import for_command
+from grader.config.parser import MAX_JOBS, for_command
 from grader.execution.jobs import usable_cores
 from grader.grading.session import default_jobs, worker_count
 
@@ -77,3 +77,13 @@ def test_grade_grades_one_more_at_once_than_it_has_cores() -> None:
     assert default_jobs() == usable_cores() + 1
     assert worker_count(for_command("grade", ["submissions"])) == usable_cores() + 1
     assert worker_count(for_command("grade", ["submissions", "--jobs", "1"])) == 1
+
+
+def test_the_default_stays_within_what_jobs_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine of 256 cores or more: the default is `MAX_JOBS`, as ``--jobs`` allows at most."""
+    import grader.grading.session as session
+
+    monkeypatch.setattr(session, "usable_cores", lambda: 300)
+    assert default_jobs() == MAX_JOBS == 256
+    monkeypatch.setattr(session, "usable_cores", lambda: 255)
+    assert default_jobs() == 256
