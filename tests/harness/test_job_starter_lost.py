@@ -119,3 +119,27 @@ def test_a_zygote_started_from_a_thread_outlives_the_thread() -> None:
     finally:
         zygote.close()
     assert zygote.proc.returncode is not None and zygote.proc.returncode != -signal.SIGKILL
+
+
+def test_a_start_up_error_raised_at_every_chunk_does_not_grow_its_traceback() -> None:
+    """A Dask worker whose sandbox cannot start keeps its runner: each chunk sent there raised the one
+    start-up error again, and each raise added its frames to that exception's traceback. After a few
+    dozen chunks the worker could not pickle the error for the client (excessively deep recursion), and
+    the traceback held every failed chunk's frames, their submissions included, for the worker's life."""
+    import traceback
+    from types import SimpleNamespace
+
+    from grader.builtin.sandbox.slots import Pool, Starting
+    from grader.errors import ConfigError
+
+    def wait_started() -> None:
+        raise ConfigError("the sandbox's zygote did not start: no reason given")
+
+    pool = Pool(Starting(SimpleNamespace(wait_started=wait_started), 1, "attention.py"))
+    depths = []
+    for _ in range(30):
+        with pytest.raises(ConfigError) as caught:
+            with pool.slot():
+                pass
+        depths.append(len(traceback.extract_tb(caught.value.__traceback__)))
+    assert depths[-1] == depths[0], depths

@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
 
 from grader.builtin.sandbox.handle import ZYGOTE_NAME, SandboxJob, Zygote
 from grader.child.limits import DEFAULT_LIMITS, UID_BASE
@@ -36,6 +37,9 @@ class Starting:
         self.workdir: str | None = None
         self.workers: list[Worker] = []
         self.error: BaseException | None = None
+        self._error_trace: TracebackType | None = (
+            None  # the start-up's own traceback, which each raise of `error` starts from
+        )
         self.thread = threading.Thread(target=self._run, name="grader-sandbox-start", daemon=True)
         self.thread.start()
 
@@ -58,13 +62,18 @@ class Starting:
             if problem:
                 raise ConfigError(problem)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread (grader_grading_ready)
-            self.error = exc
+            self.error, self._error_trace = exc, exc.__traceback__
 
     def wait(self) -> list[Worker]:
-        """The ready workers; or the start-up's error, raised here (a ConfigError: one line and the fix)."""
+        """The ready workers; or the start-up's error, raised here (a ConfigError: one line and the fix).
+
+        Raised again at each call (a Dask worker's runner, at each chunk) with the start-up's own
+        traceback: raising an exception adds the raiser's frames to the one it holds, so it would
+        grow by a chunk's frames (and keep them) at each raise.
+        """
         self.thread.join()
         if self.error is not None:
-            raise self.error
+            raise self.error.with_traceback(self._error_trace)
         return self.workers
 
 
