@@ -143,3 +143,35 @@ def test_a_start_up_error_raised_at_every_chunk_does_not_grow_its_traceback() ->
                 pass
         depths.append(len(traceback.extract_tb(caught.value.__traceback__)))
     assert depths[-1] == depths[0], depths
+
+
+def test_a_process_forked_after_a_server_was_started_from_a_thread_starts_servers_from_threads(
+    tmp_path: Path,
+) -> None:
+    """The lasting thread that forks control servers for other threads is not in a forked child (only the
+    forking thread is), but the child kept its queue: a server asked for from a thread there waited for
+    ever (multiprocessing's default on Linux is fork: a Dask LocalCluster set to fork, a notebook's Pool)."""
+    script = tmp_path / "server.py"
+    script.write_text("import sys\nsys.stdin.read()\n")
+    code = f"""
+import os, sys, threading
+from grader.execution.servers import start_server, stop_server
+
+def start():
+    proc, sock = start_server({str(script)!r})
+    stop_server(sock, proc)
+
+thread = threading.Thread(target=start)
+thread.start()
+thread.join()
+pid = os.fork()
+if pid == 0:
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    thread.join(20)
+    os._exit(1 if thread.is_alive() else 0)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
