@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -175,3 +176,54 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_run_stopped_while_a_grading_thread_starts_the_lazy_sandbox_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Dask client starts its sandbox in a grading thread, for a chunk its cluster could not take. Ctrl-C
+    meanwhile: the run's clean-up found no zygote yet and did nothing, the grading thread went on and made
+    the sandbox's folder and its jobs' uids' folders, and the folder stayed in the temporary folder."""
+    import grader.builtin.sandbox as sandbox
+    from grader.config.parser import for_command
+    from grader.execution.keys import JOB_LAUNCHERS
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    real_zygote = sandbox.Zygote
+    asked, stopping = threading.Event(), threading.Event()
+
+    def slow_zygote(*args, **kwargs):
+        asked.set()
+        stopping.wait(10)  # the run is being stopped: the clean-up has begun
+        time.sleep(0.3)
+        return real_zygote(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox, "Zygote", slow_zygote)
+    config = for_command("grade", ["-", "--dask", "tcp://127.0.0.1:9", "--jobs", "1"])
+    sandbox.grader_configure(config)
+    pool = config.stash[JOB_LAUNCHERS]
+    assert pool.lazy
+    failed: list[BaseException] = []
+
+    def grading_thread() -> None:
+        try:
+            pool.ready()
+        except BaseException as exc:  # noqa: BLE001 - a stopped run's start may fail: not what is tested
+            failed.append(exc)
+
+    thread = threading.Thread(target=grading_thread)
+    thread.start()
+    assert asked.wait(10)
+    stopping.set()
+    sandbox.grader_unconfigure(config)
+    thread.join(60)
+    assert not thread.is_alive()
+    zygote, workdir = getattr(pool._starting, "zygote", None), getattr(pool._starting, "workdir", None)
+    try:
+        assert workdir is None or not os.path.exists(workdir)  # no sandbox folder left
+        assert zygote is None or zygote.proc.poll() is not None  # nor a zygote running
+    finally:
+        if zygote is not None:
+            zygote.close()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)

@@ -422,12 +422,15 @@ class Pool:
         self.lazy = lazy
         self._slots: queue.SimpleQueue[Worker] | None = None
         self._lock = threading.Lock()
+        self._closed = False
 
     def ready(self) -> queue.SimpleQueue[Worker]:
         """The workers, once the zygote is ready and the preflight passed (waits for both; raises ConfigError)."""
         if self._slots is None:
             with self._lock:
                 if self._slots is None:
+                    if self._closed:
+                        raise ConfigError("the run stopped: the sandbox is not started any more")
                     if not isinstance(self._starting, Starting):
                         self._starting = self._starting()
                     slots: queue.SimpleQueue[Worker] = queue.SimpleQueue()
@@ -435,6 +438,16 @@ class Pool:
                         slots.put(worker)
                     self._slots = slots
         return self._slots
+
+    def close(self) -> None:
+        """Start nothing any more; a start under way (a lazy pool's, in a grading thread) ends first.
+
+        The run's clean-up calls it before it stops the sandbox: a grading thread still starting a
+        lazy pool when the run stops (Ctrl-C) would otherwise make the zygote and the job folder after
+        the clean-up looked for them, and leave the folder behind.
+        """
+        with self._lock:
+            self._closed = True
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[Launcher]:
