@@ -136,7 +136,8 @@ def test_a_start_up_error_raised_at_every_chunk_does_not_grow_its_traceback() ->
     def wait_started() -> None:
         raise ConfigError("the sandbox's zygote did not start: no reason given")
 
-    pool = Pool(Starting(SimpleNamespace(wait_started=wait_started), 1, "attention.py"))
+    zygote = SimpleNamespace(wait_started=wait_started, lost=False, proc=SimpleNamespace(poll=lambda: 2))
+    pool = Pool(Starting(zygote, 1, "attention.py"))
     depths = []
     for _ in range(30):
         with pytest.raises(ConfigError) as caught:
@@ -227,3 +228,45 @@ def test_a_run_stopped_while_a_grading_thread_starts_the_lazy_sandbox_leaves_not
             zygote.close()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_zygote_killed_while_it_starts_is_lost_not_a_sandbox_that_cannot_start() -> None:
+    """Killed from outside before it was ready (the out-of-memory killer while it imports numpy), the zygote
+    was "did not start: no reason given", as a sandbox that can never start here: a Dask worker kept that
+    runner and its error, and sent every later chunk back to the client for the rest of its life."""
+    from grader.builtin.sandbox.handle import Zygote
+    from grader.errors import JobStarterLost
+
+    zygote = Zygote(wait=False)
+    os.kill(zygote.proc.pid, signal.SIGKILL)
+    with pytest.raises(JobStarterLost):
+        zygote.wait_started()
+    assert zygote.proc.returncode == -signal.SIGKILL
+
+
+def test_a_zygote_killed_during_the_preflight_is_lost_not_a_sandbox_that_cannot_run_jobs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Killed while the start-up's preflight job ran, the zygote took that job with it, and the start-up
+    said "the sandbox cannot run a job here": a Dask worker kept that runner and its error for ever."""
+    import grader.builtin.sandbox.slots as slots
+    from grader.builtin.sandbox.handle import Zygote
+    from grader.errors import JobStarterLost
+
+    def preflight(workers, workdir):
+        os.kill(workers[0].zygote.proc.pid, signal.SIGKILL)
+        workers[0].zygote.proc.wait()
+        return "the sandbox cannot run a job here (the process was killed (SIGKILL): it used up its CPU time or memory)"
+
+    monkeypatch.setattr(slots, "preflight", preflight)
+    zygote = Zygote(wait=False)
+    starting = slots.Starting(zygote, 1, "attention.py")
+    try:
+        with pytest.raises(JobStarterLost):
+            starting.wait()
+    finally:
+        for worker in starting.workers:
+            worker.close()
+        zygote.close()
+        if starting.workdir is not None:
+            shutil.rmtree(starting.workdir, ignore_errors=True)

@@ -89,6 +89,9 @@ class Zygote:
 
         Raises
         ------
+        grader.errors.JobStarterLost
+            If it was killed from outside meanwhile (SIGKILL, SIGTERM: the out-of-memory killer, an
+            administrator): a new one may start (a Dask worker starts another for its chunk).
         grader.errors.ConfigError
             If the zygote did not start (the reason is in the message).
         """
@@ -98,6 +101,9 @@ class Zygote:
             line = b""
         if not line:
             self.close(keep_log=True)
+            if self.proc.returncode in (-signal.SIGKILL, -signal.SIGTERM):
+                self._stderr.close()
+                raise JobStarterLost(ZYGOTE_NAME)
             self._stderr.seek(0)
             why = self._stderr.read().decode(errors="replace").strip().splitlines()
             self._stderr.close()

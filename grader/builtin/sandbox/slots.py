@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -63,6 +65,17 @@ class Starting:
                 raise ConfigError(problem)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread (grader_grading_ready)
             self.error, self._error_trace = exc, exc.__traceback__
+            if type(exc) is ConfigError and self._zygote_killed():
+                self.error, self._error_trace = JobStarterLost(ZYGOTE_NAME), None  # a new one may start (Dask)
+
+    def _zygote_killed(self) -> bool:
+        """Whether the zygote ended meanwhile, killed from outside (the preflight's job died with it)."""
+        proc = self.zygote.proc
+        try:
+            code = proc.wait(timeout=1.0) if self.zygote.lost else proc.poll()
+        except subprocess.TimeoutExpired:
+            code = None
+        return self.zygote.lost or code in (-signal.SIGKILL, -signal.SIGTERM)
 
     def wait(self) -> list[Worker]:
         """The ready workers; or the start-up's error, raised here (a ConfigError: one line and the fix).
