@@ -270,3 +270,16 @@ def test_a_zygote_killed_during_the_preflight_is_lost_not_a_sandbox_that_cannot_
         zygote.close()
         if starting.workdir is not None:
             shutil.rmtree(starting.workdir, ignore_errors=True)
+
+
+def test_a_chunk_waiting_on_a_dropped_runners_start_runs_again_on_a_fresh_one() -> None:
+    """Two chunks on one Dask worker: one drops the runner whose zygote died (its pool closes) while the
+    other waits for that pool's start. The waiting one is told its zygote is lost, so the worker runs it
+    again on a fresh runner; a plain error sent its chunk back to the client."""
+    from grader.builtin.sandbox.slots import Pool
+    from grader.errors import JobStarterLost
+
+    pool = Pool(lambda: pytest.fail("a closed pool starts nothing"), lazy=True)
+    pool.close()
+    with pytest.raises(JobStarterLost):
+        pool.ready()

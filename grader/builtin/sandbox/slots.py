@@ -442,8 +442,8 @@ class Pool:
         if self._slots is None:
             with self._lock:
                 if self._slots is None:
-                    if self._closed:
-                        raise ConfigError("the run stopped: the sandbox is not started any more")
+                    if self._closed:  # its runner was dropped or the run stopped: its zygote is gone
+                        raise JobStarterLost(ZYGOTE_NAME)
                     if not isinstance(self._starting, Starting):
                         self._starting = self._starting()
                     slots: queue.SimpleQueue[Worker] = queue.SimpleQueue()
