@@ -51,6 +51,17 @@ def test_what_cannot_be_read_sets_no_cap(tmp_path: Path, text: str) -> None:
     assert usable_cores(str(tmp_path / "missing"), root) == AFFINITY
 
 
+def test_a_cgroup_named_in_bytes_that_are_not_utf8_is_read_as_named(tmp_path: Path) -> None:
+    """A cgroup's name is any bytes but "/": one not valid UTF-8 raised UnicodeDecodeError out of `grade`'s
+    start (an internal error, exit 4) where its quota should have been read."""
+    (tmp_path / "cgroup").write_bytes(b"0::/job\xff\n")
+    folder = os.path.join(os.fsencode(tmp_path), b"fs", b"job\xff")
+    os.makedirs(folder)
+    with open(os.path.join(folder, b"cpu.max"), "w") as fh:
+        fh.write("100000 100000\n")
+    assert usable_cores(str(tmp_path / "cgroup"), str(tmp_path / "fs")) == 1
+
+
 def _on_one_core(what: Callable[[], int]) -> int:
     """``what()`` in a child pinned to one core, as ``taskset -c 0`` pins a process."""
     read, write = os.pipe()
