@@ -62,6 +62,17 @@ def test_a_cgroup_named_in_bytes_that_are_not_utf8_is_read_as_named(tmp_path: Pa
     assert usable_cores(str(tmp_path / "cgroup"), str(tmp_path / "fs")) == 1
 
 
+@pytest.mark.parametrize("cores", [255, 256, 1024])
+def test_the_default_is_never_more_than_jobs_may_be(monkeypatch: pytest.MonkeyPatch, cores: int) -> None:
+    """``--jobs`` is at most MAX_JOBS (each job has threads and a sandboxed process of its own); the default,
+    one more than the usable cores, went past it on a machine of 256 or more."""
+    import grader.grading.session as session
+    from grader.config.parser import MAX_JOBS
+
+    monkeypatch.setattr(session, "usable_cores", lambda: cores)
+    assert default_jobs() == min(MAX_JOBS, cores + 1)
+
+
 def _on_one_core(what: Callable[[], int]) -> int:
     """``what()`` in a child pinned to one core, as ``taskset -c 0`` pins a process."""
     read, write = os.pipe()
