@@ -283,3 +283,20 @@ def test_a_chunk_waiting_on_a_dropped_runners_start_runs_again_on_a_fresh_one() 
     pool.close()
     with pytest.raises(JobStarterLost):
         pool.ready()
+
+
+def test_a_zygote_that_cannot_be_forked_is_one_line_not_an_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter could not be started (fork's EAGAIN on a machine out of processes, ENOMEM): the OSError
+    left the sandbox as it was, and grade (a Dask client's fallback in a grading thread too) stopped with a
+    traceback and exit 4, "a bug in the grader"."""
+    import errno
+
+    import grader.builtin.sandbox.handle as handle
+    from grader.errors import ConfigError
+
+    def start_zygote(script: str):
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    monkeypatch.setattr(handle, "start_zygote", start_zygote)
+    with pytest.raises(ConfigError, match="the sandbox's zygote could not be started: .*Resource temporarily"):
+        handle.Zygote()

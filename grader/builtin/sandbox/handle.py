@@ -71,7 +71,10 @@ class Zygote:
         # Exec'd by the command line already (grader.execution.servers.grade_zygote), or now.
         self.proc: Any
         self.sock: socket.socket
-        self.proc, self.sock, self._stderr = started if started is not None else start_zygote(ZYGOTE)
+        try:
+            self.proc, self.sock, self._stderr = started if started is not None else start_zygote(ZYGOTE)
+        except OSError as exc:  # fork's EAGAIN or ENOMEM, an interpreter gone: the machine's, not a bug
+            raise ConfigError(f"the sandbox's zygote could not be started: {exc.strerror or exc}") from None
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         self.landlock_abi = 0
