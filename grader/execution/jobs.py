@@ -106,8 +106,8 @@ def usable_cores(proc_cgroup: str = "/proc/self/cgroup", cgroup_root: str = "/sy
         except (AttributeError, OSError):
             cores = os.cpu_count() or 1
     try:
-        with open(proc_cgroup) as fh:
-            lines = fh.read(65536).splitlines()
+        with open(proc_cgroup, "rb") as fh:  # a cgroup's name is any bytes: read as a path is
+            lines = os.fsdecode(fh.read(65536)).splitlines()
     except OSError:
         return cores
     for line in lines:

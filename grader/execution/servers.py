@@ -130,6 +130,18 @@ def _from_lasting_thread(start: Callable[[], T]) -> T:
     return result
 
 
+def _forget_spawns() -> None:
+    """In a forked child: the lasting thread was not copied (only the forking thread is), so forget its queue
+    (the next server asked for from a thread makes another) and its lock (another thread may have held it)."""
+    global _SPAWN_LOCK
+    _SPAWN_LOCK = _thread.allocate_lock()
+    _SPAWNS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_spawns)
+
+
 def _serve_spawns(requests: Any) -> None:
     while True:
         start, answer, done = requests.get()

@@ -523,6 +523,7 @@ def default_jobs() -> int:
     extra one keeps the cores busy meanwhile. On 2 cores, 1,000 submissions: 3 at once took 0.70x the
     calls-only floor's wall time where 2 took 0.65x, at the same CPU per submission; 4 gained nothing
     more (``python benchmarks/bench_floor.py --only sandboxed@2,sandboxed@3,sandboxed@4,floor``).
+    At most `grader.config.parser.MAX_JOBS`, as ``--jobs``.
     """
     return min(MAX_JOBS, usable_cores() + 1)  # what --jobs accepts at most, on a machine of 256 cores or more
 

@@ -442,39 +442,40 @@ class GraderWorker(WorkerPlugin):
         every later chunk sent to this worker would fail with it. A second loss is the client's to
         handle (it grades the chunk's submissions itself).
         """
+        config = self.runner(settings, slots)
         try:
-            return self._run_chunk(payload, calls_text, settings, slots, judge)
+            return self._run_chunk(config, payload, calls_text, judge)
         except JobStarterLost:
-            self.drop_runner(settings)
+            self.drop_runner(settings, config)
+        config = self.runner(settings, slots)
         try:
-            return self._run_chunk(payload, calls_text, settings, slots, judge)
+            return self._run_chunk(config, payload, calls_text, judge)
         except JobStarterLost as exc:
-            self.drop_runner(settings)
+            self.drop_runner(settings, config)
             raise RuntimeError(f"this worker's sandbox could not start jobs twice in a row: {exc}") from None
 
-    def drop_runner(self, settings: dict[str, Any]) -> None:
-        """End and forget the runner for these settings (its zygote, if still alive, stops with it)."""
-        with self.lock:
-            config = self.runners.pop(json.dumps(settings, sort_keys=True), None)
-            if config is not None:
-                self.collections.pop(id(config), None)
-        if config is not None:
-            try:
-                config.hooks.unconfigure(config=config)
-            except Exception:  # noqa: BLE001, S110 - a dead zygote's runner ends as well as it can
-                pass
+    def drop_runner(self, settings: dict[str, Any], config: Any) -> None:
+        """End and forget ``config``, this worker's runner for these settings (its zygote, if still alive, stops with it).
 
-    def _run_chunk(
-        self,
-        payload: str,
-        calls_text: str,
-        settings: dict[str, Any],
-        slots: int,
-        judge: dict[str, Any] | None,
-    ) -> bytes:
+        Only that runner: another chunk on this worker may have lost the same zygote first and
+        made a fresh runner already, which its chunk is running on.
+        """
+        key = json.dumps(settings, sort_keys=True)
+        with self.lock:
+            kept = self.runners.get(key) is config
+            if kept:  # else dropped already, by the chunk that lost it first
+                del self.runners[key]
+                self.collections.pop(id(config), None)
+        if not kept:
+            return
+        try:
+            config.hooks.unconfigure(config=config)
+        except Exception:  # noqa: BLE001, S110 - a dead zygote's runner ends as well as it can
+            pass
+
+    def _run_chunk(self, config: Any, payload: str, calls_text: str, judge: dict[str, Any] | None) -> bytes:
         from grader.shards import encode_outcome
 
-        config = self.runner(settings, slots)
         calls = self.batch_calls(calls_text)
         collected, refused = self.collected(config, judge) if judge is not None else (None, "")
         judging = judge is not None and collected is not None and not refused

@@ -655,3 +655,82 @@ def test_chunks_the_cluster_could_not_run_are_graded_by_the_client_in_its_own_sa
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "here" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
+
+
+class _FakeRunner:
+    """A worker's runner whose jobs are run by ``run`` (a function of the runner), and which says when it is ended."""
+
+    def __init__(self, run) -> None:
+        from types import SimpleNamespace
+
+        self.ended = False
+        self.stash: dict = {}
+        self.hooks = SimpleNamespace(run_calls=lambda **kw: run(self), unconfigure=lambda config: self._end())
+
+    def _end(self) -> None:
+        self.ended = True
+
+
+def test_a_stale_zygote_loss_does_not_end_the_fresh_runner_another_chunk_runs_on() -> None:
+    """Two chunks on one worker (two task threads) share its runner, and both see its zygote die. The first
+    drops it and runs again on a fresh runner; the second's loss, coming later, dropped whatever runner the
+    settings named then: the fresh one, mid-chunk, so the first chunk lost its zygote twice and went back to
+    the client (and the second started a third zygote)."""
+    import base64
+    import threading
+
+    from grader.errors import JobStarterLost
+    from grader.models import RunOutcome
+    from grader.shards.cluster import GraderWorker
+
+    worker = GraderWorker()
+    settings = {"k": 1}
+    b_done = threading.Event()
+    b_lost = threading.Event()
+
+    def dead(runner):  # the zygote every chunk ran on died: chunk A sees it first, chunk B a little later
+        if threading.current_thread().name == "B":
+            b_lost.wait(10)
+        raise JobStarterLost("the zygote")
+
+    def healthy(runner):
+        if threading.current_thread().name == "A":
+            b_lost.set()  # A runs on the fresh runner now: B's loss comes in meanwhile
+            b_done.wait(10)
+        if runner.ended:
+            raise JobStarterLost("the zygote")
+        return RunOutcome(results=())
+
+    made = [_FakeRunner(dead)]
+    worker.runners[json.dumps(settings, sort_keys=True)] = made[0]
+
+    def runner(settings_, slots=1):
+        key = json.dumps(settings_, sort_keys=True)
+        with worker.lock:
+            if key not in worker.runners:
+                made.append(_FakeRunner(healthy))
+                worker.runners[key] = made[-1]
+            return worker.runners[key]
+
+    worker.runner = runner
+    worker.batch_calls = lambda text: ()
+    item = {"id": "s1", "name": "attention.py", "sha256": "0" * 64, "data": base64.b64encode(b"x = 1\n").decode()}
+    answers: dict[str, object] = {}
+
+    def chunk(name: str) -> None:
+        try:
+            answers[name] = worker.run_chunk(json.dumps([item]), "[]", settings)
+        except Exception as exc:  # noqa: BLE001 - the test says which chunk failed
+            answers[name] = exc
+        finally:
+            if name == "B":
+                b_done.set()
+
+    threads = [threading.Thread(target=chunk, args=(name,), name=name) for name in "AB"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert type(answers["A"]) is bytes, answers["A"]
+    assert type(answers["B"]) is bytes, answers["B"]
+    assert len(made) == 2 and made[0].ended and not made[1].ended  # one fresh runner, kept

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -119,3 +120,183 @@ def test_a_zygote_started_from_a_thread_outlives_the_thread() -> None:
     finally:
         zygote.close()
     assert zygote.proc.returncode is not None and zygote.proc.returncode != -signal.SIGKILL
+
+
+def test_a_start_up_error_raised_at_every_chunk_does_not_grow_its_traceback() -> None:
+    """A Dask worker whose sandbox cannot start keeps its runner: each chunk sent there raised the one
+    start-up error again, and each raise added its frames to that exception's traceback. After a few
+    dozen chunks the worker could not pickle the error for the client (excessively deep recursion), and
+    the traceback held every failed chunk's frames, their submissions included, for the worker's life."""
+    import traceback
+    from types import SimpleNamespace
+
+    from grader.builtin.sandbox.slots import Pool, Starting
+    from grader.errors import ConfigError
+
+    def wait_started() -> None:
+        raise ConfigError("the sandbox's zygote did not start: no reason given")
+
+    zygote = SimpleNamespace(wait_started=wait_started, lost=False, proc=SimpleNamespace(poll=lambda: 2))
+    pool = Pool(Starting(zygote, 1, "attention.py"))
+    depths = []
+    for _ in range(30):
+        with pytest.raises(ConfigError) as caught:
+            with pool.slot():
+                pass
+        depths.append(len(traceback.extract_tb(caught.value.__traceback__)))
+    assert depths[-1] == depths[0], depths
+
+
+def test_a_process_forked_after_a_server_was_started_from_a_thread_starts_servers_from_threads(
+    tmp_path: Path,
+) -> None:
+    """The lasting thread that forks control servers for other threads is not in a forked child (only the
+    forking thread is), but the child kept its queue: a server asked for from a thread there waited for
+    ever (multiprocessing's default on Linux is fork: a Dask LocalCluster set to fork, a notebook's Pool)."""
+    script = tmp_path / "server.py"
+    script.write_text("import sys\nsys.stdin.read()\n")
+    code = f"""
+import os, sys, threading
+from grader.execution.servers import start_server, stop_server
+
+def start():
+    proc, sock = start_server({str(script)!r})
+    stop_server(sock, proc)
+
+thread = threading.Thread(target=start)
+thread.start()
+thread.join()
+pid = os.fork()
+if pid == 0:
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    thread.join(20)
+    os._exit(1 if thread.is_alive() else 0)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_run_stopped_while_a_grading_thread_starts_the_lazy_sandbox_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Dask client starts its sandbox in a grading thread, for a chunk its cluster could not take. Ctrl-C
+    meanwhile: the run's clean-up found no zygote yet and did nothing, the grading thread went on and made
+    the sandbox's folder and its jobs' uids' folders, and the folder stayed in the temporary folder."""
+    import grader.builtin.sandbox as sandbox
+    from grader.config.parser import for_command
+    from grader.execution.keys import JOB_LAUNCHERS
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    real_zygote = sandbox.Zygote
+    asked, stopping = threading.Event(), threading.Event()
+
+    def slow_zygote(*args, **kwargs):
+        asked.set()
+        stopping.wait(10)  # the run is being stopped: the clean-up has begun
+        time.sleep(0.3)
+        return real_zygote(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox, "Zygote", slow_zygote)
+    config = for_command("grade", ["-", "--dask", "tcp://127.0.0.1:9", "--jobs", "1"])
+    sandbox.grader_configure(config)
+    pool = config.stash[JOB_LAUNCHERS]
+    assert pool.lazy
+    failed: list[BaseException] = []
+
+    def grading_thread() -> None:
+        try:
+            pool.ready()
+        except BaseException as exc:  # noqa: BLE001 - a stopped run's start may fail: not what is tested
+            failed.append(exc)
+
+    thread = threading.Thread(target=grading_thread)
+    thread.start()
+    assert asked.wait(10)
+    stopping.set()
+    sandbox.grader_unconfigure(config)
+    thread.join(60)
+    assert not thread.is_alive()
+    zygote, workdir = getattr(pool._starting, "zygote", None), getattr(pool._starting, "workdir", None)
+    try:
+        assert workdir is None or not os.path.exists(workdir)  # no sandbox folder left
+        assert zygote is None or zygote.proc.poll() is not None  # nor a zygote running
+    finally:
+        if zygote is not None:
+            zygote.close()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_zygote_killed_while_it_starts_is_lost_not_a_sandbox_that_cannot_start() -> None:
+    """Killed from outside before it was ready (the out-of-memory killer while it imports numpy), the zygote
+    was "did not start: no reason given", as a sandbox that can never start here: a Dask worker kept that
+    runner and its error, and sent every later chunk back to the client for the rest of its life."""
+    from grader.builtin.sandbox.handle import Zygote
+    from grader.errors import JobStarterLost
+
+    zygote = Zygote(wait=False)
+    os.kill(zygote.proc.pid, signal.SIGKILL)
+    with pytest.raises(JobStarterLost):
+        zygote.wait_started()
+    assert zygote.proc.returncode == -signal.SIGKILL
+
+
+def test_a_zygote_killed_during_the_preflight_is_lost_not_a_sandbox_that_cannot_run_jobs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Killed while the start-up's preflight job ran, the zygote took that job with it, and the start-up
+    said "the sandbox cannot run a job here": a Dask worker kept that runner and its error for ever."""
+    import grader.builtin.sandbox.slots as slots
+    from grader.builtin.sandbox.handle import Zygote
+    from grader.errors import JobStarterLost
+
+    def preflight(workers, workdir):
+        os.kill(workers[0].zygote.proc.pid, signal.SIGKILL)
+        workers[0].zygote.proc.wait()
+        return "the sandbox cannot run a job here (the process was killed (SIGKILL): it used up its CPU time or memory)"
+
+    monkeypatch.setattr(slots, "preflight", preflight)
+    zygote = Zygote(wait=False)
+    starting = slots.Starting(zygote, 1, "attention.py")
+    try:
+        with pytest.raises(JobStarterLost):
+            starting.wait()
+    finally:
+        for worker in starting.workers:
+            worker.close()
+        zygote.close()
+        if starting.workdir is not None:
+            shutil.rmtree(starting.workdir, ignore_errors=True)
+
+
+def test_a_chunk_waiting_on_a_dropped_runners_start_runs_again_on_a_fresh_one() -> None:
+    """Two chunks on one Dask worker: one drops the runner whose zygote died (its pool closes) while the
+    other waits for that pool's start. The waiting one is told its zygote is lost, so the worker runs it
+    again on a fresh runner; a plain error sent its chunk back to the client."""
+    from grader.builtin.sandbox.slots import Pool
+    from grader.errors import JobStarterLost
+
+    pool = Pool(lambda: pytest.fail("a closed pool starts nothing"), lazy=True)
+    pool.close()
+    with pytest.raises(JobStarterLost):
+        pool.ready()
+
+
+def test_a_zygote_that_cannot_be_forked_is_one_line_not_an_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter could not be started (fork's EAGAIN on a machine out of processes, ENOMEM): the OSError
+    left the sandbox as it was, and grade (a Dask client's fallback in a grading thread too) stopped with a
+    traceback and exit 4, "a bug in the grader"."""
+    import errno
+
+    import grader.builtin.sandbox.handle as handle
+    from grader.errors import ConfigError
+
+    def start_zygote(script: str):
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    monkeypatch.setattr(handle, "start_zygote", start_zygote)
+    with pytest.raises(ConfigError, match="the sandbox's zygote could not be started: .*Resource temporarily"):
+        handle.Zygote()

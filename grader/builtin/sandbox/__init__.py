@@ -143,11 +143,13 @@ def grader_grading_ready(config: Config) -> None:
 
 @hookimpl
 def grader_unconfigure(config: Config) -> None:
+    pool = config.stash.pop(JOB_LAUNCHERS, None)
+    if isinstance(pool, Pool):
+        pool.close()  # a Dask client's sandbox starting in a grading thread is started, then stopped here
     zygote = config.stash.pop(_ZYGOTE, None)
     if zygote is None:
         return
     starting = config.stash.pop(_STARTING, None)
-    config.stash.pop(JOB_LAUNCHERS, None)
     if starting is None:  # configure stopped between the two (a refused run): only the zygote to stop
         zygote.close()
         return

@@ -71,7 +71,10 @@ class Zygote:
         # Exec'd by the command line already (grader.execution.servers.grade_zygote), or now.
         self.proc: Any
         self.sock: socket.socket
-        self.proc, self.sock, self._stderr = started if started is not None else start_zygote(ZYGOTE)
+        try:
+            self.proc, self.sock, self._stderr = started if started is not None else start_zygote(ZYGOTE)
+        except OSError as exc:  # fork's EAGAIN or ENOMEM, an interpreter gone: the machine's, not a bug
+            raise ConfigError(f"the sandbox's zygote could not be started: {exc.strerror or exc}") from None
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         self.landlock_abi = 0
@@ -89,6 +92,9 @@ class Zygote:
 
         Raises
         ------
+        grader.errors.JobStarterLost
+            If it was killed from outside meanwhile (SIGKILL, SIGTERM: the out-of-memory killer, an
+            administrator): a new one may start (a Dask worker starts another for its chunk).
         grader.errors.ConfigError
             If the zygote did not start (the reason is in the message).
         """
@@ -98,6 +104,9 @@ class Zygote:
             line = b""
         if not line:
             self.close(keep_log=True)
+            if self.proc.returncode in (-signal.SIGKILL, -signal.SIGTERM):
+                self._stderr.close()
+                raise JobStarterLost(ZYGOTE_NAME)
             self._stderr.seek(0)
             why = self._stderr.read().decode(errors="replace").strip().splitlines()
             self._stderr.close()

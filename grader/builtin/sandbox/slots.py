@@ -6,10 +6,13 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import signal
+import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
 
 from grader.builtin.sandbox.handle import ZYGOTE_NAME, SandboxJob, Zygote
 from grader.child.limits import DEFAULT_LIMITS, UID_BASE
@@ -36,6 +39,9 @@ class Starting:
         self.workdir: str | None = None
         self.workers: list[Worker] = []
         self.error: BaseException | None = None
+        self._error_trace: TracebackType | None = (
+            None  # the start-up's own traceback, which each raise of `error` starts from
+        )
         self.thread = threading.Thread(target=self._run, name="grader-sandbox-start", daemon=True)
         self.thread.start()
 
@@ -58,13 +64,29 @@ class Starting:
             if problem:
                 raise ConfigError(problem)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread (grader_grading_ready)
-            self.error = exc
+            self.error, self._error_trace = exc, exc.__traceback__
+            if type(exc) is ConfigError and self._zygote_killed():
+                self.error, self._error_trace = JobStarterLost(ZYGOTE_NAME), None  # a new one may start (Dask)
+
+    def _zygote_killed(self) -> bool:
+        """Whether the zygote ended meanwhile, killed from outside (the preflight's job died with it)."""
+        proc = self.zygote.proc
+        try:
+            code = proc.wait(timeout=1.0) if self.zygote.lost else proc.poll()
+        except subprocess.TimeoutExpired:
+            code = None
+        return self.zygote.lost or code in (-signal.SIGKILL, -signal.SIGTERM)
 
     def wait(self) -> list[Worker]:
-        """The ready workers; or the start-up's error, raised here (a ConfigError: one line and the fix)."""
+        """The ready workers; or the start-up's error, raised here (a ConfigError: one line and the fix).
+
+        Raised again at each call (a Dask worker's runner, at each chunk) with the start-up's own
+        traceback: raising an exception adds the raiser's frames to the one it holds, so it would
+        grow by a chunk's frames (and keep them) at each raise.
+        """
         self.thread.join()
         if self.error is not None:
-            raise self.error
+            raise self.error.with_traceback(self._error_trace)
         return self.workers
 
 
@@ -413,12 +435,15 @@ class Pool:
         self.lazy = lazy
         self._slots: queue.SimpleQueue[Worker] | None = None
         self._lock = threading.Lock()
+        self._closed = False
 
     def ready(self) -> queue.SimpleQueue[Worker]:
         """The workers, once the zygote is ready and the preflight passed (waits for both; raises ConfigError)."""
         if self._slots is None:
             with self._lock:
                 if self._slots is None:
+                    if self._closed:  # its runner was dropped or the run stopped: its zygote is gone
+                        raise JobStarterLost(ZYGOTE_NAME)
                     if not isinstance(self._starting, Starting):
                         self._starting = self._starting()
                     slots: queue.SimpleQueue[Worker] = queue.SimpleQueue()
@@ -426,6 +451,16 @@ class Pool:
                         slots.put(worker)
                     self._slots = slots
         return self._slots
+
+    def close(self) -> None:
+        """Start nothing any more; a start under way (a lazy pool's, in a grading thread) ends first.
+
+        The run's clean-up calls it before it stops the sandbox: a grading thread still starting a
+        lazy pool when the run stops (Ctrl-C) would otherwise make the zygote and the job folder after
+        the clean-up looked for them, and leave the folder behind.
+        """
+        with self._lock:
+            self._closed = True
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[Launcher]:
