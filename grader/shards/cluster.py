@@ -347,9 +347,11 @@ class GraderWorker(WorkerPlugin):
                 callback.callback_time = max(callback.callback_time, least)
 
     def teardown(self, worker: Any) -> None:
-        """End every runner (its sandbox zygote stops with it)."""
+        """End every runner (its sandbox zygote stops with it) and forget what was collected for each
+        (kept by the runner's id, which a later runner may reuse)."""
         with self.lock:
             runners, self.runners = list(self.runners.values()), {}
+            self.collections.clear()
         for config in runners:
             try:
                 config.hooks.unconfigure(config=config)

@@ -734,3 +734,13 @@ def test_a_stale_zygote_loss_does_not_end_the_fresh_runner_another_chunk_runs_on
     assert type(answers["A"]) is bytes, answers["A"]
     assert type(answers["B"]) is bytes, answers["B"]
     assert len(made) == 2 and made[0].ended and not made[1].ended  # one fresh runner, kept
+
+
+def test_a_worker_torn_down_forgets_what_it_collected_for_its_runners() -> None:
+    """Collected checks are kept by the runner's id: a runner made after the tear-down may reuse it."""
+    from grader.shards.cluster import GraderWorker
+
+    plugin = GraderWorker()
+    plugin.collections[12345] = (None, {}, "kept")
+    plugin.teardown(worker=None)
+    assert plugin.collections == {} and plugin.runners == {}
