@@ -114,20 +114,25 @@ def _from_lasting_thread(start: Callable[[], T]) -> T:
     if threading is None or threading.current_thread() is threading.main_thread():
         return start()
     import queue
+    from concurrent.futures import Future
 
     with _SPAWN_LOCK:
         if not _SPAWNS:
             requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
             threading.Thread(target=_serve_spawns, args=(requests,), name="grader-server-parent", daemon=True).start()
             _SPAWNS.append(requests)
-    done = threading.Event()
-    answer: list[Any] = []
-    _SPAWNS[0].put((start, answer, done))
-    done.wait()
-    if isinstance(answer[0], BaseException):
-        raise answer[0]
-    result: T = answer[1]
-    return result
+    started: Future[T] = Future()
+    _SPAWNS[0].put((start, started))
+    return started.result()
+
+
+def _serve_spawns(requests: Any) -> None:
+    while True:
+        start, started = requests.get()
+        try:
+            started.set_result(start())
+        except BaseException as exc:  # noqa: BLE001 - raised again in the thread that asked
+            started.set_exception(exc)
 
 
 def _forget_spawns() -> None:
@@ -140,16 +145,6 @@ def _forget_spawns() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_spawns)
-
-
-def _serve_spawns(requests: Any) -> None:
-    while True:
-        start, answer, done = requests.get()
-        try:
-            answer += [None, start()]
-        except BaseException as exc:  # noqa: BLE001 - raised again in the thread that asked
-            answer.append(exc)
-        done.set()
 
 
 def stop_server(sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:

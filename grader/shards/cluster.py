@@ -444,17 +444,15 @@ class GraderWorker(WorkerPlugin):
         every later chunk sent to this worker would fail with it. A second loss is the client's to
         handle (it grades the chunk's submissions itself).
         """
-        config = self.runner(settings, slots)
-        try:
-            return self._run_chunk(config, payload, calls_text, judge)
-        except JobStarterLost:
-            self.drop_runner(settings, config)
-        config = self.runner(settings, slots)
-        try:
-            return self._run_chunk(config, payload, calls_text, judge)
-        except JobStarterLost as exc:
-            self.drop_runner(settings, config)
-            raise RuntimeError(f"this worker's sandbox could not start jobs twice in a row: {exc}") from None
+        lost: JobStarterLost | None = None
+        for _ in range(2):
+            config = self.runner(settings, slots)
+            try:
+                return self._run_chunk(config, payload, calls_text, judge)
+            except JobStarterLost as exc:
+                self.drop_runner(settings, config)
+                lost = exc
+        raise RuntimeError(f"this worker's sandbox could not start jobs twice in a row: {lost}")
 
     def drop_runner(self, settings: dict[str, Any], config: Any) -> None:
         """End and forget ``config``, this worker's runner for these settings (its zygote, if still alive, stops with it).

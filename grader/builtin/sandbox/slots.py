@@ -39,9 +39,8 @@ class Starting:
         self.workdir: str | None = None
         self.workers: list[Worker] = []
         self.error: BaseException | None = None
-        self._error_trace: TracebackType | None = (
-            None  # the start-up's own traceback, which each raise of `error` starts from
-        )
+        # the start-up's own traceback, which each raise of `error` starts from (`wait`)
+        self._error_trace: TracebackType | None = None
         self.thread = threading.Thread(target=self._run, name="grader-sandbox-start", daemon=True)
         self.thread.start()
 
