@@ -523,7 +523,11 @@ def default_jobs() -> int:
     extra one keeps the cores busy meanwhile. On 2 cores, 1,000 submissions: 3 at once took 0.70x the
     calls-only floor's wall time where 2 took 0.65x, at the same CPU per submission; 4 gained nothing
     more (``python benchmarks/bench_floor.py --only sandboxed@2,sandboxed@3,sandboxed@4,floor``).
-    At most `grader.config.parser.MAX_JOBS`, as ``--jobs``.
+
+    Returns
+    -------
+    int
+        Submissions at once, from 2 to `grader.config.parser.MAX_JOBS` (256), as ``--jobs`` allows.
     """
     return min(MAX_JOBS, usable_cores() + 1)  # what --jobs accepts at most, on a machine of 256 cores or more
 
