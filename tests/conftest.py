@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,18 +47,24 @@ def load_stretch() -> float:
     return max(1.0, os.getloadavg()[0] / len(os.sched_getaffinity(0)))
 
 
-def run_chromium(*args: str) -> subprocess.CompletedProcess:
-    """Run Debian's headless ``chromium`` with ``args`` in a fresh profile; return the finished process.
-
-    Without Chromium the calling test is skipped, with the reason, on a developer's machine, and
-    fails under ``CI=true`` (``.ci/run`` installs it, so the browser tests always run there).
-    """
+def _chromium() -> str:
+    """The ``chromium`` command; without it the calling test is skipped with the reason on a developer's
+    machine, and fails under ``CI=true`` (``.ci/run`` installs it, so the browser tests always run there)."""
     chromium = shutil.which("chromium")
     if chromium is None:
         why = "chromium is not installed: run 'apt-get install -y chromium' (.ci/run does)"
         if os.environ.get("CI") == "true":
             pytest.fail(why)
         pytest.skip(why)
+    return chromium
+
+
+def run_chromium(*args: str) -> subprocess.CompletedProcess:
+    """Run Debian's headless ``chromium`` with ``args`` in a fresh profile; return the finished process.
+
+    Skipped, or failed under ``CI=true``, without Chromium (`_chromium`).
+    """
+    chromium = _chromium()
     with tempfile.TemporaryDirectory() as profile:
         return subprocess.run(
             [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
@@ -66,6 +73,40 @@ def run_chromium(*args: str) -> subprocess.CompletedProcess:
             timeout=120,
             check=False,
         )
+
+
+@contextlib.contextmanager
+def chromium_page(width: int = 1280, height: int = 900) -> Iterator[Any]:
+    """A page of headless Chromium (Debian's, driven by Playwright) at ``width`` x ``height`` CSS pixels.
+
+    One browser serves every page the test loads into it (``page.goto``): tens of milliseconds a
+    page, where a Chromium per page (`run_chromium`) costs one to two seconds. Skipped with the
+    reason without Chromium or Playwright, and failed under ``CI=true`` (``.ci/run`` installs both).
+    """
+    chromium = _chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        why = "playwright is not installed: pip install -e '.[test]'"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+        try:
+            yield browser.new_page(viewport={"width": width, "height": height})
+        finally:
+            browser.close()
+
+
+def dump_doms(uris: list[str]) -> list[str]:
+    """Each page's HTML once headless Chromium has loaded it (its ``load`` event), as ``--dump-dom`` prints it."""
+    with chromium_page() as page:
+        doms = []
+        for uri in uris:
+            page.goto(uri)
+            doms.append(page.content())
+    return doms
 
 
 # Hostile submissions (tests/security/test_adversarial.py grades them); one plants a conftest.py

@@ -75,12 +75,11 @@ import unicodedata
 import warnings
 import xml.etree.ElementTree as ET
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import processes, run_chromium
+from conftest import dump_doms, processes
 
 from grader.child.limits import UID_BASE
 from grader.cli import main
@@ -1032,17 +1031,12 @@ def test_student_check_survives_forged_frames(name: str, capsys: pytest.CaptureF
 def test_attack_reports_render_in_chromium(attacked: dict, tmp_path: Path) -> None:
     """Headless Chromium shows each attack's problem in words, as a student would read it.
 
-    Every attack's page is rendered (two Chromium processes at a time); the
+    Every attack's page is loaded (one Chromium, `conftest.dump_doms`); the
     rendered text must hold one of the attack's phrases.
     """
-
-    def render(name: str) -> str:
-        return html.unescape(
-            run_chromium("--dump-dom", _page(attacked["out"], attacked["by_id"][name]).as_uri()).stdout
-        )
-
-    with ThreadPoolExecutor(2) as pool:
-        doms = dict(zip(sorted(ATTACKS), pool.map(render, sorted(ATTACKS))))
+    names = sorted(ATTACKS)
+    pages = [_page(attacked["out"], attacked["by_id"][name]).as_uri() for name in names]
+    doms = {name: html.unescape(dom) for name, dom in zip(names, dump_doms(pages), strict=True)}
     missing = []
     for name, attack in ATTACKS.items():  # the built attack has no phrases
         dom = doms[name]
