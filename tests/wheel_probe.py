@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -93,6 +94,9 @@ def too_long(*_a):
 
 signal.signal(signal.SIGALRM, too_long)
 # Nothing the probe calls may act on the world: these are disabled once the wheel's modules are imported.
+# The temporary folder is found first: tempfile tests a candidate by writing a file and removing it, and
+# with unlink refused it would try again at every call, leaving a file in /tmp, /var/tmp and here each time.
+tempfile.gettempdir()
 originals = []
 
 

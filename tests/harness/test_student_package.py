@@ -242,6 +242,8 @@ def test_the_wheel_holds_no_code_that_computes_the_chapter(built: dict[str, Path
         start_new_session=True,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # Nothing left in its working folder (tempfile's probe files land there, in /tmp and /var/tmp alike).
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hits.json", "wheel"]
     found = json.loads(report.read_text())
     assert found["hits"] == []
     modules = [n for n in member_names(built["wheel"]) if n.endswith(".py") and not n.endswith("__main__.py")]
