@@ -188,6 +188,8 @@ class RaisesKind(Kind):
             raise ctx.fail(check, "valid", f"does not fit {check.function}{signature}: {exc}") from None
         try:
             guarded_call(ctx.reference_function(check), copy.deepcopy(twin))
+        except KeyboardInterrupt:  # Ctrl-C while the checks are prepared: the run stops, no spec is blamed
+            raise
         except BaseException as exc:  # noqa: BLE001 - instructor data, one line
             raise ctx.fail(
                 check,
@@ -212,6 +214,8 @@ class RaisesKind(Kind):
                 f"the reference needs more than {mib(REFERENCE_MEMORY)} or "
                 f"{REFERENCE_SECONDS} s on these arguments; make them smaller",
             ) from None
+        except KeyboardInterrupt:  # Ctrl-C while the checks are prepared: the run stops, no spec is blamed
+            raise
         except BaseException as exc:  # noqa: BLE001 - instructor code, one line
             raise ctx.fail(
                 check, "args", f"the reference raised {type(exc).__name__}, not ValueError, on these arguments: {exc}"

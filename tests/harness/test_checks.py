@@ -850,6 +850,26 @@ def test_ctrl_c_in_the_reference_stops_the_run_and_is_no_spec_error() -> None:
         _bounded(check, ctx, prepared)
 
 
+def test_ctrl_c_in_the_reference_of_a_raises_check_stops_the_run_and_is_no_spec_error() -> None:
+    # One Ctrl-C 0.7 s into grader grade under load landed in the reference called for a raises check's
+    # arguments: it was "G14.06.yaml: check ...: the reference raised KeyboardInterrupt, not ValueError", exit 3.
+    def interrupted(Q: object, K: object, V: object) -> object:  # noqa: N803 - the reference's names
+        raise KeyboardInterrupt
+
+    args = {"Q": {"normal": [3, 2]}, "K": {"normal": [5, 2]}, "V": {"normal": [4, 5]}}
+    check, ctx = make("raises", "attention", args, {"reason": "a V with 4 rows for 5 keys"})
+    ctx.reference["attention"] = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        prepare(check, ctx)
+    valid = {"Q": [[1.0, 0.0]], "K": [[1.0, 0.0]], "V": [[2.0]]}
+    check, ctx = make("raises", "attention", args, {"reason": "a V with 4 rows for 5 keys", "valid": valid})
+    real = ctx.reference["attention"]
+    calls = iter([real, interrupted])  # the args' call raises ValueError as it should; the valid twin's is stopped
+    ctx.reference["attention"] = lambda Q, K, V: next(calls)(Q, K, V)  # noqa: N803
+    with pytest.raises(KeyboardInterrupt):
+        prepare(check, ctx)
+
+
 def test_ctrl_c_while_the_pack_s_plugin_imports_stops_the_run(tmp_path: Path) -> None:
     # One Ctrl-C 0.3 s into grader grade lands in exercises/kinds.py's import: it was reported as the
     # pack's error ("the pack's plugin failed to import at ...: KeyboardInterrupt", exit 3).
