@@ -148,7 +148,17 @@ if hasattr(os, "register_at_fork"):
 
 
 def stop_server(sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:
-    """Close a control socket and wait for its server process (5 s, then kill): the zygote's and the fork server's."""
+    """Close a control socket and wait for its server process (5 s, then kill): the zygote's and the fork server's.
+
+    The socket is shut down first: that wakes a thread of ours waiting on it (its read returns the end),
+    which closing alone does not (and the descriptor's number could then be reused under it).
+    """
+    import socket
+
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
     try:
         sock.close()
     except OSError:

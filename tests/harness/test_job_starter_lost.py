@@ -244,6 +244,39 @@ def test_a_zygote_killed_while_it_starts_is_lost_not_a_sandbox_that_cannot_start
     assert zygote.proc.returncode == -signal.SIGKILL
 
 
+def test_stopping_the_zygote_wakes_a_thread_waiting_for_its_reply() -> None:
+    """Ctrl-C while the sandbox's start-up thread waits for a reply: the main thread stops the zygote, and
+    the waiting thread must see it gone at once. Closing the socket under it did not wake it: it waited
+    until the zygote was killed (here 5 s later, stopped as it is), then failed with a bare OSError
+    ("Bad file descriptor"); in a run whose other threads opened files meanwhile, the closed descriptor's
+    number was reused and it slept out the socket's 60 s timeout, ``grade`` ignoring Ctrl-C (seen under
+    load: still running 15 s after one Ctrl-C)."""
+    from grader.builtin.sandbox.handle import Zygote
+    from grader.errors import JobStarterLost
+
+    zygote = Zygote()
+    os.kill(zygote.proc.pid, signal.SIGSTOP)  # it answers nothing from now on, and cannot end by itself
+    said: list[tuple[BaseException, float]] = []
+
+    def ask() -> None:
+        try:
+            zygote.request({"op": "kill", "job": 999})  # never answered: the zygote is stopped
+        except BaseException as exc:  # noqa: BLE001 - what it raised is the test's subject
+            said.append((exc, time.monotonic()))
+
+    waiting = threading.Thread(target=ask)
+    waiting.start()
+    time.sleep(0.2)  # it waits for the reply now
+    began = time.monotonic()
+    zygote.close()
+    waiting.join(timeout=10.0)
+    assert not waiting.is_alive()
+    assert zygote.proc.returncode == -signal.SIGKILL  # stopped, it was killed after 5 s
+    ((exc, when),) = said
+    assert isinstance(exc, JobStarterLost)
+    assert when - began < 1.0  # woken as the zygote was being stopped, not when it was killed
+
+
 def test_a_zygote_killed_during_the_preflight_is_lost_not_a_sandbox_that_cannot_run_jobs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

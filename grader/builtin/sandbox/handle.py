@@ -119,7 +119,16 @@ class Zygote:
         """One reply line, with the file descriptors that came with it (b"" once the zygote is gone)."""
         data, fds = b"", list[int]()
         while not data.endswith(b"\n"):
-            chunk, ancillary, _flags, _addr = self.sock.recvmsg(1 << 16, REPLY_FDS_SPACE)  # socket.recv_fds, lighter
+            try:
+                chunk, ancillary, _flags, _addr = self.sock.recvmsg(
+                    1 << 16, REPLY_FDS_SPACE
+                )  # socket.recv_fds, lighter
+            except ConnectionResetError:
+                return b"", fds
+            except OSError:
+                if self.sock.fileno() == -1:  # closed by `close`: the zygote is stopped
+                    return b"", fds
+                raise
             for level, kind, fd_data in ancillary:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                     fds += struct.unpack(f"{len(fd_data) // 4}i", fd_data[: len(fd_data) // 4 * 4])
@@ -149,6 +158,10 @@ class Zygote:
                     self.sock.sendall(data)
             except (BrokenPipeError, ConnectionResetError):
                 raise JobStarterLost(ZYGOTE_NAME) from None
+            except OSError:
+                if self.sock.fileno() == -1:  # closed by `close`: the zygote is stopped
+                    raise JobStarterLost(ZYGOTE_NAME) from None
+                raise
             self._waiting.append(reply)
         return reply
 
@@ -214,8 +227,22 @@ class Zygote:
         return fd
 
     def close(self, keep_log: bool = False) -> None:
-        """Stop the zygote (its jobs die with it), and close the file its standard error went to unless ``keep_log``."""
-        stop_server(self.sock, self.proc)
+        """Stop the zygote (its jobs die with it), and close the file its standard error went to unless ``keep_log``.
+
+        A thread waiting for a reply is woken first (the socket shut down: it reads the end, and every
+        request in flight is answered with nothing); the socket is closed once no thread reads it, so
+        that none waits on its descriptor's number after another file took it.
+        """
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        taken = self.lock.acquire(timeout=5.0)
+        try:
+            stop_server(self.sock, self.proc)
+        finally:
+            if taken:
+                self.lock.release()
         for fd in self._cpu_fds.values():
             os.close(fd)
         self._cpu_fds.clear()
