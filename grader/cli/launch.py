@@ -24,13 +24,13 @@ __all__ = ["console_main"]
 def console_main() -> None:
     """Entry point of the ``grader`` script (and of ``python -m grader``)."""
     gc.disable()  # resumed by grader.cli.main before grading (the module docstring says why)
-    from grader.execution.servers import check_fork_server, grade_zygote
-
     argv = sys.argv[1:]
-    inherited = _open_fds()
-    started = check_fork_server(argv)
-    zygote = grade_zygote(argv) if started is None else None
     try:
+        from grader.execution.servers import check_fork_server, grade_zygote
+
+        inherited = _open_fds()
+        started = check_fork_server(argv)
+        zygote = grade_zygote(argv) if started is None else None
         from grader.readers import keptcode
 
         keptcode.install()  # the grader's dataclasses made from kept code, not compiled again (the module says why)
