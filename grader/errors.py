@@ -8,19 +8,28 @@ into a single line on stderr and the exit code below.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
 __all__ = [
     "EXIT_CHECKS_FAILED",
     "EXIT_CONFIG",
     "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "ConfigError",
     "GraderError",
+    "Interrupted",
     "JobStarterLost",
     "PluginError",
     "SpecError",
     "UsageError",
     "WriterError",
+    "catch_interrupts",
+    "deferred_interrupts",
     "describe_failure",
     "internal_error_id",
     "log_internal_error",
@@ -36,6 +45,8 @@ EXIT_CONFIG = 3
 """An exercise spec, the reference or a plugin is broken."""
 EXIT_INTERNAL = 4
 """A bug in the grader or in a plugin: a traceback is printed."""
+EXIT_INTERRUPTED = 130
+"""Stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports a command its SIGINT ended."""
 
 
 class GraderError(Exception):
@@ -113,6 +124,55 @@ class WriterError(GraderError):
     """A report writer failed on the whole report; the other writers' files were written."""
 
     exit_code = EXIT_INTERNAL
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C (SIGINT) the ``grader`` command received: the user's, never blamed on the code it landed in.
+
+    A reference, plugin or spec that raises `KeyboardInterrupt` itself is reported as broken (exit 3);
+    this one, raised by `catch_interrupts`'s handler, stops the run ("grader: interrupted", exit 130)
+    wherever it lands, the reference's import included.
+    """
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    """The SIGINT handler `catch_interrupts` installs."""
+    raise Interrupted
+
+
+def catch_interrupts() -> None:
+    """Make a Ctrl-C raise `Interrupted` in this process (the ``grader`` command's first step).
+
+    Only where Python's own handler is set: a SIGINT the process was started ignoring (a command
+    run in the background by a shell) stays ignored, and a handler someone else set stays theirs.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _raise_interrupted)
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[list[int]]:
+    """Hold back Ctrl-C while the block runs: the clean-up of a run that is stopping, bounded in time.
+
+    A second Ctrl-C (the first one's clean-up under way) raised in the middle of it stopped the
+    clean-up halfway (the sandbox's temporary folder, the gradebook's last commit) and ended with a
+    traceback. Here each SIGINT is recorded in the list the block gets and raises nothing; the caller
+    reports it after the block. Outside the main thread (no handler can be set there) nothing changes.
+
+    Yields
+    ------
+    list of int
+        The signals received during the block (empty when none was).
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)  # None: set outside Python
 
 
 def internal_error_id(exc: BaseException) -> str:

@@ -40,7 +40,7 @@ from grader.cli.common import prepare_out
 from grader.config.core import Config
 from grader.config.parser import build_parser, commands_of, plugin_args
 from grader.config.plugins import get_plugin_manager
-from grader.errors import EXIT_INTERNAL, GraderError, UsageError
+from grader.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, GraderError, UsageError, deferred_interrupts
 from grader.execution.jobs import ForkServer
 from grader.execution.keys import EARLY_ZYGOTE, FORK_SERVER
 from grader.execution.servers import check_fork_server, stop_zygote
@@ -113,6 +113,7 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
     """`main`'s run; an error of the unconfigure hooks (their one line printed) puts its exit code in ``ended``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     config = None
+    stopped = False  # "grader: interrupted" said
     early = _early_fork_server(argv, fork_server)
     try:
         refuse_empty(argv)
@@ -144,8 +145,9 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
         print(f"grader: error: {display(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        stopped = True
         print("grader: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
         traceback.print_exc()
         print(
@@ -154,20 +156,30 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
         )
         return EXIT_INTERNAL
     finally:
-        if gc_paused:  # stopped before grading: the unconfigure hooks run with the collector on
-            _resume_collecting()
-        if config is not None:
-            try:
-                config.hooks.unconfigure(config)
-            except GraderError as exc:  # the gradebook's last commit on a full disk: one line, its exit code
-                print(f"grader: error: {display(str(exc))}", file=sys.stderr)
-                ended.append(exc.exit_code)
-        if early is not None:
-            early.close()
-        if zygote is None and config is not None:
-            zygote = config.stash.get(EARLY_ZYGOTE)  # not taken: the run stopped before the sandbox started
-        if zygote is not None:
-            stop_zygote(zygote)
+        with deferred_interrupts() as late:  # a Ctrl-C now (a second one, say) waits for the clean-up's end
+            _clean_up(config, early, zygote, gc_paused, ended)
+        if late:
+            if not stopped:
+                print("grader: interrupted", file=sys.stderr)
+            ended.append(EXIT_INTERRUPTED)
+
+
+def _clean_up(config: Config | None, early: Any, zygote: Any, gc_paused: bool, ended: list[int]) -> None:
+    """`_main`'s end, whatever stopped the run: the unconfigure hooks, the servers started for it stopped."""
+    if gc_paused:  # stopped before grading: the unconfigure hooks run with the collector on
+        _resume_collecting()
+    if config is not None:
+        try:
+            config.hooks.unconfigure(config)
+        except GraderError as exc:  # the gradebook's last commit on a full disk: one line, its exit code
+            print(f"grader: error: {display(str(exc))}", file=sys.stderr)
+            ended.append(exc.exit_code)
+    if early is not None:
+        early.close()
+    if zygote is None and config is not None:
+        zygote = config.stash.get(EARLY_ZYGOTE)  # not taken: the run stopped before the sandbox started
+    if zygote is not None:
+        stop_zygote(zygote)
 
 
 def _resume_collecting() -> None:
