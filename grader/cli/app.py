@@ -25,6 +25,7 @@ Exit codes
    or is over its budget on a check's arguments, a sandbox that cannot run a job here (``grade``
    runs one before grading)
 4  internal error in the grader or a plugin (a traceback is printed)
+130  stopped by Ctrl-C (SIGINT, `grader.errors.Interrupted`), wherever it landed: ``grader: interrupted``
 
 A refused run (2 or 3) leaves nothing behind: ``--out`` is created only when grading starts.
 """
