@@ -230,6 +230,55 @@ def test_a_run_stopped_while_a_grading_thread_starts_the_lazy_sandbox_leaves_not
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def test_a_run_stopped_while_a_grading_thread_starts_the_insecure_fork_server_leaves_nothing_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """grade --insecure starts its fork server in the first grading thread that needs it. A Ctrl-C meanwhile
+    (0.5-0.7 s into the run, 4 runs in 6 here): the clean-up found no server yet and closed nothing, the
+    thread then made it and ran a submission that hangs, and the command waited for that call's timeout
+    (11-18 s from the Ctrl-C to the exit) before it could end."""
+    import grader.builtin.runner as runner
+    from grader.config.parser import for_command
+    from grader.errors import JobStarterLost
+
+    asked, stopping = threading.Event(), threading.Event()
+    made: list[object] = []
+
+    class SlowServer:
+        available = staticmethod(lambda: True)
+
+        def __init__(self) -> None:
+            asked.set()
+            stopping.wait(10)  # the run is being stopped: the clean-up has begun
+            time.sleep(0.3)
+            self.closed = False
+            made.append(self)
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr(runner, "ForkServer", SlowServer)
+    config = for_command("grade", ["-", "--insecure", "--jobs", "1"])
+    asked_again: list[BaseException] = []
+
+    def grading_thread() -> None:
+        runner._fork_server(config)
+
+    thread = threading.Thread(target=grading_thread)
+    thread.start()
+    assert asked.wait(10)
+    stopping.set()
+    runner.grader_unconfigure(config)
+    thread.join(20)
+    assert not thread.is_alive()
+    assert [server.closed for server in made] == [True]  # the server the thread made is stopped with the run
+    try:
+        runner._fork_server(config)  # a grading thread asking after the clean-up starts none
+    except JobStarterLost as exc:
+        asked_again.append(exc)
+    assert len(made) == 1 and len(asked_again) == 1
+
+
 def test_a_zygote_killed_while_it_starts_is_lost_not_a_sandbox_that_cannot_start() -> None:
     """Killed from outside before it was ready (the out-of-memory killer while it imports numpy), the zygote
     was "did not start: no reason given", as a sandbox that can never start here: a Dask worker kept that
