@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -175,3 +176,26 @@ def test_a_ctrl_c_after_the_run_ends_the_process_at_once_with_the_run_s_code(tmp
     assert (code, said) == (0, "")
     assert (out / "results.json").exists()
     shutil.rmtree(out)
+
+
+@pytest.mark.sandbox
+def test_a_ctrl_c_while_doctor_stops_its_zygote_still_removes_the_sandbox_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 'grader doctor' interrupted 0.54 s in: the zygote's stop (up to 5 s of waiting for it) took the
+    # KeyboardInterrupt, and the removal of the sandbox's folder after it never ran (1 run in ~50 here).
+    import grader.builtin.sandbox as sandbox
+    from grader.builtin.sandbox.handle import Zygote
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    real_close = Zygote.close
+
+    def interrupted_close(self: Zygote) -> None:
+        real_close(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Zygote, "close", interrupted_close)
+    with pytest.raises(KeyboardInterrupt):
+        sandbox.probe_layers()
+    assert list(tmp_path.iterdir()) == []
