@@ -26,6 +26,7 @@ __all__ = [
     "JobStarterLost",
     "PluginError",
     "SpecError",
+    "STOPPING_SIGNALS",
     "UsageError",
     "WriterError",
     "catch_interrupts",
@@ -127,52 +128,81 @@ class WriterError(GraderError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """A Ctrl-C (SIGINT) the ``grader`` command received: the user's, never blamed on the code it landed in.
+    """A Ctrl-C (SIGINT), or a SIGTERM, the ``grader`` command received: never blamed on the code it landed in.
 
     A reference, plugin or spec that raises `KeyboardInterrupt` itself is reported as broken (exit 3);
-    this one, raised by `catch_interrupts`'s handler, stops the run ("grader: interrupted", exit 130)
-    wherever it lands, the reference's import included.
+    this one, raised by `catch_interrupts`'s handler, stops the run wherever it lands, the reference's
+    import included: "grader: interrupted" and exit 130 for SIGINT, "grader: terminated" and 143 for
+    SIGTERM (128 + the signal's number, as a shell reports a command the signal ended).
+
+    Parameters
+    ----------
+    signum : int
+        The signal received.
     """
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signum)
+        self.signum = int(signum)
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number."""
+        return 128 + self.signum
+
+    @property
+    def line(self) -> str:
+        """What the command says as it stops."""
+        return "grader: terminated" if self.signum == signal.SIGTERM else "grader: interrupted"
+
+
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that stop the ``grader`` command with its clean-up (`catch_interrupts`): Ctrl-C, and the
+polite stop of ``kill``, ``timeout``, a CI job cancelled or a container stopped. Ended at once, a
+run left its sandbox's folder in TMPDIR (until the next run's sweep)."""
 
 
 def _raise_interrupted(signum: int, frame: object) -> None:
-    """The SIGINT handler `catch_interrupts` installs."""
-    raise Interrupted
+    """The handler `catch_interrupts` installs."""
+    raise Interrupted(signum)
 
 
 def catch_interrupts() -> None:
-    """Make a Ctrl-C raise `Interrupted` in this process (the ``grader`` command's first step).
+    """Make SIGINT and SIGTERM raise `Interrupted` in this process (the ``grader`` command's first step).
 
-    Only where Python's own handler is set: a SIGINT the process was started ignoring (a command
-    run in the background by a shell) stays ignored, and a handler someone else set stays theirs.
+    Only where the default is set (Python's own handler for SIGINT, the system's for SIGTERM): a
+    signal the process was started ignoring (SIGINT for a command a shell runs in the background)
+    stays ignored, and a handler someone else set stays theirs.
     """
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _raise_interrupted)
+    for signum in STOPPING_SIGNALS:
+        if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
+            signal.signal(signum, _raise_interrupted)
 
 
 @contextlib.contextmanager
 def deferred_interrupts() -> Iterator[list[int]]:
-    """Hold back Ctrl-C while the block runs: the clean-up of a run that is stopping, bounded in time.
+    """Hold back SIGINT and SIGTERM while the block runs: the clean-up of a run that is stopping, bounded in time.
 
     A second Ctrl-C (the first one's clean-up under way) raised in the middle of it stopped the
     clean-up halfway (the sandbox's temporary folder, the gradebook's last commit) and ended with a
-    traceback. Here each SIGINT is recorded in the list the block gets and raises nothing; the caller
+    traceback. Here each signal is recorded in the list the block gets and raises nothing; the caller
     reports it after the block. Outside the main thread (no handler can be set there) nothing changes.
 
     Yields
     ------
     list of int
-        The signals received during the block (empty when none was).
+        The signals received during the block, in order (empty when none was).
     """
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    previous = {signum: signal.signal(signum, lambda got, frame: received.append(got)) for signum in STOPPING_SIGNALS}
     try:
         yield received
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)  # None: set outside Python
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
 
 
 def internal_error_id(exc: BaseException) -> str:

@@ -26,6 +26,7 @@ Exit codes
    runs one before grading)
 4  internal error in the grader or a plugin (a traceback is printed)
 130  stopped by Ctrl-C (SIGINT, `grader.errors.Interrupted`), wherever it landed: ``grader: interrupted``
+143  stopped by SIGTERM, as by Ctrl-C: ``grader: terminated``
 
 A refused run (2 or 3) leaves nothing behind: ``--out`` is created only when grading starts.
 """
@@ -41,7 +42,7 @@ from grader.cli.common import prepare_out
 from grader.config.core import Config
 from grader.config.parser import build_parser, commands_of, plugin_args
 from grader.config.plugins import get_plugin_manager
-from grader.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, GraderError, UsageError, deferred_interrupts
+from grader.errors import EXIT_INTERNAL, GraderError, Interrupted, UsageError, deferred_interrupts
 from grader.execution.jobs import ForkServer
 from grader.execution.keys import EARLY_ZYGOTE, FORK_SERVER
 from grader.execution.servers import check_fork_server, stop_zygote
@@ -145,10 +146,13 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
     except GraderError as exc:
         print(f"grader: error: {display(str(exc))}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         stopped = True
-        print("grader: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        stop = (
+            exc if isinstance(exc, Interrupted) else Interrupted()
+        )  # a KeyboardInterrupt raised outside the command line's handler
+        print(stop.line, file=sys.stderr)
+        return stop.exit_code
     except Exception:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
         traceback.print_exc()
         print(
@@ -160,9 +164,10 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
         with deferred_interrupts() as late:  # a Ctrl-C now (a second one, say) waits for the clean-up's end
             _clean_up(config, early, zygote, gc_paused, ended)
         if late:
+            stop = Interrupted(late[0])
             if not stopped:
-                print("grader: interrupted", file=sys.stderr)
-            ended.append(EXIT_INTERRUPTED)
+                print(stop.line, file=sys.stderr)
+            ended.append(stop.exit_code)
 
 
 def _clean_up(config: Config | None, early: Any, zygote: Any, gc_paused: bool, ended: list[int]) -> None:

@@ -38,9 +38,10 @@ def console_main() -> None:
 
         keptcode.install()  # the grader's dataclasses made from kept code, not compiled again (the module says why)
         from grader.cli.app import main
-    except KeyboardInterrupt:  # as main says it, with the server's socket closed as the process ends
-        print("grader: interrupted", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # as main says it, with the server's socket closed as the process ends
+        signum = getattr(exc, "signum", 2)  # grader.errors.Interrupted's (SIGINT or SIGTERM)
+        print("grader: terminated" if signum == 15 else "grader: interrupted", file=sys.stderr)
+        sys.exit(128 + signum)
     code = main(argv, fork_server=started, zygote=zygote, gc_paused=True)
     with deferred_interrupts():  # a cache file written whole or not at all
         keptcode.save()
@@ -69,8 +70,9 @@ def _end_at_ctrl_c(code: int) -> None:
                 continue
         os._exit(code)
 
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, end)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, end)
 
 
 def _open_fds() -> dict[int, tuple[int, int]] | None:

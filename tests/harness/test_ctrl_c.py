@@ -23,8 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 SLEEPER = "import pathlib, time\npathlib.Path({marker!r}).write_text('in')\ntime.sleep(30)\n"
 
 
-def _interrupted(argv: list[str], marker: Path, tmp: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """Run ``grader ARGV``, send SIGINT once ``marker`` exists; the exit code and stderr."""
+def _interrupted(
+    argv: list[str], marker: Path, tmp: Path, env: dict[str, str] | None = None, signum: int = signal.SIGINT
+) -> tuple[int, str]:
+    """Run ``grader ARGV``, send SIGINT (or ``signum``) once ``marker`` exists; the exit code and stderr."""
     scratch = tmp / "scratch"
     scratch.mkdir(mode=0o755)
     env = {
@@ -46,7 +48,7 @@ def _interrupted(argv: list[str], marker: Path, tmp: Path, env: dict[str, str] |
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         assert marker.exists(), proc.stderr.read() if proc.poll() is not None else "never reached the step"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         sent = time.monotonic()
         code = proc.wait(timeout=30 * load_stretch())
         took = time.monotonic() - sent
@@ -199,3 +201,39 @@ def test_a_ctrl_c_while_doctor_stops_its_zygote_still_removes_the_sandbox_folder
     with pytest.raises(KeyboardInterrupt):
         sandbox.probe_layers()
     assert list(tmp_path.iterdir()) == []
+
+
+READY_PLUGIN = """\
+import os, pathlib, time
+import grader
+
+@grader.hookimpl(trylast=True)
+def grader_grading_ready(config):
+    pathlib.Path({marker!r}).write_text(" ".join(os.listdir(os.environ["TMPDIR"])))
+    time.sleep(30)
+"""
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_sigterm_stops_grade_as_a_ctrl_c_does(tmp_path: Path, signum: int) -> None:
+    # SIGTERM (kill, timeout, a cancelled CI job, a stopped container) ended the grader at once, exit -15:
+    # the sandbox's folder stayed in TMPDIR until the next run on that machine (in every run of a sweep
+    # with the signal 1-3 s into grade).
+    marker = tmp_path / "ready"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "slow_ready.py").write_text(READY_PLUGIN.format(marker=str(marker)))
+    code, said = _interrupted(
+        ["grade", str(REPO / "submissions" / "correct_numpy"), "--out", str(tmp_path / "out"), "-p", "slow_ready"],
+        marker,
+        tmp_path,
+        {"PYTHONPATH": str(site)},
+        signum,
+    )
+    assert "grader-sandbox-" in marker.read_text()  # the sandbox was up when the signal came
+    if signum == signal.SIGTERM:
+        assert (code, said) == (143, "grader: terminated\n")
+    else:
+        assert (code, said) == (130, "grader: interrupted\n")
+    assert not (tmp_path / "out").exists()  # stopped before grading began: no output folder
