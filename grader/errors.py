@@ -33,6 +33,7 @@ __all__ = [
     "deferred_interrupts",
     "describe_failure",
     "internal_error_id",
+    "interrupt_received",
     "log_internal_error",
 ]
 
@@ -162,9 +163,24 @@ polite stop of ``kill``, ``timeout``, a CI job cancelled or a container stopped.
 run left its sandbox's folder in TMPDIR (until the next run's sweep)."""
 
 
+_RECEIVED: list[int] = []
+"""The stopping signals `catch_interrupts`'s handler received in this process, in order."""
+
+
 def _raise_interrupted(signum: int, frame: object) -> None:
     """The handler `catch_interrupts` installs."""
+    _RECEIVED.append(signum)
     raise Interrupted(signum)
+
+
+def interrupt_received() -> Interrupted | None:
+    """The stop (`Interrupted`) this process received, if any: what any error raised after it comes from.
+
+    Code a Ctrl-C lands in may turn the KeyboardInterrupt into another error: numpy's import, stopped
+    in its C extension, raises ImportError ("PyCapsule_Import could not import module 'datetime'"),
+    which the command reported as an internal error (exit 4).
+    """
+    return Interrupted(_RECEIVED[0]) if _RECEIVED else None
 
 
 def catch_interrupts() -> None:

@@ -42,7 +42,14 @@ from grader.cli.common import prepare_out
 from grader.config.core import Config
 from grader.config.parser import build_parser, commands_of, plugin_args
 from grader.config.plugins import get_plugin_manager
-from grader.errors import EXIT_INTERNAL, GraderError, Interrupted, UsageError, deferred_interrupts
+from grader.errors import (
+    EXIT_INTERNAL,
+    GraderError,
+    Interrupted,
+    UsageError,
+    deferred_interrupts,
+    interrupt_received,
+)
 from grader.execution.jobs import ForkServer
 from grader.execution.keys import EARLY_ZYGOTE, FORK_SERVER
 from grader.execution.servers import check_fork_server, stop_zygote
@@ -143,17 +150,20 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
             _resume_collecting()
             gc_paused = False
         return command.handler(config)
-    except GraderError as exc:
-        print(f"grader: error: {display(str(exc))}", file=sys.stderr)
-        return exc.exit_code
     except KeyboardInterrupt as exc:
         stopped = True
-        stop = (
-            exc if isinstance(exc, Interrupted) else Interrupted()
-        )  # a KeyboardInterrupt raised outside the command line's handler
+        stop = exc if isinstance(exc, Interrupted) else Interrupted()  # one raised outside the handler: SIGINT's
         print(stop.line, file=sys.stderr)
         return stop.exit_code
-    except Exception:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
+    except Exception as exc:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
+        stop = interrupt_received()
+        if stop is not None:  # an error the stop caused where it landed (numpy's import: ImportError), no fault
+            stopped = True
+            print(stop.line, file=sys.stderr)
+            return stop.exit_code
+        if isinstance(exc, GraderError):
+            print(f"grader: error: {display(str(exc))}", file=sys.stderr)
+            return exc.exit_code
         traceback.print_exc()
         print(
             "grader: internal error: this is a bug in the grader or a plugin; please report it with the traceback above",

@@ -237,3 +237,29 @@ def test_a_sigterm_stops_grade_as_a_ctrl_c_does(tmp_path: Path, signum: int) -> 
     else:
         assert (code, said) == (130, "grader: interrupted\n")
     assert not (tmp_path / "out").exists()  # stopped before grading began: no output folder
+
+
+SWALLOWING_PLUGIN = """\
+import pathlib, time
+import grader
+
+@grader.hookimpl
+def grader_configure(config):
+    pathlib.Path({marker!r}).write_text("in")
+    try:
+        time.sleep(30)
+    except KeyboardInterrupt:  # as numpy's import does, stopped in its C extension
+        raise ImportError('PyCapsule_Import could not import module "datetime"') from None
+"""
+
+
+def test_an_error_a_ctrl_c_turned_into_is_the_interrupt_not_an_internal_error(tmp_path: Path) -> None:
+    # Two Ctrl-Cs 0.2 s apart, 0.23 s into 'grader check' under load: the first landed in numpy's import,
+    # which raised ImportError ("PyCapsule_Import could not import module 'datetime'"), and the command
+    # said "grader: internal error: this is a bug", exit 4.
+    marker = tmp_path / "configuring"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "swallowing.py").write_text(SWALLOWING_PLUGIN.format(marker=str(marker)))
+    code, said = _interrupted(["doctor", "-p", "swallowing"], marker, tmp_path, {"PYTHONPATH": str(site)})
+    assert (code, said) == (130, "grader: interrupted\n")
