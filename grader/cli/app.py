@@ -156,11 +156,11 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
         print(stop.line, file=sys.stderr)
         return stop.exit_code
     except Exception as exc:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
-        stop = interrupt_received()
-        if stop is not None:  # an error the stop caused where it landed (numpy's import: ImportError), no fault
+        received = interrupt_received()
+        if received is not None:  # an error the stop caused where it landed (numpy's import: ImportError), no fault
             stopped = True
-            print(stop.line, file=sys.stderr)
-            return stop.exit_code
+            print(received.line, file=sys.stderr)
+            return received.exit_code
         if isinstance(exc, GraderError):
             print(f"grader: error: {display(str(exc))}", file=sys.stderr)
             return exc.exit_code
