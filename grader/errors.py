@@ -8,21 +8,32 @@ into a single line on stderr and the exit code below.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
 __all__ = [
     "EXIT_CHECKS_FAILED",
     "EXIT_CONFIG",
     "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "ConfigError",
     "GraderError",
+    "Interrupted",
     "JobStarterLost",
     "PluginError",
     "SpecError",
+    "STOPPING_SIGNALS",
     "UsageError",
     "WriterError",
+    "catch_interrupts",
+    "deferred_interrupts",
     "describe_failure",
     "internal_error_id",
+    "interrupt_received",
     "log_internal_error",
 ]
 
@@ -36,6 +47,8 @@ EXIT_CONFIG = 3
 """An exercise spec, the reference or a plugin is broken."""
 EXIT_INTERNAL = 4
 """A bug in the grader or in a plugin: a traceback is printed."""
+EXIT_INTERRUPTED = 130
+"""Stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports a command its SIGINT ended."""
 
 
 class GraderError(Exception):
@@ -113,6 +126,99 @@ class WriterError(GraderError):
     """A report writer failed on the whole report; the other writers' files were written."""
 
     exit_code = EXIT_INTERNAL
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C (SIGINT), or a SIGTERM, the ``grader`` command received: never blamed on the code it landed in.
+
+    A reference, plugin or spec that raises `KeyboardInterrupt` itself is reported as broken (exit 3);
+    this one, raised by `catch_interrupts`'s handler, stops the run wherever it lands, the reference's
+    import included: "grader: interrupted" and exit 130 for SIGINT, "grader: terminated" and 143 for
+    SIGTERM (128 + the signal's number, as a shell reports a command the signal ended).
+
+    Parameters
+    ----------
+    signum : int
+        The signal received.
+    """
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signum)
+        self.signum = int(signum)
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number."""
+        return 128 + self.signum
+
+    @property
+    def line(self) -> str:
+        """What the command says as it stops."""
+        return "grader: terminated" if self.signum == signal.SIGTERM else "grader: interrupted"
+
+
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that stop the ``grader`` command with its clean-up (`catch_interrupts`): Ctrl-C, and the
+polite stop of ``kill``, ``timeout``, a CI job cancelled or a container stopped. Ended at once, a
+run left its sandbox's folder in TMPDIR (until the next run's sweep)."""
+
+
+_RECEIVED: list[int] = []
+"""The stopping signals `catch_interrupts`'s handler received in this process, in order."""
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    """The handler `catch_interrupts` installs."""
+    _RECEIVED.append(signum)
+    raise Interrupted(signum)
+
+
+def interrupt_received() -> Interrupted | None:
+    """The stop (`Interrupted`) this process received, if any: what any error raised after it comes from.
+
+    Code a Ctrl-C lands in may turn the KeyboardInterrupt into another error: numpy's import, stopped
+    in its C extension, raises ImportError ("PyCapsule_Import could not import module 'datetime'"),
+    which the command reported as an internal error (exit 4).
+    """
+    return Interrupted(_RECEIVED[0]) if _RECEIVED else None
+
+
+def catch_interrupts() -> None:
+    """Make SIGINT and SIGTERM raise `Interrupted` in this process (the ``grader`` command's first step).
+
+    Only where the default is set (Python's own handler for SIGINT, the system's for SIGTERM): a
+    signal the process was started ignoring (SIGINT for a command a shell runs in the background)
+    stays ignored, and a handler someone else set stays theirs.
+    """
+    for signum in STOPPING_SIGNALS:
+        if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
+            signal.signal(signum, _raise_interrupted)
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[list[int]]:
+    """Hold back SIGINT and SIGTERM while the block runs: the clean-up of a run that is stopping, bounded in time.
+
+    A second Ctrl-C (the first one's clean-up under way) raised in the middle of it stopped the
+    clean-up halfway (the sandbox's temporary folder, the gradebook's last commit) and ended with a
+    traceback. Here each signal is recorded in the list the block gets and raises nothing; the caller
+    reports it after the block. Outside the main thread (no handler can be set there) nothing changes.
+
+    Yields
+    ------
+    list of int
+        The signals received during the block, in order (empty when none was).
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = {signum: signal.signal(signum, lambda got, frame: received.append(got)) for signum in STOPPING_SIGNALS}
+    try:
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
 
 
 def internal_error_id(exc: BaseException) -> str:

@@ -395,6 +395,8 @@ def _read_chunk(future: Any, count: int, calls: Sequence[Call]) -> Any:
     try:
         answer = future.result()
     except Exception as exc:  # noqa: BLE001 - a lost chunk: its submissions are graded here instead
+        if getattr(getattr(future, "client", None), "status", "running") in ("closing", "closed"):
+            return None  # cancelled by the run's own stop (Ctrl-C: grader_unconfigure closed the client), not lost
         print(
             f"grader: warning: the Dask cluster could not run chunk {future.key} ({type(exc).__name__}: "
             f"{str(exc)[:200]}); its submissions are graded here",

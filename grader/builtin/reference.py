@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grader.errors import ConfigError, describe_failure
+from grader.errors import ConfigError, Interrupted, describe_failure
 from grader.markers import hookimpl
 
 
@@ -46,6 +46,8 @@ def load_reference(path: str) -> dict[str, Callable[..., Any]]:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
+    except Interrupted:  # the user's Ctrl-C, landed in its import: the run stops, the reference is not blamed
+        raise
     except BaseException as exc:  # noqa: BLE001 - instructor code, even sys.exit() or raise KeyboardInterrupt: one line
         raise ConfigError(
             f"{path}: the reference failed to import at {describe_failure(exc, str(file))}; "

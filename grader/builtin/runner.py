@@ -60,6 +60,8 @@ def grader_addoption(parser: Any, command: str) -> None:
 
 
 _FORK_SERVER = StashKey[ForkServer]()
+_FORK_CLOSED = StashKey[bool]()
+"""Set by `grader_unconfigure`: the run is ending, and no grading thread starts a fork server after it."""
 _FORK_LOCK = threading.Lock()
 
 
@@ -79,6 +81,8 @@ def _fork_server(config: Config) -> ForkServer | None:
     if config.command not in ("grade", "check") or not ForkServer.available():
         return None  # 'check' from a tool (the pytest plugin) starts one here: its jobs get the same walls
     with _FORK_LOCK:
+        if config.stash.get(_FORK_CLOSED):  # a grading thread of a run stopped (Ctrl-C) meanwhile
+            raise JobStarterLost("the fork server (the process that starts every job)")
         server = config.stash.get(_FORK_SERVER)
         if server is None:
             try:
@@ -91,7 +95,14 @@ def _fork_server(config: Config) -> ForkServer | None:
 
 @hookimpl
 def grader_unconfigure(config: Config) -> None:
-    """Stop the fork server, if one was started."""
+    """Stop the fork server, if one was started, and let no grading thread start one after.
+
+    A start under way in a grading thread (``grade --insecure`` stopped by a Ctrl-C as its first
+    submissions begin) is waited for and stopped too: left to the thread, it ran a submission that
+    hangs until that call's timeout, and the command could not end before.
+    """
+    with _FORK_LOCK:
+        config.stash[_FORK_CLOSED] = True
     for key in (_FORK_SERVER, FORK_SERVER):
         server = config.stash.get(key)
         if server is not None:

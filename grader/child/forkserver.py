@@ -167,7 +167,10 @@ class Server:
                     reply = self.launch(request, taken)
                 else:
                     reply = self.kill(int(request.get("pid", 0)))
-                self.sock.sendall(json.dumps(reply).encode() + b"\n")
+                try:
+                    self.sock.sendall(json.dumps(reply).encode() + b"\n")
+                except OSError:  # the grader went away before the reply (interrupted): as at end-of-file
+                    return
             self.reap()
 
 
@@ -198,10 +201,12 @@ def main(argv: Sequence[str]) -> None:
         sock.sendall(b'{"ready": true}\n')
     except OSError:  # the grader is gone already (interrupted while it started): nothing to serve
         return
-    server.serve()
-    for pid in list(server.jobs):
-        server.kill(pid)
-    plain.sweep(server.jobs, server.reap)  # what jobs that ended by themselves left behind
+    try:
+        server.serve()
+    finally:  # whatever ended the serving, no job outlives the server
+        for pid in list(server.jobs):
+            server.kill(pid)
+        plain.sweep(server.jobs, server.reap)  # what jobs that ended by themselves left behind
 
 
 if __name__ == "__main__":

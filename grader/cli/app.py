@@ -25,6 +25,8 @@ Exit codes
    or is over its budget on a check's arguments, a sandbox that cannot run a job here (``grade``
    runs one before grading)
 4  internal error in the grader or a plugin (a traceback is printed)
+130  stopped by Ctrl-C (SIGINT, `grader.errors.Interrupted`), wherever it landed: ``grader: interrupted``
+143  stopped by SIGTERM, as by Ctrl-C: ``grader: terminated``
 
 A refused run (2 or 3) leaves nothing behind: ``--out`` is created only when grading starts.
 """
@@ -40,7 +42,14 @@ from grader.cli.common import prepare_out
 from grader.config.core import Config
 from grader.config.parser import build_parser, commands_of, plugin_args
 from grader.config.plugins import get_plugin_manager
-from grader.errors import EXIT_INTERNAL, GraderError, UsageError
+from grader.errors import (
+    EXIT_INTERNAL,
+    GraderError,
+    Interrupted,
+    UsageError,
+    deferred_interrupts,
+    interrupt_received,
+)
 from grader.execution.jobs import ForkServer
 from grader.execution.keys import EARLY_ZYGOTE, FORK_SERVER
 from grader.execution.servers import check_fork_server, stop_zygote
@@ -113,6 +122,7 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
     """`main`'s run; an error of the unconfigure hooks (their one line printed) puts its exit code in ``ended``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     config = None
+    stopped = False  # "grader: interrupted" said
     early = _early_fork_server(argv, fork_server)
     try:
         refuse_empty(argv)
@@ -140,13 +150,20 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
             _resume_collecting()
             gc_paused = False
         return command.handler(config)
-    except GraderError as exc:
-        print(f"grader: error: {display(str(exc))}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("grader: interrupted", file=sys.stderr)
-        return 130
-    except Exception:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
+    except KeyboardInterrupt as exc:
+        stopped = True
+        stop = exc if isinstance(exc, Interrupted) else Interrupted()  # one raised outside the handler: SIGINT's
+        print(stop.line, file=sys.stderr)
+        return stop.exit_code
+    except Exception as exc:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
+        received = interrupt_received()
+        if received is not None:  # an error the stop caused where it landed (numpy's import: ImportError), no fault
+            stopped = True
+            print(received.line, file=sys.stderr)
+            return received.exit_code
+        if isinstance(exc, GraderError):
+            print(f"grader: error: {display(str(exc))}", file=sys.stderr)
+            return exc.exit_code
         traceback.print_exc()
         print(
             "grader: internal error: this is a bug in the grader or a plugin; please report it with the traceback above",
@@ -154,20 +171,31 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
         )
         return EXIT_INTERNAL
     finally:
-        if gc_paused:  # stopped before grading: the unconfigure hooks run with the collector on
-            _resume_collecting()
-        if config is not None:
-            try:
-                config.hooks.unconfigure(config)
-            except GraderError as exc:  # the gradebook's last commit on a full disk: one line, its exit code
-                print(f"grader: error: {display(str(exc))}", file=sys.stderr)
-                ended.append(exc.exit_code)
-        if early is not None:
-            early.close()
-        if zygote is None and config is not None:
-            zygote = config.stash.get(EARLY_ZYGOTE)  # not taken: the run stopped before the sandbox started
-        if zygote is not None:
-            stop_zygote(zygote)
+        with deferred_interrupts() as late:  # a Ctrl-C now (a second one, say) waits for the clean-up's end
+            _clean_up(config, early, zygote, gc_paused, ended)
+        if late:
+            stop = Interrupted(late[0])
+            if not stopped:
+                print(stop.line, file=sys.stderr)
+            ended.append(stop.exit_code)
+
+
+def _clean_up(config: Config | None, early: Any, zygote: Any, gc_paused: bool, ended: list[int]) -> None:
+    """`_main`'s end, whatever stopped the run: the unconfigure hooks, the servers started for it stopped."""
+    if gc_paused:  # stopped before grading: the unconfigure hooks run with the collector on
+        _resume_collecting()
+    if config is not None:
+        try:
+            config.hooks.unconfigure(config)
+        except GraderError as exc:  # the gradebook's last commit on a full disk: one line, its exit code
+            print(f"grader: error: {display(str(exc))}", file=sys.stderr)
+            ended.append(exc.exit_code)
+    if early is not None:
+        early.close()
+    if zygote is None and config is not None:
+        zygote = config.stash.get(EARLY_ZYGOTE)  # not taken: the run stopped before the sandbox started
+    if zygote is not None:
+        stop_zygote(zygote)
 
 
 def _resume_collecting() -> None:

@@ -26,6 +26,9 @@ def console_main() -> None:
     gc.disable()  # resumed by grader.cli.main before grading (the module docstring says why)
     argv = sys.argv[1:]
     try:
+        from grader.errors import catch_interrupts, deferred_interrupts
+
+        catch_interrupts()  # a Ctrl-C is the user's wherever it lands (grader.errors.Interrupted)
         from grader.execution.servers import check_fork_server, grade_zygote
 
         inherited = _open_fds()
@@ -35,14 +38,41 @@ def console_main() -> None:
 
         keptcode.install()  # the grader's dataclasses made from kept code, not compiled again (the module says why)
         from grader.cli.app import main
-    except KeyboardInterrupt:  # as main says it, with the server's socket closed as the process ends
-        print("grader: interrupted", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # as main says it, with the server's socket closed as the process ends
+        signum = getattr(exc, "signum", 2)  # grader.errors.Interrupted's (SIGINT or SIGTERM)
+        print("grader: terminated" if signum == 15 else "grader: interrupted", file=sys.stderr)
+        sys.exit(128 + signum)
     code = main(argv, fork_server=started, zygote=zygote, gc_paused=True)
-    keptcode.save()
+    with deferred_interrupts():  # a cache file written whole or not at all
+        keptcode.save()
+    _end_at_ctrl_c(code)
     if argv[:1] in (["check"], ["grade"]):
         _exit_now(code, inherited)
     sys.exit(code)
+
+
+def _end_at_ctrl_c(code: int) -> None:
+    """From now on a Ctrl-C ends the process at once with ``code``: the run is over, its files written.
+
+    What is left (the interpreter's exit, joining the threads that ended) has nothing to report;
+    a KeyboardInterrupt raised in it printed a traceback ("Exception ignored in: <module
+    'threading'>") after the run's own last line.
+    """
+    import os
+    import signal
+
+    def end(signum: int, frame: object) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except Exception:  # noqa: BLE001, S112 - a stream that cannot be flushed now: the exit goes on
+                continue
+        os._exit(code)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, end)
 
 
 def _open_fds() -> dict[int, tuple[int, int]] | None:

@@ -20,7 +20,7 @@ from typing import Any
 import pluggy
 
 from grader import hookspecs
-from grader.errors import PluginError, UsageError, describe_failure
+from grader.errors import Interrupted, PluginError, UsageError, describe_failure
 from grader.markers import hookimpl
 from grader.readers.entrypoints import entry_points, load
 
@@ -184,6 +184,8 @@ def get_plugin_manager(
     if load_entrypoints:
         try:
             _load_entry_points(pm)
+        except Interrupted:  # the user's Ctrl-C, landed in a plugin's import: the run stops, no plugin blamed
+            raise
         except BaseException as exc:  # noqa: BLE001 - a third-party plugin failed to import, even by sys.exit()
             raise PluginError(
                 f"a plugin of entry-point group '{ENTRY_POINT_GROUP}' failed to load at "
@@ -200,6 +202,8 @@ def get_plugin_manager(
                     f"-p {name}: no module named {exc.name!r}; check the name, or put its folder on PYTHONPATH"
                 ) from None
             raise PluginError(f"-p {name}: the plugin failed to import at {describe_failure(exc)}") from None
+        except Interrupted:  # the user's Ctrl-C, landed in the plugin's import: the run stops, it is not blamed
+            raise
         except BaseException as exc:  # noqa: BLE001 - SyntaxError, SystemExit, KeyboardInterrupt...: one line
             raise PluginError(
                 f"-p {name}: the plugin failed to import at {describe_failure(exc)}; fix the plugin"

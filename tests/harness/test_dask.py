@@ -744,3 +744,29 @@ def test_a_worker_torn_down_forgets_what_it_collected_for_its_runners() -> None:
     plugin.collections[12345] = (None, {}, "kept")
     plugin.teardown(worker=None)
     assert plugin.collections == {} and plugin.runners == {}
+
+
+def test_a_chunk_cancelled_by_the_run_s_own_stop_is_no_lost_chunk(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C during grade --dask: the clean-up closes the client, which cancels the chunks in flight, and each
+    grading thread waiting on one said "the Dask cluster could not run chunk ... (FutureCancelledError ...);
+    its submissions are graded here" after "grader: interrupted" (every run with chunks in flight): the
+    cluster lost nothing and nothing is graded here. A chunk lost while the client runs is still said."""
+    from concurrent.futures import CancelledError
+
+    from grader.builtin.dask_cluster import _read_chunk
+
+    class Client:
+        status = "closed"
+
+    class Future:
+        key = "grader-chunk-0000-0"
+        client = Client()
+
+        def result(self) -> None:
+            raise CancelledError(f"{self.key} cancelled for reason: unknown.")
+
+    assert _read_chunk(Future(), 1, []) is None
+    assert capsys.readouterr().err == ""
+    Client.status = "running"
+    assert _read_chunk(Future(), 1, []) is None
+    assert "could not run chunk grader-chunk-0000-0" in capsys.readouterr().err

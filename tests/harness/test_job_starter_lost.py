@@ -230,6 +230,95 @@ def test_a_run_stopped_while_a_grading_thread_starts_the_lazy_sandbox_leaves_not
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def test_a_run_stopped_while_a_grading_thread_starts_the_insecure_fork_server_leaves_nothing_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """grade --insecure starts its fork server in the first grading thread that needs it. A Ctrl-C meanwhile
+    (0.5-0.7 s into the run, 4 runs in 6 here): the clean-up found no server yet and closed nothing, the
+    thread then made it and ran a submission that hangs, and the command waited for that call's timeout
+    (11-18 s from the Ctrl-C to the exit) before it could end."""
+    import grader.builtin.runner as runner
+    from grader.config.parser import for_command
+    from grader.errors import JobStarterLost
+
+    asked, stopping = threading.Event(), threading.Event()
+    made: list[object] = []
+
+    class SlowServer:
+        available = staticmethod(lambda: True)
+
+        def __init__(self) -> None:
+            asked.set()
+            stopping.wait(10)  # the run is being stopped: the clean-up has begun
+            time.sleep(0.3)
+            self.closed = False
+            made.append(self)
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr(runner, "ForkServer", SlowServer)
+    config = for_command("grade", ["-", "--insecure", "--jobs", "1"])
+    asked_again: list[BaseException] = []
+
+    def grading_thread() -> None:
+        runner._fork_server(config)
+
+    thread = threading.Thread(target=grading_thread)
+    thread.start()
+    assert asked.wait(10)
+    stopping.set()
+    runner.grader_unconfigure(config)
+    thread.join(20)
+    assert not thread.is_alive()
+    assert [server.closed for server in made] == [True]  # the server the thread made is stopped with the run
+    try:
+        runner._fork_server(config)  # a grading thread asking after the clean-up starts none
+    except JobStarterLost as exc:
+        asked_again.append(exc)
+    assert len(made) == 1 and len(asked_again) == 1
+
+
+def test_a_fork_server_whose_grader_leaves_before_a_launch_s_reply_still_kills_that_job(tmp_path: Path) -> None:
+    """grade --insecure stopped (Ctrl-C) as a grading thread asked for a job: the fork server forked it, its
+    reply found the socket shut, and the BrokenPipeError ended the server before it killed its jobs. The
+    job ran on, orphaned, until its CPU limit (3 runs in ~30 with the signal 0.75-1.15 s into grade)."""
+    import socket
+
+    from grader.execution.jobs import CHILD_ENV, ForkServer
+
+    if not ForkServer.available():
+        pytest.skip("no os.fork here: --insecure starts a fresh worker per submission")
+    path = tmp_path / "attention.py"
+    path.write_text("while True:\n    pass\n")
+    server = ForkServer()
+    pipes = [os.pipe() for _ in range(5)]  # result, stdout, stderr, call, status
+    theirs = [pipes[0][1], pipes[1][1], pipes[2][1], pipes[3][0], pipes[4][1]]
+    request = {"op": "launch", "file": str(path), "cpu_seconds": 20.0, "cwd": str(tmp_path)}
+    request.update(env=dict(CHILD_ENV, HOME=str(tmp_path), TMPDIR=str(tmp_path)), walls=False)
+    try:
+        socket.send_fds(server.sock, [json.dumps(request).encode() + b"\n"], theirs)
+        for fd in theirs:
+            os.close(fd)
+        server.sock.shutdown(socket.SHUT_RDWR)  # gone before the reply, as the interrupted grader's clean-up does
+        server.sock.close()
+        server.proc.wait(30)
+        stdout = pipes[1][0]
+        os.set_blocking(stdout, False)
+        deadline = time.monotonic() + 10
+        ended = False
+        while time.monotonic() < deadline and not ended:
+            try:
+                ended = os.read(stdout, 1 << 16) == b""  # every write end closed: the job is gone
+            except BlockingIOError:
+                time.sleep(0.05)
+        assert ended, "the job outlived its fork server"
+    finally:
+        for fd in (pipes[0][0], pipes[1][0], pipes[2][0], pipes[3][1], pipes[4][0]):
+            os.close(fd)
+        server.proc.kill()
+
+
 def test_a_zygote_killed_while_it_starts_is_lost_not_a_sandbox_that_cannot_start() -> None:
     """Killed from outside before it was ready (the out-of-memory killer while it imports numpy), the zygote
     was "did not start: no reason given", as a sandbox that can never start here: a Dask worker kept that
