@@ -352,6 +352,38 @@ def output_file(text: str) -> str:
     return text
 
 
+def unreachable_folder(path: str) -> tuple[str, int] | None:
+    """The first folder on ``path`` (from ``/`` down) that a uid other than its owner's may not enter.
+
+    Parameters
+    ----------
+    path : str
+        A folder or file.
+
+    Returns
+    -------
+    (str, int) or None
+        That folder and its permission bits, or None when every folder on the way lets others
+        through (execute permission for others). Folders that cannot be examined are passed over.
+    """
+    current = os.path.abspath(path)
+    chain = []
+    while True:
+        chain.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for folder in reversed(chain):
+        try:
+            mode = os.stat(folder).st_mode
+        except OSError:
+            continue
+        if not mode & 0o001:
+            return folder, mode & 0o7777
+    return None
+
+
 def scratch_prefix(kind: str) -> str:
     """``grader-<kind>-<pid>-n<pid namespace>-``: the prefix of this process's temporary folders.
 

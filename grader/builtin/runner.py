@@ -21,6 +21,8 @@ runner still overrides it (this implementation is ``trylast``).
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,7 @@ from grader.errors import ConfigError, JobStarterLost
 from grader.execution.calls import WALL_BACKSTOP_FACTOR, run_calls
 from grader.execution.jobs import ForkJob, ForkServer, positive_seconds, sandboxed
 from grader.execution.keys import FORK_SERVER, JOB_LAUNCHERS
+from grader.fileio import unreachable_folder
 from grader.markers import hookimpl
 from grader.models import Call, RunOutcome, Submission
 from grader.stash import StashKey
@@ -91,6 +94,38 @@ def _fork_server(config: Config) -> ForkServer | None:
                 return None
             config.stash[_FORK_SERVER] = server
         return server
+
+
+@hookimpl
+def grader_grading_ready(config: Config) -> None:
+    """``check`` started as root: refuse, before any job runs, a TMPDIR the jobs' uid cannot enter."""
+    if config.command == "check" and not sandboxed(config) and ForkServer.available():
+        _check_reachable_as_nobody()
+
+
+def _check_reachable_as_nobody() -> None:
+    """Refuse, in one line, a ``check`` run as root whose temporary folder the ``nobody`` uid cannot enter.
+
+    A job of root runs as ``nobody`` (``grader/child/plain.py``) in a folder made in TMPDIR: behind
+    a private folder (``mktemp -d`` makes them mode 0700) it could not read the student's own file,
+    and every check failed as if the student's code had done something forbidden.
+
+    Raises
+    ------
+    grader.errors.ConfigError
+        If a folder on the way to TMPDIR lets no other uid through.
+    """
+    if os.geteuid() != 0:
+        return
+    folder = tempfile.gettempdir()
+    blocked = unreachable_folder(folder)
+    if blocked is not None:
+        where, mode = blocked
+        raise ConfigError(
+            f"grader check runs the code as the 'nobody' user when started as root, and {where} (mode "
+            f"{mode:04o}) lets no other user into the temporary folder {folder}: set TMPDIR to a folder "
+            "such as /tmp, or run grader check as yourself, not root"
+        )
 
 
 @hookimpl

@@ -637,6 +637,38 @@ def test_tmpdir_inside_a_0700_folder_grades_correctly_never_zeros(tmp_path: Path
     assert list(tmpdir.iterdir()) == []  # the sandbox's folders are gone
 
 
+def test_check_as_root_under_a_0700_tmpdir_says_so_in_one_line_never_zeros(tmp_path: Path) -> None:
+    """``check`` started as root runs the student's code as ``nobody``, in a folder in TMPDIR: behind a
+    private folder every check failed, the student's own file "forbidden by the sandbox" (0/35)."""
+    import os
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("only root's check runs the code as another user (nobody)")
+    student = tmp_path / "student"
+    student.mkdir()
+    (student / "attention.py").write_bytes((ROOT / "submissions" / "correct_numpy" / "attention.py").read_bytes())
+    top = Path(tempfile.mkdtemp(dir="/tmp"))  # as `mktemp -d` makes it (the test's own folders are 0700 too)
+    try:
+        env = dict(os.environ, TMPDIR=str(top), GRADER_COURSE=str(ROOT))
+        check = [sys.executable, "-m", "grader", "check", "attention.py"]
+        proc = subprocess.run(check, cwd=student, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        assert proc.stderr.strip().splitlines() == [
+            f"grader: error: grader check runs the code as the 'nobody' user when started as root, and {top} "
+            f"(mode 0700) lets no other user into the temporary folder {top}: set TMPDIR to a folder such as "
+            "/tmp, or run grader check as yourself, not root"
+        ]
+        assert proc.stdout == "" and list(top.iterdir()) == []
+        top.chmod(0o711)  # others may pass through: the same check runs, at full marks
+        proc = subprocess.run(check, cwd=student, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and "visible checks: 35/35 points" in proc.stdout, proc.stdout + proc.stderr
+        assert list(top.iterdir()) == []
+    finally:
+        shutil.rmtree(top)
+
+
 def test_grade_stops_in_one_line_when_a_real_job_cannot_run(
     cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

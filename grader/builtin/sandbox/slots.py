@@ -19,7 +19,7 @@ from grader.child.limits import DEFAULT_LIMITS, UID_BASE
 from grader.errors import ConfigError, JobStarterLost
 from grader.execution.calls import run_calls
 from grader.execution.jobs import Launcher
-from grader.fileio import scratch_prefix
+from grader.fileio import scratch_prefix, unreachable_folder
 from grader.models import Call
 
 
@@ -186,30 +186,10 @@ def _preflight_worker(worker: Worker, path: str) -> str:
     return ""
 
 
-def _unreachable_parent(path: str) -> tuple[str, int] | None:
-    """The first folder on ``path`` that a uid other than its owner's may not enter, and its mode."""
-    current = os.path.abspath(path)
-    chain = []
-    while True:
-        chain.append(current)
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    for folder in reversed(chain):
-        try:
-            mode = os.stat(folder).st_mode
-        except OSError:
-            continue
-        if not mode & 0o001:
-            return folder, mode & 0o7777
-    return None
-
-
 def _preflight_problem(workdir: str, why: str) -> str:
     """One line: why a preflight job failed, and the fix."""
     why = " ".join(why.split())[:300]
-    blocked = _unreachable_parent(workdir)
+    blocked = unreachable_folder(workdir)
     if blocked is not None:
         folder, mode = blocked
         return (
