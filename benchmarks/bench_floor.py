@@ -237,6 +237,18 @@ def _children_usage() -> tuple[float, int]:
     return u.ru_utime + u.ru_stime, u.ru_minflt
 
 
+def machine_busy() -> float:
+    """The CPU seconds every CPU of the machine has been busy so far (``/proc/stat``: all but idle and iowait).
+
+    Every process counts, and the kernel's own threads: work the kernel defers to them (a job's
+    namespaces and mounts torn down, its memory freed) is charged to no process of the run.
+    """
+    with open("/proc/stat") as fh:
+        ticks = [int(v) for v in fh.readline().split()[1:8]]
+    user, nice, system, idle, iowait, irq, softirq = ticks
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def run_tree(command: list[str], env: dict[str, str], watch: bool = False) -> dict[str, float]:
     """Run ``command`` from the repository root; its wall seconds, the tree's CPU and faults, and its roles' CPU.
 
@@ -246,6 +258,7 @@ def run_tree(command: list[str], env: dict[str, str], watch: bool = False) -> di
     with tempfile.NamedTemporaryFile(prefix="bench-floor-", suffix=".json", delete=False) as fh:
         usage_file = fh.name
     cpu0, faults0 = _children_usage()
+    busy0 = machine_busy()
     start = time.perf_counter()
     proc = subprocess.Popen(
         command,
@@ -259,6 +272,7 @@ def run_tree(command: list[str], env: dict[str, str], watch: bool = False) -> di
         watcher.start()
     _, err = proc.communicate()
     seconds = time.perf_counter() - start
+    busy1 = machine_busy()
     if watcher:
         watcher.stop.set()
         watcher.join()
@@ -273,6 +287,7 @@ def run_tree(command: list[str], env: dict[str, str], watch: bool = False) -> di
     finally:
         os.unlink(usage_file)
     figures = {"seconds": seconds, "cpu": cpu1 - cpu0, "faults": float(faults1 - faults0), **roles}
+    figures["machine"] = busy1 - busy0
     if "children faults" in roles:  # the floor: its lanes said their own CPU; the rest is their children's
         figures["jobs"] = figures["cpu"] - figures.get("parent", 0.0) - roles["zygote"]
     if watcher:
@@ -485,6 +500,15 @@ def report(contenders: list[str], runs: dict[str, list[dict[str, float]]], subs:
                 if c == "floor"
                 else f"zygote {median['zygote faults']:.0f}, jobs {median['jobs faults']:.0f}"
             )
+        )
+    for c in contenders:
+        if c.startswith("dask"):
+            continue
+        busy = statistics.median(1000 * r["machine"] / subs for r in runs[c])
+        outside = statistics.median(1000 * (r["machine"] - r["cpu"]) / subs for r in runs[c])
+        lines.append(
+            f"machine busy per submission, {c}: {busy:.1f} ms, {outside:.1f} of it outside the run's "
+            "processes (the kernel's threads, and any other load)"
         )
     lines += ceilings(contenders, runs, subs)
     if "sandboxed" in cpu and "--insecure" in cpu:
