@@ -12,6 +12,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = [
     "EXIT_CHECKS_FAILED",
@@ -155,6 +156,15 @@ class Interrupted(KeyboardInterrupt):
     def line(self) -> str:
         """What the command says as it stops."""
         return "grader: terminated" if self.signum == signal.SIGTERM else "grader: interrupted"
+
+    def say(self, stream: Any) -> None:
+        """Write `line` to ``stream``; on a terminal on a line of its own (after the ``^C`` the terminal
+        echoed, at the end of a progress bar's line or of whatever was printed last)."""
+        try:
+            fresh = "\n" if stream.isatty() else ""
+        except (AttributeError, ValueError, OSError):
+            fresh = ""
+        print(fresh + self.line, file=stream)
 
 
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -153,13 +153,13 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
     except KeyboardInterrupt as exc:
         stopped = True
         stop = exc if isinstance(exc, Interrupted) else Interrupted()  # one raised outside the handler: SIGINT's
-        print(stop.line, file=sys.stderr)
+        stop.say(sys.stderr)
         return stop.exit_code
     except Exception as exc:  # noqa: BLE001 - any other fault: a traceback and exit code 4, never a hang
         received = interrupt_received()
         if received is not None:  # an error the stop caused where it landed (numpy's import: ImportError), no fault
             stopped = True
-            print(received.line, file=sys.stderr)
+            received.say(sys.stderr)
             return received.exit_code
         if isinstance(exc, GraderError):
             print(f"grader: error: {display(str(exc))}", file=sys.stderr)
@@ -176,7 +176,7 @@ def _main(argv: Sequence[str] | None, fork_server: Any, zygote: Any, gc_paused: 
         if late:
             stop = Interrupted(late[0])
             if not stopped:
-                print(stop.line, file=sys.stderr)
+                stop.say(sys.stderr)
             ended.append(stop.exit_code)
 
 

@@ -39,8 +39,9 @@ def console_main() -> None:
         keptcode.install()  # the grader's dataclasses made from kept code, not compiled again (the module says why)
         from grader.cli.app import main
     except KeyboardInterrupt as exc:  # as main says it, with the server's socket closed as the process ends
-        signum = getattr(exc, "signum", 2)  # grader.errors.Interrupted's (SIGINT or SIGTERM)
-        print("grader: terminated" if signum == 15 else "grader: interrupted", file=sys.stderr)
+        signum = getattr(exc, "signum", 2)  # grader.errors.Interrupted's (SIGINT or SIGTERM); nothing imported here
+        fresh = "\n" if sys.stderr.isatty() else ""  # after the ^C the terminal echoed, as Interrupted.say does
+        print(fresh + ("grader: terminated" if signum == 15 else "grader: interrupted"), file=sys.stderr)
         sys.exit(128 + signum)
     code = main(argv, fork_server=started, zygote=zygote, gc_paused=True)
     with deferred_interrupts():  # a cache file written whole or not at all
