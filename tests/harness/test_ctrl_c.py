@@ -263,3 +263,21 @@ def test_an_error_a_ctrl_c_turned_into_is_the_interrupt_not_an_internal_error(tm
     (site / "swallowing.py").write_text(SWALLOWING_PLUGIN.format(marker=str(marker)))
     code, said = _interrupted(["doctor", "-p", "swallowing"], marker, tmp_path, {"PYTHONPATH": str(site)})
     assert (code, said) == (130, "grader: interrupted\n")
+
+
+def test_on_a_terminal_the_stop_s_line_follows_the_echoed_ctrl_c_on_a_line_of_its_own() -> None:
+    """'...submission/s]^Cgrader: interrupted' at the end of the progress bar: on a terminal a newline comes first."""
+    import io
+    import signal
+
+    from grader.errors import Interrupted
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal, log = Terminal(), io.StringIO()
+    Interrupted().say(terminal)
+    Interrupted(signal.SIGTERM).say(log)
+    assert terminal.getvalue() == "\ngrader: interrupted\n"
+    assert log.getvalue() == "grader: terminated\n"
