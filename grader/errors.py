@@ -130,7 +130,7 @@ class WriterError(GraderError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """A Ctrl-C (SIGINT), or a SIGTERM, the ``grader`` command received: never blamed on the code it landed in.
+    """A Ctrl-C (SIGINT), a SIGTERM or a SIGHUP the ``grader`` command received: never blamed on the code it landed in.
 
     A reference, plugin or spec that raises `KeyboardInterrupt` itself is reported as broken (exit 3);
     this one, raised by `catch_interrupts`'s handler, stops the run wherever it lands, the reference's
@@ -155,7 +155,11 @@ class Interrupted(KeyboardInterrupt):
     @property
     def line(self) -> str:
         """What the command says as it stops."""
-        return "grader: terminated" if self.signum == signal.SIGTERM else "grader: interrupted"
+        if self.signum == signal.SIGTERM:
+            return "grader: terminated"
+        if self.signum == getattr(signal, "SIGHUP", None):
+            return "grader: hung up (its terminal closed)"
+        return "grader: interrupted"
 
     def say(self, stream: Any) -> None:
         """Write `line` to ``stream``; on a terminal on a line of its own (after the ``^C`` the terminal
@@ -167,10 +171,11 @@ class Interrupted(KeyboardInterrupt):
         print(fresh + self.line, file=stream)
 
 
-STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""The signals that stop the ``grader`` command with its clean-up (`catch_interrupts`): Ctrl-C, and the
-polite stop of ``kill``, ``timeout``, a CI job cancelled or a container stopped. Ended at once, a
-run left its sandbox's folder in TMPDIR (until the next run's sweep)."""
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, *((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()))
+"""The signals that stop the ``grader`` command with its clean-up (`catch_interrupts`): Ctrl-C, the
+polite stop of ``kill``, ``timeout``, a CI job cancelled or a container stopped, and the hang-up of a
+terminal closed (an SSH session lost) under a run. Ended at once, a run left its sandbox's folder in
+TMPDIR (until the next run's sweep)."""
 
 
 _RECEIVED: list[int] = []
@@ -194,7 +199,7 @@ def interrupt_received() -> Interrupted | None:
 
 
 def catch_interrupts() -> None:
-    """Make SIGINT and SIGTERM raise `Interrupted` in this process (the ``grader`` command's first step).
+    """Make the `STOPPING_SIGNALS` raise `Interrupted` in this process (the ``grader`` command's first step).
 
     Only where the default is set (Python's own handler for SIGINT, the system's for SIGTERM): a
     signal the process was started ignoring (SIGINT for a command a shell runs in the background)
@@ -207,7 +212,7 @@ def catch_interrupts() -> None:
 
 @contextlib.contextmanager
 def deferred_interrupts() -> Iterator[list[int]]:
-    """Hold back SIGINT and SIGTERM while the block runs: the clean-up of a run that is stopping, bounded in time.
+    """Hold back the `STOPPING_SIGNALS` while the block runs: the clean-up of a run that is stopping, bounded in time.
 
     A second Ctrl-C (the first one's clean-up under way) raised in the middle of it stopped the
     clean-up halfway (the sandbox's temporary folder, the gradebook's last commit) and ended with a

@@ -27,6 +27,7 @@ Exit codes
 4  internal error in the grader or a plugin (a traceback is printed)
 130  stopped by Ctrl-C (SIGINT, `grader.errors.Interrupted`), wherever it landed: ``grader: interrupted``
 143  stopped by SIGTERM, as by Ctrl-C: ``grader: terminated``
+129  stopped by SIGHUP (its terminal closed), as by Ctrl-C: ``grader: hung up (its terminal closed)``
 
 A refused run (2 or 3) leaves nothing behind: ``--out`` is created only when grading starts.
 """

@@ -41,7 +41,8 @@ def console_main() -> None:
     except KeyboardInterrupt as exc:  # as main says it, with the server's socket closed as the process ends
         signum = getattr(exc, "signum", 2)  # grader.errors.Interrupted's (SIGINT or SIGTERM); nothing imported here
         fresh = "\n" if sys.stderr.isatty() else ""  # after the ^C the terminal echoed, as Interrupted.say does
-        print(fresh + ("grader: terminated" if signum == 15 else "grader: interrupted"), file=sys.stderr)
+        said = {15: "grader: terminated", 1: "grader: hung up (its terminal closed)"}.get(signum, "grader: interrupted")
+        print(fresh + said, file=sys.stderr)
         sys.exit(128 + signum)
     code = main(argv, fork_server=started, zygote=zygote, gc_paused=True)
     with deferred_interrupts():  # a cache file written whole or not at all
@@ -71,7 +72,9 @@ def _end_at_ctrl_c(code: int) -> None:
                 continue
         os._exit(code)
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    from grader.errors import STOPPING_SIGNALS
+
+    for signum in STOPPING_SIGNALS:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, end)
 

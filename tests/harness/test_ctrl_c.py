@@ -215,7 +215,7 @@ def grader_grading_ready(config):
 
 
 @pytest.mark.sandbox
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_sigterm_stops_grade_as_a_ctrl_c_does(tmp_path: Path, signum: int) -> None:
     # SIGTERM (kill, timeout, a cancelled CI job, a stopped container) ended the grader at once, exit -15:
     # the sandbox's folder stayed in TMPDIR until the next run on that machine (in every run of a sweep
@@ -234,6 +234,8 @@ def test_a_sigterm_stops_grade_as_a_ctrl_c_does(tmp_path: Path, signum: int) -> 
     assert "grader-sandbox-" in marker.read_text()  # the sandbox was up when the signal came
     if signum == signal.SIGTERM:
         assert (code, said) == (143, "grader: terminated\n")
+    elif signum == signal.SIGHUP:  # a terminal closed: it ended at once too, the folder left
+        assert (code, said) == (129, "grader: hung up (its terminal closed)\n")
     else:
         assert (code, said) == (130, "grader: interrupted\n")
     assert not (tmp_path / "out").exists()  # stopped before grading began: no output folder
