@@ -29,7 +29,7 @@ from grader.serve.pages import Pages
 from grader.serve.security import BodyDeadline, RateLimit, RateLimiter
 from grader.serve.state import ServerState, open_state, session_secret
 from grader.serve.store import Refused
-from grader.serve.worker import DB_ENV, Cluster
+from grader.serve.worker import DB_ENV, SERVER_PID_ENV, Cluster
 
 __all__ = [
     "CoursePath",
@@ -78,7 +78,7 @@ def start_workers(
         command += ["--settings", state.settings.source]
     if cluster is not None:
         command += cluster.argv()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", SERVER_PID_ENV: str(os.getpid())}
     if db_url:  # in the environment: any local user reads a command line (and the password in the URL)
         env[DB_ENV] = db_url
     return [subprocess.Popen(command, env=env) for _ in range(count)]

@@ -22,6 +22,7 @@ starts them, with the URL in ``GRADER_SERVE_DB``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
@@ -401,6 +402,30 @@ def work(
     return graded
 
 
+SERVER_PID_ENV = "GRADER_SERVE_PID"
+"""The environment variable through which ``grader serve`` tells its grading workers its process id."""
+
+
+def _stop_with_the_server(stop: threading.Event) -> None:
+    """End this worker (as the server's SIGTERM does) once the server that started it is gone.
+
+    Stopped gracefully, the server stops its workers itself. Killed (SIGKILL, the out-of-memory
+    killer, a hang-up it does not survive), it left them grading from the database on their own,
+    orphans of no server, holding its terminal. The kernel sends this process SIGTERM when its parent
+    ends (``PR_SET_PDEATHSIG``, Linux); a server already gone before that was set is seen here too.
+    """
+    server = os.environ.get(SERVER_PID_ENV, "")
+    if not server.isdigit():
+        return  # started by hand, not by the server: nothing to follow
+    if sys.platform.startswith("linux"):
+        from grader.child.kernel import PR_SET_PDEATHSIG, prctl
+
+        with contextlib.suppress(OSError):
+            prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(server):
+        stop.set()
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m grader.serve.worker --course DIR [--db URL] [--state DIR] [--settings FILE] [--dask ADDRESS]``."""
     parser = argparse.ArgumentParser(prog="grader-serve-worker")
@@ -425,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # the server's stop: finish this submission, end the jobs
+    _stop_with_the_server(stop)
     try:
         work(state, stop, cluster=cluster)
     except KeyboardInterrupt:

@@ -153,6 +153,52 @@ def test_grader_serve_starts_in_one_command_and_grades(tmp_path: Path) -> None:
     assert len(uploads) == 1 and uploads[0].stem == __import__("hashlib").sha256(data).hexdigest()
 
 
+def _grading_workers(server: int) -> list[int]:
+    from conftest import processes
+
+    return [p["pid"] for p in processes() if p["ppid"] == server and "grader.serve.worker" in p["cmdline"]]
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGHUP"])
+def test_a_server_that_ends_abruptly_or_hangs_up_leaves_no_grading_worker(tmp_path: Path, how: str) -> None:
+    """Killed (SIGKILL, the out-of-memory killer), the server left its grading workers running on their
+    own, orphans grading from the database and holding its terminal; a hang-up (its terminal closed) did
+    too. Now a worker ends once its server is gone, and a hang-up stops the server as SIGTERM does."""
+    import signal
+
+    from conftest import processes
+
+    course = course_copy(tmp_path)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "grader", "serve", "--course", str(course), "--port", str(port), "--workers", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _grading_workers(server.pid)) < 2:
+            assert time.monotonic() < deadline and server.poll() is None, "the server did not start its workers"
+            time.sleep(0.2)
+        time.sleep(1.0)  # the workers have started their sandboxes and wait for submissions
+        server.send_signal(getattr(signal, how))
+        deadline = time.monotonic() + 30
+        while {p["pid"] for p in processes()} & set(workers):
+            assert time.monotonic() < deadline, f"grading workers still running 30 s after the server's {how}"
+            time.sleep(0.2)
+        code = server.wait(timeout=30)
+    finally:
+        server.kill()
+        server.wait()
+        for pid in workers:  # whatever the test found, nothing of it outlives it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    if how == "SIGHUP":
+        assert code == 0 and "Traceback" not in server.stderr.read()  # stopped as by SIGTERM, gracefully
+
+
 def test_the_migrations_make_the_models_schema(tmp_path: Path) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -227,6 +229,7 @@ def run(config: Config) -> int:
         f"grader: serving {', '.join(map(str, courses))} on http://{config.option('host')}:{config.option('port')}",
         file=sys.stderr,
     )
+    _hang_up_as_sigterm()
     uvicorn.run(
         app,
         host=config.option("host"),
@@ -236,6 +239,18 @@ def run(config: Config) -> int:
         timeout_keep_alive=int(config.option("keep_alive")),
     )
     return EXIT_OK
+
+
+def _hang_up_as_sigterm() -> None:
+    """A hang-up (the terminal the server runs in closed) stops the server as SIGTERM does: gracefully.
+
+    Uvicorn stops gracefully on SIGINT and SIGTERM only (its workers stopped, the uploads under way
+    answered); ``grader``'s own stop on SIGHUP (`grader.errors.Interrupted`) would end its event loop
+    mid-request instead. Under ``nohup`` (SIGHUP ignored) nothing changes.
+    """
+    if not hasattr(signal, "SIGHUP") or signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        return
+    signal.signal(signal.SIGHUP, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
 
 
 @hookimpl
