@@ -402,6 +402,8 @@ def work(
     return graded
 
 
+_PR_SET_PDEATHSIG = 1
+"""Linux's ``prctl`` option: the signal this process gets when its parent ends."""
 SERVER_PID_ENV = "GRADER_SERVE_PID"
 """The environment variable through which ``grader serve`` tells its grading workers its process id."""
 
@@ -418,10 +420,10 @@ def _stop_with_the_server(stop: threading.Event) -> None:
     if not server.isdigit():
         return  # started by hand, not by the server: nothing to follow
     if sys.platform.startswith("linux"):
-        from grader.child.kernel import PR_SET_PDEATHSIG, prctl
+        import ctypes
 
-        with contextlib.suppress(OSError):
-            prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        with contextlib.suppress(OSError, AttributeError):  # the process's own libc (no lookup, no subprocess)
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     if os.getppid() != int(server):
         stop.set()
 
