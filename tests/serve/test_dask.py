@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from grader.cli import main
+from grader.fileio import remove_stale_scratch
 from grader.markers import hookimpl
 from grader.serve.app import create_app
 from grader.serve.db import Submission
@@ -170,6 +171,9 @@ def test_a_dask_worker_lost_mid_grading_costs_a_rerun_not_the_submission(make_se
         assert busy[0] not in watcher.scheduler_info()["workers"]  # it really was lost
     [(state, score, top, *_)] = stored(served)
     assert (state, score, top) == ("done", 86, 86)  # graded on the other worker, stored once
+    # The worker killed with SIGKILL could not remove its sandbox's folder; a later run's sweep would.
+    # Swept here, so that the test leaves nothing behind.
+    assert remove_stale_scratch() >= 1
 
 
 def test_a_cluster_that_is_down_stops_the_start_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
