@@ -80,7 +80,7 @@ def _stub_runner() -> types.ModuleType:
     return module
 
 
-def test_no_per_student_record_keeps_a_reference_run_of_the_same_name(monkeypatch, tmp_path: Path) -> None:  # noqa: ANN001
+def test_no_per_student_record_keeps_a_reference_run_of_the_same_name(monkeypatch, request, tmp_path: Path) -> None:  # noqa: ANN001
     from grader.builtin import shard_record, similarity, staff
     from grader.collected import COLLECTED, Collected, PreparedCheck
     from grader.grading.slices import STASH_KEY
@@ -92,6 +92,8 @@ def test_no_per_student_record_keeps_a_reference_run_of_the_same_name(monkeypatc
     options = argparse.Namespace(staff=True, similarity=True, out=str(tmp_path))
     config = Config(command="grade", options=options, pluginmanager=pm)
     pm.hook.grader_configure(config=config)
+    # The built-in plugins configured: the sandbox started its zygote and its folder; stopped as a run ends.
+    request.addfinalizer(lambda: pm.hook.grader_unconfigure(config=config))
     calls = [Call("softmax", ([0.0],), 1.0), Call("softmax", ([1.0],), 1.0)]
     hidden = Check("h", "compare", "softmax", 1.0, "hidden", "h", 1.0)
     exercise = Exercise("E1", "t", "s", "p", (hidden,))

@@ -25,11 +25,13 @@ def _stub_runner() -> types.ModuleType:
     return module
 
 
-def test_the_wrapper_records_seconds_and_returns_the_outcome_unchanged(monkeypatch) -> None:  # noqa: ANN001
+def test_the_wrapper_records_seconds_and_returns_the_outcome_unchanged(monkeypatch, request) -> None:  # noqa: ANN001
     monkeypatch.setitem(sys.modules, "stub_runner", _stub_runner())
     pm = get_plugin_manager(["stub_runner"], load_entrypoints=False)
     config = Config(command="grade", options=argparse.Namespace(), pluginmanager=pm)
     pm.hook.grader_configure(config=config)
+    # The built-in plugins configured: the sandbox started its zygote and its folder; stopped as a run ends.
+    request.addfinalizer(lambda: pm.hook.grader_unconfigure(config=config))
     calls = [Call("softmax", ([0.0],), 1.0)] * 3
     outcome = pm.hook.grader_run_calls(submission=Submission("ann", "ann", "x.py"), calls=calls, config=config)
     assert [r.seconds for r in outcome.results] == [0.5, 0.25, 0.125]
