@@ -61,6 +61,19 @@ def _interrupted(
     return code, said
 
 
+def _grade_stopped_in_plugin(
+    tmp: Path, name: str, source: str, *extra: str, signum: int = signal.SIGINT
+) -> tuple[int, str, Path]:
+    """`_interrupted` on ``grader grade`` of one sample with the plugin ``name`` (``source``, formatted with
+    ``marker``: it writes the marker as it reaches its step); the exit code, stderr and ``--out``."""
+    marker, site, out = tmp / "marker", tmp / "site", tmp / "out"
+    site.mkdir()
+    (site / f"{name}.py").write_text(source.format(marker=str(marker)))
+    argv = ["grade", str(REPO / "submissions" / "correct_numpy"), "--out", str(out), *extra, "-p", name]
+    code, said = _interrupted(argv, marker, tmp, {"PYTHONPATH": str(site)}, signum)
+    return code, said, out
+
+
 def test_a_ctrl_c_in_the_reference_s_import_stops_the_run_and_blames_no_reference(tmp_path: Path) -> None:
     # Seen at 0.46 s into 'grader check': "reference/attention.py: the reference failed to import at
     # grader/builtin/reference.py, line 48: KeyboardInterrupt; fix the reference", exit 3.
@@ -131,20 +144,10 @@ def test_a_ctrl_c_during_the_clean_up_waits_for_its_end(tmp_path: Path) -> None:
     # A second Ctrl-C (or a first one just as grade ends) landing in the unconfigure hooks stopped the
     # clean-up halfway: a KeyboardInterrupt traceback, exit -2, the sandbox's folder left in $TMPDIR
     # (6 of 20 runs with two SIGINTs 0.1 s apart, one of them 13 s from the Ctrl-C to the exit).
-    marker = tmp_path / "cleaning"
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "slow_clean_up.py").write_text(CLEAN_UP_PLUGIN.format(marker=str(marker)))
-    out = tmp_path / "out"
-    code, said = _interrupted(
-        ["grade", str(REPO / "submissions" / "correct_numpy"), "--out", str(out), "-q", "-p", "slow_clean_up"],
-        marker,
-        tmp_path,
-        {"PYTHONPATH": str(site)},
-    )
+    code, said, _ = _grade_stopped_in_plugin(tmp_path, "slow_clean_up", CLEAN_UP_PLUGIN, "-q")
     assert (code, said.splitlines()[-1]) == (130, "grader: interrupted")
     assert "Traceback" not in said
-    assert (tmp_path / "cleaning.done").exists()  # the hook ran to its end, and the sandbox's after it
+    assert (tmp_path / "marker.done").exists()  # the hook ran to its end, and the sandbox's after it
 
 
 EXIT_PLUGIN = """\
@@ -164,17 +167,7 @@ def grader_configure(config):
 def test_a_ctrl_c_after_the_run_ends_the_process_at_once_with_the_run_s_code(tmp_path: Path) -> None:
     # Once the run is over (its files written, its servers stopped), a KeyboardInterrupt raised in the
     # interpreter's exit printed "Exception ignored in: <module 'threading'>" and a traceback after it.
-    marker = tmp_path / "exiting"
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "slow_exit.py").write_text(EXIT_PLUGIN.format(marker=str(marker)))
-    out = tmp_path / "out"
-    code, said = _interrupted(
-        ["grade", str(REPO / "submissions" / "correct_numpy"), "--out", str(out), "-q", "-p", "slow_exit"],
-        marker,
-        tmp_path,
-        {"PYTHONPATH": str(site)},
-    )
+    code, said, out = _grade_stopped_in_plugin(tmp_path, "slow_exit", EXIT_PLUGIN, "-q")
     assert (code, said) == (0, "")
     assert (out / "results.json").exists()
     shutil.rmtree(out)
@@ -220,18 +213,8 @@ def test_a_sigterm_stops_grade_as_a_ctrl_c_does(tmp_path: Path, signum: int) -> 
     # SIGTERM (kill, timeout, a cancelled CI job, a stopped container) ended the grader at once, exit -15:
     # the sandbox's folder stayed in TMPDIR until the next run on that machine (in every run of a sweep
     # with the signal 1-3 s into grade).
-    marker = tmp_path / "ready"
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "slow_ready.py").write_text(READY_PLUGIN.format(marker=str(marker)))
-    code, said = _interrupted(
-        ["grade", str(REPO / "submissions" / "correct_numpy"), "--out", str(tmp_path / "out"), "-p", "slow_ready"],
-        marker,
-        tmp_path,
-        {"PYTHONPATH": str(site)},
-        signum,
-    )
-    assert "grader-sandbox-" in marker.read_text()  # the sandbox was up when the signal came
+    code, said, _ = _grade_stopped_in_plugin(tmp_path, "slow_ready", READY_PLUGIN, signum=signum)
+    assert "grader-sandbox-" in (tmp_path / "marker").read_text()  # the sandbox was up when the signal came
     if signum == signal.SIGTERM:
         assert (code, said) == (143, "grader: terminated\n")
     elif signum == signal.SIGHUP:  # a terminal closed: it ended at once too, the folder left
