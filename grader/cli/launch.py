@@ -25,10 +25,10 @@ def console_main() -> None:
     """Entry point of the ``grader`` script (and of ``python -m grader``)."""
     gc.disable()  # resumed by grader.cli.main before grading (the module docstring says why)
     argv = sys.argv[1:]
-    try:
-        from grader.errors import catch_interrupts, deferred_interrupts
+    from grader.errors import Interrupted, catch_interrupts, deferred_interrupts
 
-        catch_interrupts()  # a Ctrl-C is the user's wherever it lands (grader.errors.Interrupted)
+    catch_interrupts()  # a Ctrl-C is the user's wherever it lands (grader.errors.Interrupted)
+    try:
         from grader.execution.servers import check_fork_server, grade_zygote
 
         inherited = _open_fds()
@@ -39,11 +39,9 @@ def console_main() -> None:
         keptcode.install()  # the grader's dataclasses made from kept code, not compiled again (the module says why)
         from grader.cli.app import main
     except KeyboardInterrupt as exc:  # as main says it, with the server's socket closed as the process ends
-        signum = getattr(exc, "signum", 2)  # grader.errors.Interrupted's (SIGINT or SIGTERM); nothing imported here
-        fresh = "\n" if sys.stderr.isatty() else ""  # after the ^C the terminal echoed, as Interrupted.say does
-        said = {15: "grader: terminated", 1: "grader: hung up (its terminal closed)"}.get(signum, "grader: interrupted")
-        print(fresh + said, file=sys.stderr)
-        sys.exit(128 + signum)
+        stop = exc if isinstance(exc, Interrupted) else Interrupted()
+        stop.say(sys.stderr)
+        sys.exit(stop.exit_code)
     code = main(argv, fork_server=started, zygote=zygote, gc_paused=True)
     with deferred_interrupts():  # a cache file written whole or not at all
         keptcode.save()

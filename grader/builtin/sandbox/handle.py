@@ -119,10 +119,8 @@ class Zygote:
         """One reply line, with the file descriptors that came with it (b"" once the zygote is gone)."""
         data, fds = b"", list[int]()
         while not data.endswith(b"\n"):
-            try:
-                chunk, ancillary, _flags, _addr = self.sock.recvmsg(
-                    1 << 16, REPLY_FDS_SPACE
-                )  # socket.recv_fds, lighter
+            try:  # socket.recv_fds, lighter
+                chunk, ancillary, _flags, _addr = self.sock.recvmsg(1 << 16, REPLY_FDS_SPACE)
             except ConnectionResetError:
                 return b"", fds
             except OSError:
